@@ -1,0 +1,62 @@
+# sluice build, test and benchmark entry points. See README.md.
+
+# A fresh machine may not have Go on PATH for non-login shells.
+GO ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
+export PATH := $(dir $(GO)):$(PATH)
+
+# CI runs with CI=true; there io_uring tests must run for real, so a skip
+# becomes a failure.
+ifeq ($(CI),true)
+export SLUICE_REQUIRE_URING := 1
+endif
+
+# Debian packages the tests and load scripts need; installed when missing.
+DEB_PKGS ?=
+
+FUZZTIME ?= 10s
+TEST_TIMEOUT ?= 20m
+
+.PHONY: all build deps test vet lint fuzz bench clean
+
+all: build
+
+build:
+	$(GO) build ./...
+
+# deps installs what the tests need on a fresh machine: Go modules, and the
+# Debian packages named in DEB_PKGS.
+deps:
+	$(GO) mod download
+	bash scripts/install-deps.sh $(DEB_PKGS)
+
+vet:
+	$(GO) vet ./...
+	GOOS=darwin $(GO) vet ./...
+
+# lint runs the repository's lint rules, which are written as Go tests
+# (lint_test.go), plus gofmt over every tracked Go file.
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) test -count=1 -run '^TestLint' .
+
+test: deps vet lint
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	$(GO) test -count=1 -run '^$$' -bench . -benchtime=1x ./...
+
+# fuzz runs every fuzz target in the module briefly.
+fuzz:
+	@set -e; for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+	    echo "== $$pkg $$f"; \
+	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; \
+	done
+
+# bench is the main job. Until the sluice-bench CLI lands it runs the
+# micro benchmarks that guard the hot paths.
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./pool/ ./ring/
+
+clean:
+	$(GO) clean -testcache
