@@ -1,0 +1,26 @@
+// Package pool is the shared source buffer pool: one off-heap slab cut into
+// fixed-size buffers, handed to sources under a fairness policy, and
+// returned by consumers when they are done with the bytes.
+//
+// # Policy
+//
+// While buffers are free they go to whoever asks first. When they run out,
+// sources that hold no buffer join a FIFO queue and every released buffer
+// goes straight to the head of it. While any such source waits, no other
+// source is granted a second buffer. Without contention a per-source cap
+// still applies. A source that already holds buffers and asks for more while
+// the pool is dry waits in a second queue that is served only when nobody
+// with empty hands is waiting.
+//
+// # Acquiring
+//
+// [Account.TryAcquire] never blocks. [Account.Wait] registers an
+// asynchronous waiter for event-loop runners: the pool reserves a buffer for
+// the account and calls a notify function, and the runner collects the
+// buffer with [Account.Claim]. [Account.Acquire] blocks, honouring a
+// context, for the goroutine and thread runners.
+//
+// The engine creates one source pool for all its sources. Processing stages
+// that need memory create their own pools, so nothing downstream ever waits
+// on the source pool (NebulaStream's G2).
+package pool

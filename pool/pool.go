@@ -1,0 +1,652 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/bits"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Limits on a pool's shape.
+const (
+	// MinBufSize is the smallest buffer: one page.
+	MinBufSize = 4 << 10
+	// MaxBufSize is the largest buffer io_uring accepts as one fixed buffer.
+	MaxBufSize = 1 << 30
+	// MaxBuffers is the most buffers a pool may have: io_uring's limit on
+	// registered buffers, so that every index is a valid fixed-buffer index.
+	MaxBuffers = 1 << 14
+	// DefaultMaxBytes caps the slab when Config.MaxBytes is zero.
+	DefaultMaxBytes = 4 << 30
+)
+
+var (
+	// ErrClosed is returned by operations on a closed pool.
+	ErrClosed = errors.New("pool: closed")
+	// ErrLeft is returned by operations on an account that has left.
+	ErrLeft = errors.New("pool: account has left")
+	// ErrOutstanding is returned by Close while buffers are still held.
+	ErrOutstanding = errors.New("pool: buffers outstanding")
+)
+
+// ConfigError reports a bad Config field.
+type ConfigError struct {
+	Field  string
+	Value  any
+	Reason string
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("pool: config: %s = %v: %s", e.Field, e.Value, e.Reason)
+}
+
+// Config is the shape of a pool. BufSize and Buffers have no defaults: a
+// zero is an error, because the right size depends on the workload.
+type Config struct {
+	// BufSize is the size of each buffer in bytes: a power of two, at
+	// least MinBufSize and at most MaxBufSize.
+	BufSize int `yaml:"buf_size"`
+	// Buffers is the number of buffers, from 1 to MaxBuffers.
+	Buffers int `yaml:"buffers"`
+	// MaxPerSource caps the buffers one source may hold, waiting or not.
+	// Zero means max(1, Buffers/4).
+	MaxPerSource int `yaml:"max_per_source"`
+	// MaxBytes caps Buffers*BufSize. Zero means DefaultMaxBytes.
+	MaxBytes int64 `yaml:"max_bytes"`
+}
+
+func (c Config) validate() (Config, error) {
+	if c.BufSize < MinBufSize || c.BufSize > MaxBufSize || bits.OnesCount(uint(c.BufSize)) != 1 {
+		return c, &ConfigError{"BufSize", c.BufSize,
+			fmt.Sprintf("must be a power of two from %d to %d", MinBufSize, MaxBufSize)}
+	}
+	if c.Buffers < 1 || c.Buffers > MaxBuffers {
+		return c, &ConfigError{"Buffers", c.Buffers, fmt.Sprintf("must be from 1 to %d", MaxBuffers)}
+	}
+	if c.MaxBytes < 0 {
+		return c, &ConfigError{"MaxBytes", c.MaxBytes, "must not be negative"}
+	}
+	if c.MaxBytes == 0 {
+		c.MaxBytes = DefaultMaxBytes
+	}
+	if total := int64(c.Buffers) * int64(c.BufSize); total > c.MaxBytes {
+		return c, &ConfigError{"Buffers", c.Buffers,
+			fmt.Sprintf("Buffers*BufSize = %d bytes exceeds MaxBytes %d", total, c.MaxBytes)}
+	}
+	if c.MaxPerSource < 0 || c.MaxPerSource > c.Buffers {
+		return c, &ConfigError{"MaxPerSource", c.MaxPerSource, fmt.Sprintf("must be from 0 to Buffers (%d)", c.Buffers)}
+	}
+	if c.MaxPerSource == 0 {
+		c.MaxPerSource = max(1, c.Buffers/4)
+	}
+	return c, nil
+}
+
+// SourceID names the source an account belongs to. The pool attaches no
+// meaning to it beyond accounting.
+type SourceID uint64
+
+// Pool is a fixed set of equal buffers cut from one slab. It is safe for
+// concurrent use. The pool owns the slab; a Buf is lent to one account at a
+// time until it is released.
+type Pool struct {
+	cfg  Config
+	slab []byte
+	bufs []Buf
+
+	mu       sync.Mutex
+	closed   bool
+	free     []int32  // indices of free buffers, used as a stack
+	hungry   waitList // waiting accounts that hold no buffer
+	greedy   waitList // waiting accounts that hold some, but fewer than the cap
+	parked   int      // waiting accounts at the cap, in no list
+	accounts int
+	st       counters
+	// onGrant, if set, is called under mu after every grant. Tests use it
+	// to check the policy at the moment it acts.
+	onGrant func(a *Account)
+}
+
+type counters struct {
+	acquired, released, waits uint64
+	waitTotal                 time.Duration
+	hist                      Histogram
+}
+
+// New maps the slab and cuts it into buffers.
+func New(cfg Config) (*Pool, error) {
+	cfg, err := cfg.validate()
+	if err != nil {
+		return nil, err
+	}
+	slab, err := allocSlab(cfg.Buffers * cfg.BufSize)
+	if err != nil {
+		return nil, err
+	}
+	p := &Pool{cfg: cfg, slab: slab, bufs: make([]Buf, cfg.Buffers), free: make([]int32, cfg.Buffers)}
+	for i := range p.bufs {
+		off := i * cfg.BufSize
+		p.bufs[i] = Buf{p: p, idx: int32(i), data: slab[off : off+cfg.BufSize : off+cfg.BufSize]}
+		// Hand out low indices first.
+		p.free[i] = int32(cfg.Buffers - 1 - i)
+	}
+	return p, nil
+}
+
+// Config returns the pool's configuration with defaults filled in.
+func (p *Pool) Config() Config { return p.cfg }
+
+// BufSize returns the size of every buffer.
+func (p *Pool) BufSize() int { return p.cfg.BufSize }
+
+// Len returns the number of buffers.
+func (p *Pool) Len() int { return len(p.bufs) }
+
+// Iovecs describes the slab as one iovec per buffer, in index order, for
+// registration as io_uring fixed buffers. The memory stays valid until
+// Close succeeds.
+func (p *Pool) Iovecs() []unix.Iovec {
+	iovs := make([]unix.Iovec, len(p.bufs))
+	for i := range p.bufs {
+		iovs[i].Base = &p.bufs[i].data[0]
+		iovs[i].SetLen(p.cfg.BufSize)
+	}
+	return iovs
+}
+
+// Close unmaps the slab. It fails with ErrOutstanding while any buffer is
+// held, because the memory may still be in use by a consumer or the kernel.
+// Close is idempotent.
+func (p *Pool) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil
+	}
+	if inUse := len(p.bufs) - len(p.free); inUse > 0 {
+		return fmt.Errorf("%w: %d of %d still held", ErrOutstanding, inUse, len(p.bufs))
+	}
+	p.closed = true
+	for i := range p.bufs {
+		p.bufs[i].data = nil
+	}
+	return freeSlab(p.slab)
+}
+
+// Join opens an account for a source. Every buffer the source acquires is
+// charged to its account until released. Join allocates; nothing on the
+// account's acquire and release paths does.
+func (p *Pool) Join(id SourceID) *Account {
+	a := &Account{p: p, id: id, ch: make(chan struct{}, 1)}
+	a.signal = func() {
+		select {
+		case a.ch <- struct{}{}:
+		default:
+		}
+	}
+	p.mu.Lock()
+	p.accounts++
+	p.mu.Unlock()
+	return a
+}
+
+// Release returns b to the pool. It panics if b belongs to another pool or
+// was already released: both are bugs that would otherwise corrupt data.
+func (p *Pool) Release(b *Buf) {
+	if b == nil || b.p != p {
+		panic("pool: release of a buffer that belongs to another pool")
+	}
+	p.mu.Lock()
+	a := b.owner
+	if a == nil {
+		p.mu.Unlock()
+		panic(fmt.Sprintf("pool: double release of buffer %d", b.idx))
+	}
+	b.owner = nil
+	b.held.Store(false)
+	if invariants {
+		poison(b.data)
+	}
+	a.held--
+	p.st.released++
+	if a.state == waiting {
+		p.requeueLocked(a)
+	}
+	p.free = append(p.free, b.idx)
+	notify := p.dispatchLocked()
+	p.mu.Unlock()
+	if notify != nil {
+		notify()
+	}
+}
+
+// requeueLocked moves a waiting account whose holdings just dropped into
+// the list its holdings now put it in.
+func (p *Pool) requeueLocked(a *Account) {
+	switch {
+	case a.list == nil && a.held < p.cfg.MaxPerSource: // was parked at the cap
+		p.parked--
+		p.enqueueLocked(a)
+	case a.list == &p.greedy && a.held == 0:
+		p.greedy.remove(a)
+		p.hungry.push(a)
+	}
+}
+
+// enqueueLocked puts a waiting account in the list its holdings call for.
+func (p *Pool) enqueueLocked(a *Account) {
+	switch {
+	case a.held == 0:
+		p.hungry.push(a)
+	case a.held < p.cfg.MaxPerSource:
+		p.greedy.push(a)
+	default:
+		a.list = nil
+		p.parked++
+	}
+}
+
+// dispatchLocked reserves a free buffer for the first eligible waiter, if
+// there is one, and returns the function that tells it so. Hungry waiters
+// come first; greedy ones only when no hungry one waits. At most one
+// buffer is freed per operation, so one grant suffices.
+func (p *Pool) dispatchLocked() func() {
+	if len(p.free) == 0 {
+		return nil
+	}
+	var a *Account
+	switch {
+	case p.hungry.head != nil:
+		a = p.hungry.pop()
+	case p.greedy.head != nil:
+		a = p.greedy.pop()
+	default:
+		return nil
+	}
+	wait := time.Since(a.since)
+	p.st.waitTotal += wait
+	p.st.hist.record(wait)
+	a.waitTotal += wait
+	a.granted = p.takeLocked(a)
+	a.state = granted
+	return a.notify
+}
+
+// takeLocked pops a free buffer and charges it to a.
+func (p *Pool) takeLocked(a *Account) *Buf {
+	idx := p.free[len(p.free)-1]
+	p.free = p.free[:len(p.free)-1]
+	b := &p.bufs[idx]
+	b.owner = a
+	b.held.Store(true)
+	a.held++
+	a.acquired++
+	p.st.acquired++
+	if p.onGrant != nil {
+		p.onGrant(a)
+	}
+	return b
+}
+
+// Stats is a snapshot of a pool's accounting.
+type Stats struct {
+	Buffers  int
+	BufSize  int
+	InUse    int
+	Free     int
+	Waiters  int // accounts waiting for a buffer, at the cap or not
+	Accounts int // accounts that joined and have not left
+	Acquired uint64
+	Released uint64
+	// Waits counts acquires that had to queue, whether or not they were
+	// later cancelled. WaitTime and WaitHist cover the time from queueing
+	// to the grant, for those that were granted.
+	Waits    uint64
+	WaitTime time.Duration
+	WaitHist Histogram
+}
+
+// Stats returns a consistent snapshot.
+func (p *Pool) Stats() Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return Stats{
+		Buffers:  len(p.bufs),
+		BufSize:  p.cfg.BufSize,
+		InUse:    len(p.bufs) - len(p.free),
+		Free:     len(p.free),
+		Waiters:  p.hungry.n + p.greedy.n + p.parked,
+		Accounts: p.accounts,
+		Acquired: p.st.acquired,
+		Released: p.st.released,
+		Waits:    p.st.waits,
+		WaitTime: p.st.waitTotal,
+		WaitHist: p.st.hist,
+	}
+}
+
+// Buf is one buffer of the pool. Its index is its slot in the slab, which
+// is also its io_uring fixed-buffer index. A Buf is owned by one account
+// from acquisition until Release; it is not safe for concurrent use by
+// several goroutines, but it may be handed from one to another.
+type Buf struct {
+	p     *Pool
+	idx   int32
+	data  []byte
+	owner *Account    // guarded by p.mu
+	held  atomic.Bool // mirrors owner != nil, for lock-free misuse checks
+}
+
+// Bytes returns the whole buffer. It panics if the buffer is not held: a
+// use after release would read another source's data.
+func (b *Buf) Bytes() []byte {
+	if !b.held.Load() {
+		panic(fmt.Sprintf("pool: use of buffer %d after release", b.idx))
+	}
+	return b.data
+}
+
+// Index returns the buffer's slot in the slab.
+func (b *Buf) Index() int { return int(b.idx) }
+
+// Release returns the buffer to its pool; see Pool.Release.
+func (b *Buf) Release() { b.p.Release(b) }
+
+func poison(b []byte) {
+	for i := range b {
+		b[i] = 0xdb
+	}
+}
+
+type waitState uint8
+
+const (
+	idle waitState = iota
+	waiting
+	granted
+)
+
+// Account charges buffers to one source and carries its place in the wait
+// queues. Methods are safe for concurrent use, but an account is meant to
+// be driven by one runner at a time: at most one wait may be pending.
+type Account struct {
+	p  *Pool
+	id SourceID
+
+	// Guarded by p.mu.
+	held       int
+	state      waitState
+	left       bool
+	list       *waitList
+	prev, next *Account
+	since      time.Time
+	notify     func()
+	granted    *Buf
+	acquired   uint64
+	waits      uint64
+	waitTotal  time.Duration
+
+	ch     chan struct{} // signalled when a blocking Acquire is granted
+	signal func()        // sends on ch without blocking
+}
+
+// ID returns the source the account belongs to.
+func (a *Account) ID() SourceID { return a.id }
+
+// TryAcquire returns a buffer if the policy allows one now, and never
+// blocks. If a buffer was already reserved for a pending Wait, it returns
+// that one.
+func (a *Account) TryAcquire() (*Buf, bool) {
+	p := a.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return a.tryLocked()
+}
+
+func (a *Account) tryLocked() (*Buf, bool) {
+	p := a.p
+	switch {
+	case a.state == granted:
+		return a.claimLocked(), true
+	case p.closed || a.left || a.state == waiting:
+		return nil, false
+	case len(p.free) == 0 || a.held >= p.cfg.MaxPerSource:
+		return nil, false
+	}
+	// Free buffers imply that nobody eligible waits (every release is
+	// dispatched at once), so first come, first served is fair here.
+	return p.takeLocked(a), true
+}
+
+// Wait is the asynchronous acquire for event-loop runners. It returns a
+// buffer at once if the policy allows; otherwise it queues the account
+// and returns false. When a buffer has been reserved, notify is called
+// once, on the releasing goroutine and without locks held; it should only
+// wake the runner, which then calls Claim. A notify may be spurious (the
+// wait may have been cancelled meanwhile), so Claim's result decides.
+func (a *Account) Wait(notify func()) (*Buf, bool, error) {
+	p := a.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, false, ErrClosed
+	}
+	if a.left {
+		return nil, false, ErrLeft
+	}
+	if b, ok := a.tryLocked(); ok {
+		return b, true, nil
+	}
+	if a.state == idle {
+		a.state = waiting
+		a.since = time.Now()
+		a.waits++
+		p.st.waits++
+		a.notify = notify
+		p.enqueueLocked(a)
+	}
+	return nil, false, nil
+}
+
+// Claim collects a buffer reserved for a pending Wait.
+func (a *Account) Claim() (*Buf, bool) {
+	p := a.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if a.state != granted {
+		return nil, false
+	}
+	return a.claimLocked(), true
+}
+
+func (a *Account) claimLocked() *Buf {
+	b := a.granted
+	a.granted, a.notify, a.state = nil, nil, idle
+	return b
+}
+
+// Cancel withdraws a pending Wait. A buffer already reserved for it goes
+// to the next waiter.
+func (a *Account) Cancel() {
+	p := a.p
+	p.mu.Lock()
+	notify := a.cancelLocked()
+	p.mu.Unlock()
+	if notify != nil {
+		notify()
+	}
+}
+
+func (a *Account) cancelLocked() func() {
+	p := a.p
+	switch a.state {
+	case waiting:
+		if a.list != nil {
+			a.list.remove(a)
+		} else {
+			p.parked--
+		}
+	case granted:
+		b := a.granted
+		b.owner = nil
+		b.held.Store(false)
+		a.held--
+		a.acquired--
+		p.st.acquired--
+		p.free = append(p.free, b.idx)
+	default:
+		return nil
+	}
+	a.granted, a.notify, a.state = nil, nil, idle
+	return p.dispatchLocked()
+}
+
+// Acquire blocks until the policy grants a buffer or ctx ends. On
+// cancellation it returns ctx.Err() and leaves no waiter behind; a buffer
+// reserved in the meantime goes to the next waiter. It serves the
+// goroutine and thread runners.
+func (a *Account) Acquire(ctx context.Context) (*Buf, error) {
+	for {
+		b, ok, err := a.Wait(a.signal)
+		if err != nil || ok {
+			return b, err
+		}
+		select {
+		case <-a.ch:
+			if b, ok := a.Claim(); ok {
+				return b, nil
+			}
+			// A stale signal from an earlier, cancelled wait: wait again.
+		case <-ctx.Done():
+			a.Cancel()
+			select {
+			case <-a.ch:
+			default:
+			}
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// Leave closes the account: a pending wait is cancelled and any buffer
+// reserved for it goes to the next waiter. Buffers the source still holds
+// stay charged to it until released. Leave is idempotent.
+func (a *Account) Leave() {
+	p := a.p
+	p.mu.Lock()
+	if a.left {
+		p.mu.Unlock()
+		return
+	}
+	a.left = true
+	p.accounts--
+	notify := a.cancelLocked()
+	p.mu.Unlock()
+	if notify != nil {
+		notify()
+	}
+}
+
+// AccountStats is a snapshot of one account.
+type AccountStats struct {
+	Held     int
+	Acquired uint64
+	Waits    uint64
+	WaitTime time.Duration
+	Waiting  bool
+}
+
+// Stats returns a snapshot of the account.
+func (a *Account) Stats() AccountStats {
+	p := a.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return AccountStats{Held: a.held, Acquired: a.acquired, Waits: a.waits, WaitTime: a.waitTotal, Waiting: a.state == waiting}
+}
+
+// waitList is an intrusive FIFO of accounts.
+type waitList struct {
+	head, tail *Account
+	n          int
+}
+
+func (l *waitList) push(a *Account) {
+	a.list, a.prev, a.next = l, l.tail, nil
+	if l.tail != nil {
+		l.tail.next = a
+	} else {
+		l.head = a
+	}
+	l.tail = a
+	l.n++
+}
+
+func (l *waitList) pop() *Account {
+	a := l.head
+	l.remove(a)
+	return a
+}
+
+func (l *waitList) remove(a *Account) {
+	if a.prev != nil {
+		a.prev.next = a.next
+	} else {
+		l.head = a.next
+	}
+	if a.next != nil {
+		a.next.prev = a.prev
+	} else {
+		l.tail = a.prev
+	}
+	a.list, a.prev, a.next = nil, nil, nil
+	l.n--
+}
+
+// Histogram counts durations in power-of-two buckets of nanoseconds:
+// bucket i holds durations in [2^i, 2^(i+1)) ns, bucket 0 also holds zero.
+type Histogram struct {
+	Buckets [48]uint64
+}
+
+func (h *Histogram) record(d time.Duration) {
+	i := 0
+	if d > 0 {
+		i = min(bits.Len64(uint64(d))-1, len(h.Buckets)-1)
+	}
+	h.Buckets[i]++
+}
+
+// Count returns the number of recorded durations.
+func (h Histogram) Count() uint64 {
+	var n uint64
+	for _, c := range h.Buckets {
+		n += c
+	}
+	return n
+}
+
+// Quantile returns an upper bound for the q-quantile (0 < q <= 1): the top
+// of the bucket that holds it. It returns 0 for an empty histogram.
+func (h Histogram) Quantile(q float64) time.Duration {
+	total := h.Count()
+	if total == 0 {
+		return 0
+	}
+	rank := uint64(q * float64(total))
+	if rank == 0 {
+		rank = 1
+	}
+	var seen uint64
+	for i, c := range h.Buckets {
+		seen += c
+		if seen >= rank {
+			return time.Duration(uint64(1) << (i + 1))
+		}
+	}
+	return time.Duration(uint64(1) << len(h.Buckets))
+}
