@@ -60,7 +60,9 @@ type Config struct {
 	MaxBytes int64 `yaml:"max_bytes"`
 }
 
-func (c Config) validate() (Config, error) {
+// Validate checks c and returns it with defaults filled in. New calls it;
+// it is exported so that owners of a Config can check it early.
+func (c Config) Validate() (Config, error) {
 	if c.BufSize < MinBufSize || c.BufSize > MaxBufSize || bits.OnesCount(uint(c.BufSize)) != 1 {
 		return c, &ConfigError{"BufSize", c.BufSize,
 			fmt.Sprintf("must be a power of two from %d to %d", MinBufSize, MaxBufSize)}
@@ -106,6 +108,7 @@ type Pool struct {
 	greedy   waitList // waiting accounts that hold some, but fewer than the cap
 	parked   int      // waiting accounts at the cap, in no list
 	accounts int
+	idle     chan struct{} // closed when no buffer is held; nil until WaitIdle asks
 	st       counters
 	// onGrant, if set, is called under mu after every grant. Tests use it
 	// to check the policy at the moment it acts.
@@ -120,7 +123,7 @@ type counters struct {
 
 // New maps the slab and cuts it into buffers.
 func New(cfg Config) (*Pool, error) {
-	cfg, err := cfg.validate()
+	cfg, err := cfg.Validate()
 	if err != nil {
 		return nil, err
 	}
@@ -219,9 +222,39 @@ func (p *Pool) Release(b *Buf) {
 	}
 	p.free = append(p.free, b.idx)
 	notify := p.dispatchLocked()
+	p.wakeIdleLocked()
 	p.mu.Unlock()
 	if notify != nil {
 		notify()
+	}
+}
+
+// wakeIdleLocked tells WaitIdle callers once every buffer is home.
+func (p *Pool) wakeIdleLocked() {
+	if p.idle != nil && len(p.free) == len(p.bufs) {
+		close(p.idle)
+		p.idle = nil
+	}
+}
+
+// WaitIdle blocks until no buffer is held or ctx ends. Owners use it at
+// shutdown to wait for consumers to release their last buffers.
+func (p *Pool) WaitIdle(ctx context.Context) error {
+	p.mu.Lock()
+	if len(p.free) == len(p.bufs) {
+		p.mu.Unlock()
+		return nil
+	}
+	if p.idle == nil {
+		p.idle = make(chan struct{})
+	}
+	idle := p.idle
+	p.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
@@ -499,6 +532,7 @@ func (a *Account) cancelLocked() func() {
 		a.acquired--
 		p.st.acquired--
 		p.free = append(p.free, b.idx)
+		p.wakeIdleLocked()
 	default:
 		return nil
 	}

@@ -525,12 +525,19 @@ func TestFairnessJain(t *testing.T) {
 	var wg sync.WaitGroup
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	// Every source joins, then all start together: a source that has not
+	// started yet cannot be served, and would spoil the measure.
+	var joined sync.WaitGroup
+	start := make(chan struct{})
 	for s := range sources {
 		wg.Add(1)
+		joined.Add(1)
 		go func() {
 			defer wg.Done()
 			a := p.Join(SourceID(s))
 			defer a.Leave()
+			joined.Done()
+			<-start
 			for {
 				b, err := a.Acquire(ctx)
 				if err != nil {
@@ -548,6 +555,8 @@ func TestFairnessJain(t *testing.T) {
 			}
 		}()
 	}
+	joined.Wait()
+	close(start)
 	wg.Wait()
 	var sum, sumSq float64
 	for _, c := range counts {
@@ -594,5 +603,26 @@ func TestUncontendedPathDoesNotAllocate(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Fatalf("%v allocations per acquire and release", allocs)
+	}
+}
+
+func TestWaitIdle(t *testing.T) {
+	p := newPool(t, Config{BufSize: 4096, Buffers: 2})
+	a := p.Join(1)
+	defer a.Leave()
+	if err := p.WaitIdle(context.Background()); err != nil {
+		t.Fatalf("idle pool: %v", err)
+	}
+	b, _ := a.TryAcquire()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+	defer cancel()
+	if err := p.WaitIdle(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitIdle with a buffer out: %v", err)
+	}
+	done := make(chan error)
+	go func() { done <- p.WaitIdle(context.Background()) }()
+	b.Release()
+	if err := <-done; err != nil {
+		t.Fatalf("WaitIdle after the last release: %v", err)
 	}
 }
