@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -550,7 +549,10 @@ func TestFairnessJain(t *testing.T) {
 				}
 				counts[s]++
 				b.Bytes()[0] = byte(s)
-				runtime.Gosched() // hold the buffer across a scheduling point
+				// Model processing time, so that the pool is the bottleneck
+				// and every source is queued in it; otherwise free buffers go
+				// to whichever goroutines the scheduler happens to run.
+				time.Sleep(100 * time.Microsecond)
 				b.Release()
 			}
 		}()
