@@ -1,0 +1,37 @@
+package ring
+
+import (
+	"os"
+	"runtime"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// requireURing skips the test when the probe finds io_uring unusable, or
+// fails it when SLUICE_REQUIRE_URING=1 (CI sets it).
+func requireURing(t testing.TB) ProbeResult {
+	t.Helper()
+	p := Probe()
+	if !p.Supported {
+		if os.Getenv("SLUICE_REQUIRE_URING") == "1" {
+			t.Fatalf("SLUICE_REQUIRE_URING=1 but io_uring is unusable:\n%v", p)
+		}
+		t.Skip(p.Reason)
+	}
+	return p
+}
+
+// runLocked runs fn on a new goroutine locked to its OS thread, as a ring's
+// owner must be, and waits for it. It goes through t.Run so fn may call
+// t.Fatal. The goroutine never unlocks: t.Cleanup functions run on it after
+// fn returns and still see the same thread, and the thread exits with it.
+func runLocked(t *testing.T, fn func(t *testing.T)) {
+	t.Helper()
+	t.Run("locked", func(t *testing.T) {
+		runtime.LockOSThread()
+		fn(t)
+	})
+}
