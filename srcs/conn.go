@@ -1,0 +1,151 @@
+package srcs
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Conn is a source over one connected stream socket: an accepted TCP or
+// unix connection, or a dialed one. It is open from creation; Open only
+// checks that it has not been closed.
+//
+// Read goes through the net.Conn and Go's netpoller. Desc detaches the
+// socket from the netpoller instead: it duplicates the descriptor, closes
+// the net.Conn, and from then on the source owns the raw descriptor (in
+// non-blocking mode), so a runner that drives descriptors gets readiness
+// only from its own epoll set or ring. After Desc, Read is unavailable.
+//
+// Conn is not safe for concurrent use, except that Close and
+// SetReadDeadline may be called while Read blocks.
+type Conn struct {
+	name string
+
+	mu     sync.Mutex
+	c      net.Conn // nil once detached
+	fd     int      // the detached descriptor, or -1
+	closed bool
+}
+
+// NewConn wraps a connected stream socket. The source takes ownership of c.
+func NewConn(c net.Conn) *Conn {
+	return &Conn{name: connName(c), c: c, fd: -1}
+}
+
+func connName(c net.Conn) string {
+	if a := c.RemoteAddr(); a != nil && a.String() != "" && a.String() != "@" {
+		return a.Network() + "://" + a.String()
+	}
+	if a := c.LocalAddr(); a != nil {
+		return a.Network() + "://" + a.String()
+	}
+	return "conn"
+}
+
+// Name returns the peer address as network://addr.
+func (s *Conn) Name() string { return s.name }
+
+// Open succeeds while the connection has not been closed.
+func (s *Conn) Open(context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return fmt.Errorf("srcs: open %s: %w", s.name, net.ErrClosed)
+	}
+	return nil
+}
+
+// Read reads from the connection through the Go netpoller.
+func (s *Conn) Read(p []byte) (int, error) {
+	s.mu.Lock()
+	c := s.c
+	s.mu.Unlock()
+	if c == nil {
+		return 0, fmt.Errorf("srcs: read %s: descriptor detached for a runner", s.name)
+	}
+	return c.Read(p)
+}
+
+// SetReadDeadline sets the deadline of a pending or future Read.
+func (s *Conn) SetReadDeadline(t time.Time) error {
+	s.mu.Lock()
+	c := s.c
+	s.mu.Unlock()
+	if c == nil {
+		return nil
+	}
+	return c.SetReadDeadline(t)
+}
+
+// SyscallConn returns the connection's raw descriptor access through Go's
+// netpoller, so that a runner can wait for readability before it takes a
+// buffer. It fails once Desc has detached the descriptor.
+func (s *Conn) SyscallConn() (syscall.RawConn, error) {
+	s.mu.Lock()
+	c := s.c
+	s.mu.Unlock()
+	if c == nil {
+		return nil, fmt.Errorf("srcs: %s: descriptor detached for a runner", s.name)
+	}
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return nil, fmt.Errorf("srcs: %s: %w", s.name, ErrNoDescriptor)
+	}
+	return sc.SyscallConn()
+}
+
+// Desc detaches the socket from Go's netpoller on first use and returns it.
+func (s *Conn) Desc() (Desc, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return Desc{}, fmt.Errorf("srcs: %s: %w", s.name, net.ErrClosed)
+	}
+	if s.fd >= 0 {
+		return Desc{FD: s.fd, Kind: Stream}, nil
+	}
+	sc, ok := s.c.(syscall.Conn)
+	if !ok {
+		return Desc{}, fmt.Errorf("srcs: %s: %w", s.name, ErrNoDescriptor)
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return Desc{}, fmt.Errorf("srcs: %s: %w", s.name, err)
+	}
+	fd, dupErr := -1, error(nil)
+	if err := rc.Control(func(raw uintptr) {
+		fd, dupErr = unix.FcntlInt(raw, unix.F_DUPFD_CLOEXEC, 0)
+	}); err != nil {
+		return Desc{}, fmt.Errorf("srcs: %s: %w", s.name, err)
+	}
+	if dupErr != nil {
+		return Desc{}, fmt.Errorf("srcs: %s: dup: %w", s.name, os.NewSyscallError("fcntl", dupErr))
+	}
+	// The duplicate shares the open file description, so it stays
+	// non-blocking; closing the net.Conn only drops Go's copy.
+	s.c.Close()
+	s.c, s.fd = nil, fd
+	return Desc{FD: fd, Kind: Stream}, nil
+}
+
+// Close closes the connection or the detached descriptor. It is idempotent.
+func (s *Conn) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	if s.fd >= 0 {
+		fd := s.fd
+		s.fd = -1
+		return os.NewSyscallError("close", unix.Close(fd))
+	}
+	return s.c.Close()
+}

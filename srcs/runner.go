@@ -1,0 +1,40 @@
+package srcs
+
+import (
+	"log/slog"
+
+	"github.com/sluice-io/sluice/pool"
+)
+
+// RunnerConfig is what the engine passes to a runner's constructor.
+type RunnerConfig struct {
+	// Workers is the number of event-loop workers (uring, epoll), each an
+	// OS-thread-locked goroutine. Other runners ignore it.
+	Workers int
+	// Pool is the engine's source pool. The uring runner registers its
+	// slab as fixed buffers.
+	Pool *pool.Pool
+	// MaxThreads caps the thread runner's locked OS threads, so that it
+	// fails a source clearly instead of crashing the process at Go's
+	// thread limit (runtime/debug.SetMaxThreads).
+	MaxThreads int
+	// Logger receives start-up decisions and per-source trouble. Never nil.
+	Logger *slog.Logger
+}
+
+// RunnerStats is a snapshot of a runner's own counters.
+type RunnerStats struct {
+	Runner  string
+	Workers int
+	// Threads is the number of OS threads the runner holds locked.
+	Threads int
+	// Lanes is the number of lanes being driven now.
+	Lanes int
+	// Reads counts completed read operations (syscalls or io_uring CQEs).
+	Reads uint64
+	// Waits counts the times a worker blocked in the kernel waiting for
+	// work (io_uring_enter with a wait, epoll_wait, poll).
+	Waits uint64
+	// Wakeups counts cross-thread wake-ups of a worker.
+	Wakeups uint64
+}

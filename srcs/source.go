@@ -1,0 +1,138 @@
+package srcs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluice-io/sluice/pool"
+)
+
+// ID identifies a source within an engine. It doubles as the source's pool
+// account id.
+type ID = pool.SourceID
+
+// Source is what every source implements (NebulaStream's G4: a tiny
+// interface). Open and Close bracket one session: a connection, an open
+// file. A source that can reconnect (see Reconnector) may be opened again
+// after Close.
+//
+// A Source is driven by one runner at a time and need not be safe for
+// concurrent use, except that Close and SetReadDeadline (when offered) may
+// be called while a Read is blocked, to unblock it.
+type Source interface {
+	// Name is a human-readable address or path, used in errors and stats.
+	Name() string
+	// Open starts a session. It may block (a dial), honouring ctx.
+	Open(ctx context.Context) error
+	// Read reads into p with io.Reader semantics. Runners that drive a
+	// descriptor (see Descriptor) do not call it.
+	Read(p []byte) (int, error)
+	// Close ends the session and releases its resources. It is idempotent.
+	Close() error
+}
+
+// Kind says how a runner reads a descriptor.
+type Kind uint8
+
+const (
+	// Stream is a connected byte stream: recv(2) or read(2) until 0 bytes.
+	Stream Kind = iota
+	// Datagram is a message socket: one recvmsg(2) per datagram, boundaries
+	// preserved (see Framer).
+	Datagram
+	// File is a regular file read positionally from Desc.Offset.
+	File
+)
+
+func (k Kind) String() string {
+	switch k {
+	case Stream:
+		return "stream"
+	case Datagram:
+		return "datagram"
+	case File:
+		return "file"
+	}
+	return fmt.Sprintf("kind(%d)", k)
+}
+
+// Desc describes a source's kernel descriptor to a runner.
+type Desc struct {
+	FD   int
+	Kind Kind
+	// Offset is where a File read starts.
+	Offset int64
+}
+
+// Descriptor is the optional capability of sources backed by a kernel
+// descriptor. Runners that drive descriptors directly (uring, epoll,
+// thread) use it; the goroutine runner calls Read instead. The source keeps
+// ownership of the descriptor: a runner never closes it, and stops using it
+// before it calls Close. The descriptor may be in non-blocking mode.
+type Descriptor interface {
+	// Desc returns the descriptor of the current session, valid from a
+	// successful Open until Close.
+	Desc() (Desc, error)
+}
+
+// Deadliner is the optional capability of sources whose blocking Read can
+// be interrupted by a deadline, as net.Conn's can. The goroutine runner
+// uses it for flush timeouts and to stop a source without closing it.
+type Deadliner interface {
+	SetReadDeadline(t time.Time) error
+}
+
+// Reconnector is the optional capability of sources that can be opened
+// again after their session fails (a TCP client, an MQTT subscriber). The
+// engine retries Open with jittered exponential backoff up to MaxBackoff.
+type Reconnector interface {
+	Reconnect() Backoff
+}
+
+// Backoff configures reconnection.
+type Backoff struct {
+	Initial time.Duration // first delay; default 50ms
+	Max     time.Duration // cap on the delay; default 5s
+	// Attempts bounds consecutive failed opens; 0 means retry forever.
+	Attempts int
+}
+
+// Repeater is the optional capability of sources that want to be read
+// again from the start when they reach end of stream (a file read in a
+// loop for benchmarks). Again is called after the session reached EOF and
+// was closed; if it returns true the engine opens the source again and the
+// stream continues without an end-of-stream chunk.
+type Repeater interface {
+	Again() bool
+}
+
+// Errors shared by sources and runners. Runners and sources wrap them with
+// %w so callers can use errors.Is.
+var (
+	// ErrStopped is how a runner finishes a lane that was removed.
+	ErrStopped = errors.New("srcs: source stopped")
+	// ErrReset is a connection reset by the peer (ECONNRESET, EPIPE).
+	ErrReset = errors.New("srcs: connection reset")
+	// ErrTimeout is an I/O or dial timeout.
+	ErrTimeout = errors.New("srcs: timeout")
+	// ErrNoDescriptor is returned by runners that need a Descriptor when
+	// the source has none.
+	ErrNoDescriptor = errors.New("srcs: source has no kernel descriptor")
+)
+
+// SourceError wraps an error with the source it happened to. The engine
+// hands these to its error handler.
+type SourceError struct {
+	ID   ID
+	Name string
+	Op   string // "open", "read", "close", "accept"
+	Err  error
+}
+
+func (e *SourceError) Error() string {
+	return fmt.Sprintf("source %d (%s): %s: %v", e.ID, e.Name, e.Op, e.Err)
+}
+
+func (e *SourceError) Unwrap() error { return e.Err }

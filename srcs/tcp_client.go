@@ -1,0 +1,161 @@
+package srcs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// DefaultDialTimeout bounds a TCPClient's dial when DialTimeout is zero.
+const DefaultDialTimeout = 5 * time.Second
+
+// TCPClientConfig configures NewTCPClient.
+type TCPClientConfig struct {
+	// Addr is the server's "host:port". The host may be a name, resolved
+	// at each dial.
+	Addr string `yaml:"addr"`
+	// DialTimeout bounds one dial, name resolution included. Zero means
+	// DefaultDialTimeout.
+	DialTimeout time.Duration `yaml:"dial_timeout"`
+	// Backoff is what Reconnect reports to the engine; zero fields take
+	// the defaults (Initial 50ms, Max 5s).
+	Backoff Backoff `yaml:"backoff"`
+}
+
+// TCPClient is a source that dials a TCP server. Each Open dials once and
+// starts a session; Close ends it, and Open may then dial again (it is a
+// Reconnector). Between Open and Close it behaves as a Conn: Read goes
+// through the Go netpoller, and Desc detaches the socket for a runner.
+//
+// TCPClient is not safe for concurrent use, except that Close and
+// SetReadDeadline may be called while Read blocks.
+type TCPClient struct {
+	cfg  TCPClientConfig
+	name string
+
+	mu   sync.Mutex
+	conn *Conn // the current session; nil between sessions
+}
+
+// NewTCPClient checks cfg and returns a client that has not dialed yet.
+func NewTCPClient(cfg TCPClientConfig) (*TCPClient, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("srcs: tcp client: %w", err)
+	}
+	if cfg.DialTimeout == 0 {
+		cfg.DialTimeout = DefaultDialTimeout
+	}
+	cfg.Backoff = cfg.Backoff.WithDefaults()
+	return &TCPClient{cfg: cfg, name: "tcp://" + cfg.Addr}, nil
+}
+
+func (cfg TCPClientConfig) validate() error {
+	host, port, err := net.SplitHostPort(cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("Addr %q: %w", cfg.Addr, err)
+	}
+	if host == "" {
+		return fmt.Errorf("Addr %q: missing host", cfg.Addr)
+	}
+	if p, err := strconv.ParseUint(port, 10, 16); err != nil || p == 0 {
+		return fmt.Errorf("Addr %q: port must be a number from 1 to 65535", cfg.Addr)
+	}
+	if cfg.DialTimeout < 0 {
+		return fmt.Errorf("DialTimeout: %v is negative", cfg.DialTimeout)
+	}
+	return cfg.Backoff.validate("Backoff")
+}
+
+// Name returns "tcp://host:port" as configured.
+func (c *TCPClient) Name() string { return c.name }
+
+// Open dials the server once, within DialTimeout and ctx. A timeout, from
+// either, wraps ErrTimeout; the cause (a *net.OpError, a *net.DNSError)
+// stays reachable with errors.As. Open fails if a session is already open.
+func (c *TCPClient) Open(ctx context.Context) error {
+	c.mu.Lock()
+	open := c.conn != nil
+	c.mu.Unlock()
+	if open {
+		return fmt.Errorf("srcs: open %s: session already open", c.name)
+	}
+	d := net.Dialer{Timeout: c.cfg.DialTimeout}
+	nc, err := d.DialContext(ctx, "tcp", c.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("srcs: open %s: %w", c.name, Classify(err))
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.conn != nil { // a concurrent Open won, which the contract forbids
+		nc.Close()
+		return fmt.Errorf("srcs: open %s: session already open", c.name)
+	}
+	c.conn = NewConn(nc)
+	return nil
+}
+
+// session returns the current session, or an error wrapping net.ErrClosed.
+func (c *TCPClient) session(op string) (*Conn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.conn == nil {
+		return nil, fmt.Errorf("srcs: %s %s: no session: %w", op, c.name, net.ErrClosed)
+	}
+	return c.conn, nil
+}
+
+// Read reads from the current session through the Go netpoller.
+func (c *TCPClient) Read(p []byte) (int, error) {
+	s, err := c.session("read")
+	if err != nil {
+		return 0, err
+	}
+	return s.Read(p)
+}
+
+// SetReadDeadline sets the deadline of the current session's reads.
+func (c *TCPClient) SetReadDeadline(t time.Time) error {
+	s, err := c.session("set deadline")
+	if err != nil {
+		return err
+	}
+	return s.SetReadDeadline(t)
+}
+
+// Desc detaches the current session's socket for a runner (see Conn.Desc).
+func (c *TCPClient) Desc() (Desc, error) {
+	s, err := c.session("desc")
+	if err != nil {
+		return Desc{}, err
+	}
+	return s.Desc()
+}
+
+// Reconnect returns the configured back-off with defaults filled in.
+func (c *TCPClient) Reconnect() Backoff { return c.cfg.Backoff }
+
+// Close ends the current session. It is idempotent, and Open may follow.
+func (c *TCPClient) Close() error {
+	c.mu.Lock()
+	s := c.conn
+	c.conn = nil
+	c.mu.Unlock()
+	if s == nil {
+		return nil
+	}
+	if err := s.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+		return fmt.Errorf("srcs: close %s: %w", c.name, err)
+	}
+	return nil
+}
+
+var (
+	_ Source      = (*TCPClient)(nil)
+	_ Descriptor  = (*TCPClient)(nil)
+	_ Deadliner   = (*TCPClient)(nil)
+	_ Reconnector = (*TCPClient)(nil)
+)

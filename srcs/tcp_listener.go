@@ -1,0 +1,250 @@
+package srcs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Bounds of the back-off after accept(2) fails for lack of resources.
+const (
+	acceptBackoffMin = 5 * time.Millisecond
+	acceptBackoffMax = time.Second
+)
+
+// ListenerConfig configures ListenTCP.
+type ListenerConfig struct {
+	// MaxConns caps the connections accepted and not yet closed. At the
+	// cap, Accept stops calling accept(2), so further clients wait in the
+	// kernel's backlog and then get no SYN-ACK. Zero means no cap.
+	MaxConns int `yaml:"max_conns"`
+	// Logger receives accept trouble (descriptors exhausted). Nil
+	// discards.
+	Logger *slog.Logger `yaml:"-"`
+}
+
+// Listener accepts TCP connections as sources, capped by
+// ListenerConfig.MaxConns and resilient to descriptor exhaustion.
+//
+// Accept, Addr and Close are safe for concurrent use; concurrent Accepts
+// take turns. Closing the listener does not close the connections it
+// accepted: each AcceptedConn belongs to whoever Accept returned it to.
+type Listener struct {
+	ln   *net.TCPListener
+	name string
+	log  *slog.Logger
+
+	// slots holds one token per open accepted connection; nil if
+	// unlimited. Accept sends before accept(2), AcceptedConn.Close
+	// receives.
+	slots chan struct{}
+	// freed is signalled (coalescing) when an accepted connection
+	// closes, to cut an EMFILE back-off short: its descriptor is free.
+	freed chan struct{}
+	// turn serialises Accept, because cancelling one Accept moves the
+	// listener's deadline, which all of them share.
+	turn chan struct{}
+
+	done      chan struct{}
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// ListenTCP listens on addr ("host:port"; "127.0.0.1:0" and "[::1]:0"
+// pick a free port).
+func ListenTCP(addr string, cfg ListenerConfig) (*Listener, error) {
+	if cfg.MaxConns < 0 {
+		return nil, fmt.Errorf("srcs: listen tcp: MaxConns: %d is negative", cfg.MaxConns)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("srcs: listen tcp: %w", err)
+	}
+	l := &Listener{
+		ln:    ln.(*net.TCPListener),
+		name:  "tcp://" + ln.Addr().String(),
+		log:   cfg.Logger,
+		freed: make(chan struct{}, 1),
+		turn:  make(chan struct{}, 1),
+		done:  make(chan struct{}),
+	}
+	if l.log == nil {
+		l.log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.MaxConns > 0 {
+		l.slots = make(chan struct{}, cfg.MaxConns)
+	}
+	return l, nil
+}
+
+// Addr returns the address the listener is bound to.
+func (l *Listener) Addr() net.Addr { return l.ln.Addr() }
+
+// Accept waits for a free slot under MaxConns, then for a connection, and
+// returns it open. It returns an error wrapping net.ErrClosed after Close,
+// and ctx's error when ctx ends first. When accept(2) fails for lack of
+// descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM), Accept logs,
+// backs off from 5ms doubling to 1s, and tries again; an accepted
+// connection closing ends the back-off at once. Other accept errors are
+// returned.
+func (l *Listener) Accept(ctx context.Context) (*AcceptedConn, error) {
+	select {
+	case l.turn <- struct{}{}:
+	case <-ctx.Done():
+		return nil, l.errorf(context.Cause(ctx))
+	case <-l.done:
+		return nil, l.errorf(net.ErrClosed)
+	}
+	defer func() { <-l.turn }()
+
+	if l.slots != nil {
+		select {
+		case l.slots <- struct{}{}:
+		case <-ctx.Done():
+			return nil, l.errorf(context.Cause(ctx))
+		case <-l.done:
+			return nil, l.errorf(net.ErrClosed)
+		}
+	}
+	c, err := l.accept(ctx)
+	if err != nil {
+		if l.slots != nil {
+			<-l.slots
+		}
+		return nil, err
+	}
+	return &AcceptedConn{Conn: NewConn(c), l: l}, nil
+}
+
+// AcceptSource is Accept for callers that want any Source, such as the
+// engine's listener loop.
+func (l *Listener) AcceptSource(ctx context.Context) (Source, error) {
+	c, err := l.Accept(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (l *Listener) errorf(err error) error {
+	return fmt.Errorf("srcs: accept %s: %w", l.name, err)
+}
+
+// accept calls accept(2) until it yields a connection or a lasting error.
+func (l *Listener) accept(ctx context.Context) (*net.TCPConn, error) {
+	// A deadline in the past is how a blocked AcceptTCP is woken for ctx.
+	// Before returning, wait for that callback if it started, then clear
+	// the deadline, so that the next Accept does not inherit it.
+	woken := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		l.ln.SetDeadline(time.Unix(1, 0))
+		close(woken)
+	})
+	defer func() {
+		if !stop() {
+			<-woken
+		}
+		l.ln.SetDeadline(time.Time{})
+	}()
+
+	var delay time.Duration
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		c, err := l.ln.AcceptTCP()
+		if err == nil {
+			return c, nil
+		}
+		if ctx.Err() != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil, l.errorf(context.Cause(ctx))
+		}
+		if !exhausted(err) {
+			return nil, l.errorf(err)
+		}
+		delay = min(max(2*delay, acceptBackoffMin), acceptBackoffMax)
+		l.log.Warn("srcs: accept failed; backing off", "listener", l.name, "err", err, "delay", delay)
+		if timer == nil {
+			timer = time.NewTimer(delay)
+		} else {
+			timer.Reset(delay)
+		}
+		select {
+		case <-timer.C:
+		case <-l.freed:
+			timer.Stop()
+		case <-ctx.Done():
+			return nil, l.errorf(context.Cause(ctx))
+		case <-l.done:
+			return nil, l.errorf(net.ErrClosed)
+		}
+	}
+}
+
+// exhausted says whether an accept error is a shortage that passes once
+// descriptors or memory are freed, so retrying later is right.
+func exhausted(err error) bool {
+	for _, e := range []error{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// release returns an accepted connection's slot.
+func (l *Listener) release() {
+	if l.slots != nil {
+		<-l.slots
+	}
+	select {
+	case l.freed <- struct{}{}:
+	default:
+	}
+}
+
+// Close stops listening and unblocks pending Accepts. It is idempotent.
+func (l *Listener) Close() error {
+	l.closeOnce.Do(func() {
+		close(l.done)
+		if err := l.ln.Close(); err != nil {
+			l.closeErr = fmt.Errorf("srcs: close %s: %w", l.name, err)
+		}
+	})
+	return l.closeErr
+}
+
+// AcceptedConn is a connection returned by Listener.Accept: a Conn whose
+// Close also gives its slot under MaxConns back to the listener. Like
+// Conn, it is a Source, a Descriptor and a Deadliner, and is not safe for
+// concurrent use except that Close and SetReadDeadline may be called while
+// Read blocks.
+type AcceptedConn struct {
+	*Conn
+	l    *Listener
+	once sync.Once
+}
+
+// Close closes the connection and releases its slot exactly once, after
+// the descriptor is closed so that a listener starved of descriptors can
+// use it.
+func (c *AcceptedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.l.release)
+	return err
+}
+
+var (
+	_ Source     = (*AcceptedConn)(nil)
+	_ Descriptor = (*AcceptedConn)(nil)
+	_ Deadliner  = (*AcceptedConn)(nil)
+)
