@@ -1,0 +1,391 @@
+package fallback
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sluice-io/sluice/srcs"
+)
+
+// Goroutine is the portable runner: one goroutine per lane, reading with the
+// source's own Read, so bytes arrive through Go's netpoller for sockets and
+// through plain reads for anything else. It works on every OS and for
+// sources that expose no descriptor.
+//
+// How well it keeps the shared runner contract depends on what the source
+// offers:
+//
+//   - Sources that are srcs.Deadliner (srcs.Conn, net.Conn wrappers) get the
+//     full contract. A partial buffer is emitted Flush after its first byte
+//     even while the Read is still blocked: the runner sets the read
+//     deadline to that moment, and a deadline error with data in hand means
+//     "flush", not failure. Remove and Close interrupt a blocked Read by
+//     setting the deadline to now; the source is never closed.
+//   - Sources that are also syscall.Conn (and Deadliner) hold no buffer while
+//     idle: the lane waits for readability with a one-byte MSG_PEEK on the
+//     netpoller and only then acquires a buffer. Other sources must acquire
+//     the buffer first and block in Read while holding it.
+//   - Sources without a deadline cannot be interrupted. Their reads are
+//     emitted as soon as they return (as if Flush were zero), since nothing
+//     could wake the lane at the flush deadline, and Remove and Close take
+//     effect only when the current Read returns: Close waits for it.
+//
+// A Goroutine is safe for concurrent use. It borrows each lane from Add until
+// it calls Finish and never closes a source.
+type Goroutine struct {
+	log *slog.Logger
+
+	mu      sync.Mutex
+	closed  bool
+	lanes   map[*srcs.Lane]*goLane
+	resume  chan struct{} // closed when a pause ends; nil while running
+	retired uint64        // reads of lanes that have finished
+	waited  uint64        // readability waits of lanes that have finished
+
+	paused atomic.Bool // mirrors resume != nil, for the read path
+	wg     sync.WaitGroup
+}
+
+// NewGoroutine returns a goroutine-per-lane runner. It uses only cfg.Logger;
+// the lanes carry their pool accounts.
+func NewGoroutine(cfg srcs.RunnerConfig) (*Goroutine, error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Goroutine{log: log, lanes: map[*srcs.Lane]*goLane{}}, nil
+}
+
+// Name returns "goroutine".
+func (g *Goroutine) Name() string { return "goroutine" }
+
+// goLane is the state of one lane. All but stop, the counters and the
+// fields under mu are owned by the lane's goroutine; mu orders deadline
+// changes between it and Remove.
+type goLane struct {
+	f      fill
+	ctx    context.Context // ends on Remove or Close, to abandon pool and pause waits
+	cancel context.CancelFunc
+
+	dl     srcs.Deadliner  // nil if the source has no deadline
+	rc     syscall.RawConn // nil unless the source exposes one and a deadline
+	peek   func(fd uintptr) bool
+	one    [1]byte     // MSG_PEEK target
+	peeked error       // a socket error the peek consumed
+	dlCur  time.Time   // the read deadline last set
+	dlSet  bool        // whether dlCur is known to be in force
+	timer  *time.Timer // flush timer while paused, made on first need
+	reads  atomic.Uint64
+	waits  atomic.Uint64
+	stop   atomic.Bool
+	mu     sync.Mutex
+	done   bool // the lane has stopped touching its source; guarded by mu
+}
+
+// Add starts a goroutine that drives l. It fails after Close, for a lane
+// that is already being driven, and for a malformed lane.
+func (g *Goroutine) Add(l *srcs.Lane) error {
+	if err := checkLane("goroutine", l); err != nil {
+		return err
+	}
+	gl := &goLane{}
+	flush := l.Flush
+	if dl, ok := l.Src.(srcs.Deadliner); ok {
+		gl.dl = dl
+		if sc, ok := l.Src.(syscall.Conn); ok {
+			if rc, err := sc.SyscallConn(); err == nil {
+				gl.rc = rc
+				gl.peek = gl.peekReadable
+			}
+		}
+	} else {
+		flush = 0
+	}
+	gl.f.reset(l, flush)
+	gl.ctx, gl.cancel = context.WithCancel(context.Background())
+
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch {
+	case g.closed:
+		gl.cancel()
+		return fmt.Errorf("fallback: goroutine: add lane %d: %w", l.ID, net.ErrClosed)
+	case g.lanes[l] != nil:
+		gl.cancel()
+		return fmt.Errorf("fallback: goroutine: add lane %d: already added", l.ID)
+	}
+	g.lanes[l] = gl
+	g.wg.Go(func() { g.run(gl) })
+	return nil
+}
+
+// Remove stops driving l; see the type's documentation for sources that
+// cannot be interrupted. It does not wait, and is a no-op for a lane that
+// has finished or was never added.
+func (g *Goroutine) Remove(l *srcs.Lane) {
+	g.mu.Lock()
+	gl := g.lanes[l]
+	g.mu.Unlock()
+	if gl != nil {
+		gl.halt()
+	}
+}
+
+// halt asks the lane's goroutine to stop and interrupts whatever it waits on.
+func (gl *goLane) halt() {
+	gl.stop.Store(true)
+	gl.cancel()
+	gl.mu.Lock()
+	defer gl.mu.Unlock()
+	if !gl.done && gl.dl != nil {
+		// An error means the source is already closing, which ends the
+		// Read anyway.
+		_ = gl.dl.SetReadDeadline(time.Now())
+	}
+}
+
+// SetPaused stops or resumes new reads on every lane. A paused lane emits
+// its partial data when the flush timeout passes and gives back an empty
+// buffer, so paused lanes pin only the buffers that hold data.
+func (g *Goroutine) SetPaused(paused bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch {
+	case paused && g.resume == nil:
+		g.resume = make(chan struct{})
+		g.paused.Store(true)
+	case !paused && g.resume != nil:
+		close(g.resume)
+		g.resume = nil
+		g.paused.Store(false)
+	}
+}
+
+// Close stops every lane, each finishing with srcs.ErrStopped, and waits for
+// their goroutines to exit (for sources without a deadline, until their
+// current Read returns). It is idempotent.
+func (g *Goroutine) Close() error {
+	g.mu.Lock()
+	g.closed = true
+	lanes := make([]*goLane, 0, len(g.lanes))
+	for _, gl := range g.lanes {
+		lanes = append(lanes, gl)
+	}
+	g.mu.Unlock()
+	for _, gl := range lanes {
+		gl.halt()
+	}
+	g.wg.Wait()
+	return nil
+}
+
+// Stats returns the runner's counters. Workers counts lane goroutines; the
+// runner locks no OS threads. Waits counts readability waits on the
+// netpoller.
+func (g *Goroutine) Stats() srcs.RunnerStats {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	st := srcs.RunnerStats{Runner: g.Name(), Workers: len(g.lanes), Lanes: len(g.lanes), Reads: g.retired, Waits: g.waited}
+	for _, gl := range g.lanes {
+		st.Reads += gl.reads.Load()
+		st.Waits += gl.waits.Load()
+	}
+	return st
+}
+
+// run drives one lane to its end and reports it.
+func (g *Goroutine) run(gl *goLane) {
+	err := g.drive(gl)
+	gl.mu.Lock()
+	gl.done = true
+	gl.mu.Unlock()
+	gl.cancel()
+	if gl.timer != nil {
+		gl.timer.Stop()
+	}
+	g.mu.Lock()
+	delete(g.lanes, gl.f.l)
+	g.retired += gl.reads.Load()
+	g.waited += gl.waits.Load()
+	g.mu.Unlock()
+	gl.f.finish(err)
+}
+
+// drive reads the lane until it ends and returns the error to finish with.
+func (g *Goroutine) drive(gl *goLane) error {
+	f, l := &gl.f, gl.f.l
+	for {
+		if gl.stop.Load() {
+			return srcs.ErrStopped
+		}
+		if g.paused.Load() {
+			if !g.pauseWait(gl) {
+				return srcs.ErrStopped
+			}
+			continue
+		}
+		if !f.held() {
+			if gl.rc != nil {
+				if err := gl.awaitReadable(); err != nil {
+					return gl.readErr(err)
+				}
+			}
+			b, err := l.Account.Acquire(gl.ctx)
+			if err != nil {
+				if gl.stop.Load() {
+					return srcs.ErrStopped
+				}
+				return fmt.Errorf("fallback: goroutine: lane %d: acquire: %w", l.ID, err)
+			}
+			f.hold(b)
+			// Re-check stop and pause: the wait may have been long.
+			continue
+		}
+		if err := gl.setDeadline(); err != nil {
+			return gl.readErr(err)
+		}
+		n, err := l.Src.Read(f.space())
+		gl.reads.Add(1)
+		now := time.Now()
+		if n > 0 {
+			f.commit(n, now)
+		}
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) && !gl.stop.Load() {
+				// Our flush deadline fired. Flush whatever is held; with
+				// nothing held the deadline was stale, so set it again.
+				gl.dlSet = false
+				f.flush()
+				continue
+			}
+			return gl.readErr(err)
+		}
+		f.flushIfDue(now)
+	}
+}
+
+// readErr maps an error from the lane's source to what Finish reports.
+func (gl *goLane) readErr(err error) error {
+	switch {
+	case gl.stop.Load():
+		return srcs.ErrStopped
+	case errors.Is(err, io.EOF):
+		return io.EOF
+	}
+	return srcs.Classify(err)
+}
+
+// setDeadline makes the source's read deadline the flush deadline of the
+// held data, or none. It only calls the source when the deadline changes,
+// so a lane filling one buffer sets it once.
+func (gl *goLane) setDeadline() error {
+	if gl.dl == nil {
+		return nil
+	}
+	want, _ := gl.f.due()
+	if gl.dlSet && want.Equal(gl.dlCur) {
+		return nil
+	}
+	gl.mu.Lock()
+	defer gl.mu.Unlock()
+	// Under mu, so that a concurrent halt's deadline of now is never
+	// overwritten by ours.
+	if gl.stop.Load() {
+		return srcs.ErrStopped
+	}
+	if err := gl.dl.SetReadDeadline(want); err != nil {
+		gl.dlSet = false
+		return err
+	}
+	gl.dlCur, gl.dlSet = want, true
+	return nil
+}
+
+// awaitReadable parks the lane on the netpoller until its socket has data,
+// an end of stream or an error, without holding a buffer.
+func (gl *goLane) awaitReadable() error {
+	if err := gl.setDeadline(); err != nil {
+		return err
+	}
+	gl.waits.Add(1)
+	if err := gl.rc.Read(gl.peek); err != nil {
+		return err
+	}
+	// A pending socket error is reported once, and the peek took it: the
+	// Read would see a clean end of stream instead.
+	err := gl.peeked
+	gl.peeked = nil
+	return err
+}
+
+// peekReadable is the RawConn.Read callback: it reports readiness without
+// consuming data, and returns false on EAGAIN so the netpoller waits.
+func (gl *goLane) peekReadable(fd uintptr) bool {
+	for {
+		_, _, err := unix.Recvfrom(int(fd), gl.one[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+		switch err {
+		case nil, unix.ENOTSOCK:
+			// Data, end of stream, or not a socket: go and read.
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			return false
+		default:
+			gl.peeked = os.NewSyscallError("recvfrom", err)
+		}
+		return true
+	}
+}
+
+// pauseWait blocks a lane while the runner is paused. It flushes held data
+// when its timeout passes, and returns false if the lane is stopped.
+func (g *Goroutine) pauseWait(gl *goLane) bool {
+	f := &gl.f
+	if f.held() && f.pending() == 0 {
+		f.flush() // an idle lane pins no buffer
+	}
+	g.mu.Lock()
+	resume := g.resume
+	g.mu.Unlock()
+	if resume == nil {
+		return true
+	}
+	var timeout <-chan time.Time
+	if due, ok := f.due(); ok {
+		d := time.Until(due)
+		if d <= 0 {
+			f.flush()
+			return true
+		}
+		if gl.timer == nil {
+			gl.timer = time.NewTimer(d)
+		} else {
+			gl.timer.Reset(d)
+		}
+		timeout = gl.timer.C
+	}
+	defer func() {
+		if timeout != nil {
+			gl.timer.Stop()
+		}
+	}()
+	select {
+	case <-resume:
+	case <-gl.ctx.Done():
+		return false
+	case <-timeout:
+		f.flush()
+	}
+	return true
+}

@@ -1,0 +1,124 @@
+package fallback_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-io/sluice/fallback"
+	"github.com/sluice-io/sluice/srcs"
+)
+
+func newThread(cfg srcs.RunnerConfig) (runner, error) { return fallback.NewThread(cfg) }
+
+func TestThread(t *testing.T) {
+	runSuite(t, suiteCase{newRunner: newThread})
+}
+
+func TestThreadLimit(t *testing.T) {
+	g := newRig(t, suiteCase{newRunner: newThread}, 8, srcs.RunnerConfig{MaxThreads: 3})
+	var clients []net.Conn
+	var lanes []*srcs.Lane
+	for range 3 {
+		c, l := g.conn(0)
+		clients, lanes = append(clients, c), append(lanes, l)
+	}
+	if st := g.r.Stats(); st.Threads != 3 || st.Lanes != 3 {
+		t.Fatalf("stats with 3 lanes: %+v", st)
+	}
+	client, err := net.Dial("tcp", g.ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	server, err := g.ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	extra := g.lane(srcs.NewConn(server), 0)
+	err = g.r.Add(extra)
+	if !errors.Is(err, fallback.ErrThreadLimit) {
+		t.Fatalf("fourth lane: %v, want ErrThreadLimit", err)
+	}
+	if msg := err.Error(); !strings.HasPrefix(msg, "fallback: thread: ") || !strings.Contains(msg, "MaxThreads") || !strings.Contains(msg, " 3") {
+		t.Errorf("error does not name the cap and how to raise it: %q", msg)
+	}
+	if st := g.r.Stats(); st.Threads != 3 {
+		t.Errorf("a refused lane took a thread: %+v", st)
+	}
+	// The refused source was left untouched, still readable by others.
+	client.Write([]byte("ok"))
+	buf := make([]byte, 2)
+	if _, err := io.ReadFull(extra.Src, buf); err != nil {
+		t.Errorf("refused source: %v", err)
+	}
+
+	// A finished lane frees its thread for the next Add.
+	clients[0].Close()
+	if lr := g.finish(lanes[0], 5*time.Second); !errors.Is(lr.Err, io.EOF) {
+		t.Errorf("lane ended with %v", lr.Err)
+	}
+	if err := g.r.Add(extra); err != nil {
+		t.Fatalf("add after a lane finished: %v", err)
+	}
+	if st := g.r.Stats(); st.Threads != 3 {
+		t.Errorf("stats: %+v, want 3 threads", st)
+	}
+}
+
+func TestThreadConfig(t *testing.T) {
+	if _, err := fallback.NewThread(srcs.RunnerConfig{MaxThreads: -1}); err == nil || !strings.Contains(err.Error(), "MaxThreads") {
+		t.Errorf("negative MaxThreads: %v", err)
+	}
+	r, err := fallback.NewThread(srcs.RunnerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Name() != "thread" {
+		t.Errorf("Name() = %q", r.Name())
+	}
+	r.Close()
+}
+
+// fakeDesc is a source whose descriptor is whatever the test says.
+type fakeDesc struct {
+	desc srcs.Desc
+	err  error
+}
+
+func (s *fakeDesc) Name() string               { return "fake" }
+func (s *fakeDesc) Open(context.Context) error { return nil }
+func (s *fakeDesc) Read([]byte) (int, error)   { return 0, io.EOF }
+func (s *fakeDesc) Close() error               { return nil }
+func (s *fakeDesc) Desc() (srcs.Desc, error)   { return s.desc, s.err }
+
+func TestThreadAddErrors(t *testing.T) {
+	descErr := errors.New("no session")
+	for _, tc := range []struct {
+		name string
+		src  srcs.Source
+		want error
+	}{
+		{"NoDescriptor", plainSource{&fakeDesc{}}, srcs.ErrNoDescriptor},
+		{"Datagram", &fakeDesc{desc: srcs.Desc{FD: 0, Kind: srcs.Datagram}}, errors.ErrUnsupported},
+		{"DescError", &fakeDesc{err: descErr}, descErr},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newRig(t, suiteCase{newRunner: newThread}, 1, srcs.RunnerConfig{MaxThreads: 1})
+			err := g.r.Add(g.lane(tc.src, 0))
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("Add: %v, want %v", err, tc.want)
+			}
+			if !strings.HasPrefix(err.Error(), "fallback: thread: ") {
+				t.Errorf("error %q does not name the runner", err)
+			}
+			if st := g.r.Stats(); st.Threads != 0 || st.Lanes != 0 {
+				t.Errorf("a refused lane left state behind: %+v", st)
+			}
+		})
+	}
+}
