@@ -2,7 +2,7 @@
 // and mapping, the submission and completion queues, SQE preparation, buffer
 // and file registration, provided buffer rings, a cross-thread [Waker], an
 // off-heap [Arena] for memory the kernel touches, and a cached feature
-// [Probe]. The io_uring runner is built on it.
+// [Probe]. [Runner], the io_uring runner, is built on it.
 //
 // # Kernel versions
 //

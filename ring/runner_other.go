@@ -1,0 +1,24 @@
+//go:build !linux
+
+package ring
+
+import "github.com/sluice-io/sluice/srcs"
+
+var errRunnerNotLinux = &NotSupportedError{Op: "runner", Reason: "io_uring needs Linux"}
+
+// Runner is the io_uring runner. On this OS it cannot be created.
+type Runner struct{}
+
+// NewRunner returns an error matching ErrNotSupported on this OS.
+func NewRunner(cfg srcs.RunnerConfig) (*Runner, error) { return nil, errRunnerNotLinux }
+
+// Name returns "uring".
+func (r *Runner) Name() string { return "uring" }
+
+// Add returns an error matching ErrNotSupported on this OS.
+func (r *Runner) Add(l *srcs.Lane) error { return errRunnerNotLinux }
+
+func (r *Runner) Remove(l *srcs.Lane)     {}
+func (r *Runner) SetPaused(paused bool)   {}
+func (r *Runner) Close() error            { return nil }
+func (r *Runner) Stats() srcs.RunnerStats { return srcs.RunnerStats{Runner: "uring"} }
