@@ -56,7 +56,7 @@ fuzz:
 # bench is the main job. Until the sluice-bench CLI lands it runs the
 # micro benchmarks that guard the hot paths.
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./pool/ ./ring/
+	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./pool/ ./ring/ ./fallback/
 
 clean:
 	$(GO) clean -testcache

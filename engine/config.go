@@ -1,0 +1,156 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/sluice-io/sluice/pool"
+)
+
+// Runner names accepted by Config.Runner and the SLUICE_RUNNER override.
+const (
+	RunnerAuto      = "auto"
+	RunnerURing     = "uring"
+	RunnerEpoll     = "epoll"
+	RunnerGoroutine = "goroutine"
+	RunnerThread    = "thread"
+)
+
+// EnvRunner names the environment variable that overrides Config.Runner,
+// for debugging and benchmarks.
+const EnvRunner = "SLUICE_RUNNER"
+
+// Config is the engine's configuration. It is plain data: a zero field
+// takes the default documented on it, and New validates the result,
+// failing with a *ConfigError that names the field.
+type Config struct {
+	// Runner is "auto" (the default), "uring", "epoll", "goroutine" or
+	// "thread". Auto walks io_uring, then epoll, then goroutines, and logs
+	// why it skipped each step. An explicit runner that cannot work is an
+	// error, never a silent downgrade. SLUICE_RUNNER overrides it.
+	Runner string `yaml:"runner"`
+	// Workers is the number of event-loop workers of the uring and epoll
+	// runners, each an OS-thread-locked goroutine. Default: GOMAXPROCS,
+	// at most 8.
+	Workers int `yaml:"workers"`
+	// BufSize is the size of each source buffer. Default 64 KiB.
+	BufSize int `yaml:"buf_size"`
+	// Buffers is the number of buffers in the source pool. Default 1024.
+	Buffers int `yaml:"buffers"`
+	// MaxPerSource caps the buffers one source may hold, including those
+	// not yet released by processing. Default: a quarter of Buffers.
+	MaxPerSource int `yaml:"max_per_source"`
+	// MaxPoolBytes caps Buffers*BufSize. Default pool.DefaultMaxBytes.
+	MaxPoolBytes int64 `yaml:"max_pool_bytes"`
+	// Flush is the default flush timeout: a partly filled buffer is
+	// delivered (flag Partial) this long after its first byte. Zero means
+	// the default, 5ms; a negative value means deliver after every read.
+	Flush time.Duration `yaml:"flush"`
+	// QueueHigh and QueueLow are the delivery queue's watermarks, in
+	// chunks: above QueueHigh undelivered chunks the runner pauses new
+	// reads, and below QueueLow it resumes. Defaults: 3/4 and 1/2 of
+	// Buffers.
+	QueueHigh int `yaml:"queue_high"`
+	QueueLow  int `yaml:"queue_low"`
+	// Handlers is the number of processing goroutines that run the push
+	// handler (WithHandler). A source's chunks always go to the same
+	// handler goroutine, in order. Default: GOMAXPROCS.
+	Handlers int `yaml:"handlers"`
+	// MaxThreads caps the thread runner's OS threads. Default 8000, below
+	// Go's default limit of 10,000 (runtime/debug.SetMaxThreads); a larger
+	// value raises that limit.
+	MaxThreads int `yaml:"max_threads"`
+}
+
+// Defaults.
+const (
+	DefaultBufSize    = 64 << 10
+	DefaultBuffers    = 1024
+	DefaultFlush      = 5 * time.Millisecond
+	DefaultMaxThreads = 8000
+)
+
+// ConfigError reports a bad Config field.
+type ConfigError struct {
+	Field  string
+	Value  any
+	Reason string
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("engine: config: %s = %v: %s", e.Field, e.Value, e.Reason)
+}
+
+// withDefaults fills zero fields and validates everything.
+func (c Config) withDefaults() (Config, error) {
+	procs := runtime.GOMAXPROCS(0)
+	if c.Runner == "" {
+		c.Runner = RunnerAuto
+	}
+	switch c.Runner {
+	case RunnerAuto, RunnerURing, RunnerEpoll, RunnerGoroutine, RunnerThread:
+	default:
+		return c, &ConfigError{"Runner", c.Runner, "must be auto, uring, epoll, goroutine or thread"}
+	}
+	if c.Workers < 0 || c.Workers > 1024 {
+		return c, &ConfigError{"Workers", c.Workers, "must be from 0 (default) to 1024"}
+	}
+	if c.Workers == 0 {
+		c.Workers = min(procs, 8)
+	}
+	if c.BufSize == 0 {
+		c.BufSize = DefaultBufSize
+	}
+	if c.Buffers == 0 {
+		c.Buffers = DefaultBuffers
+	}
+	if c.Flush == 0 {
+		c.Flush = DefaultFlush
+	}
+	if c.Flush < 0 {
+		c.Flush = 0
+	}
+	if c.QueueHigh < 0 || c.QueueLow < 0 {
+		return c, &ConfigError{"QueueHigh", c.QueueHigh, "watermarks must not be negative"}
+	}
+	if c.QueueHigh == 0 {
+		c.QueueHigh = max(1, c.Buffers*3/4)
+	}
+	if c.QueueLow == 0 {
+		c.QueueLow = min(c.QueueHigh-1, c.Buffers/2)
+	}
+	if c.QueueLow >= c.QueueHigh {
+		return c, &ConfigError{"QueueLow", c.QueueLow, fmt.Sprintf("must be below QueueHigh (%d)", c.QueueHigh)}
+	}
+	if c.Handlers < 0 || c.Handlers > 4096 {
+		return c, &ConfigError{"Handlers", c.Handlers, "must be from 0 (default) to 4096"}
+	}
+	if c.Handlers == 0 {
+		c.Handlers = procs
+	}
+	if c.MaxThreads < 0 {
+		return c, &ConfigError{"MaxThreads", c.MaxThreads, "must not be negative"}
+	}
+	if c.MaxThreads == 0 {
+		c.MaxThreads = DefaultMaxThreads
+	}
+	// The pool validates its own shape; report its errors under our names.
+	if _, err := c.poolConfig().Validate(); err != nil {
+		var pe *pool.ConfigError
+		if !errors.As(err, &pe) {
+			return c, err
+		}
+		field := pe.Field
+		if field == "MaxBytes" {
+			field = "MaxPoolBytes"
+		}
+		return c, &ConfigError{field, pe.Value, pe.Reason}
+	}
+	return c, nil
+}
+
+func (c Config) poolConfig() pool.Config {
+	return pool.Config{BufSize: c.BufSize, Buffers: c.Buffers, MaxPerSource: c.MaxPerSource, MaxBytes: c.MaxPoolBytes}
+}

@@ -1,0 +1,554 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math/rand/v2"
+	"net"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-io/sluice/engine"
+	"github.com/sluice-io/sluice/ring"
+	"github.com/sluice-io/sluice/srcs"
+	"github.com/sluice-io/sluice/srcs/srcstest"
+)
+
+// The conformance suite runs every test against every runner: whichever
+// runner reads the bytes, a source's bytes arrive exactly once, in order,
+// and every buffer, goroutine and descriptor comes home.
+var allRunners = []string{engine.RunnerURing, engine.RunnerEpoll, engine.RunnerGoroutine, engine.RunnerThread}
+
+func forEachRunner(t *testing.T, f func(t *testing.T, runner string)) {
+	for _, r := range allRunners {
+		t.Run(r, func(t *testing.T) {
+			requireRunner(t, r)
+			f(t, r)
+		})
+	}
+}
+
+// requireRunner skips a runner the kernel cannot support, unless
+// SLUICE_REQUIRE_URING=1 says io_uring must be there.
+func requireRunner(t *testing.T, runner string) {
+	t.Helper()
+	if runner != engine.RunnerURing {
+		return
+	}
+	p := ring.Probe()
+	if p.Supported {
+		return
+	}
+	if os.Getenv("SLUICE_REQUIRE_URING") == "1" {
+		t.Fatalf("io_uring required but unsupported: %s", p.Reason)
+	}
+	t.Skipf("io_uring unsupported: %s", p.Reason)
+}
+
+// stream is what a collector saw of one source, keyed by its name.
+type stream struct {
+	id       srcs.ID
+	bytes    int64
+	crc      uint32
+	nextSeq  uint64
+	chunks   int
+	partials int
+	eos      bool
+	errs     []error
+	// events is the order of kinds seen: 'd' data, 'e' error, 'x' end.
+	events []byte
+	// firstPartialHold is the first partial chunk's emit minus first byte.
+	firstPartialHold time.Duration
+}
+
+// collector consumes an engine in pull mode, checks per-source sequence
+// numbers, digests bytes, and records errors in delivery order.
+type collector struct {
+	t *testing.T
+
+	mu      sync.Mutex
+	streams map[string]*stream
+	bad     []string
+	hold    bool
+	held    []engine.Chunk
+	changed chan struct{}
+	pulling chan struct{} // closed while the collector may pull
+}
+
+func newCollector(t *testing.T) *collector {
+	c := &collector{t: t, streams: map[string]*stream{}, changed: make(chan struct{}, 1),
+		pulling: make(chan struct{})}
+	close(c.pulling)
+	return c
+}
+
+// setPulling starts or stops the collector's calls to Next, so that
+// undelivered chunks can pile up in the engine's queue.
+func (c *collector) setPulling(on bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	select {
+	case <-c.pulling:
+		if !on {
+			c.pulling = make(chan struct{})
+		}
+	default:
+		if on {
+			close(c.pulling)
+		}
+	}
+}
+
+func (c *collector) gate() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pulling
+}
+
+func (c *collector) stream(name string) *stream {
+	s := c.streams[name]
+	if s == nil {
+		s = &stream{}
+		c.streams[name] = s
+	}
+	return s
+}
+
+func (c *collector) onError(err error) {
+	var se *srcs.SourceError
+	if !errors.As(err, &se) {
+		c.mu.Lock()
+		c.bad = append(c.bad, fmt.Sprintf("error without a source: %v", err))
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Lock()
+	s := c.stream(se.Name)
+	s.errs = append(s.errs, err)
+	s.events = append(s.events, 'e')
+	c.mu.Unlock()
+	c.signal()
+}
+
+func (c *collector) signal() {
+	select {
+	case c.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (c *collector) consume(ch engine.Chunk) {
+	c.mu.Lock()
+	s := c.stream(ch.Name)
+	s.id = ch.Source
+	if ch.Seq != s.nextSeq {
+		c.bad = append(c.bad, fmt.Sprintf("%s: seq %d, want %d", ch.Name, ch.Seq, s.nextSeq))
+	}
+	s.nextSeq = ch.Seq + 1
+	if s.eos {
+		c.bad = append(c.bad, fmt.Sprintf("%s: chunk after end of stream", ch.Name))
+	}
+	if ch.Flags&srcs.EndOfStream != 0 {
+		s.eos = true
+		s.events = append(s.events, 'x')
+		if len(ch.Data) != 0 {
+			c.bad = append(c.bad, fmt.Sprintf("%s: end-of-stream chunk with data", ch.Name))
+		}
+	} else {
+		s.bytes += int64(len(ch.Data))
+		s.crc = crc32.Update(s.crc, srcstest.Castagnoli, ch.Data)
+		s.chunks++
+		if len(s.events) == 0 || s.events[len(s.events)-1] != 'd' {
+			s.events = append(s.events, 'd')
+		}
+		if ch.Flags&srcs.Partial != 0 {
+			if s.partials == 0 {
+				s.firstPartialHold = ch.Emitted.Sub(ch.FirstByte)
+			}
+			s.partials++
+		}
+	}
+	hold := c.hold && ch.Flags&srcs.EndOfStream == 0
+	if hold {
+		c.held = append(c.held, ch)
+	}
+	c.mu.Unlock()
+	if !hold {
+		ch.Release()
+	}
+	c.signal()
+}
+
+// run pulls chunks until the engine closes. Run it on its own goroutine.
+func (c *collector) run(e *engine.Engine) {
+	for {
+		<-c.gate()
+		ch, err := e.Next(context.Background())
+		if err != nil {
+			if !errors.Is(err, engine.ErrClosed) {
+				c.mu.Lock()
+				c.bad = append(c.bad, fmt.Sprintf("Next: %v", err))
+				c.mu.Unlock()
+			}
+			return
+		}
+		c.consume(ch)
+	}
+}
+
+// setHold makes the collector keep (true) or release (false) chunks; on
+// false it releases everything it kept.
+func (c *collector) setHold(h bool) {
+	c.mu.Lock()
+	c.hold = h
+	held := c.held
+	if !h {
+		c.held = nil
+	}
+	c.mu.Unlock()
+	if !h {
+		for i := range held {
+			held[i].Release()
+		}
+	}
+}
+
+// waitFor waits until cond holds over the streams, or fails the test.
+func (c *collector) waitFor(what string, timeout time.Duration, cond func(map[string]*stream) bool) {
+	c.t.Helper()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		c.mu.Lock()
+		ok := cond(c.streams)
+		c.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-c.changed:
+		case <-deadline.C:
+			c.mu.Lock()
+			n := len(c.streams)
+			c.mu.Unlock()
+			c.t.Fatalf("timed out after %v waiting for %s (%d streams seen)", timeout, what, n)
+		}
+	}
+}
+
+func (c *collector) get(name string) stream {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := *c.stream(name)
+	s.events = append([]byte(nil), s.events...)
+	return s
+}
+
+func (c *collector) check() {
+	c.t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, b := range c.bad {
+		c.t.Error(b)
+	}
+}
+
+// harness is an engine in pull mode with a collector and a TCP listener.
+type harness struct {
+	t    *testing.T
+	e    *engine.Engine
+	col  *collector
+	addr string
+	done chan struct{}
+}
+
+func newHarness(t *testing.T, runner string, cfg engine.Config) *harness {
+	t.Helper()
+	t.Setenv(engine.EnvRunner, "")
+	cfg.Runner = runner
+	col := newCollector(t)
+	e, err := engine.New(cfg, engine.WithErrorHandler(col.onError))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Runner() != runner {
+		t.Fatalf("engine chose %s, want %s", e.Runner(), runner)
+	}
+	ln, err := srcs.ListenTCP("127.0.0.1:0", srcs.ListenerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.AddListener(ln); err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, e: e, col: col, addr: ln.Addr().String(), done: make(chan struct{})}
+	go func() {
+		defer close(h.done)
+		col.run(e)
+	}()
+	t.Cleanup(func() { h.shutdown() })
+	return h
+}
+
+// shutdown stops the engine and requires a clean result: every source
+// stopped, every chunk released, the pool unmapped.
+func (h *harness) shutdown() {
+	h.t.Helper()
+	h.col.setHold(false)
+	h.col.setPulling(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := h.e.Shutdown(ctx); err != nil {
+		h.t.Errorf("shutdown: %v", err)
+	}
+	<-h.done
+	h.col.check()
+}
+
+// dial connects to the harness and returns the conn and the source name
+// the engine will give it.
+func (h *harness) dial() (*net.TCPConn, string) {
+	h.t.Helper()
+	c, err := net.Dial("tcp", h.addr)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return c.(*net.TCPConn), "tcp://" + c.LocalAddr().String()
+}
+
+// sent is what a sender wrote.
+type sent struct {
+	bytes int64
+	crc   uint32
+}
+
+// sendRandom writes up to max random bytes in random pieces with random
+// pauses, then closes the connection.
+func sendRandom(c net.Conn, seed uint64, maxTotal int) (sent, error) {
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	total := r.IntN(maxTotal + 1)
+	buf := make([]byte, 16<<10)
+	var s sent
+	for total > 0 {
+		n := min(total, 1+r.IntN(len(buf)))
+		for i := range buf[:n] {
+			buf[i] = byte(r.Uint32())
+		}
+		if _, err := c.Write(buf[:n]); err != nil {
+			return s, err
+		}
+		s.bytes += int64(n)
+		s.crc = crc32.Update(s.crc, srcstest.Castagnoli, buf[:n])
+		total -= n
+		if r.IntN(4) == 0 {
+			time.Sleep(time.Duration(r.IntN(1000)) * time.Microsecond)
+		}
+	}
+	return s, c.Close()
+}
+
+// runSenders starts n senders against h, waits for them and for every
+// stream's end, and checks each stream's bytes against what was sent.
+func runSenders(t *testing.T, h *harness, n, maxBytes int) {
+	t.Helper()
+	var mu sync.Mutex
+	want := map[string]sent{}
+	var wg sync.WaitGroup
+	for i := range n {
+		c, name := h.dial()
+		wg.Go(func() {
+			s, err := sendRandom(c, uint64(i), maxBytes)
+			if err != nil {
+				t.Errorf("sender %d: %v", i, err)
+			}
+			mu.Lock()
+			want[name] = s
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	h.col.waitFor(fmt.Sprintf("end of %d streams", n), 120*time.Second, func(m map[string]*stream) bool {
+		for name := range want {
+			if s := m[name]; s == nil || !s.eos {
+				return false
+			}
+		}
+		return true
+	})
+	for name, w := range want {
+		got := h.col.get(name)
+		if got.bytes != w.bytes || got.crc != w.crc {
+			t.Errorf("%s: got %d bytes crc %08x, sent %d bytes crc %08x", name, got.bytes, got.crc, w.bytes, w.crc)
+		}
+		if len(got.errs) != 0 {
+			t.Errorf("%s: unexpected errors %v", name, got.errs)
+		}
+	}
+}
+
+func TestConformanceThousandSources(t *testing.T) {
+	forEachRunner(t, func(t *testing.T, runner string) {
+		h := newHarness(t, runner, engine.Config{Workers: 2, BufSize: 16 << 10, Buffers: 256, Flush: 2 * time.Millisecond})
+		runSenders(t, h, 1000, 48<<10)
+		st := h.e.Stats()
+		t.Logf("%s: pool waits %d, pauses %d", runner, st.Pool.Waits, st.Pauses)
+	})
+}
+
+func TestConformanceTinyPoolManySources(t *testing.T) {
+	forEachRunner(t, func(t *testing.T, runner string) {
+		h := newHarness(t, runner, engine.Config{Workers: 2, BufSize: 4 << 10, Buffers: 16, Flush: time.Millisecond})
+		runSenders(t, h, 1000, 24<<10)
+		if st := h.e.Stats(); st.Pool.Waits == 0 {
+			t.Errorf("%s: 1,000 sources on 16 buffers never waited for one: the test did not contend", runner)
+		}
+	})
+}
+
+func TestConformancePartialFlush(t *testing.T) {
+	const flush = 30 * time.Millisecond
+	forEachRunner(t, func(t *testing.T, runner string) {
+		h := newHarness(t, runner, engine.Config{Workers: 1, Buffers: 16, Flush: flush})
+		c, name := h.dial()
+		defer c.Close()
+		if _, err := c.Write([]byte("a few bytes, then silence")); err != nil {
+			t.Fatal(err)
+		}
+		h.col.waitFor("the partial flush", 30*time.Second, func(m map[string]*stream) bool {
+			s := m[name]
+			return s != nil && s.partials > 0
+		})
+		got := h.col.get(name)
+		if got.bytes != 25 || got.eos {
+			t.Fatalf("%s: %d bytes, eos %v; want 25 bytes and the stream still open", runner, got.bytes, got.eos)
+		}
+		// The buffer must have waited for the timeout: a runner that
+		// emits at once would show a hold far below it.
+		if got.firstPartialHold < flush*2/3 {
+			t.Fatalf("%s: partial chunk held %v, want about the flush timeout %v", runner, got.firstPartialHold, flush)
+		}
+	})
+}
+
+func TestConformanceEndOfStream(t *testing.T) {
+	forEachRunner(t, func(t *testing.T, runner string) {
+		h := newHarness(t, runner, engine.Config{Workers: 1, Buffers: 16, Flush: time.Hour})
+		c, name := h.dial()
+		msg := make([]byte, 5000)
+		for i := range msg {
+			msg[i] = byte(i)
+		}
+		c.Write(msg)
+		c.Close()
+		h.col.waitFor("end of stream", 30*time.Second, func(m map[string]*stream) bool {
+			s := m[name]
+			return s != nil && s.eos
+		})
+		got := h.col.get(name)
+		want := crc32.Checksum(msg, srcstest.Castagnoli)
+		if got.bytes != 5000 || got.crc != want || string(got.events) != "dx" || len(got.errs) != 0 {
+			t.Fatalf("%s: %d bytes crc %08x events %q errs %v; want 5000 bytes crc %08x, data then end",
+				runner, got.bytes, got.crc, got.events, got.errs, want)
+		}
+	})
+}
+
+func TestConformanceResetMidBuffer(t *testing.T) {
+	forEachRunner(t, func(t *testing.T, runner string) {
+		// A long flush keeps the bytes in a half-filled buffer when the
+		// reset arrives.
+		h := newHarness(t, runner, engine.Config{Workers: 1, Buffers: 16, Flush: time.Hour})
+		c, name := h.dial()
+		msg := []byte("bytes that must survive the reset")
+		if _, err := c.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+		// Wait until the runner has the bytes in a buffer: the source
+		// holds one.
+		waitSource(t, h.e, name, func(s engine.SourceStats) bool { return s.Held > 0 })
+		if err := srcstest.Reset(c); err != nil {
+			t.Fatal(err)
+		}
+		h.col.waitFor("end after the reset", 30*time.Second, func(m map[string]*stream) bool {
+			s := m[name]
+			return s != nil && s.eos
+		})
+		got := h.col.get(name)
+		if got.bytes != int64(len(msg)) || got.crc != crc32.Checksum(msg, srcstest.Castagnoli) {
+			t.Fatalf("%s: %d bytes delivered, want the %d sent before the reset", runner, got.bytes, len(msg))
+		}
+		if string(got.events) != "dex" || len(got.errs) != 1 || !errors.Is(got.errs[0], srcs.ErrReset) {
+			t.Fatalf("%s: events %q errs %v; want data, then a reset error, then the end", runner, got.events, got.errs)
+		}
+	})
+}
+
+// waitSource waits until the named source's stats satisfy cond.
+func waitSource(t *testing.T, e *engine.Engine, name string, cond func(engine.SourceStats) bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, s := range e.Stats().Sources {
+			if s.Name == name && cond(s) {
+				return
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("source %s never reached the expected state", name)
+}
+
+func TestConformanceSlowConsumer(t *testing.T) {
+	const buffers, bufSize = 32, 16 << 10
+	forEachRunner(t, func(t *testing.T, runner string) {
+		h := newHarness(t, runner, engine.Config{Workers: 1, Buffers: buffers, BufSize: bufSize, Flush: time.Millisecond})
+		h.col.setHold(true)
+		c, name := h.dial()
+		r := rand.New(rand.NewPCG(1, 2))
+		block := make([]byte, 64<<10)
+		var w sent
+		write := func() error {
+			for i := range block {
+				block[i] = byte(r.Uint32())
+			}
+			n, err := c.Write(block)
+			w.bytes += int64(n)
+			w.crc = crc32.Update(w.crc, srcstest.Castagnoli, block[:n])
+			return err
+		}
+		// With nothing released, the engine can take in at most the pool
+		// plus the socket buffers: the sender must stall long before this.
+		const limit = 512 << 20
+		c.SetWriteDeadline(time.Now().Add(2 * time.Second))
+		var err error
+		for w.bytes < limit && err == nil {
+			err = write()
+		}
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("%s: sender wrote %d bytes without being throttled (err %v)", runner, w.bytes, err)
+		}
+		st := h.e.Stats()
+		if st.Pool.InUse > buffers || st.Queued > buffers {
+			t.Fatalf("%s: %d buffers in use and %d queued with a pool of %d", runner, st.Pool.InUse, st.Queued, buffers)
+		}
+		t.Logf("%s: sender throttled after %d bytes; pool %d/%d in use", runner, w.bytes, st.Pool.InUse, buffers)
+		// The consumer recovers: everything sent arrives, in order.
+		h.col.setHold(false)
+		c.SetWriteDeadline(time.Time{})
+		if err := write(); err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+		h.col.waitFor("the end after recovery", 60*time.Second, func(m map[string]*stream) bool {
+			s := m[name]
+			return s != nil && s.eos
+		})
+		if got := h.col.get(name); got.bytes != w.bytes || got.crc != w.crc {
+			t.Fatalf("%s: got %d bytes crc %08x, sent %d crc %08x", runner, got.bytes, got.crc, w.bytes, w.crc)
+		}
+	})
+}

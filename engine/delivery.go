@@ -1,0 +1,156 @@
+package engine
+
+import (
+	"sync"
+	"time"
+
+	"github.com/sluice-io/sluice/pool"
+	"github.com/sluice-io/sluice/srcs"
+)
+
+// Chunk is a view of one filled pool buffer plus its metadata. Delivery
+// copies nothing: Data aliases the pool's memory, so the consumer owns the
+// chunk until it calls Release, and must not touch Data afterwards. A chunk
+// may be handed between goroutines but not used by several at once.
+type Chunk struct {
+	// Source is the id AddSource returned, or that an accepted connection
+	// was given.
+	Source srcs.ID
+	// Name is the source's address or path.
+	Name string
+	// Seq numbers the source's chunks from 0, with no gaps, across
+	// reconnects; the end-of-stream chunk takes the next number.
+	Seq uint64
+	// Flags: srcs.Partial, srcs.EndOfStream, srcs.Datagrams.
+	Flags srcs.Flags
+	// Data holds the bytes, in the order the source produced them.
+	Data []byte
+	// FirstByte is when the first byte of Data arrived; Emitted is when
+	// the runner handed the chunk to delivery.
+	FirstByte time.Time
+	Emitted   time.Time
+
+	buf *pool.Buf
+}
+
+// Release returns the chunk's buffer to the source pool. Releasing the same
+// Chunk value twice is harmless; releasing two copies of it panics, as any
+// double release does.
+func (c *Chunk) Release() {
+	if c.buf != nil {
+		c.buf.Release()
+		c.buf = nil
+		c.Data = nil
+	}
+}
+
+// item is one entry of a delivery queue: a chunk, or an error of the
+// source that comes after its chunks.
+type item struct {
+	chunk Chunk
+	err   error // non-nil: an error event, chunk carries only Source and Name
+	src   *source
+}
+
+// queue is an unbounded FIFO with a wake-up channel. Its length is bounded
+// in practice by the pool (every data chunk holds a buffer) plus a few
+// events per source. Safe for concurrent use.
+type queue struct {
+	mu     sync.Mutex
+	items  []item // ring buffer
+	head   int
+	n      int
+	closed bool
+	ready  chan struct{} // capacity 1: "the queue may have items or closed"
+}
+
+func newQueue() *queue {
+	return &queue{items: make([]item, 64), ready: make(chan struct{}, 1)}
+}
+
+func (q *queue) push(it item) {
+	q.mu.Lock()
+	if q.n == len(q.items) {
+		grown := make([]item, 2*len(q.items))
+		for i := range q.n {
+			grown[i] = q.items[(q.head+i)%len(q.items)]
+		}
+		q.items, q.head = grown, 0
+	}
+	q.items[(q.head+q.n)%len(q.items)] = it
+	q.n++
+	q.mu.Unlock()
+	q.signal()
+}
+
+func (q *queue) signal() {
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
+}
+
+// pop returns the oldest item. ok is false when the queue is empty; done is
+// true when it is also closed.
+func (q *queue) pop() (it item, ok, done bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.n == 0 {
+		return item{}, false, q.closed
+	}
+	it = q.items[q.head]
+	q.items[q.head] = item{}
+	q.head = (q.head + 1) % len(q.items)
+	q.n--
+	if q.n > 0 {
+		// Several consumers may wait; pass the wake-up on.
+		q.signal()
+	}
+	return it, true, false
+}
+
+func (q *queue) close() {
+	q.mu.Lock()
+	q.closed = true
+	q.mu.Unlock()
+	q.signal()
+}
+
+func (q *queue) len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.n
+}
+
+// flow applies the delivery watermarks: above high undelivered chunks the
+// runners pause, below low they resume. Safe for concurrent use.
+type flow struct {
+	high, low int64
+	setPaused func(bool)
+
+	mu     sync.Mutex
+	depth  int64
+	paused bool
+	pauses uint64
+}
+
+func (f *flow) add(delta int64) {
+	f.mu.Lock()
+	f.depth += delta
+	switch {
+	case !f.paused && f.depth > f.high:
+		f.paused = true
+		f.pauses++
+		f.setPaused(true)
+	case f.paused && f.depth < f.low:
+		f.paused = false
+		f.setPaused(false)
+	}
+	f.mu.Unlock()
+}
+
+func (f *flow) snapshot() (depth int64, paused bool, pauses uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.depth, f.paused, f.pauses
+}

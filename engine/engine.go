@@ -1,0 +1,516 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/sluice-io/sluice/pool"
+	"github.com/sluice-io/sluice/srcs"
+)
+
+// ErrClosed is returned by an engine that has shut down. It wraps
+// net.ErrClosed.
+var ErrClosed = fmt.Errorf("engine: closed: %w", net.ErrClosed)
+
+// Handler processes one chunk and must Release it, now or later. It runs
+// on the engine's processing goroutines, apart from the I/O workers; a
+// source's chunks always reach the same goroutine, in order.
+type Handler func(c Chunk)
+
+// ErrorHandler receives every source error, as a *srcs.SourceError naming
+// the source, after every chunk the source read before the error. Errors
+// travel in the delivery queue behind those chunks, so the handler runs on
+// the consumer's side: on a processing goroutine in push mode, inside Next
+// in pull mode.
+type ErrorHandler func(err error)
+
+// Option configures the injected pieces of an engine.
+type Option func(*options)
+
+type options struct {
+	log       *slog.Logger
+	handler   Handler
+	onError   ErrorHandler
+	factories map[string]factory
+}
+
+// WithLogger sets the logger for start-up decisions and source trouble.
+// The default discards everything.
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+
+// WithHandler selects push delivery: h runs for every chunk on
+// Config.Handlers processing goroutines. Without it, consumers pull with
+// Next.
+func WithHandler(h Handler) Option { return func(o *options) { o.handler = h } }
+
+// WithErrorHandler sets the receiver of source errors. Without one they
+// are logged at level Warn.
+func WithErrorHandler(h ErrorHandler) Option { return func(o *options) { o.onError = h } }
+
+// Engine ingests bytes from sources into one source pool and delivers
+// them as chunks. It is safe for concurrent use. Every goroutine it starts
+// has ended when Shutdown returns.
+type Engine struct {
+	cfg    Config
+	log    *slog.Logger
+	pool   *pool.Pool
+	runner Runner
+	// side drives sources without a kernel descriptor when the main
+	// runner needs one. Created on first use.
+	side    Runner
+	handler Handler
+	onError ErrorHandler
+	shards  []*queue
+	flow    flow
+
+	ctx    context.Context // ends at Shutdown: cancels opens and accepts
+	cancel context.CancelFunc
+
+	mu        sync.Mutex
+	closing   bool
+	sources   map[srcs.ID]*source
+	nextID    srcs.ID
+	live      int           // sources not yet done
+	allDone   chan struct{} // closed when closing and live reaches 0
+	listeners []closer
+	tasks     sync.WaitGroup // lifecycle steps, opens, accept loops
+	handlers  sync.WaitGroup
+
+	shutdownOnce sync.Once
+	shutdownErr  error
+	done         chan struct{} // closed when Shutdown completes
+}
+
+// closer is what the engine needs of a listener at shutdown.
+type closer interface{ Close() error }
+
+// New validates cfg, probes the kernel, chooses a runner, maps the source
+// pool and starts the runner's workers. Bad configuration fails here, with
+// a *ConfigError that names the field.
+func New(cfg Config, opts ...Option) (*Engine, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	o := options{log: slog.New(slog.DiscardHandler), factories: defaultFactories()}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	p, err := pool.New(cfg.poolConfig())
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	rc := srcs.RunnerConfig{Workers: cfg.Workers, Pool: p, MaxThreads: cfg.MaxThreads, Logger: o.log}
+	r, err := chooseRunner(cfg.Runner, rc, o.factories, o.log)
+	if err != nil {
+		p.Close()
+		return nil, err
+	}
+	e := &Engine{
+		cfg: cfg, log: o.log, pool: p, runner: r, handler: o.handler, onError: o.onError,
+		sources: map[srcs.ID]*source{}, allDone: make(chan struct{}), done: make(chan struct{}),
+	}
+	e.ctx, e.cancel = context.WithCancel(context.Background())
+	e.flow = flow{high: int64(cfg.QueueHigh), low: int64(cfg.QueueLow), setPaused: e.setPaused}
+	nshards := 1
+	if e.handler != nil {
+		nshards = cfg.Handlers
+	}
+	for range nshards {
+		e.shards = append(e.shards, newQueue())
+	}
+	if e.handler != nil {
+		for _, q := range e.shards {
+			e.handlers.Go(func() { e.serve(q) })
+		}
+	}
+	e.log.Info("engine ready", "runner", r.Name(), "workers", cfg.Workers,
+		"buffers", cfg.Buffers, "buf_size", cfg.BufSize, "flush", cfg.Flush)
+	return e, nil
+}
+
+// Runner returns the name of the runner the engine chose.
+func (e *Engine) Runner() string { return e.runner.Name() }
+
+// Pool returns the engine's source pool, for inspection.
+func (e *Engine) Pool() *pool.Pool { return e.pool }
+
+// SourceOption adjusts one source.
+type SourceOption func(*sourceOpts)
+
+type sourceOpts struct{ flush time.Duration }
+
+// WithFlush overrides the engine's flush timeout for one source. Zero
+// delivers after every read.
+func WithFlush(d time.Duration) SourceOption { return func(o *sourceOpts) { o.flush = d } }
+
+// AddSource registers src and starts opening it in the background. It
+// returns the id its chunks will carry. Open failures go to the error
+// handler; a srcs.Reconnector keeps retrying with backoff.
+func (e *Engine) AddSource(src srcs.Source, opts ...SourceOption) (srcs.ID, error) {
+	s, err := e.newSource(src, opts)
+	if err != nil {
+		return 0, err
+	}
+	e.spawn(s.open)
+	return s.id, nil
+}
+
+// addOpened registers a source whose session is already open (an accepted
+// connection) and hands it to the runner.
+func (e *Engine) addOpened(src srcs.Source) error {
+	s, err := e.newSource(src, nil)
+	if err != nil {
+		return err
+	}
+	s.handle(evOpened, nil)
+	return nil
+}
+
+func (e *Engine) newSource(src srcs.Source, opts []SourceOption) (*source, error) {
+	so := sourceOpts{flush: e.cfg.Flush}
+	for _, opt := range opts {
+		opt(&so)
+	}
+	if so.flush < 0 {
+		return nil, &ConfigError{"Flush", so.flush, "must not be negative"}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closing {
+		return nil, ErrClosed
+	}
+	r, err := e.runnerForLocked(src)
+	if err != nil {
+		return nil, err
+	}
+	id := e.nextID
+	e.nextID++
+	s := &source{
+		e: e, id: id, name: src.Name(), src: src, runner: r, stopCh: make(chan struct{}),
+		shard: e.shards[int(id)%len(e.shards)],
+		rnd:   rand.New(rand.NewPCG(uint64(id), uint64(time.Now().UnixNano()))),
+	}
+	if rc, ok := src.(srcs.Reconnector); ok {
+		s.lc.reconnect = true
+		s.backoff = rc.Reconnect().WithDefaults()
+		s.lc.attempts = s.backoff.Attempts
+	}
+	s.lane = srcs.Lane{ID: id, Src: src, Account: e.pool.Join(id), Flush: so.flush, Out: s}
+	e.sources[id] = s
+	e.live++
+	return s, nil
+}
+
+// runnerForLocked picks the runner for a source: the engine's runner,
+// unless it drives descriptors and the source has none.
+func (e *Engine) runnerForLocked(src srcs.Source) (Runner, error) {
+	if _, ok := src.(srcs.Descriptor); ok || e.runner.Name() == RunnerGoroutine {
+		return e.runner, nil
+	}
+	if e.side == nil {
+		r, err := newGoroutineRunner(srcs.RunnerConfig{Pool: e.pool, Logger: e.log})
+		if err != nil {
+			return nil, err
+		}
+		e.side = r
+		e.log.Info("sources without a descriptor use the goroutine runner", "main", e.runner.Name())
+	}
+	return e.side, nil
+}
+
+// Acceptor yields connections as sources: *srcs.Listener implements it.
+type Acceptor interface {
+	AcceptSource(ctx context.Context) (srcs.Source, error)
+	Close() error
+}
+
+var _ Acceptor = (*srcs.Listener)(nil)
+
+// AddListener serves every connection l accepts as a source, until
+// Shutdown or l fails. The engine closes l at Shutdown.
+func (e *Engine) AddListener(l Acceptor) error {
+	e.mu.Lock()
+	if e.closing {
+		e.mu.Unlock()
+		return ErrClosed
+	}
+	e.listeners = append(e.listeners, l)
+	e.mu.Unlock()
+	e.spawn(func() {
+		for {
+			src, err := l.AcceptSource(e.ctx)
+			if err != nil {
+				if e.ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
+					e.log.Warn("listener stopped", "err", err)
+				}
+				return
+			}
+			if err := e.addOpened(src); err != nil {
+				src.Close()
+				if errors.Is(err, ErrClosed) {
+					return
+				}
+				e.log.Warn("accepted connection refused", "name", src.Name(), "err", err)
+			}
+		}
+	})
+	return nil
+}
+
+// StopSource stops one source: its reads are cancelled, bytes already
+// read are delivered, then its end-of-stream chunk. It does not wait.
+func (e *Engine) StopSource(id srcs.ID) error {
+	e.mu.Lock()
+	s := e.sources[id]
+	e.mu.Unlock()
+	if s == nil {
+		return fmt.Errorf("engine: stop source %d: no such source", id)
+	}
+	e.spawn(s.stop)
+	return nil
+}
+
+// spawn runs f on a tracked goroutine.
+func (e *Engine) spawn(f func()) { e.tasks.Go(f) }
+
+// sourceDone is called once per source when its lifecycle ends.
+func (e *Engine) sourceDone(s *source) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.sources, s.id)
+	e.live--
+	if e.closing && e.live == 0 {
+		close(e.allDone)
+	}
+}
+
+// deliver queues an item on the source's shard and applies backpressure.
+func (e *Engine) deliver(s *source, it item) {
+	it.src = s
+	if it.chunk.buf != nil {
+		e.flow.add(1)
+	}
+	s.shard.push(it)
+}
+
+func (e *Engine) setPaused(p bool) {
+	e.runner.SetPaused(p)
+	e.mu.Lock()
+	side := e.side
+	e.mu.Unlock()
+	if side != nil {
+		side.SetPaused(p)
+	}
+}
+
+// take pops the next chunk of q for a consumer, handing error events to
+// the error handler on the way. ok is false when q is empty.
+func (e *Engine) take(q *queue) (c Chunk, ok, done bool) {
+	for {
+		it, ok, done := q.pop()
+		if !ok {
+			return Chunk{}, false, done
+		}
+		if it.err != nil {
+			e.reportError(it.err)
+			continue
+		}
+		if it.chunk.buf != nil {
+			e.flow.add(-1)
+		}
+		return it.chunk, true, false
+	}
+}
+
+// discard releases every chunk left in q and returns how many held data.
+func (e *Engine) discard(q *queue) int {
+	n := 0
+	for {
+		it, ok, _ := q.pop()
+		if !ok {
+			return n
+		}
+		if it.chunk.buf != nil {
+			e.flow.add(-1)
+			it.chunk.Release()
+			n++
+		}
+	}
+}
+
+func (e *Engine) reportError(err error) {
+	if e.onError != nil {
+		e.onError(err)
+		return
+	}
+	e.log.Warn("source error", "err", err)
+}
+
+// serve runs the push handler over one shard until it is closed and empty.
+func (e *Engine) serve(q *queue) {
+	for {
+		c, ok, done := e.take(q)
+		if ok {
+			e.handler(c)
+			continue
+		}
+		if done {
+			return
+		}
+		<-q.ready
+	}
+}
+
+// Next returns the next chunk in pull mode, blocking until one arrives, ctx
+// ends, or the engine has shut down and every chunk was taken (ErrClosed).
+// End-of-stream chunks are returned too, with no data. The caller must
+// Release every chunk, and should keep calling Next during Shutdown until
+// it returns ErrClosed, so that nothing read is left behind. Next is safe
+// for concurrent use; chunks of one source come out in order.
+func (e *Engine) Next(ctx context.Context) (Chunk, error) {
+	if e.handler != nil {
+		return Chunk{}, errors.New("engine: Next: the engine delivers to a handler (WithHandler)")
+	}
+	q := e.shards[0]
+	for {
+		c, ok, done := e.take(q)
+		if ok {
+			return c, nil
+		}
+		if done {
+			return Chunk{}, ErrClosed
+		}
+		select {
+		case <-q.ready:
+		case <-ctx.Done():
+			return Chunk{}, ctx.Err()
+		}
+	}
+}
+
+// Run blocks until ctx ends or Shutdown is called, then shuts the engine
+// down (waiting for consumers to release their chunks) and returns the
+// shutdown's error.
+func (e *Engine) Run(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return e.Shutdown(context.Background())
+	case <-e.done:
+		return e.shutdownErr
+	}
+}
+
+// Shutdown stops every source (each delivers what it read, then its
+// end-of-stream chunk), stops the runners, lets processing drain the
+// queues, waits until every chunk is released, and unmaps the pool. If ctx
+// ends first, it returns an error saying what was still outstanding; the
+// pool then stays mapped. Shutdown is idempotent; later calls return the
+// first one's result.
+func (e *Engine) Shutdown(ctx context.Context) error {
+	e.shutdownOnce.Do(func() {
+		e.shutdownErr = e.shutdown(ctx)
+		close(e.done)
+	})
+	<-e.done
+	return e.shutdownErr
+}
+
+func (e *Engine) shutdown(ctx context.Context) error {
+	e.mu.Lock()
+	e.closing = true
+	if e.live == 0 {
+		close(e.allDone)
+	}
+	listeners := e.listeners
+	stopping := make([]*source, 0, len(e.sources))
+	for _, s := range e.sources {
+		stopping = append(stopping, s)
+	}
+	e.mu.Unlock()
+	e.cancel()
+	for _, l := range listeners {
+		l.Close()
+	}
+	for _, s := range stopping {
+		s.stop()
+	}
+	var errs []error
+	select {
+	case <-e.allDone:
+	case <-ctx.Done():
+		errs = append(errs, fmt.Errorf("engine: shutdown: sources still running: %w", ctx.Err()))
+	}
+	if err := e.runner.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	if e.side != nil {
+		if err := e.side.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	e.tasks.Wait()
+	for _, q := range e.shards {
+		q.close()
+	}
+	e.handlers.Wait()
+	// Consumers may still be draining the queue or holding chunks: wait
+	// for them. When ctx ends first, chunks nobody took are released here,
+	// and chunks a consumer still holds keep the pool mapped.
+	if err := e.pool.WaitIdle(ctx); err != nil {
+		dropped := 0
+		for _, q := range e.shards {
+			dropped += e.discard(q)
+		}
+		if held := e.pool.Stats().InUse; held > 0 {
+			errs = append(errs, fmt.Errorf("engine: shutdown: %d chunks still held by the consumer, pool left mapped: %w", held, err))
+			return errors.Join(errs...)
+		}
+		errs = append(errs, fmt.Errorf("engine: shutdown: %d undelivered chunks released: %w", dropped, err))
+	}
+	if err := e.pool.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Stats is a snapshot of the engine.
+type Stats struct {
+	Runner  string
+	Runners []srcs.RunnerStats
+	Pool    pool.Stats
+	// Queued is the number of chunks waiting for a consumer; Paused says
+	// whether the watermarks have paused reading, and Pauses counts how
+	// often they did.
+	Queued  int64
+	Paused  bool
+	Pauses  uint64
+	Sources []SourceStats
+}
+
+// Stats returns a snapshot of the engine, its runners, its pool and every
+// live source.
+func (e *Engine) Stats() Stats {
+	e.mu.Lock()
+	srcList := make([]*source, 0, len(e.sources))
+	for _, s := range e.sources {
+		srcList = append(srcList, s)
+	}
+	side := e.side
+	e.mu.Unlock()
+	st := Stats{Runner: e.runner.Name(), Runners: []srcs.RunnerStats{e.runner.Stats()}, Pool: e.pool.Stats()}
+	if side != nil {
+		st.Runners = append(st.Runners, side.Stats())
+	}
+	st.Queued, st.Paused, st.Pauses = e.flow.snapshot()
+	for _, s := range srcList {
+		st.Sources = append(st.Sources, s.stats())
+	}
+	return st
+}

@@ -1,0 +1,174 @@
+package engine
+
+import (
+	"errors"
+	"io"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-io/sluice/pool"
+	"github.com/sluice-io/sluice/srcs"
+)
+
+// source is the engine's side of one source: its lifecycle, its lane, its
+// counters, and the srcs.Emitter its runner reports to.
+type source struct {
+	e      *Engine
+	id     srcs.ID
+	name   string
+	src    srcs.Source
+	runner Runner
+	shard  *queue
+	lane   srcs.Lane
+
+	mu      sync.Mutex // serialises lifecycle events
+	lc      lifecycle
+	backoff srcs.Backoff
+	rnd     *rand.Rand
+
+	stopOnce sync.Once
+	stopCh   chan struct{} // closed by stop: ends a backoff wait
+
+	state    atomic.Uint32 // mirrors lc.state for Stats
+	seq      atomic.Uint64
+	bytes    atomic.Uint64
+	chunks   atomic.Uint64
+	partials atomic.Uint64
+	errs     atomic.Uint64
+	lastErr  atomic.Pointer[error]
+}
+
+// Emit implements srcs.Emitter: it turns a filled buffer into a chunk and
+// queues it on the source's shard. It never blocks.
+func (s *source) Emit(_ *srcs.Lane, b *pool.Buf, n int, flags srcs.Flags, first time.Time) {
+	s.bytes.Add(uint64(n))
+	s.chunks.Add(1)
+	if flags&srcs.Partial != 0 {
+		s.partials.Add(1)
+	}
+	s.e.deliver(s, item{chunk: Chunk{
+		Source: s.id, Name: s.name, Seq: s.seq.Add(1) - 1, Flags: flags,
+		Data: b.Bytes()[:n], FirstByte: first, Emitted: time.Now(), buf: b,
+	}})
+}
+
+// Finish implements srcs.Emitter. The runner may call it from its worker,
+// so the lifecycle step runs on a goroutine of the engine's own.
+func (s *source) Finish(_ *srcs.Lane, err error) {
+	s.e.spawn(func() { s.handle(evFinished, err) })
+}
+
+// handle feeds one event to the lifecycle and carries out its actions.
+func (s *source) handle(ev event, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	again := false
+	if ev == evFinished && errors.Is(err, io.EOF) && !s.lc.stopping {
+		// Ask only at a clean end: Again may count passes.
+		if r, ok := s.src.(srcs.Repeater); ok {
+			again = r.Again()
+		}
+	}
+	acts, attempt := s.lc.step(ev, err, again)
+	s.state.Store(uint32(s.lc.state))
+	if acts&actClose != 0 {
+		if cerr := s.src.Close(); cerr != nil {
+			s.e.log.Debug("close", "source", s.id, "name", s.name, "err", cerr)
+		}
+	}
+	if acts&actReport != 0 {
+		op := "read"
+		if ev == evOpenFailed {
+			op = "open"
+		}
+		s.report(op, err)
+	}
+	switch {
+	case acts&actAdd != 0:
+		if aerr := s.runner.Add(&s.lane); aerr != nil {
+			// The runner refused the lane (a thread cap, a closed runner):
+			// that ends this session like a read error would.
+			s.e.spawn(func() { s.handle(evFinished, aerr) })
+		}
+	case acts&actRemove != 0:
+		s.runner.Remove(&s.lane)
+	case acts&actOpen != 0:
+		s.e.spawn(s.open)
+	case acts&actOpenAfter != 0:
+		d := s.backoff.Delay(attempt, s.rnd.Float64)
+		s.e.log.Info("source backing off", "source", s.id, "name", s.name, "attempt", attempt, "delay", d)
+		s.e.spawn(func() {
+			t := time.NewTimer(d)
+			defer t.Stop()
+			select {
+			case <-t.C:
+				s.handle(evRetry, nil)
+			case <-s.stopCh:
+			case <-s.e.ctx.Done():
+			}
+		})
+	}
+	if acts&actEOS != 0 {
+		s.lane.Account.Leave()
+		s.e.deliver(s, item{chunk: Chunk{Source: s.id, Name: s.name, Seq: s.seq.Add(1) - 1, Flags: srcs.EndOfStream, Emitted: time.Now()}})
+		s.e.sourceDone(s)
+	}
+}
+
+// open runs one Open and feeds its outcome back.
+func (s *source) open() {
+	err := s.src.Open(s.e.ctx)
+	if err != nil {
+		s.handle(evOpenFailed, err)
+		return
+	}
+	s.handle(evOpened, nil)
+}
+
+// stop asks the source to stop, whatever state it is in.
+func (s *source) stop() {
+	s.stopOnce.Do(func() { close(s.stopCh) })
+	s.handle(evStop, nil)
+}
+
+// report queues an error behind the source's data, so the error handler
+// sees it only after every chunk read before it.
+func (s *source) report(op string, err error) {
+	s.errs.Add(1)
+	serr := &srcs.SourceError{ID: s.id, Name: s.name, Op: op, Err: err}
+	var e error = serr
+	s.lastErr.Store(&e)
+	s.e.deliver(s, item{chunk: Chunk{Source: s.id, Name: s.name}, err: serr})
+}
+
+// SourceStats is a snapshot of one source.
+type SourceStats struct {
+	ID       srcs.ID
+	Name     string
+	State    State
+	Bytes    uint64
+	Chunks   uint64
+	Partials uint64
+	Errors   uint64
+	LastErr  error
+	// PoolWaits counts the times the source had to queue for a buffer;
+	// Held is the buffers charged to it now, including chunks not yet
+	// released by processing.
+	PoolWaits uint64
+	Held      int
+}
+
+func (s *source) stats() SourceStats {
+	ps := s.lane.Account.Stats()
+	st := SourceStats{
+		ID: s.id, Name: s.name, State: State(s.state.Load()),
+		Bytes: s.bytes.Load(), Chunks: s.chunks.Load(), Partials: s.partials.Load(), Errors: s.errs.Load(),
+		PoolWaits: ps.Waits, Held: ps.Held,
+	}
+	if e := s.lastErr.Load(); e != nil {
+		st.LastErr = *e
+	}
+	return st
+}
