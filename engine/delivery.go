@@ -31,17 +31,68 @@ type Chunk struct {
 	Emitted   time.Time
 
 	buf *pool.Buf
+	// For sources that observe releases: the chunk's place among the
+	// source's data chunks, and the stream offset just past its bytes.
+	rel  *releases
+	dseq uint64
+	end  int64
 }
 
 // Release returns the chunk's buffer to the source pool. Releasing the same
 // Chunk value twice is harmless; releasing two copies of it panics, as any
 // double release does.
 func (c *Chunk) Release() {
-	if c.buf != nil {
-		c.buf.Release()
-		c.buf = nil
-		c.Data = nil
+	if c.buf == nil {
+		return
 	}
+	c.buf.Release()
+	c.buf = nil
+	c.Data = nil
+	if c.rel != nil {
+		c.rel.done(c.dseq, c.end)
+	}
+}
+
+// drop releases the chunk's buffer without counting it as processed.
+func (c *Chunk) drop() {
+	c.rel = nil
+	c.Release()
+}
+
+// releases tells a srcs.ReleaseObserver, in order, how far its stream has
+// been released. Chunks may be released in any order; an early one waits
+// in pending until the chunks before it are released. Safe for concurrent
+// use.
+type releases struct {
+	obs srcs.ReleaseObserver
+
+	mu      sync.Mutex
+	next    uint64           // the data chunk whose release moves the mark
+	pending map[uint64]int64 // released early: dseq -> end offset
+}
+
+func (r *releases) done(dseq uint64, end int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if dseq != r.next {
+		if r.pending == nil {
+			r.pending = map[uint64]int64{}
+		}
+		r.pending[dseq] = end
+		return
+	}
+	r.next++
+	for {
+		e, ok := r.pending[r.next]
+		if !ok {
+			break
+		}
+		delete(r.pending, r.next)
+		end = e
+		r.next++
+	}
+	// Under the lock, so that calls arrive in order.
+	r.obs.Released(end)
 }
 
 // item is one entry of a delivery queue: a chunk, or an error of the

@@ -202,6 +202,9 @@ func (e *Engine) newSource(src srcs.Source, opts []SourceOption) (*source, error
 		s.backoff = rc.Reconnect().WithDefaults()
 		s.lc.attempts = s.backoff.Attempts
 	}
+	if obs, ok := src.(srcs.ReleaseObserver); ok {
+		s.rel = &releases{obs: obs}
+	}
 	s.lane = srcs.Lane{ID: id, Src: src, Account: e.pool.Join(id), Flush: so.flush, Out: s}
 	e.sources[id] = s
 	e.live++
@@ -339,7 +342,7 @@ func (e *Engine) discard(q *queue) int {
 		}
 		if it.chunk.buf != nil {
 			e.flow.add(-1)
-			it.chunk.Release()
+			it.chunk.drop()
 			n++
 		}
 	}

@@ -31,6 +31,12 @@ type source struct {
 	stopOnce sync.Once
 	stopCh   chan struct{} // closed by stop: ends a backoff wait
 
+	rel *releases // nil unless the source is a srcs.ReleaseObserver
+	// dseq and end number the data chunks and track the stream offset
+	// for rel; only the emit path touches them.
+	dseq uint64
+	end  int64
+
 	state    atomic.Uint32 // mirrors lc.state for Stats
 	seq      atomic.Uint64
 	bytes    atomic.Uint64
@@ -48,10 +54,16 @@ func (s *source) Emit(_ *srcs.Lane, b *pool.Buf, n int, flags srcs.Flags, first 
 	if flags&srcs.Partial != 0 {
 		s.partials.Add(1)
 	}
-	s.e.deliver(s, item{chunk: Chunk{
+	c := Chunk{
 		Source: s.id, Name: s.name, Seq: s.seq.Add(1) - 1, Flags: flags,
 		Data: b.Bytes()[:n], FirstByte: first, Emitted: time.Now(), buf: b,
-	}})
+	}
+	if s.rel != nil {
+		s.end += int64(n)
+		c.rel, c.dseq, c.end = s.rel, s.dseq, s.end
+		s.dseq++
+	}
+	s.e.deliver(s, item{chunk: c})
 }
 
 // Finish implements srcs.Emitter. The runner may call it from its worker,

@@ -108,6 +108,20 @@ type Repeater interface {
 	Again() bool
 }
 
+// ReleaseObserver is the optional capability of sources that must know
+// when their bytes have been processed: a tail writes its checkpoint, a
+// subscriber acknowledges messages. The engine calls Released with the
+// number of the source's bytes, counted from its first delivered byte,
+// whose chunks have all been released. Calls come in order and never go
+// backwards: a chunk released early is counted only once every chunk
+// before it has been released too. Chunks the engine discards at a forced
+// shutdown are never counted. Released runs on the releasing goroutine and
+// must be quick and safe for concurrent use with the source's other
+// methods.
+type ReleaseObserver interface {
+	Released(through int64)
+}
+
 // Errors shared by sources and runners. Runners and sources wrap them with
 // %w so callers can use errors.Is.
 var (
