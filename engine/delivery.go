@@ -112,11 +112,12 @@ type queue struct {
 	head   int
 	n      int
 	closed bool
-	ready  chan struct{} // capacity 1: "the queue may have items or closed"
+	ready  chan struct{} // capacity 1: "the queue may have items"
+	done   chan struct{} // closed by close: wakes every waiter at once
 }
 
 func newQueue() *queue {
-	return &queue{items: make([]item, 64), ready: make(chan struct{}, 1)}
+	return &queue{items: make([]item, 64), ready: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
 func (q *queue) push(it item) {
@@ -162,9 +163,11 @@ func (q *queue) pop() (it item, ok, done bool) {
 
 func (q *queue) close() {
 	q.mu.Lock()
-	q.closed = true
-	q.mu.Unlock()
-	q.signal()
+	defer q.mu.Unlock()
+	if !q.closed {
+		q.closed = true
+		close(q.done)
+	}
 }
 
 func (q *queue) len() int {
@@ -174,7 +177,8 @@ func (q *queue) len() int {
 }
 
 // flow applies the delivery watermarks: above high undelivered chunks the
-// runners pause, below low they resume. Safe for concurrent use.
+// runners pause, and at or below low they resume (so a low mark of zero
+// still resumes once the queue is empty). Safe for concurrent use.
 type flow struct {
 	high, low int64
 	setPaused func(bool)
@@ -193,7 +197,7 @@ func (f *flow) add(delta int64) {
 		f.paused = true
 		f.pauses++
 		f.setPaused(true)
-	case f.paused && f.depth < f.low:
+	case f.paused && f.depth <= f.low:
 		f.paused = false
 		f.setPaused(false)
 	}

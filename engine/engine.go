@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-io/sluice/pool"
@@ -68,6 +69,7 @@ type Engine struct {
 	onError ErrorHandler
 	shards  []*queue
 	flow    flow
+	paused  atomic.Bool // the watermarks' last word, for runners created later
 
 	ctx    context.Context // ends at Shutdown: cancels opens and accepts
 	cancel context.CancelFunc
@@ -193,7 +195,7 @@ func (e *Engine) newSource(src srcs.Source, opts []SourceOption) (*source, error
 	id := e.nextID
 	e.nextID++
 	s := &source{
-		e: e, id: id, name: src.Name(), src: src, runner: r, stopCh: make(chan struct{}),
+		e: e, id: id, name: src.Name(), src: src, runner: r,
 		shard: e.shards[int(id)%len(e.shards)],
 		rnd:   rand.New(rand.NewPCG(uint64(id), uint64(time.Now().UnixNano()))),
 	}
@@ -202,6 +204,7 @@ func (e *Engine) newSource(src srcs.Source, opts []SourceOption) (*source, error
 		s.backoff = rc.Reconnect().WithDefaults()
 		s.lc.attempts = s.backoff.Attempts
 	}
+	s.ctx, s.cancel = context.WithCancel(e.ctx)
 	if obs, ok := src.(srcs.ReleaseObserver); ok {
 		s.rel = &releases{obs: obs}
 	}
@@ -221,6 +224,9 @@ func (e *Engine) runnerForLocked(src srcs.Source) (Runner, error) {
 		r, err := newGoroutineRunner(srcs.RunnerConfig{Pool: e.pool, Logger: e.log})
 		if err != nil {
 			return nil, err
+		}
+		if e.paused.Load() {
+			r.SetPaused(true)
 		}
 		e.side = r
 		e.log.Info("sources without a descriptor use the goroutine runner", "main", e.runner.Name())
@@ -244,8 +250,10 @@ func (e *Engine) AddListener(l Acceptor) error {
 		e.mu.Unlock()
 		return ErrClosed
 	}
+	defer e.mu.Unlock()
 	e.listeners = append(e.listeners, l)
-	e.mu.Unlock()
+	// Spawned under the lock, so Shutdown either sees this loop or refused
+	// the listener: nothing starts after it has waited for its tasks.
 	e.spawn(func() {
 		for {
 			src, err := l.AcceptSource(e.ctx)
@@ -271,9 +279,12 @@ func (e *Engine) AddListener(l Acceptor) error {
 // read are delivered, then its end-of-stream chunk. It does not wait.
 func (e *Engine) StopSource(id srcs.ID) error {
 	e.mu.Lock()
+	defer e.mu.Unlock()
 	s := e.sources[id]
-	e.mu.Unlock()
-	if s == nil {
+	switch {
+	case e.closing:
+		return nil // Shutdown stops every source
+	case s == nil:
 		return fmt.Errorf("engine: stop source %d: no such source", id)
 	}
 	e.spawn(s.stop)
@@ -288,6 +299,7 @@ func (e *Engine) sourceDone(s *source) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	delete(e.sources, s.id)
+	s.cancel()
 	e.live--
 	if e.closing && e.live == 0 {
 		close(e.allDone)
@@ -304,6 +316,7 @@ func (e *Engine) deliver(s *source, it item) {
 }
 
 func (e *Engine) setPaused(p bool) {
+	e.paused.Store(p)
 	e.runner.SetPaused(p)
 	e.mu.Lock()
 	side := e.side
@@ -340,6 +353,9 @@ func (e *Engine) discard(q *queue) int {
 		if !ok {
 			return n
 		}
+		if it.err != nil {
+			e.reportError(it.err)
+		}
 		if it.chunk.buf != nil {
 			e.flow.add(-1)
 			it.chunk.drop()
@@ -367,7 +383,10 @@ func (e *Engine) serve(q *queue) {
 		if done {
 			return
 		}
-		<-q.ready
+		select {
+		case <-q.ready:
+		case <-q.done:
+		}
 	}
 }
 
@@ -392,6 +411,7 @@ func (e *Engine) Next(ctx context.Context) (Chunk, error) {
 		}
 		select {
 		case <-q.ready:
+		case <-q.done:
 		case <-ctx.Done():
 			return Chunk{}, ctx.Err()
 		}
@@ -448,21 +468,29 @@ func (e *Engine) shutdown(ctx context.Context) error {
 	select {
 	case <-e.allDone:
 	case <-ctx.Done():
-		errs = append(errs, fmt.Errorf("engine: shutdown: sources still running: %w", ctx.Err()))
+		n := e.forceClose()
+		errs = append(errs, fmt.Errorf("engine: shutdown: sources still running, %d sessions closed to unblock reads: %w", n, ctx.Err()))
 	}
-	if err := e.runner.Close(); err != nil {
-		errs = append(errs, err)
+	// Once ctx has ended, the remaining steps get a short grace period of
+	// their own: they only wait for work that has already been told to stop.
+	wctx := ctx
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(context.Background(), shutdownGrace)
+		defer cancel()
 	}
-	if e.side != nil {
-		if err := e.side.Close(); err != nil {
-			errs = append(errs, err)
-		}
+	if err := waitCtx(wctx, "runners", e.closeRunners); err != nil {
+		return errors.Join(append(errs, err)...)
 	}
-	e.tasks.Wait()
+	if err := waitCtx(wctx, "source tasks", func() error { e.tasks.Wait(); return nil }); err != nil {
+		return errors.Join(append(errs, err)...)
+	}
 	for _, q := range e.shards {
 		q.close()
 	}
-	e.handlers.Wait()
+	if err := waitCtx(wctx, "processing handlers", func() error { e.handlers.Wait(); return nil }); err != nil {
+		return errors.Join(append(errs, err)...)
+	}
 	// Consumers may still be draining the queue or holding chunks: wait
 	// for them. When ctx ends first, chunks nobody took are released here,
 	// and chunks a consumer still holds keep the pool mapped.
@@ -481,6 +509,51 @@ func (e *Engine) shutdown(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// shutdownGrace bounds the last steps of a Shutdown whose context ended.
+const shutdownGrace = 5 * time.Second
+
+func (e *Engine) closeRunners() error {
+	err := e.runner.Close()
+	e.mu.Lock()
+	side := e.side
+	e.mu.Unlock()
+	if side != nil {
+		err = errors.Join(err, side.Close())
+	}
+	return err
+}
+
+// forceClose closes the sessions of live sources on the goroutine runner:
+// a Read without a deadline can only be interrupted that way. Descriptor
+// runners cancel their reads themselves. It returns how many it closed.
+func (e *Engine) forceClose() int {
+	e.mu.Lock()
+	var live []*source
+	for _, s := range e.sources {
+		if s.runner.Name() == RunnerGoroutine {
+			live = append(live, s)
+		}
+	}
+	e.mu.Unlock()
+	for _, s := range live {
+		s.src.Close()
+	}
+	return len(live)
+}
+
+// waitCtx runs f and waits for it or for ctx. When ctx ends first, f keeps
+// running and the error says what was still busy.
+func waitCtx(ctx context.Context, what string, f func() error) error {
+	done := make(chan error, 1)
+	go func() { done <- f() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("engine: shutdown: %s still running: %w", what, ctx.Err())
+	}
 }
 
 // Stats is a snapshot of the engine.

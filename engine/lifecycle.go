@@ -125,9 +125,17 @@ func (lc *lifecycle) step(ev event, err error, again bool) (actions, int) {
 
 	case evFinished:
 		switch {
-		case lc.stopping || errors.Is(err, srcs.ErrStopped):
+		case errors.Is(err, srcs.ErrStopped):
 			lc.state = Closed
 			return actClose | actEOS, 0
+		case lc.stopping:
+			// A stop raced a real end: still report an error, but do not
+			// reconnect.
+			lc.state = Closed
+			if errors.Is(err, io.EOF) {
+				return actClose | actEOS, 0
+			}
+			return actClose | actReport | actEOS, 0
 		case errors.Is(err, io.EOF) && again:
 			lc.state = Opening
 			return actClose | actOpen, 0

@@ -68,7 +68,12 @@ func TestLifecycle(t *testing.T) {
 		{"stop while running wins over a racing error", true, 0, []step{
 			{evOpened, nil, false, Running, actAdd, 0},
 			{evStop, nil, false, Running, actRemove, 0},
-			{evFinished, reset, false, Closed, actClose | actEOS, 0},
+			{evFinished, reset, false, Closed, actClose | actReport | actEOS, 0},
+		}},
+		{"stop while running, then a clean end", false, 0, []step{
+			{evOpened, nil, false, Running, actAdd, 0},
+			{evStop, nil, false, Running, actRemove, 0},
+			{evFinished, io.EOF, false, Closed, actClose | actEOS, 0},
 		}},
 		{"stop while backing off ends at once", true, 0, []step{
 			{evOpenFailed, reset, false, BackingOff, actReport | actOpenAfter, 1},

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"io"
 	"math/rand/v2"
@@ -28,8 +29,10 @@ type source struct {
 	backoff srcs.Backoff
 	rnd     *rand.Rand
 
-	stopOnce sync.Once
-	stopCh   chan struct{} // closed by stop: ends a backoff wait
+	// ctx ends when the source is stopped or the engine shuts down: it
+	// interrupts an Open in progress and a backoff wait.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	rel *releases // nil unless the source is a srcs.ReleaseObserver
 	// dseq and end number the data chunks and track the stream offset
@@ -109,7 +112,8 @@ func (s *source) handle(ev event, err error) {
 	case acts&actOpen != 0:
 		s.e.spawn(s.open)
 	case acts&actOpenAfter != 0:
-		d := s.backoff.Delay(attempt, s.rnd.Float64)
+		// The lifecycle counts failures from 1; Delay counts retries from 0.
+		d := s.backoff.Delay(max(attempt-1, 0), s.rnd.Float64)
 		s.e.log.Info("source backing off", "source", s.id, "name", s.name, "attempt", attempt, "delay", d)
 		s.e.spawn(func() {
 			t := time.NewTimer(d)
@@ -117,8 +121,7 @@ func (s *source) handle(ev event, err error) {
 			select {
 			case <-t.C:
 				s.handle(evRetry, nil)
-			case <-s.stopCh:
-			case <-s.e.ctx.Done():
+			case <-s.ctx.Done():
 			}
 		})
 	}
@@ -131,7 +134,7 @@ func (s *source) handle(ev event, err error) {
 
 // open runs one Open and feeds its outcome back.
 func (s *source) open() {
-	err := s.src.Open(s.e.ctx)
+	err := s.src.Open(s.ctx)
 	if err != nil {
 		s.handle(evOpenFailed, err)
 		return
@@ -141,7 +144,7 @@ func (s *source) open() {
 
 // stop asks the source to stop, whatever state it is in.
 func (s *source) stop() {
-	s.stopOnce.Do(func() { close(s.stopCh) })
+	s.cancel()
 	s.handle(evStop, nil)
 }
 
