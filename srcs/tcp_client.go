@@ -34,11 +34,7 @@ type TCPClientConfig struct {
 // TCPClient is not safe for concurrent use, except that Close and
 // SetReadDeadline may be called while Read blocks.
 type TCPClient struct {
-	cfg  TCPClientConfig
-	name string
-
-	mu   sync.Mutex
-	conn *Conn // the current session; nil between sessions
+	streamClient
 }
 
 // NewTCPClient checks cfg and returns a client that has not dialed yet.
@@ -46,11 +42,7 @@ func NewTCPClient(cfg TCPClientConfig) (*TCPClient, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("srcs: tcp client: %w", err)
 	}
-	if cfg.DialTimeout == 0 {
-		cfg.DialTimeout = DefaultDialTimeout
-	}
-	cfg.Backoff = cfg.Backoff.WithDefaults()
-	return &TCPClient{cfg: cfg, name: "tcp://" + cfg.Addr}, nil
+	return &TCPClient{newStreamClient("tcp", cfg.Addr, cfg.DialTimeout, cfg.Backoff)}, nil
 }
 
 func (cfg TCPClientConfig) validate() error {
@@ -70,21 +62,45 @@ func (cfg TCPClientConfig) validate() error {
 	return cfg.Backoff.validate("Backoff")
 }
 
-// Name returns "tcp://host:port" as configured.
-func (c *TCPClient) Name() string { return c.name }
+// streamClient is the dialing source behind TCPClient and UnixClient: one
+// session (a Conn) per Open. Its concurrency rules are theirs.
+type streamClient struct {
+	network, addr string
+	name          string // network://addr
+	timeout       time.Duration
+	backoff       Backoff
+
+	mu   sync.Mutex
+	conn *Conn // the current session; nil between sessions
+}
+
+// newStreamClient fills in the defaults of a checked configuration.
+func newStreamClient(network, addr string, timeout time.Duration, b Backoff) streamClient {
+	if timeout == 0 {
+		timeout = DefaultDialTimeout
+	}
+	return streamClient{
+		network: network, addr: addr, name: network + "://" + addr,
+		timeout: timeout, backoff: b.WithDefaults(),
+	}
+}
+
+// Name returns "network://address" as configured: "tcp://host:port" or
+// "unix://path".
+func (c *streamClient) Name() string { return c.name }
 
 // Open dials the server once, within DialTimeout and ctx. A timeout, from
 // either, wraps ErrTimeout; the cause (a *net.OpError, a *net.DNSError)
 // stays reachable with errors.As. Open fails if a session is already open.
-func (c *TCPClient) Open(ctx context.Context) error {
+func (c *streamClient) Open(ctx context.Context) error {
 	c.mu.Lock()
 	open := c.conn != nil
 	c.mu.Unlock()
 	if open {
 		return fmt.Errorf("srcs: open %s: session already open", c.name)
 	}
-	d := net.Dialer{Timeout: c.cfg.DialTimeout}
-	nc, err := d.DialContext(ctx, "tcp", c.cfg.Addr)
+	d := net.Dialer{Timeout: c.timeout}
+	nc, err := d.DialContext(ctx, c.network, c.addr)
 	if err != nil {
 		return fmt.Errorf("srcs: open %s: %w", c.name, Classify(err))
 	}
@@ -99,7 +115,7 @@ func (c *TCPClient) Open(ctx context.Context) error {
 }
 
 // session returns the current session, or an error wrapping net.ErrClosed.
-func (c *TCPClient) session(op string) (*Conn, error) {
+func (c *streamClient) session(op string) (*Conn, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.conn == nil {
@@ -109,7 +125,7 @@ func (c *TCPClient) session(op string) (*Conn, error) {
 }
 
 // Read reads from the current session through the Go netpoller.
-func (c *TCPClient) Read(p []byte) (int, error) {
+func (c *streamClient) Read(p []byte) (int, error) {
 	s, err := c.session("read")
 	if err != nil {
 		return 0, err
@@ -118,7 +134,7 @@ func (c *TCPClient) Read(p []byte) (int, error) {
 }
 
 // SetReadDeadline sets the deadline of the current session's reads.
-func (c *TCPClient) SetReadDeadline(t time.Time) error {
+func (c *streamClient) SetReadDeadline(t time.Time) error {
 	s, err := c.session("set deadline")
 	if err != nil {
 		return err
@@ -127,7 +143,7 @@ func (c *TCPClient) SetReadDeadline(t time.Time) error {
 }
 
 // Desc detaches the current session's socket for a runner (see Conn.Desc).
-func (c *TCPClient) Desc() (Desc, error) {
+func (c *streamClient) Desc() (Desc, error) {
 	s, err := c.session("desc")
 	if err != nil {
 		return Desc{}, err
@@ -136,10 +152,10 @@ func (c *TCPClient) Desc() (Desc, error) {
 }
 
 // Reconnect returns the configured back-off with defaults filled in.
-func (c *TCPClient) Reconnect() Backoff { return c.cfg.Backoff }
+func (c *streamClient) Reconnect() Backoff { return c.backoff }
 
 // Close ends the current session. It is idempotent, and Open may follow.
-func (c *TCPClient) Close() error {
+func (c *streamClient) Close() error {
 	c.mu.Lock()
 	s := c.conn
 	c.conn = nil

@@ -18,7 +18,7 @@ const (
 	acceptBackoffMax = time.Second
 )
 
-// ListenerConfig configures ListenTCP.
+// ListenerConfig configures ListenTCP and ListenUnix.
 type ListenerConfig struct {
 	// MaxConns caps the connections accepted and not yet closed. At the
 	// cap, Accept stops calling accept(2), so further clients wait in the
@@ -29,14 +29,15 @@ type ListenerConfig struct {
 	Logger *slog.Logger `yaml:"-"`
 }
 
-// Listener accepts TCP connections as sources, capped by
-// ListenerConfig.MaxConns and resilient to descriptor exhaustion.
+// Listener accepts stream connections (TCP, or unix with ListenUnix) as
+// sources, capped by ListenerConfig.MaxConns and resilient to descriptor
+// exhaustion.
 //
 // Accept, Addr and Close are safe for concurrent use; concurrent Accepts
 // take turns. Closing the listener does not close the connections it
 // accepted: each AcceptedConn belongs to whoever Accept returned it to.
 type Listener struct {
-	ln   *net.TCPListener
+	ln   streamListener
 	name string
 	log  *slog.Logger
 
@@ -56,6 +57,14 @@ type Listener struct {
 	closeErr  error
 }
 
+// streamListener is what Listener needs of a *net.TCPListener or a
+// *net.UnixListener: accept(2) on the Go netpoller, and a deadline to wake
+// a blocked Accept for a context.
+type streamListener interface {
+	net.Listener
+	SetDeadline(t time.Time) error
+}
+
 // ListenTCP listens on addr ("host:port"; "127.0.0.1:0" and "[::1]:0"
 // pick a free port).
 func ListenTCP(addr string, cfg ListenerConfig) (*Listener, error) {
@@ -66,9 +75,14 @@ func ListenTCP(addr string, cfg ListenerConfig) (*Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("srcs: listen tcp: %w", err)
 	}
+	return newListener(ln.(*net.TCPListener), "tcp://"+ln.Addr().String(), cfg), nil
+}
+
+// newListener wraps a listening socket; cfg has been checked.
+func newListener(ln streamListener, name string, cfg ListenerConfig) *Listener {
 	l := &Listener{
-		ln:    ln.(*net.TCPListener),
-		name:  "tcp://" + ln.Addr().String(),
+		ln:    ln,
+		name:  name,
 		log:   cfg.Logger,
 		freed: make(chan struct{}, 1),
 		turn:  make(chan struct{}, 1),
@@ -80,7 +94,7 @@ func ListenTCP(addr string, cfg ListenerConfig) (*Listener, error) {
 	if cfg.MaxConns > 0 {
 		l.slots = make(chan struct{}, cfg.MaxConns)
 	}
-	return l, nil
+	return l
 }
 
 // Addr returns the address the listener is bound to.
@@ -137,8 +151,8 @@ func (l *Listener) errorf(err error) error {
 }
 
 // accept calls accept(2) until it yields a connection or a lasting error.
-func (l *Listener) accept(ctx context.Context) (*net.TCPConn, error) {
-	// A deadline in the past is how a blocked AcceptTCP is woken for ctx.
+func (l *Listener) accept(ctx context.Context) (net.Conn, error) {
+	// A deadline in the past is how a blocked Accept is woken for ctx.
 	// Before returning, wait for that callback if it started, then clear
 	// the deadline, so that the next Accept does not inherit it.
 	woken := make(chan struct{})
@@ -161,7 +175,7 @@ func (l *Listener) accept(ctx context.Context) (*net.TCPConn, error) {
 		}
 	}()
 	for {
-		c, err := l.ln.AcceptTCP()
+		c, err := l.ln.Accept()
 		if err == nil {
 			return c, nil
 		}
