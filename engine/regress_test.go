@@ -178,3 +178,68 @@ func TestSideRunnerStartsPaused(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Idle dialing sources on the goroutine runner wait for readability
+// before they take a buffer, so they cannot starve the pool.
+func TestIdleClientsHoldNoBuffers(t *testing.T) {
+	t.Setenv(engine.EnvRunner, "")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var peers []net.Conn
+	accepted := make(chan struct{})
+	go func() {
+		defer close(accepted)
+		for range 50 {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			peers = append(peers, c)
+		}
+	}()
+	e, err := engine.New(engine.Config{Runner: engine.RunnerGoroutine, Buffers: 16, BufSize: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 50 {
+		c, err := srcs.NewTCPClient(srcs.TCPClientConfig{Addr: ln.Addr().String()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.AddSource(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-accepted
+	waitUntil(t, "all 50 clients running", func() bool {
+		running := 0
+		for _, s := range e.Stats().Sources {
+			if s.State == engine.Running {
+				running++
+			}
+		}
+		return running == 50
+	})
+	// Give a runner that pins buffers time to take them.
+	time.Sleep(100 * time.Millisecond)
+	if st := e.Pool().Stats(); st.InUse != 0 {
+		t.Fatalf("50 idle clients hold %d buffers", st.InUse)
+	}
+	// One peer speaks; its bytes arrive although 49 others sit idle.
+	peers[0].Write([]byte("hello"))
+	c, err := e.Next(context.Background())
+	if err != nil || string(c.Data) != "hello" {
+		t.Fatalf("got %q, %v", c.Data, err)
+	}
+	c.Release()
+	go drain(e)
+	for _, p := range peers {
+		p.Close()
+	}
+	if err := e.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -149,3 +149,11 @@ func (s *Conn) Close() error {
 	}
 	return s.c.Close()
 }
+
+// Sources whose runner may wait for readability before taking a buffer.
+var (
+	_ syscall.Conn = (*Conn)(nil)
+	_ syscall.Conn = (*TCPClient)(nil)
+	_ syscall.Conn = (*UnixClient)(nil)
+	_ syscall.Conn = (*Synthetic)(nil)
+)

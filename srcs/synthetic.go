@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -208,6 +209,17 @@ func (s *Synthetic) SetReadDeadline(t time.Time) error {
 		return err
 	}
 	return c.SetReadDeadline(t)
+}
+
+// SyscallConn gives the reading socket's raw connection, so that a runner
+// can wait for readability before it takes a buffer (see
+// Conn.SyscallConn).
+func (s *Synthetic) SyscallConn() (syscall.RawConn, error) {
+	c, err := s.session("syscall conn")
+	if err != nil {
+		return nil, err
+	}
+	return c.SyscallConn()
 }
 
 // Desc detaches the reading socket for a runner (see Conn.Desc).

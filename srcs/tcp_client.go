@@ -7,6 +7,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -140,6 +141,17 @@ func (c *streamClient) SetReadDeadline(t time.Time) error {
 		return err
 	}
 	return s.SetReadDeadline(t)
+}
+
+// SyscallConn gives the current session's raw connection, so that a
+// runner can wait for readability before it takes a buffer (see
+// Conn.SyscallConn).
+func (c *streamClient) SyscallConn() (syscall.RawConn, error) {
+	s, err := c.session("syscall conn")
+	if err != nil {
+		return nil, err
+	}
+	return s.SyscallConn()
 }
 
 // Desc detaches the current session's socket for a runner (see Conn.Desc).
