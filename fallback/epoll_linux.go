@@ -27,6 +27,9 @@ const (
 	// lane or a file (always readable) cannot starve the others: once the
 	// budget is spent the lane goes to the back of the ready queue.
 	epReadsPerTurn = 4
+	// epDatagramsPerTurn is the same budget for datagram lanes, counted
+	// in datagrams, which are mostly far smaller than a stream read.
+	epDatagramsPerTurn = 32
 	// epWakeFD marks the eventfd's readiness event; lane tokens carry a
 	// slot index, which is never negative.
 	epWakeFD = -1
@@ -45,7 +48,11 @@ const (
 // and the per-turn read budget, so no edge is lost. Regular files cannot be
 // registered with epoll: they are treated as always readable and read with
 // pread(2) from Desc.Offset, a bounded number of reads per loop turn.
-// Datagram descriptors are not supported yet.
+// Datagram descriptors (SOCK_DGRAM sockets) are read one datagram per
+// recvmsg(2) until EAGAIN, into buffers framed as srcs.ForEachDatagram
+// reads them; a datagram too large for the room left is dropped, reported
+// to the emitter if it is a srcs.DatagramDropReporter, and logged once per
+// lane, and the lane keeps running.
 //
 // Nothing but a worker touches its lanes: Add, Remove, SetPaused and pool
 // grants post commands to the worker's queue and write its eventfd when it
@@ -112,8 +119,8 @@ func NewEpoll(cfg srcs.RunnerConfig) (*Epoll, error) {
 func (e *Epoll) Name() string { return "epoll" }
 
 // Add registers l's descriptor with the least loaded worker. It fails with
-// srcs.ErrNoDescriptor for a source that is no srcs.Descriptor, with
-// errors.ErrUnsupported for a datagram descriptor, with net.ErrClosed after
+// srcs.ErrNoDescriptor for a source that is no srcs.Descriptor, for a
+// datagram descriptor that is no SOCK_DGRAM socket, with net.ErrClosed after
 // Close, and when epoll refuses the descriptor.
 func (e *Epoll) Add(l *srcs.Lane) error {
 	if err := checkLane("epoll", l); err != nil {
@@ -197,7 +204,13 @@ func epAddCmd(l *srcs.Lane, ds srcs.Descriptor) (epCmd, error) {
 		return c, nil
 	case srcs.Stream:
 	case srcs.Datagram:
-		return epCmd{}, fmt.Errorf("fallback: epoll: add lane %d (%s): %w", l.ID, l.Name(), errDatagram)
+		if err := checkDatagramSocket(d.FD); err != nil {
+			return epCmd{}, fmt.Errorf("fallback: epoll: add lane %d (%s): %w", l.ID, l.Name(), err)
+		}
+		if err := unix.SetNonblock(d.FD, true); err != nil {
+			return epCmd{}, fmt.Errorf("fallback: epoll: add lane %d (%s): %w", l.ID, l.Name(), os.NewSyscallError("fcntl", err))
+		}
+		return c, nil
 	default:
 		return epCmd{}, fmt.Errorf("fallback: epoll: add lane %d (%s): unknown descriptor kind %v", l.ID, l.Name(), d.Kind)
 	}
@@ -605,7 +618,11 @@ func (w *epWorker) add(c *epCmd) {
 		sock:   c.sock,
 		hidx:   -1,
 	}
-	ln.f.reset(c.lane, c.lane.Flush)
+	if c.kind == srcs.Datagram {
+		ln.f.resetDatagram(c.lane, c.lane.Flush)
+	} else {
+		ln.f.reset(c.lane, c.lane.Flush)
+	}
 	tok := c.tok
 	ln.notify = func() { w.post(epCmd{op: epGrant, tok: tok}) }
 	if ln.always || early {
@@ -675,7 +692,11 @@ func (w *epWorker) serve() {
 // service reads a readable lane until EAGAIN, a short socket read, the end
 // of its source, a wait for a buffer, or the end of its read budget.
 func (w *epWorker) service(ln *epLane) {
-	for range epReadsPerTurn {
+	budget := epReadsPerTurn
+	if ln.kind == srcs.Datagram {
+		budget = epDatagramsPerTurn
+	}
+	for range budget {
 		if w.e.paused.Load() {
 			// No new reads; the lane stays readable for the resume.
 			break
@@ -684,7 +705,14 @@ func (w *epWorker) service(ln *epLane) {
 			return
 		}
 		space := ln.f.space()
-		n, err := w.read(ln, space)
+		var n int
+		var err error
+		truncated := false
+		if ln.kind == srcs.Datagram {
+			n, truncated, err = w.recv(ln, space)
+		} else {
+			n, err = w.read(ln, space)
+		}
 		switch {
 		case err == unix.EAGAIN:
 			ln.readable, ln.full = false, false
@@ -695,7 +723,10 @@ func (w *epWorker) service(ln *epLane) {
 		case err != nil:
 			w.finish(ln, srcs.Classify(os.NewSyscallError(w.readOp(ln), err)))
 			return
-		case n == 0:
+		case truncated:
+			ln.f.drop(n, w.e.log, "epoll")
+			continue
+		case n == 0 && ln.kind != srcs.Datagram:
 			w.finish(ln, io.EOF)
 			return
 		}
@@ -721,10 +752,24 @@ func (w *epWorker) service(ln *epLane) {
 }
 
 func (w *epWorker) readOp(ln *epLane) string {
-	if ln.kind == srcs.File {
+	switch ln.kind {
+	case srcs.File:
 		return "pread"
+	case srcs.Datagram:
+		return "recvmsg"
 	}
 	return "read"
+}
+
+// recv receives one datagram; see recvDatagram.
+func (w *epWorker) recv(ln *epLane, p []byte) (int, bool, error) {
+	for {
+		n, truncated, err := recvDatagram(ln.fd, p)
+		w.reads.Add(1)
+		if err != unix.EINTR {
+			return n, truncated, err
+		}
+	}
 }
 
 func (w *epWorker) read(ln *epLane, p []byte) (int, error) {

@@ -1,9 +1,13 @@
 package fallback
 
 import (
-	"errors"
 	"fmt"
+	"log/slog"
+	"math"
+	"os"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/sluice-io/sluice/pool"
 	"github.com/sluice-io/sluice/srcs"
@@ -28,11 +32,26 @@ type fill struct {
 	buf     *pool.Buf // nil when the lane holds no buffer
 	n       int       // bytes of buf that hold data
 	first   time.Time // arrival of buf's first byte; zero when n == 0
+
+	// dgram is the source's datagram limit (srcs.DatagramSizer) for a
+	// datagram lane, whose buffers hold framed datagrams; zero for a byte
+	// stream.
+	dgram   int
+	dropRep srcs.DatagramDropReporter // l.Out's, if it has one
+	warned  bool                      // a dropped datagram was logged
 }
 
 // reset binds the fill to l, holding nothing.
 func (f *fill) reset(l *srcs.Lane, maxHold time.Duration) {
 	*f = fill{l: l, maxHold: maxHold}
+}
+
+// resetDatagram binds the fill to a datagram lane: each commit is one
+// datagram, framed as srcs.ForEachDatagram reads it.
+func (f *fill) resetDatagram(l *srcs.Lane, maxHold time.Duration) {
+	f.reset(l, maxHold)
+	f.dgram = srcs.DatagramLimit(l.Src, math.MaxInt32) // capped by the buffer in commit
+	f.dropRep, _ = l.Out.(srcs.DatagramDropReporter)
 }
 
 // held reports whether the lane holds a buffer, full of data or not.
@@ -51,22 +70,58 @@ func (f *fill) hold(b *pool.Buf) {
 }
 
 // space returns the free tail of the held buffer, where the next read goes.
-// It is never empty: a full buffer is emitted as soon as it fills.
-func (f *fill) space() []byte { return f.buf.Bytes()[f.n:] }
+// It is never empty: a full buffer is emitted as soon as it fills. For a
+// datagram lane it starts after room for the datagram's length prefix, and
+// holds at least the lane's datagram limit: a buffer with less room left is
+// emitted at once.
+func (f *fill) space() []byte {
+	if f.dgram > 0 {
+		return f.buf.Bytes()[f.n+srcs.DatagramHeaderLen:]
+	}
+	return f.buf.Bytes()[f.n:]
+}
 
-// commit records that n > 0 bytes were read into space at now. It emits the
-// buffer when it is full, or when the lane does not hold partial data.
+// commit records that n > 0 bytes were read into space at now (for a
+// datagram lane, a whole datagram of n >= 0 bytes). It emits the buffer
+// when it is full (for datagrams: has less room left than the next
+// datagram may need), or when the lane does not hold partial data.
 // Afterwards the lane may or may not still hold a buffer.
 func (f *fill) commit(n int, now time.Time) {
 	if f.n == 0 {
 		f.first = now
 	}
+	if f.dgram > 0 {
+		srcs.PutDatagramHeader(f.buf.Bytes()[f.n:], n)
+		f.n += srcs.DatagramHeaderLen
+	}
 	f.n += n
+	size := len(f.buf.Bytes())
 	switch {
-	case f.n == len(f.buf.Bytes()):
+	case f.n == size:
 		f.emit(0)
+	case f.dgram > 0 && srcs.DatagramSpace(f.buf.Bytes(), f.n) < min(f.dgram, size-srcs.DatagramHeaderLen):
+		f.emit(srcs.Partial)
 	case f.maxHold <= 0:
 		f.emit(srcs.Partial)
+	}
+}
+
+// drop records a datagram that was longer than space and so was cut short
+// by the kernel: it is not committed, the lane keeps running, and an empty
+// buffer goes back to the pool (idle lanes hold none). size is its length,
+// or a lower bound. The first drop of a lane is logged; each is reported to
+// the emitter if it counts them.
+func (f *fill) drop(size int, log *slog.Logger, runner string) {
+	if !f.warned {
+		f.warned = true
+		log.Warn("fallback: "+runner+": dropped a datagram larger than the buffer space (further drops on this lane are not logged)",
+			"lane", f.l.ID, "source", f.l.Name(), "size", size, "room", len(f.space()))
+	}
+	if f.dropRep != nil {
+		f.dropRep.DatagramDropped(f.l, size)
+	}
+	if f.n == 0 {
+		f.flush()
 	}
 }
 
@@ -114,6 +169,9 @@ func (f *fill) finish(err error) {
 
 // emit hands the held data downstream; ownership of the buffer goes with it.
 func (f *fill) emit(flags srcs.Flags) {
+	if f.dgram > 0 {
+		flags |= srcs.Datagrams
+	}
 	b, n, first := f.buf, f.n, f.first
 	f.buf, f.n, f.first = nil, 0, time.Time{}
 	f.l.Out.Emit(f.l, b, n, flags, first)
@@ -137,5 +195,35 @@ func checkLane(runner string, l *srcs.Lane) error {
 	return nil
 }
 
-// errDatagram is wrapped by runners that cannot read datagram sockets yet.
-var errDatagram = fmt.Errorf("datagram sources are not supported yet: %w", errors.ErrUnsupported)
+// datagramFlags are the recvmsg flags of the descriptor runners. MSG_TRUNC
+// makes the kernel return a datagram's real length even when it was longer
+// than the buffer, so a truncated datagram shows as n > len(p), and as the
+// returned MSG_TRUNC flag on systems that ignore the request.
+const datagramFlags = unix.MSG_TRUNC | unix.MSG_DONTWAIT
+
+// recvDatagram receives one datagram from a non-blocking or readable
+// socket into p. n is its length; truncated reports that it did not fit p
+// and is lost. The sender's address is not kept, but x/sys/unix converts
+// it anyway: a small allocation or two per datagram on the epoll and thread
+// runners (the ring runner allocates nothing).
+func recvDatagram(fd int, p []byte) (n int, truncated bool, err error) {
+	n, _, flags, _, err := unix.Recvmsg(fd, p, nil, datagramFlags)
+	return n, n > len(p) || flags&unix.MSG_TRUNC != 0, err
+}
+
+// checkDatagramSocket checks that a Datagram descriptor is a SOCK_DGRAM
+// socket: a stream socket would lose data to MSG_TRUNC, and a seqpacket
+// one ends with a zero-length read, which a datagram lane takes for an
+// empty datagram.
+func checkDatagramSocket(fd int) error {
+	typ, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TYPE)
+	switch {
+	case err == unix.ENOTSOCK:
+		return fmt.Errorf("datagram descriptor %d: %w", fd, unix.ENOTSOCK)
+	case err != nil:
+		return fmt.Errorf("datagram descriptor %d: %w", fd, os.NewSyscallError("getsockopt", err))
+	case typ != unix.SOCK_DGRAM:
+		return fmt.Errorf("datagram descriptor %d is a socket of type %d, not SOCK_DGRAM: %w", fd, typ, unix.EPROTOTYPE)
+	}
+	return nil
+}

@@ -41,6 +41,13 @@ import (
 //     could wake the lane at the flush deadline, and Remove and Close take
 //     effect only when the current Read returns: Close waits for it.
 //
+// Sources that are srcs.DatagramReader (srcs.UDPSource) are read one
+// datagram per ReadDatagram, into buffers framed as srcs.ForEachDatagram
+// reads them; a datagram too large for the room left is dropped, reported
+// to the emitter if it is a srcs.DatagramDropReporter, and logged once per
+// lane, and the lane keeps running. Other sources are byte streams to this
+// runner, whatever their descriptor's Kind, since it never asks for one.
+//
 // A Goroutine is safe for concurrent use. It borrows each lane from Add until
 // it calls Finish and never closes a source.
 type Goroutine struct {
@@ -78,8 +85,9 @@ type goLane struct {
 	ctx    context.Context // ends on Remove or Close, to abandon pool and pause waits
 	cancel context.CancelFunc
 
-	dl     srcs.Deadliner  // nil if the source has no deadline
-	rc     syscall.RawConn // nil unless the source exposes one and a deadline
+	dgram  srcs.DatagramReader // nil unless the source reads datagrams
+	dl     srcs.Deadliner      // nil if the source has no deadline
+	rc     syscall.RawConn     // nil unless the source exposes one and a deadline
 	peek   func(fd uintptr) bool
 	one    [1]byte     // MSG_PEEK target
 	peeked error       // a socket error the peek consumed
@@ -112,7 +120,12 @@ func (g *Goroutine) Add(l *srcs.Lane) error {
 	} else {
 		flush = 0
 	}
-	gl.f.reset(l, flush)
+	if dr, ok := l.Src.(srcs.DatagramReader); ok {
+		gl.dgram = dr
+		gl.f.resetDatagram(l, flush)
+	} else {
+		gl.f.reset(l, flush)
+	}
 	gl.ctx, gl.cancel = context.WithCancel(context.Background())
 
 	g.mu.Lock()
@@ -255,11 +268,28 @@ func (g *Goroutine) drive(gl *goLane) error {
 		if err := gl.setDeadline(); err != nil {
 			return gl.readErr(err)
 		}
-		n, err := l.Src.Read(f.space())
+		var n int
+		var err error
+		truncated := false
+		if gl.dgram != nil {
+			n, truncated, err = gl.dgram.ReadDatagram(f.space())
+		} else {
+			n, err = l.Src.Read(f.space())
+		}
 		gl.reads.Add(1)
 		now := time.Now()
-		if n > 0 {
-			f.commit(n, now)
+		switch {
+		case gl.dgram == nil:
+			if n > 0 {
+				f.commit(n, now)
+			}
+		case err != nil:
+			// No datagram came with the error.
+		case truncated:
+			// The netpoller path does not learn the real length.
+			f.drop(n+1, g.log, "goroutine")
+		default:
+			f.commit(n, now) // n may be 0: an empty datagram
 		}
 		if err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) && !gl.stop.Load() {

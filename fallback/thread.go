@@ -31,8 +31,12 @@ var ErrThreadLimit = errors.New("fallback: thread: lane thread limit reached")
 // Thread is the thread-per-source runner, NebulaStream's blocking baseline
 // (G7): each lane gets a goroutine locked to its own OS thread for its whole
 // life, which waits in poll(2) and reads with read(2), or pread(2) for
-// files. It drives only sources that are srcs.Descriptor; Datagram
-// descriptors are not supported yet.
+// files. It drives only sources that are srcs.Descriptor. Datagram
+// descriptors (SOCK_DGRAM sockets) are read one datagram per poll and
+// recvmsg(2), into buffers framed as srcs.ForEachDatagram reads them; a
+// datagram too large for the room left is dropped, reported to the emitter
+// if it is a srcs.DatagramDropReporter, and logged once per lane, and the
+// lane keeps running.
 //
 // The lane's descriptor may be non-blocking. Each lane polls it together
 // with a private wake descriptor (an eventfd on Linux, a pipe elsewhere), so
@@ -108,8 +112,8 @@ type threadLane struct {
 
 // Add reserves a thread for l, takes its descriptor and starts the thread.
 // It fails with ErrThreadLimit at the cap, with srcs.ErrNoDescriptor for a
-// source that is no srcs.Descriptor, with errors.ErrUnsupported for a
-// datagram descriptor, and after Close.
+// source that is no srcs.Descriptor, for a datagram descriptor that is no
+// SOCK_DGRAM socket, and after Close.
 func (t *Thread) Add(l *srcs.Lane) error {
 	if err := checkLane("thread", l); err != nil {
 		return err
@@ -173,7 +177,9 @@ func newThreadLane(l *srcs.Lane, d srcs.Descriptor) (*threadLane, error) {
 	switch desc.Kind {
 	case srcs.Stream, srcs.File:
 	case srcs.Datagram:
-		return nil, fmt.Errorf("fallback: thread: add lane %d (%s): %w", l.ID, l.Name(), errDatagram)
+		if err := checkDatagramSocket(desc.FD); err != nil {
+			return nil, fmt.Errorf("fallback: thread: add lane %d (%s): %w", l.ID, l.Name(), err)
+		}
 	default:
 		return nil, fmt.Errorf("fallback: thread: add lane %d (%s): unknown descriptor kind %v", l.ID, l.Name(), desc.Kind)
 	}
@@ -185,7 +191,11 @@ func newThreadLane(l *srcs.Lane, d srcs.Descriptor) (*threadLane, error) {
 		return nil, fmt.Errorf("fallback: thread: add lane %d (%s): wake descriptor: %w", l.ID, l.Name(), err)
 	}
 	tl := &threadLane{fd: desc.FD, kind: desc.Kind, off: desc.Offset, wake: wake}
-	tl.f.reset(l, l.Flush)
+	if desc.Kind == srcs.Datagram {
+		tl.f.resetDatagram(l, l.Flush)
+	} else {
+		tl.f.reset(l, l.Flush)
+	}
 	tl.fds[0] = unix.PollFd{Fd: int32(desc.FD), Events: unix.POLLIN}
 	tl.fds[1] = unix.PollFd{Fd: int32(wake.r), Events: unix.POLLIN}
 	tl.ctx, tl.cancel = context.WithCancel(context.Background())
@@ -348,17 +358,32 @@ func (t *Thread) drive(tl *threadLane) error {
 				continue
 			}
 		}
-		n, err := tl.read(f.space())
+		var n int
+		var err error
+		truncated := false
+		if tl.kind == srcs.Datagram {
+			n, truncated, err = recvDatagram(tl.fd, f.space())
+		} else {
+			n, err = tl.read(f.space())
+		}
 		tl.reads.Add(1)
 		switch {
 		case err == unix.EINTR || err == unix.EAGAIN:
+			if err == unix.EAGAIN && tl.kind == srcs.Datagram && f.pending() == 0 {
+				// A datagram that failed its checksum made poll report
+				// readable; an idle lane holds no buffer.
+				f.flush()
+			}
 			continue
 		case err != nil:
 			if tl.stop.Load() {
 				return srcs.ErrStopped
 			}
-			return srcs.Classify(os.NewSyscallError("read", err))
-		case n == 0:
+			return srcs.Classify(os.NewSyscallError(tl.readOp(), err))
+		case truncated:
+			f.drop(n, t.log, "thread")
+			continue
+		case n == 0 && tl.kind != srcs.Datagram:
 			if tl.stop.Load() {
 				return srcs.ErrStopped
 			}
@@ -397,6 +422,13 @@ func (tl *threadLane) poll(paused bool, timeout int) (bool, error) {
 	}
 	// POLLHUP and POLLERR count as readable: the read reports them.
 	return tl.fds[0].Revents != 0, nil
+}
+
+func (tl *threadLane) readOp() string {
+	if tl.kind == srcs.Datagram {
+		return "recvmsg"
+	}
+	return "read"
 }
 
 // read reads once from the lane's descriptor, positionally for files.

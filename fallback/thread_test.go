@@ -5,7 +5,9 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -98,13 +100,19 @@ func (s *fakeDesc) Desc() (srcs.Desc, error)   { return s.desc, s.err }
 
 func TestThreadAddErrors(t *testing.T) {
 	descErr := errors.New("no session")
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	defer pw.Close()
 	for _, tc := range []struct {
 		name string
 		src  srcs.Source
 		want error
 	}{
 		{"NoDescriptor", plainSource{&fakeDesc{}}, srcs.ErrNoDescriptor},
-		{"Datagram", &fakeDesc{desc: srcs.Desc{FD: 0, Kind: srcs.Datagram}}, errors.ErrUnsupported},
+		{"DatagramNotSocket", &fakeDesc{desc: srcs.Desc{FD: int(pr.Fd()), Kind: srcs.Datagram}}, syscall.ENOTSOCK},
 		{"DescError", &fakeDesc{err: descErr}, descErr},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

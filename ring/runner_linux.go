@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"runtime"
@@ -41,7 +42,7 @@ const (
 	tagNone   opTag = iota // no operation in flight
 	tagWake                // the Waker's eventfd read
 	tagPoll                // one-shot POLL_ADD on a lane
-	tagRead                // RECV, READ or READ_FIXED into a lane's buffer
+	tagRead                // RECV, RECVMSG, READ or READ_FIXED into a lane's buffer
 	tagCancel              // ASYNC_CANCEL by fd; its CQE is ignored
 )
 
@@ -77,7 +78,19 @@ const (
 // slab could not be registered) is in flight per lane at the current
 // offset, advancing, until a read returns 0. Other non-socket streams
 // (pipes, character devices) poll like sockets and read with RWF_NOWAIT.
-// Datagram descriptors are not supported yet.
+//
+// Datagram descriptors (Kind Datagram, SOCK_DGRAM sockets) poll like stream
+// sockets when idle, then take one RECVMSG (MSG_DONTWAIT|MSG_TRUNC) per
+// datagram into buf[n+4:], and write its length prefix at buf[n:n+4] when it
+// has arrived (the framing of srcs.ForEachDatagram). Each slot owns a
+// msghdr and an iovec in an off-heap [Arena] of its worker, which outlive
+// every operation of the slot's lanes. A datagram is never short, so only
+// EAGAIN sends the lane back to its poll. When less room is left than the
+// lane's srcs.DatagramLimit, the buffer is emitted (flag Datagrams, and
+// Partial unless exactly full). A datagram longer than its room comes back
+// truncated: it is dropped, reported to the emitter if it is a
+// srcs.DatagramDropReporter, logged once per lane, and the lane keeps
+// running.
 //
 // # Buffers
 //
@@ -210,8 +223,8 @@ func runnerSupported(p ProbeResult) error {
 func (r *Runner) Name() string { return "uring" }
 
 // Add hands l to the least loaded worker. It fails with srcs.ErrNoDescriptor
-// for a source that is no srcs.Descriptor, with errors.ErrUnsupported for a
-// datagram descriptor, and with net.ErrClosed after Close.
+// for a source that is no srcs.Descriptor, for a datagram descriptor that is
+// no SOCK_DGRAM socket, and with net.ErrClosed after Close.
 func (r *Runner) Add(l *srcs.Lane) error {
 	if err := checkLane(l); err != nil {
 		return err
@@ -305,8 +318,16 @@ func addCmd(l *srcs.Lane, ds srcs.Descriptor) (cmd, error) {
 		return c, nil
 	case srcs.Stream:
 	case srcs.Datagram:
-		return cmd{}, fmt.Errorf("ring: runner: add lane %d (%s): datagram sources are not supported yet: %w",
-			l.ID, l.Name(), errors.ErrUnsupported)
+		// MSG_TRUNC would discard stream data, and a seqpacket socket's
+		// end would read as an empty datagram.
+		switch typ, err := unix.GetsockoptInt(d.FD, unix.SOL_SOCKET, unix.SO_TYPE); {
+		case err != nil:
+			return cmd{}, fmt.Errorf("ring: runner: add lane %d (%s): datagram descriptor: %w", l.ID, l.Name(), os.NewSyscallError("getsockopt", err))
+		case typ != unix.SOCK_DGRAM:
+			return cmd{}, fmt.Errorf("ring: runner: add lane %d (%s): datagram descriptor %d is a socket of type %d, not SOCK_DGRAM: %w", l.ID, l.Name(), d.FD, typ, unix.EPROTOTYPE)
+		}
+		c.mode = modeDgram
+		return c, nil
 	default:
 		return cmd{}, fmt.Errorf("ring: runner: add lane %d (%s): unknown descriptor kind %v", l.ID, l.Name(), d.Kind)
 	}
@@ -450,7 +471,19 @@ const (
 	modeSock   readMode = iota + 1 // poll, then RECV with MSG_DONTWAIT
 	modeStream                     // poll, then READ with RWF_NOWAIT (pipes, ttys)
 	modeFile                       // READ(_FIXED) at an advancing offset, no poll
+	modeDgram                      // poll, then one RECVMSG per datagram, framed
 )
+
+// dgramArenaSize is the size of each arena that holds the slots' msghdrs:
+// about 900 datagram slots per 64 KiB.
+const dgramArenaSize = 64 << 10
+
+// dgramMsg is the kernel-visible part of a datagram receive: it lives in an
+// Arena and is owned by one slot, so it outlives any operation in flight.
+type dgramMsg struct {
+	hdr unix.Msghdr
+	iov unix.Iovec
+}
 
 // cmd is a command for a worker. Lanes are named by token (slot and
 // generation), so commands that arrive after a lane finished (a late grant,
@@ -501,10 +534,12 @@ type worker struct {
 	parked  []*lane      // readable lanes held back by a pause
 	heap    []*lane      // lanes holding partial data, by flush deadline
 	syncs   []chan struct{}
-	live    int   // lanes added and not finished
-	woken   bool  // the Waker's read completed: re-arm it
-	closing bool  // Close was asked: finish every lane, then exit
-	fatal   error // the ring failed; the loop ends
+	msgs    []*dgramMsg // by slot index; nil until a datagram lane uses it
+	arenas  []*Arena    // where msgs live; closed after the ring
+	live    int         // lanes added and not finished
+	woken   bool        // the Waker's read completed: re-arm it
+	closing bool        // Close was asked: finish every lane, then exit
+	fatal   error       // the ring failed; the loop ends
 }
 
 // lane is a worker's state for one lane. Slots are reused; the generation
@@ -522,6 +557,12 @@ type lane struct {
 	n     int       // bytes of buf that hold data
 	first time.Time // arrival of buf's first byte
 	want  int       // length of the read in flight
+
+	// dgram is the datagram limit of a modeDgram lane (see
+	// srcs.DatagramLimit; capped by the buffer in commit).
+	dgram   int
+	dropRep srcs.DatagramDropReporter // l.Out's, if it has one
+	warned  bool                      // a dropped datagram was logged
 
 	op        opTag // the operation in flight, if any
 	readable  bool  // data (or an end) is expected: read rather than poll
@@ -780,6 +821,15 @@ func (w *worker) polled(ln *lane, res int32) {
 func (w *worker) readDone(ln *lane, res int32, flags CQEFlags) {
 	w.reads.Add(1)
 	switch {
+	case ln.mode == modeDgram && res >= 0:
+		w.datagram(ln, int(res))
+		if ln.removing {
+			w.finish(ln, srcs.ErrStopped)
+			return
+		}
+		// Datagrams are never short: only EAGAIN proves the socket
+		// drained.
+		ln.readable = true
 	case res > 0:
 		if ln.mode == modeFile {
 			ln.off += int64(res)
@@ -823,10 +873,31 @@ func (w *worker) readDone(ln *lane, res int32, flags CQEFlags) {
 }
 
 func (m readMode) opName() string {
-	if m == modeSock {
+	switch m {
+	case modeSock:
 		return "recv"
+	case modeDgram:
+		return "recvmsg"
 	}
 	return "read"
+}
+
+// datagram handles a datagram of size bytes received into ln's buffer: it
+// frames it, or drops it if it was cut short.
+func (w *worker) datagram(ln *lane, size int) {
+	if size > ln.want || w.msgs[ln.slot].hdr.Flags&unix.MSG_TRUNC != 0 {
+		if !ln.warned {
+			ln.warned = true
+			w.r.log.Warn("ring: runner: dropped a datagram larger than the buffer space (further drops on this lane are not logged)",
+				"lane", ln.l.ID, "source", ln.l.Name(), "size", size, "room", ln.want)
+		}
+		if ln.dropRep != nil {
+			ln.dropRep.DatagramDropped(ln.l, size)
+		}
+		return
+	}
+	srcs.PutDatagramHeader(ln.buf.Bytes()[ln.n:], size)
+	w.commit(ln, srcs.DatagramHeaderLen+size)
 }
 
 // commit records n bytes read into the free tail of ln's buffer, emitting
@@ -836,9 +907,13 @@ func (w *worker) commit(ln *lane, n int) {
 		ln.first = time.Now()
 	}
 	ln.n += n
+	b := ln.buf.Bytes()
 	switch {
-	case ln.n == len(ln.buf.Bytes()):
+	case ln.n == len(b):
 		w.emit(ln, 0)
+	case ln.mode == modeDgram && srcs.DatagramSpace(b, ln.n) < min(ln.dgram, len(b)-srcs.DatagramHeaderLen):
+		// The next datagram might not fit.
+		w.emit(ln, srcs.Partial)
 	case ln.l.Flush <= 0:
 		w.emit(ln, srcs.Partial)
 	case ln.hidx < 0:
@@ -850,6 +925,9 @@ func (w *worker) commit(ln *lane, n int) {
 func (w *worker) emit(ln *lane, flags srcs.Flags) {
 	if ln.hidx >= 0 {
 		w.heapRemove(ln)
+	}
+	if ln.mode == modeDgram {
+		flags |= srcs.Datagrams
 	}
 	b, n, first := ln.buf, ln.n, ln.first
 	ln.buf, ln.n, ln.first = nil, 0, time.Time{}
@@ -938,10 +1016,22 @@ func (w *worker) advance(ln *lane) {
 		return
 	}
 	space := ln.buf.Bytes()[ln.n:]
+	if ln.mode == modeDgram {
+		space = space[srcs.DatagramHeaderLen:]
+	}
 	ln.want = len(space)
 	switch ln.mode {
 	case modeSock:
 		s.PrepRecv(ln.fd, space, unix.MSG_DONTWAIT, 0)
+	case modeDgram:
+		// MSG_TRUNC: the result is the datagram's real length, so a
+		// datagram longer than space shows as one.
+		m := w.msgs[ln.slot]
+		m.iov.Base = &space[0]
+		m.iov.SetLen(len(space))
+		m.hdr = unix.Msghdr{Iov: &m.iov}
+		m.hdr.SetIovlen(1)
+		s.PrepRecvmsg(ln.fd, &m.hdr, unix.MSG_DONTWAIT|unix.MSG_TRUNC)
 	case modeStream:
 		s.PrepRead(ln.fd, space, 0)
 		s.OpFlags = unix.RWF_NOWAIT
@@ -1079,11 +1169,48 @@ func (w *worker) add(c *cmd) {
 		hidx:     -1,
 	}
 	w.live++
+	if c.mode == modeDgram {
+		ln.dgram = srcs.DatagramLimit(c.lane.Src, math.MaxInt32)
+		ln.dropRep, _ = c.lane.Out.(srcs.DatagramDropReporter)
+		if err := w.allocMsg(idx); err != nil {
+			w.finish(ln, fmt.Errorf("ring: runner: lane %d: %w", c.lane.ID, err))
+			return
+		}
+	}
 	if w.closing {
 		w.remove(ln)
 		return
 	}
 	w.enqueue(ln)
+}
+
+// allocMsg makes sure slot has its off-heap msghdr. A slot keeps it for
+// later lanes, so a worker's arenas grow with its peak number of datagram
+// lanes.
+func (w *worker) allocMsg(slot uint32) error {
+	for int(slot) >= len(w.msgs) {
+		w.msgs = append(w.msgs, nil)
+	}
+	if w.msgs[slot] != nil {
+		return nil
+	}
+	if n := len(w.arenas); n > 0 {
+		if m, err := ArenaAlloc[dgramMsg](w.arenas[n-1]); err == nil {
+			w.msgs[slot] = m
+			return nil
+		}
+	}
+	a, err := NewArena(dgramArenaSize)
+	if err != nil {
+		return err
+	}
+	w.arenas = append(w.arenas, a)
+	m, err := ArenaAlloc[dgramMsg](a)
+	if err != nil {
+		return err
+	}
+	w.msgs[slot] = m
+	return nil
 }
 
 // remove stops a lane: at once when nothing is in flight, else after the
@@ -1113,6 +1240,10 @@ func (w *worker) finish(ln *lane, err error) {
 	l, tok := ln.l, token(ln.slot, ln.gen)
 	b, n, first := ln.buf, ln.n, ln.first
 	slot := ln.slot
+	flags := srcs.Partial
+	if ln.mode == modeDgram {
+		flags |= srcs.Datagrams
+	}
 	*ln = lane{hidx: -1} // the slot is free; queued pointers go stale
 	w.freeSlot(slot)
 	w.live--
@@ -1121,7 +1252,7 @@ func (w *worker) finish(ln *lane, err error) {
 	w.r.forget(l, tok)
 	switch {
 	case n > 0:
-		l.Out.Emit(l, b, n, srcs.Partial, first)
+		l.Out.Emit(l, b, n, flags, first)
 	case b != nil:
 		b.Release()
 	}
@@ -1186,6 +1317,14 @@ func (w *worker) shutdown(cause error) {
 	if err := w.waker.Close(); err != nil {
 		errs = append(errs, err)
 	}
+	// The ring is closed, so the kernel is done with every msghdr.
+	clear(w.msgs)
+	for _, a := range w.arenas {
+		if err := a.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("ring: runner: worker %d: %w", w.id, err))
+		}
+	}
+	w.arenas = nil
 	if len(errs) > 0 {
 		w.r.mu.Lock()
 		w.r.closeErrs = append(w.r.closeErrs, errs...)

@@ -672,7 +672,8 @@ func TestRunnerPipe(t *testing.T) {
 
 func TestRunnerAddErrors(t *testing.T) {
 	g := newRig(t, 1, pool.Config{BufSize: 4 << 10, Buffers: 4}, runnerOptions{})
-	dgram, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	// A Datagram kind on a stream socket.
+	dgram, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -684,7 +685,7 @@ func TestRunnerAddErrors(t *testing.T) {
 		lane *srcs.Lane
 		want error
 	}{
-		{"datagram", &srcs.Lane{ID: 1, Src: dsrc, Account: g.pool.Join(1), Out: g.rec}, errors.ErrUnsupported},
+		{"datagram on a stream socket", &srcs.Lane{ID: 1, Src: dsrc, Account: g.pool.Join(1), Out: g.rec}, unix.EPROTOTYPE},
 		{"no descriptor", &srcs.Lane{ID: 2, Src: plainSrc{}, Account: g.pool.Join(2), Out: g.rec}, srcs.ErrNoDescriptor},
 		{"nil lane", nil, nil},
 		{"negative flush", &srcs.Lane{ID: 3, Src: dsrc, Account: g.pool.Join(3), Out: g.rec, Flush: -1}, nil},
