@@ -11,12 +11,12 @@ export SLUICE_REQUIRE_URING := 1
 endif
 
 # Debian packages the tests and load scripts need; installed when missing.
-DEB_PKGS ?=
+DEB_PKGS ?= fio jq
 
 FUZZTIME ?= 10s
 TEST_TIMEOUT ?= 20m
 
-.PHONY: all build deps test vet lint fuzz bench clean
+.PHONY: all build deps test vet lint fuzz bench microbench fio-check sluice-bench clean
 
 all: build
 
@@ -43,6 +43,15 @@ lint:
 test: deps vet lint
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime=1x ./...
+	$(MAKE) fio-check
+
+# fio-check drives the sink with fio's net engine from 1,000 connections
+# and requires the byte totals to reconcile exactly.
+fio-check: sluice-bench
+	bash scripts/fio-load.sh -B ./sluice-bench -n 1000 -s 1m
+
+sluice-bench:
+	$(GO) build -o sluice-bench ./bench/cmd/sluice-bench
 
 # fuzz runs every fuzz target in the module briefly.
 fuzz:
@@ -53,10 +62,15 @@ fuzz:
 	  done; \
 	done
 
-# bench is the main job. Until the sluice-bench CLI lands it runs the
-# micro benchmarks that guard the hot paths.
+# bench is the main job: every runner available here, side by side, on
+# the CLI's embedded default load (200 sources, 16 KiB messages, 5 s per
+# runner), printing the comparison table.
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./pool/ ./ring/ ./fallback/
+	$(GO) run ./bench/cmd/sluice-bench run
+
+# microbench runs the micro benchmarks that guard the hot paths.
+microbench:
+	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./pool/ ./ring/ ./fallback/ ./bench/
 
 clean:
 	$(GO) clean -testcache

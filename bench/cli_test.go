@@ -1,0 +1,290 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// buildCLI builds sluice-bench into a temporary directory.
+func buildCLI(t *testing.T) string {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	bin := filepath.Join(t.TempDir(), "sluice-bench")
+	out, err := exec.Command(goBin, "build", "-o", bin, "./cmd/sluice-bench").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// runCLI runs the binary and returns stdout, stderr and the exit status.
+func runCLI(t *testing.T, bin string, args ...string) (stdout, stderr string, status int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var o, e bytes.Buffer
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		status = ee.ExitCode()
+	default:
+		t.Fatalf("%v: %v", args, err)
+	}
+	return o.String(), e.String(), status
+}
+
+func TestCLI(t *testing.T) {
+	bin := buildCLI(t)
+	t.Run("run", func(t *testing.T) { testCLIRun(t, bin) })
+	t.Run("sink", func(t *testing.T) { testCLISink(t, bin) })
+	t.Run("probe", func(t *testing.T) { testCLIProbe(t, bin) })
+	t.Run("usage", func(t *testing.T) { testCLIUsage(t, bin) })
+}
+
+func testCLIRun(t *testing.T, bin string) {
+	avail, _ := availableRunners(AllRunners())
+	runners := avail[:min(2, len(avail))]
+	jsonPath := filepath.Join(t.TempDir(), "run.json")
+	plotDir := filepath.Join(t.TempDir(), "plots")
+	stdout, stderr, status := runCLI(t, bin, "run", "--runners", strings.Join(runners, ","), "--sources", "20",
+		"--duration", "1s", "--msg-size", "4KiB", "--json", jsonPath, "--plot", plotDir)
+	if status != 0 {
+		t.Fatalf("run: exit %d\nstdout:\n%s\nstderr:\n%s", status, stdout, stderr)
+	}
+	for _, r := range runners {
+		if !regexp.MustCompile(`(?m)^\s*` + r + `\s+\d`).MatchString(stdout) {
+			t.Errorf("table has no row for %s:\n%s", r, stdout)
+		}
+	}
+	if len(runners) == 2 && !strings.Contains(stdout, runners[0]+"/"+runners[1]+": ") {
+		t.Errorf("no ratio line:\n%s", stdout)
+	}
+	raw, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Check the documented field names, not just our struct.
+	var rep struct {
+		Command string           `json:"command"`
+		OK      bool             `json:"ok"`
+		Host    map[string]any   `json:"host"`
+		Runs    []map[string]any `json:"runs"`
+	}
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Command != "run" || !rep.OK || len(rep.Runs) != len(runners) || rep.Host["kernel"] == "" || rep.Host["go"] == "" {
+		t.Fatalf("report: command %q ok %v runs %d host %v", rep.Command, rep.OK, len(rep.Runs), rep.Host)
+	}
+	for i, r := range rep.Runs {
+		num := func(k string) float64 {
+			v, ok := r[k].(float64)
+			if !ok {
+				t.Errorf("run %d: field %q missing or not a number: %v", i, k, r[k])
+			}
+			return v
+		}
+		if r["runner"] != runners[i] {
+			t.Errorf("run %d: runner %v, want %s", i, r["runner"], runners[i])
+		}
+		if num("sources") != 20 {
+			t.Errorf("run %d: sources %v", i, r["sources"])
+		}
+		if num("bytes") <= 0 || num("throughput_bps") <= 0 || num("cpu_s_per_gib") <= 0 {
+			t.Errorf("run %d: bytes %v throughput %v cpu/GiB %v", i, r["bytes"], r["throughput_bps"], r["cpu_s_per_gib"])
+		}
+		if num("threads_max") < 1 || num("rss_max_bytes") <= 0 {
+			t.Errorf("run %d: threads %v rss %v", i, r["threads_max"], r["rss_max_bytes"])
+		}
+		if f := num("fairness_jain"); f <= 0 || f > 1 {
+			t.Errorf("run %d: fairness %v", i, f)
+		}
+		num("pool_waits")
+		num("partial_flushes")
+		lat, ok := r["latency_ns"].(map[string]any)
+		if !ok {
+			t.Fatalf("run %d: latency_ns missing", i)
+		}
+		p50, p99, p999, mx := lat["p50"].(float64), lat["p99"].(float64), lat["p999"].(float64), lat["max"].(float64)
+		if !(p50 > 0 && p50 <= p99 && p99 <= p999 && p999 <= mx) {
+			t.Errorf("run %d: latency p50 %v p99 %v p999 %v max %v", i, p50, p99, p999, mx)
+		}
+		if r["verified"] != true {
+			t.Errorf("run %d: not verified: %v", i, r["mismatches"])
+		}
+	}
+	if _, err := os.Stat(filepath.Join(plotDir, "throughput.svg")); err != nil {
+		t.Error(err)
+	}
+}
+
+// client is one loopback connection the sink test makes.
+type client struct {
+	local string
+	bytes int
+	crc   uint32
+}
+
+func testCLISink(t *testing.T, bin string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var stdout bytes.Buffer
+	cmd := exec.CommandContext(ctx, bin, "sink", "--listen", "127.0.0.1:0", "--runner", "auto",
+		"--until-idle", "300ms", "--json", "-", "--pool", "64", "--buf", "16KiB")
+	cmd.Stdout = &stdout
+	errPipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(errPipe)
+	addr := ""
+	re := regexp.MustCompile(`^sluice-bench sink: listening on (\S+)`)
+	var stderr strings.Builder
+	for sc.Scan() {
+		stderr.WriteString(sc.Text() + "\n")
+		if m := re.FindStringSubmatch(sc.Text()); m != nil {
+			addr = strings.TrimSuffix(m[1], ",")
+			break
+		}
+	}
+	if addr == "" {
+		cmd.Wait()
+		t.Fatalf("sink never said it was listening:\n%s", stderr.String())
+	}
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		for sc.Scan() {
+			stderr.WriteString(sc.Text() + "\n")
+		}
+	}()
+
+	clients := make([]client, 4)
+	var wg sync.WaitGroup
+	for i := range clients {
+		wg.Go(func() {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer c.Close()
+			rng := rand.New(rand.NewPCG(uint64(i), 1))
+			buf := make([]byte, 1000+i*50000)
+			for j := range buf {
+				buf[j] = byte(rng.Uint32())
+			}
+			if _, err := c.Write(buf); err != nil {
+				t.Error(err)
+				return
+			}
+			clients[i] = client{local: c.LocalAddr().String(), bytes: len(buf), crc: crc32.Checksum(buf, castagnoli)}
+		})
+	}
+	wg.Wait()
+	err = cmd.Wait()
+	<-drained
+	if err != nil {
+		t.Fatalf("sink: %v\n%s", err, stderr.String())
+	}
+	var rep SinkReport
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("sink report: %v\n%s", err, stdout.String())
+	}
+	var total int
+	for _, c := range clients {
+		total += c.bytes
+	}
+	if rep.Command != "sink" || rep.Runner == "" || rep.Sources != len(clients) || rep.Bytes != uint64(total) || rep.StopReason != "idle" {
+		t.Errorf("report: command %q runner %q sources %d bytes %d (want %d) stop %q", rep.Command, rep.Runner, rep.Sources, rep.Bytes, total, rep.StopReason)
+	}
+	if rep.ThroughputBps <= 0 || rep.CPUSPerGiB <= 0 || rep.ThreadsMax < 1 || rep.RSSMaxBytes <= 0 || rep.FairnessJain <= 0 || rep.FairnessJain > 1 {
+		t.Errorf("report figures: %+v", rep)
+	}
+	byPeer := map[string]SinkStream{}
+	for _, s := range rep.Streams {
+		byPeer[s.Peer] = s
+	}
+	for _, c := range clients {
+		s, ok := byPeer[c.local]
+		if !ok {
+			t.Errorf("no stream for peer %s in %+v", c.local, rep.Streams)
+			continue
+		}
+		if s.Bytes != uint64(c.bytes) || s.CRC32C != fmt.Sprintf("%08x", c.crc) || s.Errors != 0 {
+			t.Errorf("peer %s: got %d bytes crc %s errors %d, sent %d bytes crc %08x", c.local, s.Bytes, s.CRC32C, s.Errors, c.bytes, c.crc)
+		}
+	}
+}
+
+func testCLIProbe(t *testing.T, bin string) {
+	stdout, stderr, status := runCLI(t, bin, "probe", "--json", "-")
+	if status != 0 {
+		t.Fatalf("probe: exit %d: %s", status, stderr)
+	}
+	if !strings.Contains(stdout, "io_uring: ") || !strings.Contains(stdout, "auto picks: ") {
+		t.Errorf("probe output:\n%s", stdout)
+	}
+	i := strings.Index(stdout, "\n{")
+	if i < 0 {
+		t.Fatalf("no JSON in probe output:\n%s", stdout)
+	}
+	var rep ProbeReport
+	if err := json.Unmarshal([]byte(stdout[i+1:]), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Auto == "" || rep.IOURing == "" || len(rep.Runners) != 4 || len(rep.Decisions) == 0 {
+		t.Errorf("probe report: %+v", rep)
+	}
+	if last := rep.Decisions[len(rep.Decisions)-1]; last.Message != "runner chosen" || last.Attrs["runner"] != rep.Auto {
+		t.Errorf("last decision %+v, want runner chosen: %s", last, rep.Auto)
+	}
+}
+
+func testCLIUsage(t *testing.T, bin string) {
+	for _, tc := range []struct {
+		args   []string
+		status int
+		want   string
+	}{
+		{[]string{"run", "--sources", "many"}, 2, "-sources"},
+		{[]string{"run", "--rounds", "0"}, 2, "--rounds"},
+		{[]string{"sink", "--ports", "0"}, 2, "--ports"},
+		{[]string{"latency", "--loads", "fast"}, 2, "-loads"},
+		{[]string{"file", "--files", "/nonexistent/x"}, 2, "--files"},
+		{[]string{"frobnicate"}, 2, "unknown command"},
+		{[]string{"run", "--help"}, 0, "-msg-size"},
+		{[]string{"sink", "--help"}, 0, "-until-idle"},
+	} {
+		stdout, stderr, status := runCLI(t, bin, tc.args...)
+		if status != tc.status || !strings.Contains(stdout+stderr, tc.want) {
+			t.Errorf("%v: exit %d (want %d), output lacks %q:\n%s%s", tc.args, status, tc.status, tc.want, stdout, stderr)
+		}
+	}
+}

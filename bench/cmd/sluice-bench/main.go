@@ -1,0 +1,130 @@
+// Command sluice-bench benchmarks the sluice engine: it compares runners
+// side by side under a built-in load generator (run), serves as a sink for
+// external load generators such as fio (sink), ingests files (file),
+// sweeps offered load for latency curves (latency), and reports what the
+// kernel offers (probe). The logic lives in package bench; this is a thin
+// driver.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/sluice-io/sluice/bench"
+)
+
+const usage = `usage: sluice-bench <command> [flags]
+
+commands:
+  run      compare runners under the built-in load generator (what make bench runs)
+  sink     the engine alone, listening for external load generators (fio)
+  file     ingest files through each runner; compare with a read loop and fio
+  latency  open-loop sweep of offered load: p50/p99/p99.9 latency against throughput
+  probe    what the kernel offers, and which runner auto picks and why
+
+Run 'sluice-bench <command> --help' for a command's flags.
+`
+
+// Exit statuses.
+const (
+	exitOK      = 0
+	exitFailure = 1 // the benchmark failed or found a mismatch
+	exitUsage   = 2 // bad command line
+)
+
+func main() { os.Exit(run(os.Args[1:])) }
+
+// command is one subcommand: its flags, and what it does with them.
+type command struct {
+	register func(*flag.FlagSet)
+	validate func() error
+	exec     func(ctx context.Context, ios bench.IO) error
+}
+
+func run(args []string) int {
+	ios := bench.StdIO()
+	if len(args) == 0 {
+		fmt.Fprint(os.Stderr, usage)
+		return exitUsage
+	}
+	name, args := args[0], args[1:]
+	var cmd command
+	switch name {
+	case "run":
+		c := bench.DefaultRunConfig()
+		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, ios bench.IO) error {
+			_, err := bench.Run(ctx, c, ios)
+			return err
+		}}
+	case "sink":
+		c := bench.DefaultSinkConfig()
+		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, ios bench.IO) error {
+			_, err := bench.Sink(ctx, c, ios)
+			return err
+		}}
+	case "file":
+		c := bench.DefaultFileConfig()
+		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, ios bench.IO) error {
+			_, err := bench.File(ctx, c, ios)
+			return err
+		}}
+	case "latency":
+		c := bench.DefaultLatencyConfig()
+		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, ios bench.IO) error {
+			_, err := bench.LatencySweep(ctx, c, ios)
+			return err
+		}}
+	case "probe":
+		var c bench.ProbeConfig
+		cmd = command{c.RegisterFlags, func() error { return nil }, func(_ context.Context, ios bench.IO) error {
+			_, err := bench.Probe(c, ios)
+			return err
+		}}
+	case "gen": // hidden: the load generator process that run and latency start
+		c := bench.DefaultGenConfig()
+		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, _ bench.IO) error {
+			return bench.RunGen(ctx, c, os.Stdin, os.Stdout)
+		}}
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(os.Stdout, usage)
+		return exitOK
+	default:
+		fmt.Fprintf(os.Stderr, "sluice-bench: unknown command %q\n\n%s", name, usage)
+		return exitUsage
+	}
+
+	fs := flag.NewFlagSet("sluice-bench "+name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	cmd.register(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(os.Stdout)
+			fmt.Fprintf(os.Stdout, "usage: sluice-bench %s [flags]\n\nflags:\n", name)
+			fs.PrintDefaults()
+			return exitOK
+		}
+		fmt.Fprintf(os.Stderr, "sluice-bench %s: %v\n(see sluice-bench %s --help)\n", name, err, name)
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "sluice-bench %s: unexpected argument %q (flags only)\n", name, fs.Arg(0))
+		return exitUsage
+	}
+	if err := cmd.validate(); err != nil {
+		fmt.Fprintf(os.Stderr, "sluice-bench %s: %v\n", name, err)
+		return exitUsage
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := cmd.exec(ctx, ios); err != nil {
+		fmt.Fprintf(os.Stderr, "sluice-bench %s: %v\n", name, err)
+		return exitFailure
+	}
+	return exitOK
+}

@@ -1,0 +1,262 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/sluice-io/sluice/engine"
+	"github.com/sluice-io/sluice/srcs"
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// EngineFlags are the engine settings every command exposes. Zero fields
+// take the engine's defaults (see engine.Config).
+type EngineFlags struct {
+	Pool     int           // buffers in the source pool (--pool)
+	Buf      Size          // size of each buffer (--buf)
+	Workers  int           // event-loop workers (--workers)
+	Flush    time.Duration // flush timeout (--flush); negative: every read
+	MaxConns int           // listener connection cap (--max-conns)
+}
+
+func (f EngineFlags) config(runner string) engine.Config {
+	return engine.Config{Runner: runner, Buffers: f.Pool, BufSize: int(f.Buf), Workers: f.Workers, Flush: f.Flush}
+}
+
+// stream is the collector's record of one source.
+type stream struct {
+	id      srcs.ID
+	name    string
+	bytes   uint64
+	chunks  uint64
+	crc     uint32
+	ended   bool
+	tracker recordTracker
+	errors  atomic.Uint64
+}
+
+// latStripe is one of the collector's latency histograms. Sources are
+// spread over stripes by id, so that processing goroutines rarely contend.
+type latStripe struct {
+	mu sync.Mutex
+	h  *hdrhistogram.Histogram
+}
+
+// collector is the engine's consumer in every measurement: for each source
+// it counts bytes, checksums them (CRC-32C) and, when the stream carries
+// fixed-size timestamped messages, records delivery latencies. Handle runs
+// on the engine's processing goroutines; a source's chunks arrive in order
+// on one of them, so a stream is touched by one goroutine at a time. Read
+// the per-stream results only after the engine has shut down.
+type collector struct {
+	msgSize int  // 0: the stream carries no timestamps
+	crc     bool // checksum every byte
+
+	mu      sync.Mutex
+	streams []*stream // by source id
+
+	stripes []latStripe
+
+	total    atomic.Uint64
+	chunks   atomic.Uint64
+	partials atomic.Uint64
+	first    atomic.Int64 // UnixNano of the first byte, 0 before
+	last     atomic.Int64 // UnixNano of the latest byte
+	ended    atomic.Int64
+	errs     atomic.Uint64
+
+	target  atomic.Int64  // ended count that closes allEnded; 0: none
+	allOnce sync.Once     // closes allEnded
+	allEnd  chan struct{} // closed when ended reaches target
+}
+
+func newCollector(msgSize int, crc bool) *collector {
+	c := &collector{msgSize: msgSize, crc: crc, allEnd: make(chan struct{})}
+	if msgSize > 0 {
+		c.stripes = make([]latStripe, 2*runtime.GOMAXPROCS(0))
+		for i := range c.stripes {
+			c.stripes[i].h = newHist()
+		}
+	}
+	return c
+}
+
+// stream returns the record of source id, creating it on first sight.
+func (c *collector) stream(id srcs.ID, name string) *stream {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for int(id) >= len(c.streams) {
+		c.streams = append(c.streams, nil)
+	}
+	s := c.streams[id]
+	if s == nil {
+		s = &stream{id: id, name: name, tracker: recordTracker{size: c.msgSize}}
+		c.streams[id] = s
+	}
+	return s
+}
+
+// handle is the engine's push handler.
+func (c *collector) handle(ch engine.Chunk) {
+	s := c.stream(ch.Source, ch.Name)
+	if n := len(ch.Data); n > 0 {
+		now := time.Now().UnixNano()
+		s.bytes += uint64(n)
+		s.chunks++
+		if c.crc {
+			s.crc = crc32.Update(s.crc, castagnoli, ch.Data)
+		}
+		if c.msgSize > 0 {
+			st := &c.stripes[int(ch.Source)%len(c.stripes)]
+			st.mu.Lock()
+			s.tracker.feed(ch.Data, now, st.h)
+			st.mu.Unlock()
+		}
+		c.first.CompareAndSwap(0, now)
+		c.last.Store(now)
+		c.total.Add(uint64(n))
+		c.chunks.Add(1)
+	}
+	if ch.Flags&srcs.Partial != 0 {
+		c.partials.Add(1)
+	}
+	if ch.Flags&srcs.EndOfStream != 0 && !s.ended {
+		s.ended = true
+		if n := c.ended.Add(1); n == c.target.Load() {
+			c.allOnce.Do(func() { close(c.allEnd) })
+		}
+	}
+	ch.Release()
+}
+
+// onError is the engine's error handler: it counts errors per source.
+// A clean end of stream is not an error here.
+func (c *collector) onError(err error) {
+	var se *srcs.SourceError
+	if !errors.As(err, &se) {
+		c.errs.Add(1)
+		return
+	}
+	c.errs.Add(1)
+	c.stream(se.ID, se.Name).errors.Add(1)
+}
+
+// expect arms allEnded to close once n sources have ended.
+func (c *collector) expect(n int) <-chan struct{} {
+	c.target.Store(int64(n))
+	if c.ended.Load() >= int64(n) {
+		c.allOnce.Do(func() { close(c.allEnd) })
+	}
+	return c.allEnd
+}
+
+// latency merges the stripes.
+func (c *collector) latency() *hdrhistogram.Histogram {
+	h := newHist()
+	for i := range c.stripes {
+		st := &c.stripes[i]
+		st.mu.Lock()
+		h.Merge(st.h)
+		st.mu.Unlock()
+	}
+	return h
+}
+
+// snapshot returns the streams seen, in id order. Call it after the
+// engine has shut down.
+func (c *collector) snapshot() []*stream {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]*stream, 0, len(c.streams))
+	for _, s := range c.streams {
+		if s != nil {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// peerOf turns a source name ("tcp://127.0.0.1:4000") into the peer
+// address ("127.0.0.1:4000").
+func peerOf(name string) string {
+	if _, rest, ok := strings.Cut(name, "://"); ok {
+		return rest
+	}
+	return name
+}
+
+// sinkEngine is an engine that feeds a collector from TCP listeners.
+type sinkEngine struct {
+	e   *engine.Engine
+	col *collector
+	lns []*srcs.Listener
+}
+
+// startSink creates an engine with the given runner and starts listening on
+// addrs. The engine refuses a runner that cannot work here with an
+// *engine.RunnerError.
+func startSink(f EngineFlags, runner string, addrs []string, col *collector, opts ...engine.Option) (*sinkEngine, error) {
+	opts = append([]engine.Option{engine.WithHandler(col.handle), engine.WithErrorHandler(col.onError)}, opts...)
+	e, err := engine.New(f.config(runner), opts...)
+	if err != nil {
+		return nil, err
+	}
+	if runner != engine.RunnerAuto && e.Runner() != runner {
+		shutdownEngine(e)
+		return nil, fmt.Errorf("bench: asked for runner %s but the engine chose %s (is %s set?)", runner, e.Runner(), engine.EnvRunner)
+	}
+	s := &sinkEngine{e: e, col: col}
+	for _, a := range addrs {
+		ln, err := srcs.ListenTCP(a, srcs.ListenerConfig{MaxConns: f.MaxConns})
+		if err == nil {
+			err = e.AddListener(ln)
+		}
+		if err != nil {
+			if ln != nil {
+				ln.Close()
+			}
+			s.close()
+			return nil, fmt.Errorf("bench: listen %s: %w", a, err)
+		}
+		s.lns = append(s.lns, ln)
+	}
+	return s, nil
+}
+
+// addrs returns the bound listen addresses.
+func (s *sinkEngine) addrs() []string {
+	out := make([]string, len(s.lns))
+	for i, l := range s.lns {
+		out[i] = l.Addr().String()
+	}
+	return out
+}
+
+// live is the number of sources the engine is still driving.
+func (s *sinkEngine) live() int { return len(s.e.Stats().Sources) }
+
+// close shuts the engine down, which also closes the listeners.
+func (s *sinkEngine) close() error {
+	return shutdownEngine(s.e)
+}
+
+// shutdownTimeout bounds an engine's shutdown in every command.
+const shutdownTimeout = 30 * time.Second
+
+func shutdownEngine(e *engine.Engine) error {
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if err := e.Shutdown(ctx); err != nil {
+		return fmt.Errorf("bench: engine shutdown: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,188 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"text/tabwriter"
+	"time"
+)
+
+// LatencyConfig configures the `latency` command: an open-loop sweep of
+// offered load with Poisson arrivals of timestamped fixed-size records,
+// the Verona seed's latency-against-throughput curve.
+type LatencyConfig struct {
+	Loads    RateList // total offered loads, ascending
+	Runners  StringList
+	Sources  int
+	Duration time.Duration // per point
+	MsgSize  Size
+	Arrivals string
+	Skew     float64
+	MaxDial  int
+	Engine   EngineFlags
+	Pin      bool
+	JSON     string
+	Plot     string
+	Exe      string
+}
+
+// DefaultLatencyConfig returns the documented defaults: 100 sources of
+// 1 KiB records, 2 s per point, offered 8, 32, 128 and 512 MiB/s in all.
+func DefaultLatencyConfig() LatencyConfig {
+	return LatencyConfig{
+		Loads:   RateList{8 << 20, 32 << 20, 128 << 20, 512 << 20},
+		Sources: 100, Duration: 2 * time.Second, MsgSize: 1 << 10, Arrivals: ArrivalsPoisson,
+		MaxDial: DefaultMaxDial, Pin: true,
+	}
+}
+
+// RegisterFlags defines c's flags on fs.
+func (c *LatencyConfig) RegisterFlags(fs *flag.FlagSet) {
+	fs.Var(&c.Loads, "loads", "comma-separated total offered loads, e.g. 10MiB/s,50MiB/s")
+	fs.Var(&c.Runners, "runners", "comma-separated runners (default: every one available)")
+	fs.IntVar(&c.Sources, "sources", c.Sources, "concurrent TCP sources; each is offered load/sources")
+	fs.DurationVar(&c.Duration, "duration", c.Duration, "how long each point is measured")
+	fs.Var(&c.MsgSize, "msg-size", "fixed record size; each record starts with an 8-byte send timestamp")
+	fs.StringVar(&c.Arrivals, "arrivals", c.Arrivals, "poisson or uniform")
+	fs.Float64Var(&c.Skew, "skew", c.Skew, "biased connections: a fraction F of the sources carries 1-F of the load")
+	fs.IntVar(&c.MaxDial, "max-dial", c.MaxDial, "concurrent dials of the generator")
+	fs.BoolVar(&c.Pin, "pin", c.Pin, "pin the engine and the generator to disjoint CPUs")
+	fs.StringVar(&c.JSON, "json", c.JSON, "write the JSON report to `FILE` (- for stdout)")
+	fs.StringVar(&c.Plot, "plot", c.Plot, "write SVG charts into `DIR`")
+	c.Engine.register(fs)
+}
+
+// Validate checks c, naming the flag at fault.
+func (c LatencyConfig) Validate() error {
+	if len(c.Loads) == 0 {
+		return errors.New("--loads: at least one load is needed")
+	}
+	if err := validRunners(c.Runners); err != nil {
+		return err
+	}
+	g := GenConfig{Addr: "-", Sources: c.Sources, Duration: c.Duration, MsgSize: c.MsgSize, Rate: 1,
+		Arrivals: c.Arrivals, Skew: c.Skew, MaxDial: c.MaxDial}
+	if err := g.Validate(); err != nil {
+		return err
+	}
+	return c.Engine.validate()
+}
+
+// LatencyPoint is one runner at one offered load.
+type LatencyPoint struct {
+	OfferedBps float64 `json:"offered_bps"`
+	*Result
+}
+
+// LatencyReport is the JSON report of `latency`.
+type LatencyReport struct {
+	Command  string         `json:"command"` // "latency"
+	Host     Host           `json:"host"`
+	Pinning  Pinning        `json:"pinning"`
+	Sources  int            `json:"sources"`
+	MsgSize  int64          `json:"msg_size"`
+	Arrivals string         `json:"arrivals"`
+	Points   []LatencyPoint `json:"points"`
+	Skipped  []Skipped      `json:"skipped"`
+	OK       bool           `json:"ok"`
+}
+
+// LatencySweep runs the `latency` command.
+func LatencySweep(ctx context.Context, c LatencyConfig, ios IO) (*LatencyReport, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	exe, err := executable(c.Exe)
+	if err != nil {
+		return nil, err
+	}
+	want := []string(c.Runners)
+	if len(want) == 0 {
+		want = AllRunners()
+	}
+	runners, skipped := availableRunners(want)
+	if len(runners) == 0 {
+		return nil, errors.New("bench: no runner can work here")
+	}
+	pin, unpin := pinApart(c.Pin)
+	defer unpin()
+	rep := &LatencyReport{Command: "latency", Host: hostInfo(), Pinning: pin, Sources: c.Sources,
+		MsgSize: int64(c.MsgSize), Arrivals: c.Arrivals, Skipped: skipped, OK: true}
+	loads := slices.Clone(c.Loads)
+	slices.Sort(loads)
+	for li, load := range loads {
+		order := slices.Clone(runners)
+		if li%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, name := range order {
+			w := workload{Runner: name, Round: li, Sources: c.Sources, Duration: c.Duration, MsgSize: c.MsgSize,
+				Rate: load / Rate(c.Sources), Arrivals: c.Arrivals, Skew: c.Skew, MaxDial: c.MaxDial, Verify: true,
+				Engine: c.Engine, Exe: exe, GenCPUs: pin.GenCPUs,
+				Label: fmt.Sprintf("%s @ %s", name, FormatRate(float64(load)))}
+			r, err := measure(ctx, w, ios)
+			if err != nil {
+				return nil, fmt.Errorf("bench: runner %s at %s: %w", name, FormatRate(float64(load)), err)
+			}
+			fmt.Fprintf(ios.Err, "%s: achieved %s, p99 %s\n", w.Label, FormatRate(r.ThroughputBps), FormatNanos(r.LatencyNs.P99))
+			for _, m := range r.Mismatches {
+				fmt.Fprintf(ios.Err, "MISMATCH %s: %s\n", w.Label, m)
+			}
+			rep.OK = rep.OK && r.Verified
+			rep.Points = append(rep.Points, LatencyPoint{OfferedBps: float64(load), Result: r})
+		}
+	}
+	writeLatencyTable(ios.Out, rep, runners)
+	if c.JSON != "" {
+		if err := writeJSON(c.JSON, rep, ios); err != nil {
+			return rep, err
+		}
+	}
+	if c.Plot != "" {
+		var ss []series
+		for _, name := range runners {
+			s := series{Name: name + " p99"}
+			for _, p := range rep.Points {
+				if p.Runner == name {
+					s.Points = append(s.Points, [2]float64{p.ThroughputBps, float64(p.LatencyNs.P99)})
+				}
+			}
+			ss = append(ss, s)
+		}
+		svg := lineChart("p99 delivery latency against throughput", "achieved throughput", "p99 latency", ss,
+			FormatRate, func(v float64) string { return FormatNanos(int64(v)) })
+		if err := writePlot(c.Plot, "latency.svg", svg, ios); err != nil {
+			return rep, err
+		}
+	}
+	if !rep.OK {
+		return rep, ErrMismatch
+	}
+	return rep, nil
+}
+
+func writeLatencyTable(w io.Writer, rep *LatencyReport, runners []string) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "offered\trunner\tachieved\tp50\tp99\tp99.9\tmax\tCPU s/GiB\tgen lag max\tverified\t")
+	for _, name := range runners {
+		for _, p := range rep.Points {
+			if p.Runner != name {
+				continue
+			}
+			v := "ok"
+			if !p.Verified {
+				v = "FAIL"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.3f\t%s\t%s\t\n", FormatRate(p.OfferedBps), p.Runner, FormatRate(p.ThroughputBps),
+				FormatNanos(p.LatencyNs.P50), FormatNanos(p.LatencyNs.P99), FormatNanos(p.LatencyNs.P999), FormatNanos(p.LatencyNs.Max),
+				p.CPUSPerGiB, FormatNanos(p.GenLagMaxNs), v)
+		}
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "kernel %s, %s; %d sources, %s records, %s arrivals; %s\n", rep.Host.Kernel, rep.Host.Go,
+		rep.Sources, FormatBytes(uint64(rep.MsgSize)), rep.Arrivals, pinNote(rep.Pinning))
+}

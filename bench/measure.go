@@ -1,0 +1,469 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/sluice-io/sluice/engine"
+)
+
+// AllRunners returns every runner name, in the default comparison order.
+func AllRunners() []string {
+	return []string{engine.RunnerURing, engine.RunnerEpoll, engine.RunnerGoroutine, engine.RunnerThread}
+}
+
+// Skipped is a runner that cannot work here.
+type Skipped struct {
+	Runner string `json:"runner"`
+	Reason string `json:"reason"`
+}
+
+// availableRunners splits names into the runners the engine can start here
+// and the ones it cannot, with the reason. It starts and stops a tiny
+// engine per runner: building a runner is how the engine probes for it.
+func availableRunners(names []string) (ok []string, skipped []Skipped) {
+	for _, name := range names {
+		e, err := engine.New(engine.Config{Runner: name, Buffers: 8, BufSize: 4096})
+		if err != nil {
+			skipped = append(skipped, Skipped{name, err.Error()})
+			continue
+		}
+		chosen := e.Runner()
+		shutdownEngine(e)
+		if chosen != name {
+			skipped = append(skipped, Skipped{name, fmt.Sprintf("the engine chose %s instead (is %s set?)", chosen, engine.EnvRunner)})
+			continue
+		}
+		ok = append(ok, name)
+	}
+	return ok, skipped
+}
+
+// Pinning records how the engine and the generator were kept apart.
+type Pinning struct {
+	Enabled    bool   `json:"enabled"`
+	EngineCPUs []int  `json:"engine_cpus,omitempty"`
+	GenCPUs    []int  `json:"gen_cpus,omitempty"`
+	Note       string `json:"note,omitempty"`
+}
+
+// pinApart confines this process (the engine) to the first half of the
+// allowed CPUs, rounded up, and returns the rest for the generator, with a
+// function that undoes it. With fewer than two CPUs, or off, it does
+// nothing. GOMAXPROCS follows the engine's share.
+func pinApart(enabled bool) (Pinning, func()) {
+	cpus := allowedCPUs()
+	if !enabled {
+		return Pinning{Note: "disabled (--pin=false)"}, func() {}
+	}
+	if len(cpus) < 2 {
+		return Pinning{Note: fmt.Sprintf("not possible with %d CPU", len(cpus))}, func() {}
+	}
+	k := (len(cpus) + 1) / 2
+	eng, gen := cpus[:k], cpus[k:]
+	if err := pinProcess(eng); err != nil {
+		return Pinning{Note: err.Error()}, func() {}
+	}
+	prev := runtime.GOMAXPROCS(len(eng))
+	return Pinning{Enabled: true, EngineCPUs: eng, GenCPUs: gen}, func() {
+		pinProcess(cpus)
+		runtime.GOMAXPROCS(prev)
+	}
+}
+
+// workload is one measurement's settings: an engine with one runner, fed
+// over loopback TCP by the generator process.
+type workload struct {
+	Runner   string
+	Round    int
+	Sources  int
+	Duration time.Duration
+	MsgSize  Size
+	Rate     Rate // per source
+	Arrivals string
+	Skew     float64
+	MaxDial  int
+	Verify   bool
+	Engine   EngineFlags
+	Exe      string // the sluice-bench binary, for `gen`
+	GenCPUs  []int
+	Profile  string // directory for a CPU profile, or ""
+	Label    string // progress label
+}
+
+// Result is one runner's measurement. The JSON names are the report's
+// schema (see the package documentation).
+type Result struct {
+	Runner         string     `json:"runner"`
+	Round          int        `json:"round"`
+	Sources        int        `json:"sources"`
+	Bytes          uint64     `json:"bytes"`
+	DurationS      float64    `json:"duration_s"`
+	ThroughputBps  float64    `json:"throughput_bps"`
+	CPUS           float64    `json:"cpu_s"`
+	CPUSPerGiB     float64    `json:"cpu_s_per_gib"`
+	ThreadsMax     int        `json:"threads_max"`
+	RSSMaxBytes    int64      `json:"rss_max_bytes"`
+	LatencyNs      Latency    `json:"latency_ns"`
+	FairnessJain   float64    `json:"fairness_jain"`
+	PoolWaits      uint64     `json:"pool_waits"`
+	PartialFlushes uint64     `json:"partial_flushes"`
+	Chunks         uint64     `json:"chunks"`
+	Errors         uint64     `json:"errors"`
+	OfferedBps     float64    `json:"offered_bps"` // 0: unlimited
+	GenSentBytes   uint64     `json:"gen_sent_bytes"`
+	GenCPUS        float64    `json:"gen_cpu_s"`
+	GenLagMaxNs    int64      `json:"gen_lag_max_ns"`
+	Verified       bool       `json:"verified"`
+	Mismatches     []string   `json:"mismatches,omitempty"`
+	Profile        string     `json:"profile,omitempty"`
+	TopFunctions   []FuncCost `json:"top_functions,omitempty"`
+	Rounds         int        `json:"rounds,omitempty"` // summaries only
+	hist           *hdrhistogram.Histogram
+	weights        []float64
+	perSource      []float64
+}
+
+// gibibyte in bytes.
+const gibibyte = 1 << 30
+
+func cpuPerGiB(cpu float64, bytes uint64) float64 {
+	if bytes == 0 {
+		return 0
+	}
+	return cpu / (float64(bytes) / gibibyte)
+}
+
+// measure runs one workload: it starts the sink engine, starts the
+// generator process, waits until every connection is accepted, then
+// measures from the generator's first byte until every source has ended.
+func measure(ctx context.Context, w workload, ios IO) (*Result, error) {
+	msgSize := int(w.MsgSize)
+	col := newCollector(msgSize, w.Verify)
+	sk, err := startSink(w.Engine, w.Runner, []string{"127.0.0.1:0"}, col)
+	if err != nil {
+		return nil, err
+	}
+	defer sk.close()
+
+	args := []string{"gen", "--addr", sk.addrs()[0], "--sources", strconv.Itoa(w.Sources),
+		"--duration", w.Duration.String(), "--msg-size", strconv.Itoa(msgSize),
+		"--rate", strconv.FormatFloat(float64(w.Rate), 'f', 0, 64), "--arrivals", w.Arrivals,
+		"--skew", strconv.FormatFloat(w.Skew, 'g', -1, 64), "--max-dial", strconv.Itoa(w.MaxDial),
+		"--seed", strconv.Itoa(w.Round + 1), "--wait"}
+	if len(w.GenCPUs) > 0 {
+		args = append(args, "--cpus", joinInts(w.GenCPUs))
+	}
+	gctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	cmd := exec.CommandContext(gctx, w.Exe, args...)
+	cmd.Stderr = ios.Err
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, fmt.Errorf("bench: generator: %w", err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, fmt.Errorf("bench: generator: %w", err)
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("bench: start generator %s: %w", w.Exe, err)
+	}
+	lines := make(chan []byte, 2)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(nil, 256<<20)
+		for sc.Scan() {
+			lines <- append([]byte(nil), sc.Bytes()...)
+		}
+	}()
+	waitGen := func() error {
+		stdin.Close()
+		for range lines { // drain, so Wait can finish
+		}
+		if err := cmd.Wait(); err != nil {
+			return fmt.Errorf("bench: generator: %w", err)
+		}
+		return nil
+	}
+	fail := func(err error) (*Result, error) {
+		cancel()
+		waitGen()
+		return nil, err
+	}
+
+	// Connect phase: not measured.
+	dialLimit := 30*time.Second + time.Duration(w.Sources)*time.Millisecond
+	var ev genEvent
+	select {
+	case l, ok := <-lines:
+		if !ok {
+			return fail(fmt.Errorf("bench: generator exited before connecting: %v", waitGen()))
+		}
+		if err := json.Unmarshal(l, &ev); err != nil || ev.Event != "ready" {
+			return fail(fmt.Errorf("bench: generator: unexpected output %q", l))
+		}
+	case <-time.After(dialLimit):
+		return fail(errors.New("bench: generator: connecting timed out"))
+	case <-ctx.Done():
+		return fail(ctx.Err())
+	}
+	for deadline := time.Now().Add(dialLimit); sk.live() < w.Sources; {
+		if time.Now().After(deadline) {
+			return fail(fmt.Errorf("bench: only %d of %d connections accepted", sk.live(), w.Sources))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	allEnded := col.expect(w.Sources)
+
+	// Measured phase.
+	var prof *cpuProfile
+	if w.Profile != "" {
+		if prof, err = startCPUProfile(w.Profile, fmt.Sprintf("cpu-%s-r%d.pprof", w.Runner, w.Round)); err != nil {
+			return fail(err)
+		}
+	}
+	smp := startSampler()
+	waits0 := sk.e.Pool().Stats().Waits
+	cpu0 := cpuTime()
+	t0 := time.Now()
+	if _, err := fmt.Fprintln(stdin, "go"); err != nil {
+		smp.finish()
+		prof.stop()
+		return fail(fmt.Errorf("bench: generator: %w", err))
+	}
+	prog := startProgress(ios, w.Label, w.Duration, col.total.Load)
+	var rep GenReport
+	var repErr error
+	got := false
+	endLimit := time.After(w.Duration + 60*time.Second)
+	ended := false
+	pending := lines // nil once closed
+	for !ended || !got {
+		select {
+		case l, ok := <-pending:
+			if !ok {
+				pending = nil
+				if !got {
+					repErr = errors.New("bench: generator exited without a report")
+					got = true
+				}
+				continue
+			}
+			got = true
+			if err := json.Unmarshal(l, &rep); err != nil || rep.Event != "done" {
+				repErr = fmt.Errorf("bench: generator: unexpected output %q", l)
+			}
+		case <-allEnded:
+			ended = true
+			allEnded = nil
+		case <-endLimit:
+			prog.finish()
+			smp.finish()
+			prof.stop()
+			return fail(fmt.Errorf("bench: %s: %d of %d sources ended %v after the generator's duration",
+				w.Runner, col.ended.Load(), w.Sources, 60*time.Second))
+		case <-ctx.Done():
+			prog.finish()
+			smp.finish()
+			prof.stop()
+			return fail(ctx.Err())
+		}
+		if repErr != nil {
+			break
+		}
+	}
+	// The interval ends when the last source ended; the report may come
+	// a moment later, but no engine work happens in between that matters.
+	t1 := time.Now()
+	cpu1 := cpuTime()
+	threads, rss := smp.finish()
+	prog.finish()
+	profPath, profErr := prof.stop()
+	waits := sk.e.Pool().Stats().Waits - waits0
+	if err := waitGen(); err != nil && repErr == nil {
+		repErr = err
+	}
+	if err := sk.close(); err != nil {
+		return nil, err
+	}
+	if repErr != nil {
+		return nil, repErr
+	}
+	if profErr != nil {
+		return nil, profErr
+	}
+
+	r := &Result{
+		Runner: w.Runner, Round: w.Round, Sources: w.Sources, Bytes: col.total.Load(),
+		DurationS: t1.Sub(t0).Seconds(), CPUS: (cpu1 - cpu0).Seconds(),
+		ThreadsMax: threads, RSSMaxBytes: rss, PoolWaits: waits,
+		PartialFlushes: col.partials.Load(), Chunks: col.chunks.Load(), Errors: col.errs.Load(),
+		OfferedBps: rep.OfferedBps, GenSentBytes: rep.SentBytes, GenCPUS: rep.CPUS, GenLagMaxNs: rep.LagMaxNs,
+		Profile: profPath, hist: col.latency(),
+	}
+	r.ThroughputBps = float64(r.Bytes) / r.DurationS
+	r.CPUSPerGiB = cpuPerGiB(r.CPUS, r.Bytes)
+	r.LatencyNs = summarize(r.hist)
+	r.perSource, r.weights, r.Mismatches = reconcile(col.snapshot(), rep.Streams, w.Verify)
+	r.FairnessJain = weightedJain(r.perSource, r.weights)
+	r.Verified = len(r.Mismatches) == 0
+	if profPath != "" {
+		if r.TopFunctions, err = topFunctions(profPath, 10); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// reconcile matches what the engine received with what the generator
+// sent, by peer address, and lists every difference. It returns the bytes
+// each sent stream delivered and the stream's weight.
+func reconcile(got []*stream, sent []GenStream, crc bool) (bytes, weights []float64, mismatches []string) {
+	byPeer := make(map[string]*stream, len(got))
+	for _, s := range got {
+		byPeer[peerOf(s.name)] = s
+	}
+	for _, g := range sent {
+		s := byPeer[g.Local]
+		delete(byPeer, g.Local)
+		w := g.Weight
+		if w == 0 {
+			w = 1
+		}
+		weights = append(weights, w)
+		if s == nil {
+			bytes = append(bytes, 0)
+			mismatches = append(mismatches, fmt.Sprintf("%s: sent %d bytes, no such source in the engine", g.Local, g.Bytes))
+			continue
+		}
+		bytes = append(bytes, float64(s.bytes))
+		gotCRC := fmt.Sprintf("%08x", s.crc)
+		switch {
+		case s.bytes != g.Bytes:
+			mismatches = append(mismatches, fmt.Sprintf("%s: sent %d bytes, engine received %d", g.Local, g.Bytes, s.bytes))
+		case crc && gotCRC != g.CRC32C:
+			mismatches = append(mismatches, fmt.Sprintf("%s: crc32c sent %s, received %s", g.Local, g.CRC32C, gotCRC))
+		}
+	}
+	for peer, s := range byPeer {
+		if s.bytes > 0 {
+			mismatches = append(mismatches, fmt.Sprintf("%s: engine received %d bytes the generator did not send", peer, s.bytes))
+		}
+	}
+	return bytes, weights, mismatches
+}
+
+// weightedJain is Jain's index over bytes normalised by each source's
+// share of the offered load: with no skew, plain Jain over bytes.
+func weightedJain(bytes, weights []float64) float64 {
+	xs := make([]float64, len(bytes))
+	for i := range bytes {
+		xs[i] = bytes[i] / weights[i]
+	}
+	return JainIndex(xs)
+}
+
+func joinInts(xs []int) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, ",")
+}
+
+// cpuProfile is a CPU profile being written.
+type cpuProfile struct {
+	f *os.File
+}
+
+func startCPUProfile(dir, name string) (*cpuProfile, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("bench: --profile: %w", err)
+	}
+	f, err := os.Create(filepath.Join(dir, name))
+	if err != nil {
+		return nil, fmt.Errorf("bench: --profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("bench: --profile: %w", err)
+	}
+	return &cpuProfile{f: f}, nil
+}
+
+// stop ends the profile and returns its path. A nil profile is a no-op.
+func (p *cpuProfile) stop() (string, error) {
+	if p == nil || p.f == nil {
+		return "", nil
+	}
+	pprof.StopCPUProfile()
+	f := p.f
+	p.f = nil
+	if err := f.Close(); err != nil {
+		return "", fmt.Errorf("bench: --profile: %w", err)
+	}
+	return f.Name(), nil
+}
+
+// mergeResults sums one runner's rounds into a summary.
+func mergeResults(rs []*Result) *Result {
+	if len(rs) == 0 {
+		return nil
+	}
+	s := &Result{Runner: rs[0].Runner, Sources: rs[0].Sources, Verified: true, Rounds: len(rs), hist: newHist()}
+	var fair float64
+	for _, r := range rs {
+		s.Bytes += r.Bytes
+		s.DurationS += r.DurationS
+		s.CPUS += r.CPUS
+		s.ThreadsMax = max(s.ThreadsMax, r.ThreadsMax)
+		s.RSSMaxBytes = max(s.RSSMaxBytes, r.RSSMaxBytes)
+		s.PoolWaits += r.PoolWaits
+		s.PartialFlushes += r.PartialFlushes
+		s.Chunks += r.Chunks
+		s.Errors += r.Errors
+		s.OfferedBps = r.OfferedBps
+		s.GenSentBytes += r.GenSentBytes
+		s.GenCPUS += r.GenCPUS
+		s.GenLagMaxNs = max(s.GenLagMaxNs, r.GenLagMaxNs)
+		s.Verified = s.Verified && r.Verified
+		s.Mismatches = append(s.Mismatches, r.Mismatches...)
+		fair += r.FairnessJain
+		if r.hist != nil {
+			s.hist.Merge(r.hist)
+		}
+	}
+	if s.DurationS > 0 {
+		s.ThroughputBps = float64(s.Bytes) / s.DurationS
+	}
+	s.CPUSPerGiB = cpuPerGiB(s.CPUS, s.Bytes)
+	s.FairnessJain = fair / float64(len(rs))
+	s.LatencyNs = summarize(s.hist)
+	return s
+}
+
+// executable finds the binary to run the generator from.
+func executable(exe string) (string, error) {
+	if exe != "" {
+		return exe, nil
+	}
+	p, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("bench: cannot find my own binary to start the generator: %w", err)
+	}
+	return p, nil
+}

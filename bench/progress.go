@@ -1,0 +1,102 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+)
+
+// IO is where a command writes: results to Out, progress and diagnostics
+// to Err. ErrIsTTY selects the one-line progress bar over periodic lines.
+type IO struct {
+	Out      io.Writer
+	Err      io.Writer
+	ErrIsTTY bool
+}
+
+// StdIO returns the process's standard output and error.
+func StdIO() IO {
+	tty := false
+	if fi, err := os.Stderr.Stat(); err == nil {
+		tty = fi.Mode()&os.ModeCharDevice != 0
+	}
+	return IO{Out: os.Stdout, Err: os.Stderr, ErrIsTTY: tty}
+}
+
+// progressMin is the shortest expected run that gets progress reports.
+const progressMin = 2 * time.Second
+
+// progress reports a measurement's advance on stderr: a bar redrawn in
+// place on a terminal, otherwise a line every few seconds.
+type progress struct {
+	stop chan struct{}
+	done chan struct{}
+}
+
+// startProgress reports until finish is called. total is the expected
+// length (zero: open-ended); bytes returns the bytes so far.
+func startProgress(ios IO, label string, total time.Duration, bytes func() uint64) *progress {
+	p := &progress{stop: make(chan struct{}), done: make(chan struct{})}
+	if ios.Err == nil || (total > 0 && total < progressMin) {
+		close(p.done)
+		return p
+	}
+	period := 5 * time.Second
+	if ios.ErrIsTTY {
+		period = 250 * time.Millisecond
+	}
+	go func() {
+		defer close(p.done)
+		start := time.Now()
+		t := time.NewTicker(period)
+		defer t.Stop()
+		var lastB uint64
+		lastT := start
+		for {
+			select {
+			case <-p.stop:
+				if ios.ErrIsTTY {
+					fmt.Fprint(ios.Err, "\r\033[K")
+				}
+				return
+			case now := <-t.C:
+				b := bytes()
+				rate := float64(b-lastB) / now.Sub(lastT).Seconds()
+				lastB, lastT = b, now
+				el := now.Sub(start)
+				if ios.ErrIsTTY {
+					fmt.Fprintf(ios.Err, "\r\033[K%s %s %s  %s  %s", label, bar(el, total, 24),
+						el.Round(100*time.Millisecond), FormatBytes(b), FormatRate(rate))
+				} else {
+					fmt.Fprintf(ios.Err, "%s: %s elapsed, %s, %s\n", label, el.Round(time.Second), FormatBytes(b), FormatRate(rate))
+				}
+			}
+		}
+	}()
+	return p
+}
+
+// bar draws [=====>    ] for el out of total.
+func bar(el, total time.Duration, width int) string {
+	if total <= 0 {
+		return ""
+	}
+	n := min(int(float64(width)*el.Seconds()/total.Seconds()), width)
+	s := strings.Repeat("=", n)
+	if n < width {
+		s += ">" + strings.Repeat(" ", width-n-1)
+	}
+	return "[" + s + "]"
+}
+
+func (p *progress) finish() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	close(p.stop)
+	<-p.done
+}

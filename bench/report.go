@@ -1,0 +1,73 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/dustin/go-humanize"
+)
+
+// writeRunTable prints the per-runner summary table, then the ratios of
+// the first runner to each of the others.
+func writeRunTable(w io.Writer, rep *RunReport) {
+	writeResultTable(w, rep.Summary)
+	writeRatios(w, rep.Summary)
+	for _, s := range rep.Skipped {
+		fmt.Fprintf(w, "skipped %s: %s\n", s.Runner, s.Reason)
+	}
+	fmt.Fprintf(w, "kernel %s, %s, %d CPUs; %s\n", rep.Host.Kernel, rep.Host.Go, rep.Host.CPUs, pinNote(rep.Pinning))
+	c := rep.Config
+	pacing := "unlimited rate"
+	if c.RateBps > 0 {
+		pacing = fmt.Sprintf("%s per source, %s arrivals, skew %g", FormatRate(c.RateBps), c.Arrivals, c.Skew)
+	}
+	fmt.Fprintf(w, "workload: %d sources, %s messages, %s, %.1fs x %d round(s) per runner\n",
+		c.Sources, FormatBytes(uint64(c.MsgSize)), pacing, c.DurationS, c.Rounds)
+}
+
+// writeResultTable prints one row per result.
+func writeResultTable(w io.Writer, rs []*Result) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "runner\tthroughput\tbytes\tCPU s/GiB\tthreads\tRSS\tp50\tp99\tp99.9\tmax\tfairness\tpool waits\tpartials\tverified\t")
+	for _, r := range rs {
+		verified := "ok"
+		if !r.Verified {
+			verified = fmt.Sprintf("FAIL(%d)", len(r.Mismatches))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.3f\t%d\t%s\t%s\t%s\t%s\t%s\t%.4f\t%s\t%s\t%s\t\n",
+			r.Runner, FormatRate(r.ThroughputBps), FormatBytes(r.Bytes), r.CPUSPerGiB, r.ThreadsMax,
+			FormatBytes(uint64(max(r.RSSMaxBytes, 0))),
+			FormatNanos(r.LatencyNs.P50), FormatNanos(r.LatencyNs.P99), FormatNanos(r.LatencyNs.P999), FormatNanos(r.LatencyNs.Max),
+			r.FairnessJain, humanize.Comma(int64(r.PoolWaits)), humanize.Comma(int64(r.PartialFlushes)), verified)
+	}
+	tw.Flush()
+}
+
+// writeRatios prints, for the first runner against each other one, the
+// ratio of every figure: "uring/goroutine: 1.30x throughput, ...".
+func writeRatios(w io.Writer, rs []*Result) {
+	if len(rs) < 2 {
+		return
+	}
+	a := rs[0]
+	fmt.Fprintln(w)
+	for _, b := range rs[1:] {
+		fmt.Fprintf(w, "%s\n", ratioLine(a, b))
+	}
+	fmt.Fprintln(w)
+}
+
+func ratioLine(a, b *Result) string {
+	parts := []string{
+		FormatRatio(a.ThroughputBps, b.ThroughputBps) + " throughput",
+		FormatRatio(a.CPUSPerGiB, b.CPUSPerGiB) + " CPU-s/GiB",
+		FormatRatio(float64(a.ThreadsMax), float64(b.ThreadsMax)) + " threads",
+		FormatRatio(float64(a.RSSMaxBytes), float64(b.RSSMaxBytes)) + " RSS",
+	}
+	if a.LatencyNs.Count > 0 && b.LatencyNs.Count > 0 {
+		parts = append(parts, FormatRatio(float64(a.LatencyNs.P99), float64(b.LatencyNs.P99))+" p99")
+	}
+	return fmt.Sprintf("%s/%s: %s", a.Runner, b.Runner, strings.Join(parts, ", "))
+}

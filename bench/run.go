@@ -1,0 +1,319 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/sluice-io/sluice/engine"
+	"github.com/sluice-io/sluice/pool"
+)
+
+// Defaults of `run`: what `make bench` runs. 200 sources for 5 s per
+// runner, 16 KiB messages, unlimited rate, one round. With four runners
+// that is about 30 s of measuring, so that the whole job, build included,
+// stays well under two minutes on a 2-core machine. Targets are measured
+// with explicit flags.
+const (
+	DefaultRunSources  = 200
+	DefaultRunDuration = 5 * time.Second
+	DefaultRunMsgSize  = 16 << 10
+	DefaultMaxDial     = 64
+)
+
+// RunConfig configures the `run` command.
+type RunConfig struct {
+	Runners  StringList // empty: every runner available here
+	Rounds   int
+	Sources  int
+	Duration time.Duration
+	MsgSize  Size
+	Rate     Rate // per source; 0 unlimited
+	Arrivals string
+	Skew     float64
+	MaxDial  int
+	Engine   EngineFlags
+	Verify   bool   // CRC-32C every stream and compare with the generator
+	Pin      bool   // pin engine and generator to disjoint CPUs
+	JSON     string // report file, "-" for stdout
+	Plot     string // directory for SVG charts
+	Profile  string // directory for CPU profiles
+	Exe      string // binary that runs `gen`; default os.Executable
+}
+
+// DefaultRunConfig returns the defaults documented on the flags.
+func DefaultRunConfig() RunConfig {
+	return RunConfig{
+		Rounds: 1, Sources: DefaultRunSources, Duration: DefaultRunDuration, MsgSize: DefaultRunMsgSize,
+		Arrivals: ArrivalsPoisson, MaxDial: DefaultMaxDial, Verify: true, Pin: true,
+	}
+}
+
+// RegisterFlags defines c's flags on fs, with c's values as defaults.
+func (c *RunConfig) RegisterFlags(fs *flag.FlagSet) {
+	fs.Var(&c.Runners, "runners", "comma-separated runners to compare, in order (default: every one available of uring,epoll,goroutine,thread)")
+	fs.IntVar(&c.Rounds, "rounds", c.Rounds, "measure every runner this many times, alternating the order")
+	fs.IntVar(&c.Sources, "sources", c.Sources, "concurrent TCP sources")
+	fs.DurationVar(&c.Duration, "duration", c.Duration, "how long the generator sends, per runner and round")
+	fs.Var(&c.MsgSize, "msg-size", "fixed message size; each message starts with an 8-byte send timestamp")
+	fs.Var(&c.Rate, "rate", "mean bytes per second per source, e.g. 1MiB/s (default unlimited)")
+	fs.StringVar(&c.Arrivals, "arrivals", c.Arrivals, "open-loop arrivals with --rate: poisson or uniform")
+	fs.Float64Var(&c.Skew, "skew", c.Skew, "biased connections: a fraction F of the sources carries 1-F of the load (needs --rate)")
+	fs.IntVar(&c.MaxDial, "max-dial", c.MaxDial, "concurrent dials of the generator")
+	fs.BoolVar(&c.Verify, "verify", c.Verify, "checksum every stream (CRC-32C) and compare with what was sent")
+	fs.BoolVar(&c.Pin, "pin", c.Pin, "pin the engine and the generator to disjoint CPUs (when there are 2 or more)")
+	fs.StringVar(&c.JSON, "json", c.JSON, "write the JSON report to `FILE` (- for stdout)")
+	fs.StringVar(&c.Plot, "plot", c.Plot, "write SVG charts into `DIR`")
+	fs.StringVar(&c.Profile, "profile", c.Profile, "write a CPU profile per runner into `DIR` and print the top functions")
+	c.Engine.register(fs)
+}
+
+func (f *EngineFlags) register(fs *flag.FlagSet) {
+	fs.IntVar(&f.Pool, "pool", f.Pool, "buffers in the source pool (default 1024)")
+	fs.Var(&f.Buf, "buf", "size of each pool buffer, e.g. 64KiB (default 64KiB)")
+	fs.IntVar(&f.Workers, "workers", f.Workers, "event-loop workers of uring and epoll (default GOMAXPROCS, at most 8)")
+	fs.DurationVar(&f.Flush, "flush", f.Flush, "flush timeout for partly filled buffers (default 5ms; negative: every read)")
+}
+
+func (f EngineFlags) validate() error {
+	switch {
+	case f.Pool < 0:
+		return fmt.Errorf("--pool: %d: must not be negative", f.Pool)
+	case f.Buf < 0:
+		return errors.New("--buf: must not be negative")
+	case f.Workers < 0:
+		return fmt.Errorf("--workers: %d: must not be negative", f.Workers)
+	case f.MaxConns < 0:
+		return fmt.Errorf("--max-conns: %d: must not be negative", f.MaxConns)
+	}
+	// Let the pool judge the shape, and name our flag.
+	pc := pool.Config{Buffers: f.Pool, BufSize: int(f.Buf)}
+	if pc.Buffers == 0 {
+		pc.Buffers = engine.DefaultBuffers
+	}
+	if pc.BufSize == 0 {
+		pc.BufSize = engine.DefaultBufSize
+	}
+	if _, err := pc.Validate(); err != nil {
+		var ce *pool.ConfigError
+		if errors.As(err, &ce) {
+			return fmt.Errorf("%s: %v", engineFlag(ce.Field), err)
+		}
+		return err
+	}
+	return nil
+}
+
+// engineFlag names the flag behind an engine.Config field.
+func engineFlag(field string) string {
+	switch field {
+	case "Buffers", "MaxBytes", "MaxPoolBytes", "MaxPerSource", "QueueHigh", "QueueLow":
+		return "--pool"
+	case "BufSize":
+		return "--buf"
+	case "Workers":
+		return "--workers"
+	case "Flush":
+		return "--flush"
+	}
+	return "engine"
+}
+
+func validRunners(names []string) error {
+	for _, r := range names {
+		if !slices.Contains(AllRunners(), r) {
+			return fmt.Errorf("--runners: %q: must be among uring, epoll, goroutine, thread", r)
+		}
+	}
+	return nil
+}
+
+// Validate checks c, naming the flag at fault.
+func (c RunConfig) Validate() error {
+	if err := validRunners(c.Runners); err != nil {
+		return err
+	}
+	if c.Rounds < 1 {
+		return fmt.Errorf("--rounds: %d: must be at least 1", c.Rounds)
+	}
+	g := c.gen()
+	if err := g.Validate(); err != nil {
+		return err
+	}
+	return c.Engine.validate()
+}
+
+func (c RunConfig) gen() GenConfig {
+	return GenConfig{Addr: "-", Sources: c.Sources, Duration: c.Duration, MsgSize: c.MsgSize, Rate: c.Rate,
+		Arrivals: c.Arrivals, Skew: c.Skew, MaxDial: c.MaxDial}
+}
+
+// RunReport is the JSON report of `run` (see the package documentation).
+type RunReport struct {
+	Command string    `json:"command"` // "run"
+	Host    Host      `json:"host"`
+	Pinning Pinning   `json:"pinning"`
+	Config  runParams `json:"config"`
+	Runs    []*Result `json:"runs"`
+	Summary []*Result `json:"summary"`
+	Skipped []Skipped `json:"skipped"`
+	OK      bool      `json:"ok"` // every byte verified
+}
+
+type runParams struct {
+	Sources   int     `json:"sources"`
+	DurationS float64 `json:"duration_s"`
+	MsgSize   int64   `json:"msg_size"`
+	RateBps   float64 `json:"rate_bps"` // per source; 0 unlimited
+	Arrivals  string  `json:"arrivals"`
+	Skew      float64 `json:"skew"`
+	Rounds    int     `json:"rounds"`
+	Pool      int     `json:"pool"`
+	Buf       int64   `json:"buf"`
+	Workers   int     `json:"workers"`
+	FlushNs   int64   `json:"flush_ns"`
+	Verify    bool    `json:"verify"`
+}
+
+// ErrMismatch reports that the engine did not receive exactly what was
+// sent. The report has already been written when it is returned.
+var ErrMismatch = errors.New("bench: received bytes differ from those sent")
+
+// Run runs the `run` command: every runner in turn, the table on ios.Out,
+// and the optional JSON, plots and profiles.
+func Run(ctx context.Context, c RunConfig, ios IO) (*RunReport, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	exe, err := executable(c.Exe)
+	if err != nil {
+		return nil, err
+	}
+	want := []string(c.Runners)
+	if len(want) == 0 {
+		want = AllRunners()
+	}
+	runners, skipped := availableRunners(want)
+	for _, s := range skipped {
+		fmt.Fprintf(ios.Err, "sluice-bench: runner %s skipped: %s\n", s.Runner, s.Reason)
+	}
+	if len(runners) == 0 {
+		return nil, errors.New("bench: no runner can work here")
+	}
+	pin, unpin := pinApart(c.Pin)
+	defer unpin()
+	rep := &RunReport{Command: "run", Host: hostInfo(), Pinning: pin, Skipped: skipped, OK: true,
+		Config: runParams{Sources: c.Sources, DurationS: c.Duration.Seconds(), MsgSize: int64(c.MsgSize),
+			RateBps: float64(c.Rate), Arrivals: c.Arrivals, Skew: c.Skew, Rounds: c.Rounds,
+			Pool: c.Engine.Pool, Buf: int64(c.Engine.Buf), Workers: c.Engine.Workers, FlushNs: int64(c.Engine.Flush), Verify: c.Verify}}
+	fmt.Fprintf(ios.Err, "sluice-bench run: %d sources, %s messages, rate %s per source, %v per runner, runners %v, %s\n",
+		c.Sources, FormatBytes(uint64(c.MsgSize)), rateOrUnlimited(c.Rate), c.Duration, runners, pinNote(pin))
+	byRunner := map[string][]*Result{}
+	for round := range c.Rounds {
+		order := slices.Clone(runners)
+		if round%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, name := range order {
+			w := workload{Runner: name, Round: round, Sources: c.Sources, Duration: c.Duration, MsgSize: c.MsgSize,
+				Rate: c.Rate, Arrivals: c.Arrivals, Skew: c.Skew, MaxDial: c.MaxDial, Verify: c.Verify,
+				Engine: c.Engine, Exe: exe, GenCPUs: pin.GenCPUs, Profile: c.Profile, Label: name}
+			if c.Rounds > 1 {
+				w.Label = fmt.Sprintf("%s (round %d/%d)", name, round+1, c.Rounds)
+			}
+			r, err := measure(ctx, w, ios)
+			if err != nil {
+				return nil, fmt.Errorf("bench: runner %s: %w", name, err)
+			}
+			fmt.Fprintf(ios.Err, "%s: %s in %.2fs, %s\n", w.Label, FormatBytes(r.Bytes), r.DurationS, FormatRate(r.ThroughputBps))
+			for _, m := range r.Mismatches {
+				fmt.Fprintf(ios.Err, "MISMATCH %s: %s\n", name, m)
+			}
+			if r.Profile != "" {
+				writeTop(ios.Out, w.Label, r.Profile, r.TopFunctions)
+			}
+			rep.Runs = append(rep.Runs, r)
+			byRunner[name] = append(byRunner[name], r)
+		}
+	}
+	for _, name := range runners {
+		s := mergeResults(byRunner[name])
+		rep.Summary = append(rep.Summary, s)
+		rep.OK = rep.OK && s.Verified
+	}
+	fmt.Fprintln(ios.Out)
+	writeRunTable(ios.Out, rep)
+	if err := writeOutputs(rep, c.JSON, c.Plot, ios); err != nil {
+		return rep, err
+	}
+	if !rep.OK {
+		fmt.Fprintln(ios.Err, "sluice-bench run: FAILED: the engine did not receive exactly what the generator sent (see MISMATCH lines)")
+		return rep, ErrMismatch
+	}
+	return rep, nil
+}
+
+func rateOrUnlimited(r Rate) string {
+	if r == 0 {
+		return "unlimited"
+	}
+	return FormatRate(float64(r))
+}
+
+func pinNote(p Pinning) string {
+	if p.Enabled {
+		return fmt.Sprintf("engine on CPUs %v, generator on CPUs %v", p.EngineCPUs, p.GenCPUs)
+	}
+	return "no pinning: " + p.Note
+}
+
+// writeOutputs writes the JSON report and the charts.
+func writeOutputs(rep *RunReport, jsonPath, plotDir string, ios IO) error {
+	if jsonPath != "" {
+		if err := writeJSON(jsonPath, rep, ios); err != nil {
+			return err
+		}
+	}
+	if plotDir != "" {
+		names := make([]string, len(rep.Summary))
+		vals := make([]float64, len(rep.Summary))
+		for i, s := range rep.Summary {
+			names[i], vals[i] = s.Runner, s.ThroughputBps
+		}
+		svg := barChart("Throughput per runner", names, vals, FormatRate)
+		if err := writePlot(plotDir, "throughput.svg", svg, ios); err != nil {
+			return err
+		}
+		for i, s := range rep.Summary {
+			vals[i] = s.CPUSPerGiB
+		}
+		svg = barChart("CPU-seconds per GiB (engine process)", names, vals, func(v float64) string { return fmt.Sprintf("%.3f s", v) })
+		if err := writePlot(plotDir, "cpu.svg", svg, ios); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeJSON writes v indented to path, or to ios.Out for "-".
+func writeJSON(path string, v any, ios IO) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("bench: json: %w", err)
+	}
+	b = append(b, '\n')
+	if path == "-" {
+		_, err = ios.Out.Write(b)
+		return err
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		return fmt.Errorf("bench: --json: %w", err)
+	}
+	fmt.Fprintf(ios.Err, "sluice-bench: wrote %s\n", path)
+	return nil
+}

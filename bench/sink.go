@@ -1,0 +1,230 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/sluice-io/sluice/engine"
+)
+
+// SinkConfig configures the `sink` command: the engine alone, for external
+// load generators such as fio's net engine.
+type SinkConfig struct {
+	Listen    string // first address
+	Ports     int    // listen on Ports consecutive ports from Listen's
+	Runner    string
+	Engine    EngineFlags
+	Duration  time.Duration // stop after this long; 0: no limit
+	UntilIdle time.Duration // stop once idle this long; 0: never
+	JSON      string        // report file; "-" or "" for stdout
+}
+
+// DefaultSinkConfig returns the documented defaults.
+func DefaultSinkConfig() SinkConfig {
+	return SinkConfig{Listen: "127.0.0.1:9000", Ports: 1, Runner: engine.RunnerAuto, JSON: "-"}
+}
+
+// RegisterFlags defines c's flags on fs.
+func (c *SinkConfig) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.Listen, "listen", c.Listen, "listen on `ADDR`")
+	fs.IntVar(&c.Ports, "ports", c.Ports, "also listen on the N-1 following ports (fio's numjobs clones connect to port+i)")
+	fs.StringVar(&c.Runner, "runner", c.Runner, "auto, uring, epoll, goroutine or thread")
+	fs.DurationVar(&c.Duration, "duration", c.Duration, "stop after this long (default: no limit)")
+	fs.DurationVar(&c.UntilIdle, "until-idle", c.UntilIdle, "stop once bytes arrived, no source is live, and nothing arrived for this long")
+	fs.StringVar(&c.JSON, "json", c.JSON, "write the JSON report to `FILE` (- for stdout)")
+	c.Engine.register(fs)
+	fs.IntVar(&c.Engine.MaxConns, "max-conns", c.Engine.MaxConns, "cap on open connections per listener (default: none)")
+}
+
+// Validate checks c, naming the flag at fault.
+func (c SinkConfig) Validate() error {
+	if _, err := c.addrs(); err != nil {
+		return err
+	}
+	switch {
+	case c.Ports < 1 || c.Ports > 4096:
+		return fmt.Errorf("--ports: %d: must be from 1 to 4096", c.Ports)
+	case c.Runner != engine.RunnerAuto && !slices.Contains(AllRunners(), c.Runner):
+		return fmt.Errorf("--runner: %q: must be auto, uring, epoll, goroutine or thread", c.Runner)
+	case c.Duration < 0:
+		return fmt.Errorf("--duration: %v: must not be negative", c.Duration)
+	case c.UntilIdle < 0:
+		return fmt.Errorf("--until-idle: %v: must not be negative", c.UntilIdle)
+	}
+	return c.Engine.validate()
+}
+
+// addrs expands Listen and Ports into listen addresses.
+func (c SinkConfig) addrs() ([]string, error) {
+	host, port, err := net.SplitHostPort(c.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("--listen: %q: %v", c.Listen, err)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 0 || p > 65535 {
+		return nil, fmt.Errorf("--listen: %q: bad port", c.Listen)
+	}
+	if c.Ports > 1 && (p == 0 || p+c.Ports-1 > 65535) {
+		return nil, fmt.Errorf("--ports: %d ports from %q do not fit (the port must be fixed and the range end at 65535)", c.Ports, c.Listen)
+	}
+	out := make([]string, max(c.Ports, 1))
+	for i := range out {
+		out[i] = net.JoinHostPort(host, strconv.Itoa(p+i))
+	}
+	return out, nil
+}
+
+// SinkStream is one source in the sink's report.
+type SinkStream struct {
+	Source uint64 `json:"source"`
+	Peer   string `json:"peer"`
+	Bytes  uint64 `json:"bytes"`
+	CRC32C string `json:"crc32c"`
+	Errors uint64 `json:"errors"`
+}
+
+// SinkReport is the sink's JSON report. duration_s runs from the first
+// byte to the last, and throughput_bps is bytes over it; wall_s is the
+// whole time listened, over which cpu_s (getrusage, user+sys) is
+// measured.
+type SinkReport struct {
+	Command       string       `json:"command"` // "sink"
+	Runner        string       `json:"runner"`
+	Listen        []string     `json:"listen"`
+	Sources       int          `json:"sources"`
+	Bytes         uint64       `json:"bytes"`
+	DurationS     float64      `json:"duration_s"`
+	WallS         float64      `json:"wall_s"`
+	ThroughputBps float64      `json:"throughput_bps"`
+	CPUS          float64      `json:"cpu_s"`
+	CPUSPerGiB    float64      `json:"cpu_s_per_gib"`
+	ThreadsMax    int          `json:"threads_max"`
+	RSSMaxBytes   int64        `json:"rss_max_bytes"`
+	FairnessJain  float64      `json:"fairness_jain"`
+	PoolWaits     uint64       `json:"pool_waits"`
+	Partials      uint64       `json:"partial_flushes"`
+	Errors        uint64       `json:"errors"`
+	StopReason    string       `json:"stop_reason"`
+	Host          Host         `json:"host"`
+	Streams       []SinkStream `json:"streams"`
+}
+
+// Sink runs the `sink` command until ctx ends (SIGINT), Duration passes,
+// or UntilIdle holds, then writes its report.
+func Sink(ctx context.Context, c SinkConfig, ios IO) (*SinkReport, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	addrs, _ := c.addrs()
+	col := newCollector(0, true)
+	sk, err := startSink(c.Engine, c.Runner, addrs, col)
+	if err != nil {
+		return nil, err
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			sk.close()
+		}
+	}()
+	bound := sk.addrs()
+	smp := startSampler()
+	cpu0 := cpuTime()
+	t0 := time.Now()
+	fmt.Fprintf(ios.Err, "sluice-bench sink: listening on %s (runner %s)\n", joinStrings(bound), sk.e.Runner())
+
+	reason := "interrupted"
+	var limit <-chan time.Time
+	if c.Duration > 0 {
+		t := time.NewTimer(c.Duration)
+		defer t.Stop()
+		limit = t.C
+	}
+	tick := 100 * time.Millisecond
+	if c.UntilIdle > 0 {
+		tick = min(tick, max(c.UntilIdle/4, 5*time.Millisecond))
+	}
+	ticker := time.NewTicker(tick)
+	defer ticker.Stop()
+	lastReport := t0
+	var lastBytes uint64
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case <-limit:
+			reason = "duration"
+			break loop
+		case now := <-ticker.C:
+			total := col.total.Load()
+			if c.UntilIdle > 0 && total > 0 && sk.live() == 0 &&
+				now.Sub(time.Unix(0, col.last.Load())) >= c.UntilIdle {
+				reason = "idle"
+				break loop
+			}
+			if now.Sub(lastReport) >= 5*time.Second {
+				rate := float64(total-lastBytes) / now.Sub(lastReport).Seconds()
+				fmt.Fprintf(ios.Err, "sluice-bench sink: %d sources live, %s received, %s\n", sk.live(), FormatBytes(total), FormatRate(rate))
+				lastReport, lastBytes = now, total
+			}
+		}
+	}
+	wall := time.Since(t0)
+	waits := sk.e.Pool().Stats().Waits
+	runner := sk.e.Runner()
+	closed = true
+	if err := sk.close(); err != nil {
+		return nil, err
+	}
+	cpu := cpuTime() - cpu0
+	threads, rss := smp.finish()
+
+	rep := &SinkReport{Command: "sink", Runner: runner, Listen: bound, Bytes: col.total.Load(),
+		WallS: wall.Seconds(), CPUS: cpu.Seconds(), ThreadsMax: threads, RSSMaxBytes: rss,
+		PoolWaits: waits, Partials: col.partials.Load(), Errors: col.errs.Load(), StopReason: reason, Host: hostInfo(),
+		Streams: []SinkStream{}}
+	if f, l := col.first.Load(), col.last.Load(); f > 0 && l > f {
+		rep.DurationS = time.Duration(l - f).Seconds()
+		rep.ThroughputBps = float64(rep.Bytes) / rep.DurationS
+	}
+	rep.CPUSPerGiB = cpuPerGiB(rep.CPUS, rep.Bytes)
+	var xs []float64
+	for _, s := range col.snapshot() {
+		rep.Streams = append(rep.Streams, SinkStream{Source: uint64(s.id), Peer: peerOf(s.name), Bytes: s.bytes,
+			CRC32C: fmt.Sprintf("%08x", s.crc), Errors: s.errors.Load()})
+		xs = append(xs, float64(s.bytes))
+	}
+	rep.Sources = len(rep.Streams)
+	rep.FairnessJain = JainIndex(xs)
+	fmt.Fprintf(ios.Err, "sluice-bench sink: stopped (%s): %d sources, %s in %.2fs, %s, %.3f CPU-s/GiB\n",
+		reason, rep.Sources, FormatBytes(rep.Bytes), rep.DurationS, FormatRate(rep.ThroughputBps), rep.CPUSPerGiB)
+	path := c.JSON
+	if path == "" {
+		path = "-"
+	}
+	if err := writeJSON(path, rep, ios); err != nil {
+		return rep, err
+	}
+	if ctx.Err() != nil && !errors.Is(ctx.Err(), context.Canceled) {
+		return rep, ctx.Err()
+	}
+	return rep, nil
+}
+
+func joinStrings(ss []string) string {
+	out := ""
+	for i, s := range ss {
+		if i > 0 {
+			out += ", "
+		}
+		out += s
+	}
+	return out
+}

@@ -1,0 +1,92 @@
+package bench
+
+import (
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/sluice-io/sluice/ring"
+	"golang.org/x/sys/unix"
+)
+
+// cpuTime is the user plus system CPU time this process has used
+// (getrusage RUSAGE_SELF): the engine's cost, since the load generator
+// runs in a process of its own.
+func cpuTime() time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// Host describes the machine a report was made on.
+type Host struct {
+	Kernel string `json:"kernel"`
+	Go     string `json:"go"`
+	OS     string `json:"os"`
+	Arch   string `json:"arch"`
+	CPUs   int    `json:"cpus"`
+}
+
+func hostInfo() Host {
+	return Host{
+		Kernel: ring.Probe().Kernel.Release, Go: runtime.Version(),
+		OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU(),
+	}
+}
+
+// sampler polls the process's OS thread count and resident set while a
+// measurement runs, keeping the maxima. Polling is cheap (one read of
+// /proc/self/status) and its small cost is charged to every runner alike.
+type sampler struct {
+	stop chan struct{}
+	done chan struct{}
+
+	mu         sync.Mutex
+	threadsMax int
+	rssMax     int64
+}
+
+const samplePeriod = 50 * time.Millisecond
+
+// startSampler resets the kernel's peak-RSS mark where it can, so that
+// each measurement sees its own peak, and starts polling.
+func startSampler() *sampler {
+	resetPeakRSS()
+	s := &sampler{stop: make(chan struct{}), done: make(chan struct{})}
+	s.sample()
+	go func() {
+		defer close(s.done)
+		t := time.NewTicker(samplePeriod)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				s.sample()
+			case <-s.stop:
+				return
+			}
+		}
+	}()
+	return s
+}
+
+func (s *sampler) sample() {
+	threads, rss := procUsage()
+	s.mu.Lock()
+	s.threadsMax = max(s.threadsMax, threads)
+	s.rssMax = max(s.rssMax, rss)
+	s.mu.Unlock()
+}
+
+// finish stops polling and returns the maxima: threads, and resident bytes
+// (the larger of the polled maximum and the kernel's peak mark).
+func (s *sampler) finish() (threads int, rss int64) {
+	close(s.stop)
+	<-s.done
+	s.sample()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.threadsMax, max(s.rssMax, peakRSS())
+}

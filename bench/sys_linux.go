@@ -1,0 +1,102 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// procUsage reads the thread count and resident set size from
+// /proc/self/status.
+func procUsage() (threads int, rss int64) {
+	threads, rss, _ = readStatus()
+	return threads, rss
+}
+
+// peakRSS is VmHWM, the resident high-water mark since the last
+// resetPeakRSS.
+func peakRSS() int64 {
+	_, _, hwm := readStatus()
+	return hwm
+}
+
+func readStatus() (threads int, rss, hwm int64) {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, 0, 0
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		line := sc.Bytes()
+		key, val, ok := bytes.Cut(line, []byte(":"))
+		if !ok {
+			continue
+		}
+		switch string(key) {
+		case "Threads":
+			threads, _ = strconv.Atoi(string(bytes.TrimSpace(val)))
+		case "VmRSS":
+			rss = kbField(val)
+		case "VmHWM":
+			hwm = kbField(val)
+		}
+	}
+	return threads, rss, hwm
+}
+
+func kbField(v []byte) int64 {
+	v = bytes.TrimSpace(bytes.TrimSuffix(bytes.TrimSpace(v), []byte("kB")))
+	n, _ := strconv.ParseInt(string(v), 10, 64)
+	return n << 10
+}
+
+// resetPeakRSS resets VmHWM to the current RSS (writing 5 to clear_refs,
+// Linux 4.0), so that each runner's peak is its own.
+func resetPeakRSS() { os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) }
+
+// allowedCPUs returns the CPUs this process may run on.
+func allowedCPUs() []int {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return nil
+	}
+	var cpus []int
+	for i := range 1024 {
+		if set.IsSet(i) {
+			cpus = append(cpus, i)
+		}
+	}
+	return cpus
+}
+
+// pinProcess restricts every thread of this process to cpus. Threads
+// created later inherit the mask of the thread that creates them, which is
+// pinned by then. The walk is made twice to catch threads created during
+// the first.
+func pinProcess(cpus []int) error {
+	var set unix.CPUSet
+	for _, c := range cpus {
+		set.Set(c)
+	}
+	for range 2 {
+		tasks, err := os.ReadDir("/proc/self/task")
+		if err != nil {
+			return fmt.Errorf("bench: pin: %w", err)
+		}
+		for _, t := range tasks {
+			tid, err := strconv.Atoi(t.Name())
+			if err != nil {
+				continue
+			}
+			// A thread may exit meanwhile (ESRCH): nothing to pin.
+			if err := unix.SchedSetaffinity(tid, &set); err != nil && err != unix.ESRCH {
+				return fmt.Errorf("bench: pin thread %d to cpus %v: %w", tid, cpus, err)
+			}
+		}
+	}
+	return nil
+}

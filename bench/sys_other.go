@@ -1,0 +1,40 @@
+//go:build !linux
+
+package bench
+
+import (
+	"errors"
+	"runtime"
+	"runtime/pprof"
+
+	"golang.org/x/sys/unix"
+)
+
+// procUsage approximates the thread count by the threads the runtime has
+// created, and the resident set by the peak (there is no /proc here).
+func procUsage() (threads int, rss int64) {
+	return pprof.Lookup("threadcreate").Count(), peakRSS()
+}
+
+// peakRSS is getrusage's ru_maxrss, in bytes on the BSDs and macOS.
+func peakRSS() int64 {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Maxrss
+}
+
+// resetPeakRSS cannot reset the peak outside Linux.
+func resetPeakRSS() {}
+
+// allowedCPUs lists every CPU: affinity is not available here.
+func allowedCPUs() []int {
+	cpus := make([]int, runtime.NumCPU())
+	for i := range cpus {
+		cpus[i] = i
+	}
+	return cpus
+}
+
+func pinProcess([]int) error { return errors.New("bench: pinning CPUs needs Linux") }

@@ -1,0 +1,377 @@
+package bench
+
+import (
+	"bytes"
+	"encoding/binary"
+	"flag"
+	"io"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+)
+
+func TestJainIndex(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		xs   []float64
+		want float64
+	}{
+		{"empty", nil, 0},
+		{"all zero", []float64{0, 0}, 0},
+		{"equal", []float64{5, 5, 5, 5}, 1},
+		{"one takes all", []float64{8, 0, 0, 0}, 0.25},
+		{"two of four", []float64{1, 1, 0, 0}, 0.5},
+		{"textbook", []float64{1, 2, 3}, 36.0 / 42.0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := JainIndex(tc.xs); math.Abs(got-tc.want) > 1e-12 {
+				t.Errorf("JainIndex(%v) = %v, want %v", tc.xs, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestWeightedJainUndoesSkew(t *testing.T) {
+	w := SkewWeights(10, 0.2)
+	bytes := make([]float64, len(w))
+	for i := range w {
+		bytes[i] = 1000 * w[i] // every source got exactly its share
+	}
+	if got := weightedJain(bytes, w); math.Abs(got-1) > 1e-12 {
+		t.Errorf("weightedJain = %v, want 1", got)
+	}
+	if plain := JainIndex(bytes); plain > 0.6 {
+		t.Errorf("plain Jain of a skewed split = %v, want well below 1", plain)
+	}
+}
+
+// fakeRec collects recorded values.
+type fakeRec struct{ vals []int64 }
+
+func (r *fakeRec) RecordValue(v int64) error {
+	r.vals = append(r.vals, v)
+	return nil
+}
+
+// stampedStream builds n messages of size bytes whose timestamps are
+// 1000, 2000, ...
+func stampedStream(n, size int) []byte {
+	b := make([]byte, n*size)
+	for i := range n {
+		binary.LittleEndian.PutUint64(b[i*size:], uint64(1000*(i+1)))
+		for j := TimestampSize; j < size; j++ {
+			b[i*size+j] = 0xEE // payload that must never be read as a timestamp
+		}
+	}
+	return b
+}
+
+func TestRecordTrackerAcrossChunkBoundaries(t *testing.T) {
+	const now = 1 << 30
+	for _, size := range []int{8, 9, 16, 100, 4096} {
+		stream := stampedStream(50, size)
+		for _, split := range []string{"whole", "bytewise", "random"} {
+			var chunks [][]byte
+			switch split {
+			case "whole":
+				chunks = [][]byte{stream}
+			case "bytewise":
+				for i := range stream {
+					chunks = append(chunks, stream[i:i+1])
+				}
+			case "random":
+				rng := rand.New(rand.NewPCG(uint64(size), 7))
+				for rest := stream; len(rest) > 0; {
+					n := min(len(rest), 1+rng.IntN(2*size))
+					chunks, rest = append(chunks, rest[:n]), rest[n:]
+				}
+			}
+			tr := recordTracker{size: size}
+			var rec fakeRec
+			total := 0
+			for _, c := range chunks {
+				total += tr.feed(c, now, &rec)
+			}
+			if total != 50 || len(rec.vals) != 50 {
+				t.Fatalf("size %d, %s: %d timestamps (%d recorded), want 50", size, split, total, len(rec.vals))
+			}
+			for i, v := range rec.vals {
+				if want := int64(now - 1000*(i+1)); v != want {
+					t.Fatalf("size %d, %s: latency %d = %d, want %d", size, split, i, v, want)
+				}
+			}
+			if tr.pos != 0 {
+				t.Errorf("size %d, %s: tracker ends at offset %d, want 0", size, split, tr.pos)
+			}
+		}
+	}
+}
+
+func TestRecordTrackerClampsFutureTimestamps(t *testing.T) {
+	tr := recordTracker{size: 16}
+	var rec fakeRec
+	tr.feed(stampedStream(1, 16), 0, &rec) // stamped 1000ns "in the future"
+	if len(rec.vals) != 1 || rec.vals[0] != 0 {
+		t.Errorf("recorded %v, want [0]", rec.vals)
+	}
+}
+
+func BenchmarkRecordTracker(b *testing.B) {
+	for _, size := range []int{64, 1024, 16 << 10} {
+		b.Run(FormatBytes(uint64(size)), func(b *testing.B) {
+			chunk := stampedStream((64<<10)/size, size)
+			h := newHist()
+			tr := recordTracker{size: size}
+			now := time.Now().UnixNano()
+			b.SetBytes(int64(len(chunk)))
+			b.ReportAllocs()
+			for b.Loop() {
+				tr.feed(chunk[:len(chunk)/3], now, h)
+				tr.feed(chunk[len(chunk)/3:], now, h)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(chunk)/size), "ns/record")
+		})
+	}
+}
+
+func TestRecordTrackerAllocs(t *testing.T) {
+	chunk := stampedStream(64, 1024)
+	h := newHist()
+	tr := recordTracker{size: 1024}
+	if n := testing.AllocsPerRun(100, func() { tr.feed(chunk[5:], 1<<30, h) }); n != 0 {
+		t.Errorf("feed allocates %v times per chunk, want 0", n)
+	}
+}
+
+func TestPacerMeanGap(t *testing.T) {
+	const rate, size = 1 << 20, 1024 // 1024 messages a second: ~976.6µs apart
+	mean := float64(size) / rate * 1e9
+	for _, arrivals := range []string{ArrivalsPoisson, ArrivalsUniform} {
+		p, err := newPacer(arrivals, rate, size, 42)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const n = 20000
+		first := p.advance()
+		var last int64
+		var sq float64
+		prev := first
+		for range n {
+			last = p.advance()
+			d := float64(last - prev)
+			sq += (d - mean) * (d - mean)
+			prev = last
+		}
+		got := float64(last-first) / n
+		if math.Abs(got-mean)/mean > 0.03 {
+			t.Errorf("%s: mean gap %.0fns, want %.0fns ±3%%", arrivals, got, mean)
+		}
+		sd := math.Sqrt(sq / n)
+		switch arrivals {
+		case ArrivalsPoisson: // exponential: standard deviation equals the mean
+			if math.Abs(sd-mean)/mean > 0.05 {
+				t.Errorf("poisson: gap sd %.0fns, want about %.0fns", sd, mean)
+			}
+		case ArrivalsUniform:
+			if sd > 2 {
+				t.Errorf("uniform: gap sd %.1fns, want ~0", sd)
+			}
+			if first < 0 || float64(first) > mean {
+				t.Errorf("uniform: phase %d outside [0, %.0f)", first, mean)
+			}
+		}
+	}
+	if _, err := newPacer("bursty", rate, size, 1); err == nil {
+		t.Error("unknown arrival model accepted")
+	}
+	if _, err := newPacer(ArrivalsPoisson, 0, size, 1); err == nil {
+		t.Error("zero rate accepted")
+	}
+}
+
+func TestSkewWeights(t *testing.T) {
+	for _, tc := range []struct {
+		n         int
+		f         float64
+		hot       int
+		hotShare  float64 // fraction of the load on the hot sources
+		uniformly bool
+	}{
+		{10, 0, 0, 0, true},
+		{10, 0.2, 2, 0.8, false},
+		{1000, 0.1, 100, 0.9, false},
+		{3, 0.1, 1, 0.9, false},
+		{1, 0.2, 0, 0, true},
+		{10, 0.5, 5, 0.5, false},
+	} {
+		w := SkewWeights(tc.n, tc.f)
+		var sum, hot float64
+		for i, x := range w {
+			sum += x
+			if i < tc.hot {
+				hot += x
+			}
+		}
+		if math.Abs(sum-float64(tc.n)) > 1e-9 {
+			t.Errorf("SkewWeights(%d, %v) sums to %v, want %d", tc.n, tc.f, sum, tc.n)
+		}
+		if tc.uniformly {
+			for _, x := range w {
+				if x != 1 {
+					t.Errorf("SkewWeights(%d, %v) = %v, want all 1", tc.n, tc.f, w)
+					break
+				}
+			}
+			continue
+		}
+		if got := hot / sum; math.Abs(got-tc.hotShare) > 1e-9 {
+			t.Errorf("SkewWeights(%d, %v): hot sources carry %v of the load, want %v", tc.n, tc.f, got, tc.hotShare)
+		}
+	}
+}
+
+func TestParseSizeAndRate(t *testing.T) {
+	for in, want := range map[string]Size{"4096": 4096, "64KiB": 64 << 10, "16 KiB": 16 << 10, "1MiB": 1 << 20, "1MB": 1e6} {
+		if got, err := ParseSize(in); err != nil || got != want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for in, want := range map[string]Rate{"1MiB/s": 1 << 20, "500KB/s": 500e3, "0": 0, "unlimited": 0, "10MiB": 10 << 20} {
+		if got, err := ParseRate(in); err != nil || got != want {
+			t.Errorf("ParseRate(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"lots", "-5", "1XB"} {
+		if _, err := ParseSize(bad); err == nil {
+			t.Errorf("ParseSize(%q) succeeded", bad)
+		}
+	}
+}
+
+// parseRun parses args as the run command does, then validates.
+func parseRun(args ...string) error {
+	c := DefaultRunConfig()
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	c.RegisterFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	return c.Validate()
+}
+
+func TestFlagErrorsNameTheFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"--sources", "x"}, "-sources"},
+		{[]string{"--sources", "0"}, "--sources"},
+		{[]string{"--rounds", "0"}, "--rounds"},
+		{[]string{"--duration", "0s"}, "--duration"},
+		{[]string{"--msg-size", "4"}, "--msg-size"},
+		{[]string{"--msg-size", "huge"}, "-msg-size"},
+		{[]string{"--rate", "fast"}, "-rate"},
+		{[]string{"--arrivals", "bursty"}, "--arrivals"},
+		{[]string{"--skew", "0.2"}, "--skew"}, // needs --rate
+		{[]string{"--skew", "1.5", "--rate", "1MiB/s"}, "--skew"},
+		{[]string{"--runners", "uring,fibers"}, "--runners"},
+		{[]string{"--buf", "1000"}, "--buf"}, // not a power of two
+		{[]string{"--pool", "-1"}, "--pool"},
+		{[]string{"--max-dial", "0"}, "--max-dial"},
+		{[]string{"--nonsense"}, "-nonsense"},
+	} {
+		err := parseRun(tc.args...)
+		if err == nil {
+			t.Errorf("run %v: no error", tc.args)
+			continue
+		}
+		if !strings.Contains(err.Error(), tc.flag) {
+			t.Errorf("run %v: error %q does not name %s", tc.args, err, tc.flag)
+		}
+	}
+	if err := parseRun("--runners", "goroutine", "--rate", "1MiB/s", "--skew", "0.2", "--arrivals", "uniform"); err != nil {
+		t.Errorf("good flags rejected: %v", err)
+	}
+
+	sink := func(args ...string) error {
+		c := DefaultSinkConfig()
+		fs := flag.NewFlagSet("sink", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		c.RegisterFlags(fs)
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		return c.Validate()
+	}
+	for _, tc := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"--listen", "nowhere"}, "--listen"},
+		{[]string{"--ports", "0"}, "--ports"},
+		{[]string{"--listen", "127.0.0.1:0", "--ports", "4"}, "--ports"},
+		{[]string{"--runner", "fibers"}, "--runner"},
+		{[]string{"--until-idle", "-1s"}, "--until-idle"},
+		{[]string{"--max-conns", "-1"}, "--max-conns"},
+	} {
+		if err := sink(tc.args...); err == nil || !strings.Contains(err.Error(), tc.flag) {
+			t.Errorf("sink %v: error %v does not name %s", tc.args, err, tc.flag)
+		}
+	}
+}
+
+func TestResultTable(t *testing.T) {
+	a := &Result{Runner: "uring", ThroughputBps: 1.5 * (1 << 30), Bytes: 3 << 30, CPUSPerGiB: 0.4, ThreadsMax: 5,
+		RSSMaxBytes: 80 << 20, LatencyNs: Latency{Count: 10, P50: 1500, P99: 812_345, P999: 2_000_000, Max: 1_500_000_000},
+		FairnessJain: 0.99, PoolWaits: 12345, PartialFlushes: 7, Verified: true}
+	b := &Result{Runner: "goroutine", ThroughputBps: 1 << 30, Bytes: 2 << 30, CPUSPerGiB: 0.5, ThreadsMax: 10,
+		RSSMaxBytes: 80 << 20, LatencyNs: Latency{Count: 10, P50: 3000, P99: 1_624_690, P999: 3e6, Max: 2e9},
+		FairnessJain: 0.9, Mismatches: []string{"x"}}
+	var buf bytes.Buffer
+	writeResultTable(&buf, []*Result{a, b})
+	writeRatios(&buf, []*Result{a, b})
+	out := buf.String()
+	for _, want := range []string{
+		"1.5 GiB/s", "3.0 GiB", "80 MiB", "1.5µs", "812.35µs", "1.5s", "12,345", "0.9900", "ok", "FAIL(1)",
+		"uring/goroutine: 1.50x throughput, 0.80x CPU-s/GiB, 0.50x threads, 1.00x RSS, 0.50x p99",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	lines := strings.Split(out, "\n")
+	if n := utf8.RuneCountInString; n(lines[0]) != n(lines[1]) || n(lines[1]) != n(lines[2]) {
+		t.Errorf("table rows are not aligned:\n%s", out)
+	}
+}
+
+func TestParseFio(t *testing.T) {
+	out := []byte(`note: both iodepth >= 1 and synchronous I/O engine are selected
+{"fio version":"fio-3.36","jobs":[{"jobname":"f0","read":{"io_bytes":1073741824,"bw_bytes":7000000000,"runtime":153},"usr_cpu":10.0,"sys_cpu":90.0}]}`)
+	r, err := parseFio(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Bytes != 1<<30 || r.ThroughputBps != 7e9 || math.Abs(r.CPUS-0.153) > 1e-9 {
+		t.Errorf("parseFio = %+v", r)
+	}
+	if _, err := parseFio([]byte(`{"jobs":[]}`)); err == nil {
+		t.Error("empty fio output accepted")
+	}
+}
+
+func TestPlots(t *testing.T) {
+	svg := barChart("t", []string{"uring", "epoll"}, []float64{2e9, 1e9}, FormatRate)
+	if !strings.HasPrefix(svg, "<svg") || !strings.Contains(svg, "1.9 GiB/s") || strings.Count(svg, "<rect") != 3 {
+		t.Errorf("bar chart:\n%s", svg)
+	}
+	svg = lineChart("t", "x", "y", []series{{Name: "uring <p99>", Points: [][2]float64{{1e6, 1e4}, {2e6, 1e6}}}},
+		FormatRate, func(v float64) string { return FormatNanos(int64(v)) })
+	if !strings.Contains(svg, "<polyline") || !strings.Contains(svg, "uring &lt;p99&gt;") {
+		t.Errorf("line chart:\n%s", svg)
+	}
+}
