@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"sync"
@@ -46,7 +47,17 @@ type source struct {
 	chunks   atomic.Uint64
 	partials atomic.Uint64
 	errs     atomic.Uint64
+	dropped  atomic.Uint64 // datagrams too large for a buffer
 	lastErr  atomic.Pointer[error]
+}
+
+var _ srcs.DatagramDropReporter = (*source)(nil)
+
+// DatagramDropped implements srcs.DatagramDropReporter: the drop is counted
+// and reported, in order behind the datagrams read before it.
+func (s *source) DatagramDropped(_ *srcs.Lane, size int) {
+	s.dropped.Add(1)
+	s.report("read", fmt.Errorf("%w: dropped a datagram of %d bytes or more", srcs.ErrDatagramTooLarge, size))
 }
 
 // Emit implements srcs.Emitter: it turns a filled buffer into a chunk and
@@ -168,6 +179,11 @@ type SourceStats struct {
 	Partials uint64
 	Errors   uint64
 	LastErr  error
+	// DatagramsTooLarge counts datagrams dropped for not fitting a buffer;
+	// KernelDrops counts those the kernel dropped before sluice could read
+	// them, for sources that can tell (srcs.DropCounter).
+	DatagramsTooLarge uint64
+	KernelDrops       uint64
 	// PoolWaits counts the times the source had to queue for a buffer;
 	// Held is the buffers charged to it now, including chunks not yet
 	// released by processing.
@@ -184,6 +200,12 @@ func (s *source) stats() SourceStats {
 	}
 	if e := s.lastErr.Load(); e != nil {
 		st.LastErr = *e
+	}
+	st.DatagramsTooLarge = s.dropped.Load()
+	if dc, ok := s.src.(srcs.DropCounter); ok {
+		if n, err := dc.Drops(); err == nil {
+			st.KernelDrops = n
+		}
 	}
 	return st
 }

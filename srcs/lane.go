@@ -21,8 +21,8 @@ const (
 	Partial Flags = 1 << iota
 	// EndOfStream marks the empty chunk that follows a source's last data.
 	EndOfStream
-	// Datagrams marks a buffer that holds whole datagrams or messages,
-	// framed as the source's Framer documents.
+	// Datagrams marks a buffer that holds whole datagrams, each behind a
+	// 4-byte little-endian length (see ForEachDatagram).
 	Datagrams
 )
 

@@ -40,7 +40,7 @@ const (
 	// Stream is a connected byte stream: recv(2) or read(2) until 0 bytes.
 	Stream Kind = iota
 	// Datagram is a message socket: one recvmsg(2) per datagram, boundaries
-	// preserved (see Framer).
+	// preserved (see ForEachDatagram).
 	Datagram
 	// File is a regular file read positionally from Desc.Offset.
 	File
@@ -135,6 +135,13 @@ var (
 	// the source has none.
 	ErrNoDescriptor = errors.New("srcs: source has no kernel descriptor")
 )
+
+// DropCounter is the optional capability of sources that can read how many
+// datagrams the kernel dropped before sluice could receive them (a full
+// socket receive buffer). The engine shows it in per-source stats.
+type DropCounter interface {
+	Drops() (uint64, error)
+}
 
 // SourceError wraps an error with the source it happened to. The engine
 // hands these to its error handler.
