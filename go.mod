@@ -3,15 +3,16 @@ module github.com/sluice-io/sluice
 go 1.26.0
 
 require (
-	github.com/HdrHistogram/hdrhistogram-go v1.4.0 // indirect
-	github.com/chzyer/readline v1.5.1 // indirect
-	github.com/dustin/go-humanize v1.1.0 // indirect
-	github.com/google/pprof v0.0.0-20260906184651-6331bc6350fe // indirect
+	github.com/HdrHistogram/hdrhistogram-go v1.4.0
+	github.com/dustin/go-humanize v1.1.0
+	github.com/google/pprof v0.0.0-20260906184651-6331bc6350fe
+	github.com/mochi-mqtt/server/v2 v2.7.9
+	go.uber.org/goleak v1.3.0
+	golang.org/x/sys v0.49.0
+)
+
+require (
 	github.com/gorilla/websocket v1.5.0 // indirect
-	github.com/ianlancetaylor/demangle v0.0.0-20250417193237-f615e6bd150b // indirect
-	github.com/mochi-mqtt/server/v2 v2.7.9 // indirect
 	github.com/rs/xid v1.4.0 // indirect
-	go.uber.org/goleak v1.3.0 // indirect
-	golang.org/x/sys v0.49.0 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 )
