@@ -4,14 +4,16 @@
 GO ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
 export PATH := $(dir $(GO)):$(PATH)
 
-# CI runs with CI=true; there io_uring tests must run for real, so a skip
-# becomes a failure.
+# CI runs with CI=true; there io_uring and mosquitto tests must run for
+# real, so a skip becomes a failure.
 ifeq ($(CI),true)
 export SLUICE_REQUIRE_URING := 1
+export SLUICE_REQUIRE_MOSQUITTO := 1
 endif
 
-# Debian packages the tests and load scripts need; installed when missing.
-DEB_PKGS ?= fio jq
+# Debian packages the tests and load scripts need; installed when missing:
+# fio and jq for the load scripts, mosquitto for the MQTT broker-restart test.
+DEB_PKGS ?= fio jq mosquitto
 
 FUZZTIME ?= 10s
 TEST_TIMEOUT ?= 20m

@@ -9,10 +9,10 @@ require (
 	github.com/mochi-mqtt/server/v2 v2.7.9
 	go.uber.org/goleak v1.3.0
 	golang.org/x/sys v0.49.0
+	gopkg.in/yaml.v3 v3.0.1
 )
 
 require (
 	github.com/gorilla/websocket v1.5.0 // indirect
 	github.com/rs/xid v1.4.0 // indirect
-	gopkg.in/yaml.v3 v3.0.1 // indirect
 )
