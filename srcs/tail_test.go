@@ -477,15 +477,15 @@ func TestTailOpenErrors(t *testing.T) {
 		}
 	})
 	t.Run("permission denied", func(t *testing.T) {
-		if os.Geteuid() == 0 {
-			t.Skip("running as root: root reads files whatever their mode, so permission denied cannot be triggered")
-		}
 		path := filepath.Join(dir, "secret")
 		if err := os.WriteFile(path, []byte("x"), 0o000); err != nil {
 			t.Fatal(err)
 		}
 		tl := newTail(t, srcs.TailConfig{Path: path})
-		err := tl.Open(context.Background())
+		err := asUnprivileged(func() error { return tl.Open(context.Background()) })
+		if errors.Is(err, errors.ErrUnsupported) {
+			t.Skip("running as root on a system where a test cannot drop file access")
+		}
 		if !errors.Is(err, fs.ErrPermission) || !strings.Contains(err.Error(), path) {
 			t.Fatalf("Open = %v, want fs.ErrPermission naming %s", err, path)
 		}
