@@ -14,6 +14,9 @@ import (
 func writeRunTable(w io.Writer, rep *RunReport) {
 	writeResultTable(w, rep.Summary)
 	writeRatios(w, rep.Summary)
+	for _, s := range rep.Failed {
+		fmt.Fprintf(w, "failed %s: %s\n", s.Runner, s.Reason)
+	}
 	for _, s := range rep.Skipped {
 		fmt.Fprintf(w, "skipped %s: %s\n", s.Runner, s.Reason)
 	}

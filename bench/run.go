@@ -162,7 +162,10 @@ type RunReport struct {
 	Runs    []*Result `json:"runs"`
 	Summary []*Result `json:"summary"`
 	Skipped []Skipped `json:"skipped"`
-	OK      bool      `json:"ok"` // every byte verified
+	// Failed lists runners that started but could not carry the load (a
+	// thread cap, a dial failure); the others are still measured.
+	Failed []Skipped `json:"failed"`
+	OK     bool      `json:"ok"` // every byte verified
 }
 
 type runParams struct {
@@ -214,12 +217,16 @@ func Run(ctx context.Context, c RunConfig, ios IO) (*RunReport, error) {
 	fmt.Fprintf(ios.Err, "sluice-bench run: %d sources, %s messages, rate %s per source, %v per runner, runners %v, %s\n",
 		c.Sources, FormatBytes(uint64(c.MsgSize)), rateOrUnlimited(c.Rate), c.Duration, runners, pinNote(pin))
 	byRunner := map[string][]*Result{}
+	failed := map[string]bool{}
 	for round := range c.Rounds {
 		order := slices.Clone(runners)
 		if round%2 == 1 {
 			slices.Reverse(order)
 		}
 		for _, name := range order {
+			if failed[name] {
+				continue
+			}
 			w := workload{Runner: name, Round: round, Sources: c.Sources, Duration: c.Duration, MsgSize: c.MsgSize,
 				Rate: c.Rate, Arrivals: c.Arrivals, Skew: c.Skew, MaxDial: c.MaxDial, Verify: c.Verify,
 				Engine: c.Engine, Exe: exe, GenCPUs: pin.GenCPUs, Profile: c.Profile, Label: name}
@@ -228,7 +235,15 @@ func Run(ctx context.Context, c RunConfig, ios IO) (*RunReport, error) {
 			}
 			r, err := measure(ctx, w, ios)
 			if err != nil {
-				return nil, fmt.Errorf("bench: runner %s: %w", name, err)
+				if ctx.Err() != nil {
+					return nil, fmt.Errorf("bench: runner %s: %w", name, err)
+				}
+				// One runner failing under the load is a result, not the
+				// end of the comparison.
+				fmt.Fprintf(ios.Err, "sluice-bench: runner %s failed: %v\n", name, err)
+				failed[name] = true
+				rep.Failed = append(rep.Failed, Skipped{Runner: name, Reason: err.Error()})
+				continue
 			}
 			fmt.Fprintf(ios.Err, "%s: %s in %.2fs, %s\n", w.Label, FormatBytes(r.Bytes), r.DurationS, FormatRate(r.ThroughputBps))
 			for _, m := range r.Mismatches {
@@ -241,7 +256,13 @@ func Run(ctx context.Context, c RunConfig, ios IO) (*RunReport, error) {
 			byRunner[name] = append(byRunner[name], r)
 		}
 	}
+	if len(rep.Failed) == len(runners) {
+		return nil, fmt.Errorf("bench: every runner failed; the first: %s", rep.Failed[0].Reason)
+	}
 	for _, name := range runners {
+		if len(byRunner[name]) == 0 {
+			continue
+		}
 		s := mergeResults(byRunner[name])
 		rep.Summary = append(rep.Summary, s)
 		rep.OK = rep.OK && s.Verified
