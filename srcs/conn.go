@@ -3,6 +3,7 @@ package srcs
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"sync"
@@ -114,24 +115,35 @@ func (s *Conn) Desc() (Desc, error) {
 	if !ok {
 		return Desc{}, fmt.Errorf("srcs: %s: %w", s.name, ErrNoDescriptor)
 	}
+	fd, err := detach(s.name, sc, s.c)
+	if err != nil {
+		return Desc{}, err
+	}
+	s.c, s.fd = nil, fd
+	return Desc{FD: fd, Kind: Stream}, nil
+}
+
+// detach duplicates the descriptor behind sc and closes c, so that the
+// caller owns a raw descriptor Go's netpoller no longer watches. The
+// duplicate shares the open file description, so it keeps its
+// non-blocking mode and, for a datagram socket, its binding; closing c
+// only drops Go's copy.
+func detach(name string, sc syscall.Conn, c io.Closer) (int, error) {
 	rc, err := sc.SyscallConn()
 	if err != nil {
-		return Desc{}, fmt.Errorf("srcs: %s: %w", s.name, err)
+		return -1, fmt.Errorf("srcs: %s: %w", name, err)
 	}
 	fd, dupErr := -1, error(nil)
 	if err := rc.Control(func(raw uintptr) {
 		fd, dupErr = unix.FcntlInt(raw, unix.F_DUPFD_CLOEXEC, 0)
 	}); err != nil {
-		return Desc{}, fmt.Errorf("srcs: %s: %w", s.name, err)
+		return -1, fmt.Errorf("srcs: %s: %w", name, err)
 	}
 	if dupErr != nil {
-		return Desc{}, fmt.Errorf("srcs: %s: dup: %w", s.name, os.NewSyscallError("fcntl", dupErr))
+		return -1, fmt.Errorf("srcs: %s: dup: %w", name, os.NewSyscallError("fcntl", dupErr))
 	}
-	// The duplicate shares the open file description, so it stays
-	// non-blocking; closing the net.Conn only drops Go's copy.
-	s.c.Close()
-	s.c, s.fd = nil, fd
-	return Desc{FD: fd, Kind: Stream}, nil
+	c.Close()
+	return fd, nil
 }
 
 // Close closes the connection or the detached descriptor. It is idempotent.

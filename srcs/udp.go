@@ -216,22 +216,10 @@ func (s *UDPSource) Desc() (Desc, error) {
 	if s.fd >= 0 {
 		return Desc{FD: s.fd, Kind: Datagram}, nil
 	}
-	rc, err := s.c.SyscallConn()
+	fd, err := detach(s.name, s.c, s.c)
 	if err != nil {
-		return Desc{}, fmt.Errorf("srcs: %s: %w", s.name, err)
+		return Desc{}, err
 	}
-	fd, dupErr := -1, error(nil)
-	if err := rc.Control(func(raw uintptr) {
-		fd, dupErr = unix.FcntlInt(raw, unix.F_DUPFD_CLOEXEC, 0)
-	}); err != nil {
-		return Desc{}, fmt.Errorf("srcs: %s: %w", s.name, err)
-	}
-	if dupErr != nil {
-		return Desc{}, fmt.Errorf("srcs: %s: dup: %w", s.name, os.NewSyscallError("fcntl", dupErr))
-	}
-	// The duplicate shares the open file description, so it stays
-	// non-blocking and bound; closing the net.UDPConn only drops Go's copy.
-	s.c.Close()
 	s.c, s.fd = nil, fd
 	return Desc{FD: fd, Kind: Datagram}, nil
 }
