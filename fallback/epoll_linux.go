@@ -73,6 +73,7 @@ type Epoll struct {
 	lanes     map[*srcs.Lane]epRef // lanes being driven, for Remove
 	next      int                  // where the least-loaded search starts
 	closeErrs []error
+	fatal     error // the first worker failure, for Add once all have failed
 
 	paused  atomic.Bool
 	lanesN  atomic.Int64
@@ -118,10 +119,11 @@ func NewEpoll(cfg srcs.RunnerConfig) (*Epoll, error) {
 // Name returns "epoll".
 func (e *Epoll) Name() string { return "epoll" }
 
-// Add registers l's descriptor with the least loaded worker. It fails with
-// srcs.ErrNoDescriptor for a source that is no srcs.Descriptor, for a
-// datagram descriptor that is no SOCK_DGRAM socket, with net.ErrClosed after
-// Close, and when epoll refuses the descriptor.
+// Add registers l's descriptor with the least loaded worker that has not
+// failed. It fails with srcs.ErrNoDescriptor for a source that is no
+// srcs.Descriptor, for a datagram descriptor that is no SOCK_DGRAM socket,
+// with net.ErrClosed after Close, when epoll refuses the descriptor, and
+// with the first worker's failure once every worker has failed.
 func (e *Epoll) Add(l *srcs.Lane) error {
 	if err := checkLane("epoll", l); err != nil {
 		return err
@@ -154,8 +156,41 @@ func (e *Epoll) Add(l *srcs.Lane) error {
 	case e.lanes[l] != (epRef{}):
 		return fmt.Errorf("fallback: epoll: add lane %d: already added", l.ID)
 	}
-	w := e.pick()
-	c.tok = w.allocSlot()
+	for {
+		w := e.pick()
+		if w == nil {
+			if e.fatal == nil {
+				return fmt.Errorf("fallback: epoll: add lane %d: all workers stopped: %w", l.ID, net.ErrClosed)
+			}
+			return fmt.Errorf("fallback: epoll: add lane %d: all workers stopped: %w", l.ID, e.fatal)
+		}
+		c.tok = w.allocSlot()
+		ok, err := w.register(&c)
+		if err != nil {
+			w.freeSlot(c.tok)
+			return fmt.Errorf("fallback: epoll: add lane %d (%s): %w", l.ID, l.Name(), err)
+		}
+		if ok {
+			e.lanes[l] = epRef{w, c.tok}
+			return nil
+		}
+		// The worker failed since pick looked; it is marked stopped now,
+		// so the next pick passes it over.
+		w.freeSlot(c.tok)
+	}
+}
+
+// register adds c's descriptor to the worker's epoll instance and queues the
+// add command, or reports false when the worker has stopped. Both happen
+// under mu, so the worker cannot close its epoll descriptor (whose number
+// another file may then take) meanwhile, and a lane registered here is
+// always in the commands that the worker's shutdown finishes.
+func (w *epWorker) register(c *epCmd) (bool, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped.Load() {
+		return false, nil
+	}
 	if !c.always {
 		// Registered here rather than on the worker so that the error
 		// reaches the caller. Readiness that is already there is queued at
@@ -167,25 +202,15 @@ func (e *Epoll) Add(l *srcs.Lane) error {
 			// always readable, like a file.
 			c.always = true
 		case err != nil:
-			w.freeSlot(c.tok)
-			return fmt.Errorf("fallback: epoll: add lane %d (%s): %w", l.ID, l.Name(), os.NewSyscallError("epoll_ctl", err))
+			return false, os.NewSyscallError("epoll_ctl", err)
 		default:
 			c.polled = true
 		}
 	}
 	w.load.Add(1)
-	e.lanesN.Add(1)
-	if !w.post(c) {
-		// The worker died of an epoll_wait failure.
-		w.load.Add(-1)
-		e.lanesN.Add(-1)
-		if c.polled {
-			_ = unix.EpollCtl(w.epfd, unix.EPOLL_CTL_DEL, c.fd, nil)
-		}
-		return fmt.Errorf("fallback: epoll: add lane %d: worker stopped: %w", l.ID, net.ErrClosed)
-	}
-	e.lanes[l] = epRef{w, c.tok}
-	return nil
+	w.e.lanesN.Add(1)
+	w.postLocked(*c)
+	return true, nil
 }
 
 // epAddCmd reads l's descriptor and decides how it will be read.
@@ -234,13 +259,15 @@ func epAddCmd(l *srcs.Lane, ds srcs.Descriptor) (epCmd, error) {
 	return c, nil
 }
 
-// pick returns the worker with the fewest lanes, starting the search after
-// the last choice so that ties spread round-robin. Called with e.mu held.
+// pick returns the running worker with the fewest lanes, starting the
+// search after the last choice so that ties spread round-robin, or nil when
+// every worker has stopped. A failed worker has no lanes left, so it would
+// otherwise win every pick. Called with e.mu held.
 func (e *Epoll) pick() *epWorker {
-	best := e.workers[e.next%len(e.workers)]
-	for i := 1; i < len(e.workers); i++ {
+	var best *epWorker
+	for i := range e.workers {
 		w := e.workers[(e.next+i)%len(e.workers)]
-		if w.load.Load() < best.load.Load() {
+		if !w.stopped.Load() && (best == nil || w.load.Load() < best.load.Load()) {
 			best = w
 		}
 	}
@@ -326,6 +353,7 @@ const (
 	epGrant                  // the pool reserved a buffer for a lane
 	epWake                   // just look around (resume after a pause)
 	epClose                  // finish every lane and exit
+	epFault                  // fail as if epoll_wait had (tests)
 )
 
 // epCmd is a command for a worker. Lanes are named by token, so commands
@@ -340,8 +368,9 @@ type epCmd struct {
 	off  int64
 	// always marks a descriptor epoll cannot watch: it is always readable.
 	always bool
-	polled bool // registered with the worker's epoll instance
-	sock   bool // a socket: a short read means drained
+	polled bool  // registered with the worker's epoll instance
+	sock   bool  // a socket: a short read means drained
+	err    error // epFault
 }
 
 // epWorker is one event loop. The fields above the worker-owned block are
@@ -355,9 +384,9 @@ type epWorker struct {
 
 	mu      sync.Mutex
 	cmds    []epCmd
-	stopped bool
-	gens    []uint32 // generation of each slot, bumped on allocation
-	free    []uint32 // free slot indices
+	stopped atomic.Bool // set under mu; read without it by Epoll.pick
+	gens    []uint32    // generation of each slot, bumped on allocation
+	free    []uint32    // free slot indices
 
 	sleeping atomic.Bool  // the worker may block: posters must write efd
 	load     atomic.Int64 // lanes assigned, for Epoll.pick
@@ -373,6 +402,7 @@ type epWorker struct {
 	heap   []*epLane // lanes holding partial data, by flush deadline
 	events []unix.EpollEvent
 	drain  [8]byte // eventfd read buffer
+	fault  error   // an injected failure: the loop ends with it
 }
 
 // epLane is a worker's state for one lane. Slots are reused; the token
@@ -467,9 +497,16 @@ func (w *epWorker) freeSlot(tok uint64) {
 func (w *epWorker) post(c epCmd) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.stopped {
+	if w.stopped.Load() {
 		return false
 	}
+	w.postLocked(c)
+	return true
+}
+
+// postLocked queues a command for a worker that has not stopped. Called
+// with mu held.
+func (w *epWorker) postLocked(c epCmd) {
 	w.cmds = append(w.cmds, c)
 	if w.sleeping.CompareAndSwap(true, false) {
 		w.wakeups.Add(1)
@@ -482,7 +519,12 @@ func (w *epWorker) post(c epCmd) bool {
 			}
 		}
 	}
-	return true
+}
+
+// injectFault makes worker i fail with err as if epoll_wait had, for
+// tests. It reports false if the worker has stopped already.
+func (e *Epoll) injectFault(i int, err error) bool {
+	return e.workers[i].post(epCmd{op: epFault, err: err})
 }
 
 // pending reports whether commands are queued.
@@ -506,6 +548,9 @@ func (w *epWorker) loop() error {
 	for {
 		if w.drainCmds() {
 			return nil
+		}
+		if w.fault != nil {
+			return w.fault
 		}
 		if !w.e.paused.Load() {
 			w.serve()
@@ -573,6 +618,8 @@ func (w *epWorker) drainCmds() (closing bool) {
 			w.grant(c.tok)
 		case epClose:
 			closing = true
+		case epFault:
+			w.fault = c.err
 		}
 		*c = epCmd{} // drop the lane pointer
 	}
@@ -829,6 +876,14 @@ func (w *epWorker) grant(tok uint64) {
 		}
 	}
 	ln.waiting = false
+	if w.e.paused.Load() {
+		// Not to be read into before the resume: the buffer serves the
+		// next waiter better. The lane stays readable and queued, so the
+		// resume acquires again.
+		b.Release()
+		w.enqueue(ln)
+		return
+	}
 	ln.f.hold(b)
 	w.enqueue(ln) // readable: it was when it asked
 }
@@ -870,9 +925,16 @@ func (w *epWorker) shutdown(cause error) {
 	if cause != nil {
 		reason = fmt.Errorf("fallback: epoll: worker: %w", cause)
 		w.e.log.Error("fallback: epoll: worker stopped", "err", cause)
+		// Before stopped is set: an Add that finds every worker stopped
+		// reports the first failure.
+		w.e.mu.Lock()
+		if w.e.fatal == nil {
+			w.e.fatal = reason
+		}
+		w.e.mu.Unlock()
 	}
 	w.mu.Lock()
-	w.stopped = true
+	w.stopped.Store(true)
 	rest := w.cmds
 	w.cmds = nil
 	w.mu.Unlock()

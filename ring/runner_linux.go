@@ -112,6 +112,16 @@ const (
 // CancelFd|CancelAll), waits for their CQEs, emits partial data, and only
 // then reports Finish, after which the runner never touches the descriptor.
 //
+// # Failures
+//
+// A worker whose ring fails stops taking lanes (Add passes it over, and
+// fails only once every worker has), stops its lanes as Remove does but
+// with the failure as their Finish error, and keeps reaping until their
+// operations complete, so that bytes a receive already took from a socket
+// are emitted. If reads are still in flight when the ring has to close,
+// their buffers are leaked, never released or emitted, because the kernel
+// may still write into them; the pool then cannot close.
+//
 // A Runner is safe for concurrent use. It uses each lane's descriptor from
 // Add until just before Finish and never closes it.
 type Runner struct {
@@ -126,6 +136,7 @@ type Runner struct {
 	lanes     map[*srcs.Lane]laneRef // lanes being driven, for Remove
 	next      int                    // where the least-loaded search starts
 	closeErrs []error
+	fatal     error // the first worker failure, for Add once all have failed
 
 	paused      atomic.Bool
 	lanesN      atomic.Int64
@@ -138,7 +149,20 @@ type runnerOptions struct {
 	// register registers the slab with a worker's ring; nil means
 	// Ring.RegisterBuffers. Tests replace it to force the READ fallback.
 	register func(r *Ring, iovs []unix.Iovec) error
+	// fault, if set, runs on the worker at the top of every loop turn,
+	// before it reaps; a non-nil result is taken as a fatal ring error.
+	fault func(w *worker) error
+	// quiesce bounds how long a failed worker keeps reaping for its lanes'
+	// operations to complete; zero means quiesceTimeout, negative skips it.
+	quiesce time.Duration
+	// closeRing closes a worker's ring; nil means Ring.Close. Tests make
+	// it report operations still in flight.
+	closeRing func(r *Ring) error
 }
+
+// quiesceTimeout is how long a worker that failed waits for the operations
+// of its lanes to complete before it closes the ring anyway.
+const quiesceTimeout = 5 * time.Second
 
 // laneRef says which worker drives a lane, under which token.
 type laneRef struct {
@@ -167,6 +191,12 @@ func newRunner(cfg srcs.RunnerConfig, opts runnerOptions) (*Runner, error) {
 	}
 	if opts.register == nil {
 		opts.register = (*Ring).RegisterBuffers
+	}
+	if opts.quiesce == 0 {
+		opts.quiesce = quiesceTimeout
+	}
+	if opts.closeRing == nil {
+		opts.closeRing = (*Ring).Close
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -222,9 +252,10 @@ func runnerSupported(p ProbeResult) error {
 // Name returns "uring".
 func (r *Runner) Name() string { return "uring" }
 
-// Add hands l to the least loaded worker. It fails with srcs.ErrNoDescriptor
-// for a source that is no srcs.Descriptor, for a datagram descriptor that is
-// no SOCK_DGRAM socket, and with net.ErrClosed after Close.
+// Add hands l to the least loaded worker that has not failed. It fails with
+// srcs.ErrNoDescriptor for a source that is no srcs.Descriptor, for a
+// datagram descriptor that is no SOCK_DGRAM socket, with net.ErrClosed after
+// Close, and with the first worker's failure once every worker has failed.
 func (r *Runner) Add(l *srcs.Lane) error {
 	if err := checkLane(l); err != nil {
 		return err
@@ -248,22 +279,30 @@ func (r *Runner) Add(l *srcs.Lane) error {
 	if err := r.addableLocked(l); err != nil {
 		return err
 	}
-	w := r.pick()
-	idx, gen := w.allocSlot()
-	tok := token(idx, gen)
-	c.tok = tok
-	c.notify = func() { w.post(cmd{op: cmdGrant, tok: tok}) }
-	w.load.Add(1)
-	r.lanesN.Add(1)
-	if !w.post(c) {
-		// The worker died of a ring failure.
+	for {
+		w := r.pick()
+		if w == nil {
+			if r.fatal == nil {
+				return fmt.Errorf("ring: runner: add lane %d: all workers stopped: %w", l.ID, net.ErrClosed)
+			}
+			return fmt.Errorf("ring: runner: add lane %d: all workers stopped: %w", l.ID, r.fatal)
+		}
+		idx, gen := w.allocSlot()
+		tok := token(idx, gen)
+		c.tok = tok
+		c.notify = func() { w.post(cmd{op: cmdGrant, tok: tok}) }
+		w.load.Add(1)
+		r.lanesN.Add(1)
+		if w.post(c) {
+			r.lanes[l] = laneRef{w, tok}
+			return nil
+		}
+		// The worker failed since pick looked; it is marked stopped now,
+		// so the next pick passes it over.
 		w.load.Add(-1)
 		r.lanesN.Add(-1)
 		w.freeSlot(idx)
-		return fmt.Errorf("ring: runner: add lane %d: worker stopped: %w", l.ID, net.ErrClosed)
 	}
-	r.lanes[l] = laneRef{w, tok}
-	return nil
 }
 
 func (r *Runner) addable(l *srcs.Lane) error {
@@ -354,13 +393,15 @@ func addCmd(l *srcs.Lane, ds srcs.Descriptor) (cmd, error) {
 	return c, nil
 }
 
-// pick returns the worker with the fewest lanes, starting the search after
-// the last choice so that ties spread round-robin. Called with r.mu held.
+// pick returns the running worker with the fewest lanes, starting the
+// search after the last choice so that ties spread round-robin, or nil when
+// every worker has stopped. A failed worker has no lanes left, so it would
+// otherwise win every pick. Called with r.mu held.
 func (r *Runner) pick() *worker {
-	best := r.workers[r.next%len(r.workers)]
-	for i := 1; i < len(r.workers); i++ {
+	var best *worker
+	for i := range r.workers {
 		w := r.workers[(r.next+i)%len(r.workers)]
-		if w.load.Load() < best.load.Load() {
+		if !w.stopped.Load() && (best == nil || w.load.Load() < best.load.Load()) {
 			best = w
 		}
 	}
@@ -513,10 +554,10 @@ type worker struct {
 
 	mu      sync.Mutex
 	cmds    []cmd
-	stopped bool
-	waker   *Waker   // Wake is called under mu, so Close never races it
-	gens    []uint32 // generation of each slot, bumped on allocation
-	free    []uint32 // free slot indices
+	stopped atomic.Bool // set under mu; read without it by Runner.pick
+	waker   *Waker      // Wake is called under mu, so Close never races it
+	gens    []uint32    // generation of each slot, bumped on allocation
+	free    []uint32    // free slot indices
 
 	load    atomic.Int64 // lanes assigned, for Runner.pick
 	reads   atomic.Uint64
@@ -570,6 +611,7 @@ type lane struct {
 	parked    bool  // in the parked list
 	waiting   bool  // a pool Wait is pending
 	removing  bool  // Remove asked: cancel, then finish
+	stopErr   error // what Finish reports once a removed lane's operations end
 	cancelled bool  // the cancel SQE was issued
 	flushNow  bool  // the flush deadline passed during a read
 	hidx      int   // index in the flush heap, or -1
@@ -612,7 +654,7 @@ func (w *worker) freeSlot(idx uint32) {
 func (w *worker) post(c cmd) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.stopped {
+	if w.stopped.Load() {
 		return false
 	}
 	w.cmds = append(w.cmds, c)
@@ -683,7 +725,7 @@ func (w *worker) start() error {
 
 func (w *worker) markStopped() {
 	w.mu.Lock()
-	w.stopped = true
+	w.stopped.Store(true)
 	w.mu.Unlock()
 }
 
@@ -715,6 +757,11 @@ func (w *worker) sqe() *SQE {
 // ring fails.
 func (w *worker) loop() error {
 	for {
+		if w.r.opts.fault != nil {
+			if err := w.r.opts.fault(w); err != nil {
+				return err
+			}
+		}
 		w.ring.ForEachCQE(w.onCQE)
 		if w.woken {
 			// Re-arm before draining: a command posted after the drain
@@ -800,7 +847,7 @@ func (w *worker) handleCQE(c *CQE) {
 // polled handles a poll completion.
 func (w *worker) polled(ln *lane, res int32) {
 	if ln.removing {
-		w.finish(ln, srcs.ErrStopped)
+		w.finish(ln, ln.stopErr)
 		return
 	}
 	if res < 0 {
@@ -824,7 +871,7 @@ func (w *worker) readDone(ln *lane, res int32, flags CQEFlags) {
 	case ln.mode == modeDgram && res >= 0:
 		w.datagram(ln, int(res))
 		if ln.removing {
-			w.finish(ln, srcs.ErrStopped)
+			w.finish(ln, ln.stopErr)
 			return
 		}
 		// Datagrams are never short: only EAGAIN proves the socket
@@ -836,7 +883,7 @@ func (w *worker) readDone(ln *lane, res int32, flags CQEFlags) {
 		}
 		w.commit(ln, int(res))
 		if ln.removing {
-			w.finish(ln, srcs.ErrStopped)
+			w.finish(ln, ln.stopErr)
 			return
 		}
 		// A short read from a socket means it drained; a poll, which
@@ -844,14 +891,14 @@ func (w *worker) readDone(ln *lane, res int32, flags CQEFlags) {
 		ln.readable = ln.mode == modeFile || flags&CQEFSockNonempty != 0 || int(res) == ln.want
 	case res == 0:
 		if ln.removing {
-			w.finish(ln, srcs.ErrStopped)
+			w.finish(ln, ln.stopErr)
 		} else {
 			w.finish(ln, io.EOF)
 		}
 		return
 	default:
 		if ln.removing {
-			w.finish(ln, srcs.ErrStopped)
+			w.finish(ln, ln.stopErr)
 			return
 		}
 		switch errno := unix.Errno(-res); errno {
@@ -1001,6 +1048,13 @@ func (w *worker) advance(ln *lane) {
 		return
 	}
 	if w.r.paused.Load() {
+		if ln.buf != nil && ln.n == 0 {
+			// A grant that arrived during the pause: the buffer serves the
+			// next waiter better, and the resume acquires again.
+			b := ln.buf
+			ln.buf = nil
+			b.Release()
+		}
 		if !ln.parked {
 			ln.parked = true
 			w.parked = append(w.parked, ln)
@@ -1213,15 +1267,19 @@ func (w *worker) allocMsg(slot uint32) error {
 	return nil
 }
 
-// remove stops a lane: at once when nothing is in flight, else after the
-// cancel's victims complete.
-func (w *worker) remove(ln *lane) {
+// remove stops a lane with srcs.ErrStopped.
+func (w *worker) remove(ln *lane) { w.stop(ln, srcs.ErrStopped) }
+
+// stop ends a lane with err: at once when nothing is in flight, else after
+// the cancel's victims complete.
+func (w *worker) stop(ln *lane, err error) {
 	if ln.removing {
 		return
 	}
 	ln.removing = true
+	ln.stopErr = err
 	if ln.op == tagNone {
-		w.finish(ln, srcs.ErrStopped)
+		w.finish(ln, err)
 		return
 	}
 	w.advance(ln)
@@ -1277,24 +1335,32 @@ func (w *worker) flushDue(now time.Time) {
 	}
 }
 
-// shutdown closes the ring (cancelling and reaping whatever is left), then
-// finishes the lanes still open, which only a ring failure leaves, and
-// closes the Waker.
+// shutdown closes the ring and the Waker. After a ring failure (cause is
+// not nil) it first stops every lane and lets their operations complete
+// (quiesce), so that data a read already took from its source is emitted;
+// a lane whose operation is still in flight when the ring has to close
+// anyway gives up its buffer for good (see abandon).
 func (w *worker) shutdown(cause error) {
+	reason := srcs.ErrStopped
+	if cause != nil {
+		reason = fmt.Errorf("ring: runner: worker %d: %w", w.id, cause)
+		// Before stopped is set: an Add that finds every worker stopped
+		// reports the first failure.
+		w.r.mu.Lock()
+		if w.r.fatal == nil {
+			w.r.fatal = reason
+		}
+		w.r.mu.Unlock()
+	}
 	w.mu.Lock()
-	w.stopped = true
+	w.stopped.Store(true)
 	rest := w.cmds
 	w.cmds = nil
 	w.mu.Unlock()
 	var errs []error
-	reason := srcs.ErrStopped
 	if cause != nil {
-		reason = fmt.Errorf("ring: runner: worker %d: %w", w.id, cause)
 		errs = append(errs, reason)
 		w.r.log.Error("ring: runner: worker stopped", "worker", w.id, "err", cause)
-	}
-	if err := w.ring.Close(); err != nil {
-		errs = append(errs, fmt.Errorf("ring: runner: worker %d: %w", w.id, err))
 	}
 	for i := range rest {
 		switch rest[i].op {
@@ -1308,28 +1374,108 @@ func (w *worker) shutdown(cause error) {
 		close(ch)
 	}
 	w.syncs = nil
+	if cause != nil {
+		w.quiesce(reason)
+	}
+	closeErr := w.r.opts.closeRing(w.ring)
+	if closeErr != nil {
+		errs = append(errs, fmt.Errorf("ring: runner: worker %d: %w", w.id, closeErr))
+	}
+	leaked := 0
 	for _, ln := range w.slots {
-		if ln != nil && ln.gen != 0 {
-			ln.op = tagNone // the ring is closed: nothing is in flight
-			w.finish(ln, reason)
+		if ln == nil || ln.gen == 0 {
+			continue
 		}
+		err := reason
+		if ln.op != tagNone {
+			if closeErr != nil && w.abandon(ln) {
+				leaked++
+				err = fmt.Errorf("%w; its buffer was abandoned to a read still in flight", reason)
+			}
+			ln.op = tagNone // the ring is closed: its CQEs are gone
+		}
+		w.finish(ln, err)
+	}
+	if leaked > 0 {
+		w.r.log.Error("ring: runner: buffers leaked to reads still in flight after the ring closed",
+			"worker", w.id, "buffers", leaked, "err", closeErr)
+		errs = append(errs, fmt.Errorf("ring: runner: worker %d: leaked %d buffers to reads still in flight", w.id, leaked))
 	}
 	if err := w.waker.Close(); err != nil {
 		errs = append(errs, err)
 	}
-	// The ring is closed, so the kernel is done with every msghdr.
-	clear(w.msgs)
-	for _, a := range w.arenas {
-		if err := a.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("ring: runner: worker %d: %w", w.id, err))
+	if leaked == 0 {
+		// The kernel is done with every msghdr. Otherwise a RECVMSG may
+		// still write through one: the arenas stay mapped.
+		clear(w.msgs)
+		for _, a := range w.arenas {
+			if err := a.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("ring: runner: worker %d: %w", w.id, err))
+			}
 		}
+		w.arenas = nil
 	}
-	w.arenas = nil
 	if len(errs) > 0 {
 		w.r.mu.Lock()
 		w.r.closeErrs = append(w.r.closeErrs, errs...)
 		w.r.mu.Unlock()
 	}
+}
+
+// quiesce stops every lane of a failed worker with reason and keeps routing
+// completions through handleCQE until no lane has an operation in flight,
+// the ring refuses to work, or opts.quiesce has passed. Reads that
+// completed before the failure carry data already taken from the source.
+func (w *worker) quiesce(reason error) {
+	// What failed was the loop; cancels may still get through.
+	w.fatal = nil
+	for _, ln := range w.slots {
+		if ln != nil && ln.gen != 0 {
+			w.stop(ln, reason)
+		}
+	}
+	if w.r.opts.quiesce < 0 {
+		return
+	}
+	deadline := time.Now().Add(w.r.opts.quiesce)
+	for {
+		w.ring.ForEachCQE(w.onCQE)
+		w.woken = false // the Waker stays unarmed: nobody can post now
+		if w.fatal == nil {
+			w.advanceReady() // cancels that found no SQE before
+		}
+		left := time.Until(deadline)
+		if !w.busy() || left <= 0 {
+			return
+		}
+		_, err := w.ring.SubmitAndWaitTimeout(1, min(left, 100*time.Millisecond))
+		if err != nil && !errors.Is(err, unix.EBUSY) && !errors.Is(err, unix.EAGAIN) {
+			w.r.log.Error("ring: runner: reaping after failure", "worker", w.id, "err", err)
+			return
+		}
+	}
+}
+
+// busy reports whether any lane has an operation in flight.
+func (w *worker) busy() bool {
+	for _, ln := range w.slots {
+		if ln != nil && ln.gen != 0 && ln.op != tagNone {
+			return true
+		}
+	}
+	return false
+}
+
+// abandon gives up ln's buffer when a read the kernel may still complete
+// refers to it: neither released nor emitted, it can never be reused, and
+// it stays charged to the lane's account. Held data goes with it. It
+// reports whether there was a buffer to abandon.
+func (w *worker) abandon(ln *lane) bool {
+	if ln.op != tagRead || ln.buf == nil {
+		return false
+	}
+	ln.buf, ln.n, ln.first = nil, 0, time.Time{}
+	return true
 }
 
 // The flush heap is a binary min-heap of lanes by flush deadline; each

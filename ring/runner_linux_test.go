@@ -33,6 +33,12 @@ type rig struct {
 	rec  *srcstest.Recorder
 	log  *bytes.Buffer
 
+	// closeErr, when set, is what Close must report (a worker failure);
+	// leaked is how many buffers must stay in use for good, so the pool
+	// cannot close.
+	closeErr error
+	leaked   int
+
 	mu   sync.Mutex
 	srcs []srcs.Source
 }
@@ -51,8 +57,8 @@ func newRig(t *testing.T, workers int, pc pool.Config, opts runnerOptions) *rig 
 		t.Fatalf("newRunner: %v", err)
 	}
 	t.Cleanup(func() {
-		if err := g.run.Close(); err != nil {
-			t.Errorf("Close: %v", err)
+		if err := g.run.Close(); (err != nil || g.closeErr != nil) && !errors.Is(err, g.closeErr) {
+			t.Errorf("Close: %v, want %v", err, g.closeErr)
 		}
 		if n := g.run.Stats().Lanes; n != 0 {
 			t.Errorf("Stats().Lanes after Close = %d", n)
@@ -65,6 +71,12 @@ func newRig(t *testing.T, workers int, pc pool.Config, opts runnerOptions) *rig 
 		g.rec.ReleaseAll()
 		if err := g.rec.Err(); err != nil {
 			t.Error(err)
+		}
+		if g.leaked > 0 {
+			if st := p.Stats(); st.InUse != g.leaked {
+				t.Errorf("pool: %d buffers in use after Close, want the %d leaked", st.InUse, g.leaked)
+			}
+			return
 		}
 		if err := p.Close(); err != nil {
 			t.Errorf("pool.Close: %v (%+v)", err, p.Stats())
