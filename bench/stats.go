@@ -56,9 +56,3 @@ func summarize(h *hdrhistogram.Histogram) Latency {
 		Mean:  int64(h.Mean()),
 	}
 }
-
-// clampRecord records v in h, clamped into the histogram's range so that
-// clock steps or stalls longer than a minute are counted, not dropped.
-func clampRecord(h *hdrhistogram.Histogram, v int64) {
-	h.RecordValue(min(max(v, histMin), histMax))
-}

@@ -170,12 +170,6 @@ func (q *queue) close() {
 	}
 }
 
-func (q *queue) len() int {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.n
-}
-
 // flow applies the delivery watermarks: above high undelivered chunks the
 // runners pause, and at or below low they resume (so a low mark of zero
 // still resumes once the queue is empty). Safe for concurrent use.

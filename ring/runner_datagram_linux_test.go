@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,103 +17,13 @@ import (
 	"github.com/sluice-io/sluice/srcs/srcstest"
 )
 
-// dgramRec is an Emitter for datagram lanes. It checks every chunk (the
-// Datagrams flag, whole framed datagrams), keeps each lane's datagrams,
-// chunk flags and dropped sizes, and hands the chunk on to a Recorder,
-// which checks the Emitter contract and releases the buffer.
-type dgramRec struct {
-	*srcstest.Recorder
-
-	mu     sync.Mutex
-	got    map[srcs.ID][][]byte
-	chunks map[srcs.ID][]dgramChunk
-	drops  map[srcs.ID][]int
-	errs   []string
-}
-
-type dgramChunk struct {
-	flags     srcs.Flags
-	datagrams int
-	hold      time.Duration
-}
-
-var _ srcs.DatagramDropReporter = (*dgramRec)(nil)
-
-func newDgramRec() *dgramRec {
-	return &dgramRec{
-		Recorder: srcstest.NewRecorder(),
-		got:      map[srcs.ID][][]byte{},
-		chunks:   map[srcs.ID][]dgramChunk{},
-		drops:    map[srcs.ID][]int{},
-	}
-}
-
-func (r *dgramRec) Emit(l *srcs.Lane, b *pool.Buf, n int, flags srcs.Flags, first time.Time) {
-	data := b.Bytes()[:n]
-	r.mu.Lock()
-	if flags&srcs.Datagrams == 0 {
-		r.errs = append(r.errs, fmt.Sprintf("lane %d: chunk without the Datagrams flag (%v)", l.ID, flags))
-	}
-	count := 0
-	if err := srcs.ForEachDatagram(data, func(p []byte) bool {
-		r.got[l.ID] = append(r.got[l.ID], bytes.Clone(p))
-		count++
-		return true
-	}); err != nil {
-		r.errs = append(r.errs, fmt.Sprintf("lane %d: %v", l.ID, err))
-	}
-	if full := n == len(b.Bytes()); full == (flags&srcs.Partial != 0) {
-		r.errs = append(r.errs, fmt.Sprintf("lane %d: %d of %d bytes with flags %v", l.ID, n, len(b.Bytes()), flags))
-	}
-	r.chunks[l.ID] = append(r.chunks[l.ID], dgramChunk{flags, count, time.Since(first)})
-	r.mu.Unlock()
-	r.Recorder.Emit(l, b, n, flags, first)
-}
-
-func (r *dgramRec) DatagramDropped(l *srcs.Lane, size int) {
-	r.mu.Lock()
-	r.drops[l.ID] = append(r.drops[l.ID], size)
-	r.mu.Unlock()
-}
-
-func (r *dgramRec) datagrams(id srcs.ID) [][]byte {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.got[id]
-}
-
-func (r *dgramRec) chunkList(id srcs.ID) []dgramChunk {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]dgramChunk(nil), r.chunks[id]...)
-}
-
-func (r *dgramRec) dropList(id srcs.ID) []int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]int(nil), r.drops[id]...)
-}
-
-func (r *dgramRec) Err() error {
-	r.mu.Lock()
-	errs := r.errs
-	r.mu.Unlock()
-	return errors.Join(r.Recorder.Err(), errors.Join(func() []error {
-		var es []error
-		for _, e := range errs {
-			es = append(es, errors.New(e))
-		}
-		return es
-	}()...))
-}
-
-// dgRig is one runner under test with a pool and a dgramRec. Its cleanup
+// dgRig is one runner under test with a pool and a srcstest.DatagramRecorder. Its cleanup
 // closes the runner (while paused, if the test paused it), the sources and
 // the pool, which fails if any buffer did not come home.
 type dgRig struct {
 	t      *testing.T
 	pool   *pool.Pool
-	rec    *dgramRec
+	rec    *srcstest.DatagramRecorder
 	r      *Runner
 	lanes  []*srcs.Lane
 	nextID srcs.ID
@@ -131,7 +40,7 @@ func newDgRig(t *testing.T, workers, bufSize, buffers int) *dgRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &dgRig{t: t, pool: p, rec: newDgramRec(), r: r}
+	g := &dgRig{t: t, pool: p, rec: srcstest.NewDatagramRecorder(), r: r}
 	t.Cleanup(func() {
 		if err := g.r.Close(); err != nil {
 			t.Errorf("runner close: %v", err)
@@ -267,10 +176,10 @@ func testDatagramsInOrder(t *testing.T, bufSize, maxSize int) {
 			}
 		}
 		g.waitUntil(fmt.Sprintf("datagrams up to %d", i), func() bool {
-			return len(g.rec.datagrams(l.ID))+kernelDrops(t, s) >= i
+			return len(g.rec.Datagrams(l.ID))+kernelDrops(t, s) >= i
 		})
 	}
-	got := g.rec.datagrams(l.ID)
+	got := g.rec.Datagrams(l.ID)
 	drops := kernelDrops(t, s)
 	if len(got)+drops != total {
 		t.Errorf("delivered %d and the kernel dropped %d of %d", len(got), drops, total)
@@ -286,10 +195,10 @@ func testDatagramsInOrder(t *testing.T, bufSize, maxSize int) {
 		}
 		last = i
 	}
-	if d := g.rec.dropList(l.ID); len(d) != 0 {
+	if d := g.rec.Drops(l.ID); len(d) != 0 {
 		t.Errorf("runner dropped datagrams of sizes %v", d)
 	}
-	chunks := g.rec.chunkList(l.ID)
+	chunks := g.rec.Chunks(l.ID)
 	t.Logf("%d datagrams in %d chunks", len(got), len(chunks))
 }
 
@@ -306,19 +215,19 @@ func testDatagramTooLarge(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	g.waitUntil("the datagram after the large one", func() bool { return len(g.rec.datagrams(l.ID)) >= 2 })
-	got := g.rec.datagrams(l.ID)
+	g.waitUntil("the datagram after the large one", func() bool { return len(g.rec.Datagrams(l.ID)) >= 2 })
+	got := g.rec.Datagrams(l.ID)
 	if len(got) != 2 || !bytes.Equal(got[0], exact) || !bytes.Equal(got[1], dgramPayload(2, 100)) {
 		t.Errorf("delivered %d datagrams, want the exact fit and the small one", len(got))
 	}
-	drops := g.rec.dropList(l.ID)
+	drops := g.rec.Drops(l.ID)
 	switch {
 	case len(drops) != 1:
 		t.Errorf("drops reported: %v, want one", drops)
 	case drops[0] != 9000:
 		t.Errorf("drop of size %d reported, want 9000", drops[0])
 	}
-	if ch := g.rec.chunkList(l.ID); len(ch) != 2 || ch[0].flags != srcs.Datagrams || ch[1].flags != srcs.Datagrams|srcs.Partial {
+	if ch := g.rec.Chunks(l.ID); len(ch) != 2 || ch[0].Flags != srcs.Datagrams || ch[1].Flags != srcs.Datagrams|srcs.Partial {
 		t.Errorf("chunks %+v: want a full chunk, then a partial one", ch)
 	}
 	if lr := g.rec.Lane(l.ID); lr.Finished {
@@ -337,12 +246,12 @@ func testDatagramFlush(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	g.waitUntil("three datagrams", func() bool { return len(g.rec.datagrams(l.ID)) >= 3 })
-	ch := g.rec.chunkList(l.ID)
-	if len(ch) == 0 || ch[0].flags != srcs.Datagrams|srcs.Partial || ch[0].hold < flush*2/3 {
+	g.waitUntil("three datagrams", func() bool { return len(g.rec.Datagrams(l.ID)) >= 3 })
+	ch := g.rec.Chunks(l.ID)
+	if len(ch) == 0 || ch[0].Flags != srcs.Datagrams|srcs.Partial || ch[0].Hold < flush*2/3 {
 		t.Fatalf("chunks %+v: want a partial chunk held about %v", ch, flush)
 	}
-	if ch[0].datagrams != 3 {
+	if ch[0].Datagrams != 3 {
 		t.Logf("chunks %+v: the datagrams did not share one chunk", ch)
 	}
 	// The recorder releases each buffer just after it has decoded it.
@@ -356,7 +265,7 @@ func testDatagramRemoveIdle(t *testing.T) {
 	_, c2, l2 := g.udp(srcs.UDPConfig{}, 0)
 	// A round trip on another lane shows the runner is up and idle.
 	c2.Write([]byte("ping"))
-	g.waitUntil("ping", func() bool { return len(g.rec.datagrams(l2.ID)) == 1 })
+	g.waitUntil("ping", func() bool { return len(g.rec.Datagrams(l2.ID)) == 1 })
 	g.r.Remove(l)
 	if lr := g.finish(l); !errors.Is(lr.Err, srcs.ErrStopped) || lr.Chunks != 0 {
 		t.Errorf("Finish(%v) after %d chunks, want srcs.ErrStopped and none", lr.Err, lr.Chunks)
@@ -385,12 +294,12 @@ func testDatagramRemovePaused(t *testing.T) {
 	if !errors.Is(lr.Err, srcs.ErrStopped) {
 		t.Errorf("Finish(%v), want srcs.ErrStopped", lr.Err)
 	}
-	got := g.rec.datagrams(l.ID)
+	got := g.rec.Datagrams(l.ID)
 	// "second" may have been read by a read already under way.
 	if len(got) == 0 || string(got[0]) != "first" || len(got) > 2 {
 		t.Errorf("delivered %q, want \"first\" (and maybe \"second\")", got)
 	}
-	if ch := g.rec.chunkList(l.ID); len(ch) == 0 || ch[0].flags != srcs.Datagrams|srcs.Partial {
+	if ch := g.rec.Chunks(l.ID); len(ch) == 0 || ch[0].Flags != srcs.Datagrams|srcs.Partial {
 		t.Errorf("chunks %+v, want a partial datagram chunk", ch)
 	}
 }
@@ -482,26 +391,26 @@ func testDatagramFill(t *testing.T) {
 		}
 	}
 	g.waitUntil("every datagram", func() bool {
-		return len(g.rec.datagrams(l.ID))+kernelDrops(t, s) >= total
+		return len(g.rec.Datagrams(l.ID))+kernelDrops(t, s) >= total
 	})
-	if d := g.rec.dropList(l.ID); len(d) != 0 {
+	if d := g.rec.Drops(l.ID); len(d) != 0 {
 		t.Fatalf("runner dropped datagrams of sizes %v", d)
 	}
 	if drops := kernelDrops(t, s); drops > 0 {
 		t.Skipf("the kernel dropped %d datagrams", drops)
 	}
-	got := g.rec.datagrams(l.ID)
+	got := g.rec.Datagrams(l.ID)
 	for i, p := range got {
 		if !bytes.Equal(p, dgramPayload(i, 1000)) {
 			t.Fatalf("datagram %d differs", i)
 		}
 	}
-	ch := g.rec.chunkList(l.ID)
+	ch := g.rec.Chunks(l.ID)
 	if len(ch) != 3 {
 		t.Fatalf("%d chunks %+v, want 3 of 16 datagrams", len(ch), ch)
 	}
 	for _, c := range ch {
-		if c.datagrams != 16 || c.flags != srcs.Datagrams|srcs.Partial {
+		if c.Datagrams != 16 || c.Flags != srcs.Datagrams|srcs.Partial {
 			t.Errorf("chunk %+v, want 16 datagrams, partial", c)
 		}
 	}
