@@ -196,6 +196,7 @@ func (w *epWorker) register(c *epCmd) (bool, error) {
 		// reaches the caller. Readiness that is already there is queued at
 		// once; the worker remembers an event that beats the add command.
 		ev := epEvent(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLET, c.tok)
+		w.ctls.Add(1)
 		switch err := unix.EpollCtl(w.epfd, unix.EPOLL_CTL_ADD, c.fd, &ev); {
 		case err == unix.EPERM:
 			// Not pollable (a regular file or directory behind a Stream):
@@ -340,7 +341,10 @@ func (e *Epoll) Stats() srcs.RunnerStats {
 		st.Reads += w.reads.Load()
 		st.Waits += w.waits.Load()
 		st.Wakeups += w.wakeups.Load()
+		st.Completions += w.nevents.Load()
+		st.Syscalls += w.reads.Load() + w.waits.Load() + w.wakeups.Load() + w.ctls.Load()
 	}
+	st.Enters = st.Waits
 	return st
 }
 
@@ -393,6 +397,8 @@ type epWorker struct {
 	reads    atomic.Uint64
 	waits    atomic.Uint64
 	wakeups  atomic.Uint64
+	nevents  atomic.Uint64 // readiness events epoll_wait returned
+	ctls     atomic.Uint64 // epoll_ctl calls
 
 	// Owned by the worker goroutine.
 	spare  []epCmd
@@ -575,6 +581,7 @@ func (w *epWorker) loop() error {
 			}
 			return os.NewSyscallError("epoll_wait", err)
 		}
+		w.nevents.Add(uint64(n))
 		for i := range w.events[:n] {
 			w.event(&w.events[i])
 		}
@@ -903,6 +910,7 @@ func (w *epWorker) flushDue(now time.Time) {
 // engine closes the descriptor right after.
 func (w *epWorker) finish(ln *epLane, err error) {
 	if ln.polled {
+		w.ctls.Add(1)
 		_ = unix.EpollCtl(w.epfd, unix.EPOLL_CTL_DEL, ln.fd, nil)
 	}
 	if ln.hidx >= 0 {

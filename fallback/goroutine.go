@@ -214,6 +214,9 @@ func (g *Goroutine) Stats() srcs.RunnerStats {
 		st.Reads += gl.reads.Load()
 		st.Waits += gl.waits.Load()
 	}
+	// Every Read and every readability probe is a system call; the
+	// netpoller's epoll_wait is Go's, and not counted.
+	st.Syscalls = st.Reads + st.Waits
 	return st
 }
 

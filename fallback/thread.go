@@ -263,6 +263,8 @@ func (t *Thread) Stats() srcs.RunnerStats {
 		st.Waits += tl.waits.Load()
 		st.Wakeups += tl.wakes.Load()
 	}
+	st.Enters = st.Waits
+	st.Syscalls = st.Reads + st.Waits + st.Wakeups
 	return st
 }
 

@@ -53,6 +53,7 @@ type Ring struct {
 	bufRings             []*BufRing
 
 	inflight int
+	enters   uint64 // io_uring_enter calls, for the runner's counters
 
 	// Timed waits pass these to the kernel, which reads them during the
 	// call only. They live in the Ring so a wait allocates nothing.
@@ -237,6 +238,10 @@ func (r *Ring) CQEntries() uint32 { return r.cqEntries }
 // make it overcount, because they may post nothing.
 func (r *Ring) InFlight() int { return r.inflight }
 
+// Enters returns how many times the ring has called io_uring_enter. Like
+// every other method it belongs to the ring's owner.
+func (r *Ring) Enters() uint64 { return r.enters }
+
 // Overflow returns how many CQEs the kernel had to drop because the CQ was
 // full and it could not hold them (IORING_FEAT_NODROP kernels drop only when
 // out of memory).
@@ -310,6 +315,7 @@ func (r *Ring) enter(toSubmit, minComplete, flags uint32, arg unsafe.Pointer, ar
 	if r.flags&SetupSingleIssuer == 0 && unix.Gettid() != r.tid {
 		return 0, ErrWrongThread
 	}
+	r.enters++
 	n, err := sysEnter(r.fd, toSubmit, minComplete, flags, arg, argSize)
 	if toSubmit > 0 {
 		r.inflight += n

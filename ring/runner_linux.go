@@ -474,8 +474,21 @@ func (r *Runner) Stats() srcs.RunnerStats {
 		st.Reads += w.reads.Load()
 		st.Waits += w.waits.Load()
 		st.Wakeups += w.wakeups.Load()
+		st.Enters += w.enters.Load()
+		st.Completions += w.cqes.Load()
+		st.Syscalls += w.enters.Load() + w.wakeWrites()
 	}
 	return st
+}
+
+// wakeWrites returns the eventfd writes made to wake w. Any goroutine.
+func (w *worker) wakeWrites() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.waker == nil {
+		return 0
+	}
+	return w.waker.Writes()
 }
 
 // sync waits until every worker has handled the commands posted before it
@@ -563,6 +576,8 @@ type worker struct {
 	reads   atomic.Uint64
 	waits   atomic.Uint64
 	wakeups atomic.Uint64
+	enters  atomic.Uint64 // the ring's io_uring_enter calls, published each turn
+	cqes    atomic.Uint64 // CQEs reaped
 
 	// Owned by the worker goroutine.
 	ring    *Ring
@@ -762,7 +777,8 @@ func (w *worker) loop() error {
 				return err
 			}
 		}
-		w.ring.ForEachCQE(w.onCQE)
+		w.cqes.Add(uint64(w.ring.ForEachCQE(w.onCQE)))
+		w.enters.Store(w.ring.Enters())
 		if w.woken {
 			// Re-arm before draining: a command posted after the drain
 			// then always finds a read to complete.

@@ -27,7 +27,8 @@ type Waker struct {
 	mu      sync.RWMutex // write-locked only by Close, so Wake never writes a closed fd
 	fd      int
 	pending atomic.Bool
-	mem     []byte // one page; the first 8 bytes take the eventfd reads
+	writes  atomic.Uint64 // eventfd writes Wake made
+	mem     []byte        // one page; the first 8 bytes take the eventfd reads
 	one     [8]byte
 }
 
@@ -63,6 +64,7 @@ func (w *Waker) Wake() error {
 	if w.fd < 0 {
 		return ErrClosed
 	}
+	w.writes.Add(1)
 	// EAGAIN means the counter is saturated: a wake is pending anyway.
 	if _, err := unix.Write(w.fd, w.one[:]); err != nil && err != unix.EAGAIN {
 		return fmt.Errorf("ring: waker: write: %w", err)
@@ -77,6 +79,10 @@ func (w *Waker) Arm(s *SQE) {
 	w.pending.Store(false)
 	s.PrepRead(w.fd, w.mem[:8], 0)
 }
+
+// Writes returns how many eventfd writes Wake has made: wakes that found
+// none pending. Any goroutine.
+func (w *Waker) Writes() uint64 { return w.writes.Load() }
 
 // Count returns the eventfd value the last completed read delivered: the
 // number of writes it collected.

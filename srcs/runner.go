@@ -37,4 +37,17 @@ type RunnerStats struct {
 	Waits uint64
 	// Wakeups counts cross-thread wake-ups of a worker.
 	Wakeups uint64
+	// Enters counts the runner's entries into the kernel to submit work or
+	// wait for it: io_uring_enter (uring), epoll_wait (epoll), poll
+	// (thread). The goroutine runner leaves waiting to Go's netpoller and
+	// counts none.
+	Enters uint64
+	// Completions counts what those entries brought back: CQEs reaped
+	// (uring) or readiness events (epoll). Completions per enter is the
+	// batching a runner achieves.
+	Completions uint64
+	// Syscalls counts every system call the runner made on its own behalf:
+	// enters, reads and receives, readiness probes, epoll_ctl and wake-up
+	// writes. The netpoller's own calls (goroutine runner) are not in it.
+	Syscalls uint64
 }
