@@ -396,7 +396,32 @@ func TestConformanceThousandSources(t *testing.T) {
 		runSenders(t, h, 1000, 48<<10)
 		st := h.e.Stats()
 		t.Logf("%s: pool waits %d, pauses %d", runner, st.Pool.Waits, st.Pauses)
+		checkRunnerCounters(t, runner, st.Runners[0])
 	})
+}
+
+// checkRunnerCounters checks that a runner that carried traffic counted
+// its system calls, and its kernel entries and completions where it has
+// them, so that reports can say why one runner is cheaper than another.
+func checkRunnerCounters(t *testing.T, runner string, rs srcs.RunnerStats) {
+	t.Helper()
+	t.Logf("%s: reads %d, waits %d, enters %d, completions %d, syscalls %d",
+		runner, rs.Reads, rs.Waits, rs.Enters, rs.Completions, rs.Syscalls)
+	ok := rs.Reads > 0 && rs.Syscalls > 0
+	switch runner {
+	case engine.RunnerURing:
+		// Every read is a CQE; io_uring_enter is most of the syscalls.
+		ok = ok && rs.Enters > 0 && rs.Completions >= rs.Reads && rs.Syscalls >= rs.Enters
+	case engine.RunnerEpoll:
+		ok = ok && rs.Enters == rs.Waits && rs.Completions > 0 && rs.Syscalls >= rs.Reads+rs.Enters
+	case engine.RunnerThread:
+		ok = ok && rs.Enters == rs.Waits && rs.Syscalls >= rs.Reads+rs.Enters
+	case engine.RunnerGoroutine:
+		ok = ok && rs.Enters == 0 && rs.Syscalls == rs.Reads+rs.Waits
+	}
+	if !ok {
+		t.Errorf("%s: runner counters do not add up: %+v", runner, rs)
+	}
 }
 
 func TestConformanceTinyPoolManySources(t *testing.T) {
