@@ -48,6 +48,15 @@ type Config struct {
 	// delivered (flag Partial) this long after its first byte. Zero means
 	// the default, 5ms; a negative value means deliver after every read.
 	Flush time.Duration `yaml:"flush"`
+	// BatchWait is the latency the uring runner may add to gather
+	// completions while it is busy: a worker woken more often than this
+	// waits for a batch of completions, or BatchWait, before it wakes,
+	// instead of waking for each one (the Verona seed's load-paced
+	// polling). An idle worker still wakes at once for its first
+	// completion. Zero means the default, 50µs; negative turns batching
+	// off. It must stay below Flush. It needs Linux 6.12
+	// (IORING_FEAT_MIN_TIMEOUT); older kernels wake for every completion.
+	BatchWait time.Duration `yaml:"batch_wait"`
 	// QueueHigh and QueueLow are the delivery queue's watermarks, in
 	// chunks: above QueueHigh undelivered chunks the runner pauses new
 	// reads, and below QueueLow it resumes. Defaults: 3/4 and 1/2 of
@@ -69,6 +78,7 @@ const (
 	DefaultBufSize    = 64 << 10
 	DefaultBuffers    = 1024
 	DefaultFlush      = 5 * time.Millisecond
+	DefaultBatchWait  = 50 * time.Microsecond
 	DefaultMaxThreads = 8000
 )
 
@@ -111,6 +121,14 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Flush < 0 {
 		c.Flush = 0
+	}
+	switch {
+	case c.BatchWait == 0:
+		c.BatchWait = min(DefaultBatchWait, c.Flush/4)
+	case c.BatchWait < 0:
+		c.BatchWait = 0
+	case c.BatchWait >= c.Flush:
+		return c, &ConfigError{"BatchWait", c.BatchWait, fmt.Sprintf("must be below Flush (%v)", c.Flush)}
 	}
 	if c.QueueHigh < 0 || c.QueueLow < 0 {
 		return c, &ConfigError{"QueueHigh", c.QueueHigh, "watermarks must not be negative"}

@@ -25,6 +25,8 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		{"negative watermark", Config{QueueHigh: -1}, "QueueHigh"},
 		{"negative handlers", Config{Handlers: -1}, "Handlers"},
 		{"negative thread cap", Config{MaxThreads: -1}, "MaxThreads"},
+		{"batch wait as long as the flush", Config{Flush: time.Millisecond, BatchWait: time.Millisecond}, "BatchWait"},
+		{"batch wait with flush on every read", Config{Flush: -1, BatchWait: time.Microsecond}, "BatchWait"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := New(tc.cfg)
@@ -51,8 +53,18 @@ func TestConfigDefaults(t *testing.T) {
 	if c.QueueHigh != 768 || c.QueueLow != 512 {
 		t.Fatalf("watermarks %d/%d, want 768/512", c.QueueHigh, c.QueueLow)
 	}
+	if c.BatchWait != DefaultBatchWait {
+		t.Fatalf("BatchWait %v, want %v", c.BatchWait, DefaultBatchWait)
+	}
 	c, err = Config{Flush: -time.Second}.withDefaults()
-	if err != nil || c.Flush != 0 {
-		t.Fatalf("negative Flush should mean every read: %v %v", c.Flush, err)
+	if err != nil || c.Flush != 0 || c.BatchWait != 0 {
+		t.Fatalf("negative Flush should mean every read, with no batched waits: %v %v %v", c.Flush, c.BatchWait, err)
+	}
+	// A short flush shortens the default batch wait with it.
+	if c, err = (Config{Flush: 100 * time.Microsecond}).withDefaults(); err != nil || c.BatchWait != 25*time.Microsecond {
+		t.Fatalf("Flush 100µs: BatchWait %v, %v; want 25µs", c.BatchWait, err)
+	}
+	if c, err = (Config{BatchWait: -1}).withDefaults(); err != nil || c.BatchWait != 0 {
+		t.Fatalf("negative BatchWait should turn batching off: %v %v", c.BatchWait, err)
 	}
 }

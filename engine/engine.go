@@ -108,7 +108,7 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	rc := srcs.RunnerConfig{Workers: cfg.Workers, Pool: p, MaxThreads: cfg.MaxThreads, Logger: o.log}
+	rc := srcs.RunnerConfig{Workers: cfg.Workers, Pool: p, MaxThreads: cfg.MaxThreads, Logger: o.log, BatchWait: cfg.BatchWait}
 	r, err := chooseRunner(cfg.Runner, rc, o.factories, o.log)
 	if err != nil {
 		p.Close()

@@ -35,3 +35,18 @@ func runLocked(t *testing.T, fn func(t *testing.T)) {
 		fn(t)
 	})
 }
+
+// requireFeature skips t when the kernel lacks feature f, which arrived in
+// Linux major.minor, and fails it when the kernel is that new or newer
+// (so a feature that goes missing is a regression, not a skip).
+func requireFeature(t testing.TB, f Features, major, minor int) {
+	t.Helper()
+	p := requireURing(t)
+	if p.Features&f != 0 {
+		return
+	}
+	if p.Kernel.AtLeast(major, minor) {
+		t.Fatalf("kernel %s should have %v (Linux %d.%d)", p.Kernel, f, major, minor)
+	}
+	t.Skipf("kernel %s lacks %v (Linux %d.%d)", p.Kernel, f, major, minor)
+}

@@ -3,6 +3,7 @@ package ring
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -403,6 +404,57 @@ func (r *Ring) SubmitAndWaitTimeout(n uint32, d time.Duration) (int, error) {
 		case err != nil:
 			return submitted, wrapEnter(err)
 		case r.CQReady() >= n:
+			return submitted, nil
+		}
+		if left == 0 {
+			return submitted, nil
+		}
+	}
+}
+
+// SubmitAndWaitBatch submits queued SQEs and waits for a batch: up to
+// minWait for n CQEs; if at least one is ready by then it returns, and if
+// none is, it returns as soon as the first one arrives, or after timeout
+// (no limit when timeout is negative). With DEFER_TASKRUN the kernel does
+// not even wake the thread for completions before n of them or minWait,
+// so under load one wake-up reaps many completions, while an idle ring
+// still wakes at once for its first. A timeout is not an error. It needs
+// IORING_FEAT_MIN_TIMEOUT (6.12): check [Ring.Features].
+func (r *Ring) SubmitAndWaitBatch(n uint32, minWait, timeout time.Duration) (int, error) {
+	if r.fd < 0 {
+		return 0, ErrClosed
+	}
+	if r.features&FeatMinTimeout == 0 {
+		return 0, &NotSupportedError{Op: "wait", Reason: "batched waits need IORING_FEAT_MIN_TIMEOUT (6.12)"}
+	}
+	n = min(n, r.cqEntries)
+	usec := uint32(min(max(minWait/time.Microsecond, 1), math.MaxUint32))
+	var deadline time.Time
+	if timeout >= 0 {
+		deadline = time.Now().Add(timeout)
+	}
+	submitted := 0
+	for {
+		// Without a timeout the kernel takes minWait for the whole wait:
+		// "no limit" is an hour, and the loop goes on after it.
+		left := time.Duration(-1)
+		wait := time.Hour
+		if timeout >= 0 {
+			left = max(time.Until(deadline), 0)
+			wait = left
+		}
+		r.waitTS = Timespec{Sec: int64(wait / time.Second), Nsec: int64(wait % time.Second)}
+		r.waitArg = getEventsArg{sigmaskSz: nsigBytes, minWaitUsec: usec, ts: uint64(uintptr(unsafe.Pointer(&r.waitTS)))}
+		got, err := r.enter(r.flushSQ(), n, enterGetEvents|enterExtArg,
+			unsafe.Pointer(&r.waitArg), unsafe.Sizeof(r.waitArg))
+		submitted += got
+		switch {
+		case err == unix.ETIME && timeout >= 0:
+			return submitted, nil
+		case err == unix.ETIME, err == unix.EINTR:
+		case err != nil:
+			return submitted, wrapEnter(err)
+		case r.CQReady() > 0:
 			return submitted, nil
 		}
 		if left == 0 {

@@ -160,6 +160,11 @@ type runnerOptions struct {
 	closeRing func(r *Ring) error
 }
 
+// batchWaitNr is how many completions a batched wait asks for. The time
+// bound, not the count, paces a busy worker: the count only ends a wait
+// early when a burst would otherwise fill much of the CQ.
+const batchWaitNr = runnerCQEntries / 32
+
 // quiesceTimeout is how long a worker that failed waits for the operations
 // of its lanes to complete before it closes the ring anyway.
 const quiesceTimeout = 5 * time.Second
@@ -203,9 +208,18 @@ func newRunner(cfg srcs.RunnerConfig, opts runnerOptions) (*Runner, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	r := &Runner{log: log, pool: cfg.Pool, opts: opts, lanes: map[*srcs.Lane]laneRef{}}
+	if cfg.BatchWait < 0 {
+		return nil, fmt.Errorf("ring: runner: config: BatchWait = %v: must not be negative", cfg.BatchWait)
+	}
+	batchWait := cfg.BatchWait
+	if p := Probe(); batchWait > 0 && p.Features&FeatMinTimeout == 0 {
+		log.Info("ring: runner: batched waits need IORING_FEAT_MIN_TIMEOUT (6.12); workers wake for every completion",
+			"kernel", p.Kernel)
+		batchWait = 0
+	}
 	n := max(cfg.Workers, 1)
 	for i := range n {
-		w := &worker{r: r, id: i, setup: make(chan error, 1)}
+		w := &worker{r: r, id: i, setup: make(chan error, 1), batchWait: batchWait}
 		w.onCQE = w.handleCQE
 		r.workers = append(r.workers, w)
 		r.wg.Go(w.run)
@@ -580,22 +594,27 @@ type worker struct {
 	cqes    atomic.Uint64 // CQEs reaped
 
 	// Owned by the worker goroutine.
-	ring    *Ring
-	fixed   bool         // the slab is registered: files use READ_FIXED
-	iovs    []unix.Iovec // the registered slab, to check a buffer's index
-	spare   []cmd        // the other half of the command double buffer
-	slots   []*lane      // by slot index
-	ready   []*lane      // lanes to advance this turn
-	batch   []*lane      // the ready queue being advanced
-	parked  []*lane      // readable lanes held back by a pause
-	heap    []*lane      // lanes holding partial data, by flush deadline
-	syncs   []chan struct{}
-	msgs    []*dgramMsg // by slot index; nil until a datagram lane uses it
-	arenas  []*Arena    // where msgs live; closed after the ring
-	live    int         // lanes added and not finished
-	woken   bool        // the Waker's read completed: re-arm it
-	closing bool        // Close was asked: finish every lane, then exit
-	fatal   error       // the ring failed; the loop ends
+	ring   *Ring
+	fixed  bool         // the slab is registered: files use READ_FIXED
+	iovs   []unix.Iovec // the registered slab, to check a buffer's index
+	spare  []cmd        // the other half of the command double buffer
+	slots  []*lane      // by slot index
+	ready  []*lane      // lanes to advance this turn
+	batch  []*lane      // the ready queue being advanced
+	parked []*lane      // readable lanes held back by a pause
+	heap   []*lane      // lanes holding partial data, by flush deadline
+	syncs  []chan struct{}
+	msgs   []*dgramMsg // by slot index; nil until a datagram lane uses it
+	arenas []*Arena    // where msgs live; closed after the ring
+	live   int         // lanes added and not finished
+	// batchWait is the latency the worker may add to batch completions
+	// (zero: never). readsIssued says this turn queued a read, which may
+	// complete at submission: the wait then must not hold it back.
+	batchWait   time.Duration
+	readsIssued bool
+	woken       bool  // the Waker's read completed: re-arm it
+	closing     bool  // Close was asked: finish every lane, then exit
+	fatal       error // the ring failed; the loop ends
 }
 
 // lane is a worker's state for one lane. Slots are reused; the generation
@@ -794,6 +813,7 @@ func (w *worker) loop() error {
 		if w.closing && w.live == 0 {
 			return nil
 		}
+		w.readsIssued = false
 		w.advanceReady()
 		now := time.Now()
 		w.flushDue(now)
@@ -817,6 +837,15 @@ func (w *worker) loop() error {
 			// Only a failure to get an SQE leaves these: the Waker is not
 			// armed, or lanes wait to issue. Sleep briefly, not forever.
 			_, err = w.ring.SubmitAndWaitTimeout(1, time.Millisecond)
+		case w.batchWait > 0 && !w.readsIssued:
+			// Load-paced: completions closer together than batchWait
+			// share one wake-up; the first after a quiet spell wakes
+			// the worker at once.
+			timeout := time.Duration(-1)
+			if len(w.heap) > 0 {
+				timeout = w.heap[0].due().Sub(now)
+			}
+			_, err = w.ring.SubmitAndWaitBatch(batchWaitNr, w.batchWait, timeout)
 		case len(w.heap) > 0:
 			_, err = w.ring.SubmitAndWaitTimeout(1, w.heap[0].due().Sub(now))
 		default:
@@ -1115,6 +1144,7 @@ func (w *worker) advance(ln *lane) {
 	}
 	s.UserData = ln.userData(tagRead)
 	ln.op = tagRead
+	w.readsIssued = true
 }
 
 // acquire gives a lane a buffer, or queues it for the next one the pool

@@ -2,6 +2,7 @@ package srcs
 
 import (
 	"log/slog"
+	"time"
 
 	"github.com/sluice-io/sluice/pool"
 )
@@ -20,6 +21,10 @@ type RunnerConfig struct {
 	MaxThreads int
 	// Logger receives start-up decisions and per-source trouble. Never nil.
 	Logger *slog.Logger
+	// BatchWait is the latency an event-loop worker may add to gather a
+	// batch of completions while it is busy; zero wakes for every one.
+	// The uring runner honours it (see engine.Config.BatchWait).
+	BatchWait time.Duration
 }
 
 // RunnerStats is a snapshot of a runner's own counters.
