@@ -1,0 +1,366 @@
+// How a uring worker reads: polls, receives and reads into pool buffers,
+// datagram framing, and handing filled buffers downstream.
+
+package ring
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sluice-io/sluice/srcs"
+)
+
+// readMode says how a lane reads.
+type readMode uint8
+
+const (
+	modeSock   readMode = iota + 1 // poll, then RECV with MSG_DONTWAIT
+	modeStream                     // poll, then READ with RWF_NOWAIT (pipes, ttys)
+	modeFile                       // READ(_FIXED) at an advancing offset, no poll
+	modeDgram                      // poll, then one RECVMSG per datagram, framed
+)
+
+// dgramArenaSize is the size of each arena that holds the slots' msghdrs:
+// about 900 datagram slots per 64 KiB.
+const dgramArenaSize = 64 << 10
+
+// dgramMsg is the kernel-visible part of a datagram receive: it lives in an
+// Arena and is owned by one slot, so it outlives any operation in flight.
+type dgramMsg struct {
+	hdr unix.Msghdr
+	iov unix.Iovec
+}
+
+// polled handles a poll completion.
+func (w *worker) polled(ln *lane, res int32) {
+	if ln.removing {
+		w.finish(ln, ln.stopErr)
+		return
+	}
+	if res < 0 {
+		switch errno := unix.Errno(-res); errno {
+		case unix.ECANCELED, unix.EINTR, unix.EAGAIN:
+		default:
+			w.finish(ln, srcs.Classify(os.NewSyscallError("poll", errno)))
+			return
+		}
+	} else {
+		// POLLIN, or an end (RDHUP, HUP, ERR) that only a read reports.
+		ln.readable = true
+	}
+	w.enqueue(ln)
+}
+
+// readDone handles a read completion.
+func (w *worker) readDone(ln *lane, res int32, flags CQEFlags) {
+	w.reads.Add(1)
+	switch {
+	case ln.mode == modeDgram && res >= 0:
+		w.datagram(ln, int(res))
+		if ln.removing {
+			w.finish(ln, ln.stopErr)
+			return
+		}
+		// Datagrams are never short: only EAGAIN proves the socket
+		// drained.
+		ln.readable = true
+	case res > 0:
+		if ln.mode == modeFile {
+			ln.off += int64(res)
+		}
+		w.commit(ln, int(res))
+		if ln.removing {
+			w.finish(ln, ln.stopErr)
+			return
+		}
+		// A short read from a socket means it drained; a poll, which
+		// checks the level when armed, tells when to read again.
+		ln.readable = ln.mode == modeFile || flags&CQEFSockNonempty != 0 || int(res) == ln.want
+	case res == 0:
+		if ln.removing {
+			w.finish(ln, ln.stopErr)
+		} else {
+			w.finish(ln, io.EOF)
+		}
+		return
+	default:
+		if ln.removing {
+			w.finish(ln, ln.stopErr)
+			return
+		}
+		switch errno := unix.Errno(-res); errno {
+		case unix.EAGAIN:
+			ln.readable = ln.mode == modeFile
+		case unix.EINTR, unix.ECANCELED:
+		default:
+			w.finish(ln, srcs.Classify(os.NewSyscallError(ln.mode.opName(), errno)))
+			return
+		}
+	}
+	if ln.flushNow {
+		ln.flushNow = false
+		if ln.n > 0 {
+			w.emit(ln, srcs.Partial)
+		}
+	}
+	w.enqueue(ln)
+}
+
+func (m readMode) opName() string {
+	switch m {
+	case modeSock:
+		return "recv"
+	case modeDgram:
+		return "recvmsg"
+	}
+	return "read"
+}
+
+// datagram handles a datagram of size bytes received into ln's buffer: it
+// frames it, or drops it if it was cut short.
+func (w *worker) datagram(ln *lane, size int) {
+	if size > ln.want || w.msgs[ln.slot].hdr.Flags&unix.MSG_TRUNC != 0 {
+		if !ln.warned {
+			ln.warned = true
+			w.r.log.Warn("ring: runner: dropped a datagram larger than the buffer space (further drops on this lane are not logged)",
+				"lane", ln.l.ID, "source", ln.l.Name(), "size", size, "room", ln.want)
+		}
+		if ln.dropRep != nil {
+			ln.dropRep.DatagramDropped(ln.l, size)
+		}
+		return
+	}
+	srcs.PutDatagramHeader(ln.buf.Bytes()[ln.n:], size)
+	w.commit(ln, srcs.DatagramHeaderLen+size)
+}
+
+// commit records n bytes read into the free tail of ln's buffer, emitting
+// it when full, or at once when the lane holds no partial data.
+func (w *worker) commit(ln *lane, n int) {
+	if ln.n == 0 {
+		ln.first = time.Now()
+	}
+	ln.n += n
+	b := ln.buf.Bytes()
+	switch {
+	case ln.n == len(b):
+		w.emit(ln, 0)
+	case ln.mode == modeDgram && srcs.DatagramSpace(b, ln.n) < min(ln.dgram, len(b)-srcs.DatagramHeaderLen):
+		// The next datagram might not fit.
+		w.emit(ln, srcs.Partial)
+	case ln.l.Flush <= 0:
+		w.emit(ln, srcs.Partial)
+	case ln.hidx < 0:
+		w.heapPush(ln)
+	}
+}
+
+// emit hands the held data downstream; ownership of the buffer goes with it.
+func (w *worker) emit(ln *lane, flags srcs.Flags) {
+	if ln.hidx >= 0 {
+		w.heapRemove(ln)
+	}
+	if ln.mode == modeDgram {
+		flags |= srcs.Datagrams
+	}
+	b, n, first := ln.buf, ln.n, ln.first
+	ln.buf, ln.n, ln.first = nil, 0, time.Time{}
+	ln.l.Out.Emit(ln.l, b, n, flags, first)
+}
+
+// enqueue puts ln in the ready queue, to be advanced this turn.
+func (w *worker) enqueue(ln *lane) {
+	if !ln.queued {
+		ln.queued = true
+		w.ready = append(w.ready, ln)
+	}
+}
+
+// advanceReady issues the next operation of every lane in the ready queue.
+func (w *worker) advanceReady() {
+	batch := w.ready
+	w.ready = w.batch[:0]
+	for i, ln := range batch {
+		if w.fatal != nil {
+			w.ready = append(w.ready, batch[i:]...)
+			break
+		}
+		if ln.queued {
+			ln.queued = false
+			w.advance(ln)
+		}
+	}
+	clear(batch)
+	w.batch = batch[:0]
+}
+
+// advance issues ln's next operation: a cancel for a lane being removed, a
+// poll for a lane with nothing to read, or a read (after taking a buffer).
+// A lane with an operation in flight, or waiting for a buffer, waits for
+// that to finish.
+func (w *worker) advance(ln *lane) {
+	if ln.removing {
+		if ln.op != tagNone && !ln.cancelled {
+			s := w.sqe()
+			if s == nil {
+				w.enqueue(ln)
+				return
+			}
+			s.PrepCancelFd(ln.fd, CancelAll)
+			s.UserData = ln.userData(tagCancel)
+			ln.cancelled = true
+		}
+		return
+	}
+	if ln.op != tagNone || ln.waiting {
+		return
+	}
+	if !ln.readable {
+		if ln.buf != nil && ln.n == 0 {
+			// Idle lanes hold no buffer.
+			b := ln.buf
+			ln.buf = nil
+			b.Release()
+		}
+		s := w.sqe()
+		if s == nil {
+			w.enqueue(ln)
+			return
+		}
+		s.PrepPollAdd(ln.fd, unix.POLLIN|unix.POLLRDHUP)
+		s.UserData = ln.userData(tagPoll)
+		ln.op = tagPoll
+		return
+	}
+	if w.r.paused.Load() {
+		if ln.buf != nil && ln.n == 0 {
+			// A grant that arrived during the pause: the buffer serves the
+			// next waiter better, and the resume acquires again.
+			b := ln.buf
+			ln.buf = nil
+			b.Release()
+		}
+		if !ln.parked {
+			ln.parked = true
+			w.parked = append(w.parked, ln)
+		}
+		return
+	}
+	if ln.buf == nil && !w.acquire(ln) {
+		return
+	}
+	s := w.sqe()
+	if s == nil {
+		w.enqueue(ln)
+		return
+	}
+	space := ln.buf.Bytes()[ln.n:]
+	if ln.mode == modeDgram {
+		space = space[srcs.DatagramHeaderLen:]
+	}
+	ln.want = len(space)
+	switch ln.mode {
+	case modeSock:
+		s.PrepRecv(ln.fd, space, unix.MSG_DONTWAIT, 0)
+	case modeDgram:
+		// MSG_TRUNC: the result is the datagram's real length, so a
+		// datagram longer than space shows as one.
+		m := w.msgs[ln.slot]
+		m.iov.Base = &space[0]
+		m.iov.SetLen(len(space))
+		m.hdr = unix.Msghdr{Iov: &m.iov}
+		m.hdr.SetIovlen(1)
+		s.PrepRecvmsg(ln.fd, &m.hdr, unix.MSG_DONTWAIT|unix.MSG_TRUNC)
+	case modeStream:
+		s.PrepRead(ln.fd, space, 0)
+		s.OpFlags = unix.RWF_NOWAIT
+	default:
+		if idx := ln.buf.Index(); w.fixed && idx < len(w.iovs) && w.iovs[idx].Base == &ln.buf.Bytes()[0] {
+			s.PrepReadFixed(ln.fd, space, uint64(ln.off), uint16(idx))
+		} else {
+			// Not registered, or a buffer from another pool.
+			s.PrepRead(ln.fd, space, uint64(ln.off))
+		}
+	}
+	s.UserData = ln.userData(tagRead)
+	ln.op = tagRead
+	w.readsIssued = true
+}
+
+// acquire gives a lane a buffer, or queues it for the next one the pool
+// frees and reports false.
+func (w *worker) acquire(ln *lane) bool {
+	a := ln.l.Account
+	b, ok := a.TryAcquire()
+	if !ok {
+		var err error
+		b, ok, err = a.Wait(ln.notify)
+		if err != nil {
+			w.finish(ln, fmt.Errorf("ring: runner: lane %d: acquire: %w", ln.l.ID, err))
+			return false
+		}
+		if !ok {
+			ln.waiting = true
+			return false
+		}
+	}
+	ln.buf, ln.n = b, 0
+	return true
+}
+
+// grant collects a buffer the pool reserved for a waiting lane. Grants may
+// be spurious: Claim decides, and a lane left without one keeps waiting.
+func (w *worker) grant(ln *lane) {
+	if !ln.waiting {
+		return
+	}
+	a := ln.l.Account
+	b, ok := a.Claim()
+	if !ok {
+		var err error
+		if b, ok, err = a.Wait(ln.notify); err != nil {
+			ln.waiting = false
+			w.finish(ln, fmt.Errorf("ring: runner: lane %d: acquire: %w", ln.l.ID, err))
+			return
+		}
+		if !ok {
+			return
+		}
+	}
+	ln.waiting = false
+	ln.buf, ln.n = b, 0
+	w.enqueue(ln)
+}
+
+// allocMsg makes sure slot has its off-heap msghdr. A slot keeps it for
+// later lanes, so a worker's arenas grow with its peak number of datagram
+// lanes.
+func (w *worker) allocMsg(slot uint32) error {
+	for int(slot) >= len(w.msgs) {
+		w.msgs = append(w.msgs, nil)
+	}
+	if w.msgs[slot] != nil {
+		return nil
+	}
+	if n := len(w.arenas); n > 0 {
+		if m, err := ArenaAlloc[dgramMsg](w.arenas[n-1]); err == nil {
+			w.msgs[slot] = m
+			return nil
+		}
+	}
+	a, err := NewArena(dgramArenaSize)
+	if err != nil {
+		return err
+	}
+	w.arenas = append(w.arenas, a)
+	m, err := ArenaAlloc[dgramMsg](a)
+	if err != nil {
+		return err
+	}
+	w.msgs[slot] = m
+	return nil
+}

@@ -1,0 +1,555 @@
+// The uring runner's worker: one goroutine locked to its OS thread, which
+// owns a ring and the lanes given to it, and runs the loop that reaps
+// completions, takes commands and submits the next operations.
+
+package ring
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sluice-io/sluice/pool"
+	"github.com/sluice-io/sluice/srcs"
+)
+
+// Ring sizes for runner workers. The SQ takes one turn's submissions (NextSQE
+// submits early when it fills); the CQ is larger so that a turn's worth of
+// completions for many lanes rarely spills into the kernel's overflow list.
+const (
+	runnerEntries   = 512
+	runnerCQEntries = 4096
+)
+
+// user_data layout: PackUserData(slot, tag<<genBits | generation). The tag
+// says which operation completed; the generation tells a slot's lanes apart.
+const (
+	genBits = 28
+	genMask = 1<<genBits - 1
+)
+
+// opTag names the operation a CQE belongs to.
+type opTag uint32
+
+const (
+	tagNone   opTag = iota // no operation in flight
+	tagWake                // the Waker's eventfd read
+	tagPoll                // one-shot POLL_ADD on a lane
+	tagRead                // RECV, RECVMSG, READ or READ_FIXED into a lane's buffer
+	tagCancel              // ASYNC_CANCEL by fd; its CQE is ignored
+)
+
+// batchWaitNr is how many completions a batched wait asks for. The time
+// bound, not the count, paces a busy worker: the count only ends a wait
+// early when a burst would otherwise fill much of the CQ.
+const batchWaitNr = runnerCQEntries / 32
+
+// wakeWrites returns the eventfd writes made to wake w. Any goroutine.
+func (w *worker) wakeWrites() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.waker == nil {
+		return 0
+	}
+	return w.waker.Writes()
+}
+
+// cmdOp is what a command asks of a worker.
+type cmdOp uint8
+
+const (
+	cmdAdd    cmdOp = iota + 1 // start driving a lane
+	cmdRemove                  // stop driving a lane
+	cmdGrant                   // the pool reserved a buffer for a lane
+	cmdResume                  // issue the reads held back by a pause
+	cmdClose                   // finish every lane and exit
+	cmdSync                    // close done once the SQEs so far are submitted
+)
+
+// cmd is a command for a worker. Lanes are named by token (slot and
+// generation), so commands that arrive after a lane finished (a late grant,
+// a second Remove) find nothing and do nothing.
+type cmd struct {
+	op     cmdOp
+	tok    uint64
+	lane   *srcs.Lane // cmdAdd, and the fields below
+	fd     int
+	mode   readMode
+	off    int64
+	notify func()
+	done   chan struct{} // cmdSync
+}
+
+func token(idx, gen uint32) uint64 { return uint64(idx)<<32 | uint64(gen) }
+
+func splitToken(tok uint64) (uint32, uint32) { return uint32(tok >> 32), uint32(tok) }
+
+// worker is one event loop. The fields above the owner block are shared
+// with other goroutines as noted; the rest belongs to the worker's
+// goroutine, which is locked to the thread that owns the ring.
+type worker struct {
+	r     *Runner
+	id    int
+	setup chan error // the result of ring setup, sent once
+	onCQE func(*CQE) // handleCQE, bound once so reaping allocates nothing
+
+	mu      sync.Mutex
+	cmds    []cmd
+	stopped atomic.Bool // set under mu; read without it by Runner.pick
+	waker   *Waker      // Wake is called under mu, so Close never races it
+	gens    []uint32    // generation of each slot, bumped on allocation
+	free    []uint32    // free slot indices
+
+	load    atomic.Int64 // lanes assigned, for Runner.pick
+	reads   atomic.Uint64
+	waits   atomic.Uint64
+	wakeups atomic.Uint64
+	enters  atomic.Uint64 // the ring's io_uring_enter calls, published each turn
+	cqes    atomic.Uint64 // CQEs reaped
+
+	// Owned by the worker goroutine.
+	ring   *Ring
+	fixed  bool         // the slab is registered: files use READ_FIXED
+	iovs   []unix.Iovec // the registered slab, to check a buffer's index
+	spare  []cmd        // the other half of the command double buffer
+	slots  []*lane      // by slot index
+	ready  []*lane      // lanes to advance this turn
+	batch  []*lane      // the ready queue being advanced
+	parked []*lane      // readable lanes held back by a pause
+	heap   []*lane      // lanes holding partial data, by flush deadline
+	syncs  []chan struct{}
+	msgs   []*dgramMsg // by slot index; nil until a datagram lane uses it
+	arenas []*Arena    // where msgs live; closed after the ring
+	live   int         // lanes added and not finished
+	// batchWait is the latency the worker may add to batch completions
+	// (zero: never). readsIssued says this turn queued a read, which may
+	// complete at submission: the wait then must not hold it back.
+	batchWait   time.Duration
+	readsIssued bool
+	woken       bool  // the Waker's read completed: re-arm it
+	closing     bool  // Close was asked: finish every lane, then exit
+	fatal       error // the ring failed; the loop ends
+}
+
+// lane is a worker's state for one lane. Slots are reused; the generation
+// tells incarnations apart.
+type lane struct {
+	l      *srcs.Lane
+	slot   uint32
+	gen    uint32 // zero when the slot is free
+	fd     int
+	mode   readMode
+	off    int64
+	notify func() // posts a grant for this incarnation
+
+	buf   *pool.Buf // nil when the lane holds no buffer
+	n     int       // bytes of buf that hold data
+	first time.Time // arrival of buf's first byte
+	want  int       // length of the read in flight
+
+	// dgram is the datagram limit of a modeDgram lane (see
+	// srcs.DatagramLimit; capped by the buffer in commit).
+	dgram   int
+	dropRep srcs.DatagramDropReporter // l.Out's, if it has one
+	warned  bool                      // a dropped datagram was logged
+
+	op        opTag // the operation in flight, if any
+	readable  bool  // data (or an end) is expected: read rather than poll
+	queued    bool  // in the ready queue
+	parked    bool  // in the parked list
+	waiting   bool  // a pool Wait is pending
+	removing  bool  // Remove asked: cancel, then finish
+	stopErr   error // what Finish reports once a removed lane's operations end
+	cancelled bool  // the cancel SQE was issued
+	flushNow  bool  // the flush deadline passed during a read
+	hidx      int   // index in the flush heap, or -1
+}
+
+func (ln *lane) userData(tag opTag) uint64 {
+	return PackUserData(ln.slot, uint32(tag)<<genBits|ln.gen)
+}
+
+// allocSlot reserves a slot and returns it with its new generation. Any
+// goroutine.
+func (w *worker) allocSlot() (idx, gen uint32) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if n := len(w.free); n > 0 {
+		idx = w.free[n-1]
+		w.free = w.free[:n-1]
+	} else {
+		idx = uint32(len(w.gens))
+		w.gens = append(w.gens, 0)
+	}
+	gen = (w.gens[idx] + 1) & genMask
+	if gen == 0 {
+		gen = 1 // zero means "free" to the worker
+	}
+	w.gens[idx] = gen
+	return idx, gen
+}
+
+// freeSlot returns a slot for reuse. Any goroutine.
+func (w *worker) freeSlot(idx uint32) {
+	w.mu.Lock()
+	w.free = append(w.free, idx)
+	w.mu.Unlock()
+}
+
+// post queues a command and wakes the worker. It reports false once the
+// worker has stopped. Any goroutine, including the worker itself (a buffer
+// it releases may be granted to one of its own lanes).
+func (w *worker) post(c cmd) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped.Load() {
+		return false
+	}
+	w.cmds = append(w.cmds, c)
+	// Wakes coalesce until the worker re-arms, so this rarely writes.
+	if err := w.waker.Wake(); err != nil {
+		w.r.log.Error("ring: runner: wake", "worker", w.id, "err", err)
+	}
+	return true
+}
+
+func (w *worker) run() {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := w.start(); err != nil {
+		w.markStopped() // posts fail from now on; there is no Waker
+		w.setup <- err
+		return
+	}
+	w.r.threads.Add(1)
+	defer w.r.threads.Add(-1)
+	w.setup <- nil
+	w.shutdown(w.loop())
+}
+
+// start creates the ring, the Waker and the buffer registration on the
+// worker's locked thread, and arms the Waker.
+func (w *worker) start() error {
+	rg, err := New(Config{Entries: runnerEntries, CQEntries: runnerCQEntries})
+	if err != nil {
+		return fmt.Errorf("ring: runner: worker %d: %w", w.id, err)
+	}
+	wk, err := NewWaker()
+	if err != nil {
+		rg.Close()
+		return fmt.Errorf("ring: runner: worker %d: %w", w.id, err)
+	}
+	w.ring = rg
+	w.mu.Lock()
+	w.waker = wk
+	w.mu.Unlock()
+
+	iovs := w.r.pool.Iovecs()
+	switch err := w.r.opts.register(rg, iovs); {
+	case err == nil:
+		w.fixed, w.iovs = true, iovs
+	default:
+		var me *MemlockError
+		level := slog.LevelWarn
+		if errors.As(err, &me) {
+			level = slog.LevelInfo
+		}
+		w.r.noFixedOnce.Do(func() {
+			w.r.log.Log(context.Background(), level, "ring: runner: fixed buffers unavailable, using READ",
+				"err", err, "bytes", len(iovs)*w.r.pool.BufSize())
+		})
+	}
+	if !w.arm() {
+		err := w.fatal
+		if err == nil {
+			err = ErrSQFull
+		}
+		rg.Close()
+		wk.Close()
+		return fmt.Errorf("ring: runner: worker %d: arm waker: %w", w.id, err)
+	}
+	return nil
+}
+
+func (w *worker) markStopped() {
+	w.mu.Lock()
+	w.stopped.Store(true)
+	w.mu.Unlock()
+}
+
+// arm queues the Waker's eventfd read.
+func (w *worker) arm() bool {
+	s := w.sqe()
+	if s == nil {
+		return false
+	}
+	w.waker.Arm(s)
+	s.UserData = PackUserData(0, uint32(tagWake)<<genBits)
+	return true
+}
+
+// sqe returns a free SQE, submitting to make room when the queue is full.
+// It returns nil when none can be had now; a lasting failure sets fatal.
+func (w *worker) sqe() *SQE {
+	if s := w.ring.GetSQE(); s != nil {
+		return s
+	}
+	s, err := w.ring.NextSQE()
+	if err != nil && !errors.Is(err, unix.EBUSY) && !errors.Is(err, unix.EAGAIN) && !errors.Is(err, ErrSQFull) {
+		w.fatal = err
+	}
+	return s
+}
+
+// loop runs turns until a close command has finished every lane, or the
+// ring fails.
+func (w *worker) loop() error {
+	for {
+		if w.r.opts.fault != nil {
+			if err := w.r.opts.fault(w); err != nil {
+				return err
+			}
+		}
+		w.cqes.Add(uint64(w.ring.ForEachCQE(w.onCQE)))
+		w.enters.Store(w.ring.Enters())
+		if w.woken {
+			// Re-arm before draining: a command posted after the drain
+			// then always finds a read to complete.
+			w.woken = false
+			if !w.arm() {
+				w.woken = true // no SQE to be had: try again next turn
+			}
+		}
+		w.drainCmds()
+		if w.fatal != nil {
+			return w.fatal
+		}
+		if w.closing && w.live == 0 {
+			return nil
+		}
+		w.readsIssued = false
+		w.advanceReady()
+		now := time.Now()
+		w.flushDue(now)
+		if len(w.syncs) > 0 {
+			if _, err := w.ring.Submit(); err != nil {
+				return err
+			}
+			for _, ch := range w.syncs {
+				close(ch)
+			}
+			clear(w.syncs)
+			w.syncs = w.syncs[:0]
+		}
+		if w.fatal != nil {
+			return w.fatal
+		}
+		w.waits.Add(1)
+		var err error
+		switch {
+		case w.woken || len(w.ready) > 0:
+			// Only a failure to get an SQE leaves these: the Waker is not
+			// armed, or lanes wait to issue. Sleep briefly, not forever.
+			_, err = w.ring.SubmitAndWaitTimeout(1, time.Millisecond)
+		case w.batchWait > 0 && !w.readsIssued:
+			// Load-paced: completions closer together than batchWait
+			// share one wake-up; the first after a quiet spell wakes
+			// the worker at once.
+			timeout := time.Duration(-1)
+			if len(w.heap) > 0 {
+				timeout = w.heap[0].due().Sub(now)
+			}
+			_, err = w.ring.SubmitAndWaitBatch(batchWaitNr, w.batchWait, timeout)
+		case len(w.heap) > 0:
+			_, err = w.ring.SubmitAndWaitTimeout(1, w.heap[0].due().Sub(now))
+		default:
+			_, err = w.ring.SubmitAndWait(1)
+		}
+		if err != nil && !errors.Is(err, unix.EBUSY) && !errors.Is(err, unix.EAGAIN) {
+			return err
+		}
+	}
+}
+
+// handleCQE routes one completion to its lane. Stale completions (a slot
+// reused since) and cancel results are dropped.
+func (w *worker) handleCQE(c *CQE) {
+	slot, g := UnpackUserData(c.UserData)
+	tag, gen := opTag(g>>genBits), g&genMask
+	switch tag {
+	case tagWake:
+		w.woken = true
+		w.wakeups.Add(1)
+		if c.Res < 0 && c.Res != -int32(unix.EINTR) && c.Res != -int32(unix.EAGAIN) && c.Res != -int32(unix.ECANCELED) {
+			w.fatal = fmt.Errorf("ring: runner: waker read: %w", unix.Errno(-c.Res))
+		}
+		return
+	case tagCancel:
+		return
+	}
+	if int(slot) >= len(w.slots) {
+		return
+	}
+	ln := w.slots[slot]
+	if ln == nil || ln.gen != gen || ln.op != tag {
+		return
+	}
+	ln.op = tagNone
+	switch tag {
+	case tagPoll:
+		w.polled(ln, c.Res)
+	case tagRead:
+		w.readDone(ln, c.Res, c.Flags)
+	}
+}
+
+// drainCmds runs the queued commands.
+func (w *worker) drainCmds() {
+	w.mu.Lock()
+	cmds := w.cmds
+	w.cmds = w.spare[:0]
+	w.mu.Unlock()
+	for i := range cmds {
+		c := &cmds[i]
+		switch c.op {
+		case cmdAdd:
+			w.add(c)
+		case cmdRemove:
+			if ln := w.lane(c.tok); ln != nil {
+				w.remove(ln)
+			}
+		case cmdGrant:
+			if ln := w.lane(c.tok); ln != nil {
+				w.grant(ln)
+			}
+		case cmdResume:
+			for _, ln := range w.parked {
+				if ln.parked {
+					ln.parked = false
+					w.enqueue(ln)
+				}
+			}
+			clear(w.parked)
+			w.parked = w.parked[:0]
+		case cmdClose:
+			w.closing = true
+			for _, ln := range w.slots {
+				if ln != nil && ln.gen != 0 {
+					w.remove(ln)
+				}
+			}
+		case cmdSync:
+			w.syncs = append(w.syncs, c.done)
+		}
+		*c = cmd{} // drop pointers
+	}
+	w.spare = cmds[:0]
+}
+
+// lane returns the live lane with token tok, or nil.
+func (w *worker) lane(tok uint64) *lane {
+	idx, gen := splitToken(tok)
+	if int(idx) >= len(w.slots) {
+		return nil
+	}
+	if ln := w.slots[idx]; ln != nil && ln.gen == gen {
+		return ln
+	}
+	return nil
+}
+
+func (w *worker) add(c *cmd) {
+	idx, gen := splitToken(c.tok)
+	for int(idx) >= len(w.slots) {
+		w.slots = append(w.slots, nil)
+	}
+	ln := w.slots[idx]
+	if ln == nil {
+		ln = &lane{}
+		w.slots[idx] = ln
+	}
+	*ln = lane{
+		l:        c.lane,
+		slot:     idx,
+		gen:      gen,
+		fd:       c.fd,
+		mode:     c.mode,
+		off:      c.off,
+		notify:   c.notify,
+		readable: c.mode == modeFile, // files need no poll
+		hidx:     -1,
+	}
+	w.live++
+	if c.mode == modeDgram {
+		ln.dgram = srcs.DatagramLimit(c.lane.Src, math.MaxInt32)
+		ln.dropRep, _ = c.lane.Out.(srcs.DatagramDropReporter)
+		if err := w.allocMsg(idx); err != nil {
+			w.finish(ln, fmt.Errorf("ring: runner: lane %d: %w", c.lane.ID, err))
+			return
+		}
+	}
+	if w.closing {
+		w.remove(ln)
+		return
+	}
+	w.enqueue(ln)
+}
+
+// remove stops a lane with srcs.ErrStopped.
+func (w *worker) remove(ln *lane) { w.stop(ln, srcs.ErrStopped) }
+
+// stop ends a lane with err: at once when nothing is in flight, else after
+// the cancel's victims complete.
+func (w *worker) stop(ln *lane, err error) {
+	if ln.removing {
+		return
+	}
+	ln.removing = true
+	ln.stopErr = err
+	if ln.op == tagNone {
+		w.finish(ln, err)
+		return
+	}
+	w.advance(ln)
+}
+
+// finish ends a lane: held data is emitted, an empty buffer returned, a
+// pending pool wait withdrawn, and Finish reported. Nothing may be in flight
+// for the lane: the kernel must be done with its buffer and descriptor.
+func (w *worker) finish(ln *lane, err error) {
+	if ln.op != tagNone {
+		panic("ring: runner: finishing a lane with an operation in flight")
+	}
+	if ln.hidx >= 0 {
+		w.heapRemove(ln)
+	}
+	l, tok := ln.l, token(ln.slot, ln.gen)
+	b, n, first := ln.buf, ln.n, ln.first
+	slot := ln.slot
+	flags := srcs.Partial
+	if ln.mode == modeDgram {
+		flags |= srcs.Datagrams
+	}
+	*ln = lane{hidx: -1} // the slot is free; queued pointers go stale
+	w.freeSlot(slot)
+	w.live--
+	w.load.Add(-1)
+	w.r.lanesN.Add(-1)
+	w.r.forget(l, tok)
+	switch {
+	case n > 0:
+		l.Out.Emit(l, b, n, flags, first)
+	case b != nil:
+		b.Release()
+	}
+	l.Account.Cancel()
+	l.Out.Finish(l, err)
+}
