@@ -20,7 +20,7 @@ type readMode uint8
 const (
 	modeSock   readMode = iota + 1 // poll, then RECV with MSG_DONTWAIT
 	modeStream                     // poll, then READ with RWF_NOWAIT (pipes, ttys)
-	modeFile                       // READ(_FIXED) at an advancing offset, no poll
+	modeFile                       // READ(_FIXED)s at advancing offsets, several in flight, no poll (file_linux.go)
 	modeDgram                      // poll, then one RECVMSG per datagram, framed
 )
 
@@ -69,9 +69,6 @@ func (w *worker) readDone(ln *lane, res int32, flags CQEFlags) {
 		// drained.
 		ln.readable = true
 	case res > 0:
-		if ln.mode == modeFile {
-			ln.off += int64(res)
-		}
 		w.commit(ln, int(res))
 		if ln.removing {
 			w.finish(ln, ln.stopErr)
@@ -79,7 +76,7 @@ func (w *worker) readDone(ln *lane, res int32, flags CQEFlags) {
 		}
 		// A short read from a socket means it drained; a poll, which
 		// checks the level when armed, tells when to read again.
-		ln.readable = ln.mode == modeFile || flags&CQEFSockNonempty != 0 || int(res) == ln.want
+		ln.readable = flags&CQEFSockNonempty != 0 || int(res) == ln.want
 	case res == 0:
 		if ln.removing {
 			w.finish(ln, ln.stopErr)
@@ -94,7 +91,7 @@ func (w *worker) readDone(ln *lane, res int32, flags CQEFlags) {
 		}
 		switch errno := unix.Errno(-res); errno {
 		case unix.EAGAIN:
-			ln.readable = ln.mode == modeFile
+			ln.readable = false
 		case unix.EINTR, unix.ECANCELED:
 		default:
 			w.finish(ln, srcs.Classify(os.NewSyscallError(ln.mode.opName(), errno)))
@@ -216,7 +213,7 @@ func (w *worker) advance(ln *lane) {
 		}
 		return
 	}
-	if ln.op != tagNone || ln.waiting {
+	if ln.op != tagNone && ln.fa == nil || ln.waiting {
 		return
 	}
 	if !ln.readable {
@@ -250,6 +247,10 @@ func (w *worker) advance(ln *lane) {
 		}
 		return
 	}
+	if ln.fa != nil {
+		w.advanceFile(ln)
+		return
+	}
 	if ln.buf == nil && !w.acquire(ln) {
 		return
 	}
@@ -278,13 +279,6 @@ func (w *worker) advance(ln *lane) {
 	case modeStream:
 		s.PrepRead(ln.fd, space, 0)
 		s.OpFlags = unix.RWF_NOWAIT
-	default:
-		if idx := ln.buf.Index(); w.fixed && idx < len(w.iovs) && w.iovs[idx].Base == &ln.buf.Bytes()[0] {
-			s.PrepReadFixed(ln.fd, space, uint64(ln.off), uint16(idx))
-		} else {
-			// Not registered, or a buffer from another pool.
-			s.PrepRead(ln.fd, space, uint64(ln.off))
-		}
 	}
 	s.UserData = ln.userData(tagRead)
 	ln.op = tagRead

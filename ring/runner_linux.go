@@ -45,10 +45,12 @@ import (
 // buffer, saves a CQE per drained burst but makes every flush an
 // ASYNC_CANCEL and a wait, and pins buffers in idle lanes.
 //
-// Regular files (Kind File) need no poll: one READ_FIXED (or READ, when the
-// slab could not be registered) is in flight per lane at the current
-// offset, advancing, until a read returns 0. Other non-socket streams
-// (pipes, character devices) poll like sockets and read with RWF_NOWAIT.
+// Regular files (Kind File) need no poll: up to fileDepth READ_FIXEDs (or
+// READs, when the slab could not be registered) are in flight per lane at
+// consecutive offsets, each into its own buffer, and are emitted in file
+// order until a read returns 0 (see file_linux.go). Other non-socket
+// streams (pipes, character devices) poll like sockets and read with
+// RWF_NOWAIT.
 //
 // Datagram descriptors (Kind Datagram, SOCK_DGRAM sockets) poll like stream
 // sockets when idle, then take one RECVMSG (MSG_DONTWAIT|MSG_TRUNC) per

@@ -83,7 +83,7 @@ type cmd struct {
 	lane   *srcs.Lane // cmdAdd, and the fields below
 	fd     int
 	mode   readMode
-	off    int64
+	off    int64 // where a file lane starts reading
 	notify func()
 	done   chan struct{} // cmdSync
 }
@@ -147,7 +147,6 @@ type lane struct {
 	gen    uint32 // zero when the slot is free
 	fd     int
 	mode   readMode
-	off    int64
 	notify func() // posts a grant for this incarnation
 
 	buf   *pool.Buf // nil when the lane holds no buffer
@@ -161,7 +160,9 @@ type lane struct {
 	dropRep srcs.DatagramDropReporter // l.Out's, if it has one
 	warned  bool                      // a dropped datagram was logged
 
-	op        opTag // the operation in flight, if any
+	fa *fileAhead // a file lane's read-ahead; nil for other lanes
+
+	op        opTag // the operation in flight, if any (tagRead for a file lane's reads)
 	readable  bool  // data (or an end) is expected: read rather than poll
 	queued    bool  // in the ready queue
 	parked    bool  // in the parked list
@@ -399,7 +400,16 @@ func (w *worker) handleCQE(c *CQE) {
 		return
 	}
 	ln := w.slots[slot]
-	if ln == nil || ln.gen != gen || ln.op != tag {
+	if ln == nil || ln.gen != gen {
+		return
+	}
+	if tag >= tagFileRead {
+		if ln.fa != nil && ln.op == tagRead {
+			w.fileDone(ln, int(tag-tagFileRead), c.Res)
+		}
+		return
+	}
+	if ln.op != tag {
 		return
 	}
 	ln.op = tagNone
@@ -482,12 +492,14 @@ func (w *worker) add(c *cmd) {
 		gen:      gen,
 		fd:       c.fd,
 		mode:     c.mode,
-		off:      c.off,
 		notify:   c.notify,
 		readable: c.mode == modeFile, // files need no poll
 		hidx:     -1,
 	}
 	w.live++
+	if c.mode == modeFile {
+		ln.fa = &fileAhead{next: c.off}
+	}
 	if c.mode == modeDgram {
 		ln.dgram = srcs.DatagramLimit(c.lane.Src, math.MaxInt32)
 		ln.dropRep, _ = c.lane.Out.(srcs.DatagramDropReporter)
@@ -530,6 +542,12 @@ func (w *worker) finish(ln *lane, err error) {
 	}
 	if ln.hidx >= 0 {
 		w.heapRemove(ln)
+	}
+	if ln.fa != nil {
+		// Reads completed in order go out before the end; the kernel is
+		// done with the rest.
+		w.emitFileReads(ln)
+		w.releaseFileReads(ln)
 	}
 	l, tok := ln.l, token(ln.slot, ln.gen)
 	b, n, first := ln.buf, ln.n, ln.first
