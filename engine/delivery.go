@@ -2,6 +2,7 @@ package engine
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-io/sluice/pool"
@@ -107,6 +108,9 @@ type item struct {
 // in practice by the pool (every data chunk holds a buffer) plus a few
 // events per source. Safe for concurrent use.
 type queue struct {
+	hold    *wakeHold   // nil: never held
+	pending atomic.Bool // a push found wake-ups held: release signals
+
 	mu     sync.Mutex
 	items  []item // ring buffer
 	head   int
@@ -116,8 +120,8 @@ type queue struct {
 	done   chan struct{} // closed by close: wakes every waiter at once
 }
 
-func newQueue() *queue {
-	return &queue{items: make([]item, 64), ready: make(chan struct{}, 1), done: make(chan struct{})}
+func newQueue(h *wakeHold) *queue {
+	return &queue{hold: h, items: make([]item, 64), ready: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
 func (q *queue) push(it item) {
@@ -132,7 +136,22 @@ func (q *queue) push(it item) {
 	q.items[(q.head+q.n)%len(q.items)] = it
 	q.n++
 	q.mu.Unlock()
-	q.signal()
+	q.wake()
+}
+
+// wake signals a consumer, or leaves the signal to the release of the
+// wake-ups held now. Storing pending before the second look at the holds
+// pairs with wakeHold.ReleaseWakeups, which drops the count before it
+// scans: one of the two always sees the other, so no wake-up is lost.
+func (q *queue) wake() {
+	if q.hold == nil || q.hold.n.Load() == 0 {
+		q.signal()
+		return
+	}
+	q.pending.Store(true)
+	if q.hold.n.Load() == 0 && q.pending.Swap(false) {
+		q.signal()
+	}
 }
 
 func (q *queue) signal() {
@@ -167,6 +186,27 @@ func (q *queue) close() {
 	if !q.closed {
 		q.closed = true
 		close(q.done)
+	}
+}
+
+// wakeHold is the engine's srcs.WakeupHolder: while any runner worker
+// holds, pushes mark their queue pending instead of waking a consumer, and
+// the last release wakes each pending queue once. Safe for concurrent use.
+type wakeHold struct {
+	n      atomic.Int32
+	shards []*queue // fixed before any runner starts
+}
+
+func (h *wakeHold) HoldWakeups() { h.n.Add(1) }
+
+func (h *wakeHold) ReleaseWakeups() {
+	if h.n.Add(-1) != 0 {
+		return
+	}
+	for _, q := range h.shards {
+		if q.pending.Swap(false) {
+			q.signal()
+		}
 	}
 }
 

@@ -108,7 +108,18 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	rc := srcs.RunnerConfig{Workers: cfg.Workers, Pool: p, MaxThreads: cfg.MaxThreads, Logger: o.log, BatchWait: cfg.BatchWait}
+	// The delivery queues exist before the runner, which may hold their
+	// wake-ups from its first turn.
+	hold := &wakeHold{}
+	nshards := 1
+	if o.handler != nil {
+		nshards = cfg.Handlers
+	}
+	for range nshards {
+		hold.shards = append(hold.shards, newQueue(hold))
+	}
+	rc := srcs.RunnerConfig{Workers: cfg.Workers, Pool: p, MaxThreads: cfg.MaxThreads, Logger: o.log,
+		BatchWait: cfg.BatchWait, Wakeups: hold}
 	r, err := chooseRunner(cfg.Runner, rc, o.factories, o.log)
 	if err != nil {
 		p.Close()
@@ -120,13 +131,7 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 	}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.flow = flow{high: int64(cfg.QueueHigh), low: int64(cfg.QueueLow), setPaused: e.setPaused}
-	nshards := 1
-	if e.handler != nil {
-		nshards = cfg.Handlers
-	}
-	for range nshards {
-		e.shards = append(e.shards, newQueue())
-	}
+	e.shards = hold.shards
 	if e.handler != nil {
 		for _, q := range e.shards {
 			e.handlers.Go(func() { e.serve(q) })

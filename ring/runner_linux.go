@@ -100,6 +100,7 @@ import (
 type Runner struct {
 	log     *slog.Logger
 	pool    *pool.Pool
+	wakeups srcs.WakeupHolder // nil: every Emit wakes processing itself
 	opts    runnerOptions
 	workers []*worker
 	wg      sync.WaitGroup
@@ -171,7 +172,7 @@ func newRunner(cfg srcs.RunnerConfig, opts runnerOptions) (*Runner, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	r := &Runner{log: log, pool: cfg.Pool, opts: opts, lanes: map[*srcs.Lane]laneRef{}}
+	r := &Runner{log: log, pool: cfg.Pool, wakeups: cfg.Wakeups, opts: opts, lanes: map[*srcs.Lane]laneRef{}}
 	if cfg.BatchWait < 0 {
 		return nil, fmt.Errorf("ring: runner: config: BatchWait = %v: must not be negative", cfg.BatchWait)
 	}
@@ -266,6 +267,10 @@ func (r *Runner) Add(l *srcs.Lane) error {
 			return fmt.Errorf("ring: runner: add lane %d: all workers stopped: %w", l.ID, r.fatal)
 		}
 		idx, gen := w.allocSlot()
+		if idx > slotMask {
+			w.freeSlot(idx)
+			return fmt.Errorf("ring: runner: add lane %d: worker %d drives %d lanes, its most", l.ID, w.id, slotMask)
+		}
 		tok := token(idx, gen)
 		c.tok = tok
 		c.notify = func() { w.post(cmd{op: cmdGrant, tok: tok}) }

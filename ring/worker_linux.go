@@ -314,69 +314,105 @@ func (w *worker) sqe() *SQE {
 // ring fails.
 func (w *worker) loop() error {
 	for {
-		if w.r.opts.fault != nil {
-			if err := w.r.opts.fault(w); err != nil {
-				return err
-			}
-		}
-		w.cqes.Add(uint64(w.ring.ForEachCQE(w.onCQE)))
-		w.enters.Store(w.ring.Enters())
-		if w.woken {
-			// Re-arm before draining: a command posted after the drain
-			// then always finds a read to complete.
-			w.woken = false
-			if !w.arm() {
-				w.woken = true // no SQE to be had: try again next turn
-			}
-		}
-		w.drainCmds()
-		if w.fatal != nil {
-			return w.fatal
-		}
-		if w.closing && w.live == 0 {
-			return nil
-		}
-		w.readsIssued = false
-		w.advanceReady()
-		now := time.Now()
-		w.flushDue(now)
-		if len(w.syncs) > 0 {
-			if _, err := w.ring.Submit(); err != nil {
-				return err
-			}
-			for _, ch := range w.syncs {
-				close(ch)
-			}
-			clear(w.syncs)
-			w.syncs = w.syncs[:0]
-		}
-		if w.fatal != nil {
-			return w.fatal
-		}
-		w.waits.Add(1)
-		var err error
-		switch {
-		case w.woken || len(w.ready) > 0:
-			// Only a failure to get an SQE leaves these: the Waker is not
-			// armed, or lanes wait to issue. Sleep briefly, not forever.
-			_, err = w.ring.SubmitAndWaitTimeout(1, time.Millisecond)
-		case w.batchWait > 0 && !w.readsIssued:
-			// Load-paced: completions closer together than batchWait
-			// share one wake-up; the first after a quiet spell wakes
-			// the worker at once.
-			timeout := time.Duration(-1)
-			if len(w.heap) > 0 {
-				timeout = w.heap[0].due().Sub(now)
-			}
-			_, err = w.ring.SubmitAndWaitBatch(batchWaitNr, w.batchWait, timeout)
-		case len(w.heap) > 0:
-			_, err = w.ring.SubmitAndWaitTimeout(1, w.heap[0].due().Sub(now))
-		default:
-			_, err = w.ring.SubmitAndWait(1)
-		}
-		if err != nil && !errors.Is(err, unix.EBUSY) && !errors.Is(err, unix.EAGAIN) {
+		// Processing is woken once a turn, not once a chunk: the hold
+		// ends before the worker waits.
+		w.holdWakeups()
+		now, exit, err := w.turn()
+		w.releaseWakeups()
+		if exit || err != nil {
 			return err
 		}
+		if err := w.wait(now); err != nil {
+			return err
+		}
+	}
+}
+
+// turn reaps every CQE, takes the commands, issues the next operations and
+// emits partial buffers that are due. exit says the worker is done.
+func (w *worker) turn() (now time.Time, exit bool, err error) {
+	if w.r.opts.fault != nil {
+		if err := w.r.opts.fault(w); err != nil {
+			return now, true, err
+		}
+	}
+	w.cqes.Add(uint64(w.ring.ForEachCQE(w.onCQE)))
+	w.enters.Store(w.ring.Enters())
+	if w.woken {
+		// Re-arm before draining: a command posted after the drain
+		// then always finds a read to complete.
+		w.woken = false
+		if !w.arm() {
+			w.woken = true // no SQE to be had: try again next turn
+		}
+	}
+	w.drainCmds()
+	if w.fatal != nil {
+		return now, true, w.fatal
+	}
+	if w.closing && w.live == 0 {
+		return now, true, nil
+	}
+	w.readsIssued = false
+	w.advanceReady()
+	now = time.Now()
+	w.flushDue(now)
+	if len(w.syncs) > 0 {
+		if _, err := w.ring.Submit(); err != nil {
+			return now, true, err
+		}
+		for _, ch := range w.syncs {
+			close(ch)
+		}
+		clear(w.syncs)
+		w.syncs = w.syncs[:0]
+	}
+	if w.fatal != nil {
+		return now, true, w.fatal
+	}
+	return now, false, nil
+}
+
+// wait submits what the turn queued and sleeps in the kernel until a
+// completion, the nearest flush deadline, or, when busy, a batch.
+func (w *worker) wait(now time.Time) error {
+	w.waits.Add(1)
+	var err error
+	switch {
+	case w.woken || len(w.ready) > 0:
+		// Only a failure to get an SQE leaves these: the Waker is not
+		// armed, or lanes wait to issue. Sleep briefly, not forever.
+		_, err = w.ring.SubmitAndWaitTimeout(1, time.Millisecond)
+	case w.batchWait > 0 && !w.readsIssued:
+		// Load-paced: completions closer together than batchWait share
+		// one wake-up; the first after a quiet spell wakes the worker at
+		// once.
+		timeout := time.Duration(-1)
+		if len(w.heap) > 0 {
+			timeout = w.heap[0].due().Sub(now)
+		}
+		_, err = w.ring.SubmitAndWaitBatch(batchWaitNr, w.batchWait, timeout)
+	case len(w.heap) > 0:
+		_, err = w.ring.SubmitAndWaitTimeout(1, w.heap[0].due().Sub(now))
+	default:
+		_, err = w.ring.SubmitAndWait(1)
+	}
+	if err != nil && !errors.Is(err, unix.EBUSY) && !errors.Is(err, unix.EAGAIN) {
+		return err
+	}
+	return nil
+}
+
+// holdWakeups and releaseWakeups bracket a turn (srcs.WakeupHolder).
+func (w *worker) holdWakeups() {
+	if h := w.r.wakeups; h != nil {
+		h.HoldWakeups()
+	}
+}
+
+func (w *worker) releaseWakeups() {
+	if h := w.r.wakeups; h != nil {
+		h.ReleaseWakeups()
 	}
 }
 
@@ -396,6 +432,8 @@ func (w *worker) handleCQE(c *CQE) {
 	case tagCancel:
 		return
 	}
+	idx := int(slot >> fileIdxShift)
+	slot &= slotMask
 	if int(slot) >= len(w.slots) {
 		return
 	}
@@ -403,9 +441,9 @@ func (w *worker) handleCQE(c *CQE) {
 	if ln == nil || ln.gen != gen {
 		return
 	}
-	if tag >= tagFileRead {
-		if ln.fa != nil && ln.op == tagRead {
-			w.fileDone(ln, int(tag-tagFileRead), c.Res)
+	if tag == tagFileRead {
+		if ln.fa != nil && ln.op == tagRead && idx < fileDepth {
+			w.fileDone(ln, idx, c.Res)
 		}
 		return
 	}

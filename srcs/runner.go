@@ -25,6 +25,22 @@ type RunnerConfig struct {
 	// batch of completions while it is busy; zero wakes for every one.
 	// The uring runner honours it (see engine.Config.BatchWait).
 	BatchWait time.Duration
+	// Wakeups, when set, lets event-loop workers wake processing once per
+	// loop turn instead of once per chunk. The engine sets it.
+	Wakeups WakeupHolder
+}
+
+// WakeupHolder holds back the wake-ups of processing while a runner's
+// worker emits a loop turn's chunks. A worker calls HoldWakeups before the
+// turn's first Emit and ReleaseWakeups before it waits again: every Emit
+// still queues its chunk at once, but a consumer asleep is woken only at
+// the release, once for the whole turn rather than once a chunk, which
+// spares a thread wake-up (and across CPUs an interprocessor interrupt)
+// per chunk. Holds may nest and overlap between workers. A hold must
+// never span a blocking wait. Safe for concurrent use.
+type WakeupHolder interface {
+	HoldWakeups()
+	ReleaseWakeups()
 }
 
 // RunnerStats is a snapshot of a runner's own counters.
