@@ -21,10 +21,20 @@ import (
 // complete at submission) and one turn emits them all. The pool's policy
 // still bounds what a file holds: TryAcquire refuses past MaxPerSource,
 // and while any other source waits for a buffer.
-const fileDepth = 8
+const fileDepth = 32
 
-// Read-ahead tags: tagFileRead+i is the read in slot i of a lane's queue.
-const tagFileRead opTag = 8
+// A file lane's reads carry tagFileRead, and the read's place in the
+// lane's queue in the top bits of the slot half of user_data.
+const (
+	tagFileRead  opTag = tagCancel + 1
+	fileIdxShift       = 24
+	slotMask           = 1<<fileIdxShift - 1 // workers never have more slots
+)
+
+// fileUserData is the user_data of read i of file lane ln.
+func fileUserData(ln *lane, i int) uint64 {
+	return PackUserData(ln.slot|uint32(i)<<fileIdxShift, uint32(tagFileRead)<<genBits|ln.gen)
+}
 
 // fileRead is one read of a file lane's queue.
 type fileRead struct {
@@ -92,7 +102,7 @@ func (w *worker) advanceFile(ln *lane) {
 		fa.n++
 		fa.inflight++
 		w.prepFileRead(s, ln.fd, fr)
-		s.UserData = PackUserData(ln.slot, uint32(tagFileRead+opTag(i))<<genBits|ln.gen)
+		s.UserData = fileUserData(ln, i)
 		ln.op = tagRead
 		w.readsIssued = true
 	}
@@ -131,7 +141,7 @@ func (w *worker) fileDone(ln *lane, i int, res int32) {
 			// Try the same read again, in the same place of the order.
 			if s := w.sqe(); s != nil {
 				w.prepFileRead(s, ln.fd, fr)
-				s.UserData = PackUserData(ln.slot, uint32(tagFileRead+opTag(i))<<genBits|ln.gen)
+				s.UserData = fileUserData(ln, i)
 				fa.inflight++
 				ln.op = tagRead
 				w.readsIssued = true
