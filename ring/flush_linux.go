@@ -8,14 +8,24 @@ import (
 	"github.com/sluice-io/sluice/srcs"
 )
 
-func (ln *lane) due() time.Time { return ln.first.Add(ln.l.Flush) }
+// due is when the lane's partial data must be emitted: Flush after its
+// first byte. heapPush sets it, so heap comparisons do no time arithmetic.
+func (ln *lane) due() time.Time { return ln.dueAt }
 
-// flushDue emits the partial data whose flush deadline has passed. A lane
-// with a read in flight emits when the read completes.
+// flushSlack is how early before its deadline a partial buffer may go out
+// with others that are due. Flush bounds how long data is held, so going
+// early is always allowed; coalescing lets one wake-up flush every buffer
+// due within the slack, instead of a timer wake-up per buffer when each
+// message of a lightly loaded source becomes a chunk of its own.
+func flushSlack(ln *lane) time.Duration { return ln.l.Flush / 4 }
+
+// flushDue emits the partial data whose flush deadline has passed or is
+// within its slack. A lane with a read in flight emits when the read
+// completes.
 func (w *worker) flushDue(now time.Time) {
 	for len(w.heap) > 0 {
 		ln := w.heap[0]
-		if now.Before(ln.due()) {
+		if now.Before(ln.due().Add(-flushSlack(ln))) {
 			return
 		}
 		if ln.op == tagRead {
@@ -39,6 +49,7 @@ func (w *worker) heapSwap(i, j int) {
 }
 
 func (w *worker) heapPush(ln *lane) {
+	ln.dueAt = ln.first.Add(ln.l.Flush)
 	ln.hidx = len(w.heap)
 	w.heap = append(w.heap, ln)
 	w.heapUp(ln.hidx)

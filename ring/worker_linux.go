@@ -152,6 +152,7 @@ type lane struct {
 	buf   *pool.Buf // nil when the lane holds no buffer
 	n     int       // bytes of buf that hold data
 	first time.Time // arrival of buf's first byte
+	dueAt time.Time // first + Flush, while in the flush heap
 	want  int       // length of the read in flight
 
 	// dgram is the datagram limit of a modeDgram lane (see
