@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-io/sluice/internal/flush"
 	"github.com/sluice-io/sluice/srcs"
 )
 
@@ -401,14 +402,14 @@ type epWorker struct {
 	ctls     atomic.Uint64 // epoll_ctl calls
 
 	// Owned by the worker goroutine.
-	spare  []epCmd
-	slots  []*epLane // by slot index
-	ready  []uint64  // tokens of lanes to serve, FIFO
-	batch  []uint64  // the ready queue being served this turn
-	heap   []*epLane // lanes holding partial data, by flush deadline
-	events []unix.EpollEvent
-	drain  [8]byte // eventfd read buffer
-	fault  error   // an injected failure: the loop ends with it
+	spare   []epCmd
+	slots   []*epLane           // by slot index
+	ready   []uint64            // tokens of lanes to serve, FIFO
+	batch   []uint64            // the ready queue being served this turn
+	flushes flush.Heap[*epLane] // lanes holding partial data, by flush deadline
+	events  []unix.EpollEvent
+	drain   [8]byte // eventfd read buffer
+	fault   error   // an injected failure: the loop ends with it
 }
 
 // epLane is a worker's state for one lane. Slots are reused; the token
@@ -429,11 +430,11 @@ type epLane struct {
 	sock   bool   // a socket: a short read means drained
 	notify func() // posts a grant for this incarnation
 
-	readable bool // an edge was seen and the lane has not hit EAGAIN since
-	full     bool // read until EAGAIN: a short read does not prove drained
-	queued   bool // in the ready queue
-	waiting  bool // a pool Wait is pending
-	hidx     int  // index in the flush heap, or -1
+	readable bool                // an edge was seen and the lane has not hit EAGAIN since
+	full     bool                // read until EAGAIN: a short read does not prove drained
+	queued   bool                // in the ready queue
+	waiting  bool                // a pool Wait is pending
+	fl       flush.Mark[*epLane] // the lane's place in the flush heap, while it holds partial data
 }
 
 func newEpWorker(e *Epoll) (*epWorker, error) {
@@ -594,10 +595,10 @@ func (w *epWorker) timeout(now time.Time) int {
 	if len(w.ready) > 0 && !w.e.paused.Load() {
 		return 0
 	}
-	if len(w.heap) == 0 {
+	if w.flushes.Len() == 0 {
 		return -1
 	}
-	d, _ := w.heap[0].f.due()
+	_, d := w.flushes.Min()
 	wait := d.Sub(now)
 	if wait <= 0 {
 		return 0
@@ -641,7 +642,7 @@ func (w *epWorker) slot(idx uint32) *epLane {
 	}
 	ln := w.slots[idx]
 	if ln == nil {
-		ln = &epLane{hidx: -1}
+		ln = &epLane{}
 		w.slots[idx] = ln
 	}
 	return ln
@@ -670,7 +671,6 @@ func (w *epWorker) add(c *epCmd) {
 		always: c.always,
 		polled: c.polled,
 		sock:   c.sock,
-		hidx:   -1,
 	}
 	if c.kind == srcs.Datagram {
 		ln.f.resetDatagram(c.lane, c.lane.Flush)
@@ -788,14 +788,7 @@ func (w *epWorker) service(ln *epLane) {
 			ln.off += int64(n)
 		}
 		ln.f.commit(n, time.Now())
-		switch {
-		case ln.f.pending() == 0:
-			if ln.hidx >= 0 {
-				w.heapRemove(ln)
-			}
-		case ln.hidx < 0:
-			w.heapPush(ln)
-		}
+		w.holdPartial(ln)
 		if ln.sock && !ln.full && n < len(space) {
 			// The socket drained; its next arrival raises a new edge.
 			ln.readable = false
@@ -895,14 +888,37 @@ func (w *epWorker) grant(tok uint64) {
 	w.enqueue(ln) // readable: it was when it asked
 }
 
+// holdPartial keeps ln in the flush heap, at its current deadline, while
+// it holds partial data, and out of it otherwise. A commit that filled one
+// buffer and started the next moves the deadline: Fix keeps the heap
+// ordered.
+func (w *epWorker) holdPartial(ln *epLane) {
+	due, ok := ln.f.due()
+	switch {
+	case !ok:
+		w.flushes.Remove(&ln.fl)
+	case !ln.fl.In():
+		w.flushes.Push(&ln.fl, ln, due)
+	case !ln.fl.Due().Equal(due):
+		w.flushes.Fix(&ln.fl, due)
+	}
+}
+
 // flushDue emits the partial data whose flush deadline has passed.
 func (w *epWorker) flushDue(now time.Time) {
-	for len(w.heap) > 0 {
-		ln := w.heap[0]
-		if !ln.f.flushIfDue(now) {
-			return
+	for w.flushes.Len() > 0 {
+		ln, due := w.flushes.Min()
+		if ln.f.flushIfDue(now) {
+			w.flushes.Remove(&ln.fl)
+			continue
 		}
-		w.heapRemove(ln)
+		if d, ok := ln.f.due(); !ok || !d.Equal(due) {
+			// Its data left, or its deadline moved, on a path that did not
+			// say so: put it right rather than wake for nothing.
+			w.holdPartial(ln)
+			continue
+		}
+		return
 	}
 }
 
@@ -913,12 +929,10 @@ func (w *epWorker) finish(ln *epLane, err error) {
 		w.ctls.Add(1)
 		_ = unix.EpollCtl(w.epfd, unix.EPOLL_CTL_DEL, ln.fd, nil)
 	}
-	if ln.hidx >= 0 {
-		w.heapRemove(ln)
-	}
+	w.flushes.Remove(&ln.fl)
 	l, tok := ln.f.l, ln.tok
 	f := ln.f
-	*ln = epLane{hidx: -1} // the slot is free; queued tokens go stale
+	*ln = epLane{} // the slot is free; queued tokens go stale
 	w.freeSlot(tok)
 	w.load.Add(-1)
 	w.e.lanesN.Add(-1)
@@ -961,69 +975,5 @@ func (w *epWorker) shutdown(cause error) {
 		w.e.mu.Lock()
 		w.e.closeErrs = append(w.e.closeErrs, fmt.Errorf("fallback: epoll: worker: %w", err))
 		w.e.mu.Unlock()
-	}
-}
-
-// The flush heap is a binary min-heap of lanes by flush deadline; each
-// lane knows its index so it can leave from the middle.
-
-func (w *epWorker) heapLess(i, j int) bool {
-	a, _ := w.heap[i].f.due()
-	b, _ := w.heap[j].f.due()
-	return a.Before(b)
-}
-
-func (w *epWorker) heapSwap(i, j int) {
-	w.heap[i], w.heap[j] = w.heap[j], w.heap[i]
-	w.heap[i].hidx = i
-	w.heap[j].hidx = j
-}
-
-func (w *epWorker) heapPush(ln *epLane) {
-	ln.hidx = len(w.heap)
-	w.heap = append(w.heap, ln)
-	w.heapUp(ln.hidx)
-}
-
-func (w *epWorker) heapRemove(ln *epLane) {
-	i, last := ln.hidx, len(w.heap)-1
-	if i != last {
-		w.heapSwap(i, last)
-	}
-	w.heap[last] = nil
-	w.heap = w.heap[:last]
-	ln.hidx = -1
-	if i != last {
-		w.heapDown(i)
-		w.heapUp(i)
-	}
-}
-
-func (w *epWorker) heapUp(i int) {
-	for i > 0 {
-		p := (i - 1) / 2
-		if !w.heapLess(i, p) {
-			return
-		}
-		w.heapSwap(i, p)
-		i = p
-	}
-}
-
-func (w *epWorker) heapDown(i int) {
-	for {
-		l := 2*i + 1
-		if l >= len(w.heap) {
-			return
-		}
-		m := l
-		if r := l + 1; r < len(w.heap) && w.heapLess(r, l) {
-			m = r
-		}
-		if !w.heapLess(m, i) {
-			return
-		}
-		w.heapSwap(i, m)
-		i = m
 	}
 }

@@ -151,16 +151,14 @@ func (w *worker) commit(ln *lane, n int) {
 		w.emit(ln, srcs.Partial)
 	case ln.l.Flush <= 0:
 		w.emit(ln, srcs.Partial)
-	case ln.hidx < 0:
-		w.heapPush(ln)
+	case !ln.fl.In():
+		w.holdPartial(ln)
 	}
 }
 
 // emit hands the held data downstream; ownership of the buffer goes with it.
 func (w *worker) emit(ln *lane, flags srcs.Flags) {
-	if ln.hidx >= 0 {
-		w.heapRemove(ln)
-	}
+	w.flushes.Remove(&ln.fl)
 	if ln.mode == modeDgram {
 		flags |= srcs.Datagrams
 	}

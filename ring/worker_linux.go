@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-io/sluice/internal/flush"
 	"github.com/sluice-io/sluice/pool"
 	"github.com/sluice-io/sluice/srcs"
 )
@@ -116,19 +117,19 @@ type worker struct {
 	cqes    atomic.Uint64 // CQEs reaped
 
 	// Owned by the worker goroutine.
-	ring   *Ring
-	fixed  bool         // the slab is registered: files use READ_FIXED
-	iovs   []unix.Iovec // the registered slab, to check a buffer's index
-	spare  []cmd        // the other half of the command double buffer
-	slots  []*lane      // by slot index
-	ready  []*lane      // lanes to advance this turn
-	batch  []*lane      // the ready queue being advanced
-	parked []*lane      // readable lanes held back by a pause
-	heap   []*lane      // lanes holding partial data, by flush deadline
-	syncs  []chan struct{}
-	msgs   []*dgramMsg // by slot index; nil until a datagram lane uses it
-	arenas []*Arena    // where msgs live; closed after the ring
-	live   int         // lanes added and not finished
+	ring    *Ring
+	fixed   bool              // the slab is registered: files use READ_FIXED
+	iovs    []unix.Iovec      // the registered slab, to check a buffer's index
+	spare   []cmd             // the other half of the command double buffer
+	slots   []*lane           // by slot index
+	ready   []*lane           // lanes to advance this turn
+	batch   []*lane           // the ready queue being advanced
+	parked  []*lane           // readable lanes held back by a pause
+	flushes flush.Heap[*lane] // lanes holding partial data, by flush deadline
+	syncs   []chan struct{}
+	msgs    []*dgramMsg // by slot index; nil until a datagram lane uses it
+	arenas  []*Arena    // where msgs live; closed after the ring
+	live    int         // lanes added and not finished
 	// batchWait is the latency the worker may add to batch completions
 	// (zero: never). readsIssued says this turn queued a read, which may
 	// complete at submission: the wait then must not hold it back.
@@ -149,11 +150,11 @@ type lane struct {
 	mode   readMode
 	notify func() // posts a grant for this incarnation
 
-	buf   *pool.Buf // nil when the lane holds no buffer
-	n     int       // bytes of buf that hold data
-	first time.Time // arrival of buf's first byte
-	dueAt time.Time // first + Flush, while in the flush heap
-	want  int       // length of the read in flight
+	buf   *pool.Buf         // nil when the lane holds no buffer
+	n     int               // bytes of buf that hold data
+	first time.Time         // arrival of buf's first byte
+	fl    flush.Mark[*lane] // the lane's place in the flush heap, while it holds partial data
+	want  int               // length of the read in flight
 
 	// dgram is the datagram limit of a modeDgram lane (see
 	// srcs.DatagramLimit; capped by the buffer in commit).
@@ -172,7 +173,6 @@ type lane struct {
 	stopErr   error // what Finish reports once a removed lane's operations end
 	cancelled bool  // the cancel SQE was issued
 	flushNow  bool  // the flush deadline passed during a read
-	hidx      int   // index in the flush heap, or -1
 }
 
 func (ln *lane) userData(tag opTag) uint64 {
@@ -389,12 +389,13 @@ func (w *worker) wait(now time.Time) error {
 		// one wake-up; the first after a quiet spell wakes the worker at
 		// once.
 		timeout := time.Duration(-1)
-		if len(w.heap) > 0 {
-			timeout = w.heap[0].due().Sub(now)
+		if d, ok := w.nextFlush(now); ok {
+			timeout = d
 		}
 		_, err = w.ring.SubmitAndWaitBatch(batchWaitNr, w.batchWait, timeout)
-	case len(w.heap) > 0:
-		_, err = w.ring.SubmitAndWaitTimeout(1, w.heap[0].due().Sub(now))
+	case w.flushes.Len() > 0:
+		d, _ := w.nextFlush(now)
+		_, err = w.ring.SubmitAndWaitTimeout(1, d)
 	default:
 		_, err = w.ring.SubmitAndWait(1)
 	}
@@ -533,7 +534,6 @@ func (w *worker) add(c *cmd) {
 		mode:     c.mode,
 		notify:   c.notify,
 		readable: c.mode == modeFile, // files need no poll
-		hidx:     -1,
 	}
 	w.live++
 	if c.mode == modeFile {
@@ -579,9 +579,7 @@ func (w *worker) finish(ln *lane, err error) {
 	if ln.op != tagNone {
 		panic("ring: runner: finishing a lane with an operation in flight")
 	}
-	if ln.hidx >= 0 {
-		w.heapRemove(ln)
-	}
+	w.flushes.Remove(&ln.fl)
 	if ln.fa != nil {
 		// Reads completed in order go out before the end; the kernel is
 		// done with the rest.
@@ -595,7 +593,7 @@ func (w *worker) finish(ln *lane, err error) {
 	if ln.mode == modeDgram {
 		flags |= srcs.Datagrams
 	}
-	*ln = lane{hidx: -1} // the slot is free; queued pointers go stale
+	*ln = lane{} // the slot is free; queued pointers go stale
 	w.freeSlot(slot)
 	w.live--
 	w.load.Add(-1)

@@ -1,0 +1,102 @@
+package flush
+
+import "time"
+
+// Mark is an item's place in a Heap: embed one in each item. The zero Mark
+// is in no heap.
+type Mark[T any] struct {
+	due   time.Time
+	idx   int // position in the heap plus one; 0: not in it
+	owner T
+}
+
+// In reports whether m is in a heap.
+func (m *Mark[T]) In() bool { return m.idx > 0 }
+
+// Due returns the deadline m was pushed or fixed with.
+func (m *Mark[T]) Due() time.Time { return m.due }
+
+// Heap is a binary min-heap of marks by deadline. Not safe for concurrent
+// use: it belongs to one worker.
+type Heap[T any] struct {
+	h []*Mark[T]
+}
+
+// Len returns the number of items.
+func (h *Heap[T]) Len() int { return len(h.h) }
+
+// Min returns the item with the earliest deadline, and the deadline. The
+// heap must not be empty.
+func (h *Heap[T]) Min() (T, time.Time) { return h.h[0].owner, h.h[0].due }
+
+// Push adds owner, whose mark m is in no heap, with deadline due.
+func (h *Heap[T]) Push(m *Mark[T], owner T, due time.Time) {
+	m.due, m.owner = due, owner
+	h.h = append(h.h, m)
+	m.idx = len(h.h)
+	h.up(m.idx - 1)
+}
+
+// Fix moves m, which is in h, to deadline due.
+func (h *Heap[T]) Fix(m *Mark[T], due time.Time) {
+	m.due = due
+	i := m.idx - 1
+	h.down(i)
+	h.up(i)
+}
+
+// Remove takes m out of h. Removing a mark in no heap does nothing.
+func (h *Heap[T]) Remove(m *Mark[T]) {
+	if m.idx == 0 {
+		return
+	}
+	i, last := m.idx-1, len(h.h)-1
+	if i != last {
+		h.swap(i, last)
+	}
+	h.h[last] = nil
+	h.h = h.h[:last]
+	var zero T
+	m.idx, m.owner = 0, zero
+	if i != last {
+		h.down(i)
+		h.up(i)
+	}
+}
+
+func (h *Heap[T]) less(i, j int) bool { return h.h[i].due.Before(h.h[j].due) }
+
+func (h *Heap[T]) swap(i, j int) {
+	h.h[i], h.h[j] = h.h[j], h.h[i]
+	h.h[i].idx = i + 1
+	h.h[j].idx = j + 1
+}
+
+func (h *Heap[T]) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !h.less(i, p) {
+			return
+		}
+		h.swap(i, p)
+		i = p
+	}
+}
+
+func (h *Heap[T]) down(i int) {
+	for {
+		l := 2*i + 1
+		if l >= len(h.h) {
+			return
+		}
+		m := l
+		if r := l + 1; r < len(h.h) && h.less(r, l) {
+			m = r
+		}
+		if !h.less(m, i) {
+			return
+		}
+		h.swap(i, m)
+		i = m
+	}
+}

@@ -1,0 +1,81 @@
+package flush
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+)
+
+type item struct {
+	id   int
+	mark Mark[*item]
+}
+
+// TestHeapAgainstModel drives a heap with random pushes, fixes, removes
+// and pops, and checks every step against a plain list.
+func TestHeapAgainstModel(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(1, 2))
+	base := time.Now()
+	items := make([]*item, 64)
+	for i := range items {
+		items[i] = &item{id: i}
+	}
+	var h Heap[*item]
+	model := map[int]time.Time{}
+	for step := range 20000 {
+		it := items[rnd.IntN(len(items))]
+		due := base.Add(time.Duration(rnd.IntN(1000)) * time.Microsecond)
+		switch op := rnd.IntN(4); {
+		case op == 0 && !it.mark.In():
+			h.Push(&it.mark, it, due)
+			model[it.id] = due
+		case op == 1 && it.mark.In():
+			h.Fix(&it.mark, due)
+			model[it.id] = due
+		case op == 2:
+			h.Remove(&it.mark)
+			delete(model, it.id)
+		case op == 3 && h.Len() > 0:
+			got, gotDue := h.Min()
+			h.Remove(&got.mark)
+			var dues []time.Time
+			for _, d := range model {
+				dues = append(dues, d)
+			}
+			earliest := slices.MinFunc(dues, func(a, b time.Time) int { return a.Compare(b) })
+			if !gotDue.Equal(earliest) || !model[got.id].Equal(gotDue) {
+				t.Fatalf("step %d: Min is item %d due %v, earliest due is %v", step, got.id, gotDue, earliest)
+			}
+			delete(model, got.id)
+		}
+		if h.Len() != len(model) {
+			t.Fatalf("step %d: heap holds %d, model %d", step, h.Len(), len(model))
+		}
+		for _, it := range items {
+			_, in := model[it.id]
+			if it.mark.In() != in {
+				t.Fatalf("step %d: item %d In() = %v, model %v", step, it.id, it.mark.In(), in)
+			}
+		}
+	}
+}
+
+// BenchmarkHeapPushRemove: the cost a flush deadline adds to a chunk.
+func BenchmarkHeapPushRemove(b *testing.B) {
+	items := make([]*item, 1000)
+	var h Heap[*item]
+	base := time.Now()
+	for i := range items {
+		items[i] = &item{id: i}
+		h.Push(&items[i].mark, items[i], base.Add(time.Duration(i)*time.Microsecond))
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		it := items[i%len(items)]
+		h.Remove(&it.mark)
+		h.Push(&it.mark, it, base.Add(time.Duration(i+1000)*time.Microsecond))
+		i++
+	}
+}
