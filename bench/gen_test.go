@@ -55,8 +55,8 @@ func TestGenReportsWhatItSent(t *testing.T) {
 						b, _ := io.ReadAll(c)
 						g := got{bytes: len(b), crc: crc32.Checksum(b, castagnoli)}
 						tr := recordTracker{size: size}
-						var rec fakeRec
-						g.stamp = tr.feed(b, time.Now().UnixNano(), &rec)
+						var rec, e2e fakeRec
+						g.stamp = tr.feed(b, time.Now().UnixNano(), &rec, &e2e)
 						for _, v := range rec.vals {
 							if v <= 0 || v > time.Now().UnixNano()-start {
 								g.stamp = -1

@@ -30,22 +30,59 @@ func writeRunTable(w io.Writer, rep *RunReport) {
 		c.Sources, FormatBytes(uint64(c.MsgSize)), pacing, c.DurationS, c.Rounds)
 }
 
-// writeResultTable prints one row per result.
+// writeResultTable prints one row per result: what the engine did, then
+// what the generator did and the runner's own counters.
 func writeResultTable(w io.Writer, rs []*Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "runner\tthroughput\tbytes\tCPU s/GiB\tthreads\tRSS\tp50\tp99\tp99.9\tmax\tfairness\tpool waits\tpartials\tverified\t")
+	fmt.Fprintln(tw, "runner\tthroughput\tbytes\tCPU s/GiB\tthreads\tRSS\tp50\tp99\tp99.9\tmax\te2e p99\te2e max\tfairness\tpool waits\tpartials\tverified\t")
 	for _, r := range rs {
 		verified := "ok"
 		if !r.Verified {
 			verified = fmt.Sprintf("FAIL(%d)", len(r.Mismatches))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.3f\t%d\t%s\t%s\t%s\t%s\t%s\t%.4f\t%s\t%s\t%s\t\n",
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.3f\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.4f\t%s\t%s\t%s\t\n",
 			r.Runner, FormatRate(r.ThroughputBps), FormatBytes(r.Bytes), r.CPUSPerGiB, r.ThreadsMax,
 			FormatBytes(uint64(max(r.RSSMaxBytes, 0))),
 			FormatNanos(r.LatencyNs.P50), FormatNanos(r.LatencyNs.P99), FormatNanos(r.LatencyNs.P999), FormatNanos(r.LatencyNs.Max),
+			FormatNanos(r.E2ELatencyNs.P99), FormatNanos(r.E2ELatencyNs.Max),
 			r.FairnessJain, humanize.Comma(int64(r.PoolWaits)), humanize.Comma(int64(r.PartialFlushes)), verified)
 	}
 	tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "runner\tgen held\tgen lag p50\tgen lag p99\tgen lag max\tengine CPU\tgen CPU\tlimit\tcompl/enter\twaits/s\twakeups/s\tsyscalls/MiB\t")
+	for _, r := range rs {
+		fmt.Fprintf(tw, "%s\t%.1f%%\t%s\t%s\t%s\t%.0f%%\t%.0f%%\t%s\t%s\t%s\t%s\t%.1f\t\n",
+			r.Runner, 100*r.GenHeld, FormatNanos(r.GenLagNs.P50), FormatNanos(r.GenLagNs.P99), FormatNanos(r.GenLagNs.Max),
+			100*r.EngineCPUUtil, 100*r.GenCPUUtil, limitNote(r),
+			perEnter(r.Counters), humanize.Comma(int64(r.Counters.WaitsPerS)), humanize.Comma(int64(r.Counters.WakeupsPerS)),
+			r.Counters.SyscallsPerMiB)
+	}
+	tw.Flush()
+	for _, r := range rs {
+		if r.GeneratorBound {
+			fmt.Fprintf(w, "%s: generator-bound: %s; no verdict for this row\n", r.Runner, r.GenBoundWhy)
+		}
+	}
+}
+
+// limitNote is the limit column: generator-bound, or the bottleneck of an
+// unpaced row, or "-".
+func limitNote(r *Result) string {
+	switch {
+	case r.GeneratorBound:
+		return "generator-bound"
+	case r.Bottleneck != "":
+		return r.Bottleneck
+	}
+	return "-"
+}
+
+func perEnter(c Counters) string {
+	if c.Enters == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", c.CompletionsPerEnter)
 }
 
 // writeRatios prints, for the first runner against each other one, the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -99,4 +100,11 @@ func pinProcess(cpus []int) error {
 		}
 	}
 	return nil
+}
+
+// pollFds waits until one of fds is ready, or for at most d, with
+// nanosecond resolution (ppoll).
+func pollFds(fds []unix.PollFd, d time.Duration) {
+	ts := unix.NsecToTimespec(d.Nanoseconds())
+	unix.Ppoll(fds, &ts, nil)
 }
