@@ -3,17 +3,16 @@ package bench
 import (
 	"fmt"
 	"io"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/dustin/go-humanize"
 )
 
 // writeRunTable prints the per-runner summary table, then the ratios of
-// the first runner to each of the others.
+// the first runner to each of the others, with their spread over rounds.
 func writeRunTable(w io.Writer, rep *RunReport) {
 	writeResultTable(w, rep.Summary)
-	writeRatios(w, rep.Summary)
+	writeComparisons(w, rep.Ratios, rep.Verdicts)
 	for _, s := range rep.Failed {
 		fmt.Fprintf(w, "failed %s: %s\n", s.Runner, s.Reason)
 	}
@@ -85,29 +84,20 @@ func perEnter(c Counters) string {
 	return fmt.Sprintf("%.2f", c.CompletionsPerEnter)
 }
 
-// writeRatios prints, for the first runner against each other one, the
-// ratio of every figure: "uring/goroutine: 1.30x throughput, ...".
-func writeRatios(w io.Writer, rs []*Result) {
-	if len(rs) < 2 {
+// writeComparisons prints, for the first runner against each other one,
+// every ratio's median over the rounds and its min-max range, then the
+// verdict on each target.
+func writeComparisons(w io.Writer, cs []Comparison, vs []TargetVerdict) {
+	if len(cs) == 0 {
 		return
 	}
-	a := rs[0]
 	fmt.Fprintln(w)
-	for _, b := range rs[1:] {
-		fmt.Fprintf(w, "%s\n", ratioLine(a, b))
+	for _, c := range cs {
+		fmt.Fprintln(w, comparisonLine(c))
+	}
+	for _, v := range vs {
+		fmt.Fprintf(w, "target %s/%s %s: %s (median %.2f, range %.2f-%.2f)\n", v.A, v.B, v.Target, v.Verdict,
+			v.Spread.Median, v.Spread.Min, v.Spread.Max)
 	}
 	fmt.Fprintln(w)
-}
-
-func ratioLine(a, b *Result) string {
-	parts := []string{
-		FormatRatio(a.ThroughputBps, b.ThroughputBps) + " throughput",
-		FormatRatio(a.CPUSPerGiB, b.CPUSPerGiB) + " CPU-s/GiB",
-		FormatRatio(float64(a.ThreadsMax), float64(b.ThreadsMax)) + " threads",
-		FormatRatio(float64(a.RSSMaxBytes), float64(b.RSSMaxBytes)) + " RSS",
-	}
-	if a.LatencyNs.Count > 0 && b.LatencyNs.Count > 0 {
-		parts = append(parts, FormatRatio(float64(a.LatencyNs.P99), float64(b.LatencyNs.P99))+" p99")
-	}
-	return fmt.Sprintf("%s/%s: %s", a.Runner, b.Runner, strings.Join(parts, ", "))
 }

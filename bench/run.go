@@ -44,6 +44,9 @@ type RunConfig struct {
 	Plot     string // directory for SVG charts
 	Profile  string // directory for CPU profiles
 	Exe      string // binary that runs `gen`; default os.Executable
+	// Targets are judged on every comparison of the first runner with
+	// another (see Verdict).
+	Targets TargetList
 }
 
 // DefaultRunConfig returns the defaults documented on the flags.
@@ -70,6 +73,7 @@ func (c *RunConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.JSON, "json", c.JSON, "write the JSON report to `FILE` (- for stdout)")
 	fs.StringVar(&c.Plot, "plot", c.Plot, "write SVG charts into `DIR`")
 	fs.StringVar(&c.Profile, "profile", c.Profile, "write a CPU profile per runner into `DIR` and print the top functions")
+	fs.Var(&c.Targets, "target", "judge ratios of the first runner to each other one, e.g. cpu_s_per_gib<=0.9,throughput>=1 (metrics: throughput, cpu_s_per_gib, p99, e2e_p99, rss, threads, syscalls_per_mib): met, missed or inconclusive over the rounds' min-max")
 	c.Engine.register(fs)
 }
 
@@ -161,7 +165,11 @@ type RunReport struct {
 	Config  runParams `json:"config"`
 	Runs    []*Result `json:"runs"`
 	Summary []*Result `json:"summary"`
-	Skipped []Skipped `json:"skipped"`
+	// Ratios compare the first runner with each other one, round by
+	// round: median and min-max of every ratio.
+	Ratios   []Comparison    `json:"ratios"`
+	Verdicts []TargetVerdict `json:"verdicts,omitempty"`
+	Skipped  []Skipped       `json:"skipped"`
 	// Failed lists runners that started but could not carry the load (a
 	// thread cap, a dial failure); the others are still measured.
 	Failed []Skipped `json:"failed"`
@@ -267,6 +275,12 @@ func Run(ctx context.Context, c RunConfig, ios IO) (*RunReport, error) {
 		rep.Summary = append(rep.Summary, s)
 		rep.OK = rep.OK && s.Verified
 	}
+	var measured []string
+	for _, s := range rep.Summary {
+		measured = append(measured, s.Runner)
+	}
+	rep.Ratios = compareRounds(measured, rep.Runs)
+	rep.Verdicts = judge(c.Targets, rep.Ratios)
 	fmt.Fprintln(ios.Out)
 	writeRunTable(ios.Out, rep)
 	if err := writeOutputs(rep, c.JSON, c.Plot, ios); err != nil {

@@ -337,11 +337,11 @@ func TestResultTable(t *testing.T) {
 		FairnessJain: 0.9, Mismatches: []string{"x"}}
 	var buf bytes.Buffer
 	writeResultTable(&buf, []*Result{a, b})
-	writeRatios(&buf, []*Result{a, b})
+	writeComparisons(&buf, compareRounds([]string{"uring", "goroutine"}, []*Result{a, b}), nil)
 	out := buf.String()
 	for _, want := range []string{
 		"1.5 GiB/s", "3.0 GiB", "80 MiB", "1.5µs", "812.35µs", "1.5s", "12,345", "0.9900", "ok", "FAIL(1)",
-		"uring/goroutine: 1.50x throughput, 0.80x CPU-s/GiB, 0.50x threads, 1.00x RSS, 0.50x p99",
+		"uring/goroutine: 1.50x throughput, 0.80x CPU-s/GiB, 0.50x p99, 1.00x RSS, 0.50x threads",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
