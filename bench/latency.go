@@ -28,6 +28,8 @@ type LatencyConfig struct {
 	JSON     string
 	Plot     string
 	Exe      string
+	// InProcess measures in this process, not a fresh child per point.
+	InProcess bool
 }
 
 // DefaultLatencyConfig returns the documented defaults: 100 sources of
@@ -53,6 +55,7 @@ func (c *LatencyConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.Pin, "pin", c.Pin, "pin the engine and the generator to disjoint CPUs")
 	fs.StringVar(&c.JSON, "json", c.JSON, "write the JSON report to `FILE` (- for stdout)")
 	fs.StringVar(&c.Plot, "plot", c.Plot, "write SVG charts into `DIR`")
+	fs.BoolVar(&c.InProcess, "in-process", c.InProcess, "host the engine in this process instead of a fresh child process per point")
 	c.Engine.register(fs)
 }
 
@@ -124,7 +127,7 @@ func LatencySweep(ctx context.Context, c LatencyConfig, ios IO) (*LatencyReport,
 				Rate: load / Rate(c.Sources), Arrivals: c.Arrivals, Skew: c.Skew, MaxDial: c.MaxDial, Verify: true,
 				Engine: c.Engine, Exe: exe, GenCPUs: pin.GenCPUs,
 				Label: fmt.Sprintf("%s @ %s", name, FormatRate(float64(load)))}
-			r, err := measure(ctx, w, ios)
+			r, err := measureRunner(ctx, w, ios, !c.InProcess)
 			if err != nil {
 				return nil, fmt.Errorf("bench: runner %s at %s: %w", name, FormatRate(float64(load)), err)
 			}

@@ -47,6 +47,9 @@ type RunConfig struct {
 	// Targets are judged on every comparison of the first runner with
 	// another (see Verdict).
 	Targets TargetList
+	// InProcess measures every runner in this process instead of a fresh
+	// child per runner and round.
+	InProcess bool
 }
 
 // DefaultRunConfig returns the defaults documented on the flags.
@@ -73,6 +76,7 @@ func (c *RunConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.JSON, "json", c.JSON, "write the JSON report to `FILE` (- for stdout)")
 	fs.StringVar(&c.Plot, "plot", c.Plot, "write SVG charts into `DIR`")
 	fs.StringVar(&c.Profile, "profile", c.Profile, "write a CPU profile per runner into `DIR` and print the top functions")
+	fs.BoolVar(&c.InProcess, "in-process", c.InProcess, "host every runner's engine in this process instead of a fresh child process per runner and round")
 	fs.Var(&c.Targets, "target", "judge ratios of the first runner to each other one, e.g. cpu_s_per_gib<=0.9,throughput>=1 (metrics: throughput, cpu_s_per_gib, p99, e2e_p99, rss, threads, syscalls_per_mib): met, missed or inconclusive over the rounds' min-max")
 	c.Engine.register(fs)
 }
@@ -241,7 +245,7 @@ func Run(ctx context.Context, c RunConfig, ios IO) (*RunReport, error) {
 			if c.Rounds > 1 {
 				w.Label = fmt.Sprintf("%s (round %d/%d)", name, round+1, c.Rounds)
 			}
-			r, err := measure(ctx, w, ios)
+			r, err := measureRunner(ctx, w, ios, !c.InProcess)
 			if err != nil {
 				if ctx.Err() != nil {
 					return nil, fmt.Errorf("bench: runner %s: %w", name, err)

@@ -91,6 +91,10 @@ func run(args []string) int {
 		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, _ bench.IO) error {
 			return bench.RunGen(ctx, c, os.Stdin, os.Stdout)
 		}}
+	case bench.ChildCommand: // hidden: one runner's engine, in a fresh process
+		cmd = command{func(*flag.FlagSet) {}, func() error { return nil }, func(ctx context.Context, _ bench.IO) error {
+			return bench.RunChild(ctx, os.Stdin, os.Stdout, os.Stderr)
+		}}
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(os.Stdout, usage)
 		return exitOK
