@@ -66,7 +66,7 @@ func (c *RunConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.Rounds, "rounds", c.Rounds, "measure every runner this many times, alternating the order")
 	fs.IntVar(&c.Sources, "sources", c.Sources, "concurrent TCP sources")
 	fs.DurationVar(&c.Duration, "duration", c.Duration, "how long the generator sends, per runner and round")
-	fs.Var(&c.MsgSize, "msg-size", "fixed message size; each message starts with an 8-byte send timestamp")
+	fs.Var(&c.MsgSize, "msg-size", "fixed message size; each message starts with a 16-byte header: scheduled and actual send times")
 	fs.Var(&c.Rate, "rate", "mean bytes per second per source, e.g. 1MiB/s (default unlimited)")
 	fs.StringVar(&c.Arrivals, "arrivals", c.Arrivals, "open-loop arrivals with --rate: poisson or uniform")
 	fs.Float64Var(&c.Skew, "skew", c.Skew, "biased connections: a fraction F of the sources carries 1-F of the load (needs --rate)")
