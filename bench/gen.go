@@ -45,7 +45,7 @@ type GenConfig struct {
 // genBudget caps the generator's unsent bytes of unpaced sources, over
 // all of them; bulkWriteMax caps one write.
 const (
-	genBudget    = 64 << 20
+	genBudget    = 256 << 20
 	bulkWriteMax = 1 << 20
 	bulkSndBuf   = 4 << 20 // SO_SNDBUF of unpaced sources when there are few
 	fewSources   = 16
