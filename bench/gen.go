@@ -79,6 +79,9 @@ type GenReport struct {
 	CPUS        float64 `json:"cpu_s"`       // the generator's own CPU time
 	CPUs        int     `json:"cpus"`        // CPUs it may use (GOMAXPROCS)
 	Shards      int     `json:"shards"`      // sender threads
+	// Preemptions counts involuntary context switches while sending: many
+	// mean something else competed for the generator's CPUs.
+	Preemptions int64 `json:"preemptions"`
 	// Lag is each message's actual write time minus its scheduled time
 	// (HdrHistogram), the generator's own lateness.
 	LagNs    Latency     `json:"lag_ns"`
@@ -219,7 +222,7 @@ func RunGen(ctx context.Context, cfg GenConfig, in io.Reader, out io.Writer) err
 	if cfg.Rate > 0 {
 		rep.OfferedBps = float64(cfg.Rate) * float64(cfg.Sources)
 	}
-	cpu0 := cpuTime()
+	cpu0, pre0 := cpuTime(), preemptions()
 	start := time.Now()
 	shards := make([]*genShard, nShards)
 	for i := range shards {
@@ -243,6 +246,7 @@ func RunGen(ctx context.Context, cfg GenConfig, in io.Reader, out io.Writer) err
 	}
 	rep.ElapsedS = time.Since(start).Seconds()
 	rep.CPUS = (cpuTime() - cpu0).Seconds()
+	rep.Preemptions = preemptions() - pre0
 	lag := newHist()
 	for _, sh := range shards {
 		lag.Merge(sh.lag)

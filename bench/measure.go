@@ -143,21 +143,24 @@ type Result struct {
 	// CPU utilisation of each side over the interval, as a fraction of the
 	// CPUs it may use, and for unpaced rows the side that limited the
 	// throughput: "generator", "engine" or "kernel/both".
-	EngineCPUs    int        `json:"engine_cpus"`
-	EngineCPUUtil float64    `json:"engine_cpu_util"`
-	GenCPUs       int        `json:"gen_cpus"`
-	GenCPUUtil    float64    `json:"gen_cpu_util"`
-	Bottleneck    string     `json:"bottleneck,omitempty"`
-	Counters      Counters   `json:"counters"`
-	Verified      bool       `json:"verified"`
-	Mismatches    []string   `json:"mismatches,omitempty"`
-	Profile       string     `json:"profile,omitempty"`
-	TopFunctions  []FuncCost `json:"top_functions,omitempty"`
-	Rounds        int        `json:"rounds,omitempty"` // summaries only
-	hist          *hdrhistogram.Histogram
-	e2e           *hdrhistogram.Histogram
-	weights       []float64
-	perSource     []float64
+	EngineCPUs    int     `json:"engine_cpus"`
+	EngineCPUUtil float64 `json:"engine_cpu_util"`
+	GenCPUs       int     `json:"gen_cpus"`
+	GenCPUUtil    float64 `json:"gen_cpu_util"`
+	Bottleneck    string  `json:"bottleneck,omitempty"`
+	// GenPreemptions counts the generator's involuntary context switches
+	// over the interval: a busy neighbour on its CPUs.
+	GenPreemptions int64      `json:"gen_preemptions"`
+	Counters       Counters   `json:"counters"`
+	Verified       bool       `json:"verified"`
+	Mismatches     []string   `json:"mismatches,omitempty"`
+	Profile        string     `json:"profile,omitempty"`
+	TopFunctions   []FuncCost `json:"top_functions,omitempty"`
+	Rounds         int        `json:"rounds,omitempty"` // summaries only
+	hist           *hdrhistogram.Histogram
+	e2e            *hdrhistogram.Histogram
+	weights        []float64
+	perSource      []float64
 }
 
 // gibibyte in bytes.
@@ -340,7 +343,7 @@ func measure(ctx context.Context, w workload, ios IO) (*Result, error) {
 		PartialFlushes: col.partials.Load(), Chunks: col.chunks.Load(), Errors: col.errs.Load(),
 		OfferedBps: rep.OfferedBps, GenSentBytes: rep.SentBytes, GenCPUS: rep.CPUS, GenLagMaxNs: rep.LagMaxNs,
 		Profile: profPath, GenLagNs: rep.LagNs, GenHeld: rep.HeldFraction(),
-		EngineCPUs: runtime.GOMAXPROCS(0), GenCPUs: rep.CPUs,
+		EngineCPUs: runtime.GOMAXPROCS(0), GenCPUs: rep.CPUs, GenPreemptions: rep.Preemptions,
 	}
 	r.hist, r.e2e = col.latency()
 	r.E2ELatencyNs = summarize(r.e2e)
@@ -500,6 +503,7 @@ func mergeResults(rs []*Result) *Result {
 		if r.GeneratorBound && !s.GeneratorBound {
 			s.GeneratorBound, s.GenBoundWhy = true, r.GenBoundWhy
 		}
+		s.GenPreemptions += r.GenPreemptions
 		engUtil += r.EngineCPUUtil
 		genUtil += r.GenCPUUtil
 		cnt = append(cnt, r.Counters)

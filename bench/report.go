@@ -60,7 +60,8 @@ func writeResultTable(w io.Writer, rs []*Result) {
 	tw.Flush()
 	for _, r := range rs {
 		if r.GeneratorBound {
-			fmt.Fprintf(w, "%s: generator-bound: %s; no verdict for this row\n", r.Runner, r.GenBoundWhy)
+			fmt.Fprintf(w, "%s: generator-bound: %s (generator preempted %s times); no verdict for this row\n",
+				r.Runner, r.GenBoundWhy, humanize.Comma(r.GenPreemptions))
 		}
 	}
 }
