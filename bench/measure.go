@@ -190,6 +190,9 @@ func measure(ctx context.Context, w workload, ios IO) (*Result, error) {
 		"--rate", strconv.FormatFloat(float64(w.Rate), 'f', 0, 64), "--arrivals", w.Arrivals,
 		"--skew", strconv.FormatFloat(w.Skew, 'g', -1, 64), "--max-dial", strconv.Itoa(w.MaxDial),
 		"--seed", strconv.Itoa(w.Round + 1), "--wait"}
+	if !w.Verify {
+		args = append(args, "--no-crc")
+	}
 	if len(w.GenCPUs) > 0 {
 		args = append(args, "--cpus", joinInts(w.GenCPUs))
 	}

@@ -47,6 +47,9 @@ type RunConfig struct {
 	// Targets are judged on every comparison of the first runner with
 	// another (see Verdict).
 	Targets TargetList
+	// IPerf3 adds a reference row per round: iperf3 on loopback, pinned
+	// like the engine and the generator.
+	IPerf3 bool
 	// InProcess measures every runner in this process instead of a fresh
 	// child per runner and round.
 	InProcess bool
@@ -76,6 +79,7 @@ func (c *RunConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.JSON, "json", c.JSON, "write the JSON report to `FILE` (- for stdout)")
 	fs.StringVar(&c.Plot, "plot", c.Plot, "write SVG charts into `DIR`")
 	fs.StringVar(&c.Profile, "profile", c.Profile, "write a CPU profile per runner into `DIR` and print the top functions")
+	fs.BoolVar(&c.IPerf3, "iperf3", c.IPerf3, "add a reference row per round: one iperf3 stream on loopback, pinned like the engine and the generator (needs iperf3)")
 	fs.BoolVar(&c.InProcess, "in-process", c.InProcess, "host every runner's engine in this process instead of a fresh child process per runner and round")
 	fs.Var(&c.Targets, "target", "judge ratios of the first runner to each other one, e.g. cpu_s_per_gib<=0.9,throughput>=1 (metrics: throughput, cpu_s_per_gib, p99, e2e_p99, rss, threads, syscalls_per_mib): met, missed or inconclusive over the rounds' min-max")
 	c.Engine.register(fs)
@@ -267,11 +271,26 @@ func Run(ctx context.Context, c RunConfig, ios IO) (*RunReport, error) {
 			rep.Runs = append(rep.Runs, r)
 			byRunner[name] = append(byRunner[name], r)
 		}
+		if c.IPerf3 {
+			r, err := measureIPerf3(ctx, c.Duration, pin.GenCPUs, round)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil, err
+				}
+				fmt.Fprintf(ios.Err, "sluice-bench: %v\n", err)
+				c.IPerf3 = false
+				rep.Skipped = append(rep.Skipped, Skipped{Runner: RunnerIPerf3, Reason: err.Error()})
+				continue
+			}
+			fmt.Fprintf(ios.Err, "%s (round %d/%d): %s in %.2fs, %s\n", RunnerIPerf3, round+1, c.Rounds, FormatBytes(r.Bytes), r.DurationS, FormatRate(r.ThroughputBps))
+			rep.Runs = append(rep.Runs, r)
+			byRunner[RunnerIPerf3] = append(byRunner[RunnerIPerf3], r)
+		}
 	}
 	if len(rep.Failed) == len(runners) {
 		return nil, fmt.Errorf("bench: every runner failed; the first: %s", rep.Failed[0].Reason)
 	}
-	for _, name := range runners {
+	for _, name := range append(slices.Clone(runners), RunnerIPerf3) {
 		if len(byRunner[name]) == 0 {
 			continue
 		}

@@ -123,3 +123,20 @@ func TestCounterDeltas(t *testing.T) {
 		t.Errorf("counters %+v", c)
 	}
 }
+
+func TestParseIPerf3(t *testing.T) {
+	r, err := parseIPerf3([]byte(`{"start":{},"end":{"sum_received":{"bytes":8589934592,"seconds":2,"bits_per_second":3.4e10},
+		"cpu_utilization_percent":{"host_total":95.5,"remote_total":40}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Runner != RunnerIPerf3 || r.Bytes != 8<<30 || r.ThroughputBps != 4<<30 || math.Abs(r.CPUSPerGiB-0.1) > 1e-12 ||
+		r.Bottleneck != BottleneckGenerator || !r.Verified {
+		t.Errorf("parseIPerf3 = %+v", r)
+	}
+	for _, bad := range []string{`{"error":"unable to connect to server"}`, `{"end":{}}`, `nope`} {
+		if _, err := parseIPerf3([]byte(bad)); err == nil {
+			t.Errorf("parseIPerf3(%s) accepted", bad)
+		}
+	}
+}
