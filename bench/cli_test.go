@@ -144,7 +144,7 @@ func testCLIRun(t *testing.T, bin string) {
 		if _, ok := r["generator_bound"].(bool); !ok {
 			t.Errorf("run %d: generator_bound missing", i)
 		}
-		if b := r["bottleneck"]; b != BottleneckGenerator && b != BottleneckEngine && b != BottleneckKernel {
+		if b := r["bottleneck"]; b != BottleneckGenerator && b != BottleneckEngine && b != BottleneckKernel && b != BottleneckNeither {
 			t.Errorf("run %d: bottleneck %v of an unpaced run", i, b)
 		}
 		if num("engine_cpus") < 1 || num("gen_cpu_util") <= 0 {

@@ -48,7 +48,7 @@
 // less than 97% of the offered load, or lagged more than 1 ms at p99, is
 // generator-bound: it measures the generator and never gets a verdict.
 // Unpaced rows name their bottleneck from both sides' CPU use (generator,
-// engine, or kernel/both).
+// engine, kernel/both, or neither).
 //
 // The generator runs one OS-thread-locked shard per CPU it may use; a
 // shard owns its connections, keeps paced arrivals in a min-heap,

@@ -38,15 +38,21 @@ const (
 	BottleneckGenerator = "generator"
 	BottleneckEngine    = "engine"
 	BottleneckKernel    = "kernel/both"
+	// BottleneckNeither: neither side's CPUs were busy; the limit was
+	// elsewhere (waiting, softirq work, or a neighbour taking the CPUs).
+	BottleneckNeither = "neither"
 )
 
 // bottleneck names what limited an unpaced row from each side's CPU
 // utilisation (fractions of the CPUs it may use): the generator when its
 // CPUs were saturated while the engine's were not, the engine in the
-// opposite case, otherwise the kernel or both (loopback copies are
-// charged to whichever side makes the call).
+// opposite case, the kernel or both when both were busy (loopback copies
+// are charged to whichever side makes the call), and neither when
+// neither was.
 func bottleneck(engUtil, genUtil float64) string {
 	switch {
+	case engUtil < notBusy && genUtil < notBusy:
+		return BottleneckNeither
 	case genUtil >= saturated && engUtil < notBusy:
 		return BottleneckGenerator
 	case engUtil >= saturated && genUtil < notBusy:

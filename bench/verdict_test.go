@@ -109,7 +109,8 @@ func TestGeneratorBound(t *testing.T) {
 		{0.5, 0.97, BottleneckGenerator},
 		{0.95, 0.4, BottleneckEngine},
 		{0.95, 0.95, BottleneckKernel},
-		{0.5, 0.5, BottleneckKernel},
+		{0.85, 0.85, BottleneckKernel},
+		{0.5, 0.5, BottleneckNeither},
 	} {
 		if got := bottleneck(tc.eng, tc.gen); got != tc.want {
 			t.Errorf("bottleneck(%v, %v) = %s, want %s", tc.eng, tc.gen, got, tc.want)
