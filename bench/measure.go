@@ -132,8 +132,8 @@ type Result struct {
 	GenCPUS        float64 `json:"gen_cpu_s"`
 	GenLagMaxNs    int64   `json:"gen_lag_max_ns"`
 	GenLagNs       Latency `json:"gen_lag_ns"` // actual minus scheduled send, per message
-	// GenHeld is the fraction of the offered load the generator wrote
-	// within the duration (1 when unpaced).
+	// GenHeld is the fraction of the load scheduled within the duration
+	// that the generator wrote within it (1 when unpaced).
 	GenHeld float64 `json:"gen_held"`
 	// GeneratorBound marks a row whose generator did not hold the offered
 	// load (GenHeld < MinHeld) or lagged (lag p99 > MaxGenLagP99): its

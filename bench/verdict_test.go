@@ -118,6 +118,22 @@ func TestGeneratorBound(t *testing.T) {
 	}
 }
 
+func TestHeldFraction(t *testing.T) {
+	for _, tc := range []struct {
+		rep  GenReport
+		want float64
+	}{
+		{GenReport{}, 1}, // unpaced
+		{GenReport{OfferedBps: 1 << 20}, 1},
+		{GenReport{OfferedBps: 1 << 20, ScheduledBytes: 1000, OnTimeBytes: 960}, 0.96},
+		{GenReport{OfferedBps: 1 << 20, ScheduledBytes: 1000, OnTimeBytes: 1000}, 1},
+	} {
+		if got := tc.rep.HeldFraction(); math.Abs(got-tc.want) > 1e-12 {
+			t.Errorf("%+v: held %v, want %v", tc.rep, got, tc.want)
+		}
+	}
+}
+
 func TestCounterDeltas(t *testing.T) {
 	c := sumCounters([]Counters{{Enters: 10, Completions: 30, Waits: 4, Wakeups: 2, Syscalls: 100}, {Enters: 10, Completions: 10, Syscalls: 28}}, 64<<20, 2)
 	if c.CompletionsPerEnter != 2 || c.WaitsPerS != 2 || c.WakeupsPerS != 1 || c.SyscallsPerMiB != 2 {
