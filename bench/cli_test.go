@@ -293,6 +293,7 @@ func testCLIUsage(t *testing.T, bin string) {
 	}{
 		{[]string{"run", "--sources", "many"}, 2, "-sources"},
 		{[]string{"run", "--rounds", "0"}, 2, "--rounds"},
+		{[]string{"run", "--target", "speed>=1"}, 2, "-target"},
 		{[]string{"sink", "--ports", "0"}, 2, "--ports"},
 		{[]string{"latency", "--loads", "fast"}, 2, "-loads"},
 		{[]string{"file", "--files", "/nonexistent/x"}, 2, "--files"},

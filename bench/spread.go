@@ -166,16 +166,16 @@ func ParseTarget(s string) (Target, error) {
 		}
 		t := Target{Metric: strings.TrimSpace(m), Op: op}
 		if !knownMetric(t.Metric) {
-			return Target{}, fmt.Errorf("target %q: unknown metric %q", s, t.Metric)
+			return Target{}, fmt.Errorf("bench: target %q: unknown metric %q", s, t.Metric)
 		}
 		b, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
 		if err != nil || b <= 0 {
-			return Target{}, fmt.Errorf("target %q: bound must be a positive number", s)
+			return Target{}, fmt.Errorf("bench: target %q: bound must be a positive number", s)
 		}
 		t.Bound = b
 		return t, nil
 	}
-	return Target{}, fmt.Errorf("target %q: want METRIC<=X or METRIC>=X", s)
+	return Target{}, fmt.Errorf("bench: target %q: want METRIC<=X or METRIC>=X", s)
 }
 
 // Verdict judges a ratio's spread against t: met only if the whole
