@@ -85,9 +85,12 @@ type GenReport struct {
 	CPUS           float64 `json:"cpu_s"`       // the generator's own CPU time
 	CPUs           int     `json:"cpus"`        // CPUs it may use (GOMAXPROCS)
 	Shards         int     `json:"shards"`      // sender threads
-	// Preemptions counts involuntary context switches while sending: many
-	// mean something else competed for the generator's CPUs.
-	Preemptions int64 `json:"preemptions"`
+	// Preemptions counts involuntary context switches while sending, and
+	// RunqueueWaitS the time its threads were runnable but not running
+	// (Linux schedstat): the latter is what a neighbour competing for the
+	// generator's CPUs shows as.
+	Preemptions   int64   `json:"preemptions"`
+	RunqueueWaitS float64 `json:"runqueue_wait_s"`
 	// Lag is each message's actual write time minus its scheduled time
 	// (HdrHistogram), the generator's own lateness.
 	LagNs    Latency     `json:"lag_ns"`
@@ -230,7 +233,7 @@ func RunGen(ctx context.Context, cfg GenConfig, in io.Reader, out io.Writer) err
 	if cfg.Rate > 0 {
 		rep.OfferedBps = float64(cfg.Rate) * float64(cfg.Sources)
 	}
-	cpu0, pre0 := cpuTime(), preemptions()
+	cpu0, pre0, rq0 := cpuTime(), preemptions(), runqueueWait()
 	start := time.Now()
 	shards := make([]*genShard, nShards)
 	for i := range shards {
@@ -255,6 +258,7 @@ func RunGen(ctx context.Context, cfg GenConfig, in io.Reader, out io.Writer) err
 	rep.ElapsedS = time.Since(start).Seconds()
 	rep.CPUS = (cpuTime() - cpu0).Seconds()
 	rep.Preemptions = preemptions() - pre0
+	rep.RunqueueWaitS = (runqueueWait() - rq0).Seconds()
 	lag := newHist()
 	for _, sh := range shards {
 		lag.Merge(sh.lag)

@@ -149,18 +149,20 @@ type Result struct {
 	GenCPUUtil    float64 `json:"gen_cpu_util"`
 	Bottleneck    string  `json:"bottleneck,omitempty"`
 	// GenPreemptions counts the generator's involuntary context switches
-	// over the interval: a busy neighbour on its CPUs.
-	GenPreemptions int64      `json:"gen_preemptions"`
-	Counters       Counters   `json:"counters"`
-	Verified       bool       `json:"verified"`
-	Mismatches     []string   `json:"mismatches,omitempty"`
-	Profile        string     `json:"profile,omitempty"`
-	TopFunctions   []FuncCost `json:"top_functions,omitempty"`
-	Rounds         int        `json:"rounds,omitempty"` // summaries only
-	hist           *hdrhistogram.Histogram
-	e2e            *hdrhistogram.Histogram
-	weights        []float64
-	perSource      []float64
+	// over the interval, and GenRunqueueWaitS the time its threads waited
+	// for a CPU: a neighbour competing for the generator's CPUs.
+	GenPreemptions   int64      `json:"gen_preemptions"`
+	GenRunqueueWaitS float64    `json:"gen_runqueue_wait_s"`
+	Counters         Counters   `json:"counters"`
+	Verified         bool       `json:"verified"`
+	Mismatches       []string   `json:"mismatches,omitempty"`
+	Profile          string     `json:"profile,omitempty"`
+	TopFunctions     []FuncCost `json:"top_functions,omitempty"`
+	Rounds           int        `json:"rounds,omitempty"` // summaries only
+	hist             *hdrhistogram.Histogram
+	e2e              *hdrhistogram.Histogram
+	weights          []float64
+	perSource        []float64
 }
 
 // gibibyte in bytes.
@@ -347,6 +349,7 @@ func measure(ctx context.Context, w workload, ios IO) (*Result, error) {
 		OfferedBps: rep.OfferedBps, GenSentBytes: rep.SentBytes, GenCPUS: rep.CPUS, GenLagMaxNs: rep.LagMaxNs,
 		Profile: profPath, GenLagNs: rep.LagNs, GenHeld: rep.HeldFraction(),
 		EngineCPUs: runtime.GOMAXPROCS(0), GenCPUs: rep.CPUs, GenPreemptions: rep.Preemptions,
+		GenRunqueueWaitS: rep.RunqueueWaitS,
 	}
 	r.hist, r.e2e = col.latency()
 	r.E2ELatencyNs = summarize(r.e2e)
@@ -507,6 +510,7 @@ func mergeResults(rs []*Result) *Result {
 			s.GeneratorBound, s.GenBoundWhy = true, r.GenBoundWhy
 		}
 		s.GenPreemptions += r.GenPreemptions
+		s.GenRunqueueWaitS += r.GenRunqueueWaitS
 		engUtil += r.EngineCPUUtil
 		genUtil += r.GenCPUUtil
 		cnt = append(cnt, r.Counters)

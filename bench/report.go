@@ -60,8 +60,8 @@ func writeResultTable(w io.Writer, rs []*Result) {
 	tw.Flush()
 	for _, r := range rs {
 		if r.GeneratorBound {
-			fmt.Fprintf(w, "%s: generator-bound: %s (generator preempted %s times); no verdict for this row\n",
-				r.Runner, r.GenBoundWhy, humanize.Comma(r.GenPreemptions))
+			fmt.Fprintf(w, "%s: generator-bound: %s (its threads waited %.2f s per second for a CPU); no verdict for this row\n",
+				r.Runner, r.GenBoundWhy, r.GenRunqueueWaitS/max(r.DurationS, 1e-9))
 		}
 	}
 }

@@ -45,3 +45,6 @@ func pinProcess([]int) error { return errors.New("bench: pinning CPUs needs Linu
 func pollFds(fds []unix.PollFd, d time.Duration) {
 	unix.Poll(fds, int((d+time.Millisecond-1)/time.Millisecond))
 }
+
+// runqueueWait is not available here.
+func runqueueWait() time.Duration { return 0 }
