@@ -99,6 +99,10 @@ func measureChild(ctx context.Context, w workload, ios IO) (*Result, error) {
 		return nil, fmt.Errorf("bench: child: %w", err)
 	}
 	cmd := exec.CommandContext(ctx, w.Exe, ChildCommand)
+	// On cancellation let the child stop its generator and engine itself;
+	// kill it only if it does not.
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = shutdownTimeout
 	cmd.Stdin = bytes.NewReader(in)
 	var out bytes.Buffer
 	cmd.Stdout = &out
