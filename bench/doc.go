@@ -2,8 +2,8 @@
 // generators, measurement and reports. It holds no global state; the CLI in
 // bench/cmd/sluice-bench is a thin driver that parses flags into the config
 // structs here (RunConfig, SinkConfig, FileConfig, LatencyConfig,
-// ProbeConfig, GenConfig) and calls Run, Sink, File, LatencySweep, Probe or
-// RunGen. The entry points are not safe for concurrent use with each other:
+// ProbeConfig, GenConfig, FloorConfig) and calls Run, Sink, File,
+// LatencySweep, Probe, Floor or RunGen. The entry points are not safe for concurrent use with each other:
 // run and latency pin the whole process to CPUs and set GOMAXPROCS while
 // they measure.
 //
@@ -112,7 +112,9 @@
 //
 // latency --json writes {"command": "latency", "host", "pinning",
 // "sources", "msg_size", "arrivals", "points": [RESULT + "offered_bps"],
-// "skipped", "ok"}. sink writes the report described in SinkReport (one
+// "skipped", "ok"}. floor --json writes {"command": "floor", "runner",
+// "sources", "chunks", "bytes", "duration_s", "cpu_s", "cpu_ns_per_chunk",
+// "chunks_per_s", "pinning", "host"}. sink writes the report described in SinkReport (one
 // entry per stream with source, peer, bytes, crc32c and errors). file
 // writes {"command": "file", "files", "passes", "buf", "results":
 // [{"method", "bytes", "duration_s", "throughput_bps", "cpu_s",
