@@ -92,6 +92,7 @@ func testCLIRun(t *testing.T, bin string) {
 		OK      bool             `json:"ok"`
 		Host    map[string]any   `json:"host"`
 		Runs    []map[string]any `json:"runs"`
+		Ratios  []map[string]any `json:"ratios"`
 	}
 	if err := json.Unmarshal(raw, &rep); err != nil {
 		t.Fatal(err)
@@ -135,6 +136,23 @@ func testCLIRun(t *testing.T, bin string) {
 		if r["verified"] != true {
 			t.Errorf("run %d: not verified: %v", i, r["mismatches"])
 		}
+		for _, k := range []string{"e2e_latency_ns", "gen_lag_ns", "counters"} {
+			if _, ok := r[k].(map[string]any); !ok {
+				t.Errorf("run %d: %s missing", i, k)
+			}
+		}
+		if _, ok := r["generator_bound"].(bool); !ok {
+			t.Errorf("run %d: generator_bound missing", i)
+		}
+		if b := r["bottleneck"]; b != BottleneckGenerator && b != BottleneckEngine && b != BottleneckKernel && b != BottleneckNeither {
+			t.Errorf("run %d: bottleneck %v of an unpaced run", i, b)
+		}
+		if num("engine_cpus") < 1 || num("gen_cpu_util") <= 0 {
+			t.Errorf("run %d: engine_cpus %v gen_cpu_util %v", i, r["engine_cpus"], r["gen_cpu_util"])
+		}
+	}
+	if len(runners) == 2 && len(rep.Ratios) != 1 {
+		t.Errorf("ratios: %v", rep.Ratios)
 	}
 	if _, err := os.Stat(filepath.Join(plotDir, "throughput.svg")); err != nil {
 		t.Error(err)
@@ -275,6 +293,7 @@ func testCLIUsage(t *testing.T, bin string) {
 	}{
 		{[]string{"run", "--sources", "many"}, 2, "-sources"},
 		{[]string{"run", "--rounds", "0"}, 2, "--rounds"},
+		{[]string{"run", "--target", "speed>=1"}, 2, "-target"},
 		{[]string{"sink", "--ports", "0"}, 2, "--ports"},
 		{[]string{"latency", "--loads", "fast"}, 2, "-loads"},
 		{[]string{"file", "--files", "/nonexistent/x"}, 2, "--files"},

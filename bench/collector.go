@@ -47,8 +47,9 @@ type stream struct {
 // latStripe is one of the collector's latency histograms. Sources are
 // spread over stripes by id, so that processing goroutines rarely contend.
 type latStripe struct {
-	mu sync.Mutex
-	h  *hdrhistogram.Histogram
+	mu  sync.Mutex
+	eng *hdrhistogram.Histogram // delivery minus actual send
+	e2e *hdrhistogram.Histogram // delivery minus scheduled send
 }
 
 // collector is the engine's consumer in every measurement: for each source
@@ -84,7 +85,7 @@ func newCollector(msgSize int, crc bool) *collector {
 	if msgSize > 0 {
 		c.stripes = make([]latStripe, 2*runtime.GOMAXPROCS(0))
 		for i := range c.stripes {
-			c.stripes[i].h = newHist()
+			c.stripes[i].eng, c.stripes[i].e2e = newHist(), newHist()
 		}
 	}
 	return c
@@ -118,7 +119,7 @@ func (c *collector) handle(ch engine.Chunk) {
 		if c.msgSize > 0 {
 			st := &c.stripes[int(ch.Source)%len(c.stripes)]
 			st.mu.Lock()
-			s.tracker.feed(ch.Data, now, st.h)
+			s.tracker.feed(ch.Data, now, st.eng, st.e2e)
 			st.mu.Unlock()
 		}
 		c.first.CompareAndSwap(0, now)
@@ -159,16 +160,18 @@ func (c *collector) expect(n int) <-chan struct{} {
 	return c.allEnd
 }
 
-// latency merges the stripes.
-func (c *collector) latency() *hdrhistogram.Histogram {
-	h := newHist()
+// latency merges the stripes: engine latencies (delivery minus actual
+// send) and end-to-end ones (delivery minus schedule).
+func (c *collector) latency() (eng, e2e *hdrhistogram.Histogram) {
+	eng, e2e = newHist(), newHist()
 	for i := range c.stripes {
 		st := &c.stripes[i]
 		st.mu.Lock()
-		h.Merge(st.h)
+		eng.Merge(st.eng)
+		e2e.Merge(st.e2e)
 		st.mu.Unlock()
 	}
-	return h
+	return eng, e2e
 }
 
 // snapshot returns the streams seen, in id order. Call it after the

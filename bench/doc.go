@@ -2,8 +2,8 @@
 // generators, measurement and reports. It holds no global state; the CLI in
 // bench/cmd/sluice-bench is a thin driver that parses flags into the config
 // structs here (RunConfig, SinkConfig, FileConfig, LatencyConfig,
-// ProbeConfig, GenConfig) and calls Run, Sink, File, LatencySweep, Probe or
-// RunGen. The entry points are not safe for concurrent use with each other:
+// ProbeConfig, GenConfig, FloorConfig) and calls Run, Sink, File,
+// LatencySweep, Probe, Floor or RunGen. The entry points are not safe for concurrent use with each other:
 // run and latency pin the whole process to CPUs and set GOMAXPROCS while
 // they measure.
 //
@@ -18,22 +18,43 @@
 // loopback path still lands where the kernel puts it. --pin=false turns it
 // off.
 //
-// For each runner a fresh engine listens on 127.0.0.1; the generator dials
+// Each runner, in each round (each load point of latency), is hosted in
+// a fresh child process (hidden subcommand measure-child) that inherits
+// the engine's CPUs, so one runner's threads, RSS and heap never inflate
+// the next one's; --in-process measures in the parent instead. The child
+// starts an engine listening on 127.0.0.1 and the generator, which dials
 // every connection (at most --max-dial at a time), says ready, and waits;
 // once the engine has accepted every connection the measured interval
 // starts and the generator sends for --duration, then closes. The interval
 // ends when every source has delivered its end of stream. Over it the
-// engine side measures its own getrusage (RUSAGE_SELF, user+sys), polls
-// /proc/self/status for the maximum OS threads and RSS (VmHWM is reset per
-// runner through /proc/self/clear_refs), and counts pool waits and partial
-// flushes. Every message starts with an 8-byte little-endian send timestamp
-// (time.Now().UnixNano() in the generator, read against the same clock in
-// the consumer); messages have a fixed size, so the consumer finds them by
-// offset whatever the chunk boundaries, and records the delivery latency in
-// an HdrHistogram. With --rate the generator is open loop: each message is
-// stamped with its scheduled arrival time, so a generator that falls
-// behind shows as latency, and its own lateness is reported as gen lag.
-// The generator reports, per connection, the bytes and CRC-32C it sent;
+// child measures its own getrusage (RUSAGE_SELF, user+sys), polls
+// /proc/self/status for the maximum OS threads and RSS, counts pool waits
+// and partial flushes, and takes the deltas of the runner's counters
+// (srcs.RunnerStats): completions per enter, waits and wake-ups per
+// second, syscalls per MiB. It writes its result to the parent as JSON,
+// latency histograms included.
+//
+// Every message starts with a 16-byte header: its scheduled send time and
+// the time the generator actually wrote it (UnixNano, little-endian; one
+// stamp per write, taken just before the system call), read against the
+// same clock in the consumer. Messages have a fixed size, so the consumer
+// finds the headers by offset whatever the chunk boundaries, and records
+// two latencies in HdrHistograms: engine latency (delivery minus actual
+// send) and end-to-end latency (delivery minus schedule; with --rate the
+// generator is open loop, so a generator that falls behind stays visible
+// there instead of being omitted). The generator reports its own lag
+// (actual minus scheduled send) as percentiles, and the fraction of the
+// offered load it wrote within --duration. A row whose generator held
+// less than 97% of the offered load, or lagged more than 1 ms at p99, is
+// generator-bound: it measures the generator and never gets a verdict.
+// Unpaced rows name their bottleneck from both sides' CPU use (generator,
+// engine, kernel/both, or neither).
+//
+// The generator runs one OS-thread-locked shard per CPU it may use; a
+// shard owns its connections, keeps paced arrivals in a min-heap,
+// coalesces every message due on a connection into one non-blocking
+// write on the raw descriptor, keeps the unsent tail on EAGAIN, and waits
+// in ppoll. It reports, per connection, the bytes and CRC-32C it sent;
 // the engine side checksums what it received and any difference fails the
 // command (exit status 1) with MISMATCH lines.
 //
@@ -56,6 +77,9 @@
 // sources; 16 KiB messages; unlimited rate; 5 s per runner; one round. It
 // takes about 25 s on a 2-core machine.
 //
+// Metric names of --target and of "ratios": throughput, cpu_s_per_gib,
+// p99 (engine), e2e_p99, rss, threads, syscalls_per_mib.
+//
 // # JSON reports
 //
 // run --json FILE writes an object:
@@ -67,6 +91,9 @@
 //	            "pool", "buf", "workers", "flush_ns", "verify"},
 //	 "runs": [RESULT, ...],     // one per runner and round, in the order measured
 //	 "summary": [RESULT, ...],  // one per runner, rounds merged
+//	 "ratios": [{"a", "b", "generator_bound",
+//	             "ratios": [{"metric", "median", "min", "max", "per_round"}]}],
+//	 "verdicts": [{"a", "b", "target", "spread", "verdict"}],  // with --target
 //	 "skipped": [{"runner", "reason"}]}
 //
 // where RESULT is
@@ -75,12 +102,19 @@
 //	 "cpu_s", "cpu_s_per_gib", "threads_max", "rss_max_bytes",
 //	 "latency_ns": {"count", "p50", "p99", "p999", "max", "mean"},
 //	 "fairness_jain", "pool_waits", "partial_flushes", "chunks", "errors",
-//	 "offered_bps", "gen_sent_bytes", "gen_cpu_s", "gen_lag_max_ns",
+//	 "e2e_latency_ns": {same}, "gen_lag_ns": {same},
+//	 "offered_bps", "gen_sent_bytes", "gen_cpu_s", "gen_lag_max_ns", "gen_held",
+//	 "generator_bound", "generator_bound_why", "engine_cpus", "engine_cpu_util",
+//	 "gen_cpus", "gen_cpu_util", "bottleneck",
+//	 "counters": {"reads", "waits", "wakeups", "enters", "completions", "syscalls",
+//	              "completions_per_enter", "waits_per_s", "wakeups_per_s", "syscalls_per_mib"},
 //	 "verified", "mismatches", "profile", "top_functions", "rounds"}
 //
 // latency --json writes {"command": "latency", "host", "pinning",
 // "sources", "msg_size", "arrivals", "points": [RESULT + "offered_bps"],
-// "skipped", "ok"}. sink writes the report described in SinkReport (one
+// "skipped", "ok"}. floor --json writes {"command": "floor", "runner",
+// "sources", "chunks", "bytes", "duration_s", "cpu_s", "cpu_ns_per_chunk",
+// "chunks_per_s", "pinning", "host"}. sink writes the report described in SinkReport (one
 // entry per stream with source, peer, bytes, crc32c and errors). file
 // writes {"command": "file", "files", "passes", "buf", "results":
 // [{"method", "bytes", "duration_s", "throughput_bps", "cpu_s",

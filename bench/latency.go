@@ -28,6 +28,8 @@ type LatencyConfig struct {
 	JSON     string
 	Plot     string
 	Exe      string
+	// InProcess measures in this process, not a fresh child per point.
+	InProcess bool
 }
 
 // DefaultLatencyConfig returns the documented defaults: 100 sources of
@@ -46,13 +48,14 @@ func (c *LatencyConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.Var(&c.Runners, "runners", "comma-separated runners (default: every one available)")
 	fs.IntVar(&c.Sources, "sources", c.Sources, "concurrent TCP sources; each is offered load/sources")
 	fs.DurationVar(&c.Duration, "duration", c.Duration, "how long each point is measured")
-	fs.Var(&c.MsgSize, "msg-size", "fixed record size; each record starts with an 8-byte send timestamp")
+	fs.Var(&c.MsgSize, "msg-size", "fixed record size; each record starts with a 16-byte header: scheduled and actual send times")
 	fs.StringVar(&c.Arrivals, "arrivals", c.Arrivals, "poisson or uniform")
 	fs.Float64Var(&c.Skew, "skew", c.Skew, "biased connections: a fraction F of the sources carries 1-F of the load")
 	fs.IntVar(&c.MaxDial, "max-dial", c.MaxDial, "concurrent dials of the generator")
 	fs.BoolVar(&c.Pin, "pin", c.Pin, "pin the engine and the generator to disjoint CPUs")
 	fs.StringVar(&c.JSON, "json", c.JSON, "write the JSON report to `FILE` (- for stdout)")
 	fs.StringVar(&c.Plot, "plot", c.Plot, "write SVG charts into `DIR`")
+	fs.BoolVar(&c.InProcess, "in-process", c.InProcess, "host the engine in this process instead of a fresh child process per point")
 	c.Engine.register(fs)
 }
 
@@ -124,11 +127,16 @@ func LatencySweep(ctx context.Context, c LatencyConfig, ios IO) (*LatencyReport,
 				Rate: load / Rate(c.Sources), Arrivals: c.Arrivals, Skew: c.Skew, MaxDial: c.MaxDial, Verify: true,
 				Engine: c.Engine, Exe: exe, GenCPUs: pin.GenCPUs,
 				Label: fmt.Sprintf("%s @ %s", name, FormatRate(float64(load)))}
-			r, err := measure(ctx, w, ios)
+			r, err := measureRunner(ctx, w, ios, !c.InProcess)
 			if err != nil {
 				return nil, fmt.Errorf("bench: runner %s at %s: %w", name, FormatRate(float64(load)), err)
 			}
-			fmt.Fprintf(ios.Err, "%s: achieved %s, p99 %s\n", w.Label, FormatRate(r.ThroughputBps), FormatNanos(r.LatencyNs.P99))
+			note := ""
+			if r.GeneratorBound {
+				note = ", generator-bound: " + r.GenBoundWhy
+			}
+			fmt.Fprintf(ios.Err, "%s: achieved %s, engine p99 %s, e2e p99 %s, gen lag p99 %s%s\n", w.Label, FormatRate(r.ThroughputBps),
+				FormatNanos(r.LatencyNs.P99), FormatNanos(r.E2ELatencyNs.P99), FormatNanos(r.GenLagNs.P99), note)
 			for _, m := range r.Mismatches {
 				fmt.Fprintf(ios.Err, "MISMATCH %s: %s\n", w.Label, m)
 			}
@@ -145,7 +153,7 @@ func LatencySweep(ctx context.Context, c LatencyConfig, ios IO) (*LatencyReport,
 	if c.Plot != "" {
 		var ss []series
 		for _, name := range runners {
-			s := series{Name: name + " p99"}
+			s := series{Name: name + " engine p99"}
 			for _, p := range rep.Points {
 				if p.Runner == name {
 					s.Points = append(s.Points, [2]float64{p.ThroughputBps, float64(p.LatencyNs.P99)})
@@ -153,7 +161,7 @@ func LatencySweep(ctx context.Context, c LatencyConfig, ios IO) (*LatencyReport,
 			}
 			ss = append(ss, s)
 		}
-		svg := lineChart("p99 delivery latency against throughput", "achieved throughput", "p99 latency", ss,
+		svg := lineChart("p99 engine latency against throughput", "achieved throughput", "p99 latency", ss,
 			FormatRate, func(v float64) string { return FormatNanos(int64(v)) })
 		if err := writePlot(c.Plot, "latency.svg", svg, ios); err != nil {
 			return rep, err
@@ -167,7 +175,8 @@ func LatencySweep(ctx context.Context, c LatencyConfig, ios IO) (*LatencyReport,
 
 func writeLatencyTable(w io.Writer, rep *LatencyReport, runners []string) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "offered\trunner\tachieved\tp50\tp99\tp99.9\tmax\tCPU s/GiB\tgen lag max\tverified\t")
+	fmt.Fprintln(tw, "offered\trunner\tachieved\tp50\tp99\tp99.9\tmax\te2e p50\te2e p99\te2e max\tgen held\tgen lag p99\tCPU s/GiB\tverified\t")
+	bound := 0
 	for _, name := range runners {
 		for _, p := range rep.Points {
 			if p.Runner != name {
@@ -177,12 +186,23 @@ func writeLatencyTable(w io.Writer, rep *LatencyReport, runners []string) {
 			if !p.Verified {
 				v = "FAIL"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.3f\t%s\t%s\t\n", FormatRate(p.OfferedBps), p.Runner, FormatRate(p.ThroughputBps),
+			held := fmt.Sprintf("%.1f%%", 100*p.GenHeld)
+			if p.GeneratorBound {
+				held += " (generator-bound)"
+				bound++
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.3f\t%s\t\n", FormatRate(p.OfferedBps), p.Runner, FormatRate(p.ThroughputBps),
 				FormatNanos(p.LatencyNs.P50), FormatNanos(p.LatencyNs.P99), FormatNanos(p.LatencyNs.P999), FormatNanos(p.LatencyNs.Max),
-				p.CPUSPerGiB, FormatNanos(p.GenLagMaxNs), v)
+				FormatNanos(p.E2ELatencyNs.P50), FormatNanos(p.E2ELatencyNs.P99), FormatNanos(p.E2ELatencyNs.Max),
+				held, FormatNanos(p.GenLagNs.P99), p.CPUSPerGiB, v)
 		}
 	}
 	tw.Flush()
+	fmt.Fprintln(w, "p50-max: engine latency (delivery minus actual send); e2e: delivery minus scheduled send; gen lag: actual minus scheduled send")
+	if bound > 0 {
+		fmt.Fprintf(w, "%d point(s) generator-bound (held < %.0f%% of the offered load or gen lag p99 > %s): they measure the generator, not the engine\n",
+			bound, 100*MinHeld, FormatNanos(MaxGenLagP99))
+	}
 	fmt.Fprintf(w, "kernel %s, %s; %d sources, %s records, %s arrivals; %s\n", rep.Host.Kernel, rep.Host.Go,
 		rep.Sources, FormatBytes(uint64(rep.MsgSize)), rep.Arrivals, pinNote(rep.Pinning))
 }

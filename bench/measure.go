@@ -106,34 +106,63 @@ type workload struct {
 // Result is one runner's measurement. The JSON names are the report's
 // schema (see the package documentation).
 type Result struct {
-	Runner         string     `json:"runner"`
-	Round          int        `json:"round"`
-	Sources        int        `json:"sources"`
-	Bytes          uint64     `json:"bytes"`
-	DurationS      float64    `json:"duration_s"`
-	ThroughputBps  float64    `json:"throughput_bps"`
-	CPUS           float64    `json:"cpu_s"`
-	CPUSPerGiB     float64    `json:"cpu_s_per_gib"`
-	ThreadsMax     int        `json:"threads_max"`
-	RSSMaxBytes    int64      `json:"rss_max_bytes"`
-	LatencyNs      Latency    `json:"latency_ns"`
-	FairnessJain   float64    `json:"fairness_jain"`
-	PoolWaits      uint64     `json:"pool_waits"`
-	PartialFlushes uint64     `json:"partial_flushes"`
-	Chunks         uint64     `json:"chunks"`
-	Errors         uint64     `json:"errors"`
-	OfferedBps     float64    `json:"offered_bps"` // 0: unlimited
-	GenSentBytes   uint64     `json:"gen_sent_bytes"`
-	GenCPUS        float64    `json:"gen_cpu_s"`
-	GenLagMaxNs    int64      `json:"gen_lag_max_ns"`
-	Verified       bool       `json:"verified"`
-	Mismatches     []string   `json:"mismatches,omitempty"`
-	Profile        string     `json:"profile,omitempty"`
-	TopFunctions   []FuncCost `json:"top_functions,omitempty"`
-	Rounds         int        `json:"rounds,omitempty"` // summaries only
-	hist           *hdrhistogram.Histogram
-	weights        []float64
-	perSource      []float64
+	Runner        string  `json:"runner"`
+	Round         int     `json:"round"`
+	Sources       int     `json:"sources"`
+	Bytes         uint64  `json:"bytes"`
+	DurationS     float64 `json:"duration_s"`
+	ThroughputBps float64 `json:"throughput_bps"`
+	CPUS          float64 `json:"cpu_s"`
+	CPUSPerGiB    float64 `json:"cpu_s_per_gib"`
+	ThreadsMax    int     `json:"threads_max"`
+	RSSMaxBytes   int64   `json:"rss_max_bytes"`
+	// LatencyNs is engine latency: delivery minus the time the generator
+	// actually wrote the message. E2ELatencyNs is delivery minus the
+	// message's scheduled time, so that a generator falling behind stays
+	// visible (no coordinated omission).
+	LatencyNs      Latency `json:"latency_ns"`
+	E2ELatencyNs   Latency `json:"e2e_latency_ns"`
+	FairnessJain   float64 `json:"fairness_jain"`
+	PoolWaits      uint64  `json:"pool_waits"`
+	PartialFlushes uint64  `json:"partial_flushes"`
+	Chunks         uint64  `json:"chunks"`
+	Errors         uint64  `json:"errors"`
+	OfferedBps     float64 `json:"offered_bps"` // 0: unlimited
+	GenSentBytes   uint64  `json:"gen_sent_bytes"`
+	GenCPUS        float64 `json:"gen_cpu_s"`
+	GenLagMaxNs    int64   `json:"gen_lag_max_ns"`
+	GenLagNs       Latency `json:"gen_lag_ns"` // actual minus scheduled send, per message
+	// GenHeld is the fraction of the load scheduled within the duration
+	// that the generator wrote within it (1 when unpaced).
+	GenHeld float64 `json:"gen_held"`
+	// GeneratorBound marks a row whose generator did not hold the offered
+	// load (GenHeld < MinHeld) or lagged (lag p99 > MaxGenLagP99): its
+	// figures measure the generator, and it never gets a verdict.
+	GeneratorBound bool   `json:"generator_bound"`
+	GenBoundWhy    string `json:"generator_bound_why,omitempty"`
+	// CPU utilisation of each side over the interval, as a fraction of the
+	// CPUs it may use, and for unpaced rows the side that limited the
+	// throughput: "generator", "engine" or "kernel/both".
+	EngineCPUs    int     `json:"engine_cpus"`
+	EngineCPUUtil float64 `json:"engine_cpu_util"`
+	GenCPUs       int     `json:"gen_cpus"`
+	GenCPUUtil    float64 `json:"gen_cpu_util"`
+	Bottleneck    string  `json:"bottleneck,omitempty"`
+	// GenPreemptions counts the generator's involuntary context switches
+	// over the interval, and GenRunqueueWaitS the time its threads waited
+	// for a CPU: a neighbour competing for the generator's CPUs.
+	GenPreemptions   int64      `json:"gen_preemptions"`
+	GenRunqueueWaitS float64    `json:"gen_runqueue_wait_s"`
+	Counters         Counters   `json:"counters"`
+	Verified         bool       `json:"verified"`
+	Mismatches       []string   `json:"mismatches,omitempty"`
+	Profile          string     `json:"profile,omitempty"`
+	TopFunctions     []FuncCost `json:"top_functions,omitempty"`
+	Rounds           int        `json:"rounds,omitempty"` // summaries only
+	hist             *hdrhistogram.Histogram
+	e2e              *hdrhistogram.Histogram
+	weights          []float64
+	perSource        []float64
 }
 
 // gibibyte in bytes.
@@ -163,6 +192,9 @@ func measure(ctx context.Context, w workload, ios IO) (*Result, error) {
 		"--rate", strconv.FormatFloat(float64(w.Rate), 'f', 0, 64), "--arrivals", w.Arrivals,
 		"--skew", strconv.FormatFloat(w.Skew, 'g', -1, 64), "--max-dial", strconv.Itoa(w.MaxDial),
 		"--seed", strconv.Itoa(w.Round + 1), "--wait"}
+	if !w.Verify {
+		args = append(args, "--no-crc")
+	}
 	if len(w.GenCPUs) > 0 {
 		args = append(args, "--cpus", joinInts(w.GenCPUs))
 	}
@@ -238,6 +270,7 @@ func measure(ctx context.Context, w workload, ios IO) (*Result, error) {
 	}
 	smp := startSampler()
 	waits0 := sk.e.Pool().Stats().Waits
+	rs0 := sumRunnerStats(sk.e.Stats().Runners)
 	cpu0 := cpuTime()
 	t0 := time.Now()
 	if _, err := fmt.Fprintln(stdin, "go"); err != nil {
@@ -294,6 +327,7 @@ func measure(ctx context.Context, w workload, ios IO) (*Result, error) {
 	prog.finish()
 	profPath, profErr := prof.stop()
 	waits := sk.e.Pool().Stats().Waits - waits0
+	rs1 := sumRunnerStats(sk.e.Stats().Runners)
 	if err := waitGen(); err != nil && repErr == nil {
 		repErr = err
 	}
@@ -313,7 +347,22 @@ func measure(ctx context.Context, w workload, ios IO) (*Result, error) {
 		ThreadsMax: threads, RSSMaxBytes: rss, PoolWaits: waits,
 		PartialFlushes: col.partials.Load(), Chunks: col.chunks.Load(), Errors: col.errs.Load(),
 		OfferedBps: rep.OfferedBps, GenSentBytes: rep.SentBytes, GenCPUS: rep.CPUS, GenLagMaxNs: rep.LagMaxNs,
-		Profile: profPath, hist: col.latency(),
+		Profile: profPath, GenLagNs: rep.LagNs, GenHeld: rep.HeldFraction(),
+		EngineCPUs: runtime.GOMAXPROCS(0), GenCPUs: rep.CPUs, GenPreemptions: rep.Preemptions,
+		GenRunqueueWaitS: rep.RunqueueWaitS,
+	}
+	r.hist, r.e2e = col.latency()
+	r.E2ELatencyNs = summarize(r.e2e)
+	r.Counters = counterDeltas(rs0, rs1, r.Bytes, r.DurationS)
+	if r.DurationS > 0 && r.EngineCPUs > 0 {
+		r.EngineCPUUtil = r.CPUS / (r.DurationS * float64(r.EngineCPUs))
+	}
+	if rep.ElapsedS > 0 && rep.CPUs > 0 {
+		r.GenCPUUtil = rep.CPUS / (rep.ElapsedS * float64(rep.CPUs))
+	}
+	r.GeneratorBound, r.GenBoundWhy = generatorBound(rep.OfferedBps > 0, r.GenHeld, r.GenLagNs.P99)
+	if rep.OfferedBps == 0 {
+		r.Bottleneck = bottleneck(r.EngineCPUUtil, r.GenCPUUtil)
 	}
 	r.ThroughputBps = float64(r.Bytes) / r.DurationS
 	r.CPUSPerGiB = cpuPerGiB(r.CPUS, r.Bytes)
@@ -424,7 +473,10 @@ func mergeResults(rs []*Result) *Result {
 	if len(rs) == 0 {
 		return nil
 	}
-	s := &Result{Runner: rs[0].Runner, Sources: rs[0].Sources, Verified: true, Rounds: len(rs), hist: newHist()}
+	s := &Result{Runner: rs[0].Runner, Sources: rs[0].Sources, Verified: true, Rounds: len(rs), hist: newHist(), e2e: newHist(),
+		GenHeld: 1, EngineCPUs: rs[0].EngineCPUs, GenCPUs: rs[0].GenCPUs}
+	var cnt []Counters
+	var engUtil, genUtil float64
 	var fair float64
 	for _, r := range rs {
 		s.Bytes += r.Bytes
@@ -446,6 +498,22 @@ func mergeResults(rs []*Result) *Result {
 		if r.hist != nil {
 			s.hist.Merge(r.hist)
 		}
+		if r.e2e != nil {
+			s.e2e.Merge(r.e2e)
+		}
+		// The worst round speaks for the generator.
+		s.GenHeld = min(s.GenHeld, r.GenHeld)
+		if r.GenLagNs.P99 >= s.GenLagNs.P99 {
+			s.GenLagNs = r.GenLagNs
+		}
+		if r.GeneratorBound && !s.GeneratorBound {
+			s.GeneratorBound, s.GenBoundWhy = true, r.GenBoundWhy
+		}
+		s.GenPreemptions += r.GenPreemptions
+		s.GenRunqueueWaitS += r.GenRunqueueWaitS
+		engUtil += r.EngineCPUUtil
+		genUtil += r.GenCPUUtil
+		cnt = append(cnt, r.Counters)
 	}
 	if s.DurationS > 0 {
 		s.ThroughputBps = float64(s.Bytes) / s.DurationS
@@ -453,6 +521,13 @@ func mergeResults(rs []*Result) *Result {
 	s.CPUSPerGiB = cpuPerGiB(s.CPUS, s.Bytes)
 	s.FairnessJain = fair / float64(len(rs))
 	s.LatencyNs = summarize(s.hist)
+	s.E2ELatencyNs = summarize(s.e2e)
+	s.EngineCPUUtil = engUtil / float64(len(rs))
+	s.GenCPUUtil = genUtil / float64(len(rs))
+	if s.OfferedBps == 0 {
+		s.Bottleneck = bottleneck(s.EngineCPUUtil, s.GenCPUUtil)
+	}
+	s.Counters = sumCounters(cnt, s.Bytes, s.DurationS)
 	return s
 }
 

@@ -3,17 +3,16 @@ package bench
 import (
 	"fmt"
 	"io"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/dustin/go-humanize"
 )
 
 // writeRunTable prints the per-runner summary table, then the ratios of
-// the first runner to each of the others.
+// the first runner to each of the others, with their spread over rounds.
 func writeRunTable(w io.Writer, rep *RunReport) {
 	writeResultTable(w, rep.Summary)
-	writeRatios(w, rep.Summary)
+	writeComparisons(w, rep.Ratios, rep.Verdicts)
 	for _, s := range rep.Failed {
 		fmt.Fprintf(w, "failed %s: %s\n", s.Runner, s.Reason)
 	}
@@ -30,47 +29,76 @@ func writeRunTable(w io.Writer, rep *RunReport) {
 		c.Sources, FormatBytes(uint64(c.MsgSize)), pacing, c.DurationS, c.Rounds)
 }
 
-// writeResultTable prints one row per result.
+// writeResultTable prints one row per result: what the engine did, then
+// what the generator did and the runner's own counters.
 func writeResultTable(w io.Writer, rs []*Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "runner\tthroughput\tbytes\tCPU s/GiB\tthreads\tRSS\tp50\tp99\tp99.9\tmax\tfairness\tpool waits\tpartials\tverified\t")
+	fmt.Fprintln(tw, "runner\tthroughput\tbytes\tCPU s/GiB\tthreads\tRSS\tp50\tp99\tp99.9\tmax\te2e p99\te2e max\tfairness\tpool waits\tpartials\tverified\t")
 	for _, r := range rs {
 		verified := "ok"
 		if !r.Verified {
 			verified = fmt.Sprintf("FAIL(%d)", len(r.Mismatches))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.3f\t%d\t%s\t%s\t%s\t%s\t%s\t%.4f\t%s\t%s\t%s\t\n",
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.3f\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.4f\t%s\t%s\t%s\t\n",
 			r.Runner, FormatRate(r.ThroughputBps), FormatBytes(r.Bytes), r.CPUSPerGiB, r.ThreadsMax,
 			FormatBytes(uint64(max(r.RSSMaxBytes, 0))),
 			FormatNanos(r.LatencyNs.P50), FormatNanos(r.LatencyNs.P99), FormatNanos(r.LatencyNs.P999), FormatNanos(r.LatencyNs.Max),
+			FormatNanos(r.E2ELatencyNs.P99), FormatNanos(r.E2ELatencyNs.Max),
 			r.FairnessJain, humanize.Comma(int64(r.PoolWaits)), humanize.Comma(int64(r.PartialFlushes)), verified)
 	}
 	tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "runner\tgen held\tgen lag p50\tgen lag p99\tgen lag max\tengine CPU\tgen CPU\tlimit\tcompl/enter\twaits/s\twakeups/s\tsyscalls/MiB\t")
+	for _, r := range rs {
+		fmt.Fprintf(tw, "%s\t%.1f%%\t%s\t%s\t%s\t%.0f%%\t%.0f%%\t%s\t%s\t%s\t%s\t%.1f\t\n",
+			r.Runner, 100*r.GenHeld, FormatNanos(r.GenLagNs.P50), FormatNanos(r.GenLagNs.P99), FormatNanos(r.GenLagNs.Max),
+			100*r.EngineCPUUtil, 100*r.GenCPUUtil, limitNote(r),
+			perEnter(r.Counters), humanize.Comma(int64(r.Counters.WaitsPerS)), humanize.Comma(int64(r.Counters.WakeupsPerS)),
+			r.Counters.SyscallsPerMiB)
+	}
+	tw.Flush()
+	for _, r := range rs {
+		if r.GeneratorBound {
+			fmt.Fprintf(w, "%s: generator-bound: %s (its threads waited %.2f s per second for a CPU); no verdict for this row\n",
+				r.Runner, r.GenBoundWhy, r.GenRunqueueWaitS/max(r.DurationS, 1e-9))
+		}
+	}
 }
 
-// writeRatios prints, for the first runner against each other one, the
-// ratio of every figure: "uring/goroutine: 1.30x throughput, ...".
-func writeRatios(w io.Writer, rs []*Result) {
-	if len(rs) < 2 {
+// limitNote is the limit column: generator-bound, or the bottleneck of an
+// unpaced row, or "-".
+func limitNote(r *Result) string {
+	switch {
+	case r.GeneratorBound:
+		return "generator-bound"
+	case r.Bottleneck != "":
+		return r.Bottleneck
+	}
+	return "-"
+}
+
+func perEnter(c Counters) string {
+	if c.Enters == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", c.CompletionsPerEnter)
+}
+
+// writeComparisons prints, for the first runner against each other one,
+// every ratio's median over the rounds and its min-max range, then the
+// verdict on each target.
+func writeComparisons(w io.Writer, cs []Comparison, vs []TargetVerdict) {
+	if len(cs) == 0 {
 		return
 	}
-	a := rs[0]
 	fmt.Fprintln(w)
-	for _, b := range rs[1:] {
-		fmt.Fprintf(w, "%s\n", ratioLine(a, b))
+	for _, c := range cs {
+		fmt.Fprintln(w, comparisonLine(c))
+	}
+	for _, v := range vs {
+		fmt.Fprintf(w, "target %s/%s %s: %s (median %.2f, range %.2f-%.2f)\n", v.A, v.B, v.Target, v.Verdict,
+			v.Spread.Median, v.Spread.Min, v.Spread.Max)
 	}
 	fmt.Fprintln(w)
-}
-
-func ratioLine(a, b *Result) string {
-	parts := []string{
-		FormatRatio(a.ThroughputBps, b.ThroughputBps) + " throughput",
-		FormatRatio(a.CPUSPerGiB, b.CPUSPerGiB) + " CPU-s/GiB",
-		FormatRatio(float64(a.ThreadsMax), float64(b.ThreadsMax)) + " threads",
-		FormatRatio(float64(a.RSSMaxBytes), float64(b.RSSMaxBytes)) + " RSS",
-	}
-	if a.LatencyNs.Count > 0 && b.LatencyNs.Count > 0 {
-		parts = append(parts, FormatRatio(float64(a.LatencyNs.P99), float64(b.LatencyNs.P99))+" p99")
-	}
-	return fmt.Sprintf("%s/%s: %s", a.Runner, b.Runner, strings.Join(parts, ", "))
 }

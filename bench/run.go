@@ -44,6 +44,15 @@ type RunConfig struct {
 	Plot     string // directory for SVG charts
 	Profile  string // directory for CPU profiles
 	Exe      string // binary that runs `gen`; default os.Executable
+	// Targets are judged on every comparison of the first runner with
+	// another (see Verdict).
+	Targets TargetList
+	// IPerf3 adds a reference row per round: iperf3 on loopback, pinned
+	// like the engine and the generator.
+	IPerf3 bool
+	// InProcess measures every runner in this process instead of a fresh
+	// child per runner and round.
+	InProcess bool
 }
 
 // DefaultRunConfig returns the defaults documented on the flags.
@@ -60,7 +69,7 @@ func (c *RunConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.Rounds, "rounds", c.Rounds, "measure every runner this many times, alternating the order")
 	fs.IntVar(&c.Sources, "sources", c.Sources, "concurrent TCP sources")
 	fs.DurationVar(&c.Duration, "duration", c.Duration, "how long the generator sends, per runner and round")
-	fs.Var(&c.MsgSize, "msg-size", "fixed message size; each message starts with an 8-byte send timestamp")
+	fs.Var(&c.MsgSize, "msg-size", "fixed message size; each message starts with a 16-byte header: scheduled and actual send times")
 	fs.Var(&c.Rate, "rate", "mean bytes per second per source, e.g. 1MiB/s (default unlimited)")
 	fs.StringVar(&c.Arrivals, "arrivals", c.Arrivals, "open-loop arrivals with --rate: poisson or uniform")
 	fs.Float64Var(&c.Skew, "skew", c.Skew, "biased connections: a fraction F of the sources carries 1-F of the load (needs --rate)")
@@ -70,6 +79,9 @@ func (c *RunConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.JSON, "json", c.JSON, "write the JSON report to `FILE` (- for stdout)")
 	fs.StringVar(&c.Plot, "plot", c.Plot, "write SVG charts into `DIR`")
 	fs.StringVar(&c.Profile, "profile", c.Profile, "write a CPU profile per runner into `DIR` and print the top functions")
+	fs.BoolVar(&c.IPerf3, "iperf3", c.IPerf3, "add a reference row per round: one iperf3 stream on loopback, pinned like the engine and the generator (needs iperf3)")
+	fs.BoolVar(&c.InProcess, "in-process", c.InProcess, "host every runner's engine in this process instead of a fresh child process per runner and round")
+	fs.Var(&c.Targets, "target", "judge ratios of the first runner to each other one, e.g. cpu_s_per_gib<=0.9,throughput>=1 (metrics: throughput, cpu_s_per_gib, p99, e2e_p99, rss, threads, syscalls_per_mib): met, missed or inconclusive over the rounds' min-max")
 	c.Engine.register(fs)
 }
 
@@ -161,7 +173,11 @@ type RunReport struct {
 	Config  runParams `json:"config"`
 	Runs    []*Result `json:"runs"`
 	Summary []*Result `json:"summary"`
-	Skipped []Skipped `json:"skipped"`
+	// Ratios compare the first runner with each other one, round by
+	// round: median and min-max of every ratio.
+	Ratios   []Comparison    `json:"ratios"`
+	Verdicts []TargetVerdict `json:"verdicts,omitempty"`
+	Skipped  []Skipped       `json:"skipped"`
 	// Failed lists runners that started but could not carry the load (a
 	// thread cap, a dial failure); the others are still measured.
 	Failed []Skipped `json:"failed"`
@@ -233,7 +249,7 @@ func Run(ctx context.Context, c RunConfig, ios IO) (*RunReport, error) {
 			if c.Rounds > 1 {
 				w.Label = fmt.Sprintf("%s (round %d/%d)", name, round+1, c.Rounds)
 			}
-			r, err := measure(ctx, w, ios)
+			r, err := measureRunner(ctx, w, ios, !c.InProcess)
 			if err != nil {
 				if ctx.Err() != nil {
 					return nil, fmt.Errorf("bench: runner %s: %w", name, err)
@@ -255,11 +271,26 @@ func Run(ctx context.Context, c RunConfig, ios IO) (*RunReport, error) {
 			rep.Runs = append(rep.Runs, r)
 			byRunner[name] = append(byRunner[name], r)
 		}
+		if c.IPerf3 {
+			r, err := measureIPerf3(ctx, c.Duration, pin.GenCPUs, round)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil, err
+				}
+				fmt.Fprintf(ios.Err, "sluice-bench: %v\n", err)
+				c.IPerf3 = false
+				rep.Skipped = append(rep.Skipped, Skipped{Runner: RunnerIPerf3, Reason: err.Error()})
+				continue
+			}
+			fmt.Fprintf(ios.Err, "%s (round %d/%d): %s in %.2fs, %s\n", RunnerIPerf3, round+1, c.Rounds, FormatBytes(r.Bytes), r.DurationS, FormatRate(r.ThroughputBps))
+			rep.Runs = append(rep.Runs, r)
+			byRunner[RunnerIPerf3] = append(byRunner[RunnerIPerf3], r)
+		}
 	}
 	if len(rep.Failed) == len(runners) {
 		return nil, fmt.Errorf("bench: every runner failed; the first: %s", rep.Failed[0].Reason)
 	}
-	for _, name := range runners {
+	for _, name := range append(slices.Clone(runners), RunnerIPerf3) {
 		if len(byRunner[name]) == 0 {
 			continue
 		}
@@ -267,6 +298,12 @@ func Run(ctx context.Context, c RunConfig, ios IO) (*RunReport, error) {
 		rep.Summary = append(rep.Summary, s)
 		rep.OK = rep.OK && s.Verified
 	}
+	var measured []string
+	for _, s := range rep.Summary {
+		measured = append(measured, s.Runner)
+	}
+	rep.Ratios = compareRounds(measured, rep.Runs)
+	rep.Verdicts = judge(c.Targets, rep.Ratios)
 	fmt.Fprintln(ios.Out)
 	writeRunTable(ios.Out, rep)
 	if err := writeOutputs(rep, c.JSON, c.Plot, ios); err != nil {

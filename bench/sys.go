@@ -20,6 +20,17 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// preemptions is the number of times this process was switched out
+// involuntarily (ru_nivcsw): high when another process competed for its
+// CPUs, which makes its CPU utilisation understate how busy it was.
+func preemptions() int64 {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return int64(ru.Nivcsw)
+}
+
 // Host describes the machine a report was made on.
 type Host struct {
 	Kernel string `json:"kernel"`

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -99,4 +100,36 @@ func pinProcess(cpus []int) error {
 		}
 	}
 	return nil
+}
+
+// pollFds waits until one of fds is ready, or for at most d, with
+// nanosecond resolution (ppoll).
+func pollFds(fds []unix.PollFd, d time.Duration) {
+	ts := unix.NsecToTimespec(d.Nanoseconds())
+	unix.Ppoll(fds, &ts, nil)
+}
+
+// runqueueWait is the time this process's threads spent runnable but not
+// running (the second field of /proc/self/task/*/schedstat, summed;
+// threads that have exited are not counted): time the scheduler gave
+// their CPU to something else.
+func runqueueWait() time.Duration {
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return 0
+	}
+	var total int64
+	for _, t := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/schedstat")
+		if err != nil {
+			continue
+		}
+		f := bytes.Fields(b)
+		if len(f) < 2 {
+			continue
+		}
+		n, _ := strconv.ParseInt(string(f[1]), 10, 64)
+		total += n
+	}
+	return time.Duration(total)
 }

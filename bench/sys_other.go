@@ -6,6 +6,7 @@ import (
 	"errors"
 	"runtime"
 	"runtime/pprof"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -38,3 +39,12 @@ func allowedCPUs() []int {
 }
 
 func pinProcess([]int) error { return errors.New("bench: pinning CPUs needs Linux") }
+
+// pollFds waits until one of fds is ready, or for at most d, rounded up
+// to a millisecond (poll).
+func pollFds(fds []unix.PollFd, d time.Duration) {
+	unix.Poll(fds, int((d+time.Millisecond-1)/time.Millisecond))
+}
+
+// runqueueWait is not available here.
+func runqueueWait() time.Duration { return 0 }

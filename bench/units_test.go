@@ -56,12 +56,13 @@ func (r *fakeRec) RecordValue(v int64) error {
 	return nil
 }
 
-// stampedStream builds n messages of size bytes whose timestamps are
-// 1000, 2000, ...
+// stampedStream builds n messages of size bytes whose scheduled times are
+// 1000, 2000, ... and whose send times are 500 ns later.
 func stampedStream(n, size int) []byte {
 	b := make([]byte, n*size)
 	for i := range n {
-		binary.LittleEndian.PutUint64(b[i*size:], uint64(1000*(i+1)))
+		binary.LittleEndian.PutUint64(b[i*size+schedOff:], uint64(1000*(i+1)))
+		binary.LittleEndian.PutUint64(b[i*size+sentOff:], uint64(1000*(i+1)+500))
 		for j := TimestampSize; j < size; j++ {
 			b[i*size+j] = 0xEE // payload that must never be read as a timestamp
 		}
@@ -71,7 +72,7 @@ func stampedStream(n, size int) []byte {
 
 func TestRecordTrackerAcrossChunkBoundaries(t *testing.T) {
 	const now = 1 << 30
-	for _, size := range []int{8, 9, 16, 100, 4096} {
+	for _, size := range []int{16, 17, 24, 100, 4096} {
 		stream := stampedStream(50, size)
 		for _, split := range []string{"whole", "bytewise", "random"} {
 			var chunks [][]byte
@@ -90,17 +91,20 @@ func TestRecordTrackerAcrossChunkBoundaries(t *testing.T) {
 				}
 			}
 			tr := recordTracker{size: size}
-			var rec fakeRec
+			var rec, e2e fakeRec
 			total := 0
 			for _, c := range chunks {
-				total += tr.feed(c, now, &rec)
+				total += tr.feed(c, now, &rec, &e2e)
 			}
-			if total != 50 || len(rec.vals) != 50 {
-				t.Fatalf("size %d, %s: %d timestamps (%d recorded), want 50", size, split, total, len(rec.vals))
+			if total != 50 || len(rec.vals) != 50 || len(e2e.vals) != 50 {
+				t.Fatalf("size %d, %s: %d headers (%d, %d recorded), want 50", size, split, total, len(rec.vals), len(e2e.vals))
 			}
-			for i, v := range rec.vals {
-				if want := int64(now - 1000*(i+1)); v != want {
-					t.Fatalf("size %d, %s: latency %d = %d, want %d", size, split, i, v, want)
+			for i := range rec.vals {
+				if want := int64(now - 1000*(i+1) - 500); rec.vals[i] != want {
+					t.Fatalf("size %d, %s: engine latency %d = %d, want %d", size, split, i, rec.vals[i], want)
+				}
+				if want := int64(now - 1000*(i+1)); e2e.vals[i] != want {
+					t.Fatalf("size %d, %s: end-to-end latency %d = %d, want %d", size, split, i, e2e.vals[i], want)
 				}
 			}
 			if tr.pos != 0 {
@@ -112,10 +116,10 @@ func TestRecordTrackerAcrossChunkBoundaries(t *testing.T) {
 
 func TestRecordTrackerClampsFutureTimestamps(t *testing.T) {
 	tr := recordTracker{size: 16}
-	var rec fakeRec
-	tr.feed(stampedStream(1, 16), 0, &rec) // stamped 1000ns "in the future"
-	if len(rec.vals) != 1 || rec.vals[0] != 0 {
-		t.Errorf("recorded %v, want [0]", rec.vals)
+	var rec, e2e fakeRec
+	tr.feed(stampedStream(1, 16), 0, &rec, &e2e) // stamped 1000ns "in the future"
+	if len(rec.vals) != 1 || rec.vals[0] != 0 || len(e2e.vals) != 1 || e2e.vals[0] != 0 {
+		t.Errorf("recorded %v and %v, want [0] and [0]", rec.vals, e2e.vals)
 	}
 }
 
@@ -123,14 +127,14 @@ func BenchmarkRecordTracker(b *testing.B) {
 	for _, size := range []int{64, 1024, 16 << 10} {
 		b.Run(FormatBytes(uint64(size)), func(b *testing.B) {
 			chunk := stampedStream((64<<10)/size, size)
-			h := newHist()
+			h, h2 := newHist(), newHist()
 			tr := recordTracker{size: size}
 			now := time.Now().UnixNano()
 			b.SetBytes(int64(len(chunk)))
 			b.ReportAllocs()
 			for b.Loop() {
-				tr.feed(chunk[:len(chunk)/3], now, h)
-				tr.feed(chunk[len(chunk)/3:], now, h)
+				tr.feed(chunk[:len(chunk)/3], now, h, h2)
+				tr.feed(chunk[len(chunk)/3:], now, h, h2)
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(chunk)/size), "ns/record")
 		})
@@ -139,9 +143,9 @@ func BenchmarkRecordTracker(b *testing.B) {
 
 func TestRecordTrackerAllocs(t *testing.T) {
 	chunk := stampedStream(64, 1024)
-	h := newHist()
+	h, h2 := newHist(), newHist()
 	tr := recordTracker{size: 1024}
-	if n := testing.AllocsPerRun(100, func() { tr.feed(chunk[5:], 1<<30, h) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { tr.feed(chunk[5:], 1<<30, h, h2) }); n != 0 {
 		t.Errorf("feed allocates %v times per chunk, want 0", n)
 	}
 }
@@ -333,11 +337,11 @@ func TestResultTable(t *testing.T) {
 		FairnessJain: 0.9, Mismatches: []string{"x"}}
 	var buf bytes.Buffer
 	writeResultTable(&buf, []*Result{a, b})
-	writeRatios(&buf, []*Result{a, b})
+	writeComparisons(&buf, compareRounds([]string{"uring", "goroutine"}, []*Result{a, b}), nil)
 	out := buf.String()
 	for _, want := range []string{
 		"1.5 GiB/s", "3.0 GiB", "80 MiB", "1.5µs", "812.35µs", "1.5s", "12,345", "0.9900", "ok", "FAIL(1)",
-		"uring/goroutine: 1.50x throughput, 0.80x CPU-s/GiB, 0.50x threads, 1.00x RSS, 0.50x p99",
+		"uring/goroutine: 1.50x throughput, 0.80x CPU-s/GiB, 0.50x p99, 1.00x RSS, 0.50x threads",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)

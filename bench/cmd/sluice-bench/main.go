@@ -26,6 +26,7 @@ commands:
   sink     the engine alone, listening for external load generators (fio)
   file     ingest files through each runner; compare with a read loop and fio
   latency  open-loop sweep of offered load: p50/p99/p99.9 latency against throughput
+  floor    the engine's own cost per chunk, with in-memory sources and no kernel
   probe    what the kernel offers, and which runner auto picks and why
 
 Run 'sluice-bench <command> --help' for a command's flags.
@@ -80,6 +81,12 @@ func run(args []string) int {
 			_, err := bench.LatencySweep(ctx, c, ios)
 			return err
 		}}
+	case "floor":
+		c := bench.DefaultFloorConfig()
+		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, ios bench.IO) error {
+			_, err := bench.Floor(ctx, c, ios)
+			return err
+		}}
 	case "probe":
 		var c bench.ProbeConfig
 		cmd = command{c.RegisterFlags, func() error { return nil }, func(_ context.Context, ios bench.IO) error {
@@ -90,6 +97,10 @@ func run(args []string) int {
 		c := bench.DefaultGenConfig()
 		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, _ bench.IO) error {
 			return bench.RunGen(ctx, c, os.Stdin, os.Stdout)
+		}}
+	case bench.ChildCommand: // hidden: one runner's engine, in a fresh process
+		cmd = command{func(*flag.FlagSet) {}, func() error { return nil }, func(ctx context.Context, _ bench.IO) error {
+			return bench.RunChild(ctx, os.Stdin, os.Stdout, os.Stderr)
 		}}
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(os.Stdout, usage)

@@ -1,0 +1,127 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// ChildCommand is the hidden subcommand that hosts one measurement's
+// engine in a fresh process: `run` and `latency` start one per runner
+// and round, so that one runner's threads, RSS and heap never inflate the
+// next one's. The child inherits the parent's CPU affinity (the engine's
+// CPUs), so its GOMAXPROCS follows; it starts the generator itself, and
+// its getrusage covers the engine alone.
+const ChildCommand = "measure-child"
+
+// childReport is what the child writes to its stdout, as one JSON
+// document: the measurement, with its latency histograms encoded.
+type childReport struct {
+	Result *Result                `json:"result"`
+	Hist   *hdrhistogram.Snapshot `json:"hist,omitempty"`
+	E2E    *hdrhistogram.Snapshot `json:"e2e,omitempty"`
+	Error  string                 `json:"error,omitempty"`
+}
+
+// encodeChild writes the child's report for r, or for err.
+func encodeChild(w io.Writer, r *Result, err error) error {
+	rep := childReport{Result: r}
+	if err != nil {
+		rep.Error = err.Error()
+	}
+	if r != nil {
+		if r.hist != nil {
+			rep.Hist = r.hist.Export()
+		}
+		if r.e2e != nil {
+			rep.E2E = r.e2e.Export()
+		}
+	}
+	if err := json.NewEncoder(w).Encode(rep); err != nil {
+		return fmt.Errorf("bench: child: %w", err)
+	}
+	return nil
+}
+
+// decodeChild reads a child's report back into a Result.
+func decodeChild(b []byte) (*Result, error) {
+	var rep childReport
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return nil, fmt.Errorf("bench: child: bad report: %w", err)
+	}
+	if rep.Error != "" {
+		return nil, errors.New(rep.Error)
+	}
+	if rep.Result == nil {
+		return nil, errors.New("bench: child: report without a result")
+	}
+	r := rep.Result
+	r.hist, r.e2e = newHist(), newHist()
+	if rep.Hist != nil {
+		r.hist = hdrhistogram.Import(rep.Hist)
+	}
+	if rep.E2E != nil {
+		r.e2e = hdrhistogram.Import(rep.E2E)
+	}
+	return r, nil
+}
+
+// RunChild is the child's side: it reads one workload (JSON) from in,
+// measures it in this process, and writes the report to out. Progress
+// and diagnostics go to errOut.
+func RunChild(ctx context.Context, in io.Reader, out, errOut io.Writer) error {
+	var w workload
+	if err := json.NewDecoder(in).Decode(&w); err != nil {
+		return fmt.Errorf("bench: child: bad workload: %w", err)
+	}
+	ios := IO{Out: errOut, Err: errOut}
+	if f, ok := errOut.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil {
+			ios.ErrIsTTY = fi.Mode()&os.ModeCharDevice != 0
+		}
+	}
+	r, err := measure(ctx, w, ios)
+	return encodeChild(out, r, err)
+}
+
+// measureChild runs w in a fresh child process of w.Exe and returns its
+// measurement.
+func measureChild(ctx context.Context, w workload, ios IO) (*Result, error) {
+	in, err := json.Marshal(w)
+	if err != nil {
+		return nil, fmt.Errorf("bench: child: %w", err)
+	}
+	cmd := exec.CommandContext(ctx, w.Exe, ChildCommand)
+	// On cancellation let the child stop its generator and engine itself;
+	// kill it only if it does not.
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = shutdownTimeout
+	cmd.Stdin = bytes.NewReader(in)
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	cmd.Stderr = ios.Err
+	runErr := cmd.Run()
+	r, err := decodeChild(out.Bytes())
+	if err != nil {
+		if runErr != nil && out.Len() == 0 {
+			return nil, fmt.Errorf("bench: child: %w", runErr)
+		}
+		return nil, err
+	}
+	return r, nil
+}
+
+// measureRunner measures w in a fresh process, or in this one.
+func measureRunner(ctx context.Context, w workload, ios IO, fresh bool) (*Result, error) {
+	if fresh {
+		return measureChild(ctx, w, ios)
+	}
+	return measure(ctx, w, ios)
+}

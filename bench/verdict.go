@@ -1,0 +1,130 @@
+package bench
+
+import (
+	"fmt"
+
+	"github.com/sluice-io/sluice/srcs"
+)
+
+// Limits of a generator that holds its offered load.
+const (
+	// MinHeld is the fraction of the offered load the generator must
+	// write within the duration.
+	MinHeld = 0.97
+	// MaxGenLagP99 is the largest generator lag p99, in ns.
+	MaxGenLagP99 = int64(1e6)
+)
+
+// generatorBound says whether a row's figures measure the generator
+// rather than the engine, and why.
+func generatorBound(paced bool, held float64, lagP99 int64) (bool, string) {
+	switch {
+	case paced && held < MinHeld:
+		return true, fmt.Sprintf("sent %.1f%% of the offered load (< %.0f%%)", 100*held, 100*MinHeld)
+	case lagP99 > MaxGenLagP99:
+		return true, fmt.Sprintf("generator lag p99 %s (> %s)", FormatNanos(lagP99), FormatNanos(MaxGenLagP99))
+	}
+	return false, ""
+}
+
+// Saturation thresholds of CPU utilisation for naming a bottleneck.
+const (
+	saturated = 0.9 // busy this much of the time: the side is the limit
+	notBusy   = 0.8 // and the other side below this
+)
+
+// Bottlenecks of an unpaced row.
+const (
+	BottleneckGenerator = "generator"
+	BottleneckEngine    = "engine"
+	BottleneckKernel    = "kernel/both"
+	// BottleneckNeither: neither side's CPUs were busy; the limit was
+	// elsewhere (waiting, softirq work, or a neighbour taking the CPUs).
+	BottleneckNeither = "neither"
+)
+
+// bottleneck names what limited an unpaced row from each side's CPU
+// utilisation (fractions of the CPUs it may use): the generator when its
+// CPUs were saturated while the engine's were not, the engine in the
+// opposite case, the kernel or both when both were busy (loopback copies
+// are charged to whichever side makes the call), and neither when
+// neither was.
+func bottleneck(engUtil, genUtil float64) string {
+	switch {
+	case engUtil < notBusy && genUtil < notBusy:
+		return BottleneckNeither
+	case genUtil >= saturated && engUtil < notBusy:
+		return BottleneckGenerator
+	case engUtil >= saturated && genUtil < notBusy:
+		return BottleneckEngine
+	}
+	return BottleneckKernel
+}
+
+// Counters are a runner's own counters over the measured interval, and
+// what they say per unit of work.
+type Counters struct {
+	Reads       uint64 `json:"reads"`
+	Waits       uint64 `json:"waits"`
+	Wakeups     uint64 `json:"wakeups"`
+	Enters      uint64 `json:"enters"`
+	Completions uint64 `json:"completions"`
+	Syscalls    uint64 `json:"syscalls"`
+	// CompletionsPerEnter is the batching the runner achieved: CQEs or
+	// readiness events per io_uring_enter, epoll_wait or poll. 0 when it
+	// made no enters (the goroutine runner leaves them to Go).
+	CompletionsPerEnter float64 `json:"completions_per_enter"`
+	WaitsPerS           float64 `json:"waits_per_s"`
+	WakeupsPerS         float64 `json:"wakeups_per_s"`
+	SyscallsPerMiB      float64 `json:"syscalls_per_mib"`
+}
+
+func sumRunnerStats(rs []srcs.RunnerStats) srcs.RunnerStats {
+	var t srcs.RunnerStats
+	for _, r := range rs {
+		t.Reads += r.Reads
+		t.Waits += r.Waits
+		t.Wakeups += r.Wakeups
+		t.Enters += r.Enters
+		t.Completions += r.Completions
+		t.Syscalls += r.Syscalls
+	}
+	return t
+}
+
+// counterDeltas turns two snapshots into the interval's counters.
+func counterDeltas(a, b srcs.RunnerStats, bytes uint64, seconds float64) Counters {
+	c := Counters{Reads: b.Reads - a.Reads, Waits: b.Waits - a.Waits, Wakeups: b.Wakeups - a.Wakeups,
+		Enters: b.Enters - a.Enters, Completions: b.Completions - a.Completions, Syscalls: b.Syscalls - a.Syscalls}
+	c.derive(bytes, seconds)
+	return c
+}
+
+func (c *Counters) derive(bytes uint64, seconds float64) {
+	c.CompletionsPerEnter, c.WaitsPerS, c.WakeupsPerS, c.SyscallsPerMiB = 0, 0, 0, 0
+	if c.Enters > 0 {
+		c.CompletionsPerEnter = float64(c.Completions) / float64(c.Enters)
+	}
+	if seconds > 0 {
+		c.WaitsPerS = float64(c.Waits) / seconds
+		c.WakeupsPerS = float64(c.Wakeups) / seconds
+	}
+	if bytes > 0 {
+		c.SyscallsPerMiB = float64(c.Syscalls) / (float64(bytes) / (1 << 20))
+	}
+}
+
+// sumCounters adds rounds' counters and derives the rates over the sum.
+func sumCounters(cs []Counters, bytes uint64, seconds float64) Counters {
+	var t Counters
+	for _, c := range cs {
+		t.Reads += c.Reads
+		t.Waits += c.Waits
+		t.Wakeups += c.Wakeups
+		t.Enters += c.Enters
+		t.Completions += c.Completions
+		t.Syscalls += c.Syscalls
+	}
+	t.derive(bytes, seconds)
+	return t
+}

@@ -1,0 +1,182 @@
+package bench
+
+import (
+	"context"
+	"io"
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestSpread(t *testing.T) {
+	for _, tc := range []struct {
+		xs               []float64
+		median, min, max float64
+	}{
+		{nil, 0, 0, 0},
+		{[]float64{1.2}, 1.2, 1.2, 1.2},
+		{[]float64{1.3, 0.9}, 1.1, 0.9, 1.3},
+		{[]float64{2, 0.5, 1}, 1, 0.5, 2},
+	} {
+		s := spread("x", tc.xs)
+		if math.Abs(s.Median-tc.median) > 1e-12 || s.Min != tc.min || s.Max != tc.max {
+			t.Errorf("spread(%v) = median %v min %v max %v, want %v %v %v", tc.xs, s.Median, s.Min, s.Max, tc.median, tc.min, tc.max)
+		}
+	}
+}
+
+func TestVerdict(t *testing.T) {
+	le, _ := ParseTarget("cpu_s_per_gib<=0.9")
+	ge, _ := ParseTarget("throughput >= 1")
+	for _, tc := range []struct {
+		t     Target
+		xs    []float64
+		bound bool
+		want  string
+	}{
+		{le, []float64{0.7, 0.85}, false, VerdictMet},
+		{le, []float64{0.9, 0.9}, false, VerdictMet}, // on the bound counts
+		{le, []float64{0.95, 1.2}, false, VerdictMissed},
+		{le, []float64{0.8, 1.0}, false, VerdictInconclusive},
+		{le, []float64{0.5}, true, VerdictNone},
+		{le, nil, false, VerdictInconclusive},
+		{ge, []float64{1.1, 1.3}, false, VerdictMet},
+		{ge, []float64{0.6, 0.99}, false, VerdictMissed},
+		{ge, []float64{0.9, 1.1}, false, VerdictInconclusive},
+	} {
+		if got := Verdict(tc.t, spread(tc.t.Metric, tc.xs), tc.bound); got != tc.want {
+			t.Errorf("%s over %v (generator-bound %v) = %s, want %s", tc.t, tc.xs, tc.bound, got, tc.want)
+		}
+	}
+	for _, bad := range []string{"cpu<=1", "throughput=1", "p99<=-1", "p99<=x"} {
+		if _, err := ParseTarget(bad); err == nil {
+			t.Errorf("ParseTarget(%q) accepted", bad)
+		}
+	}
+}
+
+func TestCompareRounds(t *testing.T) {
+	res := func(runner string, round int, tput, cpu float64, bound bool) *Result {
+		return &Result{Runner: runner, Round: round, ThroughputBps: tput, CPUSPerGiB: cpu, GeneratorBound: bound}
+	}
+	runs := []*Result{
+		res("uring", 0, 2, 0.4, false), res("goroutine", 0, 1, 0.5, false),
+		res("goroutine", 1, 2, 0.5, false), res("uring", 1, 2, 0.6, false),
+		res("uring", 2, 3, 0.5, false), res("goroutine", 2, 2, 0.5, false),
+		res("epoll", 0, 1, 1, true), // a single round, generator-bound
+	}
+	cs := compareRounds([]string{"uring", "goroutine", "epoll"}, runs)
+	if len(cs) != 2 {
+		t.Fatalf("%d comparisons, want 2", len(cs))
+	}
+	tp, _ := cs[0].Ratio("throughput")
+	if tp.Median != 1.5 || tp.Min != 1 || tp.Max != 2 || len(tp.PerRound) != 3 {
+		t.Errorf("throughput ratio %+v", tp)
+	}
+	vs := judge([]Target{{Metric: "cpu_s_per_gib", Op: "<=", Bound: 0.9}}, cs)
+	if vs[0].Verdict != VerdictInconclusive || vs[1].Verdict != VerdictNone {
+		t.Errorf("verdicts %+v", vs)
+	}
+	if line := comparisonLine(cs[0]); !strings.Contains(line, "1.50x throughput (1.00-2.00)") {
+		t.Errorf("line %q", line)
+	}
+	if line := comparisonLine(cs[1]); !strings.Contains(line, "generator-bound") {
+		t.Errorf("line %q lacks the generator-bound mark", line)
+	}
+}
+
+func TestGeneratorBound(t *testing.T) {
+	for _, tc := range []struct {
+		paced bool
+		held  float64
+		lag   int64
+		want  bool
+	}{
+		{true, 1, 200e3, false},
+		{true, 0.98, 999e3, false},
+		{true, 0.96, 0, true},
+		{true, 1, 1.5e6, true},
+		{false, 0.1, 0, false}, // unpaced: held does not apply
+		{false, 1, 2e6, true},
+	} {
+		got, why := generatorBound(tc.paced, tc.held, tc.lag)
+		if got != tc.want || got != (why != "") {
+			t.Errorf("generatorBound(%v, %v, %v) = %v %q, want %v", tc.paced, tc.held, tc.lag, got, why, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		eng, gen float64
+		want     string
+	}{
+		{0.5, 0.97, BottleneckGenerator},
+		{0.95, 0.4, BottleneckEngine},
+		{0.95, 0.95, BottleneckKernel},
+		{0.85, 0.85, BottleneckKernel},
+		{0.5, 0.5, BottleneckNeither},
+	} {
+		if got := bottleneck(tc.eng, tc.gen); got != tc.want {
+			t.Errorf("bottleneck(%v, %v) = %s, want %s", tc.eng, tc.gen, got, tc.want)
+		}
+	}
+}
+
+func TestHeldFraction(t *testing.T) {
+	for _, tc := range []struct {
+		rep  GenReport
+		want float64
+	}{
+		{GenReport{}, 1}, // unpaced
+		{GenReport{OfferedBps: 1 << 20}, 1},
+		{GenReport{OfferedBps: 1 << 20, ScheduledBytes: 1000, OnTimeBytes: 960}, 0.96},
+		{GenReport{OfferedBps: 1 << 20, ScheduledBytes: 1000, OnTimeBytes: 1000}, 1},
+	} {
+		if got := tc.rep.HeldFraction(); math.Abs(got-tc.want) > 1e-12 {
+			t.Errorf("%+v: held %v, want %v", tc.rep, got, tc.want)
+		}
+	}
+}
+
+func TestCounterDeltas(t *testing.T) {
+	c := sumCounters([]Counters{{Enters: 10, Completions: 30, Waits: 4, Wakeups: 2, Syscalls: 100}, {Enters: 10, Completions: 10, Syscalls: 28}}, 64<<20, 2)
+	if c.CompletionsPerEnter != 2 || c.WaitsPerS != 2 || c.WakeupsPerS != 1 || c.SyscallsPerMiB != 2 {
+		t.Errorf("counters %+v", c)
+	}
+}
+
+func TestParseIPerf3(t *testing.T) {
+	r, err := parseIPerf3([]byte(`{"start":{},"end":{"sum_received":{"bytes":8589934592,"seconds":2,"bits_per_second":3.4e10},
+		"cpu_utilization_percent":{"host_total":95.5,"remote_total":40}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Runner != RunnerIPerf3 || r.Bytes != 8<<30 || r.ThroughputBps != 4<<30 || math.Abs(r.CPUSPerGiB-0.1) > 1e-12 ||
+		r.Bottleneck != BottleneckGenerator || !r.Verified {
+		t.Errorf("parseIPerf3 = %+v", r)
+	}
+	for _, bad := range []string{`{"error":"unable to connect to server"}`, `{"end":{}}`, `nope`} {
+		if _, err := parseIPerf3([]byte(bad)); err == nil {
+			t.Errorf("parseIPerf3(%s) accepted", bad)
+		}
+	}
+}
+
+func TestFloor(t *testing.T) {
+	c := DefaultFloorConfig()
+	c.Sources, c.Duration, c.Pin = 2, 50*time.Millisecond, false
+	c.Engine.Pool, c.Engine.Buf = 16, 4096
+	var out strings.Builder
+	rep, err := Floor(context.Background(), c, IO{Out: &out, Err: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Chunks == 0 || rep.Bytes != rep.Chunks*4096 || rep.CPUNsPerChunk <= 0 || rep.Runner != "goroutine" {
+		t.Errorf("floor report %+v", rep)
+	}
+	if !strings.Contains(out.String(), "ns of CPU per chunk") {
+		t.Errorf("output %q", out.String())
+	}
+	if err := (FloorConfig{Sources: 0, Duration: time.Second}).Validate(); err == nil || !strings.Contains(err.Error(), "--sources") {
+		t.Errorf("zero sources: %v", err)
+	}
+}
