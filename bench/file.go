@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"text/tabwriter"
@@ -25,6 +26,7 @@ type FileConfig struct {
 	Files   StringList // files to read; empty: a generated temporary file
 	Size    Size       // size of the generated file
 	Passes  int        // reads of each file; 0: enough for MinBytes
+	Rounds  int        // measure every method this many times, alternating the order
 	Runners StringList
 	Engine  EngineFlags
 	Fio     bool // compare with fio when it is on PATH
@@ -40,13 +42,14 @@ const (
 )
 
 // DefaultFileConfig returns the documented defaults.
-func DefaultFileConfig() FileConfig { return FileConfig{Size: DefaultFileSize, Fio: true} }
+func DefaultFileConfig() FileConfig { return FileConfig{Size: DefaultFileSize, Fio: true, Rounds: 1} }
 
 // RegisterFlags defines c's flags on fs.
 func (c *FileConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.Var(&c.Files, "files", "comma-separated files to ingest (default: a generated temporary file of --size)")
 	fs.Var(&c.Size, "size", "size of the generated file")
 	fs.IntVar(&c.Passes, "passes", c.Passes, "read every file this many times (default: enough for 2GiB in all)")
+	fs.IntVar(&c.Rounds, "rounds", c.Rounds, "measure every method this many times, alternating the order; ratios are printed as median (min-max)")
 	fs.Var(&c.Runners, "runners", "comma-separated runners (default: every one available)")
 	fs.BoolVar(&c.Fio, "fio", c.Fio, "also measure fio (psync) on the same files, when fio is on PATH")
 	fs.StringVar(&c.JSON, "json", c.JSON, "write the JSON report to `FILE` (- for stdout)")
@@ -64,6 +67,8 @@ func (c FileConfig) Validate() error {
 		return errors.New("--size: must be positive")
 	case c.Passes < 0:
 		return fmt.Errorf("--passes: %d: must not be negative", c.Passes)
+	case c.Rounds < 0:
+		return fmt.Errorf("--rounds: %d: must not be negative", c.Rounds)
 	}
 	for _, f := range c.Files {
 		fi, err := os.Stat(f)
@@ -80,6 +85,7 @@ func (c FileConfig) Validate() error {
 // FileResult is one way of reading the files.
 type FileResult struct {
 	Method        string  `json:"method"` // a runner, "read-loop" or "fio-psync"
+	Round         int     `json:"round"`
 	Bytes         uint64  `json:"bytes"`
 	DurationS     float64 `json:"duration_s"`
 	ThroughputBps float64 `json:"throughput_bps"`
@@ -97,8 +103,11 @@ type FileReport struct {
 	Passes  int          `json:"passes"`
 	Buf     int64        `json:"buf"`
 	Results []FileResult `json:"results"`
-	Skipped []Skipped    `json:"skipped"`
-	FioNote string       `json:"fio_note,omitempty"`
+	// Ratios are each method's throughput over fio's and over the read
+	// loop's in the same round, as median and min-max over the rounds.
+	Ratios  []RatioSpread `json:"ratios"`
+	Skipped []Skipped     `json:"skipped"`
+	FioNote string        `json:"fio_note,omitempty"`
 }
 
 // File runs the `file` command.
@@ -146,44 +155,80 @@ func File(ctx context.Context, c FileConfig, ios IO) (*FileReport, error) {
 	if _, err := readLoop(files, 1, buf); err != nil {
 		return nil, err
 	}
-	rl, err := timed("read-loop", func() (uint64, error) { return readLoop(files, passes, buf) })
-	if err != nil {
-		return nil, err
-	}
-	rep.Results = append(rep.Results, rl)
-	var fio *FileResult
+	fioPath := ""
 	if c.Fio {
 		if path, err := exec.LookPath("fio"); err != nil {
 			rep.FioNote = "fio not on PATH"
-		} else if r, err := runFio(ctx, path, files, passes, buf); err != nil {
-			rep.FioNote = err.Error()
-			fmt.Fprintf(ios.Err, "sluice-bench file: fio failed: %v\n", err)
 		} else {
-			rep.Results = append(rep.Results, r)
-			fio = &rep.Results[len(rep.Results)-1]
+			fioPath = path
 		}
 	}
-	for _, name := range runners {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
+	rounds := max(c.Rounds, 1)
+	for round := range rounds {
+		// The reference methods and the runners, in an order that flips
+		// every round so that no method always runs first.
+		methods := append([]string{"read-loop", "fio-psync"}, runners...)
+		if round%2 == 1 {
+			slices.Reverse(methods)
 		}
-		r, err := timed(name, func() (uint64, error) { return ingestFiles(name, c.Engine, files, passes) })
-		if err != nil {
-			return nil, fmt.Errorf("bench: runner %s: %w", name, err)
+		var res []FileResult
+		for _, m := range methods {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			var r FileResult
+			var err error
+			switch m {
+			case "read-loop":
+				r, err = timed(m, func() (uint64, error) { return readLoop(files, passes, buf) })
+			case "fio-psync":
+				if fioPath == "" {
+					continue
+				}
+				if r, err = runFio(ctx, fioPath, files, passes, buf); err != nil {
+					rep.FioNote = err.Error()
+					fmt.Fprintf(ios.Err, "sluice-bench file: fio failed: %v\n", err)
+					fioPath = ""
+					continue
+				}
+			default:
+				r, err = timed(m, func() (uint64, error) { return ingestFiles(m, c.Engine, files, passes) })
+				if err == nil && r.Bytes != uint64(total)*uint64(passes) {
+					err = fmt.Errorf("read %d bytes, want %d", r.Bytes, uint64(total)*uint64(passes))
+				}
+			}
+			if err != nil {
+				return nil, fmt.Errorf("bench: %s: %w", m, err)
+			}
+			r.Round = round
+			if rounds > 1 {
+				fmt.Fprintf(ios.Err, "%s (round %d/%d): %s\n", m, round+1, rounds, FormatRate(r.ThroughputBps))
+			}
+			res = append(res, r)
 		}
-		if want := uint64(total) * uint64(passes); r.Bytes != want {
-			return nil, fmt.Errorf("bench: runner %s read %d bytes, want %d", name, r.Bytes, want)
+		var rl, fio *FileResult
+		for i := range res {
+			switch res[i].Method {
+			case "read-loop":
+				rl = &res[i]
+			case "fio-psync":
+				fio = &res[i]
+			}
 		}
-		rep.Results = append(rep.Results, r)
+		for i := range res {
+			r := &res[i]
+			r.VsReadLoop = r.ThroughputBps / rl.ThroughputBps
+			if fio != nil {
+				r.VsFio = r.ThroughputBps / fio.ThroughputBps
+			}
+		}
+		rep.Results = append(rep.Results, res...)
 	}
-	for i := range rep.Results {
-		r := &rep.Results[i]
-		r.VsReadLoop = r.ThroughputBps / rl.ThroughputBps
-		if fio != nil {
-			r.VsFio = r.ThroughputBps / fio.ThroughputBps
-		}
-	}
+	rep.Ratios = fileRatios(rep.Results)
 	writeFileTable(ios.Out, rep)
+	for _, r := range rep.Ratios {
+		fmt.Fprintf(ios.Out, "%s: %.2fx (%.2f-%.2f)\n", r.Metric, r.Median, r.Min, r.Max)
+	}
 	if c.JSON != "" {
 		if err := writeJSON(c.JSON, rep, ios); err != nil {
 			return rep, err
@@ -202,15 +247,42 @@ func File(ctx context.Context, c FileConfig, ios IO) (*FileReport, error) {
 	return rep, nil
 }
 
+// fileRatios gives, for every method, its throughput over fio's and over
+// the read loop's, round by round, as a spread.
+func fileRatios(results []FileResult) []RatioSpread {
+	var methods []string
+	vsFio, vsLoop := map[string][]float64{}, map[string][]float64{}
+	for _, r := range results {
+		if !slices.Contains(methods, r.Method) {
+			methods = append(methods, r.Method)
+		}
+		if r.VsFio > 0 {
+			vsFio[r.Method] = append(vsFio[r.Method], r.VsFio)
+		}
+		vsLoop[r.Method] = append(vsLoop[r.Method], r.VsReadLoop)
+	}
+	var out []RatioSpread
+	for _, m := range methods {
+		if m == "fio-psync" || m == "read-loop" {
+			continue
+		}
+		if xs := vsFio[m]; len(xs) > 0 {
+			out = append(out, spread(m+"/fio-psync throughput", xs))
+		}
+		out = append(out, spread(m+"/read-loop throughput", vsLoop[m]))
+	}
+	return out
+}
+
 func writeFileTable(w io.Writer, rep *FileReport) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "method\tthroughput\tbytes\tCPU s/GiB\tvs read loop\tvs fio\t")
+	fmt.Fprintln(tw, "method\tround\tthroughput\tbytes\tCPU s/GiB\tvs read loop\tvs fio\t")
 	for _, r := range rep.Results {
 		vf := "-"
 		if r.VsFio > 0 {
 			vf = strconv.FormatFloat(r.VsFio, 'f', 2, 64) + "x"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.3f\t%.2fx\t%s\t\n", r.Method, FormatRate(r.ThroughputBps), FormatBytes(r.Bytes), r.CPUSPerGiB, r.VsReadLoop, vf)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%.3f\t%.2fx\t%s\t\n", r.Method, r.Round+1, FormatRate(r.ThroughputBps), FormatBytes(r.Bytes), r.CPUSPerGiB, r.VsReadLoop, vf)
 	}
 	tw.Flush()
 	if rep.FioNote != "" {

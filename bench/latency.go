@@ -17,6 +17,7 @@ import (
 type LatencyConfig struct {
 	Loads    RateList // total offered loads, ascending
 	Runners  StringList
+	Rounds   int // sweeps, alternating the runners' order
 	Sources  int
 	Duration time.Duration // per point
 	MsgSize  Size
@@ -38,7 +39,7 @@ func DefaultLatencyConfig() LatencyConfig {
 	return LatencyConfig{
 		Loads:   RateList{8 << 20, 32 << 20, 128 << 20, 512 << 20},
 		Sources: 100, Duration: 2 * time.Second, MsgSize: 1 << 10, Arrivals: ArrivalsPoisson,
-		MaxDial: DefaultMaxDial, Pin: true,
+		MaxDial: DefaultMaxDial, Pin: true, Rounds: 1,
 	}
 }
 
@@ -46,6 +47,7 @@ func DefaultLatencyConfig() LatencyConfig {
 func (c *LatencyConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.Var(&c.Loads, "loads", "comma-separated total offered loads, e.g. 10MiB/s,50MiB/s")
 	fs.Var(&c.Runners, "runners", "comma-separated runners (default: every one available)")
+	fs.IntVar(&c.Rounds, "rounds", c.Rounds, "sweep this many times, alternating the order; p99 ratios are printed as median (min-max)")
 	fs.IntVar(&c.Sources, "sources", c.Sources, "concurrent TCP sources; each is offered load/sources")
 	fs.DurationVar(&c.Duration, "duration", c.Duration, "how long each point is measured")
 	fs.Var(&c.MsgSize, "msg-size", "fixed record size; each record starts with a 16-byte header: scheduled and actual send times")
@@ -67,6 +69,9 @@ func (c LatencyConfig) Validate() error {
 	if err := validRunners(c.Runners); err != nil {
 		return err
 	}
+	if c.Rounds < 0 {
+		return fmt.Errorf("--rounds: %d: must not be negative", c.Rounds)
+	}
 	g := GenConfig{Addr: "-", Sources: c.Sources, Duration: c.Duration, MsgSize: c.MsgSize, Rate: 1,
 		Arrivals: c.Arrivals, Skew: c.Skew, MaxDial: c.MaxDial}
 	if err := g.Validate(); err != nil {
@@ -78,7 +83,20 @@ func (c LatencyConfig) Validate() error {
 // LatencyPoint is one runner at one offered load.
 type LatencyPoint struct {
 	OfferedBps float64 `json:"offered_bps"`
+	Sweep      int     `json:"sweep"` // the round, from 0
 	*Result
+}
+
+// LatencyRatio is the first runner against another at one offered load,
+// over the rounds.
+type LatencyRatio struct {
+	OfferedBps float64 `json:"offered_bps"`
+	A          string  `json:"a"`
+	B          string  `json:"b"`
+	// GeneratorBound is set when either side was generator-bound in any
+	// round at this load: then the ratios get no verdict.
+	GeneratorBound bool          `json:"generator_bound"`
+	Ratios         []RatioSpread `json:"ratios"`
 }
 
 // LatencyReport is the JSON report of `latency`.
@@ -90,6 +108,7 @@ type LatencyReport struct {
 	MsgSize  int64          `json:"msg_size"`
 	Arrivals string         `json:"arrivals"`
 	Points   []LatencyPoint `json:"points"`
+	Ratios   []LatencyRatio `json:"ratios"`
 	Skipped  []Skipped      `json:"skipped"`
 	OK       bool           `json:"ok"`
 }
@@ -117,34 +136,48 @@ func LatencySweep(ctx context.Context, c LatencyConfig, ios IO) (*LatencyReport,
 		MsgSize: int64(c.MsgSize), Arrivals: c.Arrivals, Skipped: skipped, OK: true}
 	loads := slices.Clone(c.Loads)
 	slices.Sort(loads)
-	for li, load := range loads {
-		order := slices.Clone(runners)
-		if li%2 == 1 {
-			slices.Reverse(order)
-		}
-		for _, name := range order {
-			w := workload{Runner: name, Round: li, Sources: c.Sources, Duration: c.Duration, MsgSize: c.MsgSize,
-				Rate: load / Rate(c.Sources), Arrivals: c.Arrivals, Skew: c.Skew, MaxDial: c.MaxDial, Verify: true,
-				Engine: c.Engine, Exe: exe, GenCPUs: pin.GenCPUs,
-				Label: fmt.Sprintf("%s @ %s", name, FormatRate(float64(load)))}
-			r, err := measureRunner(ctx, w, ios, !c.InProcess)
-			if err != nil {
-				return nil, fmt.Errorf("bench: runner %s at %s: %w", name, FormatRate(float64(load)), err)
+	rounds := max(c.Rounds, 1)
+	for round := range rounds {
+		for li, load := range loads {
+			order := slices.Clone(runners)
+			if (li+round)%2 == 1 {
+				slices.Reverse(order)
 			}
-			note := ""
-			if r.GeneratorBound {
-				note = ", generator-bound: " + r.GenBoundWhy
+			for _, name := range order {
+				w := workload{Runner: name, Round: round*len(loads) + li, Sources: c.Sources, Duration: c.Duration, MsgSize: c.MsgSize,
+					Rate: load / Rate(c.Sources), Arrivals: c.Arrivals, Skew: c.Skew, MaxDial: c.MaxDial, Verify: true,
+					Engine: c.Engine, Exe: exe, GenCPUs: pin.GenCPUs,
+					Label: fmt.Sprintf("%s @ %s", name, FormatRate(float64(load)))}
+				r, err := measureRunner(ctx, w, ios, !c.InProcess)
+				if err != nil {
+					return nil, fmt.Errorf("bench: runner %s at %s: %w", name, FormatRate(float64(load)), err)
+				}
+				note := ""
+				if r.GeneratorBound {
+					note = ", generator-bound: " + r.GenBoundWhy
+				}
+				fmt.Fprintf(ios.Err, "%s: achieved %s, engine p99 %s, e2e p99 %s, gen lag p99 %s%s\n", w.Label, FormatRate(r.ThroughputBps),
+					FormatNanos(r.LatencyNs.P99), FormatNanos(r.E2ELatencyNs.P99), FormatNanos(r.GenLagNs.P99), note)
+				for _, m := range r.Mismatches {
+					fmt.Fprintf(ios.Err, "MISMATCH %s: %s\n", w.Label, m)
+				}
+				rep.OK = rep.OK && r.Verified
+				rep.Points = append(rep.Points, LatencyPoint{OfferedBps: float64(load), Sweep: round, Result: r})
 			}
-			fmt.Fprintf(ios.Err, "%s: achieved %s, engine p99 %s, e2e p99 %s, gen lag p99 %s%s\n", w.Label, FormatRate(r.ThroughputBps),
-				FormatNanos(r.LatencyNs.P99), FormatNanos(r.E2ELatencyNs.P99), FormatNanos(r.GenLagNs.P99), note)
-			for _, m := range r.Mismatches {
-				fmt.Fprintf(ios.Err, "MISMATCH %s: %s\n", w.Label, m)
-			}
-			rep.OK = rep.OK && r.Verified
-			rep.Points = append(rep.Points, LatencyPoint{OfferedBps: float64(load), Result: r})
 		}
 	}
+	rep.Ratios = latencyRatios(runners, loads, rep.Points)
 	writeLatencyTable(ios.Out, rep, runners)
+	for _, lr := range rep.Ratios {
+		fmt.Fprintf(ios.Out, "%s/%s at %s:", lr.A, lr.B, FormatRate(lr.OfferedBps))
+		for _, r := range lr.Ratios {
+			fmt.Fprintf(ios.Out, " %.2fx %s (%.2f-%.2f),", r.Median, r.Metric, r.Min, r.Max)
+		}
+		if lr.GeneratorBound {
+			fmt.Fprint(ios.Out, " [generator-bound: no verdict]")
+		}
+		fmt.Fprintln(ios.Out)
+	}
 	if c.JSON != "" {
 		if err := writeJSON(c.JSON, rep, ios); err != nil {
 			return rep, err
@@ -171,6 +204,45 @@ func LatencySweep(ctx context.Context, c LatencyConfig, ios IO) (*LatencyReport,
 		return rep, ErrMismatch
 	}
 	return rep, nil
+}
+
+// latencyRatios compares the first runner with each other one at every
+// load: engine p99, end-to-end p99 and CPU-s/GiB, round by round.
+func latencyRatios(runners []string, loads []Rate, points []LatencyPoint) []LatencyRatio {
+	find := func(name string, load Rate, round int) *LatencyPoint {
+		for i := range points {
+			p := &points[i]
+			if p.Runner == name && p.OfferedBps == float64(load) && p.Sweep == round {
+				return p
+			}
+		}
+		return nil
+	}
+	var out []LatencyRatio
+	for _, other := range runners[min(1, len(runners)):] {
+		for _, load := range loads {
+			lr := LatencyRatio{OfferedBps: float64(load), A: runners[0], B: other}
+			var p99, e2e, cpu []float64
+			for round := 0; ; round++ {
+				a, b := find(runners[0], load, round), find(other, load, round)
+				if a == nil || b == nil {
+					break
+				}
+				lr.GeneratorBound = lr.GeneratorBound || a.GeneratorBound || b.GeneratorBound
+				if b.LatencyNs.P99 > 0 && b.E2ELatencyNs.P99 > 0 && b.CPUSPerGiB > 0 {
+					p99 = append(p99, float64(a.LatencyNs.P99)/float64(b.LatencyNs.P99))
+					e2e = append(e2e, float64(a.E2ELatencyNs.P99)/float64(b.E2ELatencyNs.P99))
+					cpu = append(cpu, a.CPUSPerGiB/b.CPUSPerGiB)
+				}
+			}
+			if len(p99) == 0 {
+				continue
+			}
+			lr.Ratios = []RatioSpread{spread("p99", p99), spread("e2e p99", e2e), spread("CPU-s/GiB", cpu)}
+			out = append(out, lr)
+		}
+	}
+	return out
 }
 
 func writeLatencyTable(w io.Writer, rep *LatencyReport, runners []string) {
