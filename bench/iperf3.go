@@ -100,7 +100,9 @@ func measureIPerf3(ctx context.Context, d time.Duration, genCPUs []int, round in
 		for sc.Scan() { // drain, so the server never blocks on its output
 		}
 	}()
-	args := []string{"-c", "127.0.0.1", "-p", port, "-t", strconv.FormatFloat(max(d.Seconds(), 1), 'f', 0, 64), "-J"}
+	// 1 MiB writes, as the generator's unpaced sources make: with its
+	// default 128 KiB, iperf3 measures its own write calls, not loopback.
+	args := []string{"-c", "127.0.0.1", "-p", port, "-l", "1M", "-t", strconv.FormatFloat(max(d.Seconds(), 1), 'f', 0, 64), "-J"}
 	if len(genCPUs) > 0 {
 		args = append(args, "-A", strconv.Itoa(genCPUs[0]))
 	}
