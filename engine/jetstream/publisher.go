@@ -33,6 +33,9 @@ type Config struct {
 	// Stream, if set, is created over Subject when it does not exist.
 	// An existing stream is used as it is.
 	Stream string `yaml:"stream"`
+	// Storage is the storage of a stream created for Stream: "file" (the
+	// default) or "memory".
+	Storage string `yaml:"storage"`
 	// MaxPending caps the publishes awaiting an acknowledgement; past it,
 	// the processing goroutine waits, holding its chunk. Default 256.
 	MaxPending int `yaml:"max_pending"`
@@ -68,6 +71,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("jetstream: config: max_pending: %d: must not be negative", c.MaxPending)
 	case c.AckTimeout < 0:
 		return c, fmt.Errorf("jetstream: config: ack_timeout: %v: must not be negative", c.AckTimeout)
+	case c.Storage != "" && c.Storage != "file" && c.Storage != "memory":
+		return c, fmt.Errorf("jetstream: config: storage: %q: must be file or memory", c.Storage)
 	case c.RetryWait < 0:
 		return c, fmt.Errorf("jetstream: config: retry_wait: %v: must not be negative", c.RetryWait)
 	}
@@ -155,7 +160,11 @@ func New(ctx context.Context, cfg Config, opts ...Option) (*Publisher, error) {
 	}
 	if cfg.Stream != "" {
 		if _, err := js.Stream(ctx, cfg.Stream); errors.Is(err, jetstream.ErrStreamNotFound) {
-			_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: cfg.Stream, Subjects: []string{cfg.Subject}})
+			sc := jetstream.StreamConfig{Name: cfg.Stream, Subjects: []string{cfg.Subject}}
+			if cfg.Storage == "memory" {
+				sc.Storage = jetstream.MemoryStorage
+			}
+			_, err = js.CreateStream(ctx, sc)
 			if err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 				nc.Close()
 				return nil, fmt.Errorf("jetstream: create stream %s: %w", cfg.Stream, err)
