@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -315,5 +316,103 @@ func TestNodeJetStream(t *testing.T) {
 	}
 	if r.rep.Bytes != conns*per || r.rep.Published != r.rep.Delivered || got != conns*per {
 		t.Fatalf("node report %+v; stream held %d bytes", r.rep, got)
+	}
+}
+
+// TestNodeSecondSignalForces: with JetStream gone, the drain cannot
+// finish (chunks wait for their acks); a second SIGINT ends the process
+// at once with status 1.
+func TestNodeSecondSignalForces(t *testing.T) {
+	bin := buildCLI(t)
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true,
+		StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			ns.Shutdown()
+			ns.WaitForShutdown()
+		}
+	}
+	defer stop()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats server did not start")
+	}
+	dir := t.TempDir()
+	cfg := exampleConfig(t, "node-jetstream.yaml", dir)
+	b, _ := os.ReadFile(cfg)
+	writeFile(t, dir, "node-jetstream.yaml", strings.ReplaceAll(string(b), "nats://127.0.0.1:4222", ns.ClientURL()))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "sink", "--config", cfg, "--metrics", "127.0.0.1:0")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 64)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	var log []string
+	await := func(prefix string) string {
+		t.Helper()
+		for {
+			line, ok := <-lines
+			if !ok {
+				t.Fatalf("node exited before %q:\n%s", prefix, strings.Join(log, "\n"))
+			}
+			log = append(log, line)
+			if rest, ok := strings.CutPrefix(line, prefix); ok {
+				return rest
+			}
+		}
+	}
+	addr := await("sluice-bench sink: listening on tcp://")
+	metricsURL := await("sluice-bench sink: metrics on ")
+	stop()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte(strings.Repeat("s", 10000))); err != nil {
+		t.Fatal(err)
+	}
+	for tick := time.NewTicker(20 * time.Millisecond); scrapeValue(t, metricsURL, "sluice_chunks_delivered_total") < 1; {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			t.Fatal("no chunk reached the output")
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	await("sluice-bench sink: draining")
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	for line := range lines {
+		log = append(log, line)
+	}
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("node after two signals: %v, want exit status 1\n%s", err, strings.Join(log, "\n"))
+	}
+	if all := strings.Join(log, "\n"); !strings.Contains(all, "second signal") || strings.Contains(all, "drained:") {
+		t.Fatalf("output:\n%s", all)
 	}
 }
