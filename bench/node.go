@@ -505,6 +505,19 @@ func (n *node) serveMetrics(addr string, withPprof bool, perSource int) (string,
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(metrics.NewCollector(n.e, metrics.Options{PerSource: perSource}),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if p := n.pub; p != nil {
+		counter := func(name, help string, f func(jetstream.Stats) uint64) prometheus.Collector {
+			return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_jetstream_" + name, Help: help},
+				func() float64 { return float64(f(p.Stats())) })
+		}
+		reg.MustRegister(
+			counter("published_total", "Chunks published to JetStream.", func(s jetstream.Stats) uint64 { return s.Published }),
+			counter("acked_total", "Chunks JetStream acknowledged (then released).", func(s jetstream.Stats) uint64 { return s.Acked }),
+			counter("retries_total", "Publishes sent again after an error or a timeout.", func(s jetstream.Stats) uint64 { return s.Retries }),
+			counter("duplicates_total", "Acknowledgements JetStream flagged as duplicates.", func(s jetstream.Stats) uint64 { return s.Duplicates }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sluice_jetstream_pending", Help: "Chunks awaiting their acknowledgement."},
+				func() float64 { return float64(p.Stats().Pending) }))
+	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	if withPprof {

@@ -381,6 +381,9 @@ func TestNodeSecondSignalForces(t *testing.T) {
 	}
 	addr := await("sluice-bench sink: listening on tcp://")
 	metricsURL := await("sluice-bench sink: metrics on ")
+	if v := scrapeValue(t, metricsURL, "sluice_jetstream_acked_total"); v != 0 {
+		t.Fatalf("acked before any data: %v", v)
+	}
 	stop()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
