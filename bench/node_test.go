@@ -419,3 +419,70 @@ func TestNodeSecondSignalForces(t *testing.T) {
 		t.Fatalf("output:\n%s", all)
 	}
 }
+
+// TestNodeFileAndClientSources runs a node whose sources are a file and a
+// TCP client: both deliver every byte, and the drain reports them.
+func TestNodeFileAndClientSources(t *testing.T) {
+	dir := t.TempDir()
+	const fileBytes, peerBytes = 100_000, 50_000
+	file := writeFile(t, dir, "data.bin", strings.Repeat("f", fileBytes))
+	peer, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		c, err := peer.Accept()
+		peer.Close() // one session only: redials then fail and back off
+		if err != nil {
+			return
+		}
+		c.Write([]byte(strings.Repeat("p", peerBytes)))
+		c.Close()
+	}()
+	cfg := writeFile(t, dir, "node.yaml", "engine:\n  buffers: 32\nsources:\n"+
+		"  - file:\n      path: "+file+"\n"+
+		"  - tcp_client:\n      addr: "+peer.Addr().String()+"\n      backoff: {initial: 1s}\n")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := &lineChan{ch: make(chan string, 64)}
+	type result struct {
+		rep *NodeReport
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		rep, err := RunNode(ctx, NodeFlags{Config: cfg, Metrics: "127.0.0.1:0"}, IO{Out: io.Discard, Err: out})
+		done <- result{rep, err}
+	}()
+	var url string
+	for url == "" {
+		select {
+		case line := <-out.ch:
+			if u, ok := strings.CutPrefix(line, "sluice-bench sink: metrics on "); ok {
+				url = u
+			}
+		case r := <-done:
+			t.Fatalf("node ended: %v", r.err)
+		}
+	}
+	<-served
+	deadline := time.After(30 * time.Second)
+	for tick := time.NewTicker(10 * time.Millisecond); scrapeValue(t, url, "sluice_bytes_received_total") < fileBytes+peerBytes; {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatal("bytes never arrived")
+		}
+	}
+	cancel()
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.rep.Bytes != fileBytes+peerBytes {
+		t.Fatalf("node report: %+v", r.rep)
+	}
+}
