@@ -351,6 +351,14 @@ func RunNode(ctx context.Context, fl NodeFlags, ios IO) (*NodeReport, error) {
 			}
 			pub.Handle(c)
 		}
+		buf := cfg.Engine.BufSize
+		if buf == 0 {
+			buf = engine.DefaultBufSize
+		}
+		if mp := pub.MaxPayload(); int64(buf) > mp {
+			pub.Close(context.Background())
+			return nil, fmt.Errorf("bench: %s: engine.buf_size: %d: above the NATS server's max_payload (%d) of output.jetstream", fl.Config, buf, mp)
+		}
 	}
 	e, err := engine.New(cfg.Engine, engine.WithHandler(handle), engine.WithLogger(log),
 		engine.WithErrorHandler(func(err error) { log.Warn("source", "err", err) }))

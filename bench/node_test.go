@@ -243,6 +243,14 @@ func TestNodeJetStream(t *testing.T) {
 	b, _ := os.ReadFile(cfg)
 	writeFile(t, dir, "node-jetstream.yaml", strings.ReplaceAll(string(b), "nats://127.0.0.1:4222", ns.ClientURL()))
 
+	// Buffers larger than the server takes could never be published.
+	big := writeFile(t, dir, "big.yaml", strings.Replace(
+		strings.ReplaceAll(string(b), "nats://127.0.0.1:4222", ns.ClientURL()), "buffers: 512", "buffers: 4\n  buf_size: 4194304", 1))
+	if _, err := RunNode(context.Background(), NodeFlags{Config: big}, IO{Out: io.Discard, Err: io.Discard}); err == nil ||
+		!strings.Contains(err.Error(), "engine.buf_size: 4194304: above the NATS server's max_payload") {
+		t.Fatalf("buffers above max_payload: %v", err)
+	}
+
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	out := &lineChan{ch: make(chan string, 64)}

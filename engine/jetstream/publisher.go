@@ -186,6 +186,11 @@ func New(ctx context.Context, cfg Config, opts ...Option) (*Publisher, error) {
 	return p, nil
 }
 
+// MaxPayload is the largest message the server accepts. A chunk larger
+// than that could never be published, so a caller should keep its engine's
+// buffers (Config.BufSize) at or below it.
+func (p *Publisher) MaxPayload() int64 { return p.nc.MaxPayload() }
+
 // MsgID returns the message id of a chunk: prefix, source id, sequence.
 func MsgID(prefix string, c *engine.Chunk) string {
 	return prefix + "." + strconv.FormatUint(uint64(c.Source), 10) + "." + strconv.FormatUint(c.Seq, 10)
