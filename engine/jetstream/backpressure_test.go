@@ -100,3 +100,35 @@ func TestBackpressureReachesTheSender(t *testing.T) {
 		t.Fatalf("stream holds %d bytes, sent %d", total, len(data))
 	}
 }
+
+// TestCloseGivesUp: with the server gone and a Handle blocked on a full
+// window, Close with a short context returns an error, and the blocked
+// Handle returns too.
+func TestCloseGivesUp(t *testing.T) {
+	ns := startServer(t, t.TempDir(), -1)
+	p, err := jetstream.New(context.Background(), jetstream.Config{URL: ns.ClientURL(), Subject: "gone", Stream: "GONE", MaxPending: 1})
+	if err != nil {
+		stopServer(ns)
+		t.Fatal(err)
+	}
+	stopServer(ns)
+	// The first fits the window, so it is in flight before Close; the
+	// others may block on the full window.
+	p.Handle(engine.Chunk{Source: 1, Seq: 0, Data: []byte("x")})
+	handled := make(chan struct{})
+	go func() {
+		defer close(handled)
+		for seq := uint64(1); seq < 4; seq++ {
+			p.Handle(engine.Chunk{Source: 1, Seq: seq, Data: []byte("x")})
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if err := p.Close(ctx); err == nil || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Close: %v, want it to give up", err)
+	}
+	<-handled
+	if st := p.Stats(); st.Acked != 0 {
+		t.Fatalf("acked with no server: %+v", st)
+	}
+}

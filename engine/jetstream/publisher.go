@@ -114,6 +114,7 @@ type Publisher struct {
 	js  jetstream.JetStream
 
 	pending chan *pending // FIFO of publishes awaiting their ack
+	closing chan struct{} // closed by Close: finish what is in flight
 	abort   chan struct{} // closed by Close when its ctx ends
 	done    chan struct{} // closed when the ack waiter has returned
 
@@ -177,7 +178,7 @@ func New(ctx context.Context, cfg Config, opts ...Option) (*Publisher, error) {
 	p := &Publisher{
 		cfg: cfg, nc: nc, js: js,
 		pending: make(chan *pending, cfg.MaxPending),
-		abort:   make(chan struct{}), done: make(chan struct{}),
+		closing: make(chan struct{}), abort: make(chan struct{}), done: make(chan struct{}),
 	}
 	for _, o := range opts {
 		o(p)
@@ -214,26 +215,45 @@ func (p *Publisher) Handle(c engine.Chunk) {
 	pd := &pending{c: c, msg: msg}
 	// NATS copies Data into its write buffer, so the chunk stays the only
 	// owner of its bytes until it is released after the ack.
-	pd.fut, _ = p.js.PublishMsgAsync(msg)
 	p.inflight.Add(1)
-	p.pending <- pd
+	pd.fut, _ = p.js.PublishMsgAsync(msg)
+	select {
+	case p.pending <- pd:
+	case <-p.abort:
+		// Close gave up: the chunk stays held, like every unacknowledged one.
+		p.inflight.Add(-1)
+	case <-p.done:
+		p.inflight.Add(-1) // Handle after Close: a misuse, but not a hang
+	}
 }
 
 // waitAcks releases chunks in publish order as their acks arrive, and
-// publishes again those whose publish failed or timed out.
+// publishes again those whose publish failed or timed out. After Close it
+// goes on until nothing is in flight.
 func (p *Publisher) waitAcks() {
 	defer close(p.done)
-	for pd := range p.pending {
-		if !p.settle(pd) {
-			// Aborted: the chunk stays held, so nothing (a tail's
-			// checkpoint) counts it as delivered.
+	closing := p.closing
+	for {
+		select {
+		case pd := <-p.pending:
+			ok := p.settle(pd)
 			p.inflight.Add(-1)
-			for range p.pending {
-				p.inflight.Add(-1)
+			if !ok {
+				// Aborted: this chunk and those still queued stay held,
+				// so nothing (a tail's checkpoint) counts them delivered.
+				return
 			}
+			if closing == nil && p.inflight.Load() == 0 {
+				return
+			}
+		case <-closing:
+			if p.inflight.Load() == 0 {
+				return
+			}
+			closing = nil
+		case <-p.abort:
 			return
 		}
-		p.inflight.Add(-1)
 	}
 }
 
@@ -288,11 +308,12 @@ func (p *Publisher) Stats() Stats {
 
 // Close waits for every pending publish to be acknowledged, then closes
 // the connection. If ctx ends first, the unacknowledged chunks are left
-// unreleased (so no checkpoint covers them) and the error says how many.
-// Call it after the engine's Shutdown; it is idempotent.
+// unreleased (so no checkpoint covers them), a Handle blocked on a full
+// window returns, and the error says how many were left. Call it after the
+// engine's Shutdown, even one that failed; it is idempotent.
 func (p *Publisher) Close(ctx context.Context) error {
 	p.closeOnce.Do(func() {
-		close(p.pending)
+		close(p.closing)
 		select {
 		case <-p.done:
 		case <-ctx.Done():
