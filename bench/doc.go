@@ -119,5 +119,15 @@
 // writes {"command": "file", "files", "passes", "buf", "results":
 // [{"method", "bytes", "duration_s", "throughput_bps", "cpu_s",
 // "cpu_s_per_gib", "vs_fio", "vs_read_loop"}], "fio_note"}. probe
-// --json writes {"io_uring", "auto", "decisions", "runners"}.
+// --json writes {"io_uring", "auto", "decisions", "runners"}. jetstream
+// writes JetStreamReport.
+//
+// # Ingest node
+//
+// `sink --config FILE` is not a benchmark: it runs RunNode, a long-lived
+// ingest node configured by a YAML NodeConfig (examples/node.yaml), with
+// Prometheus metrics (--metrics), an optional JetStream output, and a
+// drain on SIGINT or SIGTERM. `jetstream` measures that output: the NATS
+// server (hidden subcommand `natsd`) and the generator (`jsgen`) run as
+// processes of their own, so each one's getrusage is its own.
 package bench

@@ -23,6 +23,7 @@ type SinkConfig struct {
 	Duration  time.Duration // stop after this long; 0: no limit
 	UntilIdle time.Duration // stop once idle this long; 0: never
 	JSON      string        // report file; "-" or "" for stdout
+	Node      NodeFlags     // --config: run as an ingest node instead (node.go)
 }
 
 // DefaultSinkConfig returns the documented defaults.
@@ -40,10 +41,14 @@ func (c *SinkConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.JSON, "json", c.JSON, "write the JSON report to `FILE` (- for stdout)")
 	c.Engine.register(fs)
 	fs.IntVar(&c.Engine.MaxConns, "max-conns", c.Engine.MaxConns, "cap on open connections per listener (default: none)")
+	c.Node.register(fs)
 }
 
 // Validate checks c, naming the flag at fault.
 func (c SinkConfig) Validate() error {
+	if err := c.Node.validate(); err != nil {
+		return err
+	}
 	if _, err := c.addrs(); err != nil {
 		return err
 	}
@@ -118,6 +123,10 @@ type SinkReport struct {
 // Sink runs the `sink` command until ctx ends (SIGINT), Duration passes,
 // or UntilIdle holds, then writes its report.
 func Sink(ctx context.Context, c SinkConfig, ios IO) (*SinkReport, error) {
+	if c.Node.Config != "" {
+		_, err := RunNode(ctx, c.Node, ios)
+		return nil, err
+	}
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}

@@ -172,3 +172,10 @@ func (c Config) withDefaults() (Config, error) {
 func (c Config) poolConfig() pool.Config {
 	return pool.Config{BufSize: c.BufSize, Buffers: c.Buffers, MaxPerSource: c.MaxPerSource, MaxBytes: c.MaxPoolBytes}
 }
+
+// Validate checks c as New would, without probing the kernel or mapping
+// anything: the error is the *ConfigError New would return.
+func (c Config) Validate() error {
+	_, err := c.withDefaults()
+	return err
+}

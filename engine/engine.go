@@ -70,6 +70,7 @@ type Engine struct {
 	shards  []*queue
 	flow    flow
 	paused  atomic.Bool // the watermarks' last word, for runners created later
+	totals  totals      // cumulative counters for monitoring (totals.go)
 
 	ctx    context.Context // ends at Shutdown: cancels opens and accepts
 	cancel context.CancelFunc
@@ -345,6 +346,7 @@ func (e *Engine) take(q *queue) (c Chunk, ok, done bool) {
 		}
 		if it.chunk.buf != nil {
 			e.flow.add(-1)
+			e.totals.took(&it.chunk, time.Now())
 		}
 		return it.chunk, true, false
 	}

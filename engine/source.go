@@ -68,6 +68,7 @@ func (s *source) Emit(_ *srcs.Lane, b *pool.Buf, n int, flags srcs.Flags, first 
 	if flags&srcs.Partial != 0 {
 		s.partials.Add(1)
 	}
+	s.e.totals.emitted(n, flags)
 	c := Chunk{
 		Source: s.id, Name: s.name, Seq: s.seq.Add(1) - 1, Flags: flags,
 		Data: b.Bytes()[:n], FirstByte: first, Emitted: time.Now(), buf: b,
@@ -163,6 +164,7 @@ func (s *source) stop() {
 // sees it only after every chunk read before it.
 func (s *source) report(op string, err error) {
 	s.errs.Add(1)
+	s.e.totals.failed(op, err)
 	serr := &srcs.SourceError{ID: s.id, Name: s.name, Op: op, Err: err}
 	var e error = serr
 	s.lastErr.Store(&e)

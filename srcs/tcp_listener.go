@@ -24,6 +24,11 @@ type ListenerConfig struct {
 	// cap, Accept stops calling accept(2), so further clients wait in the
 	// kernel's backlog and then get no SYN-ACK. Zero means no cap.
 	MaxConns int `yaml:"max_conns"`
+	// ReusePort sets SO_REUSEPORT on a TCP listener before it binds, so
+	// that several processes (ingest nodes) can listen on one port and
+	// the kernel spreads new connections among them. Every socket sharing
+	// the port must set it, under the same user. ListenUnix ignores it.
+	ReusePort bool `yaml:"reuse_port"`
 	// Logger receives accept trouble (descriptors exhausted). Nil
 	// discards.
 	Logger *slog.Logger `yaml:"-"`
@@ -71,7 +76,11 @@ func ListenTCP(addr string, cfg ListenerConfig) (*Listener, error) {
 	if cfg.MaxConns < 0 {
 		return nil, fmt.Errorf("srcs: listen tcp: MaxConns: %d is negative", cfg.MaxConns)
 	}
-	ln, err := net.Listen("tcp", addr)
+	var lc net.ListenConfig
+	if cfg.ReusePort {
+		lc.Control = reusePort
+	}
+	ln, err := lc.Listen(context.Background(), "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("srcs: listen tcp: %w", err)
 	}

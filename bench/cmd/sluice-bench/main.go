@@ -28,6 +28,7 @@ commands:
   latency  open-loop sweep of offered load: p50/p99/p99.9 latency against throughput
   floor    the engine's own cost per chunk, with in-memory sources and no kernel
   probe    what the kernel offers, and which runner auto picks and why
+  jetstream  TCP sources into NATS JetStream: throughput, CPU per GiB of sluice and the server
 
 Run 'sluice-bench <command> --help' for a command's flags.
 `
@@ -92,6 +93,30 @@ func run(args []string) int {
 		cmd = command{c.RegisterFlags, func() error { return nil }, func(_ context.Context, ios bench.IO) error {
 			_, err := bench.Probe(c, ios)
 			return err
+		}}
+	case "jetstream":
+		c := bench.DefaultJetStreamConfig()
+		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, ios bench.IO) error {
+			_, err := bench.JetStream(ctx, c, ios)
+			return err
+		}}
+	case "natsd": // hidden: the NATS server process that jetstream starts
+		var store string
+		cmd = command{func(fs *flag.FlagSet) { fs.StringVar(&store, "store", "", "JetStream store directory") },
+			func() error { return nil }, func(_ context.Context, _ bench.IO) error {
+				return bench.RunNatsd(store, os.Stdin, os.Stdout)
+			}}
+	case "jsgen": // hidden: the load generator process that jetstream starts
+		var addr string
+		var conns int
+		var per, write int64
+		cmd = command{func(fs *flag.FlagSet) {
+			fs.StringVar(&addr, "addr", "", "address")
+			fs.IntVar(&conns, "conns", 1, "connections")
+			fs.Int64Var(&per, "per-conn", 1, "bytes per connection")
+			fs.Int64Var(&write, "write", 1, "bytes per write")
+		}, func() error { return nil }, func(ctx context.Context, _ bench.IO) error {
+			return bench.RunJSGen(ctx, addr, conns, per, write)
 		}}
 	case "gen": // hidden: the load generator process that run and latency start
 		c := bench.DefaultGenConfig()
