@@ -204,7 +204,7 @@ func (w *worker) emitFileReads(ln *lane) {
 			w.staleFileReads(ln)
 		}
 		ln.l.Out.Emit(ln.l, b, int(res), flags, time.Now())
-		w.emitted = true
+		w.unyielded++
 	}
 }
 

@@ -165,7 +165,7 @@ func (w *worker) emit(ln *lane, flags srcs.Flags) {
 	b, n, first := ln.buf, ln.n, ln.first
 	ln.buf, ln.n, ln.first = nil, 0, time.Time{}
 	ln.l.Out.Emit(ln.l, b, n, flags, first)
-	w.emitted = true
+	w.unyielded++
 }
 
 // enqueue puts ln in the ready queue, to be advanced this turn.

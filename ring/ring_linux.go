@@ -353,6 +353,34 @@ func (r *Ring) Submit() (int, error) {
 	return n, wrapEnter(err)
 }
 
+// SubmitNowait submits queued SQEs and runs deferred completion work
+// (DEFER_TASKRUN) and the overflow flush, without ever sleeping, and
+// returns how many SQEs it submitted. Operations that complete at
+// submission (a page-cache read, a receive from a socket with data
+// queued) have their CQEs ready when it returns. Unlike the waiting
+// calls, it keeps the calling goroutine's P while in the kernel (see
+// sysEnterNowait): use it for the submissions of a loop that reaps at
+// once, and a waiting call to sleep.
+func (r *Ring) SubmitNowait() (int, error) {
+	if r.fd < 0 {
+		return 0, ErrClosed
+	}
+	if r.flags&SetupSingleIssuer == 0 && unix.Gettid() != r.tid {
+		return 0, ErrWrongThread
+	}
+	toSubmit := r.flushSQ()
+	r.enters++
+	n, err := sysEnterNowait(r.fd, toSubmit)
+	r.inflight += n
+	if err == unix.EEXIST && unix.Gettid() != r.tid {
+		return n, ErrWrongThread
+	}
+	return n, wrapEnter(err)
+}
+
+// Queued returns how many SQEs were handed out since the last submission.
+func (r *Ring) Queued() uint32 { return r.sqeTail - r.sqeHead }
+
 // SubmitAndWait submits queued SQEs and blocks until at least n CQEs are
 // ready (n is capped at the CQ size), returning how many SQEs it submitted.
 // It always passes GETEVENTS, so with n == 0 it still runs deferred
@@ -496,7 +524,7 @@ func (r *Ring) flushCQ() bool {
 	if !r.cqNeedsFlush() {
 		return false
 	}
-	_, err := r.enter(0, 0, enterGetEvents, nil, nsigBytes)
+	_, err := r.SubmitNowait()
 	return err == nil
 }
 

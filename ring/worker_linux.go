@@ -48,6 +48,10 @@ const (
 	tagCancel              // ASYNC_CANCEL by fd; its CQE is ignored
 )
 
+// yieldChunks is how many chunks a busy worker emits before it yields its
+// P to processing (see loop).
+const yieldChunks = 16
+
 // batchWaitNr is how many completions a batched wait asks for. The time
 // bound, not the count, paces a busy worker: the count only ends a wait
 // early when a burst would otherwise fill much of the CQ.
@@ -135,7 +139,7 @@ type worker struct {
 	// complete at submission: the wait then must not hold it back.
 	batchWait   time.Duration
 	readsIssued bool
-	emitted     bool  // this turn handed chunks downstream
+	unyielded   int   // chunks handed downstream since the worker last yielded its P
 	woken       bool  // the Waker's read completed: re-arm it
 	closing     bool  // Close was asked: finish every lane, then exit
 	fatal       error // the ring failed; the loop ends
@@ -314,6 +318,18 @@ func (w *worker) sqe() *SQE {
 
 // loop runs turns until a close command has finished every lane, or the
 // ring fails.
+//
+// A turn that issued reads submits them without sleeping first
+// (SubmitNowait), and while that leaves completions to reap, the next
+// turn follows at once: a receive from a busy socket or a page-cache read
+// completes at submission, so a busy worker runs turn after turn without
+// waiting and without giving up its P. Only when nothing is ready does it
+// wait in the kernel. Before it waits, and after every yieldChunks chunks
+// it emitted, it yields its P so that processing can take them: the
+// worker's locked thread otherwise keeps the P until Go's sysmon notices,
+// 20 µs to 10 ms later, and with GOMAXPROCS=1 nothing else runs meanwhile.
+// Each yield of a locked thread costs two context switches, so it is paid
+// once per batch of chunks, not once per chunk.
 func (w *worker) loop() error {
 	for {
 		// Processing is woken once a turn, not once a chunk: the hold
@@ -324,16 +340,24 @@ func (w *worker) loop() error {
 		if exit || err != nil {
 			return err
 		}
-		if w.emitted {
-			// The worker is about to sleep in the kernel, and its thread
-			// keeps its P while it does: the Go runtime hands that P to
-			// processing only when sysmon notices, 20 µs to 10 ms later,
-			// and with GOMAXPROCS=1 nothing else runs meanwhile. Yielding
-			// first lets the chunks this turn emitted be processed now.
-			// One stream through an engine on one CPU: 4.2-4.9 ->
-			// 4.9-5.3 GiB/s, p99 5.5-10.9 -> 0.6-1.1 ms.
-			w.emitted = false
+		ready := false
+		if w.readsIssued {
+			// Reads usually complete at submission; polls and the rest
+			// usually do not, and go in with the wait below.
+			if _, err := w.ring.SubmitNowait(); err != nil && !errors.Is(err, unix.EBUSY) && !errors.Is(err, unix.EAGAIN) {
+				return err
+			}
+			// What could complete at submission has: a wait no longer
+			// holds a fresh read back.
+			w.readsIssued = false
+			ready = w.ring.CQReady() > 0
+		}
+		if w.unyielded > 0 && (!ready || w.unyielded >= yieldChunks) {
+			w.unyielded = 0
 			runtime.Gosched()
+		}
+		if ready {
+			continue
 		}
 		if err := w.wait(now); err != nil {
 			return err
