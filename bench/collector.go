@@ -21,15 +21,18 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // EngineFlags are the engine settings every command exposes. Zero fields
 // take the engine's defaults (see engine.Config).
 type EngineFlags struct {
-	Pool     int           // buffers in the source pool (--pool)
-	Buf      Size          // size of each buffer (--buf)
-	Workers  int           // event-loop workers (--workers)
-	Flush    time.Duration // flush timeout (--flush); negative: every read
-	MaxConns int           // listener connection cap (--max-conns)
+	Pool    int           // buffers in the source pool (--pool)
+	Buf     Size          // size of each buffer (--buf)
+	Workers int           // event-loop workers (--workers)
+	Flush   time.Duration // flush timeout (--flush); negative: every read
+	// BatchWait bounds what the uring runner may wait to batch
+	// completions (--batch-wait); negative: never.
+	BatchWait time.Duration
+	MaxConns  int // listener connection cap (--max-conns)
 }
 
 func (f EngineFlags) config(runner string) engine.Config {
-	return engine.Config{Runner: runner, Buffers: f.Pool, BufSize: int(f.Buf), Workers: f.Workers, Flush: f.Flush}
+	return engine.Config{Runner: runner, Buffers: f.Pool, BufSize: int(f.Buf), Workers: f.Workers, Flush: f.Flush, BatchWait: f.BatchWait}
 }
 
 // stream is the collector's record of one source.

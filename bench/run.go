@@ -90,6 +90,7 @@ func (f *EngineFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.Buf, "buf", "size of each pool buffer, e.g. 64KiB (default 64KiB)")
 	fs.IntVar(&f.Workers, "workers", f.Workers, "event-loop workers of uring and epoll (default GOMAXPROCS, at most 8)")
 	fs.DurationVar(&f.Flush, "flush", f.Flush, "flush timeout for partly filled buffers (default 5ms; negative: every read)")
+	fs.DurationVar(&f.BatchWait, "batch-wait", f.BatchWait, "latency the uring runner may add to batch completions (default 500µs or a tenth of --flush; negative: none)")
 }
 
 func (f EngineFlags) validate() error {
