@@ -298,6 +298,7 @@ func (w *worker) acquire(ln *lane) bool {
 		}
 		if !ok {
 			ln.waiting = true
+			w.starved++
 			return false
 		}
 	}
@@ -317,6 +318,7 @@ func (w *worker) grant(ln *lane) {
 		var err error
 		if b, ok, err = a.Wait(ln.notify); err != nil {
 			ln.waiting = false
+			w.starved--
 			w.finish(ln, fmt.Errorf("ring: runner: lane %d: acquire: %w", ln.l.ID, err))
 			return
 		}
@@ -325,6 +327,7 @@ func (w *worker) grant(ln *lane) {
 		}
 	}
 	ln.waiting = false
+	w.starved--
 	ln.buf, ln.n = b, 0
 	w.enqueue(ln)
 }

@@ -45,6 +45,13 @@ type rig struct {
 
 func newRig(t *testing.T, workers int, pc pool.Config, opts runnerOptions) *rig {
 	t.Helper()
+	return newRigConfig(t, srcs.RunnerConfig{Workers: workers}, pc, opts)
+}
+
+// newRigConfig is newRig with more of the runner's configuration; its
+// Pool and Logger are the rig's.
+func newRigConfig(t *testing.T, rc srcs.RunnerConfig, pc pool.Config, opts runnerOptions) *rig {
+	t.Helper()
 	requireURing(t)
 	p, err := pool.New(pc)
 	if err != nil {
@@ -52,7 +59,8 @@ func newRig(t *testing.T, workers int, pc pool.Config, opts runnerOptions) *rig 
 	}
 	g := &rig{t: t, pool: p, rec: srcstest.NewRecorder(), log: new(bytes.Buffer)}
 	log := slog.New(slog.NewTextHandler(g.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	g.run, err = newRunner(srcs.RunnerConfig{Workers: workers, Pool: p, Logger: log}, opts)
+	rc.Pool, rc.Logger = p, log
+	g.run, err = newRunner(rc, opts)
 	if err != nil {
 		t.Fatalf("newRunner: %v", err)
 	}
@@ -659,6 +667,50 @@ func TestRunnerFile(t *testing.T) {
 	}
 }
 
+// TestRunnerGrantNotHeldByBatchWait: a lane that waits for a pool buffer
+// must get it as soon as processing releases one, not when a batched wait
+// ends. The file lane may hold two buffers, which processing releases from
+// another goroutine; with grants held back by a one-second batch wait the
+// 64 chunks would take half a minute.
+func TestRunnerGrantNotHeldByBatchWait(t *testing.T) {
+	const size = 4 << 20
+	path := filepath.Join(t.TempDir(), "data")
+	data := randBytes(rand.New(rand.NewPCG(13, 14)), size)
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g := newRigConfig(t, srcs.RunnerConfig{Workers: 1, BatchWait: time.Second},
+		pool.Config{BufSize: 64 << 10, Buffers: 4, MaxPerSource: 2}, runnerOptions{})
+	g.rec.Hold = true
+	stop := make(chan struct{})
+	released := make(chan struct{})
+	go func() {
+		defer close(released)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-g.rec.Emitted():
+				g.rec.ReleaseAll()
+			}
+		}
+	}()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.add(1, &fileSrc{f: f}, time.Hour)
+	got, err := g.rec.WaitFinished(1, 10*time.Second)
+	close(stop)
+	<-released
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lr := got[1]; lr.Err != io.EOF || lr.Bytes != size || lr.CRC != crc(data) {
+		t.Errorf("Finish(%v) after %d bytes crc %08x; want io.EOF after %d crc %08x", lr.Err, lr.Bytes, lr.CRC, size, crc(data))
+	}
+}
+
 func TestRunnerPipe(t *testing.T) {
 	// A non-socket stream: polled, then read with RWF_NOWAIT.
 	g := newRig(t, 1, pool.Config{BufSize: 4 << 10, Buffers: 8}, runnerOptions{})
@@ -752,7 +804,7 @@ func TestRunnerSupported(t *testing.T) {
 
 func TestRunnerConfigErrors(t *testing.T) {
 	requireURing(t)
-	if _, err := NewRunner(srcs.RunnerConfig{Workers: 1}); err == nil {
+	if _, err := NewRunner(srcs.RunnerConfig{Workers: 1, BatchWait: time.Second}); err == nil {
 		t.Error("NewRunner without a pool succeeded")
 	}
 	p, err := pool.New(pool.Config{BufSize: 4 << 10, Buffers: 1})

@@ -139,10 +139,14 @@ type worker struct {
 	// complete at submission: the wait then must not hold it back.
 	batchWait   time.Duration
 	readsIssued bool
-	unyielded   int   // chunks handed downstream since the worker last yielded its P
-	woken       bool  // the Waker's read completed: re-arm it
-	closing     bool  // Close was asked: finish every lane, then exit
-	fatal       error // the ring failed; the loop ends
+	// starved counts lanes waiting for a pool buffer. A batched wait holds
+	// back every completion, the Waker's too, so it is used only while
+	// the worker has lanes and none of them waits for a grant.
+	starved   int
+	unyielded int   // chunks handed downstream since the worker last yielded its P
+	woken     bool  // the Waker's read completed: re-arm it
+	closing   bool  // Close was asked: finish every lane, then exit
+	fatal     error // the ring failed; the loop ends
 }
 
 // lane is a worker's state for one lane. Slots are reused; the generation
@@ -347,9 +351,6 @@ func (w *worker) loop() error {
 			if _, err := w.ring.SubmitNowait(); err != nil && !errors.Is(err, unix.EBUSY) && !errors.Is(err, unix.EAGAIN) {
 				return err
 			}
-			// What could complete at submission has: a wait no longer
-			// holds a fresh read back.
-			w.readsIssued = false
 			ready = w.ring.CQReady() > 0
 		}
 		if w.unyielded > 0 && (!ready || w.unyielded >= yieldChunks) {
@@ -420,7 +421,7 @@ func (w *worker) wait(now time.Time) error {
 		// Only a failure to get an SQE leaves these: the Waker is not
 		// armed, or lanes wait to issue. Sleep briefly, not forever.
 		_, err = w.ring.SubmitAndWaitTimeout(1, time.Millisecond)
-	case w.batchWait > 0 && !w.readsIssued:
+	case w.batchWait > 0 && !w.readsIssued && w.starved == 0 && w.live > 0:
 		// Load-paced: completions closer together than batchWait share
 		// one wake-up; the first after a quiet spell wakes the worker at
 		// once.
@@ -625,6 +626,9 @@ func (w *worker) finish(ln *lane, err error) {
 	l, tok := ln.l, token(ln.slot, ln.gen)
 	b, n, first := ln.buf, ln.n, ln.first
 	slot := ln.slot
+	if ln.waiting {
+		w.starved--
+	}
 	flags := srcs.Partial
 	if ln.mode == modeDgram {
 		flags |= srcs.Datagrams
