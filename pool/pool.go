@@ -185,13 +185,7 @@ func (p *Pool) Close() error {
 // charged to its account until released. Join allocates; nothing on the
 // account's acquire and release paths does.
 func (p *Pool) Join(id SourceID) *Account {
-	a := &Account{p: p, id: id, ch: make(chan struct{}, 1)}
-	a.signal = func() {
-		select {
-		case a.ch <- struct{}{}:
-		default:
-		}
-	}
+	a := &Account{p: p, id: id}
 	p.mu.Lock()
 	p.accounts++
 	p.mu.Unlock()
@@ -424,8 +418,33 @@ type Account struct {
 	waits      uint64
 	waitTotal  time.Duration
 
-	ch     chan struct{} // signalled when a blocking Acquire is granted
-	signal func()        // sends on ch without blocking
+	// blk is what a blocking Acquire waits on, made on first use: the
+	// event-loop runners never block, and their idle sources are many.
+	blk atomic.Pointer[blocker]
+}
+
+// blocker is an Account's means of blocking: ch is signalled, without
+// blocking the signaller, when a blocking Acquire is granted.
+type blocker struct {
+	ch     chan struct{}
+	signal func()
+}
+
+func (a *Account) blocker() *blocker {
+	if b := a.blk.Load(); b != nil {
+		return b
+	}
+	b := &blocker{ch: make(chan struct{}, 1)}
+	b.signal = func() {
+		select {
+		case b.ch <- struct{}{}:
+		default:
+		}
+	}
+	if a.blk.CompareAndSwap(nil, b) {
+		return b
+	}
+	return a.blk.Load()
 }
 
 // ID returns the source the account belongs to.
@@ -545,13 +564,14 @@ func (a *Account) cancelLocked() func() {
 // reserved in the meantime goes to the next waiter. It serves the
 // goroutine and thread runners.
 func (a *Account) Acquire(ctx context.Context) (*Buf, error) {
+	blk := a.blocker()
 	for {
-		b, ok, err := a.Wait(a.signal)
+		b, ok, err := a.Wait(blk.signal)
 		if err != nil || ok {
 			return b, err
 		}
 		select {
-		case <-a.ch:
+		case <-blk.ch:
 			if b, ok := a.Claim(); ok {
 				return b, nil
 			}
@@ -559,7 +579,7 @@ func (a *Account) Acquire(ctx context.Context) (*Buf, error) {
 		case <-ctx.Done():
 			a.Cancel()
 			select {
-			case <-a.ch:
+			case <-blk.ch:
 			default:
 			}
 			return nil, ctx.Err()

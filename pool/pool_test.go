@@ -628,3 +628,24 @@ func TestWaitIdle(t *testing.T) {
 		t.Fatalf("WaitIdle after the last release: %v", err)
 	}
 }
+
+// TestJoinAllocatesOnlyTheAccount: an account's means of blocking is made
+// only by a blocking Acquire, so the many idle sources of an event-loop
+// runner cost one small allocation each.
+func TestJoinAllocatesOnlyTheAccount(t *testing.T) {
+	p, err := New(Config{BufSize: 4096, Buffers: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if n := testing.AllocsPerRun(100, func() { p.Join(1).Leave() }); n > 1 {
+		t.Errorf("Join allocated %v times, want 1", n)
+	}
+	a := p.Join(2)
+	defer a.Leave()
+	b, err := a.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Release()
+}
