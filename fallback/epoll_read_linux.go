@@ -1,0 +1,246 @@
+//go:build linux
+
+// How an epoll worker reads: lane state, readiness events, the ready
+// queue, reads, receives and datagrams into pool buffers.
+
+package fallback
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sluice-io/sluice/internal/flush"
+	"github.com/sluice-io/sluice/srcs"
+)
+
+// epLane is a worker's state for one lane. Slots are reused; the token
+// (index and generation) tells incarnations apart.
+type epLane struct {
+	f   fill
+	tok uint64 // zero when the slot is free
+	// early is the token of a readiness event that beat its add command,
+	// and earlyHup whether that event reported a hang-up or an error.
+	early    uint64
+	earlyHup bool
+
+	fd     int
+	kind   srcs.Kind
+	off    int64  // next pread offset, for files
+	always bool   // not pollable: always readable
+	polled bool   // registered with the worker's epoll instance
+	sock   bool   // a socket: a short read means drained
+	notify func() // posts a grant for this incarnation
+
+	readable bool                // an edge was seen and the lane has not hit EAGAIN since
+	full     bool                // read until EAGAIN: a short read does not prove drained
+	queued   bool                // in the ready queue
+	waiting  bool                // a pool Wait is pending
+	fl       flush.Mark[*epLane] // the lane's place in the flush heap, while it holds partial data
+}
+
+// event records one readiness event.
+func (w *epWorker) event(ev *unix.EpollEvent) {
+	if ev.Fd == epWakeFD {
+		// Reset the counter; the commands are drained next turn.
+		for {
+			if _, err := unix.Read(w.efd, w.drain[:]); err != unix.EINTR {
+				break
+			}
+		}
+		return
+	}
+	tok := epEventToken(ev)
+	ln := w.slot(uint32(tok >> 32))
+	// The end of stream or an error is only seen by reading past the data.
+	hup := ev.Events&(unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0
+	if ln.tok != tok {
+		// Either the add command is still queued (remember the edge for
+		// it) or the lane is gone (a stale token matches nothing later).
+		ln.early, ln.earlyHup = tok, hup || (ln.early == tok && ln.earlyHup)
+		return
+	}
+	if hup {
+		ln.full = true
+	}
+	ln.readable = true
+	if !ln.waiting {
+		w.enqueue(ln)
+	}
+}
+
+func (w *epWorker) enqueue(ln *epLane) {
+	if !ln.queued {
+		ln.queued = true
+		w.ready = append(w.ready, ln.tok)
+	}
+}
+
+// serve gives each lane that was ready at the start of the turn one read
+// budget. Lanes that still have data rejoin the back of the queue.
+func (w *epWorker) serve() {
+	batch := w.ready
+	w.ready = w.batch[:0]
+	for i, tok := range batch {
+		if w.e.paused.Load() {
+			// Keep the rest for the resume; stale tokens are skipped then.
+			w.ready = append(w.ready, batch[i:]...)
+			break
+		}
+		ln := w.lane(tok)
+		if ln == nil || !ln.queued {
+			continue
+		}
+		ln.queued = false
+		w.service(ln)
+	}
+	w.batch = batch[:0]
+}
+
+// service reads a readable lane until EAGAIN, a short socket read, the end
+// of its source, a wait for a buffer, or the end of its read budget.
+func (w *epWorker) service(ln *epLane) {
+	budget := epReadsPerTurn
+	if ln.kind == srcs.Datagram {
+		budget = epDatagramsPerTurn
+	}
+	for range budget {
+		if w.e.paused.Load() {
+			// No new reads; the lane stays readable for the resume.
+			break
+		}
+		if !ln.f.held() && !w.acquire(ln) {
+			return
+		}
+		space := ln.f.space()
+		var n int
+		var err error
+		truncated := false
+		if ln.kind == srcs.Datagram {
+			n, truncated, err = w.recv(ln, space)
+		} else {
+			n, err = w.read(ln, space)
+		}
+		switch {
+		case err == unix.EAGAIN:
+			ln.readable, ln.full = false, false
+			if ln.f.pending() == 0 {
+				ln.f.flush() // idle lanes hold no buffer
+			}
+			return
+		case err != nil:
+			w.finish(ln, srcs.Classify(os.NewSyscallError(w.readOp(ln), err)))
+			return
+		case truncated:
+			ln.f.drop(n, w.e.log, "epoll")
+			continue
+		case n == 0 && ln.kind != srcs.Datagram:
+			w.finish(ln, io.EOF)
+			return
+		}
+		if ln.kind == srcs.File {
+			ln.off += int64(n)
+		}
+		ln.f.commit(n, time.Now())
+		w.holdPartial(ln)
+		if ln.sock && !ln.full && n < len(space) {
+			// The socket drained; its next arrival raises a new edge.
+			ln.readable = false
+			return
+		}
+	}
+	w.enqueue(ln)
+}
+
+func (w *epWorker) readOp(ln *epLane) string {
+	switch ln.kind {
+	case srcs.File:
+		return "pread"
+	case srcs.Datagram:
+		return "recvmsg"
+	}
+	return "read"
+}
+
+// recv receives one datagram; see recvDatagram.
+func (w *epWorker) recv(ln *epLane, p []byte) (int, bool, error) {
+	for {
+		n, truncated, err := recvDatagram(ln.fd, p)
+		w.reads.Add(1)
+		if err != unix.EINTR {
+			return n, truncated, err
+		}
+	}
+}
+
+func (w *epWorker) read(ln *epLane, p []byte) (int, error) {
+	for {
+		var n int
+		var err error
+		if ln.kind == srcs.File {
+			n, err = unix.Pread(ln.fd, p, ln.off)
+		} else {
+			n, err = unix.Read(ln.fd, p)
+		}
+		w.reads.Add(1)
+		if err != unix.EINTR {
+			return n, err
+		}
+	}
+}
+
+// acquire gives a lane a buffer, or queues it for the next one the pool
+// frees and reports false. The lane stays readable meanwhile.
+func (w *epWorker) acquire(ln *epLane) bool {
+	a := ln.f.l.Account
+	b, ok := a.TryAcquire()
+	if !ok {
+		var err error
+		b, ok, err = a.Wait(ln.notify)
+		if err != nil {
+			w.finish(ln, fmt.Errorf("fallback: epoll: lane %d: acquire: %w", ln.f.l.ID, err))
+			return false
+		}
+		if !ok {
+			ln.waiting = true
+			return false
+		}
+	}
+	ln.f.hold(b)
+	return true
+}
+
+// grant collects a buffer the pool reserved for a waiting lane. Grants may
+// be spurious: Claim decides, and a lane left without one keeps waiting.
+func (w *epWorker) grant(tok uint64) {
+	ln := w.lane(tok)
+	if ln == nil || !ln.waiting {
+		return
+	}
+	a := ln.f.l.Account
+	b, ok := a.Claim()
+	if !ok {
+		var err error
+		if b, ok, err = a.Wait(ln.notify); err != nil {
+			w.finish(ln, fmt.Errorf("fallback: epoll: lane %d: acquire: %w", ln.f.l.ID, err))
+			return
+		}
+		if !ok {
+			return
+		}
+	}
+	ln.waiting = false
+	if w.e.paused.Load() {
+		// Not to be read into before the resume: the buffer serves the
+		// next waiter better. The lane stays readable and queued, so the
+		// resume acquires again.
+		b.Release()
+		w.enqueue(ln)
+		return
+	}
+	ln.f.hold(b)
+	w.enqueue(ln) // readable: it was when it asked
+}

@@ -1,0 +1,71 @@
+//go:build linux
+
+// How an epoll worker ends a lane, and how it ends itself: after Close,
+// or after epoll_wait failed.
+
+package fallback
+
+import (
+	"errors"
+	"fmt"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sluice-io/sluice/srcs"
+)
+
+// finish ends a lane: it leaves the epoll set before Finish, because the
+// engine closes the descriptor right after.
+func (w *epWorker) finish(ln *epLane, err error) {
+	if ln.polled {
+		w.ctls.Add(1)
+		_ = unix.EpollCtl(w.epfd, unix.EPOLL_CTL_DEL, ln.fd, nil)
+	}
+	w.flushes.Remove(&ln.fl)
+	l, tok := ln.f.l, ln.tok
+	f := ln.f
+	*ln = epLane{} // the slot is free; queued tokens go stale
+	w.freeSlot(tok)
+	w.load.Add(-1)
+	w.e.lanesN.Add(-1)
+	w.e.forget(l, tok)
+	f.finish(err)
+}
+
+// shutdown finishes every lane, including those whose add command is still
+// queued, then closes the worker's descriptors.
+func (w *epWorker) shutdown(cause error) {
+	reason := srcs.ErrStopped
+	if cause != nil {
+		reason = fmt.Errorf("fallback: epoll: worker: %w", cause)
+		w.e.log.Error("fallback: epoll: worker stopped", "err", cause)
+		// Before stopped is set: an Add that finds every worker stopped
+		// reports the first failure.
+		w.e.mu.Lock()
+		if w.e.fatal == nil {
+			w.e.fatal = reason
+		}
+		w.e.mu.Unlock()
+	}
+	w.mu.Lock()
+	w.stopped.Store(true)
+	rest := w.cmds
+	w.cmds = nil
+	w.mu.Unlock()
+	for i := range rest {
+		if rest[i].op == epAdd {
+			w.add(&rest[i])
+		}
+	}
+	for _, ln := range w.slots {
+		if ln != nil && ln.tok != 0 {
+			w.finish(ln, reason)
+		}
+	}
+	// post checks stopped under mu, so nobody writes the eventfd now.
+	if err := errors.Join(cause, w.closeFDs()); err != nil {
+		w.e.mu.Lock()
+		w.e.closeErrs = append(w.e.closeErrs, fmt.Errorf("fallback: epoll: worker: %w", err))
+		w.e.mu.Unlock()
+	}
+}

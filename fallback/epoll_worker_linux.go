@@ -1,0 +1,334 @@
+//go:build linux
+
+// The epoll runner's worker: one goroutine locked to its OS thread, which
+// owns an epoll instance, an eventfd and the lanes given to it, takes
+// commands and runs the loop around epoll_wait.
+
+package fallback
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sluice-io/sluice/internal/flush"
+	"github.com/sluice-io/sluice/srcs"
+)
+
+// epOp is what a command asks of a worker.
+type epOp uint8
+
+const (
+	epAdd    epOp = iota + 1 // start driving a lane
+	epRemove                 // stop driving a lane
+	epGrant                  // the pool reserved a buffer for a lane
+	epWake                   // just look around (resume after a pause)
+	epClose                  // finish every lane and exit
+	epFault                  // fail as if epoll_wait had (tests)
+)
+
+// epCmd is a command for a worker. Lanes are named by token, so commands
+// that arrive after a lane finished (a late grant, a second Remove) find
+// nothing and do nothing.
+type epCmd struct {
+	op   epOp
+	tok  uint64
+	lane *srcs.Lane // epAdd
+	fd   int        // epAdd, and the fields below
+	kind srcs.Kind
+	off  int64
+	// always marks a descriptor epoll cannot watch: it is always readable.
+	always bool
+	polled bool  // registered with the worker's epoll instance
+	sock   bool  // a socket: a short read means drained
+	err    error // epFault
+}
+
+// epWorker is one event loop. The fields above the worker-owned block are
+// shared with other goroutines as noted; the rest is touched only by the
+// worker's goroutine.
+type epWorker struct {
+	e    *Epoll
+	epfd int
+	efd  int     // eventfd, closed only under mu with stopped set
+	one  [8]byte // the eventfd increment, read-only
+
+	mu      sync.Mutex
+	cmds    []epCmd
+	stopped atomic.Bool // set under mu; read without it by Epoll.pick
+	gens    []uint32    // generation of each slot, bumped on allocation
+	free    []uint32    // free slot indices
+
+	sleeping atomic.Bool  // the worker may block: posters must write efd
+	load     atomic.Int64 // lanes assigned, for Epoll.pick
+	reads    atomic.Uint64
+	waits    atomic.Uint64
+	wakeups  atomic.Uint64
+	nevents  atomic.Uint64 // readiness events epoll_wait returned
+	ctls     atomic.Uint64 // epoll_ctl calls
+
+	// Owned by the worker goroutine.
+	spare   []epCmd
+	slots   []*epLane           // by slot index
+	ready   []uint64            // tokens of lanes to serve, FIFO
+	batch   []uint64            // the ready queue being served this turn
+	flushes flush.Heap[*epLane] // lanes holding partial data, by flush deadline
+	events  []unix.EpollEvent
+	drain   [8]byte // eventfd read buffer
+	fault   error   // an injected failure: the loop ends with it
+}
+
+func newEpWorker(e *Epoll) (*epWorker, error) {
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("fallback: epoll: %w", os.NewSyscallError("epoll_create1", err))
+	}
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		unix.Close(epfd)
+		return nil, fmt.Errorf("fallback: epoll: %w", os.NewSyscallError("eventfd", err))
+	}
+	w := &epWorker{e: e, epfd: epfd, efd: efd, events: make([]unix.EpollEvent, epMaxEvents)}
+	binary.NativeEndian.PutUint64(w.one[:], 1)
+	// Level-triggered: the worker reads the counter whenever it fires.
+	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: epWakeFD}
+	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, efd, &ev); err != nil {
+		w.closeFDs()
+		return nil, fmt.Errorf("fallback: epoll: %w", os.NewSyscallError("epoll_ctl", err))
+	}
+	return w, nil
+}
+
+func (w *epWorker) closeFDs() error {
+	return errors.Join(os.NewSyscallError("close", unix.Close(w.epfd)), os.NewSyscallError("close", unix.Close(w.efd)))
+}
+
+// epEvent builds the epoll registration for a token.
+func epEvent(events uint32, tok uint64) unix.EpollEvent {
+	return unix.EpollEvent{Events: events, Fd: int32(uint32(tok >> 32)), Pad: int32(uint32(tok))}
+}
+
+// epEventToken recovers the token from an event.
+func epEventToken(ev *unix.EpollEvent) uint64 {
+	return uint64(uint32(ev.Fd))<<32 | uint64(uint32(ev.Pad))
+}
+
+// allocSlot reserves a slot and returns its new token. Any goroutine.
+func (w *epWorker) allocSlot() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var idx uint32
+	if n := len(w.free); n > 0 {
+		idx = w.free[n-1]
+		w.free = w.free[:n-1]
+	} else {
+		idx = uint32(len(w.gens))
+		w.gens = append(w.gens, 0)
+	}
+	w.gens[idx]++
+	if w.gens[idx] == 0 {
+		w.gens[idx] = 1 // zero means "free" to the worker
+	}
+	return uint64(idx)<<32 | uint64(w.gens[idx])
+}
+
+// freeSlot returns a slot for reuse. Any goroutine.
+func (w *epWorker) freeSlot(tok uint64) {
+	w.mu.Lock()
+	w.free = append(w.free, uint32(tok>>32))
+	w.mu.Unlock()
+}
+
+// post queues a command and wakes the worker if it may be asleep. It
+// reports false once the worker has stopped. Any goroutine, including the
+// worker itself (a buffer it releases may be granted to one of its lanes).
+func (w *epWorker) post(c epCmd) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped.Load() {
+		return false
+	}
+	w.postLocked(c)
+	return true
+}
+
+// postLocked queues a command for a worker that has not stopped. Called
+// with mu held.
+func (w *epWorker) postLocked(c epCmd) {
+	w.cmds = append(w.cmds, c)
+	if w.sleeping.CompareAndSwap(true, false) {
+		w.wakeups.Add(1)
+		// Under mu, so the eventfd cannot be closed (and its number
+		// reused) meanwhile. The counter cannot overflow: at most one
+		// write per sleep.
+		for {
+			if _, err := unix.Write(w.efd, w.one[:]); err != unix.EINTR {
+				break
+			}
+		}
+	}
+}
+
+// injectFault makes worker i fail with err as if epoll_wait had, for
+// tests. It reports false if the worker has stopped already.
+func (e *Epoll) injectFault(i int, err error) bool {
+	return e.workers[i].post(epCmd{op: epFault, err: err})
+}
+
+// pending reports whether commands are queued.
+func (w *epWorker) pending() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.cmds) > 0
+}
+
+func (w *epWorker) run() {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	w.e.threads.Add(1)
+	defer w.e.threads.Add(-1)
+	err := w.loop()
+	w.shutdown(err)
+}
+
+// loop runs turns until a close command arrives or epoll_wait fails.
+func (w *epWorker) loop() error {
+	for {
+		if w.drainCmds() {
+			return nil
+		}
+		if w.fault != nil {
+			return w.fault
+		}
+		if !w.e.paused.Load() {
+			w.serve()
+		}
+		now := time.Now()
+		w.flushDue(now)
+		timeout := w.timeout(now)
+		if timeout != 0 {
+			w.sleeping.Store(true)
+			if w.pending() {
+				// Posted after the drain but before sleeping was set:
+				// nobody wrote the eventfd.
+				timeout = 0
+			}
+		}
+		n, err := unix.EpollWait(w.epfd, w.events, timeout)
+		w.sleeping.Store(false)
+		w.waits.Add(1)
+		if err != nil {
+			if err == unix.EINTR {
+				continue
+			}
+			return os.NewSyscallError("epoll_wait", err)
+		}
+		w.nevents.Add(uint64(n))
+		for i := range w.events[:n] {
+			w.event(&w.events[i])
+		}
+	}
+}
+
+// timeout is the epoll_wait timeout in milliseconds: zero while lanes are
+// ready to serve, else until the nearest flush deadline, else forever.
+func (w *epWorker) timeout(now time.Time) int {
+	if len(w.ready) > 0 && !w.e.paused.Load() {
+		return 0
+	}
+	if w.flushes.Len() == 0 {
+		return -1
+	}
+	_, d := w.flushes.Min()
+	wait := d.Sub(now)
+	if wait <= 0 {
+		return 0
+	}
+	// Round up: waking early would only loop back here.
+	return int((wait + time.Millisecond - 1) / time.Millisecond)
+}
+
+// drainCmds runs the queued commands and reports whether one was close.
+func (w *epWorker) drainCmds() (closing bool) {
+	w.mu.Lock()
+	cmds := w.cmds
+	w.cmds = w.spare[:0]
+	w.mu.Unlock()
+	for i := range cmds {
+		c := &cmds[i]
+		switch c.op {
+		case epAdd:
+			w.add(c)
+		case epRemove:
+			if ln := w.lane(c.tok); ln != nil {
+				w.finish(ln, srcs.ErrStopped)
+			}
+		case epGrant:
+			w.grant(c.tok)
+		case epClose:
+			closing = true
+		case epFault:
+			w.fault = c.err
+		}
+		*c = epCmd{} // drop the lane pointer
+	}
+	w.spare = cmds[:0]
+	return closing
+}
+
+// slot returns the state for a slot index, growing the table as needed.
+func (w *epWorker) slot(idx uint32) *epLane {
+	for int(idx) >= len(w.slots) {
+		w.slots = append(w.slots, nil)
+	}
+	ln := w.slots[idx]
+	if ln == nil {
+		ln = &epLane{}
+		w.slots[idx] = ln
+	}
+	return ln
+}
+
+// lane returns the live lane with token tok, or nil.
+func (w *epWorker) lane(tok uint64) *epLane {
+	idx := tok >> 32
+	if idx >= uint64(len(w.slots)) {
+		return nil
+	}
+	if ln := w.slots[idx]; ln != nil && ln.tok == tok {
+		return ln
+	}
+	return nil
+}
+
+func (w *epWorker) add(c *epCmd) {
+	ln := w.slot(uint32(c.tok >> 32))
+	early, hup := ln.early == c.tok, ln.earlyHup
+	*ln = epLane{
+		tok:    c.tok,
+		fd:     c.fd,
+		kind:   c.kind,
+		off:    c.off,
+		always: c.always,
+		polled: c.polled,
+		sock:   c.sock,
+	}
+	if c.kind == srcs.Datagram {
+		ln.f.resetDatagram(c.lane, c.lane.Flush)
+	} else {
+		ln.f.reset(c.lane, c.lane.Flush)
+	}
+	tok := c.tok
+	ln.notify = func() { w.post(epCmd{op: epGrant, tok: tok}) }
+	if ln.always || early {
+		ln.readable, ln.full = true, ln.always || hup
+		w.enqueue(ln)
+	}
+}
