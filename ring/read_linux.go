@@ -230,6 +230,7 @@ func (w *worker) advance(ln *lane) {
 		s.PrepPollAdd(ln.fd, unix.POLLIN|unix.POLLRDHUP)
 		s.UserData = ln.userData(tagPoll)
 		ln.op = tagPoll
+		w.polling++
 		return
 	}
 	if w.r.paused.Load() {

@@ -139,10 +139,12 @@ type worker struct {
 	// complete at submission: the wait then must not hold it back.
 	batchWait   time.Duration
 	readsIssued bool
-	// starved counts lanes waiting for a pool buffer. A batched wait holds
-	// back every completion, the Waker's too, so it is used only while
-	// the worker has lanes and none of them waits for a grant.
+	// starved counts lanes waiting for a pool buffer, polling those with
+	// a poll in flight. A batched wait holds back every completion, the
+	// Waker's too, so it is used only while several lanes poll and none
+	// waits for a grant.
 	starved   int
+	polling   int
 	unyielded int   // chunks handed downstream since the worker last yielded its P
 	woken     bool  // the Waker's read completed: re-arm it
 	closing   bool  // Close was asked: finish every lane, then exit
@@ -421,15 +423,16 @@ func (w *worker) wait(now time.Time) error {
 		// Only a failure to get an SQE leaves these: the Waker is not
 		// armed, or lanes wait to issue. Sleep briefly, not forever.
 		_, err = w.ring.SubmitAndWaitTimeout(1, time.Millisecond)
-	case w.batchWait > 0 && !w.readsIssued && w.starved == 0 && w.live > 0:
+	case w.batchWait > 0 && !w.readsIssued && w.starved == 0 && w.polling > 1:
 		// Load-paced: completions closer together than batchWait share
 		// one wake-up; the first after a quiet spell wakes the worker at
-		// once.
+		// once. The batch is never larger than the polls that could fill
+		// it: a lone busy stream is not held back waiting for others.
 		timeout := time.Duration(-1)
 		if d, ok := w.nextFlush(now); ok {
 			timeout = d
 		}
-		_, err = w.ring.SubmitAndWaitBatch(batchWaitNr, w.batchWait, timeout)
+		_, err = w.ring.SubmitAndWaitBatch(uint32(min(w.polling, batchWaitNr)), w.batchWait, timeout)
 	case w.flushes.Len() > 0:
 		d, _ := w.nextFlush(now)
 		_, err = w.ring.SubmitAndWaitTimeout(1, d)
@@ -492,6 +495,7 @@ func (w *worker) handleCQE(c *CQE) {
 	ln.op = tagNone
 	switch tag {
 	case tagPoll:
+		w.polling--
 		w.polled(ln, c.Res)
 	case tagRead:
 		w.readDone(ln, c.Res, c.Flags)
