@@ -77,9 +77,14 @@ import (
 // SetPaused, Close and pool grants post commands to the worker's queue and
 // call the Waker, whose eventfd read is armed on the ring. A loop turn reaps
 // every CQE, re-arms the Waker if it fired, drains the commands, issues
-// SQEs for lanes that can make progress, emits partial buffers whose flush
-// deadline passed, and makes one io_uring_enter that submits everything and
-// sleeps until a completion or the nearest flush deadline.
+// SQEs for lanes that can make progress, and emits partial buffers whose
+// flush deadline passed. A turn that issued reads submits them without
+// sleeping (they mostly complete at submission) and, while completions are
+// ready, the next turn follows at once. Otherwise one io_uring_enter
+// submits what is queued and sleeps until a completion or the nearest
+// flush deadline; while several lanes poll and none waits for a buffer, it
+// waits up to BatchWait for a batch of their completions (the Verona
+// seed's load-paced polling; see worker.loop and worker.wait).
 //
 // Remove cancels the lane's operations by descriptor (ASYNC_CANCEL with
 // CancelFd|CancelAll), waits for their CQEs, emits partial data, and only
