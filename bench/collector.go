@@ -29,6 +29,9 @@ type EngineFlags struct {
 	// completions (--batch-wait); negative: never.
 	BatchWait time.Duration
 	MaxConns  int // listener connection cap (--max-conns)
+	// RecvBuffer is SO_RCVBUF of the engine's TCP listeners, inherited by
+	// the connections they accept (--recv-buffer); zero: autotuned.
+	RecvBuffer Size
 }
 
 func (f EngineFlags) config(runner string) engine.Config {
@@ -222,7 +225,7 @@ func startSink(f EngineFlags, runner string, addrs []string, col *collector, opt
 	}
 	s := &sinkEngine{e: e, col: col}
 	for _, a := range addrs {
-		ln, err := srcs.ListenTCP(a, srcs.ListenerConfig{MaxConns: f.MaxConns})
+		ln, err := srcs.ListenTCP(a, srcs.ListenerConfig{MaxConns: f.MaxConns, RecvBuffer: int(f.RecvBuffer)})
 		if err == nil {
 			err = e.AddListener(ln)
 		}

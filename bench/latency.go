@@ -59,6 +59,7 @@ func (c *LatencyConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Plot, "plot", c.Plot, "write SVG charts into `DIR`")
 	fs.BoolVar(&c.InProcess, "in-process", c.InProcess, "host the engine in this process instead of a fresh child process per point")
 	c.Engine.register(fs)
+	c.Engine.registerListen(fs)
 }
 
 // Validate checks c, naming the flag at fault.

@@ -83,7 +83,7 @@ type NodeSource struct {
 }
 
 // NodeListener is a tcp or unix listener entry: where to listen, and the
-// listener's options (max_conns, reuse_port).
+// listener's options (max_conns, reuse_port, recv_buffer).
 type NodeListener struct {
 	Listen              string `yaml:"listen"`
 	srcs.ListenerConfig `yaml:",inline"`
@@ -251,6 +251,10 @@ func (f *nodeFile) validate() error {
 			return f.errorf(at("listen"), "required (a socket path)")
 		case s.Unix != nil && s.Unix.ReusePort:
 			return f.errorf(at("reuse_port"), "applies to tcp listeners only")
+		case s.Unix != nil && s.Unix.RecvBuffer != 0:
+			return f.errorf(at("recv_buffer"), "applies to tcp listeners only")
+		case s.TCP != nil && s.TCP.RecvBuffer < 0:
+			return f.errorf(at("recv_buffer"), "%d: must not be negative", s.TCP.RecvBuffer)
 		case s.UDP != nil && s.UDP.Addr == "":
 			return f.errorf(at("addr"), "required (host:port)")
 		case s.TCPClient != nil && s.TCPClient.Addr == "":

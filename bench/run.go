@@ -83,6 +83,7 @@ func (c *RunConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.InProcess, "in-process", c.InProcess, "host every runner's engine in this process instead of a fresh child process per runner and round")
 	fs.Var(&c.Targets, "target", "judge ratios of the first runner to each other one, e.g. cpu_s_per_gib<=0.9,throughput>=1 (metrics: throughput, cpu_s_per_gib, p99, e2e_p99, rss, threads, syscalls_per_mib): met, missed or inconclusive over the rounds' min-max")
 	c.Engine.register(fs)
+	c.Engine.registerListen(fs)
 }
 
 func (f *EngineFlags) register(fs *flag.FlagSet) {
@@ -91,6 +92,12 @@ func (f *EngineFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.Workers, "workers", f.Workers, "event-loop workers of uring and epoll (default GOMAXPROCS, at most 8)")
 	fs.DurationVar(&f.Flush, "flush", f.Flush, "flush timeout for partly filled buffers (default 5ms; negative: every read)")
 	fs.DurationVar(&f.BatchWait, "batch-wait", f.BatchWait, "latency the uring runner may add to batch completions (default 500µs or a tenth of --flush; negative: none)")
+}
+
+// registerListen defines the flags of the engine's TCP listeners, for the
+// commands that listen.
+func (f *EngineFlags) registerListen(fs *flag.FlagSet) {
+	fs.Var(&f.RecvBuffer, "recv-buffer", "SO_RCVBUF of accepted connections, e.g. 1MiB (default: the kernel's autotuning)")
 }
 
 func (f EngineFlags) validate() error {
@@ -103,6 +110,8 @@ func (f EngineFlags) validate() error {
 		return fmt.Errorf("--workers: %d: must not be negative", f.Workers)
 	case f.MaxConns < 0:
 		return fmt.Errorf("--max-conns: %d: must not be negative", f.MaxConns)
+	case f.RecvBuffer < 0:
+		return errors.New("--recv-buffer: must not be negative")
 	}
 	// Let the pool judge the shape, and name our flag.
 	pc := pool.Config{Buffers: f.Pool, BufSize: int(f.Buf)}

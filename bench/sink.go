@@ -40,6 +40,7 @@ func (c *SinkConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.UntilIdle, "until-idle", c.UntilIdle, "stop once bytes arrived, no source is live, and nothing arrived for this long")
 	fs.StringVar(&c.JSON, "json", c.JSON, "write the JSON report to `FILE` (- for stdout)")
 	c.Engine.register(fs)
+	c.Engine.registerListen(fs)
 	fs.IntVar(&c.Engine.MaxConns, "max-conns", c.Engine.MaxConns, "cap on open connections per listener (default: none)")
 	c.Node.register(fs)
 }

@@ -50,16 +50,34 @@ for r in "${rows[@]}"; do
       row stream run --runners uring,goroutine,epoll --sources 1 --msg-size 64KiB --duration 5s \
         --rounds "$rounds" --verify=false --iperf3 --target 'throughput>=1,cpu_s_per_gib<=0.9' ;;
     bulk)
+      # With the kernel's autotuned receive buffers, then with 1 MiB ones:
+      # the first can lock an event loop into doing the senders' transmit
+      # work on loopback (README, Targets).
       row bulk run --runners uring,goroutine,epoll --sources 1000 --msg-size 64KiB --duration 5s \
-        --rounds "$rounds" --verify=false --target 'cpu_s_per_gib<=0.75' ;;
+        --rounds "$rounds" --verify=false --target 'cpu_s_per_gib<=0.75'
+      row bulk-rcvbuf run --runners uring,goroutine,epoll --sources 1000 --msg-size 64KiB --duration 5s \
+        --rounds "$rounds" --verify=false --recv-buffer 1MiB --target 'cpu_s_per_gib<=0.75' ;;
     paced)
       # 1,000 sources at 64 KiB/s in 1 KiB messages; targets 0.6x goroutine and 0.8x epoll.
       row paced run --runners uring,goroutine,epoll --sources 1000 --rate 64KiB/s --msg-size 1KiB \
         --duration 6s --rounds "$rounds" --verify=false --target 'cpu_s_per_gib<=0.6,cpu_s_per_gib<=0.8' ;;
     idle)
-      # 10,000 mostly idle sources at 2 KiB/s.
+      # 10,000 mostly idle sources at 2 KiB/s, then the same at 1,000: the
+      # difference in peak RSS over the 9,000 extra sources is what a
+      # source costs beyond the pool (the pool and the process's fixed
+      # costs cancel out).
       row idle run --runners uring,epoll --sources 10000 --rate 2KiB/s --msg-size 1KiB --duration 10s \
-        --rounds "$rounds" --verify=false --target 'cpu_s_per_gib<=1' ;;
+        --rounds "$rounds" --verify=false --target 'cpu_s_per_gib<=1'
+      row idle-1k run --runners uring,epoll --sources 1000 --rate 2KiB/s --msg-size 1KiB --duration 10s \
+        --rounds "$rounds" --verify=false
+      if command -v jq >/dev/null; then
+        for r in uring epoll; do
+          med='[.runs[] | select(.runner == $r) | .rss_max_bytes] | sort | .[length / 2 | floor]'
+          big=$(jq --arg r "$r" "$med" "$out/idle.json")
+          small=$(jq --arg r "$r" "$med" "$out/idle-1k.json")
+          echo "idle: $r RSS per source beyond the pool: $(( (big - small) / 9000 )) bytes (median peak RSS $((big >> 20)) MiB at 10,000 sources, $((small >> 20)) MiB at 1,000)"
+        done
+      fi ;;
     file)
       row file file --runners uring,epoll,goroutine --rounds "$rounds" ;;
     latency)

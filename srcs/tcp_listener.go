@@ -29,6 +29,20 @@ type ListenerConfig struct {
 	// the kernel spreads new connections among them. Every socket sharing
 	// the port must set it, under the same user. ListenUnix ignores it.
 	ReusePort bool `yaml:"reuse_port"`
+	// RecvBuffer sets SO_RCVBUF on a TCP listener before it listens, so
+	// that every accepted connection starts with a receive buffer of
+	// this many bytes (the kernel doubles it for its bookkeeping, and
+	// net.core.rmem_max caps it) and can advertise a window that large.
+	// A connection with a set buffer is no longer autotuned. Zero leaves
+	// the kernel's autotuning, which starts from net.ipv4.tcp_rmem's
+	// default (128 KiB on most systems). ListenUnix ignores it.
+	//
+	// Many busy senders into small receive buffers can lock an engine on
+	// loopback into doing the senders' transmit work: each read that
+	// reopens a closed window sends an ACK whose processing transmits
+	// the sender's queued data from the reader's CPU. See the README's
+	// Targets.
+	RecvBuffer int `yaml:"recv_buffer"`
 	// Logger receives accept trouble (descriptors exhausted). Nil
 	// discards.
 	Logger *slog.Logger `yaml:"-"`
@@ -76,10 +90,11 @@ func ListenTCP(addr string, cfg ListenerConfig) (*Listener, error) {
 	if cfg.MaxConns < 0 {
 		return nil, fmt.Errorf("srcs: listen tcp: MaxConns: %d is negative", cfg.MaxConns)
 	}
-	var lc net.ListenConfig
-	if cfg.ReusePort {
-		lc.Control = reusePort
+	if cfg.RecvBuffer < 0 {
+		return nil, fmt.Errorf("srcs: listen tcp: RecvBuffer: %d is negative", cfg.RecvBuffer)
 	}
+	var lc net.ListenConfig
+	lc.Control = listenControl(cfg)
 	ln, err := lc.Listen(context.Background(), "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("srcs: listen tcp: %w", err)
