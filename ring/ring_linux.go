@@ -378,9 +378,6 @@ func (r *Ring) SubmitNowait() (int, error) {
 	return n, wrapEnter(err)
 }
 
-// Queued returns how many SQEs were handed out since the last submission.
-func (r *Ring) Queued() uint32 { return r.sqeTail - r.sqeHead }
-
 // SubmitAndWait submits queued SQEs and blocks until at least n CQEs are
 // ready (n is capped at the CQ size), returning how many SQEs it submitted.
 // It always passes GETEVENTS, so with n == 0 it still runs deferred

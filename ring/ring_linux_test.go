@@ -188,6 +188,48 @@ func TestNop(t *testing.T) {
 	})
 }
 
+// TestSubmitNowait: what completes at submission is ready when
+// SubmitNowait returns, and what cannot complete yet (a poll on an empty
+// pipe, a receive that would block) leaves it without waiting; the poll
+// then completes in a later wait once data arrives.
+func TestSubmitNowait(t *testing.T) {
+	runLocked(t, func(t *testing.T) {
+		r := newRing(t, Config{Entries: 8})
+		var p [2]int
+		if err := unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(p[0])
+		defer unix.Close(p[1])
+		s := sqe(t, r)
+		s.PrepNop()
+		s.UserData = 1
+		s = sqe(t, r)
+		s.PrepPollAdd(p[0], unix.POLLIN)
+		s.UserData = 2
+		// Only this thread may submit; a SubmitNowait that slept would hang
+		// here until the poll completes, which nothing else makes happen.
+		if n, err := r.SubmitNowait(); err != nil || n != 2 {
+			t.Fatalf("SubmitNowait = %d, %v; want 2 submitted", n, err)
+		}
+		if r.CQReady() != 1 {
+			t.Fatalf("%d CQEs ready after SubmitNowait, want the nop's", r.CQReady())
+		}
+		cqes := byUserData(t, reap(t, r, 1))
+		wantRes(t, "nop", cqes[1], 0)
+		if r.CQReady() != 0 {
+			t.Fatalf("%d CQEs ready; the poll cannot have completed", r.CQReady())
+		}
+		if _, err := unix.Write(p[1], []byte{1}); err != nil {
+			t.Fatal(err)
+		}
+		cqes = byUserData(t, reap(t, r, 1))
+		if c := cqes[2]; c.Res&unix.POLLIN == 0 {
+			t.Errorf("poll CQE %+v, want POLLIN", c)
+		}
+	})
+}
+
 func TestSQFull(t *testing.T) {
 	runLocked(t, func(t *testing.T) {
 		r := newRing(t, Config{Entries: 4})
