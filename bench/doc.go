@@ -29,9 +29,12 @@
 // ends when every source has delivered its end of stream. Over it the
 // child measures its own getrusage (RUSAGE_SELF, user+sys), polls
 // /proc/self/status for the maximum OS threads and RSS, counts pool waits
-// and partial flushes, and takes the deltas of the runner's counters
+// and partial flushes, takes the deltas of the runner's counters
 // (srcs.RunnerStats): completions per enter, waits and wake-ups per
-// second, syscalls per MiB. It writes its result to the parent as JSON,
+// second, syscalls per MiB, and samples a quarter, half and three
+// quarters into the run how many bytes wait unread in its connections'
+// receive queues (/proc/net/tcp): tens of KiB per source mean the engine
+// fell behind and the senders wait for window. It writes its result to the parent as JSON,
 // latency histograms included.
 //
 // Every message starts with a 16-byte header: its scheduled send time and
@@ -105,7 +108,7 @@
 //	 "e2e_latency_ns": {same}, "gen_lag_ns": {same},
 //	 "offered_bps", "gen_sent_bytes", "gen_cpu_s", "gen_lag_max_ns", "gen_held",
 //	 "generator_bound", "generator_bound_why", "engine_cpus", "engine_cpu_util",
-//	 "gen_cpus", "gen_cpu_util", "bottleneck",
+//	 "gen_cpus", "gen_cpu_util", "bottleneck", "rx_backlog_bytes",
 //	 "counters": {"reads", "waits", "wakeups", "enters", "completions", "syscalls",
 //	              "completions_per_enter", "waits_per_s", "wakeups_per_s", "syscalls_per_mib"},
 //	 "verified", "mismatches", "profile", "top_functions", "rounds"}

@@ -148,6 +148,11 @@ type Result struct {
 	GenCPUs       int     `json:"gen_cpus"`
 	GenCPUUtil    float64 `json:"gen_cpu_util"`
 	Bottleneck    string  `json:"bottleneck,omitempty"`
+	// RxBacklogBytes is the mean, over samples a quarter, half and three
+	// quarters into the run, of the bytes waiting unread in the receive
+	// queues of the engine's connections. Tens of KiB per source mean the
+	// engine fell behind and the senders wait for window.
+	RxBacklogBytes int64 `json:"rx_backlog_bytes"`
 	// GenPreemptions counts the generator's involuntary context switches
 	// over the interval, and GenRunqueueWaitS the time its threads waited
 	// for a CPU: a neighbour competing for the generator's CPUs.
@@ -279,6 +284,7 @@ func measure(ctx context.Context, w workload, ios IO) (*Result, error) {
 		return fail(fmt.Errorf("bench: generator: %w", err))
 	}
 	prog := startProgress(ios, w.Label, w.Duration, col.total.Load)
+	backlog := sampleBacklog(sk.addrs()[0], w.Duration)
 	var rep GenReport
 	var repErr error
 	got := false
@@ -305,12 +311,14 @@ func measure(ctx context.Context, w workload, ios IO) (*Result, error) {
 			allEnded = nil
 		case <-endLimit:
 			prog.finish()
+			backlog.finish()
 			smp.finish()
 			prof.stop()
 			return fail(fmt.Errorf("bench: %s: %d of %d sources ended %v after the generator's duration",
 				w.Runner, col.ended.Load(), w.Sources, 60*time.Second))
 		case <-ctx.Done():
 			prog.finish()
+			backlog.finish()
 			smp.finish()
 			prof.stop()
 			return fail(ctx.Err())
@@ -324,6 +332,7 @@ func measure(ctx context.Context, w workload, ios IO) (*Result, error) {
 	t1 := time.Now()
 	cpu1 := cpuTime()
 	threads, rss := smp.finish()
+	rxBacklog := backlog.finish()
 	prog.finish()
 	profPath, profErr := prof.stop()
 	waits := sk.e.Pool().Stats().Waits - waits0
@@ -349,7 +358,7 @@ func measure(ctx context.Context, w workload, ios IO) (*Result, error) {
 		OfferedBps: rep.OfferedBps, GenSentBytes: rep.SentBytes, GenCPUS: rep.CPUS, GenLagMaxNs: rep.LagMaxNs,
 		Profile: profPath, GenLagNs: rep.LagNs, GenHeld: rep.HeldFraction(),
 		EngineCPUs: runtime.GOMAXPROCS(0), GenCPUs: rep.CPUs, GenPreemptions: rep.Preemptions,
-		GenRunqueueWaitS: rep.RunqueueWaitS,
+		GenRunqueueWaitS: rep.RunqueueWaitS, RxBacklogBytes: rxBacklog,
 	}
 	r.hist, r.e2e = col.latency()
 	r.E2ELatencyNs = summarize(r.e2e)
@@ -511,6 +520,7 @@ func mergeResults(rs []*Result) *Result {
 		}
 		s.GenPreemptions += r.GenPreemptions
 		s.GenRunqueueWaitS += r.GenRunqueueWaitS
+		s.RxBacklogBytes += r.RxBacklogBytes
 		engUtil += r.EngineCPUUtil
 		genUtil += r.GenCPUUtil
 		cnt = append(cnt, r.Counters)
@@ -522,6 +532,7 @@ func mergeResults(rs []*Result) *Result {
 	s.FairnessJain = fair / float64(len(rs))
 	s.LatencyNs = summarize(s.hist)
 	s.E2ELatencyNs = summarize(s.e2e)
+	s.RxBacklogBytes /= int64(len(rs))
 	s.EngineCPUUtil = engUtil / float64(len(rs))
 	s.GenCPUUtil = genUtil / float64(len(rs))
 	if s.OfferedBps == 0 {

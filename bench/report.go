@@ -49,11 +49,11 @@ func writeResultTable(w io.Writer, rs []*Result) {
 	tw.Flush()
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "runner\tgen held\tgen lag p50\tgen lag p99\tgen lag max\tengine CPU\tgen CPU\tlimit\tcompl/enter\twaits/s\twakeups/s\tsyscalls/MiB\t")
+	fmt.Fprintln(tw, "runner\tgen held\tgen lag p50\tgen lag p99\tgen lag max\tengine CPU\tgen CPU\tlimit\trx backlog/src\tcompl/enter\twaits/s\twakeups/s\tsyscalls/MiB\t")
 	for _, r := range rs {
-		fmt.Fprintf(tw, "%s\t%.1f%%\t%s\t%s\t%s\t%.0f%%\t%.0f%%\t%s\t%s\t%s\t%s\t%.1f\t\n",
+		fmt.Fprintf(tw, "%s\t%.1f%%\t%s\t%s\t%s\t%.0f%%\t%.0f%%\t%s\t%s\t%s\t%s\t%s\t%.1f\t\n",
 			r.Runner, 100*r.GenHeld, FormatNanos(r.GenLagNs.P50), FormatNanos(r.GenLagNs.P99), FormatNanos(r.GenLagNs.Max),
-			100*r.EngineCPUUtil, 100*r.GenCPUUtil, limitNote(r),
+			100*r.EngineCPUUtil, 100*r.GenCPUUtil, limitNote(r), backlogPerSource(r),
 			perEnter(r.Counters), humanize.Comma(int64(r.Counters.WaitsPerS)), humanize.Comma(int64(r.Counters.WakeupsPerS)),
 			r.Counters.SyscallsPerMiB)
 	}
@@ -64,6 +64,16 @@ func writeResultTable(w io.Writer, rs []*Result) {
 				r.Runner, r.GenBoundWhy, r.GenRunqueueWaitS/max(r.DurationS, 1e-9))
 		}
 	}
+}
+
+// backlogPerSource is the rx backlog column: the mean bytes a source's
+// connection held unread, or "-" for the iperf3 reference, which is not
+// sampled.
+func backlogPerSource(r *Result) string {
+	if r.Runner == RunnerIPerf3 || r.Sources <= 0 {
+		return "-"
+	}
+	return FormatBytes(uint64(max(r.RxBacklogBytes, 0)) / uint64(r.Sources))
 }
 
 // limitNote is the limit column: generator-bound, or the bottleneck of an

@@ -1,7 +1,9 @@
 package bench
 
 import (
+	"net"
 	"runtime"
+	"strconv"
 	"sync"
 	"time"
 
@@ -100,4 +102,44 @@ func (s *sampler) finish() (threads int, rss int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.threadsMax, max(s.rssMax, peakRSS())
+}
+
+// backlogSampler samples rxBacklog for a listener three times over a run.
+type backlogSampler struct {
+	stop chan struct{}
+	done chan struct{}
+	sum  int64
+	n    int64
+}
+
+// sampleBacklog starts sampling the receive queues of the connections
+// accepted on addr a quarter, half and three quarters into a run of d.
+func sampleBacklog(addr string, d time.Duration) *backlogSampler {
+	b := &backlogSampler{stop: make(chan struct{}), done: make(chan struct{})}
+	_, p, _ := net.SplitHostPort(addr)
+	port, _ := strconv.Atoi(p)
+	go func() {
+		defer close(b.done)
+		for range 3 {
+			select {
+			case <-time.After(d / 4):
+			case <-b.stop:
+				return
+			}
+			q, _ := rxBacklog(port)
+			b.sum += q
+			b.n++
+		}
+	}()
+	return b
+}
+
+// finish stops sampling and returns the mean backlog, 0 without samples.
+func (b *backlogSampler) finish() int64 {
+	close(b.stop)
+	<-b.done
+	if b.n == 0 {
+		return 0
+	}
+	return b.sum / b.n
 }

@@ -133,3 +133,42 @@ func runqueueWait() time.Duration {
 	}
 	return time.Duration(total)
 }
+
+// rxBacklog returns the bytes waiting in the receive queues of the
+// established TCP sockets whose local port is port, and how many such
+// sockets there are: for a sink's accepted connections, what the engine
+// has yet to read. It reads /proc/net/tcp and /proc/net/tcp6 (a text
+// line per socket), so it is sampled a few times a run, not often.
+func rxBacklog(port int) (queued int64, sockets int) {
+	for _, name := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		sc.Scan() // the header
+		for sc.Scan() {
+			// sl local_address rem_address st tx_queue:rx_queue ...
+			f := bytes.Fields(sc.Bytes())
+			if len(f) < 5 || string(f[3]) != "01" { // ESTABLISHED
+				continue
+			}
+			_, lport, ok := bytes.Cut(f[1], []byte(":"))
+			if !ok {
+				continue
+			}
+			if p, err := strconv.ParseUint(string(lport), 16, 16); err != nil || int(p) != port {
+				continue
+			}
+			_, rx, ok := bytes.Cut(f[4], []byte(":"))
+			if !ok {
+				continue
+			}
+			if n, err := strconv.ParseInt(string(rx), 16, 64); err == nil {
+				queued += n
+				sockets++
+			}
+		}
+	}
+	return queued, sockets
+}
