@@ -140,9 +140,9 @@ func TestEpollFaultSkipsDeadWorker(t *testing.T) {
 	for i := 2; i < 12; i++ {
 		l := g.add(srcs.ID(i+1), servers[i], 0)
 		g.e.mu.Lock()
-		ref := g.e.lanes[l]
+		ref, _ := g.e.table.Get(l)
 		g.e.mu.Unlock()
-		if ref.w != nil && ref.w != live {
+		if ref.W != nil && ref.W != live {
 			t.Errorf("lane %d went to a worker that has stopped", i+1)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-io/sluice/internal/lanes"
 	"github.com/sluice-io/sluice/srcs"
 )
 
@@ -66,20 +67,13 @@ type Epoll struct {
 
 	mu        sync.Mutex
 	closed    bool
-	lanes     map[*srcs.Lane]epRef // lanes being driven, for Remove
-	next      int                  // where the least-loaded search starts
+	table     lanes.Table[*epWorker] // lanes being driven, for Remove
 	closeErrs []error
 	fatal     error // the first worker failure, for Add once all have failed
 
 	paused  atomic.Bool
 	lanesN  atomic.Int64
 	threads atomic.Int64
-}
-
-// epRef says which worker drives a lane, under which token.
-type epRef struct {
-	w   *epWorker
-	tok uint64
 }
 
 // NewEpoll creates the workers' epoll instances and eventfds and starts the
@@ -94,7 +88,7 @@ func NewEpoll(cfg srcs.RunnerConfig) (*Epoll, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	e := &Epoll{log: log, lanes: map[*srcs.Lane]epRef{}}
+	e := &Epoll{log: log}
 	for range n {
 		w, err := newEpWorker(e)
 		if err != nil {
@@ -131,7 +125,7 @@ func (e *Epoll) Add(l *srcs.Lane) error {
 	// Refuse before touching the source: Desc may detach a connection from
 	// the netpoller, which cannot be undone.
 	e.mu.Lock()
-	closed, dup := e.closed, e.lanes[l] != (epRef{})
+	closed, dup := e.closed, e.table.Has(l)
 	e.mu.Unlock()
 	switch {
 	case closed:
@@ -149,12 +143,12 @@ func (e *Epoll) Add(l *srcs.Lane) error {
 	switch {
 	case e.closed:
 		return fmt.Errorf("fallback: epoll: add lane %d: %w", l.ID, net.ErrClosed)
-	case e.lanes[l] != (epRef{}):
+	case e.table.Has(l):
 		return fmt.Errorf("fallback: epoll: add lane %d: already added", l.ID)
 	}
 	for {
-		w := e.pick()
-		if w == nil {
+		w, ok := e.table.Pick(e.workers)
+		if !ok {
 			if e.fatal == nil {
 				return fmt.Errorf("fallback: epoll: add lane %d: all workers stopped: %w", l.ID, net.ErrClosed)
 			}
@@ -167,7 +161,7 @@ func (e *Epoll) Add(l *srcs.Lane) error {
 			return fmt.Errorf("fallback: epoll: add lane %d (%s): %w", l.ID, l.Name(), err)
 		}
 		if ok {
-			e.lanes[l] = epRef{w, c.tok}
+			e.table.Put(l, w, c.tok)
 			return nil
 		}
 		// The worker failed since pick looked; it is marked stopped now,
@@ -256,40 +250,22 @@ func epAddCmd(l *srcs.Lane, ds srcs.Descriptor) (epCmd, error) {
 	return c, nil
 }
 
-// pick returns the running worker with the fewest lanes, starting the
-// search after the last choice so that ties spread round-robin, or nil when
-// every worker has stopped. A failed worker has no lanes left, so it would
-// otherwise win every pick. Called with e.mu held.
-func (e *Epoll) pick() *epWorker {
-	var best *epWorker
-	for i := range e.workers {
-		w := e.workers[(e.next+i)%len(e.workers)]
-		if !w.stopped.Load() && (best == nil || w.load.Load() < best.load.Load()) {
-			best = w
-		}
-	}
-	e.next++
-	return best
-}
-
 // Remove asks l's worker to stop driving it: held data is emitted as
 // Partial and Finish(l, srcs.ErrStopped) follows on the worker. It does not
 // wait, and is a no-op for a lane that has finished or was never added.
 func (e *Epoll) Remove(l *srcs.Lane) {
 	e.mu.Lock()
-	r, ok := e.lanes[l]
+	r, ok := e.table.Get(l)
 	e.mu.Unlock()
 	if ok {
-		r.w.post(epCmd{op: epRemove, tok: r.tok})
+		r.W.post(epCmd{op: epRemove, tok: r.Tok})
 	}
 }
 
 // forget drops l from the lane table, unless it was added again meanwhile.
 func (e *Epoll) forget(l *srcs.Lane, tok uint64) {
 	e.mu.Lock()
-	if e.lanes[l].tok == tok {
-		delete(e.lanes, l)
-	}
+	e.table.Forget(l, tok)
 	e.mu.Unlock()
 }
 

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-io/sluice/internal/flush"
+	"github.com/sluice-io/sluice/internal/lanes"
 	"github.com/sluice-io/sluice/srcs"
 )
 
@@ -62,12 +63,11 @@ type epWorker struct {
 
 	mu      sync.Mutex
 	cmds    []epCmd
-	stopped atomic.Bool // set under mu; read without it by Epoll.pick
-	gens    []uint32    // generation of each slot, bumped on allocation
-	free    []uint32    // free slot indices
+	stopped atomic.Bool // set under mu; read without it by Stopped
+	ids     lanes.Slots // slot indices and their generations
 
 	sleeping atomic.Bool  // the worker may block: posters must write efd
-	load     atomic.Int64 // lanes assigned, for Epoll.pick
+	load     atomic.Int64 // lanes assigned, for Epoll.table's Pick
 	reads    atomic.Uint64
 	waits    atomic.Uint64
 	wakeups  atomic.Uint64
@@ -124,27 +124,24 @@ func epEventToken(ev *unix.EpollEvent) uint64 {
 func (w *epWorker) allocSlot() uint64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	var idx uint32
-	if n := len(w.free); n > 0 {
-		idx = w.free[n-1]
-		w.free = w.free[:n-1]
-	} else {
-		idx = uint32(len(w.gens))
-		w.gens = append(w.gens, 0)
-	}
-	w.gens[idx]++
-	if w.gens[idx] == 0 {
-		w.gens[idx] = 1 // zero means "free" to the worker
-	}
-	return uint64(idx)<<32 | uint64(w.gens[idx])
+	idx, gen := w.ids.Alloc()
+	return uint64(idx)<<32 | uint64(gen)
 }
 
 // freeSlot returns a slot for reuse. Any goroutine.
 func (w *epWorker) freeSlot(tok uint64) {
 	w.mu.Lock()
-	w.free = append(w.free, uint32(tok>>32))
+	w.ids.Free(uint32(tok >> 32))
 	w.mu.Unlock()
 }
+
+// Stopped reports whether the worker takes no more lanes
+// (lanes.Worker). Any goroutine.
+func (w *epWorker) Stopped() bool { return w.stopped.Load() }
+
+// Load returns the lanes assigned to the worker (lanes.Worker). Any
+// goroutine.
+func (w *epWorker) Load() int64 { return w.load.Load() }
 
 // post queues a command and wakes the worker if it may be asleep. It
 // reports false once the worker has stopped. Any goroutine, including the

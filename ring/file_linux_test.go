@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/lanes"
 	"github.com/sluice-io/sluice/pool"
 	"github.com/sluice-io/sluice/srcs"
 )
@@ -44,8 +45,8 @@ func fileRig(t *testing.T, depth int) (*worker, *lane, *orderEmitter, *pool.Pool
 		}
 		p.Close()
 	})
-	r := &Runner{pool: p, lanes: map[*srcs.Lane]laneRef{}}
-	w := &worker{r: r}
+	r := &Runner{pool: p}
+	w := &worker{r: r, ids: lanes.Slots{Mask: genMask}}
 	out := &orderEmitter{}
 	l := &srcs.Lane{ID: 1, Account: p.Join(1), Out: out}
 	idx, gen := w.allocSlot()

@@ -198,10 +198,10 @@ func TestRunnerFaultSkipsDeadWorker(t *testing.T) {
 	for i := 2; i < 12; i++ {
 		l := g.add(srcs.ID(i+1), servers[i], 0)
 		g.run.mu.Lock()
-		ref := g.run.lanes[l]
+		ref, _ := g.run.table.Get(l)
 		g.run.mu.Unlock()
-		if ref.w != nil && ref.w != live {
-			t.Errorf("lane %d went to worker %d, which has stopped", i+1, ref.w.id)
+		if ref.W != nil && ref.W != live {
+			t.Errorf("lane %d went to worker %d, which has stopped", i+1, ref.W.id)
 		}
 	}
 	data := randBytes(rand.New(rand.NewPCG(23, 24)), 10<<10)

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-io/sluice/internal/lanes"
 	"github.com/sluice-io/sluice/pool"
 	"github.com/sluice-io/sluice/srcs"
 )
@@ -112,8 +113,7 @@ type Runner struct {
 
 	mu        sync.Mutex
 	closed    bool
-	lanes     map[*srcs.Lane]laneRef // lanes being driven, for Remove
-	next      int                    // where the least-loaded search starts
+	table     lanes.Table[*worker] // lanes being driven, for Remove
 	closeErrs []error
 	fatal     error // the first worker failure, for Add once all have failed
 
@@ -137,12 +137,6 @@ type runnerOptions struct {
 	// closeRing closes a worker's ring; nil means Ring.Close. Tests make
 	// it report operations still in flight.
 	closeRing func(r *Ring) error
-}
-
-// laneRef says which worker drives a lane, under which token.
-type laneRef struct {
-	w   *worker
-	tok uint64
 }
 
 // NewRunner checks that io_uring can serve the runner here, then starts the
@@ -177,7 +171,7 @@ func newRunner(cfg srcs.RunnerConfig, opts runnerOptions) (*Runner, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	r := &Runner{log: log, pool: cfg.Pool, wakeups: cfg.Wakeups, opts: opts, lanes: map[*srcs.Lane]laneRef{}}
+	r := &Runner{log: log, pool: cfg.Pool, wakeups: cfg.Wakeups, opts: opts}
 	if cfg.BatchWait < 0 {
 		return nil, fmt.Errorf("ring: runner: config: BatchWait = %v: must not be negative", cfg.BatchWait)
 	}
@@ -189,7 +183,7 @@ func newRunner(cfg srcs.RunnerConfig, opts runnerOptions) (*Runner, error) {
 	}
 	n := max(cfg.Workers, 1)
 	for i := range n {
-		w := &worker{r: r, id: i, setup: make(chan error, 1), batchWait: batchWait}
+		w := &worker{r: r, id: i, setup: make(chan error, 1), batchWait: batchWait, ids: lanes.Slots{Mask: genMask}}
 		w.onCQE = w.handleCQE
 		r.workers = append(r.workers, w)
 		r.wg.Go(w.run)
@@ -264,8 +258,8 @@ func (r *Runner) Add(l *srcs.Lane) error {
 		return err
 	}
 	for {
-		w := r.pick()
-		if w == nil {
+		w, ok := r.table.Pick(r.workers)
+		if !ok {
 			if r.fatal == nil {
 				return fmt.Errorf("ring: runner: add lane %d: all workers stopped: %w", l.ID, net.ErrClosed)
 			}
@@ -282,7 +276,7 @@ func (r *Runner) Add(l *srcs.Lane) error {
 		w.load.Add(1)
 		r.lanesN.Add(1)
 		if w.post(c) {
-			r.lanes[l] = laneRef{w, tok}
+			r.table.Put(l, w, tok)
 			return nil
 		}
 		// The worker failed since pick looked; it is marked stopped now,
@@ -303,7 +297,7 @@ func (r *Runner) addableLocked(l *srcs.Lane) error {
 	switch {
 	case r.closed:
 		return fmt.Errorf("ring: runner: add lane %d: %w", l.ID, net.ErrClosed)
-	case r.lanes[l] != (laneRef{}):
+	case r.table.Has(l):
 		return fmt.Errorf("ring: runner: add lane %d: already added", l.ID)
 	}
 	return nil
@@ -381,41 +375,23 @@ func addCmd(l *srcs.Lane, ds srcs.Descriptor) (cmd, error) {
 	return c, nil
 }
 
-// pick returns the running worker with the fewest lanes, starting the
-// search after the last choice so that ties spread round-robin, or nil when
-// every worker has stopped. A failed worker has no lanes left, so it would
-// otherwise win every pick. Called with r.mu held.
-func (r *Runner) pick() *worker {
-	var best *worker
-	for i := range r.workers {
-		w := r.workers[(r.next+i)%len(r.workers)]
-		if !w.stopped.Load() && (best == nil || w.load.Load() < best.load.Load()) {
-			best = w
-		}
-	}
-	r.next++
-	return best
-}
-
 // Remove asks l's worker to stop driving it: its operations are cancelled,
 // held data is emitted as Partial and Finish(l, srcs.ErrStopped) follows on
 // the worker. It does not wait, and is a no-op for a lane that has finished
 // or was never added.
 func (r *Runner) Remove(l *srcs.Lane) {
 	r.mu.Lock()
-	ref, ok := r.lanes[l]
+	ref, ok := r.table.Get(l)
 	r.mu.Unlock()
 	if ok {
-		ref.w.post(cmd{op: cmdRemove, tok: ref.tok})
+		ref.W.post(cmd{op: cmdRemove, tok: ref.Tok})
 	}
 }
 
 // forget drops l from the lane table, unless it was added again meanwhile.
 func (r *Runner) forget(l *srcs.Lane, tok uint64) {
 	r.mu.Lock()
-	if r.lanes[l].tok == tok {
-		delete(r.lanes, l)
-	}
+	r.table.Forget(l, tok)
 	r.mu.Unlock()
 }
 

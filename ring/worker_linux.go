@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-io/sluice/internal/flush"
+	"github.com/sluice-io/sluice/internal/lanes"
 	"github.com/sluice-io/sluice/pool"
 	"github.com/sluice-io/sluice/srcs"
 )
@@ -110,10 +111,9 @@ type worker struct {
 	cmds    []cmd
 	stopped atomic.Bool // set under mu; read without it by Runner.pick
 	waker   *Waker      // Wake is called under mu, so Close never races it
-	gens    []uint32    // generation of each slot, bumped on allocation
-	free    []uint32    // free slot indices
+	ids     lanes.Slots // slot indices and their generations
 
-	load    atomic.Int64 // lanes assigned, for Runner.pick
+	load    atomic.Int64 // lanes assigned, for Runner.table's Pick
 	reads   atomic.Uint64
 	waits   atomic.Uint64
 	wakeups atomic.Uint64
@@ -195,27 +195,23 @@ func (ln *lane) userData(tag opTag) uint64 {
 func (w *worker) allocSlot() (idx, gen uint32) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if n := len(w.free); n > 0 {
-		idx = w.free[n-1]
-		w.free = w.free[:n-1]
-	} else {
-		idx = uint32(len(w.gens))
-		w.gens = append(w.gens, 0)
-	}
-	gen = (w.gens[idx] + 1) & genMask
-	if gen == 0 {
-		gen = 1 // zero means "free" to the worker
-	}
-	w.gens[idx] = gen
-	return idx, gen
+	return w.ids.Alloc()
 }
 
 // freeSlot returns a slot for reuse. Any goroutine.
 func (w *worker) freeSlot(idx uint32) {
 	w.mu.Lock()
-	w.free = append(w.free, idx)
+	w.ids.Free(idx)
 	w.mu.Unlock()
 }
+
+// Stopped reports whether the worker takes no more lanes
+// (lanes.Worker). Any goroutine.
+func (w *worker) Stopped() bool { return w.stopped.Load() }
+
+// Load returns the lanes assigned to the worker (lanes.Worker). Any
+// goroutine.
+func (w *worker) Load() int64 { return w.load.Load() }
 
 // post queues a command and wakes the worker. It reports false once the
 // worker has stopped. Any goroutine, including the worker itself (a buffer

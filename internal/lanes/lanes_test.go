@@ -1,0 +1,91 @@
+package lanes
+
+import (
+	"testing"
+
+	"github.com/sluice-io/sluice/srcs"
+)
+
+type fakeWorker struct {
+	stopped bool
+	load    int64
+}
+
+func (w *fakeWorker) Stopped() bool { return w.stopped }
+func (w *fakeWorker) Load() int64   { return w.load }
+
+func TestPickLeastLoadedRoundRobin(t *testing.T) {
+	a, b, c := &fakeWorker{}, &fakeWorker{}, &fakeWorker{}
+	ws := []*fakeWorker{a, b, c}
+	var tb Table[*fakeWorker]
+	// Equal loads: successive picks go round the workers.
+	var got []*fakeWorker
+	for range 3 {
+		w, ok := tb.Pick(ws)
+		if !ok {
+			t.Fatal("no worker")
+		}
+		got = append(got, w)
+	}
+	if got[0] == got[1] || got[1] == got[2] || got[0] == got[2] {
+		t.Errorf("ties did not spread: %p %p %p", got[0], got[1], got[2])
+	}
+	// The least loaded wins; a stopped worker never does, however idle.
+	a.load, b.load, c.load = 5, 2, 0
+	c.stopped = true
+	for range 3 {
+		if w, _ := tb.Pick(ws); w != b {
+			t.Fatalf("picked %+v, want the least loaded running worker", w)
+		}
+	}
+	a.stopped, b.stopped = true, true
+	if w, ok := tb.Pick(ws); ok {
+		t.Fatalf("picked %+v with every worker stopped", w)
+	}
+}
+
+func TestTableForgetKeepsAReAdd(t *testing.T) {
+	var tb Table[*fakeWorker]
+	w := &fakeWorker{}
+	l := &srcs.Lane{ID: 1}
+	tb.Put(l, w, 7)
+	tb.Put(l, w, 9) // finished and added again before the first Forget
+	tb.Forget(l, 7)
+	if r, ok := tb.Get(l); !ok || r.Tok != 9 || r.W != w {
+		t.Fatalf("Get after a stale Forget = %+v, %v; want token 9", r, ok)
+	}
+	tb.Forget(l, 9)
+	if _, ok := tb.Get(l); ok || tb.Len() != 0 {
+		t.Fatalf("lane still in the table (%d lanes)", tb.Len())
+	}
+}
+
+func TestSlotsGenerations(t *testing.T) {
+	s := Slots{Mask: 3}
+	idx, gen := s.Alloc()
+	if idx != 0 || gen != 1 {
+		t.Fatalf("first Alloc = %d/%d, want 0/1", idx, gen)
+	}
+	seen := map[uint32]bool{gen: true}
+	for range 6 {
+		s.Free(idx)
+		i, g := s.Alloc()
+		if i != idx {
+			t.Fatalf("freed slot %d not reused: got %d", idx, i)
+		}
+		if g == 0 || g > 3 {
+			t.Fatalf("generation %d outside 1..3", g)
+		}
+		if g == gen {
+			t.Fatalf("generation %d repeated at once", g)
+		}
+		gen = g
+		seen[g] = true
+	}
+	if len(seen) != 3 {
+		t.Errorf("generations %v, want all of 1..3 over the wrap", seen)
+	}
+	if i, _ := s.Alloc(); i != 1 {
+		t.Errorf("second live slot = %d, want 1", i)
+	}
+}
