@@ -52,12 +52,16 @@ type Config struct {
 	// completions while it is busy: a worker woken more often than this
 	// waits for a batch of completions, or BatchWait, before it wakes,
 	// instead of waking for each one (the Verona seed's load-paced
-	// polling). An idle worker still wakes at once for its first
-	// completion. Zero means the default: 500µs, or a tenth of Flush if
-	// that is less (the flush hold bounds latency anyway, and a tenth of
-	// it buys most of the batching: measured in the README's Targets);
-	// negative turns batching off. It must stay below Flush. It needs Linux 6.12
-	// (IORING_FEAT_MIN_TIMEOUT); older kernels wake for every completion.
+	// polling). It batches only while several sources wait for data and
+	// none waits for a pool buffer, so a lone busy stream is never held
+	// back; an idle worker still wakes at once for its first completion.
+	// Commands that arrive during a batch (adding or removing a source)
+	// may wait up to BatchWait too. Zero means the default: 500µs, or a
+	// tenth of Flush if that is less (the flush hold bounds latency
+	// anyway, and a tenth of it buys most of the batching: measured in
+	// the README's Targets); negative turns batching off. It must stay
+	// below Flush. It needs Linux 6.12 (IORING_FEAT_MIN_TIMEOUT); older
+	// kernels wake for every completion.
 	BatchWait time.Duration `yaml:"batch_wait"`
 	// QueueHigh and QueueLow are the delivery queue's watermarks, in
 	// chunks: above QueueHigh undelivered chunks the runner pauses new
