@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -203,14 +202,12 @@ func (e *Engine) newSource(src srcs.Source, opts []SourceOption) (*source, error
 	s := &source{
 		e: e, id: id, name: src.Name(), src: src, runner: r,
 		shard: e.shards[int(id)%len(e.shards)],
-		rnd:   rand.New(rand.NewPCG(uint64(id), uint64(time.Now().UnixNano()))),
 	}
 	if rc, ok := src.(srcs.Reconnector); ok {
 		s.lc.reconnect = true
 		s.backoff = rc.Reconnect().WithDefaults()
 		s.lc.attempts = s.backoff.Attempts
 	}
-	s.ctx, s.cancel = context.WithCancel(e.ctx)
 	if obs, ok := src.(srcs.ReleaseObserver); ok {
 		s.rel = &releases{obs: obs}
 	}
@@ -305,7 +302,7 @@ func (e *Engine) sourceDone(s *source) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	delete(e.sources, s.id)
-	s.cancel()
+	s.endOps()
 	e.live--
 	if e.closing && e.live == 0 {
 		close(e.allDone)

@@ -28,12 +28,16 @@ type source struct {
 	mu      sync.Mutex // serialises lifecycle events
 	lc      lifecycle
 	backoff srcs.Backoff
-	rnd     *rand.Rand
 
-	// ctx ends when the source is stopped or the engine shuts down: it
-	// interrupts an Open in progress and a backoff wait.
-	ctx    context.Context
-	cancel context.CancelFunc
+	// The Open or backoff wait in progress runs under a context of its
+	// own, made only for it (most sources never wait, and thousands of
+	// idle ones should not each keep a context): stop or the source's end
+	// cancels it, and one begun after that starts cancelled. Guarded by
+	// opMu, never held across a call out.
+	opMu     sync.Mutex
+	opCancel context.CancelFunc
+	opGen    uint64 // tells the operation that owns opCancel
+	ended    bool   // stop was asked, or the source ended
 
 	rel *releases // nil unless the source is a srcs.ReleaseObserver
 	// dseq and end number the data chunks and track the stream offset
@@ -125,15 +129,18 @@ func (s *source) handle(ev event, err error) {
 		s.e.spawn(s.open)
 	case acts&actOpenAfter != 0:
 		// The lifecycle counts failures from 1; Delay counts retries from 0.
-		d := s.backoff.Delay(max(attempt-1, 0), s.rnd.Float64)
+		d := s.backoff.Delay(max(attempt-1, 0), rand.Float64)
 		s.e.log.Info("source backing off", "source", s.id, "name", s.name, "attempt", attempt, "delay", d)
 		s.e.spawn(func() {
+			ctx, done := s.beginOp()
 			t := time.NewTimer(d)
 			defer t.Stop()
 			select {
 			case <-t.C:
+				done()
 				s.handle(evRetry, nil)
-			case <-s.ctx.Done():
+			case <-ctx.Done():
+				done()
 			}
 		})
 	}
@@ -144,9 +151,47 @@ func (s *source) handle(ev event, err error) {
 	}
 }
 
+// beginOp returns the context for an Open or a backoff wait, and the
+// function that ends it. The context ends when the source is stopped or
+// ends, or the engine shuts down.
+func (s *source) beginOp() (context.Context, func()) {
+	ctx, cancel := context.WithCancel(s.e.ctx)
+	s.opMu.Lock()
+	defer s.opMu.Unlock()
+	if s.ended {
+		cancel()
+		return ctx, func() {}
+	}
+	s.opGen++
+	gen := s.opGen
+	s.opCancel = cancel
+	return ctx, func() {
+		s.opMu.Lock()
+		if s.opGen == gen {
+			s.opCancel = nil
+		}
+		s.opMu.Unlock()
+		cancel()
+	}
+}
+
+// endOps cancels the operation in progress and every later one.
+func (s *source) endOps() {
+	s.opMu.Lock()
+	s.ended = true
+	cancel := s.opCancel
+	s.opCancel = nil
+	s.opMu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
 // open runs one Open and feeds its outcome back.
 func (s *source) open() {
-	err := s.src.Open(s.ctx)
+	ctx, done := s.beginOp()
+	err := s.src.Open(ctx)
+	done()
 	if err != nil {
 		s.handle(evOpenFailed, err)
 		return
@@ -156,7 +201,7 @@ func (s *source) open() {
 
 // stop asks the source to stop, whatever state it is in.
 func (s *source) stop() {
-	s.cancel()
+	s.endOps()
 	s.handle(evStop, nil)
 }
 

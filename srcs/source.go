@@ -24,7 +24,8 @@ type ID = pool.SourceID
 type Source interface {
 	// Name is a human-readable address or path, used in errors and stats.
 	Name() string
-	// Open starts a session. It may block (a dial), honouring ctx.
+	// Open starts a session. It may block (a dial), honouring ctx, which
+	// the engine cancels once Open returns: a session must not keep it.
 	Open(ctx context.Context) error
 	// Read reads into p with io.Reader semantics. Runners that drive a
 	// descriptor (see Descriptor) do not call it.
