@@ -109,7 +109,7 @@ type worker struct {
 
 	mu      sync.Mutex
 	cmds    []cmd
-	stopped atomic.Bool // set under mu; read without it by Runner.pick
+	stopped atomic.Bool // set under mu; read without it by Stopped
 	waker   *Waker      // Wake is called under mu, so Close never races it
 	ids     lanes.Slots // slot indices and their generations
 
