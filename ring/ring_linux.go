@@ -365,10 +365,15 @@ func (r *Ring) SubmitNowait() (int, error) {
 	if r.fd < 0 {
 		return 0, ErrClosed
 	}
+	return r.enterNowait(r.flushSQ())
+}
+
+// enterNowait makes the never-sleeping enter of SubmitNowait, submitting
+// toSubmit SQEs (zero only collects completions).
+func (r *Ring) enterNowait(toSubmit uint32) (int, error) {
 	if r.flags&SetupSingleIssuer == 0 && unix.Gettid() != r.tid {
 		return 0, ErrWrongThread
 	}
-	toSubmit := r.flushSQ()
 	r.enters++
 	n, err := sysEnterNowait(r.fd, toSubmit)
 	r.inflight += n
@@ -521,7 +526,9 @@ func (r *Ring) flushCQ() bool {
 	if !r.cqNeedsFlush() {
 		return false
 	}
-	_, err := r.SubmitNowait()
+	// Collect only: SQEs queued meanwhile go in with the caller's next
+	// submission, as they would have without the flush.
+	_, err := r.enterNowait(0)
 	return err == nil
 }
 
