@@ -32,12 +32,13 @@ type source struct {
 	// The Open or backoff wait in progress runs under a context of its
 	// own, made only for it (most sources never wait, and thousands of
 	// idle ones should not each keep a context): stop or the source's end
-	// cancels it, and one begun after that starts cancelled. Guarded by
-	// opMu, never held across a call out.
+	// cancels it, and one begun after that starts cancelled. The
+	// lifecycle runs one such operation at a time, and each ends before
+	// it hands over to the next. Guarded by opMu, never held across a
+	// call out.
 	opMu     sync.Mutex
 	opCancel context.CancelFunc
-	opGen    uint64 // tells the operation that owns opCancel
-	ended    bool   // stop was asked, or the source ended
+	ended    bool // stop was asked, or the source ended
 
 	rel *releases // nil unless the source is a srcs.ReleaseObserver
 	// dseq and end number the data chunks and track the stream offset
@@ -162,14 +163,10 @@ func (s *source) beginOp() (context.Context, func()) {
 		cancel()
 		return ctx, func() {}
 	}
-	s.opGen++
-	gen := s.opGen
 	s.opCancel = cancel
 	return ctx, func() {
 		s.opMu.Lock()
-		if s.opGen == gen {
-			s.opCancel = nil
-		}
+		s.opCancel = nil
 		s.opMu.Unlock()
 		cancel()
 	}
