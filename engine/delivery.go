@@ -22,7 +22,8 @@ type Chunk struct {
 	// Seq numbers the source's chunks from 0, with no gaps, across
 	// reconnects; the end-of-stream chunk takes the next number.
 	Seq uint64
-	// Flags: srcs.Partial, srcs.EndOfStream, srcs.Datagrams.
+	// Flags: srcs.Partial, srcs.EndOfStream, srcs.Datagrams, and for a
+	// framed source srcs.Records and srcs.Truncated.
 	Flags srcs.Flags
 	// Data holds the bytes, in the order the source produced them.
 	Data []byte

@@ -151,11 +151,22 @@ func (e *Engine) Pool() *pool.Pool { return e.pool }
 // SourceOption adjusts one source.
 type SourceOption func(*sourceOpts)
 
-type sourceOpts struct{ flush time.Duration }
+type sourceOpts struct {
+	flush    time.Duration
+	framer   srcs.Framer
+	framerOK bool // WithFraming was given, maybe with nil
+}
 
 // WithFlush overrides the engine's flush timeout for one source. Zero
 // delivers after every read.
 func WithFlush(d time.Duration) SourceOption { return func(o *sourceOpts) { o.flush = d } }
+
+// WithFraming delivers the source in whole records framed by f (see
+// srcs.Frames and srcs.ParseFraming); nil delivers raw bytes. It overrides
+// the framer of a srcs.Framed source.
+func WithFraming(f srcs.Framer) SourceOption {
+	return func(o *sourceOpts) { o.framer, o.framerOK = f, true }
+}
 
 // AddSource registers src and starts opening it in the background. It
 // returns the id its chunks will carry. Open failures go to the error
@@ -188,6 +199,15 @@ func (e *Engine) newSource(src srcs.Source, opts []SourceOption) (*source, error
 	if so.flush < 0 {
 		return nil, &ConfigError{"Flush", so.flush, "must not be negative"}
 	}
+	if fs, ok := src.(srcs.Framed); ok && !so.framerOK {
+		so.framer = fs.Framer()
+	}
+	if so.framer != nil && e.pool.Config().MaxPerSource < 2 {
+		// A framed lane holds a full buffer while it takes the next one
+		// for the incomplete record at its end.
+		return nil, &ConfigError{"MaxPerSource", e.pool.Config().MaxPerSource,
+			"must be at least 2 for a framed source (" + so.framer.String() + ")"}
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closing {
@@ -211,7 +231,8 @@ func (e *Engine) newSource(src srcs.Source, opts []SourceOption) (*source, error
 	if obs, ok := src.(srcs.ReleaseObserver); ok {
 		s.rel = &releases{obs: obs}
 	}
-	s.lane = srcs.Lane{ID: id, Src: src, Account: e.pool.Join(id), Flush: so.flush, Out: s}
+	s.obs, _ = src.(srcs.ChunkObserver)
+	s.lane = srcs.Lane{ID: id, Src: src, Account: e.pool.Join(id), Flush: so.flush, Framer: so.framer, Out: s}
 	e.sources[id] = s
 	e.live++
 	return s, nil

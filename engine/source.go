@@ -40,7 +40,8 @@ type source struct {
 	opCancel context.CancelFunc
 	ended    bool // stop was asked, or the source ended
 
-	rel *releases // nil unless the source is a srcs.ReleaseObserver
+	rel *releases          // nil unless the source is a srcs.ReleaseObserver
+	obs srcs.ChunkObserver // nil unless the source is one
 	// dseq and end number the data chunks and track the stream offset
 	// for rel; only the emit path touches them.
 	dseq uint64
@@ -53,10 +54,28 @@ type source struct {
 	partials atomic.Uint64
 	errs     atomic.Uint64
 	dropped  atomic.Uint64 // datagrams too large for a buffer
+	skipped  atomic.Uint64 // records too long, skipped
 	lastErr  atomic.Pointer[error]
 }
 
-var _ srcs.DatagramDropReporter = (*source)(nil)
+var (
+	_ srcs.DatagramDropReporter = (*source)(nil)
+	_ srcs.RecordReporter       = (*source)(nil)
+)
+
+// RecordSkipped implements srcs.RecordReporter: a record too long for its
+// framer or a buffer was skipped. Every one is counted; the first of the
+// source's life is logged and handed to the error handler, in order behind
+// the data read before it, and the rest only counted, so a stream of bad
+// records cannot flood the log.
+func (s *source) RecordSkipped(_ *srcs.Lane, err *srcs.RecordError) {
+	if s.skipped.Add(1) > 1 {
+		return
+	}
+	s.e.log.Warn("skipped a record too long to deliver (further ones from this source are only counted)",
+		"source", s.id, "name", s.name, "err", err)
+	s.report("read", err)
+}
 
 // DatagramDropped implements srcs.DatagramDropReporter: the drop is counted
 // and reported, in order behind the datagrams read before it.
@@ -74,6 +93,9 @@ func (s *source) Emit(_ *srcs.Lane, b *pool.Buf, n int, flags srcs.Flags, first 
 		s.partials.Add(1)
 	}
 	s.e.totals.emitted(n, flags)
+	if s.obs != nil {
+		s.obs.Delivered(b.Bytes()[:n], flags)
+	}
 	c := Chunk{
 		Source: s.id, Name: s.name, Seq: s.seq.Add(1) - 1, Flags: flags,
 		Data: b.Bytes()[:n], FirstByte: first, Emitted: time.Now(), buf: b,
@@ -228,6 +250,9 @@ type SourceStats struct {
 	// them, for sources that can tell (srcs.DropCounter).
 	DatagramsTooLarge uint64
 	KernelDrops       uint64
+	// RecordsSkipped counts records of a framed source skipped for being
+	// too long (srcs.RecordError).
+	RecordsSkipped uint64
 	// PoolWaits counts the times the source had to queue for a buffer;
 	// Held is the buffers charged to it now, including chunks not yet
 	// released by processing.
@@ -246,6 +271,7 @@ func (s *source) stats() SourceStats {
 		st.LastErr = *e
 	}
 	st.DatagramsTooLarge = s.dropped.Load()
+	st.RecordsSkipped = s.skipped.Load()
 	if dc, ok := s.src.(srcs.DropCounter); ok {
 		if n, err := dc.Drops(); err == nil {
 			st.KernelDrops = n

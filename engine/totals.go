@@ -37,12 +37,13 @@ const (
 	ErrorReset           // connection reset
 	ErrorTimeout         // a timeout
 	ErrorDatagram        // a datagram too large for a buffer was dropped
+	ErrorRecord          // a framed record too long for its framer or a buffer
 	ErrorOther           // any other read error
 	NumErrorKinds
 )
 
 // ErrorKinds names the error kinds, indexed by the constants above.
-var ErrorKinds = [NumErrorKinds]string{"open", "eof", "reset", "timeout", "datagram_too_large", "other"}
+var ErrorKinds = [NumErrorKinds]string{"open", "eof", "reset", "timeout", "datagram_too_large", "record_too_long", "other"}
 
 func errorKind(op string, err error) int {
 	switch {
@@ -50,6 +51,8 @@ func errorKind(op string, err error) int {
 		return ErrorOpen
 	case errors.Is(err, srcs.ErrDatagramTooLarge):
 		return ErrorDatagram
+	case errors.Is(err, srcs.ErrRecordTooLong):
+		return ErrorRecord
 	case errors.Is(err, io.EOF):
 		return ErrorEOF
 	case errors.Is(err, srcs.ErrReset):

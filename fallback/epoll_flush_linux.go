@@ -28,6 +28,10 @@ func (w *epWorker) flushDue(now time.Time) {
 		ln, due := w.flushes.Min()
 		if ln.f.flushIfDue(now) {
 			w.flushes.Remove(&ln.fl)
+			if ln.f.cut && !ln.waiting {
+				// The records wait for the buffer their tail moves into.
+				w.acquire(ln)
+			}
 			continue
 		}
 		if d, ok := ln.f.due(); !ok || !d.Equal(due) {

@@ -213,6 +213,9 @@ func epAddCmd(l *srcs.Lane, ds srcs.Descriptor) (epCmd, error) {
 	if d.FD < 0 {
 		return epCmd{}, fmt.Errorf("fallback: epoll: add lane %d (%s): invalid descriptor %d", l.ID, l.Name(), d.FD)
 	}
+	if err := srcs.CheckFraming(l, d.Kind); err != nil {
+		return epCmd{}, fmt.Errorf("fallback: epoll: add %w", err)
+	}
 	c := epCmd{op: epAdd, lane: l, fd: d.FD, kind: d.Kind, off: d.Offset}
 	switch d.Kind {
 	case srcs.File:

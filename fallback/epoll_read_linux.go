@@ -112,7 +112,7 @@ func (w *epWorker) service(ln *epLane) {
 			// No new reads; the lane stays readable for the resume.
 			break
 		}
-		if !ln.f.held() && !w.acquire(ln) {
+		if ln.f.needsBuffer() && !w.acquire(ln) {
 			return
 		}
 		space := ln.f.space()
@@ -144,7 +144,13 @@ func (w *epWorker) service(ln *epLane) {
 		if ln.kind == srcs.File {
 			ln.off += int64(n)
 		}
-		ln.f.commit(n, time.Now())
+		if err := ln.f.commit(n, time.Now()); err != nil {
+			w.finish(ln, err)
+			return
+		}
+		if ln.f.cut && !w.acquire(ln) {
+			return // the grant completes the cut and reads on
+		}
 		w.holdPartial(ln)
 		if ln.sock && !ln.full && n < len(space) {
 			// The socket drained; its next arrival raises a new edge.
@@ -233,7 +239,7 @@ func (w *epWorker) grant(tok uint64) {
 		}
 	}
 	ln.waiting = false
-	if w.e.paused.Load() {
+	if w.e.paused.Load() && !ln.f.cut {
 		// Not to be read into before the resume: the buffer serves the
 		// next waiter better. The lane stays readable and queued, so the
 		// resume acquires again.

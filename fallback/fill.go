@@ -39,11 +39,19 @@ type fill struct {
 	dgram   int
 	dropRep srcs.DatagramDropReporter // l.Out's, if it has one
 	warned  bool                      // a dropped datagram was logged
+
+	// fr frames a lane with a Framer. cut says buf is emitted up to
+	// fr.Done() as soon as the lane holds its next buffer, into which the
+	// incomplete tail moves; cutFlags are the flags it goes out with.
+	fr       srcs.Frames
+	cut      bool
+	cutFlags srcs.Flags
 }
 
 // reset binds the fill to l, holding nothing.
 func (f *fill) reset(l *srcs.Lane, maxHold time.Duration) {
 	*f = fill{l: l, maxHold: maxHold}
+	f.fr.Reset(l)
 }
 
 // resetDatagram binds the fill to a datagram lane: each commit is one
@@ -57,11 +65,22 @@ func (f *fill) resetDatagram(l *srcs.Lane, maxHold time.Duration) {
 // held reports whether the lane holds a buffer, full of data or not.
 func (f *fill) held() bool { return f.buf != nil }
 
+// needsBuffer reports whether the lane must take a buffer from its account
+// before it can read: it holds none, or a framed lane must move the
+// incomplete record at the end of its buffer into the next one.
+func (f *fill) needsBuffer() bool { return f.buf == nil || f.cut }
+
 // pending returns the number of bytes held and not yet emitted.
 func (f *fill) pending() int { return f.n }
 
-// hold gives the lane a fresh buffer from its account.
+// hold gives the lane a fresh buffer from its account. A framed lane
+// waiting to cut its buffer moves the incomplete record into it and emits
+// the whole records before it.
 func (f *fill) hold(b *pool.Buf) {
+	if f.cut {
+		f.cutInto(b)
+		return
+	}
 	if f.buf != nil {
 		// Two buffers for one lane would leak one of them.
 		panic("fallback: fill already holds a buffer")
@@ -85,8 +104,13 @@ func (f *fill) space() []byte {
 // datagram lane, a whole datagram of n >= 0 bytes). It emits the buffer
 // when it is full (for datagrams: has less room left than the next
 // datagram may need), or when the lane does not hold partial data.
-// Afterwards the lane may or may not still hold a buffer.
-func (f *fill) commit(n int, now time.Time) {
+// Afterwards the lane may or may not still hold a buffer, and a framed
+// lane may need one (needsBuffer). An error ends the lane: the bytes read
+// could not be framed.
+func (f *fill) commit(n int, now time.Time) error {
+	if f.fr.On() {
+		return f.commitFramed(n, now)
+	}
 	if f.n == 0 {
 		f.first = now
 	}
@@ -104,6 +128,68 @@ func (f *fill) commit(n int, now time.Time) {
 	case f.maxHold <= 0:
 		f.emit(srcs.Partial)
 	}
+	return nil
+}
+
+// commitFramed is commit for a framed lane: the records the read completed
+// go out when the buffer is full, or at once when the lane holds no
+// partial data; the incomplete one stays.
+func (f *fill) commitFramed(n int, now time.Time) error {
+	had := f.fr.Done()
+	m, err := f.fr.Scan(f.buf.Bytes(), f.n+n)
+	f.n = m
+	if had == 0 && f.fr.Done() > 0 {
+		f.first = now
+	}
+	if err != nil {
+		f.n = f.fr.Done() // the bad record is dropped; the error says why
+		return err
+	}
+	switch {
+	case f.n == len(f.buf.Bytes()):
+		f.cutRecords(0)
+	case f.maxHold <= 0:
+		f.cutRecords(srcs.Partial)
+	case f.n == 0 && f.buf != nil:
+		// Everything read was skipped: an idle lane holds no buffer.
+		f.release()
+	}
+	return nil
+}
+
+// cutRecords emits the whole records a framed lane holds. When an
+// incomplete record follows them, it needs the lane's next buffer first:
+// taken now if the account has one, else the cut waits for the runner to
+// bring one (needsBuffer, hold).
+func (f *fill) cutRecords(flags srcs.Flags) {
+	switch done := f.fr.Done(); {
+	case done == 0:
+	case done == f.n:
+		f.fr.Clear()
+		f.emit(flags | srcs.Records)
+	default:
+		f.cut, f.cutFlags = true, flags
+		if b, ok := f.l.Account.TryAcquire(); ok {
+			f.cutInto(b)
+		}
+	}
+}
+
+// cutInto moves the incomplete record at the end of the held buffer into
+// b, emits the whole records before it, and keeps b.
+func (f *fill) cutInto(b *pool.Buf) {
+	done := f.fr.Done()
+	t := f.fr.Carry(b.Bytes(), f.buf.Bytes(), f.n)
+	old, first, flags := f.buf, f.first, f.cutFlags
+	f.buf, f.n, f.first, f.cut, f.cutFlags = b, t, time.Time{}, false, 0
+	f.l.Out.Emit(f.l, old, done, flags|srcs.Records, first)
+}
+
+// release returns the held buffer, which holds nothing, to the pool.
+func (f *fill) release() {
+	b := f.buf
+	f.buf = nil
+	b.Release()
 }
 
 // drop records a datagram that was longer than space and so was cut short
@@ -126,9 +212,10 @@ func (f *fill) drop(size int, log *slog.Logger, runner string) {
 }
 
 // due returns when the held partial data must be emitted; ok is false when
-// no data is held, so no flush deadline applies.
+// no data is held, so no flush deadline applies. For a framed lane only
+// whole records count, and none while a cut waits for a buffer.
 func (f *fill) due() (t time.Time, ok bool) {
-	if f.n == 0 {
+	if f.n == 0 || f.fr.On() && (f.fr.Done() == 0 || f.cut) {
 		return time.Time{}, false
 	}
 	return f.first.Add(f.maxHold), true
@@ -138,30 +225,42 @@ func (f *fill) due() (t time.Time, ok bool) {
 // reports whether it did.
 func (f *fill) flushIfDue(now time.Time) bool {
 	if due, ok := f.due(); ok && !now.Before(due) {
-		f.emit(srcs.Partial)
+		f.flush()
 		return true
 	}
 	return false
 }
 
 // flush emits any held data as Partial and returns an empty buffer to the
-// pool: afterwards the lane holds no buffer. Runners call it when a flush
+// pool: afterwards the lane holds no buffer, except a framed lane that
+// holds part of a record, which keeps it, and keeps its buffer while the
+// whole records before it wait for the next. Runners call it when a flush
 // deadline passes, and before they pause or end a lane.
 func (f *fill) flush() {
 	switch {
+	case f.fr.On() && f.n > 0:
+		if !f.cut {
+			f.cutRecords(srcs.Partial)
+		}
 	case f.n > 0:
 		f.emit(srcs.Partial)
 	case f.buf != nil:
-		b := f.buf
-		f.buf = nil
-		b.Release()
+		f.release()
 	}
 }
 
-// finish ends the lane: held data is emitted, an empty buffer returned, a
-// pool wait still pending on the account withdrawn, and Finish reported. The
-// runner must not touch the lane's source or descriptor afterwards.
+// finish ends the lane: held data is emitted (for a framed lane, an
+// incomplete record at the end too, flagged Truncated), an empty buffer
+// returned, a pool wait still pending on the account withdrawn, and Finish
+// reported. The runner must not touch the lane's source or descriptor
+// afterwards.
 func (f *fill) finish(err error) {
+	if f.fr.On() && f.n > 0 {
+		flags := srcs.Partial | srcs.RecordFlags(f.fr.Done(), f.n)
+		f.fr.Clear()
+		f.cut = false
+		f.emit(flags)
+	}
 	f.flush()
 	f.l.Account.Cancel()
 	f.l.Out.Finish(f.l, err)

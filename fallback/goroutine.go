@@ -121,6 +121,9 @@ func (g *Goroutine) Add(l *srcs.Lane) error {
 		flush = 0
 	}
 	if dr, ok := l.Src.(srcs.DatagramReader); ok {
+		if err := srcs.CheckFraming(l, srcs.Datagram); err != nil {
+			return fmt.Errorf("fallback: goroutine: add %w", err)
+		}
 		gl.dgram = dr
 		gl.f.resetDatagram(l, flush)
 	} else {
@@ -251,8 +254,8 @@ func (g *Goroutine) drive(gl *goLane) error {
 			}
 			continue
 		}
-		if !f.held() {
-			if gl.rc != nil {
+		if f.needsBuffer() {
+			if !f.held() && gl.rc != nil {
 				if err := gl.awaitReadable(); err != nil {
 					return gl.readErr(err)
 				}
@@ -284,7 +287,9 @@ func (g *Goroutine) drive(gl *goLane) error {
 		switch {
 		case gl.dgram == nil:
 			if n > 0 {
-				f.commit(n, now)
+				if cerr := f.commit(n, now); cerr != nil {
+					return cerr
+				}
 			}
 		case err != nil:
 			// No datagram came with the error.

@@ -174,6 +174,9 @@ func newThreadLane(l *srcs.Lane, d srcs.Descriptor) (*threadLane, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fallback: thread: add lane %d (%s): %w", l.ID, l.Name(), err)
 	}
+	if err := srcs.CheckFraming(l, desc.Kind); err != nil {
+		return nil, fmt.Errorf("fallback: thread: add %w", err)
+	}
 	switch desc.Kind {
 	case srcs.Stream, srcs.File:
 	case srcs.Datagram:
@@ -323,6 +326,18 @@ func (t *Thread) drive(tl *threadLane) error {
 		if tl.stop.Load() {
 			return srcs.ErrStopped
 		}
+		if f.cut {
+			// Whole records wait for the buffer their tail moves into.
+			b, err := l.Account.Acquire(tl.ctx)
+			if err != nil {
+				if tl.stop.Load() {
+					return srcs.ErrStopped
+				}
+				return fmt.Errorf("fallback: thread: lane %d: acquire: %w", l.ID, err)
+			}
+			f.hold(b)
+			continue
+		}
 		paused := t.pausedFlag.Load()
 		if paused && f.held() && f.pending() == 0 {
 			f.flush() // an idle lane pins no buffer
@@ -392,7 +407,9 @@ func (t *Thread) drive(tl *threadLane) error {
 			return io.EOF
 		}
 		now := time.Now()
-		f.commit(n, now)
+		if err := f.commit(n, now); err != nil {
+			return err
+		}
 		f.flushIfDue(now)
 	}
 }

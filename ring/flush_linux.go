@@ -35,6 +35,24 @@ func (w *worker) flushDue(now time.Time) {
 			ln.flushNow = true
 			continue
 		}
+		w.flushLane(ln)
+	}
+}
+
+// flushLane emits the partial data ln holds: all of it, or for a framed
+// lane its whole records, whose incomplete tail then needs the next buffer
+// (the lane is queued to take it).
+func (w *worker) flushLane(ln *lane) {
+	switch {
+	case ln.fr.On():
+		w.flushes.Remove(&ln.fl)
+		if ln.n > 0 && !ln.cut {
+			w.cutRecords(ln, srcs.Partial)
+		}
+		if ln.cut {
+			w.enqueue(ln)
+		}
+	case ln.n > 0:
 		w.emit(ln, srcs.Partial)
 	}
 }

@@ -18,10 +18,11 @@ import (
 type readMode uint8
 
 const (
-	modeSock   readMode = iota + 1 // poll, then RECV with MSG_DONTWAIT
-	modeStream                     // poll, then READ with RWF_NOWAIT (pipes, ttys)
-	modeFile                       // READ(_FIXED)s at advancing offsets, several in flight, no poll (file_linux.go)
-	modeDgram                      // poll, then one RECVMSG per datagram, framed
+	modeSock    readMode = iota + 1 // poll, then RECV with MSG_DONTWAIT
+	modeStream                      // poll, then READ with RWF_NOWAIT (pipes, ttys)
+	modeFile                        // READ(_FIXED)s at advancing offsets, several in flight, no poll (file_linux.go)
+	modeDgram                       // poll, then one RECVMSG per datagram, framed
+	modeFileSeq                     // a framed file: one READ(_FIXED) at a time into the lane's buffer (frame_linux.go)
 )
 
 // dgramArenaSize is the size of each arena that holds the slots' msghdrs:
@@ -69,14 +70,21 @@ func (w *worker) readDone(ln *lane, res int32, flags CQEFlags) {
 		// drained.
 		ln.readable = true
 	case res > 0:
-		w.commit(ln, int(res))
+		if ln.mode == modeFileSeq {
+			ln.off += int64(res)
+		}
+		if err := w.commit(ln, int(res)); err != nil {
+			w.finish(ln, err)
+			return
+		}
 		if ln.removing {
 			w.finish(ln, ln.stopErr)
 			return
 		}
 		// A short read from a socket means it drained; a poll, which
-		// checks the level when armed, tells when to read again.
-		ln.readable = flags&CQEFSockNonempty != 0 || int(res) == ln.want
+		// checks the level when armed, tells when to read again. A file
+		// is always readable: its end reads as 0.
+		ln.readable = flags&CQEFSockNonempty != 0 || int(res) == ln.want || ln.mode == modeFileSeq
 	case res == 0:
 		if ln.removing {
 			w.finish(ln, ln.stopErr)
@@ -100,9 +108,7 @@ func (w *worker) readDone(ln *lane, res int32, flags CQEFlags) {
 	}
 	if ln.flushNow {
 		ln.flushNow = false
-		if ln.n > 0 {
-			w.emit(ln, srcs.Partial)
-		}
+		w.flushLane(ln)
 	}
 	w.enqueue(ln)
 }
@@ -136,8 +142,12 @@ func (w *worker) datagram(ln *lane, size int) {
 }
 
 // commit records n bytes read into the free tail of ln's buffer, emitting
-// it when full, or at once when the lane holds no partial data.
-func (w *worker) commit(ln *lane, n int) {
+// it when full, or at once when the lane holds no partial data. An error
+// ends the lane: the bytes could not be framed.
+func (w *worker) commit(ln *lane, n int) error {
+	if ln.fr.On() {
+		return w.commitFramed(ln, n)
+	}
 	if ln.n == 0 {
 		ln.first = time.Now()
 	}
@@ -154,6 +164,7 @@ func (w *worker) commit(ln *lane, n int) {
 	case !ln.fl.In():
 		w.holdPartial(ln)
 	}
+	return nil
 }
 
 // emit hands the held data downstream; ownership of the buffer goes with it.
@@ -214,6 +225,9 @@ func (w *worker) advance(ln *lane) {
 	}
 	if ln.op != tagNone && ln.fa == nil || ln.waiting {
 		return
+	}
+	if ln.cut && !w.acquire(ln) {
+		return // the grant completes the cut
 	}
 	if !ln.readable {
 		if ln.buf != nil && ln.n == 0 {
@@ -279,6 +293,8 @@ func (w *worker) advance(ln *lane) {
 	case modeStream:
 		s.PrepRead(ln.fd, space, 0)
 		s.OpFlags = unix.RWF_NOWAIT
+	case modeFileSeq:
+		w.prepSeqRead(s, ln, space)
 	}
 	s.UserData = ln.userData(tagRead)
 	ln.op = tagRead
@@ -303,7 +319,7 @@ func (w *worker) acquire(ln *lane) bool {
 			return false
 		}
 	}
-	ln.buf, ln.n = b, 0
+	w.take(ln, b)
 	return true
 }
 
@@ -329,7 +345,7 @@ func (w *worker) grant(ln *lane) {
 	}
 	ln.waiting = false
 	w.starved--
-	ln.buf, ln.n = b, 0
+	w.take(ln, b)
 	w.enqueue(ln)
 }
 

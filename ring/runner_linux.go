@@ -329,6 +329,9 @@ func addCmd(l *srcs.Lane, ds srcs.Descriptor) (cmd, error) {
 	if d.FD < 0 {
 		return cmd{}, fmt.Errorf("ring: runner: add lane %d (%s): invalid descriptor %d", l.ID, l.Name(), d.FD)
 	}
+	if err := srcs.CheckFraming(l, d.Kind); err != nil {
+		return cmd{}, fmt.Errorf("ring: runner: add %w", err)
+	}
 	c := cmd{op: cmdAdd, lane: l, fd: d.FD, off: d.Offset}
 	switch d.Kind {
 	case srcs.File:

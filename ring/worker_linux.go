@@ -174,6 +174,13 @@ type lane struct {
 	warned  bool                      // a dropped datagram was logged
 
 	fa *fileAhead // a file lane's read-ahead; nil for other lanes
+	// fr frames a lane with a Framer. cut says buf is emitted up to
+	// fr.Done() as soon as the lane takes its next buffer, into which
+	// the incomplete tail moves; cutFlags are the flags it goes out with.
+	fr       srcs.Frames
+	cut      bool
+	cutFlags srcs.Flags
+	off      int64 // a modeFileSeq lane's next read offset
 
 	op        opTag // the operation in flight, if any (tagRead for a file lane's reads)
 	readable  bool  // data (or an end) is expected: read rather than poll
@@ -573,7 +580,13 @@ func (w *worker) add(c *cmd) {
 		readable: c.mode == modeFile, // files need no poll
 	}
 	w.live++
-	if c.mode == modeFile {
+	ln.fr.Reset(c.lane)
+	switch {
+	case c.mode == modeFile && ln.fr.On():
+		// Read-ahead fills buffers the tail of a record could not be
+		// carried into: a framed file is read one buffer at a time.
+		ln.mode, ln.off = modeFileSeq, c.off
+	case c.mode == modeFile:
 		ln.fa = &fileAhead{next: c.off}
 	}
 	if c.mode == modeDgram {
@@ -630,8 +643,11 @@ func (w *worker) finish(ln *lane, err error) {
 		w.starved--
 	}
 	flags := srcs.Partial
-	if ln.mode == modeDgram {
+	switch {
+	case ln.mode == modeDgram:
 		flags |= srcs.Datagrams
+	case ln.fr.On():
+		flags |= srcs.RecordFlags(ln.fr.Done(), n)
 	}
 	*ln = lane{} // the slot is free; queued pointers go stale
 	w.freeSlot(slot)

@@ -24,6 +24,14 @@ const (
 	// Datagrams marks a buffer that holds whole datagrams, each behind a
 	// 4-byte little-endian length (see ForEachDatagram).
 	Datagrams
+	// Records marks a chunk of a framed lane (see Lane.Framer): it starts
+	// at a record boundary and holds whole records only, unless Truncated
+	// is set too.
+	Records
+	// Truncated marks the last chunk of a framed lane's session that ended
+	// inside a record: the bytes after its last whole record are the start
+	// of a record the source never finished.
+	Truncated
 )
 
 func (f Flags) String() string {
@@ -31,7 +39,9 @@ func (f Flags) String() string {
 	for _, x := range []struct {
 		f    Flags
 		name string
-	}{{Partial, "partial"}, {EndOfStream, "eos"}, {Datagrams, "datagrams"}} {
+	}{{Partial, "partial"}, {EndOfStream, "eos"}, {Datagrams, "datagrams"},
+		{Records, "records"}, {Truncated, "truncated"},
+	} {
 		if f&x.f != 0 {
 			parts = append(parts, x.name)
 		}
@@ -47,8 +57,9 @@ func (f Flags) String() string {
 // backpressure reaches runners through Runner.SetPaused and the pool.
 type Emitter interface {
 	// Emit hands a filled buffer downstream: n bytes of b.Bytes() are
-	// valid, and first is when the first of them arrived. Ownership of b
-	// passes to the emitter. n is never zero.
+	// valid, and first is when the first of them arrived (for a framed
+	// lane: when its first record was complete). Ownership of b passes to
+	// the emitter. n is never zero.
 	Emit(l *Lane, b *pool.Buf, n int, flags Flags, first time.Time)
 	// Finish reports that the runner has stopped driving the lane and will
 	// not touch its source or descriptor again. err is io.EOF at end of
@@ -71,7 +82,11 @@ type Lane struct {
 	// since its first byte, the runner emits it with the Partial flag.
 	// Zero means emit after every read.
 	Flush time.Duration
-	Out   Emitter
+	// Framer, when set, frames the lane's stream into records: chunks end
+	// on record boundaries and carry the Records flag (see Frames). Nil
+	// means raw bytes. Datagram lanes are never framed.
+	Framer Framer
+	Out    Emitter
 }
 
 // Name returns the source's name.

@@ -123,6 +123,18 @@ type ReleaseObserver interface {
 	Released(through int64)
 }
 
+// ChunkObserver is the optional capability of sources that must see their
+// bytes as they are delivered: an MQTT subscriber learns where each QoS 1
+// message lies in its stream, to acknowledge it once released. The engine
+// calls Delivered with each data chunk's bytes and flags, in the source's
+// order and before processing can see the chunk. Offsets count as
+// ReleaseObserver counts them: the bytes of every Delivered call so far.
+// Delivered runs on the runner's goroutine: it must be quick, must not
+// block, and must not keep data.
+type ChunkObserver interface {
+	Delivered(data []byte, flags Flags)
+}
+
 // Errors shared by sources and runners. Runners and sources wrap them with
 // %w so callers can use errors.Is.
 var (

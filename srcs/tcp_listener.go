@@ -43,6 +43,9 @@ type ListenerConfig struct {
 	// the sender's queued data from the reader's CPU. See the README's
 	// Targets.
 	RecvBuffer int `yaml:"recv_buffer"`
+	// Framer frames every accepted connection into records (see Frames);
+	// nil delivers raw bytes. See ParseFraming.
+	Framer Framer `yaml:"-"`
 	// Logger receives accept trouble (descriptors exhausted). Nil
 	// discards.
 	Logger *slog.Logger `yaml:"-"`
@@ -56,9 +59,10 @@ type ListenerConfig struct {
 // take turns. Closing the listener does not close the connections it
 // accepted: each AcceptedConn belongs to whoever Accept returned it to.
 type Listener struct {
-	ln   streamListener
-	name string
-	log  *slog.Logger
+	ln     streamListener
+	name   string
+	log    *slog.Logger
+	framer Framer
 
 	// slots holds one token per open accepted connection; nil if
 	// unlimited. Accept sends before accept(2), AcceptedConn.Close
@@ -105,12 +109,13 @@ func ListenTCP(addr string, cfg ListenerConfig) (*Listener, error) {
 // newListener wraps a listening socket; cfg has been checked.
 func newListener(ln streamListener, name string, cfg ListenerConfig) *Listener {
 	l := &Listener{
-		ln:    ln,
-		name:  name,
-		log:   cfg.Logger,
-		freed: make(chan struct{}, 1),
-		turn:  make(chan struct{}, 1),
-		done:  make(chan struct{}),
+		ln:     ln,
+		name:   name,
+		log:    cfg.Logger,
+		framer: cfg.Framer,
+		freed:  make(chan struct{}, 1),
+		turn:   make(chan struct{}, 1),
+		done:   make(chan struct{}),
 	}
 	if l.log == nil {
 		l.log = slog.New(slog.DiscardHandler)
@@ -271,6 +276,11 @@ type AcceptedConn struct {
 	l    *Listener
 	once sync.Once
 }
+
+// Framer implements Framed: the listener's ListenerConfig.Framer.
+func (c *AcceptedConn) Framer() Framer { return c.l.framer }
+
+var _ Framed = (*AcceptedConn)(nil)
 
 // Close closes the connection and releases its slot exactly once, after
 // the descriptor is closed so that a listener starved of descriptors can

@@ -1,0 +1,488 @@
+package engine_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-io/sluice/engine"
+	"github.com/sluice-io/sluice/srcs"
+	"github.com/sluice-io/sluice/srcs/srcstest"
+)
+
+// Framed conformance: whichever runner reads a framed source, every chunk
+// starts and ends on a record boundary (Records), records split across
+// reads at any byte arrive whole and in order, and an oversized record is
+// skipped or ends the source as its framer says, with nothing else lost.
+
+// framedCase is one framer with a way to encode a record of it.
+type framedCase struct {
+	name   string
+	framer srcs.Framer
+	encode func(dst, payload []byte) []byte
+	// payload makes a valid payload of n bytes.
+	payload func(r *rand.Rand, n int) []byte
+}
+
+func randomBytes(r *rand.Rand, n int) []byte {
+	p := make([]byte, n)
+	for i := range p {
+		p[i] = byte(r.Uint32())
+	}
+	return p
+}
+
+func framedCases() []framedCase {
+	text := func(r *rand.Rand, n int) []byte {
+		p := make([]byte, n)
+		for i := range p {
+			p[i] = 'a' + byte(r.IntN(26))
+		}
+		return p
+	}
+	return []framedCase{
+		{"newline", srcs.Newline{}, func(dst, p []byte) []byte { return append(append(dst, p...), '\n') }, text},
+		{"length4le", srcs.LengthPrefix{Size: 4, Order: binary.LittleEndian}, func(dst, p []byte) []byte {
+			return append(binary.LittleEndian.AppendUint32(dst, uint32(len(p))), p...)
+		}, randomBytes},
+		{"length2be", srcs.LengthPrefix{Size: 2, Order: binary.BigEndian}, func(dst, p []byte) []byte {
+			return append(binary.BigEndian.AppendUint16(dst, uint16(len(p))), p...)
+		}, randomBytes},
+		{"octet", srcs.OctetCounting{}, func(dst, p []byte) []byte {
+			return append(append(strconv.AppendInt(dst, int64(len(p)), 10), ' '), p...)
+		}, text},
+		{"mqtt", srcs.MQTTPackets{}, func(dst, p []byte) []byte {
+			// A QoS 0 PUBLISH: header, remaining length, topic "t", payload.
+			rem := 3 + len(p)
+			dst = append(dst, 0x30)
+			for {
+				b := byte(rem & 0x7f)
+				rem >>= 7
+				if rem > 0 {
+					b |= 0x80
+				}
+				dst = append(dst, b)
+				if rem == 0 {
+					break
+				}
+			}
+			return append(append(dst, 0, 1, 't'), p...)
+		}, randomBytes},
+	}
+}
+
+// recordStream is what a framed collector saw of one source.
+type recordStream struct {
+	records   int
+	bytes     int64
+	crc       uint32
+	truncated int // bytes after the last whole record of a Truncated chunk
+	eos       bool
+	errs      []error
+}
+
+// recordCollector consumes an engine and checks that every data chunk of
+// a framed source holds whole records.
+type recordCollector struct {
+	t      *testing.T
+	framer srcs.Framer
+	mu     sync.Mutex
+	seen   map[string]*recordStream
+	bad    []string
+	change chan struct{}
+}
+
+func newRecordCollector(t *testing.T, f srcs.Framer) *recordCollector {
+	return &recordCollector{t: t, framer: f, seen: map[string]*recordStream{}, change: make(chan struct{}, 1)}
+}
+
+func (c *recordCollector) stream(name string) *recordStream {
+	s := c.seen[name]
+	if s == nil {
+		s = &recordStream{}
+		c.seen[name] = s
+	}
+	return s
+}
+
+func (c *recordCollector) onError(err error) {
+	var se *srcs.SourceError
+	c.mu.Lock()
+	if errors.As(err, &se) {
+		s := c.stream(se.Name)
+		s.errs = append(s.errs, err)
+	} else {
+		c.bad = append(c.bad, fmt.Sprintf("error without a source: %v", err))
+	}
+	c.mu.Unlock()
+	c.signal()
+}
+
+func (c *recordCollector) signal() {
+	select {
+	case c.change <- struct{}{}:
+	default:
+	}
+}
+
+func (c *recordCollector) consume(ch engine.Chunk) {
+	defer ch.Release()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	defer c.signal()
+	s := c.stream(ch.Name)
+	if ch.Flags&srcs.EndOfStream != 0 {
+		s.eos = true
+		return
+	}
+	if ch.Flags&srcs.Records == 0 {
+		c.bad = append(c.bad, fmt.Sprintf("%s: chunk %d of %d bytes without the Records flag (%v)", ch.Name, ch.Seq, len(ch.Data), ch.Flags))
+	}
+	recs, n, err := srcs.CountRecords(c.framer, ch.Data)
+	switch {
+	case err != nil:
+		c.bad = append(c.bad, fmt.Sprintf("%s: chunk %d: %v", ch.Name, ch.Seq, err))
+	case n < len(ch.Data) && ch.Flags&srcs.Truncated == 0:
+		c.bad = append(c.bad, fmt.Sprintf("%s: chunk %d ends inside a record: %d of %d bytes whole (%v)", ch.Name, ch.Seq, n, len(ch.Data), ch.Flags))
+	case n < len(ch.Data):
+		s.truncated += len(ch.Data) - n
+	}
+	s.records += recs
+	s.bytes += int64(len(ch.Data))
+	s.crc = crc32.Update(s.crc, srcstest.Castagnoli, ch.Data)
+}
+
+func (c *recordCollector) run(e *engine.Engine) {
+	for {
+		ch, err := e.Next(context.Background())
+		if err != nil {
+			return
+		}
+		c.consume(ch)
+	}
+}
+
+func (c *recordCollector) waitFor(what string, cond func(map[string]*recordStream) bool) {
+	c.t.Helper()
+	deadline := time.NewTimer(30 * time.Second)
+	defer deadline.Stop()
+	for {
+		c.mu.Lock()
+		ok := cond(c.seen)
+		c.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-c.change:
+		case <-deadline.C:
+			c.t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+func (c *recordCollector) get(name string) recordStream {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := *c.stream(name)
+	s.errs = append([]error(nil), s.errs...)
+	return s
+}
+
+// framedEngine starts an engine in pull mode with a listener framed by f,
+// and returns the listener's address. cfg's zero fields take small-pool
+// defaults, so that records cross buffers often.
+func framedEngine(t *testing.T, runner string, f srcs.Framer, cfg engine.Config) (*engine.Engine, *recordCollector, string) {
+	t.Helper()
+	t.Setenv(engine.EnvRunner, "")
+	cfg.Runner = runner
+	if cfg.BufSize == 0 {
+		cfg.BufSize = 4 << 10
+	}
+	if cfg.Buffers == 0 {
+		cfg.Buffers = 64
+	}
+	col := newRecordCollector(t, f)
+	e, err := engine.New(cfg, engine.WithErrorHandler(col.onError))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := srcs.ListenTCP("127.0.0.1:0", srcs.ListenerConfig{Framer: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.AddListener(ln); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		col.run(e)
+	}()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := e.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+		<-done
+		col.mu.Lock()
+		for _, b := range col.bad {
+			t.Error(b)
+		}
+		col.mu.Unlock()
+	})
+	return e, col, ln.Addr().String()
+}
+
+func dialNoDelay(t *testing.T, addr string) (*net.TCPConn, string) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := c.(*net.TCPConn)
+	tc.SetNoDelay(true)
+	return tc, "tcp://" + c.LocalAddr().String()
+}
+
+// TestFramedRecordsSplitEverywhere sends a stream of records whose every
+// byte boundary is, in one pass or another, the end of a write followed
+// by a pause, so that runners read records in two parts at every offset;
+// records must still arrive whole, in order, and byte-exact.
+func TestFramedRecordsSplitEverywhere(t *testing.T) {
+	for _, fc := range framedCases() {
+		t.Run(fc.name, func(t *testing.T) {
+			forEachRunner(t, func(t *testing.T, runner string) {
+				_, col, addr := framedEngine(t, runner, fc.framer, engine.Config{Flush: time.Millisecond})
+				r := rand.New(rand.NewPCG(1, uint64(len(fc.name))))
+				var rec []byte
+				var nrec int
+				for _, n := range []int{1, 5, 40, 3, 2} { // octet counting has no empty records
+					rec = fc.encode(rec, fc.payload(r, n))
+					nrec++
+				}
+				c, name := dialNoDelay(t, addr)
+				var want []byte
+				for split := 1; split < len(rec); split++ {
+					c.Write(rec[:split])
+					time.Sleep(200 * time.Microsecond)
+					c.Write(rec[split:])
+					want = append(want, rec...)
+				}
+				c.Close()
+				col.waitFor("end of stream", func(m map[string]*recordStream) bool { return m[name] != nil && m[name].eos })
+				got := col.get(name)
+				if got.bytes != int64(len(want)) || got.crc != crc32.Checksum(want, srcstest.Castagnoli) {
+					t.Errorf("got %d bytes crc %08x, want %d crc %08x", got.bytes, got.crc, len(want), crc32.Checksum(want, srcstest.Castagnoli))
+				}
+				if wantRecs := nrec * (len(rec) - 1); got.records != wantRecs {
+					t.Errorf("got %d records, want %d", got.records, wantRecs)
+				}
+				if got.truncated != 0 {
+					t.Errorf("%d truncated bytes in a stream of whole records", got.truncated)
+				}
+			})
+		})
+	}
+}
+
+// TestFramedConcurrentRandom sends random records in random pieces from
+// several connections at once through a small pool, with a per-source cap
+// of two buffers: the carry into a second buffer must never deadlock.
+func TestFramedConcurrentRandom(t *testing.T) {
+	for _, fc := range framedCases() {
+		t.Run(fc.name, func(t *testing.T) {
+			forEachRunner(t, func(t *testing.T, runner string) {
+				_, col, addr := framedEngine(t, runner, fc.framer, engine.Config{Buffers: 16, MaxPerSource: 2, Flush: 2 * time.Millisecond})
+				const conns = 6
+				type result struct {
+					name  string
+					bytes int
+					crc   uint32
+					recs  int
+				}
+				res := make(chan result, conns)
+				for i := range conns {
+					c, name := dialNoDelay(t, addr)
+					go func() {
+						r := rand.New(rand.NewPCG(uint64(i), 7))
+						var all []byte
+						recs := 0
+						for len(all) < 64<<10 {
+							// Up to nearly a buffer: 4 KiB less the largest header.
+							all = fc.encode(all, fc.payload(r, r.IntN(4<<10-16)))
+							recs++
+						}
+						for p := all; len(p) > 0; {
+							k := min(len(p), 1+r.IntN(3000))
+							c.Write(p[:k])
+							p = p[k:]
+							if r.IntN(4) == 0 {
+								time.Sleep(time.Duration(r.IntN(500)) * time.Microsecond)
+							}
+						}
+						c.Close()
+						res <- result{name, len(all), crc32.Checksum(all, srcstest.Castagnoli), recs}
+					}()
+				}
+				for range conns {
+					want := <-res
+					col.waitFor("end of stream", func(m map[string]*recordStream) bool { return m[want.name] != nil && m[want.name].eos })
+					got := col.get(want.name)
+					if got.bytes != int64(want.bytes) || got.crc != want.crc || got.records != want.recs {
+						t.Errorf("%s: got %d bytes crc %08x %d records, want %d bytes crc %08x %d records",
+							want.name, got.bytes, got.crc, got.records, want.bytes, want.crc, want.recs)
+					}
+				}
+			})
+		})
+	}
+}
+
+// TestFramedOversized: a newline or octet-counted record above the
+// framer's maximum is skipped, counted and reported, and the records
+// around it arrive; a length-prefixed or MQTT one ends the source with a
+// *srcs.RecordError after the records before it.
+func TestFramedOversized(t *testing.T) {
+	cases := []struct {
+		fc   framedCase
+		max  srcs.Framer
+		skip bool
+	}{
+		{framedCases()[0], srcs.Newline{Max: 100}, true},
+		{framedCases()[3], srcs.OctetCounting{Max: 100}, true},
+		{framedCases()[1], srcs.LengthPrefix{Size: 4, Order: binary.LittleEndian, Max: 100}, false},
+		{framedCases()[4], srcs.MQTTPackets{Max: 100}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.fc.name, func(t *testing.T) {
+			forEachRunner(t, func(t *testing.T, runner string) {
+				e, col, addr := framedEngine(t, runner, tc.max, engine.Config{Flush: time.Millisecond})
+				r := rand.New(rand.NewPCG(3, 4))
+				small1 := tc.fc.encode(nil, tc.fc.payload(r, 50))
+				big := tc.fc.encode(nil, tc.fc.payload(r, 1000)) // within a buffer, above the maximum
+				huge := tc.fc.encode(nil, tc.fc.payload(r, 9000))
+				small2 := tc.fc.encode(nil, tc.fc.payload(r, 60))
+				c, name := dialNoDelay(t, addr)
+				for _, p := range [][]byte{small1, big, small1, huge, small2} {
+					c.Write(p)
+					time.Sleep(time.Millisecond)
+				}
+				var want []byte
+				if tc.skip {
+					want = slicesConcat(small1, small1, small2)
+					col.waitFor("the last record", func(m map[string]*recordStream) bool { return m[name] != nil && m[name].bytes == int64(len(want)) })
+					var skipped uint64
+					for _, s := range e.Stats().Sources {
+						if s.Name == name {
+							skipped = s.RecordsSkipped
+						}
+					}
+					if skipped != 2 {
+						t.Errorf("RecordsSkipped %d, want 2", skipped)
+					}
+				} else {
+					want = small1
+				}
+				c.Close()
+				col.waitFor("end of stream", func(m map[string]*recordStream) bool { return m[name] != nil && m[name].eos })
+				got := col.get(name)
+				if got.bytes != int64(len(want)) || got.crc != crc32.Checksum(want, srcstest.Castagnoli) {
+					t.Errorf("got %d bytes crc %08x, want %d crc %08x", got.bytes, got.crc, len(want), crc32.Checksum(want, srcstest.Castagnoli))
+				}
+				var re *srcs.RecordError
+				if len(got.errs) == 0 || !errors.As(got.errs[0], &re) || !errors.Is(got.errs[0], srcs.ErrRecordTooLong) {
+					t.Fatalf("errors %v, want a *srcs.RecordError first", got.errs)
+				}
+				if tc.skip && len(got.errs) != 1 {
+					t.Errorf("errors %v: want the first skip reported, once", got.errs)
+				}
+			})
+		})
+	}
+}
+
+func slicesConcat(ps ...[]byte) []byte { return bytes.Join(ps, nil) }
+
+// TestFramedTruncatedEnd: a stream that ends inside a record delivers the
+// bytes of that record too, in a last chunk flagged Truncated.
+func TestFramedTruncatedEnd(t *testing.T) {
+	forEachRunner(t, func(t *testing.T, runner string) {
+		_, col, addr := framedEngine(t, runner, srcs.Newline{}, engine.Config{Flush: time.Millisecond})
+		c, name := dialNoDelay(t, addr)
+		msg := []byte("one\ntwo\nthree without an end")
+		c.Write(msg)
+		time.Sleep(5 * time.Millisecond)
+		c.Close()
+		col.waitFor("end of stream", func(m map[string]*recordStream) bool { return m[name] != nil && m[name].eos })
+		got := col.get(name)
+		if got.bytes != int64(len(msg)) || got.records != 2 || got.truncated != len("three without an end") {
+			t.Errorf("got %d bytes, %d records, %d truncated; want %d, 2, %d", got.bytes, got.records, got.truncated, len(msg), len("three without an end"))
+		}
+	})
+}
+
+// TestFramedFile reads a file of lines, framed, on every runner.
+func TestFramedFile(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	var data []byte
+	lines := 0
+	for len(data) < 300<<10 {
+		n := r.IntN(2000)
+		for range n {
+			data = append(data, 'a'+byte(r.IntN(26)))
+		}
+		data = append(data, '\n')
+		lines++
+	}
+	path := filepath.Join(t.TempDir(), "lines")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	forEachRunner(t, func(t *testing.T, runner string) {
+		e, col, _ := framedEngine(t, runner, srcs.Newline{}, engine.Config{})
+		src, err := srcs.NewFile(srcs.FileConfig{Path: path})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.AddSource(src, engine.WithFraming(srcs.Newline{})); err != nil {
+			t.Fatal(err)
+		}
+		col.waitFor("end of file", func(m map[string]*recordStream) bool { return m[src.Name()] != nil && m[src.Name()].eos })
+		got := col.get(src.Name())
+		if got.bytes != int64(len(data)) || got.crc != crc32.Checksum(data, srcstest.Castagnoli) || got.records != lines {
+			t.Errorf("got %d bytes crc %08x %d records, want %d crc %08x %d", got.bytes, got.crc, got.records, len(data), crc32.Checksum(data, srcstest.Castagnoli), lines)
+		}
+	})
+}
+
+// TestFramedNeedsTwoBuffers: a framed source cannot run with a per-source
+// cap of one buffer, and says so.
+func TestFramedNeedsTwoBuffers(t *testing.T) {
+	e, err := engine.New(engine.Config{Runner: engine.RunnerGoroutine, Buffers: 4, BufSize: 4096, MaxPerSource: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Shutdown(context.Background())
+	src, err := srcs.NewFile(srcs.FileConfig{Path: os.DevNull})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.AddSource(src, engine.WithFraming(srcs.Newline{}))
+	var ce *engine.ConfigError
+	if !errors.As(err, &ce) || ce.Field != "MaxPerSource" {
+		t.Fatalf("AddSource: %v, want a ConfigError on MaxPerSource", err)
+	}
+}

@@ -1,0 +1,139 @@
+package srcs
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Frames is the framing state of one lane inside a runner: how much of the
+// buffer being filled holds whole records, how far the framer has looked
+// past them, and what is being skipped. Every runner keeps one per framed
+// lane and follows the same steps:
+//
+//   - after a read, Scan the buffer; it finds the records the read
+//     completed, drops bytes of a record being skipped, and returns an
+//     error that ends the lane;
+//   - emit buf[:Done()] with the Records flag (when the buffer is full, on
+//     a flush, or after every read when the lane's Flush is zero), after
+//     moving the tail buf[Done():n] into the lane's next buffer with Carry;
+//   - when the lane ends, emit all it holds, Truncated when a tail is left.
+//
+// A Frames is owned by the goroutine driving the lane; it is not safe for
+// concurrent use. Its zero value frames nothing (raw bytes).
+type Frames struct {
+	f   Framer
+	rs  Resyncer // f's, if it has one
+	l   *Lane
+	rep RecordReporter // l.Out's, if it has one
+
+	done int   // bytes of the buffer holding whole records
+	seen int   // bytes past done the framer scanned without finding an end
+	skip int64 // bytes still to drop, or SkipToBoundary; 0 when not skipping
+}
+
+// Reset binds the state to l and its Framer, holding nothing.
+func (s *Frames) Reset(l *Lane) {
+	*s = Frames{l: l}
+	if l == nil || l.Framer == nil {
+		return
+	}
+	s.f = l.Framer
+	s.rs, _ = l.Framer.(Resyncer)
+	s.rep, _ = l.Out.(RecordReporter)
+}
+
+// On reports whether the lane is framed.
+func (s *Frames) On() bool { return s.f != nil }
+
+// Done returns how many bytes at the start of the buffer are whole records.
+func (s *Frames) Done() int { return s.done }
+
+// Scan frames the bytes of buf[:n] that follow the whole records found
+// before, and returns n less the bytes it dropped while skipping a record
+// that is too long (later bytes move down over them). An error ends the
+// lane: the bytes from Done() to n belong to the bad record, and the
+// caller drops them.
+func (s *Frames) Scan(buf []byte, n int) (int, error) {
+	for s.done < n {
+		if s.skip != 0 {
+			p := buf[s.done:n]
+			k, ok := len(p), false
+			if s.skip > 0 {
+				if int64(k) >= s.skip {
+					k, ok = int(s.skip), true
+				}
+				s.skip -= int64(k)
+			} else {
+				k, ok = s.rs.Resync(p)
+			}
+			n = s.done + copy(buf[s.done:], buf[s.done+k:n])
+			if !ok {
+				return n, nil
+			}
+			s.skip, s.seen = 0, 0
+			continue
+		}
+		k, err := s.f.Next(buf[s.done:n], s.seen, len(buf))
+		if err != nil {
+			var re *RecordError
+			if errors.As(err, &re) && (re.Skip > 0 || re.Skip == SkipToBoundary && s.rs != nil) {
+				s.skip, s.seen = re.Skip, 0
+				if s.rep != nil {
+					s.rep.RecordSkipped(s.l, re)
+				}
+				continue
+			}
+			return n, err
+		}
+		if k == 0 {
+			s.seen = n - s.done
+			if s.done == 0 && n == len(buf) {
+				// The framer should have said so: a full buffer without
+				// a record's end can never be emitted.
+				return n, &RecordError{Framer: s.f.String(), Size: int64(n), Max: len(buf)}
+			}
+			return n, nil
+		}
+		s.done += k
+		s.seen = 0
+	}
+	return n, nil
+}
+
+// Carry copies the tail of buf[:n], the bytes after its whole records, to
+// the start of dst, which becomes the buffer the state describes, and
+// returns the tail's length. The caller emits buf[:Done()] before or after,
+// as it likes, but with Done() read before Carry.
+func (s *Frames) Carry(dst, buf []byte, n int) int {
+	t := copy(dst, buf[s.done:n])
+	s.done = 0
+	return t
+}
+
+// Clear forgets the buffer: it went out whole, or was dropped.
+func (s *Frames) Clear() {
+	s.done, s.seen = 0, 0
+}
+
+// RecordFlags returns the flags of a chunk of n bytes that a framed lane
+// emits while it holds done bytes of whole records: Records, and Truncated
+// when bytes of an incomplete record follow them.
+func RecordFlags(done, n int) Flags {
+	if n > done {
+		return Records | Truncated
+	}
+	return Records
+}
+
+// ErrFramedDatagrams refuses a framer on a datagram lane: datagrams keep
+// their own boundaries (see ForEachDatagram).
+var ErrFramedDatagrams = errors.New("srcs: framing applies to streams and files, not datagrams")
+
+// CheckFraming returns an error when l has a framer its descriptor kind
+// cannot take. Runners call it when they add a lane.
+func CheckFraming(l *Lane, k Kind) error {
+	if l.Framer != nil && k == Datagram {
+		return fmt.Errorf("lane %d (%s): framing %s: %w", l.ID, l.Name(), l.Framer, ErrFramedDatagrams)
+	}
+	return nil
+}
