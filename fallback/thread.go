@@ -321,21 +321,16 @@ func (t *Thread) run(tl *threadLane) {
 
 // drive reads the lane until it ends and returns the error to finish with.
 func (t *Thread) drive(tl *threadLane) error {
-	f, l := &tl.f, tl.f.l
+	f := &tl.f
 	for {
 		if tl.stop.Load() {
 			return srcs.ErrStopped
 		}
 		if f.cut {
 			// Whole records wait for the buffer their tail moves into.
-			b, err := l.Account.Acquire(tl.ctx)
-			if err != nil {
-				if tl.stop.Load() {
-					return srcs.ErrStopped
-				}
-				return fmt.Errorf("fallback: thread: lane %d: acquire: %w", l.ID, err)
+			if err := tl.acquire(); err != nil {
+				return err
 			}
-			f.hold(b)
 			continue
 		}
 		paused := t.pausedFlag.Load()
@@ -363,14 +358,9 @@ func (t *Thread) drive(tl *threadLane) error {
 			}
 		}
 		if !f.held() {
-			b, err := l.Account.Acquire(tl.ctx)
-			if err != nil {
-				if tl.stop.Load() {
-					return srcs.ErrStopped
-				}
-				return fmt.Errorf("fallback: thread: lane %d: acquire: %w", l.ID, err)
+			if err := tl.acquire(); err != nil {
+				return err
 			}
-			f.hold(b)
 			if t.pausedFlag.Load() || tl.stop.Load() {
 				continue
 			}
@@ -412,6 +402,20 @@ func (t *Thread) drive(tl *threadLane) error {
 		}
 		f.flushIfDue(now)
 	}
+}
+
+// acquire waits for a buffer from the lane's account and gives it to the
+// fill.
+func (tl *threadLane) acquire() error {
+	b, err := tl.f.l.Account.Acquire(tl.ctx)
+	if err != nil {
+		if tl.stop.Load() {
+			return srcs.ErrStopped
+		}
+		return fmt.Errorf("fallback: thread: lane %d: acquire: %w", tl.f.l.ID, err)
+	}
+	tl.f.hold(b)
+	return nil
 }
 
 // poll waits until the lane's descriptor is readable (unless paused), its
