@@ -72,7 +72,7 @@ bench:
 
 # microbench runs the micro benchmarks that guard the hot paths.
 microbench:
-	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./pool/ ./ring/ ./fallback/ ./bench/
+	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./pool/ ./ring/ ./fallback/ ./srcs/ ./bench/
 
 clean:
 	$(GO) clean -testcache
