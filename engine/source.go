@@ -129,7 +129,14 @@ func (s *source) handle(ev event, err error) {
 	s.state.Store(uint32(s.lc.state))
 	if acts&actClose != 0 {
 		if cerr := s.src.Close(); cerr != nil {
-			s.e.log.Debug("close", "source", s.id, "name", s.name, "err", cerr)
+			if ev == evFinished && errors.Is(err, io.EOF) {
+				// A session that looked like a clean end to the runner
+				// may have been cut by its source (an MQTT keepalive
+				// timeout shuts the socket down): Close says why.
+				s.report("close", cerr)
+			} else {
+				s.e.log.Debug("close", "source", s.id, "name", s.name, "err", cerr)
+			}
 		}
 	}
 	if acts&actReport != 0 {

@@ -168,4 +168,5 @@ var (
 	_ syscall.Conn = (*TCPClient)(nil)
 	_ syscall.Conn = (*UnixClient)(nil)
 	_ syscall.Conn = (*Synthetic)(nil)
+	_ syscall.Conn = (*MQTT)(nil)
 )

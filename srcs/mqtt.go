@@ -13,10 +13,12 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
 	"github.com/mochi-mqtt/server/v2/packets"
+	"golang.org/x/sys/unix"
 )
 
 // Defaults of MQTTConfig, applied where a field is zero.
@@ -49,13 +51,15 @@ type MQTTConfig struct {
 	// the unacknowledged QoS 1 messages across connections.
 	CleanSession bool `yaml:"clean_session"`
 	// KeepAlive is the longest the client stays silent: a PINGREQ goes out
-	// after KeepAlive without another packet, and a connection that brings
-	// nothing for 1.5 × KeepAlive while the source waits for it is timed
-	// out. The broker is told KeepAlive rounded up to whole seconds, and an
-	// MQTT 5 broker's Server Keep Alive overrides it. Default 30s.
+	// after KeepAlive without another packet, and a connection on which
+	// the broker sends nothing for 1.5 × KeepAlive is cut. Bytes that
+	// wait unread in the socket, while the engine pauses reading, count
+	// as sent. The broker is told KeepAlive rounded up to whole seconds,
+	// and an MQTT 5 broker's Server Keep Alive overrides it. Default 30s.
 	KeepAlive time.Duration `yaml:"keep_alive"`
 	// DialTimeout bounds the dial, name resolution included, and then the
-	// CONNECT and SUBSCRIBE exchanges. Default DefaultDialTimeout.
+	// CONNECT exchange and the SUBSCRIBE's write. Default
+	// DefaultDialTimeout.
 	DialTimeout time.Duration `yaml:"dial_timeout"`
 	// Backoff is what Reconnect reports to the engine; zero fields take
 	// the defaults (Initial 50ms, Max 5s).
@@ -65,70 +69,84 @@ type MQTTConfig struct {
 	Username string `yaml:"username"`
 	Password string `yaml:"password"`
 	// MaxMessage bounds a message's payload. A larger PUBLISH ends the
-	// session with an error wrapping ErrTooLarge. Default 1 MiB.
+	// session with an error wrapping ErrTooLarge. A message is never split
+	// across chunks, so its whole packet must also fit in one pool buffer
+	// (the engine's BufSize); one that does not ends the session the same
+	// way. Default 1 MiB.
 	MaxMessage int `yaml:"max_message"`
 }
 
 // MQTT is a source that subscribes to topic filters at an MQTT 3.1.1 or 5
-// broker. Each Open dials, sends CONNECT, and (unless the broker resumed a
-// session this client asked to keep) subscribes to every filter; Close ends
-// the session with DISCONNECT, and Open may then connect again: it is a
-// Reconnector. The engine reconnects with jittered backoff when the broker
-// goes away, and the source subscribes again on every CONNACK that comes
-// without a session.
+// broker. Each Open dials, sends CONNECT, reads the CONNACK, and unless the
+// broker resumed a session this client asked to keep, sends a SUBSCRIBE for
+// every filter; Close ends the session with DISCONNECT, and Open may then
+// connect again: it is a Reconnector. The engine reconnects with jittered
+// backoff when the broker goes away, and the source subscribes again on
+// every CONNACK that comes without a session.
 //
-// Read turns the PUBLISH packets it receives into a byte stream of frames
-// (see FrameReader for the format and for reassembly across chunks). The
-// source has no kernel descriptor: Read decodes the protocol, so runners
-// drive it with Read on a goroutine, and SetReadDeadline lets them flush
-// and stop it.
+// After Open, the session's socket is read like any other stream: runners
+// that drive descriptors read it through Desc, the goroutine runner through
+// Read, and the source's Framer cuts the stream into MQTT packets, so that
+// every chunk holds whole packets exactly as the broker sent them (see
+// ForEachMQTTMessage). Open does not wait for the SUBACK: it comes in the
+// stream, and the framer checks it with every other packet. A refused
+// filter ends the session with a *MQTTSubscribeError, a message above
+// MaxMessage with an error wrapping ErrTooLarge, and a packet a broker must
+// not send a subscriber with one wrapping ErrMalformed; the engine reports
+// the error and reconnects.
 //
 // QoS 1 messages are acknowledged after release, which makes delivery at
-// least once: as the engine reports released stream offsets (Released),
-// the source sends a PUBACK for each message whose frame lies entirely in
-// released chunks, in the order the messages arrived, and never before.
-// A message still unreleased when its connection ends cannot be
-// acknowledged on the next one; it is forgotten, and a broker that kept
-// the session (CleanSession false) sends it again, so the consumer may see
-// it twice.
+// least once: Delivered learns where each message lies in the stream, and
+// as the engine reports released stream offsets (Released), the source
+// sends a PUBACK for each message whose chunk has been released, in the
+// order the messages arrived, and never before. A message still unreleased
+// when its connection ends cannot be acknowledged on the next one; it is
+// forgotten, and a broker that kept the session (CleanSession false) sends
+// it again, so the consumer may see it twice.
+//
+// Each session has a goroutine that writes the PUBACKs and the keepalive's
+// PINGREQs. When the broker has sent nothing for 1.5 × KeepAlive it shuts
+// the socket down, which a runner reads as the end of the stream, and Close
+// returns the timeout (Read returns it at once).
 //
 // An MQTT source is not safe for concurrent use, except that Close and
-// SetReadDeadline may be called while Read blocks, and Released and Stats
-// at any time.
+// SetReadDeadline may be called while Read blocks, Delivered and Released
+// as the engine calls them, and Stats at any time. Its Framer is safe for
+// concurrent use.
 type MQTT struct {
 	cfg     MQTTConfig // defaults applied
 	name    string
 	backoff Backoff
+	framer  *mqttFramer
 
-	mu   sync.Mutex
-	sess *mqttSession // the current session; nil between sessions
+	sess atomic.Pointer[mqttSession] // the current session; nil between sessions
+	// subSent says whether the current session sent a SUBSCRIBE, which a
+	// SUBACK in its stream must answer.
+	subSent atomic.Bool
 
-	// returned counts the stream bytes Read has returned over the
-	// source's whole life, which is how the engine counts for Released.
-	// Only Read touches it.
-	returned int64
-
-	ackMu   sync.Mutex
-	ackSess *mqttSession // the session acks may go to; nil when closed
-	recs    []mqttAck    // unacknowledged QoS 1 messages, oldest first
-	recHead int          // recs[:recHead] are done
+	ackMu     sync.Mutex
+	ackSess   *mqttSession // the session acks may go to; nil when closed
+	delivered int64        // the bytes passed to Delivered over the source's life
+	recs      []mqttAck    // unacknowledged QoS 1 messages, oldest first
+	recHead   int          // recs[:recHead] are done
 
 	sessions, subscribes, messages, acked, unacked, pings atomic.Uint64
 }
 
-// mqttAck is a QoS 1 message waiting for the release of its frame.
+// mqttAck is a QoS 1 message waiting for the release of its packet.
 type mqttAck struct {
-	end  int64 // stream offset just past the frame
+	end  int64 // stream offset just past the packet
 	sess uint64
 	id   uint16
 }
 
 // MQTTStats counts an MQTT source's events over its life.
 type MQTTStats struct {
-	// Sessions counts accepted CONNECTs; Subscribes counts those that
-	// subscribed, i.e. every session the broker did not resume.
+	// Sessions counts accepted CONNECTs; Subscribes counts the SUBACKs
+	// that granted every filter, one for every session the broker did not
+	// resume.
 	Sessions, Subscribes uint64
-	// Messages counts PUBLISH packets received.
+	// Messages counts PUBLISH packets delivered.
 	Messages uint64
 	// Acked counts PUBACKs sent. Unacked counts QoS 1 messages forgotten
 	// because their connection ended before their release.
@@ -149,17 +167,26 @@ func (e *MQTTConnectError) Error() string {
 	return fmt.Sprintf("srcs: mqtt mqtt://%s: connect refused: %s (0x%02x)", e.Broker, e.Reason, e.Code)
 }
 
-// MQTTSubscribeError is a broker's refusal of one topic filter.
+// MQTTSubscribeError is a broker's refusal of one topic filter, or a
+// SUBACK that does not answer the SUBSCRIBE (then Filter is empty and Err
+// wraps ErrMalformed).
 type MQTTSubscribeError struct {
 	Broker string
 	Filter string
 	Code   byte // the SUBACK's return or reason code
 	Reason string
+	Err    error // why the SUBACK is malformed; nil for a refusal
 }
 
 func (e *MQTTSubscribeError) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("srcs: mqtt mqtt://%s: subscribe: %s: %v", e.Broker, e.Reason, e.Err)
+	}
 	return fmt.Sprintf("srcs: mqtt mqtt://%s: subscribe %q refused: %s (0x%02x)", e.Broker, e.Filter, e.Reason, e.Code)
 }
+
+// Unwrap returns Err.
+func (e *MQTTSubscribeError) Unwrap() error { return e.Err }
 
 // NewMQTT checks cfg and returns a subscriber that has not connected yet.
 func NewMQTT(cfg MQTTConfig) (*MQTT, error) {
@@ -179,7 +206,14 @@ func NewMQTT(cfg MQTTConfig) (*MQTT, error) {
 		cfg.MaxMessage = DefaultMQTTMaxMessage
 	}
 	cfg.Topics = append([]string(nil), cfg.Topics...)
-	return &MQTT{cfg: cfg, name: "mqtt://" + cfg.Broker, backoff: cfg.Backoff.WithDefaults()}, nil
+	m := &MQTT{cfg: cfg, name: "mqtt://" + cfg.Broker, backoff: cfg.Backoff.WithDefaults()}
+	m.framer = &mqttFramer{m: m, pk: MQTTPackets{
+		// Room for a topic and properties besides the payload; checkPacket
+		// holds the payload to MaxMessage exactly.
+		Max:   min(cfg.MaxMessage+mqttOverhead, mqttMaxRemaining),
+		Check: m.checkHeader,
+	}}
+	return m, nil
 }
 
 func (cfg MQTTConfig) validate() error {
@@ -282,32 +316,24 @@ func (m *MQTT) Stats() MQTTStats {
 	}
 }
 
-// mqttSession is one connection. Read's state (the packet reader, the
-// frame being returned) belongs to the goroutine calling Read; the writer
-// goroutine sends keepalives and acks; writes are serialised by wmu.
+// mqttSession is one connection. The runner reads its socket; the session
+// goroutine writes keepalives and acks, and Close the goodbye; writes are
+// serialised by wmu.
 type mqttSession struct {
 	m    *MQTT
-	conn net.Conn
+	conn net.Conn // kept open until Close: writes and Read go through it
+	rc   syscall.RawConn
+	fd   int           // conn's descriptor, for runners (Desc)
 	num  uint64        // numbers the source's sessions, for acks
 	ka   time.Duration // keepalive in force; 0 disables it
 	t0   time.Time     // clock base of the atomics below
 
-	rd    *mqttReader
-	early []packets.Packet // PUBLISHes that came before the SUBACK
-	// The frame Read is returning: its prefix and topic, then its payload
-	// (which aliases rd's buffer).
-	frame    []byte
-	frameOff int
-	payload  []byte
-	err      error // a fatal error held back until returned data is out
-
 	wmu  sync.Mutex
 	wbuf bytes.Buffer
 
-	// Since t0, in nanoseconds. blockedSince is 0 unless a read of the
-	// connection is in progress; it is offset by one so that 0 stays free.
-	lastSent, lastRecv, blockedSince atomic.Int64
-	failed                           atomic.Pointer[error] // why the session was cut from inside
+	// Since t0, in nanoseconds.
+	lastSent, lastRecv atomic.Int64
+	failed             atomic.Pointer[error] // why the session was cut from inside
 
 	acks, spare []uint16 // PUBACKs due; guarded by m.ackMu
 	ackReady    chan struct{}
@@ -315,33 +341,16 @@ type mqttSession struct {
 	wg          sync.WaitGroup
 }
 
-// mqttConnReader is what the packet reader reads: the connection, with
-// the times the keepalive needs.
-type mqttConnReader struct{ s *mqttSession }
-
-func (c mqttConnReader) Read(p []byte) (int, error) {
-	s := c.s
-	s.blockedSince.Store(s.now() + 1)
-	n, err := s.conn.Read(p)
-	s.blockedSince.Store(0)
-	if n > 0 {
-		s.lastRecv.Store(s.now())
-	}
-	return n, err
-}
-
 func (s *mqttSession) now() int64 { return int64(time.Since(s.t0)) }
 
 // Open dials the broker and sets up a session within DialTimeout and ctx:
-// CONNECT, CONNACK, and unless a session was resumed, SUBSCRIBE and SUBACK.
-// A refusal is a *MQTTConnectError or a *MQTTSubscribeError; a timeout
-// wraps ErrTimeout; dial errors (a *net.OpError, a *net.DNSError) stay
-// reachable with errors.As. Open fails if a session is already open.
+// CONNECT, CONNACK, and unless a session was resumed, SUBSCRIBE, whose
+// SUBACK the framer checks in the stream. A refused CONNECT is a
+// *MQTTConnectError; a timeout wraps ErrTimeout; dial errors (a
+// *net.OpError, a *net.DNSError) stay reachable with errors.As. Open fails
+// if a session is already open.
 func (m *MQTT) Open(ctx context.Context) error {
-	m.mu.Lock()
-	open := m.sess != nil
-	m.mu.Unlock()
-	if open {
+	if m.sess.Load() != nil {
 		return fmt.Errorf("srcs: mqtt %s: open: session already open", m.name)
 	}
 	d := net.Dialer{Timeout: m.cfg.DialTimeout}
@@ -353,29 +362,52 @@ func (m *MQTT) Open(ctx context.Context) error {
 		m: m, conn: nc, num: m.sessions.Load() + 1, ka: m.cfg.KeepAlive, t0: time.Now(),
 		ackReady: make(chan struct{}, 1), done: make(chan struct{}),
 	}
-	s.rd = newMQTTReader(mqttConnReader{s}, m.cfg.Version, m.cfg.MaxMessage)
-	if err := m.handshake(ctx, s); err != nil {
+	if err := s.raw(); err != nil {
 		nc.Close()
 		return err
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.sess != nil { // a concurrent Open won, which the contract forbids
+	subscribed, err := m.handshake(ctx, s)
+	if err != nil {
+		nc.Close()
+		return err
+	}
+	if !m.sess.CompareAndSwap(nil, s) { // a concurrent Open won, which the contract forbids
 		nc.Close()
 		return fmt.Errorf("srcs: mqtt %s: open: session already open", m.name)
 	}
-	m.sess = s
+	m.subSent.Store(subscribed)
 	m.sessions.Add(1)
 	m.ackMu.Lock()
 	m.ackSess = s
 	m.ackMu.Unlock()
+	s.lastRecv.Store(s.now()) // the CONNACK
 	s.wg.Go(s.run)
 	return nil
 }
 
-// handshake runs the CONNECT and SUBSCRIBE exchanges under one deadline,
-// which ctx can cut short.
-func (m *MQTT) handshake(ctx context.Context, s *mqttSession) error {
+// raw finds the connection's descriptor. The connection stays open and in
+// Go's netpoller: the session writes through it, and the goroutine runner
+// reads through it; runners that drive descriptors read the descriptor,
+// which is in non-blocking mode.
+func (s *mqttSession) raw() error {
+	sc, ok := s.conn.(syscall.Conn)
+	if !ok {
+		return fmt.Errorf("srcs: mqtt %s: %w", s.m.name, ErrNoDescriptor)
+	}
+	rc, err := sc.SyscallConn()
+	if err == nil {
+		err = rc.Control(func(fd uintptr) { s.fd = int(fd) })
+	}
+	if err != nil {
+		return fmt.Errorf("srcs: mqtt %s: %w", s.m.name, err)
+	}
+	s.rc = rc
+	return nil
+}
+
+// handshake runs the CONNECT exchange and sends the SUBSCRIBE under one
+// deadline, which ctx can cut short. It reports whether it subscribed.
+func (m *MQTT) handshake(ctx context.Context, s *mqttSession) (bool, error) {
 	deadline := time.Now().Add(m.cfg.DialTimeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
@@ -386,22 +418,23 @@ func (m *MQTT) handshake(ctx context.Context, s *mqttSession) error {
 		s.conn.SetDeadline(time.Unix(1, 0)) // in the past: wakes any I/O
 		close(fired)
 	})
-	err := m.connect(s, deadline)
+	subscribed, err := m.connect(s, deadline)
 	if !stop() {
 		<-fired // the deadline it set must not outlive the handshake
 	}
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil {
-			return fmt.Errorf("srcs: mqtt %s: connect: %w", m.name, cerr)
+			return false, fmt.Errorf("srcs: mqtt %s: connect: %w", m.name, cerr)
 		}
-		return err
+		return false, err
 	}
 	s.conn.SetDeadline(time.Time{})
-	return nil
+	return subscribed, nil
 }
 
-// connect sends CONNECT and SUBSCRIBE and checks the broker's answers.
-func (m *MQTT) connect(s *mqttSession, deadline time.Time) error {
+// connect sends CONNECT, checks the CONNACK, and sends SUBSCRIBE unless
+// the broker kept the session's subscriptions.
+func (m *MQTT) connect(s *mqttSession, deadline time.Time) (bool, error) {
 	cfg := &m.cfg
 	pk := packets.Packet{
 		FixedHeader:     packets.FixedHeader{Type: packets.Connect},
@@ -425,191 +458,150 @@ func (m *MQTT) connect(s *mqttSession, deadline time.Time) error {
 		pk.Properties.SessionExpiryInterval, pk.Properties.SessionExpiryIntervalFlag = math.MaxUint32, true
 	}
 	if err := s.write(deadline, pk.ConnectEncode); err != nil {
-		return err
+		return false, err
 	}
-	ack, err := s.handshakePacket("CONNACK")
+	ack, err := s.readConnack()
 	if err != nil {
-		return err
-	}
-	if ack.FixedHeader.Type != packets.Connack {
-		return fmt.Errorf("srcs: mqtt %s: connect: got %s before CONNACK: %w", m.name, packets.PacketNames[ack.FixedHeader.Type], ErrMalformed)
+		return false, err
 	}
 	if ack.ReasonCode != 0 {
-		return &MQTTConnectError{Broker: cfg.Broker, Code: ack.ReasonCode, Reason: mqttReason(cfg.Version, packets.Connack, ack.ReasonCode)}
+		return false, &MQTTConnectError{Broker: cfg.Broker, Code: ack.ReasonCode, Reason: mqttReason(cfg.Version, packets.Connack, ack.ReasonCode)}
 	}
 	if cfg.Version == 5 && ack.Properties.ServerKeepAliveFlag {
 		s.ka = time.Duration(ack.Properties.ServerKeepAlive) * time.Second
 	}
 	if ack.SessionPresent && !cfg.CleanSession {
-		return nil // the broker kept our subscriptions
+		return false, nil // the broker kept our subscriptions
 	}
-
-	const subID = 1 // the only packet id this client allocates
 	sub := packets.Packet{
 		FixedHeader:     packets.FixedHeader{Type: packets.Subscribe, Qos: 1}, // [MQTT-3.8.1-1]
 		ProtocolVersion: cfg.Version,
-		PacketID:        subID,
+		PacketID:        mqttSubID,
 	}
 	for _, f := range cfg.Topics {
 		sub.Filters = append(sub.Filters, packets.Subscription{Filter: f, Qos: cfg.QoS})
 	}
 	if err := s.write(deadline, sub.SubscribeEncode); err != nil {
-		return err
+		return false, err
 	}
-	for {
-		pk, err := s.handshakePacket("SUBACK")
-		if err != nil {
-			return err
-		}
-		switch pk.FixedHeader.Type {
-		case packets.Suback:
-			if pk.PacketID != subID || len(pk.ReasonCodes) != len(cfg.Topics) {
-				return fmt.Errorf("srcs: mqtt %s: subscribe: SUBACK for packet %d with %d codes, want packet %d with %d: %w",
-					m.name, pk.PacketID, len(pk.ReasonCodes), subID, len(cfg.Topics), ErrMalformed)
-			}
-			for i, c := range pk.ReasonCodes {
-				if c >= 0x80 {
-					return &MQTTSubscribeError{Broker: cfg.Broker, Filter: cfg.Topics[i], Code: c, Reason: mqttReason(cfg.Version, packets.Suback, c)}
-				}
-			}
-			m.subscribes.Add(1)
-			return nil
-		case packets.Publish:
-			// The reader's buffer is reused by the next packet.
-			pk.TopicName = strings.Clone(pk.TopicName)
-			pk.Payload = bytes.Clone(pk.Payload)
-			s.early = append(s.early, pk)
-		case packets.Pingresp:
-		default:
-			return fmt.Errorf("srcs: mqtt %s: subscribe: unexpected %s packet: %w", m.name, packets.PacketNames[pk.FixedHeader.Type], ErrMalformed)
-		}
-	}
+	return true, nil
 }
 
-// handshakePacket reads one packet during Open.
-func (s *mqttSession) handshakePacket(want string) (packets.Packet, error) {
-	pk, _, err := s.rd.next(true)
-	if err == nil {
-		return pk, nil
-	}
+// readConnack reads the broker's first packet, which must be a CONNACK.
+// It reads exactly that packet, the header a byte at a time: whatever
+// follows it in the socket belongs to the runner.
+func (s *mqttSession) readConnack() (packets.Packet, error) {
 	m := s.m
-	switch {
-	case errors.Is(err, ErrMalformed), errors.Is(err, ErrTooLarge):
-	case errors.Is(err, io.EOF):
-		err = fmt.Errorf("broker closed the connection before %s: %w", want, io.ErrUnexpectedEOF)
-	default:
-		err = Classify(err)
+	read := func(p []byte) error {
+		_, err := io.ReadFull(s.conn, p)
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+			err = fmt.Errorf("broker closed the connection: %w", io.ErrUnexpectedEOF)
+		default:
+			err = Classify(err)
+		}
+		return fmt.Errorf("srcs: mqtt %s: waiting for CONNACK: %w", m.name, err)
 	}
-	return pk, fmt.Errorf("srcs: mqtt %s: waiting for %s: %w", m.name, want, err)
+	malformed := func(format string, args ...any) error {
+		return fmt.Errorf("srcs: mqtt %s: connect: %s: %w", m.name, fmt.Sprintf(format, args...), ErrMalformed)
+	}
+	var pk packets.Packet
+	var hdr [5]byte
+	if err := read(hdr[:1]); err != nil {
+		return pk, err
+	}
+	if hdr[0] != packets.Connack<<4 {
+		return pk, malformed("got %s (header 0x%02x) before CONNACK", packets.PacketNames[hdr[0]>>4], hdr[0])
+	}
+	rem := 0
+	for i := 1; ; i++ {
+		if i == len(hdr) {
+			return pk, malformed("CONNACK remaining length longer than 4 bytes")
+		}
+		if err := read(hdr[i : i+1]); err != nil {
+			return pk, err
+		}
+		rem |= int(hdr[i]&0x7f) << (7 * (i - 1))
+		if hdr[i]&0x80 == 0 {
+			break
+		}
+	}
+	if rem < 2 || rem > mqttOverhead {
+		return pk, malformed("CONNACK of %d bytes", rem)
+	}
+	body := make([]byte, rem)
+	if err := read(body); err != nil {
+		return pk, err
+	}
+	pk.FixedHeader = packets.FixedHeader{Type: packets.Connack, Remaining: rem}
+	pk.ProtocolVersion = m.cfg.Version
+	if err := pk.ConnackDecode(body); err != nil {
+		return pk, malformed("CONNACK: %v", err)
+	}
+	return pk, nil
 }
 
 // session returns the current session, or an error wrapping net.ErrClosed.
 func (m *MQTT) session(op string) (*mqttSession, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.sess == nil {
-		return nil, fmt.Errorf("srcs: mqtt %s: %s: no session: %w", m.name, op, net.ErrClosed)
+	if s := m.sess.Load(); s != nil {
+		return s, nil
 	}
-	return m.sess, nil
+	return nil, fmt.Errorf("srcs: mqtt %s: %s: no session: %w", m.name, op, net.ErrClosed)
 }
 
-// Read returns the next bytes of the frame stream (see FrameReader). It
-// blocks only while it has returned nothing yet: once p holds a byte, it
-// goes on only through packets already buffered. Control packets are
-// consumed on the way. At the broker's end of the connection it returns
-// io.EOF, and the engine reconnects. A malformed or unexpected packet ends
-// the session with an error wrapping ErrMalformed, an oversized message
-// with ErrTooLarge, and a silent broker with ErrTimeout.
+// Desc returns the current session's socket, a connected TCP stream in
+// non-blocking mode. The source keeps it open until Close.
+func (m *MQTT) Desc() (Desc, error) {
+	s, err := m.session("desc")
+	if err != nil {
+		return Desc{}, err
+	}
+	return Desc{FD: s.fd, Kind: Stream}, nil
+}
+
+// SyscallConn returns the current session's raw connection, so that the
+// goroutine runner can wait for readability before it takes a buffer.
+func (m *MQTT) SyscallConn() (syscall.RawConn, error) {
+	s, err := m.session("syscall conn")
+	if err != nil {
+		return nil, err
+	}
+	return s.rc, nil
+}
+
+// Framer returns the framer the source's lanes must be framed with: MQTT
+// packets, each checked as it completes (see the type's documentation).
+// Its state is the source's, so it serves every session. The engine frames
+// the source with it unless told otherwise; Delivered cuts a session whose
+// chunks do not have the Records flag.
+func (m *MQTT) Framer() Framer { return m.framer }
+
+// Read reads the broker's raw bytes from the current session's connection,
+// for the goroutine runner, which frames them like any runner. At the
+// broker's end of the connection it returns io.EOF, and the engine
+// reconnects; after the session cut the connection (a keepalive timeout, a
+// failed write) it returns why instead.
 func (m *MQTT) Read(p []byte) (int, error) {
 	s, err := m.session("read")
 	if err != nil {
 		return 0, err
 	}
-	n := 0
-	for n < len(p) {
-		if s.frameOff < len(s.frame) {
-			c := copy(p[n:], s.frame[s.frameOff:])
-			s.frameOff += c
-			n += c
-			continue
-		}
-		if len(s.payload) > 0 {
-			c := copy(p[n:], s.payload)
-			s.payload = s.payload[c:]
-			n += c
-			continue
-		}
-		if s.err != nil {
-			break
-		}
-		var pk packets.Packet
-		if len(s.early) > 0 {
-			pk = s.early[0]
-			s.early[0] = packets.Packet{}
-			s.early = s.early[1:]
-		} else {
-			var ok bool
-			pk, ok, err = s.rd.next(n == 0)
-			if err == nil && !ok {
-				break
-			}
-		}
-		if err == nil {
-			err = m.dispatch(s, &pk, m.returned+int64(n))
-		} else {
-			err = m.readErr(s, err)
-		}
-		if err != nil {
-			if n == 0 {
-				// Not held back: a flush deadline is no failure, and the
-				// next Read must try again.
-				return 0, err
-			}
-			s.err = err
-			break
-		}
+	n, err := s.conn.Read(p)
+	if n > 0 {
+		s.lastRecv.Store(s.now())
 	}
-	m.returned += int64(n)
-	if n == 0 && s.err != nil {
-		return 0, s.err
+	if err != nil {
+		err = s.readErr(err)
 	}
-	return n, nil
+	return n, err
 }
 
-// dispatch acts on one packet received during a session. at is the stream
-// offset where a PUBLISH's frame will start.
-func (m *MQTT) dispatch(s *mqttSession, pk *packets.Packet, at int64) error {
-	switch pk.FixedHeader.Type {
-	case packets.Publish:
-		if pk.FixedHeader.Qos > 1 {
-			return fmt.Errorf("srcs: mqtt %s: read: QoS 2 PUBLISH, above every subscription's QoS: %w", m.name, ErrMalformed)
-		}
-		m.messages.Add(1)
-		s.frame = appendFrameHeader(s.frame[:0], pk.TopicName, len(pk.Payload))
-		s.frameOff = 0
-		s.payload = pk.Payload
-		if pk.FixedHeader.Qos == 1 {
-			end := at + int64(len(s.frame)+len(pk.Payload))
-			m.ackMu.Lock()
-			m.recs = append(m.recs, mqttAck{end: end, sess: s.num, id: pk.PacketID})
-			m.ackMu.Unlock()
-		}
-	case packets.Pingresp, packets.Suback:
-	case packets.Disconnect:
-		if pk.ReasonCode == 0 {
-			return io.EOF
-		}
-		return fmt.Errorf("srcs: mqtt %s: broker disconnected: %s (0x%02x)", m.name, mqttReason(m.cfg.Version, packets.Disconnect, pk.ReasonCode), pk.ReasonCode)
-	default:
-		return fmt.Errorf("srcs: mqtt %s: read: unexpected %s packet: %w", m.name, packets.PacketNames[pk.FixedHeader.Type], ErrMalformed)
-	}
-	return nil
-}
-
-// readErr maps an error from the packet reader to what Read returns.
-func (m *MQTT) readErr(s *mqttSession, err error) error {
+// readErr maps an error from the connection to what Read returns.
+func (s *mqttSession) readErr(err error) error {
 	if f := s.failed.Load(); f != nil {
-		return *f // the writer cut the connection, and says why
+		return *f // the session cut the connection, and says why
 	}
 	switch {
 	case err == io.EOF:
@@ -617,7 +609,7 @@ func (m *MQTT) readErr(s *mqttSession, err error) error {
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		return err // the runner's own deadline: passed through untouched
 	}
-	return fmt.Errorf("srcs: mqtt %s: read: %w", m.name, err)
+	return fmt.Errorf("srcs: mqtt %s: read: %w", s.m.name, err)
 }
 
 // SetReadDeadline sets the deadline of the current session's reads.
@@ -629,10 +621,56 @@ func (m *MQTT) SetReadDeadline(t time.Time) error {
 	return s.conn.SetReadDeadline(t)
 }
 
+// Delivered notes where each QoS 1 message of a chunk ends in the stream,
+// for Released, and counts the chunk's messages; it also tells the
+// keepalive that the broker was heard. data must be a chunk the source's
+// Framer framed (Records set); a Truncated tail is not a message.
+func (m *MQTT) Delivered(data []byte, flags Flags) {
+	var msgs, subs uint64
+	m.ackMu.Lock()
+	s := m.ackSess
+	start := m.delivered
+	m.delivered += int64(len(data))
+	for off := 0; off < len(data) && flags&Records != 0; {
+		hl, n, err := mqttPacketLen(data[off:])
+		if err != nil || n == 0 {
+			break // the Truncated tail
+		}
+		switch h := data[off]; h >> 4 {
+		case packets.Publish:
+			msgs++
+			if (h>>1)&3 != 1 {
+				break
+			}
+			pub, err := parseMQTTPublish(h, data[off+hl:off+n], m.cfg.Version)
+			switch {
+			case err != nil: // the framer let no such packet through
+			case s != nil:
+				m.recs = append(m.recs, mqttAck{end: start + int64(off+n), sess: s.num, id: pub.id})
+			default: // delivered after Close: no connection left to ack on
+				m.unacked.Add(1)
+			}
+		case packets.Suback:
+			subs++
+		}
+		off += n
+	}
+	m.ackMu.Unlock()
+	m.messages.Add(msgs)
+	m.subscribes.Add(subs)
+	if s == nil {
+		return
+	}
+	s.lastRecv.Store(s.now())
+	if flags&Records == 0 {
+		s.fail(fmt.Errorf("srcs: mqtt %s: a chunk without the Records flag: the source must be framed by its Framer: %w", m.name, ErrMalformed))
+	}
+}
+
 // Released acknowledges, in arrival order, the QoS 1 messages of the
-// current session whose frames end at or before through, and forgets
+// current session whose packets end at or before through, and forgets
 // those of earlier sessions. It only queues the PUBACKs: the session's
-// writer goroutine sends them.
+// goroutine sends them.
 func (m *MQTT) Released(through int64) {
 	m.ackMu.Lock()
 	s := m.ackSess
@@ -666,12 +704,11 @@ func (m *MQTT) Released(through int64) {
 // Close ends the current session: it sends the PUBACKs already due and a
 // DISCONNECT (briefly, if the broker is still there), closes the
 // connection and waits for the session's goroutine. QoS 1 messages not
-// yet released are forgotten. Close is idempotent, and Open may follow.
+// yet released are forgotten. If the session cut its connection (a
+// keepalive timeout, a failed write, an unframed chunk), Close returns
+// why. Close is idempotent, and Open may follow.
 func (m *MQTT) Close() error {
-	m.mu.Lock()
-	s := m.sess
-	m.sess = nil
-	m.mu.Unlock()
+	s := m.sess.Swap(nil)
 	if s == nil {
 		return nil
 	}
@@ -683,23 +720,30 @@ func (m *MQTT) Close() error {
 	m.unacked.Add(uint64(len(m.recs) - m.recHead))
 	m.recs, m.recHead = m.recs[:0], 0
 	m.ackMu.Unlock()
-	if s.failed.Load() == nil {
+	failed := s.failed.Load()
+	if failed == nil {
 		dl := time.Now().Add(mqttCloseTimeout)
 		if s.sendAcks(dl) == nil {
 			pk := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Disconnect}, ProtocolVersion: m.cfg.Version}
 			_ = s.write(dl, pk.DisconnectEncode)
 		}
 	}
-	if err := s.conn.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+	err := s.conn.Close()
+	switch {
+	case failed != nil:
+		return *failed
+	case err != nil && !errors.Is(err, net.ErrClosed):
 		return fmt.Errorf("srcs: mqtt %s: close: %w", m.name, err)
 	}
 	return nil
 }
 
 // run is the session's writer: it sends acks as they become due, PINGREQ
-// after KeepAlive of silence, and cuts a connection that stays silent for
-// 1.5 × KeepAlive while Read waits on it. Only waiting counts: while the
-// engine pauses reading, the broker's packets wait unread in the socket.
+// after KeepAlive of silence, and cuts a connection on which the broker
+// has sent nothing for 1.5 × KeepAlive. The engine may have paused reading
+// meanwhile, or hold read bytes in a buffer: before it gives up, it asks
+// the kernel whether the socket has received anything the chunks have not
+// shown yet.
 func (s *mqttSession) run() {
 	var tick <-chan time.Time
 	var t *time.Timer
@@ -733,15 +777,18 @@ func (s *mqttSession) run() {
 			s.m.pings.Add(1)
 		}
 		next := s.lastSent.Load() + ka - now
-		if b := s.blockedSince.Load(); b != 0 {
-			since := max(b-1, s.lastRecv.Load())
+		since := s.lastRecv.Load()
+		if now-since >= ka*3/2 {
+			if quiet, ok := socketQuiet(s.rc); ok {
+				since = max(since, now-int64(quiet))
+			}
 			if now-since >= ka*3/2 {
 				s.fail(fmt.Errorf("srcs: mqtt %s: keepalive: nothing from the broker for %v: %w",
 					s.m.name, time.Duration(now-since).Round(time.Millisecond), ErrTimeout))
 				return
 			}
-			next = min(next, since+ka*3/2-now)
 		}
+		next = min(next, since+ka*3/2-now)
 		t.Reset(max(time.Duration(next), time.Millisecond))
 	}
 }
@@ -793,11 +840,15 @@ func (s *mqttSession) write(deadline time.Time, encode func(*bytes.Buffer) error
 	return nil
 }
 
-// fail cuts the session from the writer's side: Read's blocked read fails,
-// and Read reports err instead of the closed connection.
+// fail cuts the session from inside and remembers why, for Read and
+// Close. It shuts the socket down rather than closing it, since a runner
+// may be reading the descriptor: the runner sees the end of the stream and
+// finishes the lane, and the engine closes the source.
 func (s *mqttSession) fail(err error) {
-	s.failed.CompareAndSwap(nil, &err)
-	s.conn.Close()
+	if !s.failed.CompareAndSwap(nil, &err) {
+		return
+	}
+	_ = s.rc.Control(func(fd uintptr) { _ = unix.Shutdown(int(fd), unix.SHUT_RDWR) })
 }
 
 // mqttReason names a CONNACK, SUBACK or DISCONNECT code.
@@ -893,7 +944,10 @@ func mqttReason(version, pkt, code byte) string {
 
 var (
 	_ Source          = (*MQTT)(nil)
+	_ Descriptor      = (*MQTT)(nil)
 	_ Deadliner       = (*MQTT)(nil)
 	_ Reconnector     = (*MQTT)(nil)
+	_ Framed          = (*MQTT)(nil)
+	_ ChunkObserver   = (*MQTT)(nil)
 	_ ReleaseObserver = (*MQTT)(nil)
 )

@@ -1,26 +1,19 @@
 package srcs_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
+	"runtime"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	mqtt "github.com/mochi-mqtt/server/v2"
-	"github.com/mochi-mqtt/server/v2/hooks/auth"
-	"github.com/mochi-mqtt/server/v2/listeners"
 	"github.com/mochi-mqtt/server/v2/packets"
 
-	"github.com/sluice-io/sluice/engine"
 	"github.com/sluice-io/sluice/srcs"
 )
 
@@ -82,532 +75,161 @@ func TestMQTTConfig(t *testing.T) {
 	}
 }
 
-// --- an engine pulled by the test ---
-
-type harness struct {
-	t    *testing.T
-	e    *engine.Engine
-	fr   srcs.FrameReader
-	msgs []msg
-	held []engine.Chunk
-	hold bool
-
-	mu   sync.Mutex
-	errs []error
-}
-
-type msg struct{ topic, payload string }
-
-func newHarness(t *testing.T) *harness {
-	t.Helper()
-	h := &harness{t: t}
-	e, err := engine.New(engine.Config{
-		Runner: engine.RunnerGoroutine, BufSize: 4096, Buffers: 256, MaxPerSource: 256, Flush: time.Millisecond,
-	}, engine.WithErrorHandler(func(err error) {
-		h.mu.Lock()
-		h.errs = append(h.errs, err)
-		h.mu.Unlock()
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.e = e
-	t.Cleanup(h.shutdown)
-	return h
-}
-
-func (h *harness) add(src srcs.Source) {
-	h.t.Helper()
-	if _, err := h.e.AddSource(src); err != nil {
-		h.t.Fatal(err)
+// bothWays runs f with the source read through Read (the goroutine
+// runner's way) and through its descriptor (the other runners').
+func bothWays(t *testing.T, f func(t *testing.T, o driveOpts)) {
+	for _, o := range []driveOpts{{}, {viaDesc: true}} {
+		t.Run(o.String(), func(t *testing.T) { f(t, o) })
 	}
 }
 
-func (h *harness) shutdown() {
-	for i := range h.held {
-		h.held[i].Release()
-	}
-	h.held = nil
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := h.e.Next(ctx)
-			if err != nil {
-				return
-			}
-			c.Release()
-		}
-	}()
-	if err := h.e.Shutdown(ctx); err != nil {
-		h.t.Errorf("engine shutdown: %v", err)
-	}
-	<-done
-}
-
-func (h *harness) errors() []error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([]error(nil), h.errs...)
-}
-
-// pump takes chunks (and with them, errors) until done holds, failing the
-// test after timeout. Data goes through the FrameReader into h.msgs;
-// chunks are released, or kept in h.held if h.hold is set.
-func (h *harness) pump(timeout time.Duration, what string, done func() bool) {
-	h.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !done() {
-		if time.Now().After(deadline) {
-			h.t.Fatalf("timed out waiting for %s; %d messages, errors %v", what, len(h.msgs), h.errors())
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-		c, err := h.e.Next(ctx)
-		cancel()
-		if err != nil {
-			continue
-		}
-		h.fr.Write(c.Data)
-		for {
-			m, ok, err := h.fr.Next()
-			if err != nil {
-				h.t.Fatal(err)
-			}
-			if !ok {
-				break
-			}
-			h.msgs = append(h.msgs, msg{string(m.Topic), string(m.Payload)})
-		}
-		if h.hold && c.Data != nil {
-			h.held = append(h.held, c)
-		} else {
-			c.Release()
-		}
-	}
-}
-
-func (h *harness) waitMsgs(n int) {
-	h.t.Helper()
-	h.pump(10*time.Second, fmt.Sprintf("%d messages", n), func() bool { return len(h.msgs) >= n })
-}
-
-func (h *harness) waitErr(what string, match func(error) bool) error {
-	h.t.Helper()
-	var found error
-	h.pump(10*time.Second, what, func() bool {
-		for _, err := range h.errors() {
-			if match(err) {
-				found = err
-				return true
-			}
-		}
-		return false
-	})
-	return found
-}
-
-// eventually polls cond: for counters of an external broker, where there
-// is nothing to wait on.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
-func newMQTT(t *testing.T, cfg srcs.MQTTConfig) *srcs.MQTT {
-	t.Helper()
-	m, err := srcs.NewMQTT(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
-
-// payloadFor makes message i's payload: sizes vary from 0 to about 6 KiB,
-// so frames straddle 4 KiB chunks.
-func payloadFor(i int) string {
-	n := (i * 997) % 6000
-	return fmt.Sprintf("%05d:", i) + strings.Repeat(string(rune('a'+i%26)), n)
-}
-
-// --- the embedded mochi broker ---
-
-type subHook struct {
-	mqtt.HookBase
-	subscribed chan string
-}
-
-func (h *subHook) ID() string           { return "test-subscribed" }
-func (h *subHook) Provides(b byte) bool { return b == mqtt.OnSubscribed }
-func (h *subHook) OnSubscribed(cl *mqtt.Client, _ packets.Packet, _ []byte) {
-	select {
-	case h.subscribed <- cl.ID:
-	default:
-	}
-}
-
-// startMochi runs a mochi broker on a free loopback port, with an inline
-// client for publishing, until the test ends.
-func startMochi(t *testing.T) (*mqtt.Server, string, <-chan string) {
-	t.Helper()
-	srv := mqtt.New(&mqtt.Options{InlineClient: true, Logger: slog.New(slog.DiscardHandler)})
-	hook := &subHook{subscribed: make(chan string, 16)}
-	if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.AddHook(hook, nil); err != nil {
-		t.Fatal(err)
-	}
-	l := listeners.NewTCP(listeners.Config{ID: "t", Address: "127.0.0.1:0"})
-	if err := srv.AddListener(l); err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Serve(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	return srv, l.Address(), hook.subscribed
-}
-
-func waitSubscribed(t *testing.T, ch <-chan string, id string) {
-	t.Helper()
-	timer := time.NewTimer(10 * time.Second)
-	defer timer.Stop()
-	for {
-		select {
-		case got := <-ch:
-			if got == id {
-				return
-			}
-		case <-timer.C:
-			t.Fatalf("client %q never subscribed", id)
-		}
-	}
-}
-
-// TestMQTTEngineMochi subscribes through the engine to an embedded broker,
-// for both protocol versions and both QoS levels, and checks that every
-// message arrives whole and in order, reassembled from 4 KiB chunks; for
+// TestMQTTMochi subscribes to an embedded broker, for both protocol
+// versions and both QoS levels, read both ways, and checks that every
+// message arrives whole and in order, framed into 16 KiB buffers; for
 // QoS 1, that the broker got every PUBACK.
-func TestMQTTEngineMochi(t *testing.T) {
+func TestMQTTMochi(t *testing.T) {
 	for _, version := range []byte{4, 5} {
 		for _, qos := range []byte{0, 1} {
 			t.Run(fmt.Sprintf("v%d/qos%d", version, qos), func(t *testing.T) {
-				srv, addr, subscribed := startMochi(t)
-				h := newHarness(t)
-				id := fmt.Sprintf("sub-v%d-q%d", version, qos)
-				sub := newMQTT(t, srcs.MQTTConfig{Broker: addr, ClientID: id, Topics: []string{"data/#", "other"}, QoS: qos, Version: version, CleanSession: true})
-				h.add(sub)
-				waitSubscribed(t, subscribed, id)
+				bothWays(t, func(t *testing.T, o driveOpts) {
+					srv, addr, subscribed := startMochi(t)
+					id := fmt.Sprintf("sub-v%d-q%d", version, qos)
+					s := subscribe(t, srcs.MQTTConfig{Broker: addr, ClientID: id, Topics: []string{"data/#", "other"}, QoS: qos, Version: version, CleanSession: true}, o)
+					waitSubscribed(t, subscribed, id)
 
-				const n = 200
-				var want []msg
-				for i := range n {
-					topic := fmt.Sprintf("data/%d", i%7)
-					if i%10 == 9 {
-						topic = "other"
+					const n = 200
+					var want []msg
+					for i := range n {
+						topic := fmt.Sprintf("data/%d", i%7)
+						if i%10 == 9 {
+							topic = "other"
+						}
+						want = append(want, msg{topic, payloadFor(i)})
+						if err := srv.Publish(topic, []byte(want[i].payload), false, qos); err != nil {
+							t.Fatal(err)
+						}
+						if i%50 == 0 {
+							srv.Publish("ignored/topic", []byte("x"), false, qos)
+						}
 					}
-					want = append(want, msg{topic, payloadFor(i)})
-					if err := srv.Publish(topic, []byte(want[i].payload), false, qos); err != nil {
-						t.Fatal(err)
+					s.waitMsgs(n)
+					if len(s.msgs) != n {
+						t.Fatalf("%d messages, want %d", len(s.msgs), n)
 					}
-					if i%50 == 0 {
-						srv.Publish("ignored/topic", []byte("x"), false, qos)
+					for i := range want {
+						if s.msgs[i] != want[i] {
+							t.Fatalf("message %d: topic %q, %d bytes; want topic %q, %d bytes", i, s.msgs[i].topic, len(s.msgs[i].payload), want[i].topic, len(want[i].payload))
+						}
 					}
-				}
-				h.waitMsgs(n)
-				if len(h.msgs) != n {
-					t.Fatalf("%d messages, want %d", len(h.msgs), n)
-				}
-				for i := range want {
-					if h.msgs[i] != want[i] {
-						t.Fatalf("message %d: topic %q, %d bytes; want topic %q, %d bytes", i, h.msgs[i].topic, len(h.msgs[i].payload), want[i].topic, len(want[i].payload))
+					st := s.m.Stats()
+					if st.Sessions != 1 || st.Subscribes != 1 || st.Messages != n {
+						t.Fatalf("stats %+v", st)
 					}
-				}
-				st := sub.Stats()
-				if st.Sessions != 1 || st.Subscribes != 1 || st.Messages != n {
-					t.Fatalf("stats %+v", st)
-				}
-				if qos == 1 {
-					eventually(t, 5*time.Second, "every PUBACK at the broker", func() bool {
-						cl, ok := srv.Clients.Get(id)
-						return ok && cl.State.Inflight.Len() == 0 && sub.Stats().Acked == n
-					})
-				} else if st.Acked != 0 {
-					t.Fatalf("QoS 0 acked %d", st.Acked)
-				}
-				if errs := h.errors(); len(errs) != 0 {
-					t.Fatalf("errors: %v", errs)
-				}
+					if qos == 1 {
+						eventually(t, 5*time.Second, "every PUBACK at the broker", func() bool {
+							cl, ok := srv.Clients.Get(id)
+							return ok && cl.State.Inflight.Len() == 0 && s.m.Stats().Acked == n
+						})
+					} else if st.Acked != 0 {
+						t.Fatalf("QoS 0 acked %d", st.Acked)
+					}
+					if errs := s.errors(); len(errs) != 0 {
+						t.Fatalf("errors: %v", errs)
+					}
+				})
 			})
 		}
 	}
 }
 
-// --- a fake broker speaking through mochi's codec ---
-
-type fakeBroker struct {
-	t     *testing.T
-	ln    net.Listener
-	conns chan net.Conn
-	wg    sync.WaitGroup
-}
-
-func newFakeBroker(t *testing.T) *fakeBroker {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &fakeBroker{t: t, ln: ln, conns: make(chan net.Conn, 16)}
-	b.wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
+// TestMQTTOpenLeavesTheStream: Open reads the CONNACK and not a byte more,
+// and returns without waiting for the SUBACK. A broker that sends its
+// CONNACK, SUBACK and a message in one write loses none of them.
+func TestMQTTOpenLeavesTheStream(t *testing.T) {
+	for _, version := range []byte{4, 5} {
+		t.Run(fmt.Sprintf("v%d", version), func(t *testing.T) {
+			b := newFakeBroker(t)
+			m := newMQTT(t, srcs.MQTTConfig{Broker: b.addr(), ClientID: "eager", Topics: []string{"t"}, Version: version, CleanSession: true})
+			defer m.Close()
+			errc := openAsync(m)
+			c := b.accept()
+			c.read(packets.Connect)
+			ack := c.encode(connack(false, 0))
+			subAck := c.encode(packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Suback}, PacketID: 1, ReasonCodes: []byte{0}})
+			first := c.encode(pub(0, 0, "t", "first"))
+			c.sendRaw(append(append(append([]byte{}, ack...), subAck...), first...))
+			if err := recvErr(t, errc); err != nil {
+				t.Fatal(err)
 			}
-			select {
-			case b.conns <- c:
-			default:
-				c.Close()
+			c.read(packets.Subscribe)
+			want := append(append([]byte{}, subAck...), first...)
+			got := make([]byte, len(want))
+			if _, err := io.ReadFull(m, got); err != nil || string(got) != string(want) {
+				t.Fatalf("stream after Open: %q, %v; want the SUBACK and the PUBLISH %q", got, err, want)
 			}
-		}
-	})
-	t.Cleanup(func() {
-		ln.Close()
-		b.wg.Wait()
-		for {
-			select {
-			case c := <-b.conns:
-				c.Close()
-			default:
-				return
-			}
-		}
-	})
-	return b
-}
-
-func (b *fakeBroker) addr() string { return b.ln.Addr().String() }
-
-type fakeConn struct {
-	t       *testing.T
-	c       net.Conn
-	br      *bufio.Reader
-	version byte
-}
-
-func (b *fakeBroker) accept() *fakeConn {
-	b.t.Helper()
-	select {
-	case c := <-b.conns:
-		b.t.Cleanup(func() { c.Close() })
-		return &fakeConn{t: b.t, c: c, br: bufio.NewReader(c), version: 4}
-	case <-time.After(10 * time.Second):
-		b.t.Fatal("no connection to the fake broker")
+		})
 	}
-	return nil
-}
-
-// readTimeout reads one packet from the client.
-func (c *fakeConn) readTimeout(d time.Duration) (packets.Packet, error) {
-	c.c.SetReadDeadline(time.Now().Add(d))
-	var pk packets.Packet
-	hb, err := c.br.ReadByte()
-	if err != nil {
-		return pk, err
-	}
-	if err := pk.FixedHeader.Decode(hb); err != nil {
-		return pk, err
-	}
-	n, _, err := packets.DecodeLength(c.br)
-	if err != nil {
-		return pk, err
-	}
-	pk.FixedHeader.Remaining = n
-	body := make([]byte, n)
-	if _, err := io.ReadFull(c.br, body); err != nil {
-		return pk, err
-	}
-	pk.ProtocolVersion = c.version
-	switch pk.FixedHeader.Type {
-	case packets.Connect:
-		err = pk.ConnectDecode(body)
-		c.version = pk.ProtocolVersion
-	case packets.Subscribe:
-		err = pk.SubscribeDecode(body)
-	case packets.Puback:
-		err = pk.PubackDecode(body)
-	case packets.Disconnect:
-		err = pk.DisconnectDecode(body)
-	case packets.Pingreq:
-	default:
-		err = fmt.Errorf("fake broker: unexpected packet type %d", pk.FixedHeader.Type)
-	}
-	return pk, err
-}
-
-func (c *fakeConn) read(want byte) packets.Packet {
-	c.t.Helper()
-	pk, err := c.readTimeout(10 * time.Second)
-	if err != nil {
-		c.t.Fatalf("fake broker: reading %s: %v", packets.PacketNames[want], err)
-	}
-	if pk.FixedHeader.Type != want {
-		c.t.Fatalf("fake broker: got %s, want %s", packets.PacketNames[pk.FixedHeader.Type], packets.PacketNames[want])
-	}
-	return pk
-}
-
-func (c *fakeConn) send(pk packets.Packet) {
-	c.t.Helper()
-	pk.ProtocolVersion = c.version
-	var b bytes.Buffer
-	var err error
-	switch pk.FixedHeader.Type {
-	case packets.Connack:
-		err = pk.ConnackEncode(&b)
-	case packets.Suback:
-		err = pk.SubackEncode(&b)
-	case packets.Publish:
-		err = pk.PublishEncode(&b)
-	case packets.Pingresp:
-		err = pk.PingrespEncode(&b)
-	case packets.Disconnect:
-		err = pk.DisconnectEncode(&b)
-	}
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	c.sendRaw(b.Bytes())
-}
-
-func (c *fakeConn) sendRaw(p []byte) {
-	c.t.Helper()
-	c.c.SetWriteDeadline(time.Now().Add(10 * time.Second))
-	if _, err := c.c.Write(p); err != nil {
-		c.t.Fatalf("fake broker: write: %v", err)
-	}
-}
-
-func connack(present bool, code byte) packets.Packet {
-	return packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Connack}, SessionPresent: present, ReasonCode: code}
-}
-
-func pub(qos byte, id uint16, topic, payload string) packets.Packet {
-	return packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: qos}, PacketID: id, TopicName: topic, Payload: []byte(payload)}
-}
-
-// handshake accepts the CONNECT, answers it, and if subscribe is set
-// expects a SUBSCRIBE and grants it. It returns the CONNECT.
-func (c *fakeConn) handshake(present, subscribe bool) packets.Packet {
-	c.t.Helper()
-	conn := c.read(packets.Connect)
-	c.send(connack(present, 0))
-	if subscribe {
-		sub := c.read(packets.Subscribe)
-		codes := make([]byte, len(sub.Filters))
-		for i, f := range sub.Filters {
-			codes[i] = f.Qos
-		}
-		c.send(packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Suback}, PacketID: sub.PacketID, ReasonCodes: codes})
-	}
-	return conn
-}
-
-// expectSilence checks the client sends nothing for d.
-func (c *fakeConn) expectSilence(d time.Duration, what string) {
-	c.t.Helper()
-	pk, err := c.readTimeout(d)
-	var ne net.Error
-	if !errors.As(err, &ne) || !ne.Timeout() {
-		c.t.Fatalf("fake broker: got %s (%v) while expecting no %s", packets.PacketNames[pk.FixedHeader.Type], err, what)
-	}
-	c.br.Reset(c.c) // forget the failed read
-}
-
-// openAsync runs Open while the test plays the broker.
-func openAsync(m *srcs.MQTT) <-chan error {
-	errc := make(chan error, 1)
-	go func() { errc <- m.Open(context.Background()) }()
-	return errc
-}
-
-func recvErr(t *testing.T, errc <-chan error) error {
-	t.Helper()
-	select {
-	case err := <-errc:
-		return err
-	case <-time.After(10 * time.Second):
-		t.Fatal("Open did not return")
-	}
-	return nil
 }
 
 // TestMQTTAckAfterRelease holds every chunk of 60 QoS 1 messages, checks
 // that the broker hears no PUBACK, then releases the chunks one at a time
-// and checks that each release acknowledges exactly the messages whose
-// frames it completed, in order.
+// and checks that each release acknowledges exactly the messages its
+// chunk holds, in order.
 func TestMQTTAckAfterRelease(t *testing.T) {
 	for _, version := range []byte{4, 5} {
 		t.Run(fmt.Sprintf("v%d", version), func(t *testing.T) {
-			b := newFakeBroker(t)
-			h := newHarness(t)
-			sub := newMQTT(t, srcs.MQTTConfig{Broker: b.addr(), ClientID: "acker", Topics: []string{"t/#"}, QoS: 1, Version: version})
-			h.add(sub)
-			c := b.accept()
-			connect := c.handshake(false, true)
-			if connect.ProtocolVersion != version || connect.Connect.Clean {
-				t.Fatalf("CONNECT version %d clean %v", connect.ProtocolVersion, connect.Connect.Clean)
-			}
+			bothWays(t, func(t *testing.T, o driveOpts) {
+				b := newFakeBroker(t)
+				o.bufSize = 8 << 10
+				s := subscribe(t, srcs.MQTTConfig{Broker: b.addr(), ClientID: "acker", Topics: []string{"t/#"}, QoS: 1, Version: version}, o)
+				c := b.accept()
+				connect, off := c.handshake(false, true)
+				if connect.ProtocolVersion != version || connect.Connect.Clean {
+					t.Fatalf("CONNECT version %d clean %v", connect.ProtocolVersion, connect.Connect.Clean)
+				}
 
-			const n = 60
-			var ends []int64 // stream offset past each frame
-			var off int64
-			for i := range n {
-				topic := fmt.Sprintf("t/%d", i)
-				c.send(pub(1, uint16(1000+i), topic, payloadFor(i)))
-				off += int64(len(srcs.AppendMQTTFrame(nil, topic, []byte(payloadFor(i)))))
-				ends = append(ends, off)
-			}
-			h.hold = true
-			h.waitMsgs(n)
-			c.expectSilence(200*time.Millisecond, "PUBACK before release")
-			if got := sub.Stats().Acked; got != 0 {
-				t.Fatalf("%d acked before release", got)
-			}
+				const n = 60
+				var ends []int64 // stream offset past each PUBLISH
+				at := int64(off)
+				for i := range n {
+					at += int64(c.send(pub(1, uint16(1000+i), fmt.Sprintf("t/%d", i), payloadFor(i))))
+					ends = append(ends, at)
+				}
+				s.hold = true
+				s.waitMsgs(n)
+				c.expectSilence(200*time.Millisecond, "PUBACK before release")
+				if got := s.m.Stats().Acked; got != 0 {
+					t.Fatalf("%d acked before release", got)
+				}
 
-			next := 0 // first message not yet acknowledged
-			var through int64
-			for i := range h.held { // released in place: a failure leaves the rest to cleanup
-				through += int64(len(h.held[i].Data))
-				h.held[i].Release()
-				for next < n && ends[next] <= through {
-					pk := c.read(packets.Puback)
-					if pk.PacketID != uint16(1000+next) {
-						t.Fatalf("after releasing chunk %d: PUBACK %d, want %d", i, pk.PacketID, 1000+next)
+				next := 0 // first message not yet acknowledged
+				held := s.held
+				s.held = nil
+				for i, ch := range held {
+					s.release(ch)
+					for next < n && ends[next] <= s.through {
+						pk := c.read(packets.Puback)
+						if pk.PacketID != uint16(1000+next) {
+							t.Fatalf("after releasing chunk %d: PUBACK %d, want %d", i, pk.PacketID, 1000+next)
+						}
+						next++
 					}
-					next++
+					if s.through != int64(off) && (next == 0 || ends[next-1] != s.through) {
+						t.Fatalf("chunk %d ends at %d, inside message %d", i, s.through, next)
+					}
+					if c.br.Buffered() != 0 {
+						t.Fatalf("after releasing chunk %d: more PUBACKs than messages completed", i)
+					}
 				}
-				if c.br.Buffered() != 0 {
-					t.Fatalf("after releasing chunk %d: more PUBACKs than messages completed", i)
+				if next != n {
+					t.Fatalf("%d of %d acknowledged", next, n)
 				}
-			}
-			if next != n {
-				t.Fatalf("%d of %d acknowledged", next, n)
-			}
-			c.expectSilence(50*time.Millisecond, "further PUBACK")
-			eventually(t, 5*time.Second, "Acked to count every PUBACK", func() bool { return sub.Stats().Acked == n })
-			if st := sub.Stats(); st.Unacked != 0 {
-				t.Fatalf("stats %+v", st)
-			}
+				c.expectSilence(50*time.Millisecond, "further PUBACK")
+				eventually(t, 5*time.Second, "Acked to count every PUBACK", func() bool { return s.m.Stats().Acked == n })
+				if st := s.m.Stats(); st.Unacked != 0 {
+					t.Fatalf("stats %+v", st)
+				}
+			})
 		})
 	}
 }
@@ -615,96 +237,167 @@ func TestMQTTAckAfterRelease(t *testing.T) {
 // TestMQTTUnackedAcrossReconnect: a QoS 1 message still held when the
 // connection drops is never acknowledged on the next connection.
 func TestMQTTUnackedAcrossReconnect(t *testing.T) {
-	b := newFakeBroker(t)
-	h := newHarness(t)
-	sub := newMQTT(t, srcs.MQTTConfig{Broker: b.addr(), ClientID: "re", Topics: []string{"t"}, QoS: 1,
-		Backoff: srcs.Backoff{Initial: 5 * time.Millisecond, Max: 20 * time.Millisecond}})
-	h.add(sub)
-	c := b.accept()
-	c.handshake(false, true)
-	c.send(pub(1, 7, "t", "first"))
-	h.hold = true
-	h.waitMsgs(1)
-	c.c.Close()
-	c2 := b.accept()
-	c2.handshake(true, false)
-	h.hold = false
-	for i := range h.held {
-		h.held[i].Release()
-	}
-	c2.send(pub(1, 8, "t", "second"))
-	h.waitMsgs(2)
-	if pk := c2.read(packets.Puback); pk.PacketID != 8 {
-		t.Fatalf("PUBACK %d, want 8 (7 belonged to the first connection)", pk.PacketID)
-	}
-	// The counter moves just after the write the broker has read.
-	eventually(t, 5*time.Second, "Acked to count the PUBACK", func() bool { return sub.Stats().Acked == 1 })
-	if st := sub.Stats(); st.Unacked != 1 {
-		t.Fatalf("stats %+v", st)
-	}
-}
-
-// TestMQTTKeepalive: with KeepAlive 200ms the client pings; a broker that
-// answers keeps the session, one that does not is cut off with ErrTimeout.
-func TestMQTTKeepalive(t *testing.T) {
-	const ka = 200 * time.Millisecond
-	cfg := func(addr string) srcs.MQTTConfig {
-		return srcs.MQTTConfig{Broker: addr, ClientID: "ka", Topics: []string{"t"}, KeepAlive: ka, CleanSession: true,
-			DialTimeout: 2 * time.Second, Backoff: srcs.Backoff{Initial: time.Second}}
-	}
-	t.Run("answered", func(t *testing.T) {
+	bothWays(t, func(t *testing.T, o driveOpts) {
 		b := newFakeBroker(t)
-		h := newHarness(t)
-		sub := newMQTT(t, cfg(b.addr()))
-		h.add(sub)
-		c := b.accept()
-		if conn := c.handshake(false, true); conn.Connect.Keepalive != 1 {
-			t.Fatalf("CONNECT keepalive %ds, want 1 (rounded up)", conn.Connect.Keepalive)
-		}
-		start := time.Now()
-		pings := 0
-		for time.Since(start) < 4*ka {
-			c.read(packets.Pingreq)
-			pings++
-			c.send(packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Pingresp}})
-		}
-		if pings < 3 || pings > 6 {
-			t.Fatalf("%d PINGREQs in %v with KeepAlive %v", pings, time.Since(start), ka)
-		}
-		c.send(pub(0, 0, "t", "alive"))
-		h.waitMsgs(1)
-		// The counter moves just after the write the broker has read, and
-		// one more ping may have gone out since.
-		eventually(t, 5*time.Second, "Pings to count every PINGREQ", func() bool { return sub.Stats().Pings >= uint64(pings) })
-		if st := sub.Stats(); st.Sessions != 1 || st.Pings > uint64(pings)+1 {
-			t.Fatalf("stats %+v after %d pings", st, pings)
-		}
-		if errs := h.errors(); len(errs) != 0 {
-			t.Fatalf("errors: %v", errs)
-		}
-	})
-	t.Run("unanswered", func(t *testing.T) {
-		b := newFakeBroker(t)
-		h := newHarness(t)
-		h.add(newMQTT(t, cfg(b.addr())))
+		s := subscribe(t, srcs.MQTTConfig{Broker: b.addr(), ClientID: "re", Topics: []string{"t"}, QoS: 1}, o)
 		c := b.accept()
 		c.handshake(false, true)
-		start := time.Now()
-		c.read(packets.Pingreq)
-		err := h.waitErr("a keepalive timeout", func(err error) bool { return errors.Is(err, srcs.ErrTimeout) })
-		if el := time.Since(start); el < ka*3/2-ka/4 {
-			t.Fatalf("timed out after %v, before 1.5 × %v", el, ka)
+		c.send(pub(1, 7, "t", "first"))
+		s.hold = true
+		s.waitMsgs(1)
+		c.c.Close()
+		c2 := b.accept()
+		c2.handshake(true, false)
+		s.hold = false
+		for _, ch := range s.held {
+			s.release(ch)
 		}
-		var se *srcs.SourceError
-		if !errors.As(err, &se) || se.Op != "read" || !strings.Contains(err.Error(), "keepalive") {
-			t.Fatalf("error %v; want a read SourceError about the keepalive", err)
+		s.held = nil
+		c2.send(pub(1, 8, "t", "second"))
+		s.waitMsgs(2)
+		if pk := c2.read(packets.Puback); pk.PacketID != 8 {
+			t.Fatalf("PUBACK %d, want 8 (7 belonged to the first connection)", pk.PacketID)
+		}
+		// The counter moves just after the write the broker has read.
+		eventually(t, 5*time.Second, "Acked to count the PUBACK", func() bool { return s.m.Stats().Acked == 1 })
+		if st := s.m.Stats(); st.Unacked != 1 {
+			t.Fatalf("stats %+v", st)
+		}
+	})
+}
+
+// keepaliveCfg has a short keepalive, and a backoff long enough that a
+// test sees one session.
+func keepaliveCfg(addr string, ka time.Duration) srcs.MQTTConfig {
+	return srcs.MQTTConfig{Broker: addr, ClientID: "ka", Topics: []string{"t"}, KeepAlive: ka,
+		DialTimeout: 2 * time.Second, Backoff: srcs.Backoff{Initial: time.Second}}
+}
+
+// TestMQTTKeepalive: with a keepalive of a fraction of a second the client
+// pings; a broker that answers keeps the session, one that does not is
+// cut off with ErrTimeout, even while nobody reads the socket.
+func TestMQTTKeepalive(t *testing.T) {
+	const ka = 200 * time.Millisecond
+	t.Run("answered", func(t *testing.T) {
+		// A broker that answers within half the keepalive is never
+		// late, so give a loaded machine room.
+		const ka = 2 * ka
+		bothWays(t, func(t *testing.T, o driveOpts) {
+			b := newFakeBroker(t)
+			cfg := keepaliveCfg(b.addr(), ka)
+			cfg.CleanSession = true
+			s := subscribe(t, cfg, o)
+			c := b.accept()
+			if conn, _ := c.handshake(false, true); conn.Connect.Keepalive != 1 {
+				t.Fatalf("CONNECT keepalive %ds, want 1 (rounded up)", conn.Connect.Keepalive)
+			}
+			start := time.Now()
+			pings := 0
+			for time.Since(start) < 4*ka {
+				c.read(packets.Pingreq)
+				pings++
+				c.send(pingresp)
+			}
+			if pings < 3 || pings > 6 {
+				t.Fatalf("%d PINGREQs in %v with KeepAlive %v", pings, time.Since(start), ka)
+			}
+			c.send(pub(0, 0, "t", "alive"))
+			s.waitMsgs(1)
+			// The counter moves just after the write the broker has read,
+			// and one more ping may have gone out since.
+			eventually(t, 5*time.Second, "Pings to count every PINGREQ", func() bool { return s.m.Stats().Pings >= uint64(pings) })
+			if st := s.m.Stats(); st.Sessions != 1 || st.Pings > uint64(pings)+1 {
+				t.Fatalf("stats %+v after %d pings", st, pings)
+			}
+			if errs := s.errors(); len(errs) != 0 {
+				t.Fatalf("errors: %v", errs)
+			}
+		})
+	})
+	t.Run("unanswered", func(t *testing.T) {
+		bothWays(t, func(t *testing.T, o driveOpts) {
+			b := newFakeBroker(t)
+			cfg := keepaliveCfg(b.addr(), ka)
+			cfg.CleanSession = true
+			s := subscribe(t, cfg, o)
+			c := b.accept()
+			c.handshake(false, true)
+			start := time.Now()
+			c.read(packets.Pingreq)
+			err := s.waitErr("a keepalive timeout", func(err error) bool { return errors.Is(err, srcs.ErrTimeout) })
+			if el := time.Since(start); el < ka*3/2-ka/4 {
+				t.Fatalf("timed out after %v, before 1.5 × %v", el, ka)
+			}
+			// Read returns the timeout at once; a runner reading the
+			// descriptor sees the end of the stream, and Close returns it.
+			op := "read: "
+			if o.viaDesc {
+				op = "close: "
+			}
+			if !strings.HasPrefix(err.Error(), op) || !strings.Contains(err.Error(), "keepalive") {
+				t.Fatalf("error %v; want %sa keepalive timeout", err, op)
+			}
+		})
+	})
+	// A paused engine reads nothing: bytes the broker sent wait in the
+	// socket, and the session must stay up.
+	t.Run("paused", func(t *testing.T) {
+		if runtime.GOOS != "linux" {
+			t.Skip("the kernel tells unread bytes (SIOCINQ) on Linux only")
+		}
+		b := newFakeBroker(t)
+		m := newMQTT(t, keepaliveCfg(b.addr(), ka))
+		errc := openAsync(m)
+		c := b.accept()
+		c.handshake(true, false)
+		if err := recvErr(t, errc); err != nil {
+			t.Fatal(err)
+		}
+		c.send(pub(0, 0, "t", "unread"))
+		for range 5 {
+			c.read(packets.Pingreq)
+			c.send(pingresp)
+		}
+		c.read(packets.Pingreq) // the session is still up after 6 × KeepAlive
+		if err := m.Close(); err != nil {
+			t.Fatalf("Close = %v", err)
+		}
+	})
+	// Paused too, but the broker is gone without a word: the session is
+	// cut (the broker sees the shutdown), and Close says why.
+	t.Run("paused and silent", func(t *testing.T) {
+		b := newFakeBroker(t)
+		m := newMQTT(t, keepaliveCfg(b.addr(), ka))
+		errc := openAsync(m)
+		c := b.accept()
+		c.handshake(true, false)
+		if err := recvErr(t, errc); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			pk, err := c.readTimeout(10 * time.Second)
+			if err != nil {
+				if !errors.Is(err, io.EOF) {
+					t.Fatalf("broker read %v; want the end of the stream", err)
+				}
+				break
+			}
+			if pk.FixedHeader.Type != packets.Pingreq {
+				t.Fatalf("broker got %s; want PINGREQs, then the end of the stream", packets.PacketNames[pk.FixedHeader.Type])
+			}
+		}
+		if err := m.Close(); !errors.Is(err, srcs.ErrTimeout) || !strings.Contains(err.Error(), "keepalive") {
+			t.Fatalf("Close = %v; want the keepalive timeout", err)
+		}
+		if err := m.Close(); err != nil {
+			t.Fatalf("second Close = %v", err)
 		}
 	})
 }
 
 // TestMQTTReconnectResubscribe: the broker drops the connection; the
-// engine reconnects, and the source subscribes again unless the broker
-// resumed a session it asked to keep.
+// source is opened again, and subscribes again unless the broker resumed
+// a session it asked to keep.
 func TestMQTTReconnectResubscribe(t *testing.T) {
 	tests := []struct {
 		name      string
@@ -719,110 +412,112 @@ func TestMQTTReconnectResubscribe(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b := newFakeBroker(t)
-			h := newHarness(t)
-			sub := newMQTT(t, srcs.MQTTConfig{Broker: b.addr(), ClientID: "rs", Topics: []string{"a", "b/#"}, CleanSession: tt.clean,
-				Backoff: srcs.Backoff{Initial: 5 * time.Millisecond, Max: 20 * time.Millisecond}})
-			h.add(sub)
-			c := b.accept()
-			c.handshake(false, true)
-			c.send(pub(0, 0, "a", "before"))
-			h.waitMsgs(1)
-			c.c.Close() // the broker goes away
+			bothWays(t, func(t *testing.T, o driveOpts) {
+				b := newFakeBroker(t)
+				s := subscribe(t, srcs.MQTTConfig{Broker: b.addr(), ClientID: "rs", Topics: []string{"a", "b/#"}, CleanSession: tt.clean}, o)
+				c := b.accept()
+				c.handshake(false, true)
+				c.send(pub(0, 0, "a", "before"))
+				s.waitMsgs(1)
+				c.c.Close() // the broker goes away
 
-			c2 := b.accept()
-			conn := c2.handshake(tt.present, tt.subscribe)
-			if conn.Connect.Clean != tt.clean || conn.Connect.ClientIdentifier != "rs" {
-				t.Fatalf("second CONNECT clean %v id %q", conn.Connect.Clean, conn.Connect.ClientIdentifier)
-			}
-			c2.send(pub(0, 0, "b/c", "after"))
-			h.waitMsgs(2)
-			if !tt.subscribe {
-				// Open has returned (a message came through Read), so a
-				// SUBSCRIBE would already be in the socket.
-				c2.expectSilence(50*time.Millisecond, "SUBSCRIBE")
-			}
-			if got := h.msgs; got[0] != (msg{"a", "before"}) || got[1] != (msg{"b/c", "after"}) {
-				t.Fatalf("messages %q", got)
-			}
-			want := uint64(1)
-			if tt.subscribe {
-				want = 2
-			}
-			if st := sub.Stats(); st.Sessions != 2 || st.Subscribes != want {
-				t.Fatalf("stats %+v, want 2 sessions and %d subscribes", st, want)
-			}
-			if errs := h.errors(); len(errs) != 0 {
-				t.Fatalf("a clean broker close reported errors: %v", errs)
-			}
+				c2 := b.accept()
+				conn, _ := c2.handshake(tt.present, tt.subscribe)
+				if conn.Connect.Clean != tt.clean || conn.Connect.ClientIdentifier != "rs" {
+					t.Fatalf("second CONNECT clean %v id %q", conn.Connect.Clean, conn.Connect.ClientIdentifier)
+				}
+				c2.send(pub(0, 0, "b/c", "after"))
+				s.waitMsgs(2)
+				if !tt.subscribe {
+					// Open has returned (a message came through), so a
+					// SUBSCRIBE would already be in the socket.
+					c2.expectSilence(50*time.Millisecond, "SUBSCRIBE")
+				}
+				if got := s.msgs; got[0] != (msg{"a", "before"}) || got[1] != (msg{"b/c", "after"}) {
+					t.Fatalf("messages %q", got)
+				}
+				want := uint64(1)
+				if tt.subscribe {
+					want = 2
+				}
+				if st := s.m.Stats(); st.Sessions != 2 || st.Subscribes != want {
+					t.Fatalf("stats %+v, want 2 sessions and %d subscribes", st, want)
+				}
+				if errs := s.errors(); len(errs) != 0 {
+					t.Fatalf("a clean broker close reported errors: %v", errs)
+				}
+			})
 		})
 	}
 }
 
 // TestMQTTBadPackets: whatever the broker sends that breaks the protocol
-// ends the session with ErrMalformed (or ErrTooLarge), after the data
-// read before it.
+// ends the session (the framer refuses it) with ErrMalformed, or with
+// ErrTooLarge for a message too large, after the messages before it.
 func TestMQTTBadPackets(t *testing.T) {
-	good := func(v byte) []byte {
-		var b bytes.Buffer
-		pk := pub(0, 0, "ok", "fine")
-		pk.ProtocolVersion = v
-		pk.PublishEncode(&b)
-		return b.Bytes()
-	}
 	tests := []struct {
 		name    string
 		version byte
+		bufSize int
+		resumed bool // the broker resumed the session: no SUBSCRIBE
 		raw     []byte
-		want    error
+		want    func(error) bool
 	}{
-		{"reserved packet type", 4, []byte{0x00, 0x00}, srcs.ErrMalformed},
-		{"publish qos 3", 4, []byte{0x36, 0x03, 0x00, 0x01, 'a'}, srcs.ErrMalformed},
-		{"connack mid-session", 4, []byte{0x20, 0x02, 0x00, 0x00}, srcs.ErrMalformed},
-		{"puback to a subscriber", 5, []byte{0x40, 0x02, 0x00, 0x01}, srcs.ErrMalformed},
-		{"five-byte length", 4, []byte{0x30, 0xff, 0xff, 0xff, 0xff, 0x7f}, srcs.ErrMalformed},
-		{"topic past the end", 4, []byte{0x30, 0x03, 0x00, 0x09, 'a'}, srcs.ErrMalformed},
-		{"topic not utf-8", 4, []byte{0x30, 0x04, 0x00, 0x02, 0xc3, 0x28}, srcs.ErrMalformed},
-		{"qos 1 without packet id", 4, []byte{0x32, 0x05, 0x00, 0x01, 'a', 0x00, 0x00}, srcs.ErrMalformed},
-		{"qos 2", 4, []byte{0x34, 0x05, 0x00, 0x01, 'a', 0x00, 0x01}, srcs.ErrMalformed},
-		{"pingresp with a body", 4, []byte{0xd0, 0x01, 0x00}, srcs.ErrMalformed},
-		{"v5 bad properties", 5, []byte{0x30, 0x05, 0x00, 0x01, 'a', 0x02, 0xff}, srcs.ErrMalformed},
-		{"flags on pingresp", 4, []byte{0xd1, 0x00}, srcs.ErrMalformed},
-		{"oversized message", 4, append([]byte{0x30, 0x83, 0x01, 0x00, 0x01, 'a'}, make([]byte, 128)...), srcs.ErrTooLarge},
+		{name: "reserved packet type", raw: []byte{0x00, 0x00}},
+		{name: "garbage", raw: []byte("HTTP/1.1 400 Bad Request\r\n\r\n")},
+		{name: "publish qos 3", raw: []byte{0x36, 0x03, 0x00, 0x01, 'a'}},
+		{name: "connack mid-session", raw: []byte{0x20, 0x02, 0x00, 0x00}},
+		{name: "puback to a subscriber", version: 5, raw: []byte{0x40, 0x02, 0x00, 0x01}},
+		{name: "five-byte length", raw: []byte{0x30, 0xff, 0xff, 0xff, 0xff, 0x7f}},
+		{name: "topic past the end", raw: []byte{0x30, 0x03, 0x00, 0x09, 'a'}},
+		{name: "topic not utf-8", raw: []byte{0x30, 0x04, 0x00, 0x02, 0xc3, 0x28}},
+		{name: "qos 1 without packet id", raw: []byte{0x32, 0x05, 0x00, 0x01, 'a', 0x00, 0x00}},
+		{name: "qos 2", raw: []byte{0x34, 0x05, 0x00, 0x01, 'a', 0x00, 0x01}},
+		{name: "pingresp with a body", raw: []byte{0xd0, 0x01, 0x00}},
+		{name: "v5 bad properties", version: 5, raw: []byte{0x30, 0x05, 0x00, 0x01, 'a', 0x02, 0xff}},
+		{name: "flags on pingresp", raw: []byte{0xd1, 0x00}},
+		{name: "suback nobody asked for", resumed: true, raw: []byte{0x90, 0x03, 0x00, 0x01, 0x00}},
+		{name: "oversized message", raw: append([]byte{0x30, 0x83, 0x01, 0x00, 0x01, 'a'}, make([]byte, 128)...),
+			want: func(err error) bool { return errors.Is(err, srcs.ErrTooLarge) }},
+		{name: "message larger than a buffer", bufSize: 64, raw: append([]byte{0x30, 0x46, 0x00, 0x01, 'a'}, make([]byte, 67)...),
+			want: func(err error) bool { return errors.Is(err, srcs.ErrTooLarge) && errors.Is(err, srcs.ErrRecordTooLong) }},
+		{name: "broker disconnects", version: 5, raw: []byte{0xe0, 0x01, 0x8b},
+			want: func(err error) bool {
+				return strings.Contains(err.Error(), "broker disconnected: server shutting down (0x8b)")
+			}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b := newFakeBroker(t)
-			sub := newMQTT(t, srcs.MQTTConfig{Broker: b.addr(), Topics: []string{"#"}, CleanSession: true, Version: tt.version, MaxMessage: 100})
-			defer sub.Close()
-			errc := openAsync(sub)
-			c := b.accept()
-			c.handshake(false, true)
-			if err := recvErr(t, errc); err != nil {
-				t.Fatal(err)
-			}
-			c.sendRaw(append(good(tt.version), tt.raw...))
-			buf := make([]byte, 4096)
-			var data []byte
-			var err error
-			for err == nil {
-				var n int
-				n, err = sub.Read(buf)
-				data = append(data, buf[:n]...)
-			}
-			if !errors.Is(err, tt.want) {
-				t.Fatalf("Read error %v; want %v", err, tt.want)
-			}
-			if !bytes.Equal(data, srcs.AppendMQTTFrame(nil, "ok", []byte("fine"))) {
-				t.Fatalf("data before the error: %q", data)
-			}
+			bothWays(t, func(t *testing.T, o driveOpts) {
+				if tt.version == 0 {
+					tt.version = 4
+				}
+				if tt.want == nil {
+					tt.want = func(err error) bool { return errors.Is(err, srcs.ErrMalformed) }
+				}
+				b := newFakeBroker(t)
+				o.once, o.bufSize = true, tt.bufSize
+				s := subscribe(t, srcs.MQTTConfig{Broker: b.addr(), ClientID: "bad", Topics: []string{"#"}, Version: tt.version, MaxMessage: 100}, o)
+				c := b.accept()
+				c.handshake(tt.resumed, !tt.resumed)
+				good := c.encode(pub(0, 0, "ok", "fine"))
+				c.sendRaw(append(good, tt.raw...))
+				err := s.waitErr("the session to end", func(error) bool { return true })
+				if !strings.HasPrefix(err.Error(), "read: ") || !tt.want(err) {
+					t.Fatalf("session ended with %v", err)
+				}
+				s.pump(time.Second, "the message before the bad packet", func() bool { return len(s.msgs) > 0 })
+				if len(s.msgs) != 1 || s.msgs[0] != (msg{"ok", "fine"}) {
+					t.Fatalf("messages before the error: %q", s.msgs)
+				}
+			})
 		})
 	}
 }
 
-// TestMQTTRefused covers the ways Open fails: a broker refusing the
-// CONNECT or a filter, nothing listening, and a name that does not
-// resolve.
+// TestMQTTRefused covers the ways a session fails to start: a broker
+// refusing the CONNECT (Open fails) or a filter (the SUBACK in the stream
+// ends the session), nothing listening, and a name that does not resolve.
 func TestMQTTRefused(t *testing.T) {
 	t.Run("connack", func(t *testing.T) {
 		for _, tt := range []struct {
@@ -830,8 +525,8 @@ func TestMQTTRefused(t *testing.T) {
 			reason        string
 		}{{4, 5, "not authorized"}, {4, 2, "identifier rejected"}, {5, 0x86, "bad user name or password"}, {5, 0x8a, "banned"}} {
 			b := newFakeBroker(t)
-			sub := newMQTT(t, srcs.MQTTConfig{Broker: b.addr(), ClientID: "x", Topics: []string{"#"}, Version: tt.version})
-			errc := openAsync(sub)
+			m := newMQTT(t, srcs.MQTTConfig{Broker: b.addr(), ClientID: "x", Topics: []string{"#"}, Version: tt.version})
+			errc := openAsync(m)
 			c := b.accept()
 			c.read(packets.Connect)
 			c.send(connack(false, tt.code))
@@ -844,32 +539,52 @@ func TestMQTTRefused(t *testing.T) {
 	})
 	t.Run("suback", func(t *testing.T) {
 		for _, version := range []byte{4, 5} {
-			b := newFakeBroker(t)
-			sub := newMQTT(t, srcs.MQTTConfig{Broker: b.addr(), ClientID: "x", Topics: []string{"ok", "forbidden/#"}, QoS: 1, Version: version})
-			errc := openAsync(sub)
-			c := b.accept()
-			c.read(packets.Connect)
-			c.send(connack(false, 0))
-			s := c.read(packets.Subscribe)
-			if len(s.Filters) != 2 || s.Filters[1].Filter != "forbidden/#" || s.Filters[0].Qos != 1 {
-				t.Fatalf("SUBSCRIBE filters %+v", s.Filters)
-			}
-			code := byte(0x80)
-			if version == 5 {
-				code = 0x87
-			}
-			c.send(packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Suback}, PacketID: s.PacketID, ReasonCodes: []byte{1, code}})
-			err := recvErr(t, errc)
-			var se *srcs.MQTTSubscribeError
-			if !errors.As(err, &se) || se.Filter != "forbidden/#" || se.Code != code {
-				t.Fatalf("v%d: Open = %v; want an MQTTSubscribeError for forbidden/#", version, err)
-			}
+			t.Run(fmt.Sprintf("v%d", version), func(t *testing.T) {
+				bothWays(t, func(t *testing.T, o driveOpts) {
+					b := newFakeBroker(t)
+					o.once = true
+					s := subscribe(t, srcs.MQTTConfig{Broker: b.addr(), ClientID: "x", Topics: []string{"ok", "forbidden/#"}, QoS: 1, Version: version}, o)
+					c := b.accept()
+					c.read(packets.Connect)
+					c.send(connack(false, 0))
+					sub := c.read(packets.Subscribe)
+					if len(sub.Filters) != 2 || sub.Filters[1].Filter != "forbidden/#" || sub.Filters[0].Qos != 1 {
+						t.Fatalf("SUBSCRIBE filters %+v", sub.Filters)
+					}
+					code := byte(0x80)
+					if version == 5 {
+						code = 0x87
+					}
+					c.send(packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Suback}, PacketID: sub.PacketID, ReasonCodes: []byte{1, code}})
+					err := s.waitErr("the refusal", func(error) bool { return true })
+					var se *srcs.MQTTSubscribeError
+					if !errors.As(err, &se) || se.Filter != "forbidden/#" || se.Code != code || !strings.HasPrefix(err.Error(), "read: ") {
+						t.Fatalf("v%d: session ended with %v; want an MQTTSubscribeError for forbidden/#", version, err)
+					}
+					if st := s.m.Stats(); st.Sessions != 1 || st.Subscribes != 0 {
+						t.Fatalf("stats %+v", st)
+					}
+				})
+			})
+		}
+	})
+	t.Run("suback for another packet", func(t *testing.T) {
+		b := newFakeBroker(t)
+		s := subscribe(t, srcs.MQTTConfig{Broker: b.addr(), ClientID: "x", Topics: []string{"a"}}, driveOpts{once: true})
+		c := b.accept()
+		c.handshake(false, false)
+		c.read(packets.Subscribe)
+		c.send(packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Suback}, PacketID: 9, ReasonCodes: []byte{0}})
+		err := s.waitErr("the bad SUBACK", func(error) bool { return true })
+		var se *srcs.MQTTSubscribeError
+		if !errors.As(err, &se) || !errors.Is(err, srcs.ErrMalformed) {
+			t.Fatalf("session ended with %v; want an MQTTSubscribeError wrapping ErrMalformed", err)
 		}
 	})
 	t.Run("broker hangs up during connect", func(t *testing.T) {
 		b := newFakeBroker(t)
-		sub := newMQTT(t, srcs.MQTTConfig{Broker: b.addr(), ClientID: "x", Topics: []string{"#"}})
-		errc := openAsync(sub)
+		m := newMQTT(t, srcs.MQTTConfig{Broker: b.addr(), ClientID: "x", Topics: []string{"#"}})
+		errc := openAsync(m)
 		c := b.accept()
 		c.read(packets.Connect)
 		c.c.Close()
@@ -877,33 +592,53 @@ func TestMQTTRefused(t *testing.T) {
 			t.Fatalf("Open = %v; want io.ErrUnexpectedEOF", err)
 		}
 	})
+	t.Run("broker hangs up inside the connack", func(t *testing.T) {
+		b := newFakeBroker(t)
+		m := newMQTT(t, srcs.MQTTConfig{Broker: b.addr(), ClientID: "x", Topics: []string{"#"}})
+		errc := openAsync(m)
+		c := b.accept()
+		c.read(packets.Connect)
+		c.sendRaw([]byte{0x20, 0x02, 0x00})
+		c.c.Close()
+		if err := recvErr(t, errc); !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Fatalf("Open = %v; want io.ErrUnexpectedEOF", err)
+		}
+	})
+	t.Run("publish before connack", func(t *testing.T) {
+		b := newFakeBroker(t)
+		m := newMQTT(t, srcs.MQTTConfig{Broker: b.addr(), ClientID: "x", Topics: []string{"#"}})
+		errc := openAsync(m)
+		c := b.accept()
+		c.read(packets.Connect)
+		c.send(pub(0, 0, "t", "early"))
+		if err := recvErr(t, errc); !errors.Is(err, srcs.ErrMalformed) {
+			t.Fatalf("Open = %v; want ErrMalformed", err)
+		}
+	})
 	t.Run("silent broker", func(t *testing.T) {
 		b := newFakeBroker(t)
-		sub := newMQTT(t, srcs.MQTTConfig{Broker: b.addr(), ClientID: "x", Topics: []string{"#"}, DialTimeout: 100 * time.Millisecond})
-		errc := openAsync(sub)
+		m := newMQTT(t, srcs.MQTTConfig{Broker: b.addr(), ClientID: "x", Topics: []string{"#"}, DialTimeout: 100 * time.Millisecond})
+		errc := openAsync(m)
 		b.accept()
 		if err := recvErr(t, errc); !errors.Is(err, srcs.ErrTimeout) {
 			t.Fatalf("Open = %v; want ErrTimeout", err)
 		}
 	})
-	t.Run("connection refused through the engine", func(t *testing.T) {
+	t.Run("connection refused", func(t *testing.T) {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
 		addr := ln.Addr().String()
 		ln.Close()
-		h := newHarness(t)
-		h.add(newMQTT(t, srcs.MQTTConfig{Broker: addr, ClientID: "x", Topics: []string{"#"}, Backoff: srcs.Backoff{Initial: time.Millisecond, Attempts: 2}}))
-		err = h.waitErr("connection refused", func(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) })
-		var se *srcs.SourceError
-		if !errors.As(err, &se) || se.Op != "open" || se.Name != "mqtt://"+addr {
-			t.Fatalf("error %v; want an open SourceError naming the broker", err)
+		m := newMQTT(t, srcs.MQTTConfig{Broker: addr, ClientID: "x", Topics: []string{"#"}})
+		if err := m.Open(context.Background()); !errors.Is(err, syscall.ECONNREFUSED) || !strings.Contains(err.Error(), "mqtt://"+addr) {
+			t.Fatalf("Open = %v; want ECONNREFUSED naming the broker", err)
 		}
 	})
 	t.Run("dns", func(t *testing.T) {
-		sub := newMQTT(t, srcs.MQTTConfig{Broker: "nonexistent.invalid:1883", ClientID: "x", Topics: []string{"#"}})
-		err := sub.Open(context.Background())
+		m := newMQTT(t, srcs.MQTTConfig{Broker: "nonexistent.invalid:1883", ClientID: "x", Topics: []string{"#"}})
+		err := m.Open(context.Background())
 		var de *net.DNSError
 		if !errors.As(err, &de) || !strings.HasPrefix(err.Error(), "srcs: mqtt mqtt://nonexistent.invalid:1883: dial: ") {
 			t.Fatalf("Open = %v; want a *net.DNSError", err)
@@ -912,34 +647,41 @@ func TestMQTTRefused(t *testing.T) {
 }
 
 // TestMQTTCloseDisconnects: Close says goodbye with DISCONNECT, sends the
-// acks already due first, and a second Close is harmless.
+// acks already due first, and a second Close is harmless; without a
+// session, Read and Desc fail with net.ErrClosed.
 func TestMQTTCloseDisconnects(t *testing.T) {
 	b := newFakeBroker(t)
-	sub := newMQTT(t, srcs.MQTTConfig{Broker: b.addr(), ClientID: "bye", Topics: []string{"#"}, QoS: 1, Version: 5})
-	errc := openAsync(sub)
+	m := newMQTT(t, srcs.MQTTConfig{Broker: b.addr(), ClientID: "bye", Topics: []string{"#"}, QoS: 1, Version: 5})
+	errc := openAsync(m)
 	c := b.accept()
-	c.handshake(false, true)
+	_, subLen := c.handshake(false, true)
 	if err := recvErr(t, errc); err != nil {
 		t.Fatal(err)
 	}
-	c.send(pub(1, 42, "t", "x"))
-	buf := make([]byte, 64)
-	n, err := sub.Read(buf)
-	if err != nil {
+	pubLen := c.send(pub(1, 42, "t", "x"))
+	data := make([]byte, subLen+pubLen)
+	if _, err := io.ReadFull(m, data); err != nil {
 		t.Fatal(err)
 	}
-	sub.Released(int64(n))
-	if err := sub.Close(); err != nil {
+	m.Delivered(data, srcs.Records)
+	m.Released(int64(len(data)))
+	if err := m.Close(); err != nil {
 		t.Fatal(err)
 	}
 	if pk := c.read(packets.Puback); pk.PacketID != 42 {
 		t.Fatalf("PUBACK %d", pk.PacketID)
 	}
 	c.read(packets.Disconnect)
-	if err := sub.Close(); err != nil {
+	if err := m.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := sub.Read(buf); !errors.Is(err, net.ErrClosed) {
+	if _, err := m.Read(data); !errors.Is(err, net.ErrClosed) {
 		t.Fatalf("Read after Close = %v; want net.ErrClosed", err)
+	}
+	if _, err := m.Desc(); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("Desc after Close = %v; want net.ErrClosed", err)
+	}
+	if st := m.Stats(); st.Acked != 1 || st.Messages != 1 || st.Subscribes != 1 {
+		t.Fatalf("stats %+v", st)
 	}
 }

@@ -1,0 +1,276 @@
+package srcstest
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mochi-mqtt/server/v2/packets"
+)
+
+// EnvRequireMosquitto set to "1" turns a missing mosquitto into a test
+// failure instead of a skip; CI sets it.
+const EnvRequireMosquitto = "SLUICE_REQUIRE_MOSQUITTO"
+
+// MosquittoBin returns the path of Debian's mosquitto broker
+// (/usr/sbin/mosquitto, or mosquitto on PATH), or an error saying how to
+// install it.
+func MosquittoBin() (string, error) {
+	if _, err := os.Stat("/usr/sbin/mosquitto"); err == nil {
+		return "/usr/sbin/mosquitto", nil
+	}
+	if p, err := exec.LookPath("mosquitto"); err == nil {
+		return p, nil
+	}
+	return "", errors.New("mosquitto is not installed (/usr/sbin/mosquitto or on PATH); apt-get install mosquitto, or `make test`")
+}
+
+// Mosquitto is an external broker process on a fixed loopback port, so it
+// can be restarted where clients expect it. Its methods are safe for
+// concurrent use; Kill before the test ends.
+type Mosquitto struct {
+	// Addr is the broker's "127.0.0.1:port".
+	Addr string
+	bin  string
+	conf string
+
+	mu  sync.Mutex
+	cmd *exec.Cmd
+	log *bytes.Buffer
+}
+
+// StartMosquitto runs the mosquitto at bin on a free loopback port, with
+// its configuration in dir, and waits until it accepts connections. It
+// allows anonymous clients and keeps nothing on disk.
+func StartMosquitto(bin, dir string) (*Mosquitto, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	_, port, _ := net.SplitHostPort(addr)
+	conf := filepath.Join(dir, "mosquitto.conf")
+	cfg := fmt.Sprintf("listener %s 127.0.0.1\nallow_anonymous true\npersistence false\nlog_dest stderr\n", port)
+	if err := os.WriteFile(conf, []byte(cfg), 0o600); err != nil {
+		return nil, err
+	}
+	b := &Mosquitto{Addr: addr, bin: bin, conf: conf}
+	return b, b.Start()
+}
+
+// Start runs the broker again after Kill, and waits until it accepts
+// connections.
+func (b *Mosquitto) Start() error {
+	b.mu.Lock()
+	if b.cmd != nil {
+		b.mu.Unlock()
+		return errors.New("srcstest: mosquitto is already running")
+	}
+	b.log = &bytes.Buffer{}
+	cmd := exec.Command(b.bin, "-c", b.conf)
+	cmd.Stdout, cmd.Stderr = b.log, b.log
+	err := cmd.Start()
+	if err == nil {
+		b.cmd = cmd
+	}
+	b.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("srcstest: start mosquitto: %w", err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", b.Addr, time.Second)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			b.Kill()
+			return fmt.Errorf("srcstest: mosquitto never listened on %s: %w; log:\n%s", b.Addr, err, b.Log())
+		}
+		time.Sleep(5 * time.Millisecond) // an external process: nothing to wait on
+	}
+}
+
+// Kill stops the broker abruptly, as a crash would. It is idempotent.
+func (b *Mosquitto) Kill() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.cmd == nil {
+		return
+	}
+	b.cmd.Process.Kill()
+	b.cmd.Wait()
+	b.cmd = nil
+}
+
+// Log returns what the broker has logged since it last started.
+func (b *Mosquitto) Log() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.cmd != nil {
+		return "(still running)"
+	}
+	return b.log.String()
+}
+
+// Publisher publishes "%08d" sequence numbers over MQTT 3.1.1 at QoS 1,
+// one at a time, waiting for each PUBACK; on any failure it reconnects and
+// publishes the same number again. Its methods are safe for concurrent
+// use; Halt it before the test ends.
+type Publisher struct {
+	addr, topic string
+	sending     atomic.Int64
+	confirmed   atomic.Int64
+	stop        chan struct{}
+	once        sync.Once
+	wg          sync.WaitGroup
+}
+
+// StartPublisher starts publishing to the broker at addr on topic.
+func StartPublisher(addr, topic string) *Publisher {
+	p := &Publisher{addr: addr, topic: topic, stop: make(chan struct{})}
+	p.wg.Go(p.run)
+	return p
+}
+
+// Sending returns the number being published now.
+func (p *Publisher) Sending() int64 { return p.sending.Load() }
+
+// Confirmed returns the count of numbers the broker has acknowledged: every
+// number below it.
+func (p *Publisher) Confirmed() int64 { return p.confirmed.Load() }
+
+// Halt stops publishing and waits for the publisher's goroutine. It is
+// idempotent.
+func (p *Publisher) Halt() {
+	p.once.Do(func() { close(p.stop) })
+	p.wg.Wait()
+}
+
+func (p *Publisher) run() {
+	var conn net.Conn
+	var br *bufio.Reader
+	defer func() {
+		if conn != nil {
+			conn.Close()
+		}
+	}()
+	for seq := int64(0); ; {
+		select {
+		case <-p.stop:
+			return
+		default:
+		}
+		if conn == nil {
+			c, err := p.connect()
+			if err != nil {
+				select {
+				case <-p.stop:
+					return
+				case <-time.After(10 * time.Millisecond):
+				}
+				continue
+			}
+			conn, br = c, bufio.NewReader(c)
+		}
+		p.sending.Store(seq)
+		if err := p.publish(conn, br, seq); err != nil {
+			conn.Close()
+			conn = nil
+			continue
+		}
+		seq++
+		p.confirmed.Store(seq)
+	}
+}
+
+func (p *Publisher) connect() (net.Conn, error) {
+	c, err := net.DialTimeout("tcp", p.addr, time.Second)
+	if err != nil {
+		return nil, err
+	}
+	pk := packets.Packet{
+		FixedHeader: packets.FixedHeader{Type: packets.Connect}, ProtocolVersion: 4,
+		Connect: packets.ConnectParams{ProtocolName: []byte("MQTT"), Clean: true, Keepalive: 30, ClientIdentifier: "sluice-test-pub"},
+	}
+	var b bytes.Buffer
+	pk.ConnectEncode(&b)
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := c.Write(b.Bytes()); err != nil {
+		c.Close()
+		return nil, err
+	}
+	ack, err := readBrokerPacket(bufio.NewReader(c))
+	if err == nil && (ack.FixedHeader.Type != packets.Connack || ack.ReasonCode != 0) {
+		err = fmt.Errorf("connack %+v", ack)
+	}
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (p *Publisher) publish(c net.Conn, br *bufio.Reader, seq int64) error {
+	id := uint16(seq%65535 + 1)
+	pk := packets.Packet{
+		FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: 1}, ProtocolVersion: 4,
+		PacketID: id, TopicName: p.topic, Payload: fmt.Appendf(nil, "%08d", seq),
+	}
+	var b bytes.Buffer
+	if err := pk.PublishEncode(&b); err != nil {
+		return err
+	}
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := c.Write(b.Bytes()); err != nil {
+		return err
+	}
+	for {
+		ack, err := readBrokerPacket(br)
+		if err != nil {
+			return err
+		}
+		if ack.FixedHeader.Type == packets.Puback && ack.PacketID == id {
+			return nil
+		}
+	}
+}
+
+// readBrokerPacket reads one MQTT 3.1.1 packet a broker sends a publisher.
+func readBrokerPacket(br *bufio.Reader) (packets.Packet, error) {
+	var pk packets.Packet
+	hb, err := br.ReadByte()
+	if err != nil {
+		return pk, err
+	}
+	if err := pk.FixedHeader.Decode(hb); err != nil {
+		return pk, err
+	}
+	n, _, err := packets.DecodeLength(br)
+	if err != nil {
+		return pk, err
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(br, body); err != nil {
+		return pk, err
+	}
+	pk.ProtocolVersion = 4
+	switch pk.FixedHeader.Type {
+	case packets.Connack:
+		err = pk.ConnackDecode(body)
+	case packets.Puback:
+		err = pk.PubackDecode(body)
+	}
+	return pk, err
+}
