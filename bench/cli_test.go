@@ -15,10 +15,13 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/dustin/go-humanize"
 )
 
 // buildCLI builds sluice-bench into a temporary directory.
@@ -60,6 +63,8 @@ func TestCLI(t *testing.T) {
 	bin := buildCLI(t)
 	t.Run("run", func(t *testing.T) { testCLIRun(t, bin) })
 	t.Run("sink", func(t *testing.T) { testCLISink(t, bin) })
+	t.Run("sink framed", func(t *testing.T) { testCLISinkFramed(t, bin) })
+	t.Run("run framed", func(t *testing.T) { testCLIRunFramed(t, bin) })
 	t.Run("probe", func(t *testing.T) { testCLIProbe(t, bin) })
 	t.Run("usage", func(t *testing.T) { testCLIUsage(t, bin) })
 }
@@ -300,10 +305,216 @@ func testCLIUsage(t *testing.T, bin string) {
 		{[]string{"frobnicate"}, 2, "unknown command"},
 		{[]string{"run", "--help"}, 0, "-msg-size"},
 		{[]string{"sink", "--help"}, 0, "-until-idle"},
+		{[]string{"run", "--framing", "json"}, 2, "--framing"},
+		{[]string{"sink", "--framing", "length:3le"}, 2, "--framing"},
+		{[]string{"run", "--framing", "length:1be", "--msg-size", "1KiB"}, 2, "--framing"},
+		{[]string{"run", "--help"}, 0, "without timestamps"},
+		{[]string{"sink", "--help"}, 0, "-framing"},
 	} {
 		stdout, stderr, status := runCLI(t, bin, tc.args...)
 		if status != tc.status || !strings.Contains(stdout+stderr, tc.want) {
 			t.Errorf("%v: exit %d (want %d), output lacks %q:\n%s%s", tc.args, status, tc.status, tc.want, stdout, stderr)
 		}
+	}
+}
+
+// framedClient is one connection of the framed sink test: what it sent,
+// and what the sink must deliver of it.
+type framedClient struct {
+	local     string
+	bytes     int // delivered: sent less the skipped line
+	crc       uint32
+	records   int
+	skipped   int
+	truncated int
+}
+
+// testCLISinkFramed feeds `sink --framing newline:100` lines written in
+// pieces that split them anywhere, one connection with a line above the
+// maximum and an unfinished last line, and checks the report's records,
+// skips, truncated bytes and checksums.
+func testCLISinkFramed(t *testing.T, bin string) {
+	const maxLine = 100
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var stdout bytes.Buffer
+	cmd := exec.CommandContext(ctx, bin, "sink", "--listen", "127.0.0.1:0", "--runner", "auto", "--framing", fmt.Sprintf("newline:%d", maxLine),
+		"--until-idle", "300ms", "--json", "-", "--pool", "64", "--buf", "16KiB", "--flush", "-1ns")
+	cmd.Stdout = &stdout
+	errPipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(errPipe)
+	addr := ""
+	re := regexp.MustCompile(`^sluice-bench sink: listening on (\S+) \(runner \w+, framing newline:100\)`)
+	var stderr strings.Builder
+	for sc.Scan() {
+		stderr.WriteString(sc.Text() + "\n")
+		if m := re.FindStringSubmatch(sc.Text()); m != nil {
+			addr = strings.TrimSuffix(m[1], ",")
+			break
+		}
+	}
+	if addr == "" {
+		cmd.Wait()
+		t.Fatalf("sink never said it was listening with framing:\n%s", stderr.String())
+	}
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		for sc.Scan() {
+			stderr.WriteString(sc.Text() + "\n")
+		}
+	}()
+
+	clients := make([]framedClient, 4)
+	var wg sync.WaitGroup
+	for i := range clients {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(i), 2))
+			line := func(n int) []byte {
+				b := make([]byte, n+1)
+				for j := range n {
+					b[j] = 'a' + byte(rng.IntN(26))
+				}
+				b[n] = '\n'
+				return b
+			}
+			var sent, want []byte
+			fc := framedClient{}
+			for k := range 200 + 100*i {
+				l := line(rng.IntN(maxLine + 1))
+				if i == 3 && k == 50 {
+					l = line(3 * maxLine) // too long: skipped, reading goes on
+					fc.skipped++
+				} else {
+					want = append(want, l...)
+					fc.records++
+				}
+				sent = append(sent, l...)
+			}
+			if i == 3 {
+				tail := []byte("a line the client never ends")
+				sent, want = append(sent, tail...), append(want, tail...)
+				fc.truncated = len(tail)
+			}
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer c.Close()
+			// Pieces of 1 to 61 bytes split lines anywhere; a pause now
+			// and then lets the engine read them apart.
+			for p := sent; len(p) > 0; {
+				n := min(1+rng.IntN(61), len(p))
+				if _, err := c.Write(p[:n]); err != nil {
+					t.Error(err)
+					return
+				}
+				p = p[n:]
+				if rng.IntN(8) == 0 {
+					time.Sleep(200 * time.Microsecond)
+				}
+			}
+			fc.local, fc.bytes, fc.crc = c.LocalAddr().String(), len(want), crc32.Checksum(want, castagnoli)
+			clients[i] = fc
+		})
+	}
+	wg.Wait()
+	err = cmd.Wait()
+	<-drained
+	if err != nil {
+		t.Fatalf("sink: %v\n%s", err, stderr.String())
+	}
+	var rep SinkReport
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("sink report: %v\n%s", err, stdout.String())
+	}
+	var total, records, skipped, truncated int
+	for _, c := range clients {
+		total += c.bytes
+		records += c.records
+		skipped += c.skipped
+		truncated += c.truncated
+	}
+	if rep.Framing != "newline:100" || rep.Sources != len(clients) || rep.Bytes != uint64(total) || rep.Records != uint64(records) ||
+		rep.Skipped != uint64(skipped) || rep.Truncated != uint64(truncated) || rep.RecordsPerS <= 0 {
+		t.Errorf("report: framing %q sources %d bytes %d records %d (%.0f/s) skipped %d truncated %d; want %d sources %d bytes %d records %d skipped %d truncated",
+			rep.Framing, rep.Sources, rep.Bytes, rep.Records, rep.RecordsPerS, rep.Skipped, rep.Truncated, len(clients), total, records, skipped, truncated)
+	}
+	if !strings.Contains(stderr.String(), humanize.Comma(int64(records))+" records (") {
+		t.Errorf("the summary line does not count the records:\n%s", stderr.String())
+	}
+	byPeer := map[string]SinkStream{}
+	for _, s := range rep.Streams {
+		byPeer[s.Peer] = s
+	}
+	for _, c := range clients {
+		s := byPeer[c.local]
+		if s.Bytes != uint64(c.bytes) || s.CRC32C != fmt.Sprintf("%08x", c.crc) || s.Records != uint64(c.records) ||
+			s.RecordsSkipped != uint64(c.skipped) || s.TruncatedBytes != uint64(c.truncated) || s.Errors != uint64(c.skipped) {
+			t.Errorf("peer %s: got %+v; want %d bytes crc %08x %d records %d skipped %d truncated bytes", c.local, s, c.bytes, c.crc, c.records, c.skipped, c.truncated)
+		}
+	}
+}
+
+// testCLIRunFramed runs `run --framing` with two runners, for a
+// delimiter and a length prefix, and checks that every byte sent arrived
+// as whole records, verified, with no latency claimed.
+func testCLIRunFramed(t *testing.T, bin string) {
+	avail, _ := availableRunners([]string{"uring", "goroutine"})
+	const msgSize = 1000
+	for _, framing := range []string{"newline", "length:4le"} {
+		t.Run(framing, func(t *testing.T) {
+			jsonPath := filepath.Join(t.TempDir(), "run.json")
+			stdout, stderr, status := runCLI(t, bin, "run", "--runners", strings.Join(avail, ","), "--sources", "2",
+				"--duration", "1s", "--msg-size", strconv.Itoa(msgSize), "--framing", framing, "--json", jsonPath)
+			if status != 0 {
+				t.Fatalf("run: exit %d\nstdout:\n%s\nstderr:\n%s", status, stdout, stderr)
+			}
+			if !strings.Contains(stdout, "records/s") || !strings.Contains(stdout, "note: latency not measured") {
+				t.Errorf("the table has no records or no note on latency:\n%s", stdout)
+			}
+			raw, err := os.ReadFile(jsonPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rep struct {
+				OK     bool           `json:"ok"`
+				Config map[string]any `json:"config"`
+				Notes  []string       `json:"notes"`
+				Runs   []struct {
+					Runner         string  `json:"runner"`
+					Bytes          uint64  `json:"bytes"`
+					GenSentBytes   uint64  `json:"gen_sent_bytes"`
+					Records        uint64  `json:"records"`
+					RecordsPerS    float64 `json:"records_per_s"`
+					RecordsSkipped uint64  `json:"records_skipped"`
+					TruncatedBytes uint64  `json:"truncated_bytes"`
+					Verified       bool    `json:"verified"`
+					Latency        Latency `json:"latency_ns"`
+				} `json:"runs"`
+			}
+			if err := json.Unmarshal(raw, &rep); err != nil {
+				t.Fatal(err)
+			}
+			if !rep.OK || rep.Config["framing"] != framing || len(rep.Notes) == 0 || len(rep.Runs) != len(avail) {
+				t.Fatalf("report: ok %v framing %v notes %q runs %d", rep.OK, rep.Config["framing"], rep.Notes, len(rep.Runs))
+			}
+			for _, r := range rep.Runs {
+				if r.Bytes == 0 || r.Bytes != r.GenSentBytes || r.Bytes%msgSize != 0 || r.Records != r.Bytes/msgSize ||
+					r.RecordsPerS <= 0 || r.RecordsSkipped != 0 || r.TruncatedBytes != 0 || !r.Verified {
+					t.Errorf("%s: %+v: want every byte sent in whole %d-byte records, verified", r.Runner, r, msgSize)
+				}
+				if r.Latency.Count != 0 {
+					t.Errorf("%s: latency %+v from records without timestamps", r.Runner, r.Latency)
+				}
+			}
+		})
 	}
 }

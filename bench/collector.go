@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -32,6 +33,9 @@ type EngineFlags struct {
 	// RecvBuffer is SO_RCVBUF of the engine's TCP listeners, inherited by
 	// the connections they accept (--recv-buffer); zero: autotuned.
 	RecvBuffer Size
+	// Framing names the listeners' framer, as srcs.ParseFraming reads it
+	// (--framing, on the commands that take it); "" or "none": raw bytes.
+	Framing string
 }
 
 func (f EngineFlags) config(runner string) engine.Config {
@@ -48,7 +52,24 @@ type stream struct {
 	ended   bool
 	tracker recordTracker
 	errors  atomic.Uint64
+	// Framed streams only: whole records, the bytes of a record the
+	// source never finished (a Truncated chunk's tail), and chunks with
+	// the Records flag that did not end on a record boundary (an engine
+	// bug, which run reports as a mismatch).
+	records   uint64
+	truncated uint64
+	misframed uint64
+	// tooLong counts the errors wrapping srcs.ErrRecordTooLong, and
+	// skipped is the engine's RecordsSkipped as last seen while the
+	// source lived (see skipWatch).
+	tooLong atomic.Uint64
+	skipped atomic.Uint64
 }
+
+// recordsSkipped is the records too long to deliver: the engine's count,
+// or the error reports when they say more (a record that ended the
+// stream, or a skip after the last sample).
+func (s *stream) recordsSkipped() uint64 { return max(s.skipped.Load(), s.tooLong.Load()) }
 
 // latStripe is one of the collector's latency histograms. Sources are
 // spread over stripes by id, so that processing goroutines rarely contend.
@@ -59,14 +80,16 @@ type latStripe struct {
 }
 
 // collector is the engine's consumer in every measurement: for each source
-// it counts bytes, checksums them (CRC-32C) and, when the stream carries
-// fixed-size timestamped messages, records delivery latencies. Handle runs
+// it counts bytes, checksums them (CRC-32C), counts records when the
+// engine frames them, and, when the stream carries fixed-size timestamped
+// messages, records delivery latencies. Handle runs
 // on the engine's processing goroutines; a source's chunks arrive in order
 // on one of them, so a stream is touched by one goroutine at a time. Read
 // the per-stream results only after the engine has shut down.
 type collector struct {
-	msgSize int  // 0: the stream carries no timestamps
-	crc     bool // checksum every byte
+	msgSize int         // 0: the stream carries no timestamps
+	crc     bool        // checksum every byte
+	framer  srcs.Framer // the listeners' framer; nil: raw bytes
 
 	mu      sync.Mutex
 	streams []*stream // by source id
@@ -80,14 +103,17 @@ type collector struct {
 	last     atomic.Int64 // UnixNano of the latest byte
 	ended    atomic.Int64
 	errs     atomic.Uint64
+	records  atomic.Uint64
 
 	target  atomic.Int64  // ended count that closes allEnded; 0: none
 	allOnce sync.Once     // closes allEnded
 	allEnd  chan struct{} // closed when ended reaches target
 }
 
-func newCollector(msgSize int, crc bool) *collector {
-	c := &collector{msgSize: msgSize, crc: crc, allEnd: make(chan struct{})}
+// newCollector returns a collector for streams of msgSize-byte timestamped
+// messages (0: no timestamps), framed by framer (nil: raw bytes).
+func newCollector(msgSize int, crc bool, framer srcs.Framer) *collector {
+	c := &collector{msgSize: msgSize, crc: crc, framer: framer, allEnd: make(chan struct{})}
 	if msgSize > 0 {
 		c.stripes = make([]latStripe, 2*runtime.GOMAXPROCS(0))
 		for i := range c.stripes {
@@ -119,7 +145,9 @@ func (c *collector) handle(ch engine.Chunk) {
 		now := time.Now().UnixNano()
 		s.bytes += uint64(n)
 		s.chunks++
-		if c.crc {
+		if c.framer != nil && ch.Flags&srcs.Records != 0 {
+			c.count(s, ch.Data, ch.Flags&srcs.Truncated != 0) // and the checksum
+		} else if c.crc {
 			s.crc = crc32.Update(s.crc, castagnoli, ch.Data)
 		}
 		if c.msgSize > 0 {
@@ -145,8 +173,52 @@ func (c *collector) handle(ch engine.Chunk) {
 	ch.Release()
 }
 
-// onError is the engine's error handler: it counts errors per source.
-// A clean end of stream is not an error here.
+// count checksums p, a chunk with the Records flag, and counts its
+// records: it holds whole records, and when truncated ends with the start
+// of one.
+//
+// Both are charged to the engine process's CPU, so a delimiter is counted
+// the cheap way: newline records are the chunk's '\n' bytes (the engine
+// delivers no line above the framer's maximum, and a truncated tail has
+// none), counted with a vectorised scan of each block of lineBlock bytes
+// right after the checksum read it, while it is still in the L1 cache. A
+// framer with a header reads one header per record (srcs.CountRecords).
+func (c *collector) count(s *stream, p []byte, truncated bool) {
+	var recs, n int
+	if _, ok := c.framer.(srcs.Newline); ok {
+		for off := 0; off < len(p); off += lineBlock {
+			b := p[off:min(off+lineBlock, len(p))]
+			if c.crc {
+				s.crc = crc32.Update(s.crc, castagnoli, b)
+			}
+			recs += bytes.Count(b, newline)
+		}
+		n = bytes.LastIndexByte(p, '\n') + 1
+	} else {
+		if c.crc {
+			s.crc = crc32.Update(s.crc, castagnoli, p)
+		}
+		recs, n, _ = srcs.CountRecords(c.framer, p)
+	}
+	s.records += uint64(recs)
+	c.records.Add(uint64(recs))
+	if tail := len(p) - n; tail > 0 {
+		if truncated {
+			s.truncated += uint64(tail)
+		} else {
+			s.misframed++
+		}
+	}
+}
+
+// lineBlock is the block size of count's newline pass: well within an L1
+// data cache, large enough that the checksum's per-call cost stays small.
+const lineBlock = 8 << 10
+
+var newline = []byte{'\n'}
+
+// onError is the engine's error handler: it counts errors per source, and
+// those about records too long to deliver.
 func (c *collector) onError(err error) {
 	var se *srcs.SourceError
 	if !errors.As(err, &se) {
@@ -154,7 +226,11 @@ func (c *collector) onError(err error) {
 		return
 	}
 	c.errs.Add(1)
-	c.stream(se.ID, se.Name).errors.Add(1)
+	s := c.stream(se.ID, se.Name)
+	s.errors.Add(1)
+	if errors.Is(err, srcs.ErrRecordTooLong) {
+		s.tooLong.Add(1)
+	}
 }
 
 // expect arms allEnded to close once n sources have ended.
@@ -205,14 +281,15 @@ func peerOf(name string) string {
 
 // sinkEngine is an engine that feeds a collector from TCP listeners.
 type sinkEngine struct {
-	e   *engine.Engine
-	col *collector
-	lns []*srcs.Listener
+	e     *engine.Engine
+	col   *collector
+	lns   []*srcs.Listener
+	skips *skipWatch // framed only
 }
 
 // startSink creates an engine with the given runner and starts listening on
-// addrs. The engine refuses a runner that cannot work here with an
-// *engine.RunnerError.
+// addrs, framing every connection with the collector's framer. The engine
+// refuses a runner that cannot work here with an *engine.RunnerError.
 func startSink(f EngineFlags, runner string, addrs []string, col *collector, opts ...engine.Option) (*sinkEngine, error) {
 	opts = append([]engine.Option{engine.WithHandler(col.handle), engine.WithErrorHandler(col.onError)}, opts...)
 	e, err := engine.New(f.config(runner), opts...)
@@ -225,7 +302,7 @@ func startSink(f EngineFlags, runner string, addrs []string, col *collector, opt
 	}
 	s := &sinkEngine{e: e, col: col}
 	for _, a := range addrs {
-		ln, err := srcs.ListenTCP(a, srcs.ListenerConfig{MaxConns: f.MaxConns, RecvBuffer: int(f.RecvBuffer)})
+		ln, err := srcs.ListenTCP(a, srcs.ListenerConfig{MaxConns: f.MaxConns, RecvBuffer: int(f.RecvBuffer), Framer: col.framer})
 		if err == nil {
 			err = e.AddListener(ln)
 		}
@@ -237,6 +314,9 @@ func startSink(f EngineFlags, runner string, addrs []string, col *collector, opt
 			return nil, fmt.Errorf("bench: listen %s: %w", a, err)
 		}
 		s.lns = append(s.lns, ln)
+	}
+	if col.framer != nil {
+		s.skips = watchSkips(e, col)
 	}
 	return s, nil
 }
@@ -255,7 +335,62 @@ func (s *sinkEngine) live() int { return len(s.e.Stats().Sources) }
 
 // close shuts the engine down, which also closes the listeners.
 func (s *sinkEngine) close() error {
+	s.skips.stop()
 	return shutdownEngine(s.e)
+}
+
+// skipSample is how often skipWatch reads the engine's source stats.
+const skipSample = 100 * time.Millisecond
+
+// skipWatch copies each live source's RecordsSkipped into the collector.
+// The engine counts every record it skips, but forgets a source's stats
+// when the source ends, so the last sample before that is the count the
+// reports can give; the error handler's reports (the first skip of each
+// source, and an oversized record that ended one) are a floor under it.
+// Only framed sinks run one; its cost is a Stats call per sample.
+type skipWatch struct {
+	quit chan struct{}
+	done chan struct{}
+}
+
+func watchSkips(e *engine.Engine, col *collector) *skipWatch {
+	w := &skipWatch{quit: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		t := time.NewTicker(skipSample)
+		defer t.Stop()
+		for {
+			select {
+			case <-w.quit:
+				sampleSkips(e, col)
+				return
+			case <-t.C:
+				sampleSkips(e, col)
+			}
+		}
+	}()
+	return w
+}
+
+func sampleSkips(e *engine.Engine, col *collector) {
+	for _, st := range e.Stats().Sources {
+		if st.RecordsSkipped > 0 {
+			col.stream(st.ID, st.Name).skipped.Store(st.RecordsSkipped)
+		}
+	}
+}
+
+// stop ends the watch after a last sample. A nil watch is a no-op.
+func (w *skipWatch) stop() {
+	if w == nil {
+		return
+	}
+	select {
+	case <-w.quit:
+	default:
+		close(w.quit)
+	}
+	<-w.done
 }
 
 // shutdownTimeout bounds an engine's shutdown in every command.

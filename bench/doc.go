@@ -61,6 +61,27 @@
 // the engine side checksums what it received and any difference fails the
 // command (exit status 1) with MISMATCH lines.
 //
+// # Framing
+//
+// --framing SPEC (sink and run; srcs.ParseFraming's grammar: none,
+// newline[:MAX], length:N{be,le}[:MAX], octet[:MAX], mqtt[:MAX]) gives the
+// engine's listeners that framer, so every connection is delivered in
+// whole records, and the collector counts the records of every chunk with
+// the Records flag (srcs.CountRecords); the bytes after the last whole
+// record of a Truncated chunk count as truncated bytes. Records too long
+// for the framer or a buffer are counted as skipped: the report's total
+// from the engine's Totals, exact; each stream's from its per-source
+// RecordsSkipped (sampled while the source lives) and the error handler's
+// srcs.ErrRecordTooLong reports. With run, the generator
+// sends each --msg-size message as one record in that format (newline:
+// the payload then '\n'; length: the prefix then the payload; octet:
+// "LEN " then the payload; mqtt: a QoS 0 PUBLISH) and finishes the record
+// it began when the duration ends. Framed messages carry no timestamps,
+// so framed runs measure no latency (the report says so in "notes"); the
+// CRC-32C of every stream is verified as usual, and its record count
+// against the generator's bytes. A raw run's collector does no record
+// work.
+//
 // Fairness is Jain's index over per-source bytes, each divided by the
 // source's share of the offered load, so that deliberately skewed load
 // still scores 1 when every source got its share.
@@ -91,20 +112,22 @@
 //	 "host": {"kernel", "go", "os", "arch", "cpus"},
 //	 "pinning": {"enabled", "engine_cpus", "gen_cpus", "note"},
 //	 "config": {"sources", "duration_s", "msg_size", "rate_bps", "arrivals", "skew", "rounds",
-//	            "pool", "buf", "workers", "flush_ns", "verify"},
+//	            "pool", "buf", "workers", "flush_ns", "verify", "framing"},
 //	 "runs": [RESULT, ...],     // one per runner and round, in the order measured
 //	 "summary": [RESULT, ...],  // one per runner, rounds merged
 //	 "ratios": [{"a", "b", "generator_bound",
 //	             "ratios": [{"metric", "median", "min", "max", "per_round"}]}],
 //	 "verdicts": [{"a", "b", "target", "spread", "verdict"}],  // with --target
-//	 "skipped": [{"runner", "reason"}]}
+//	 "skipped": [{"runner", "reason"}],
+//	 "notes": ["..."]}          // with --framing: latency not measured
 //
 // where RESULT is
 //
 //	{"runner", "round", "sources", "bytes", "duration_s", "throughput_bps",
 //	 "cpu_s", "cpu_s_per_gib", "threads_max", "rss_max_bytes",
 //	 "latency_ns": {"count", "p50", "p99", "p999", "max", "mean"},
-//	 "fairness_jain", "pool_waits", "partial_flushes", "chunks", "errors",
+//	 "fairness_jain", "records", "records_per_s", "records_skipped", "truncated_bytes",
+//	 "pool_waits", "partial_flushes", "chunks", "errors",
 //	 "e2e_latency_ns": {same}, "gen_lag_ns": {same},
 //	 "offered_bps", "gen_sent_bytes", "gen_cpu_s", "gen_lag_max_ns", "gen_held",
 //	 "generator_bound", "generator_bound_why", "engine_cpus", "engine_cpu_util",
@@ -118,7 +141,9 @@
 // "skipped", "ok"}. floor --json writes {"command": "floor", "runner",
 // "sources", "chunks", "bytes", "duration_s", "cpu_s", "cpu_ns_per_chunk",
 // "chunks_per_s", "pinning", "host"}. sink writes the report described in SinkReport (one
-// entry per stream with source, peer, bytes, crc32c and errors). file
+// entry per stream with source, peer, bytes, crc32c, errors, records,
+// records_skipped and truncated_bytes; the record fields are 0 without
+// --framing). file
 // writes {"command": "file", "files", "passes", "buf", "results":
 // [{"method", "bytes", "duration_s", "throughput_bps", "cpu_s",
 // "cpu_s_per_gib", "vs_fio", "vs_read_loop"}], "fio_note"}. probe

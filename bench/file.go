@@ -381,7 +381,7 @@ func readLoop(files []string, passes, buf int) (uint64, error) {
 // pre-faulting the pool, 20-30 ms for the default 64 MiB) and shutting
 // down, which a long-running engine pays once.
 func ingestFiles(runner string, f EngineFlags, files []string, passes int) (FileResult, error) {
-	col := newCollector(0, false)
+	col := newCollector(0, false, nil)
 	e, err := engine.New(f.config(runner), engine.WithHandler(col.handle), engine.WithErrorHandler(col.onError))
 	if err != nil {
 		return FileResult{}, err

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/sluice-io/sluice/srcs"
 	"golang.org/x/sys/unix"
 )
 
@@ -44,6 +45,14 @@ type GenConfig struct {
 	// then empty): when nothing will be verified, it is a third of the
 	// generator's CPU on one bulk stream.
 	NoCRC bool
+	// Framing, unless "" or "none", makes every message one record for
+	// that framer (srcs.ParseFraming), encoded by frameMessage. Framed
+	// messages carry no timestamps: the lag is still measured in the
+	// generator, from schedules it keeps aside. When the duration ends an
+	// unpaced generator finishes the record it began (a paced one writes
+	// whole messages anyway), so that every stream ends on a record
+	// boundary.
+	Framing string
 }
 
 // genBudget caps the generator's unsent bytes of unpaced sources, over
@@ -132,6 +141,7 @@ func (c *GenConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxDial, "max-dial", c.MaxDial, "concurrent dials")
 	fs.Uint64Var(&c.Seed, "seed", c.Seed, "pacing seed")
 	fs.BoolVar(&c.NoCRC, "no-crc", c.NoCRC, "do not checksum what is sent")
+	fs.StringVar(&c.Framing, "framing", "none", "send each message as one record for this framer (see run --framing), without timestamps")
 	fs.BoolVar(&c.Wait, "wait", c.Wait, "announce ready on stdout and wait for a line on stdin before sending")
 	fs.Func("cpus", "pin to these comma-separated `CPUS`", func(v string) error {
 		c.CPUs = nil
@@ -168,6 +178,15 @@ func (c GenConfig) Validate() error {
 	case c.MaxDial < 1:
 		return fmt.Errorf("--max-dial: %d: must be at least 1", c.MaxDial)
 	}
+	f, err := srcs.ParseFraming(c.Framing)
+	if err != nil {
+		return fmt.Errorf("--framing: %v", err)
+	}
+	if f != nil {
+		if err := checkRecord(f, int(c.MsgSize), 0); err != nil {
+			return fmt.Errorf("--framing %s: no record of --msg-size %d bytes: %v", f, c.MsgSize, err)
+		}
+	}
 	return nil
 }
 
@@ -189,6 +208,7 @@ func RunGen(ctx context.Context, cfg GenConfig, in io.Reader, out io.Writer) err
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	framer, _ := srcs.ParseFraming(cfg.Framing)
 	if len(cfg.CPUs) > 0 {
 		if err := pinProcess(cfg.CPUs); err != nil {
 			return err
@@ -212,7 +232,7 @@ func RunGen(ctx context.Context, cfg GenConfig, in io.Reader, out io.Writer) err
 	}
 	gcs := make([]*genConn, len(conns))
 	for i, c := range conns {
-		gc, err := newGenConn(cfg, i, c, weights[i], batch)
+		gc, err := newGenConn(cfg, i, c, weights[i], batch, framer)
 		if err != nil {
 			return err
 		}
@@ -238,7 +258,7 @@ func RunGen(ctx context.Context, cfg GenConfig, in io.Reader, out io.Writer) err
 	shards := make([]*genShard, nShards)
 	for i := range shards {
 		shards[i] = &genShard{size: size, base: start.UnixNano(), dur: cfg.Duration.Nanoseconds(),
-			paced: cfg.Rate > 0, crc: !cfg.NoCRC, lag: newHist()}
+			paced: cfg.Rate > 0, framed: framer != nil, crc: !cfg.NoCRC, lag: newHist()}
 	}
 	for i, gc := range gcs {
 		shards[i%nShards].conns = append(shards[i%nShards].conns, gc)
@@ -331,6 +351,11 @@ type genConn struct {
 	back   []byte // pend's backing array (paced)
 	pend   []byte // scheduled bytes not yet written
 	phase  int    // offset of pend[0] within its message
+	// scheds holds, for framed paced messages, which have no header to
+	// stamp, the schedules of the messages in pend not yet begun, from
+	// scheds[sched0] on.
+	scheds []int64
+	sched0 int
 	crc    uint32
 	bytes  uint64
 	onTime uint64
@@ -339,7 +364,7 @@ type genConn struct {
 	scheduled uint64
 }
 
-func newGenConn(cfg GenConfig, i int, c net.Conn, weight float64, batch int) (*genConn, error) {
+func newGenConn(cfg GenConfig, i int, c net.Conn, weight float64, batch int, framer srcs.Framer) (*genConn, error) {
 	size := int(cfg.MsgSize)
 	gc := &genConn{local: c.LocalAddr().String(), weight: weight, hidx: -1, fd: -1}
 	tc, ok := c.(*net.TCPConn)
@@ -362,6 +387,15 @@ func newGenConn(cfg GenConfig, i int, c net.Conn, weight float64, batch int) (*g
 	for j := range gc.tmpl {
 		gc.tmpl[j] = byte(j%size*7 + i)
 	}
+	if framer != nil {
+		// Every message of the template is the same record.
+		if err := frameMessage(framer, gc.tmpl[:size]); err != nil {
+			return nil, fmt.Errorf("bench: gen: %w", err)
+		}
+		for j := size; j < batch; j += size {
+			copy(gc.tmpl[j:j+size], gc.tmpl[:size])
+		}
+	}
 	if cfg.Rate > 0 {
 		gc.pacer, err = newPacer(cfg.Arrivals, float64(cfg.Rate)*weight, size, cfg.Seed^uint64(i)*0x9e3779b97f4a7c15)
 		if err != nil {
@@ -376,16 +410,17 @@ func newGenConn(cfg GenConfig, i int, c net.Conn, weight float64, batch int) (*g
 // genShard is one sender thread's share of the connections. Not safe for
 // concurrent use: one goroutine, locked to its thread, runs it.
 type genShard struct {
-	size  int
-	base  int64 // start, UnixNano
-	dur   int64 // sending time, ns
-	paced bool
-	crc   bool
-	conns []*genConn
-	heap  []*genConn // paced: by due
-	dirty []*genConn // connections with unsent bytes
-	lag   *hdrhistogram.Histogram
-	pfds  []unix.PollFd
+	size   int
+	base   int64 // start, UnixNano
+	dur    int64 // sending time, ns
+	paced  bool
+	framed bool // records without headers: nothing to stamp
+	crc    bool
+	conns  []*genConn
+	heap   []*genConn // paced: by due
+	dirty  []*genConn // connections with unsent bytes
+	lag    *hdrhistogram.Histogram
+	pfds   []unix.PollFd
 }
 
 func (sh *genShard) run(ctx context.Context) {
@@ -397,7 +432,8 @@ func (sh *genShard) run(ctx context.Context) {
 }
 
 // write writes c's unsent bytes once, stamping the send time into every
-// header not yet begun, and says whether any byte went out.
+// header not yet begun (framed messages have none), and says whether any
+// byte went out.
 func (sh *genShard) write(c *genConn, now int64) bool {
 	if len(c.pend) == 0 || c.dead {
 		return false
@@ -406,17 +442,26 @@ func (sh *genShard) write(c *genConn, now int64) bool {
 	if c.phase != 0 {
 		first = sh.size - c.phase // a header already begun keeps its stamp
 	}
-	for i := first; i < len(c.pend); i += sh.size {
-		binary.LittleEndian.PutUint64(c.pend[i+sentOff:], uint64(now))
-		if !sh.paced {
-			// Unpaced messages are offered when the generator can write them.
-			binary.LittleEndian.PutUint64(c.pend[i+schedOff:], uint64(now))
+	if !sh.framed {
+		for i := first; i < len(c.pend); i += sh.size {
+			binary.LittleEndian.PutUint64(c.pend[i+sentOff:], uint64(now))
+			if !sh.paced {
+				// Unpaced messages are offered when the generator can write them.
+				binary.LittleEndian.PutUint64(c.pend[i+schedOff:], uint64(now))
+			}
 		}
 	}
 	n, err := unix.Write(c.fd, c.pend)
 	if n > 0 {
 		for i := first; i < n; i += sh.size {
-			sched := int64(binary.LittleEndian.Uint64(c.pend[i+schedOff:]))
+			sched := now // unpaced: offered now
+			switch {
+			case !sh.framed:
+				sched = int64(binary.LittleEndian.Uint64(c.pend[i+schedOff:]))
+			case sh.paced:
+				sched = c.scheds[c.sched0]
+				c.sched0++
+			}
 			sh.lag.RecordValue(clampLat(now - sched))
 			c.msgs++
 		}
@@ -431,6 +476,7 @@ func (sh *genShard) write(c *genConn, now int64) bool {
 		c.phase = (c.phase + n) % sh.size
 		if len(c.pend) == 0 && c.back != nil {
 			c.pend = c.back[:0]
+			c.scheds, c.sched0 = c.scheds[:0], 0
 		}
 	}
 	if err != nil && err != unix.EAGAIN && err != unix.EINTR {
@@ -441,12 +487,16 @@ func (sh *genShard) write(c *genConn, now int64) bool {
 
 // runBulk writes as fast as the connections take it until the duration
 // ends. Every write is a whole buffer of messages stamped just before it.
+// Framed, it then finishes the record each connection began.
 func (sh *genShard) runBulk(ctx context.Context) {
 	end := sh.base + sh.dur
 	live := len(sh.conns)
 	for ctx.Err() == nil && live > 0 {
 		now := time.Now().UnixNano()
 		if now >= end {
+			if sh.framed {
+				sh.finishRecords(ctx, end+flushGrace.Nanoseconds())
+			}
 			return
 		}
 		progress := false
@@ -466,6 +516,36 @@ func (sh *genShard) runBulk(ctx context.Context) {
 		}
 		if !progress {
 			sh.waitWritable(sh.conns, end-now)
+		}
+	}
+}
+
+// finishRecords writes the rest of the record each connection is in the
+// middle of, until hardEnd at the latest, so that its stream ends on a
+// record boundary.
+func (sh *genShard) finishRecords(ctx context.Context, hardEnd int64) {
+	var open []*genConn
+	for _, c := range sh.conns {
+		if c.phase != 0 && !c.dead {
+			c.pend = c.pend[:sh.size-c.phase]
+			open = append(open, c)
+		}
+	}
+	for len(open) > 0 && ctx.Err() == nil {
+		now := time.Now().UnixNano()
+		if now >= hardEnd {
+			return
+		}
+		keep := open[:0]
+		for _, c := range open {
+			sh.write(c, now)
+			if len(c.pend) > 0 && !c.dead {
+				keep = append(keep, c)
+			}
+		}
+		open = keep
+		if len(open) > 0 {
+			sh.waitWritable(open, hardEnd-now)
 		}
 	}
 }
@@ -500,7 +580,17 @@ func (sh *genShard) runPaced(ctx context.Context) {
 				} else {
 					c.pend = append(c.pend, c.tmpl...)
 				}
-				binary.LittleEndian.PutUint64(c.pend[off+schedOff:], uint64(sh.base+c.pacer.advance()))
+				if sched := sh.base + c.pacer.advance(); sh.framed {
+					if c.sched0 >= 1024 && 2*c.sched0 >= len(c.scheds) {
+						// A connection that never catches up: drop the
+						// schedules already used.
+						c.scheds = c.scheds[:copy(c.scheds, c.scheds[c.sched0:])]
+						c.sched0 = 0
+					}
+					c.scheds = append(c.scheds, sched)
+				} else {
+					binary.LittleEndian.PutUint64(c.pend[off+schedOff:], uint64(sched))
+				}
 				c.scheduled += uint64(sh.size)
 			}
 			if p := c.pacer.peek(); p < sh.dur {

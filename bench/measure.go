@@ -96,8 +96,8 @@ type workload struct {
 	Skew     float64
 	MaxDial  int
 	Verify   bool
-	Engine   EngineFlags
-	Exe      string // the sluice-bench binary, for `gen`
+	Engine   EngineFlags // Engine.Framing frames the generator's messages too
+	Exe      string      // the sluice-bench binary, for `gen`
 	GenCPUs  []int
 	Profile  string // directory for a CPU profile, or ""
 	Label    string // progress label
@@ -120,9 +120,18 @@ type Result struct {
 	// actually wrote the message. E2ELatencyNs is delivery minus the
 	// message's scheduled time, so that a generator falling behind stays
 	// visible (no coordinated omission).
-	LatencyNs      Latency `json:"latency_ns"`
-	E2ELatencyNs   Latency `json:"e2e_latency_ns"`
-	FairnessJain   float64 `json:"fairness_jain"`
+	LatencyNs    Latency `json:"latency_ns"`
+	E2ELatencyNs Latency `json:"e2e_latency_ns"`
+	FairnessJain float64 `json:"fairness_jain"`
+	// With --framing: the whole records delivered, and records_per_s
+	// over the interval; those too long to deliver (records_skipped,
+	// none when the generator's records fit), and the bytes of records a
+	// stream ended inside (truncated_bytes, none when the generator could
+	// finish its last records). All 0 for raw bytes.
+	Records        uint64  `json:"records"`
+	RecordsPerS    float64 `json:"records_per_s"`
+	RecordsSkipped uint64  `json:"records_skipped"`
+	TruncatedBytes uint64  `json:"truncated_bytes"`
 	PoolWaits      uint64  `json:"pool_waits"`
 	PartialFlushes uint64  `json:"partial_flushes"`
 	Chunks         uint64  `json:"chunks"`
@@ -185,7 +194,19 @@ func cpuPerGiB(cpu float64, bytes uint64) float64 {
 // measures from the generator's first byte until every source has ended.
 func measure(ctx context.Context, w workload, ios IO) (*Result, error) {
 	msgSize := int(w.MsgSize)
-	col := newCollector(msgSize, w.Verify)
+	framer, err := w.Engine.framer()
+	if err != nil {
+		return nil, err
+	}
+	stamped := msgSize
+	if framer != nil {
+		stamped = 0 // framed messages carry no timestamps
+	}
+	col := newCollector(stamped, w.Verify, framer)
+	var records func() uint64 // for the progress lines
+	if framer != nil {
+		records = col.records.Load
+	}
 	sk, err := startSink(w.Engine, w.Runner, []string{"127.0.0.1:0"}, col)
 	if err != nil {
 		return nil, err
@@ -199,6 +220,9 @@ func measure(ctx context.Context, w workload, ios IO) (*Result, error) {
 		"--seed", strconv.Itoa(w.Round + 1), "--wait"}
 	if !w.Verify {
 		args = append(args, "--no-crc")
+	}
+	if framer != nil {
+		args = append(args, "--framing", framer.String())
 	}
 	if len(w.GenCPUs) > 0 {
 		args = append(args, "--cpus", joinInts(w.GenCPUs))
@@ -283,7 +307,7 @@ func measure(ctx context.Context, w workload, ios IO) (*Result, error) {
 		prof.stop()
 		return fail(fmt.Errorf("bench: generator: %w", err))
 	}
-	prog := startProgress(ios, w.Label, w.Duration, col.total.Load)
+	prog := startProgress(ios, w.Label, w.Duration, col.total.Load, records)
 	backlog := sampleBacklog(sk.addrs()[0], w.Duration)
 	var rep GenReport
 	var repErr error
@@ -346,6 +370,7 @@ func measure(ctx context.Context, w workload, ios IO) (*Result, error) {
 	if repErr != nil {
 		return nil, repErr
 	}
+	skippedTotal := sk.e.Totals().RecordsSkipped // exact; per-stream figures are sampled
 	if profErr != nil {
 		return nil, profErr
 	}
@@ -376,7 +401,18 @@ func measure(ctx context.Context, w workload, ios IO) (*Result, error) {
 	r.ThroughputBps = float64(r.Bytes) / r.DurationS
 	r.CPUSPerGiB = cpuPerGiB(r.CPUS, r.Bytes)
 	r.LatencyNs = summarize(r.hist)
-	r.perSource, r.weights, r.Mismatches = reconcile(col.snapshot(), rep.Streams, w.Verify)
+	recSize := 0
+	if framer != nil {
+		recSize = msgSize
+	}
+	streams := col.snapshot()
+	r.perSource, r.weights, r.Mismatches = reconcile(streams, rep.Streams, w.Verify, recSize)
+	for _, s := range streams {
+		r.Records += s.records
+		r.TruncatedBytes += s.truncated
+	}
+	r.RecordsSkipped = skippedTotal
+	r.RecordsPerS = float64(r.Records) / r.DurationS
 	r.FairnessJain = weightedJain(r.perSource, r.weights)
 	r.Verified = len(r.Mismatches) == 0
 	if profPath != "" {
@@ -389,8 +425,10 @@ func measure(ctx context.Context, w workload, ios IO) (*Result, error) {
 
 // reconcile matches what the engine received with what the generator
 // sent, by peer address, and lists every difference. It returns the bytes
-// each sent stream delivered and the stream's weight.
-func reconcile(got []*stream, sent []GenStream, crc bool) (bytes, weights []float64, mismatches []string) {
+// each sent stream delivered and the stream's weight. With recSize, the
+// stream was framed into records of recSize bytes: every whole record
+// sent must have been counted, and the rest of the bytes as truncated.
+func reconcile(got []*stream, sent []GenStream, crc bool, recSize int) (bytes, weights []float64, mismatches []string) {
 	byPeer := make(map[string]*stream, len(got))
 	for _, s := range got {
 		byPeer[peerOf(s.name)] = s
@@ -415,6 +453,9 @@ func reconcile(got []*stream, sent []GenStream, crc bool) (bytes, weights []floa
 			mismatches = append(mismatches, fmt.Sprintf("%s: sent %d bytes, engine received %d", g.Local, g.Bytes, s.bytes))
 		case crc && gotCRC != g.CRC32C:
 			mismatches = append(mismatches, fmt.Sprintf("%s: crc32c sent %s, received %s", g.Local, g.CRC32C, gotCRC))
+		case recSize > 0 && (s.records != g.Bytes/uint64(recSize) || s.truncated != g.Bytes%uint64(recSize) || s.misframed > 0):
+			mismatches = append(mismatches, fmt.Sprintf("%s: sent %d records of %d bytes and %d bytes of one more; engine delivered %d records, %d truncated bytes, %d chunks off a record boundary",
+				g.Local, g.Bytes/uint64(recSize), recSize, g.Bytes%uint64(recSize), s.records, s.truncated, s.misframed))
 		}
 	}
 	for peer, s := range byPeer {
@@ -495,6 +536,9 @@ func mergeResults(rs []*Result) *Result {
 		s.RSSMaxBytes = max(s.RSSMaxBytes, r.RSSMaxBytes)
 		s.PoolWaits += r.PoolWaits
 		s.PartialFlushes += r.PartialFlushes
+		s.Records += r.Records
+		s.RecordsSkipped += r.RecordsSkipped
+		s.TruncatedBytes += r.TruncatedBytes
 		s.Chunks += r.Chunks
 		s.Errors += r.Errors
 		s.OfferedBps = r.OfferedBps
@@ -527,6 +571,7 @@ func mergeResults(rs []*Result) *Result {
 	}
 	if s.DurationS > 0 {
 		s.ThroughputBps = float64(s.Bytes) / s.DurationS
+		s.RecordsPerS = float64(s.Records) / s.DurationS
 	}
 	s.CPUSPerGiB = cpuPerGiB(s.CPUS, s.Bytes)
 	s.FairnessJain = fair / float64(len(rs))

@@ -6,6 +6,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/dustin/go-humanize"
 )
 
 // IO is where a command writes: results to Out, progress and diagnostics
@@ -36,8 +38,9 @@ type progress struct {
 }
 
 // startProgress reports until finish is called. total is the expected
-// length (zero: open-ended); bytes returns the bytes so far.
-func startProgress(ios IO, label string, total time.Duration, bytes func() uint64) *progress {
+// length (zero: open-ended); bytes returns the bytes so far, and records,
+// when not nil, the records so far.
+func startProgress(ios IO, label string, total time.Duration, bytes, records func() uint64) *progress {
 	p := &progress{stop: make(chan struct{}), done: make(chan struct{})}
 	if ios.Err == nil || (total > 0 && total < progressMin) {
 		close(p.done)
@@ -52,7 +55,7 @@ func startProgress(ios IO, label string, total time.Duration, bytes func() uint6
 		start := time.Now()
 		t := time.NewTicker(period)
 		defer t.Stop()
-		var lastB uint64
+		var lastB, lastR uint64
 		lastT := start
 		for {
 			select {
@@ -63,14 +66,21 @@ func startProgress(ios IO, label string, total time.Duration, bytes func() uint6
 				return
 			case now := <-t.C:
 				b := bytes()
-				rate := float64(b-lastB) / now.Sub(lastT).Seconds()
+				secs := now.Sub(lastT).Seconds()
+				rate := float64(b-lastB) / secs
+				recs := ""
+				if records != nil {
+					r := records()
+					recs = fmt.Sprintf(", %s records/s", humanize.Comma(int64(float64(r-lastR)/secs)))
+					lastR = r
+				}
 				lastB, lastT = b, now
 				el := now.Sub(start)
 				if ios.ErrIsTTY {
-					fmt.Fprintf(ios.Err, "\r\033[K%s %s %s  %s  %s", label, bar(el, total, 24),
-						el.Round(100*time.Millisecond), FormatBytes(b), FormatRate(rate))
+					fmt.Fprintf(ios.Err, "\r\033[K%s %s %s  %s  %s%s", label, bar(el, total, 24),
+						el.Round(100*time.Millisecond), FormatBytes(b), FormatRate(rate), recs)
 				} else {
-					fmt.Fprintf(ios.Err, "%s: %s elapsed, %s, %s\n", label, el.Round(time.Second), FormatBytes(b), FormatRate(rate))
+					fmt.Fprintf(ios.Err, "%s: %s elapsed, %s, %s%s\n", label, el.Round(time.Second), FormatBytes(b), FormatRate(rate), recs)
 				}
 			}
 		}

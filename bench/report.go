@@ -11,7 +11,9 @@ import (
 // writeRunTable prints the per-runner summary table, then the ratios of
 // the first runner to each of the others, with their spread over rounds.
 func writeRunTable(w io.Writer, rep *RunReport) {
-	writeResultTable(w, rep.Summary)
+	c := rep.Config
+	framed := c.Framing != "" && c.Framing != "none"
+	writeResultTable(w, rep.Summary, framed)
 	writeComparisons(w, rep.Ratios, rep.Verdicts)
 	for _, s := range rep.Failed {
 		fmt.Fprintf(w, "failed %s: %s\n", s.Runner, s.Reason)
@@ -20,24 +22,43 @@ func writeRunTable(w io.Writer, rep *RunReport) {
 		fmt.Fprintf(w, "skipped %s: %s\n", s.Runner, s.Reason)
 	}
 	fmt.Fprintf(w, "kernel %s, %s, %d CPUs; %s\n", rep.Host.Kernel, rep.Host.Go, rep.Host.CPUs, pinNote(rep.Pinning))
-	c := rep.Config
 	pacing := "unlimited rate"
 	if c.RateBps > 0 {
 		pacing = fmt.Sprintf("%s per source, %s arrivals, skew %g", FormatRate(c.RateBps), c.Arrivals, c.Skew)
 	}
-	fmt.Fprintf(w, "workload: %d sources, %s messages, %s, %.1fs x %d round(s) per runner\n",
-		c.Sources, FormatBytes(uint64(c.MsgSize)), pacing, c.DurationS, c.Rounds)
+	msgs := "messages"
+	if framed {
+		msgs = c.Framing + " records"
+	}
+	fmt.Fprintf(w, "workload: %d sources, %s %s, %s, %.1fs x %d round(s) per runner\n",
+		c.Sources, FormatBytes(uint64(c.MsgSize)), msgs, pacing, c.DurationS, c.Rounds)
+	for _, n := range rep.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
 }
 
 // writeResultTable prints one row per result: what the engine did, then
-// what the generator did and the runner's own counters.
-func writeResultTable(w io.Writer, rs []*Result) {
+// what the generator did and the runner's own counters. Framed results
+// have record columns instead of the latencies they do not measure.
+func writeResultTable(w io.Writer, rs []*Result, framed bool) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "runner\tthroughput\tbytes\tCPU s/GiB\tthreads\tRSS\tp50\tp99\tp99.9\tmax\te2e p99\te2e max\tfairness\tpool waits\tpartials\tverified\t")
+	if framed {
+		fmt.Fprintln(tw, "runner\tthroughput\trecords/s\tbytes\trecords\tskipped\tCPU s/GiB\tthreads\tRSS\tfairness\tpool waits\tpartials\tverified\t")
+	} else {
+		fmt.Fprintln(tw, "runner\tthroughput\tbytes\tCPU s/GiB\tthreads\tRSS\tp50\tp99\tp99.9\tmax\te2e p99\te2e max\tfairness\tpool waits\tpartials\tverified\t")
+	}
 	for _, r := range rs {
 		verified := "ok"
 		if !r.Verified {
 			verified = fmt.Sprintf("FAIL(%d)", len(r.Mismatches))
+		}
+		if framed {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%.3f\t%d\t%s\t%.4f\t%s\t%s\t%s\t\n",
+				r.Runner, FormatRate(r.ThroughputBps), humanize.Comma(int64(r.RecordsPerS)), FormatBytes(r.Bytes),
+				humanize.Comma(int64(r.Records)), humanize.Comma(int64(r.RecordsSkipped)), r.CPUSPerGiB, r.ThreadsMax,
+				FormatBytes(uint64(max(r.RSSMaxBytes, 0))),
+				r.FairnessJain, humanize.Comma(int64(r.PoolWaits)), humanize.Comma(int64(r.PartialFlushes)), verified)
+			continue
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%.3f\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.4f\t%s\t%s\t%s\t\n",
 			r.Runner, FormatRate(r.ThroughputBps), FormatBytes(r.Bytes), r.CPUSPerGiB, r.ThreadsMax,

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"github.com/sluice-io/sluice/engine"
 	"github.com/sluice-io/sluice/pool"
 )
@@ -69,7 +70,7 @@ func (c *RunConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.Rounds, "rounds", c.Rounds, "measure every runner this many times, alternating the order")
 	fs.IntVar(&c.Sources, "sources", c.Sources, "concurrent TCP sources")
 	fs.DurationVar(&c.Duration, "duration", c.Duration, "how long the generator sends, per runner and round")
-	fs.Var(&c.MsgSize, "msg-size", "fixed message size; each message starts with a 16-byte header: scheduled and actual send times")
+	fs.Var(&c.MsgSize, "msg-size", "fixed message size; without --framing each message starts with a 16-byte header: scheduled and actual send times")
 	fs.Var(&c.Rate, "rate", "mean bytes per second per source, e.g. 1MiB/s (default unlimited)")
 	fs.StringVar(&c.Arrivals, "arrivals", c.Arrivals, "open-loop arrivals with --rate: poisson or uniform")
 	fs.Float64Var(&c.Skew, "skew", c.Skew, "biased connections: a fraction F of the sources carries 1-F of the load (needs --rate)")
@@ -84,6 +85,8 @@ func (c *RunConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.Var(&c.Targets, "target", "judge ratios of the first runner to each other one, e.g. cpu_s_per_gib<=0.9,throughput>=1 (metrics: throughput, cpu_s_per_gib, p99, e2e_p99, rss, threads, syscalls_per_mib): met, missed or inconclusive over the rounds' min-max")
 	c.Engine.register(fs)
 	c.Engine.registerListen(fs)
+	c.Engine.registerFraming(fs, "; the generator sends each --msg-size message as one such record, without timestamps: "+
+		"framed runs measure no latency")
 }
 
 func (f *EngineFlags) register(fs *flag.FlagSet) {
@@ -113,7 +116,16 @@ func (f EngineFlags) validate() error {
 	case f.RecvBuffer < 0:
 		return errors.New("--recv-buffer: must not be negative")
 	}
-	// Let the pool judge the shape, and name our flag.
+	pc, err := f.poolConfig()
+	if err != nil {
+		return err
+	}
+	return f.validateFraming(pc.MaxPerSource)
+}
+
+// poolConfig returns the pool's shape with the engine's defaults applied,
+// or an error naming the flag at fault: the pool judges the shape.
+func (f EngineFlags) poolConfig() (pool.Config, error) {
 	pc := pool.Config{Buffers: f.Pool, BufSize: int(f.Buf)}
 	if pc.Buffers == 0 {
 		pc.Buffers = engine.DefaultBuffers
@@ -121,14 +133,15 @@ func (f EngineFlags) validate() error {
 	if pc.BufSize == 0 {
 		pc.BufSize = engine.DefaultBufSize
 	}
-	if _, err := pc.Validate(); err != nil {
+	pc, err := pc.Validate()
+	if err != nil {
 		var ce *pool.ConfigError
 		if errors.As(err, &ce) {
-			return fmt.Errorf("%s: %v", engineFlag(ce.Field), err)
+			return pc, fmt.Errorf("%s: %v", engineFlag(ce.Field), err)
 		}
-		return err
+		return pc, err
 	}
-	return nil
+	return pc, nil
 }
 
 // engineFlag names the flag behind an engine.Config field.
@@ -167,13 +180,39 @@ func (c RunConfig) Validate() error {
 	if err := g.Validate(); err != nil {
 		return err
 	}
-	return c.Engine.validate()
+	if err := c.Engine.validate(); err != nil {
+		return err
+	}
+	return c.validateFraming()
+}
+
+// validateFraming checks that a framed run's records can be delivered
+// whole, and that no target needs the latency it does not measure.
+func (c RunConfig) validateFraming() error {
+	f, _ := c.Engine.framer()
+	if f == nil {
+		return nil
+	}
+	pc, _ := c.Engine.poolConfig()
+	if err := checkRecord(f, int(c.MsgSize), pc.BufSize); err != nil {
+		return fmt.Errorf("--msg-size: a %d-byte %s record does not fit a %d-byte pool buffer (--buf): %v", c.MsgSize, f, pc.BufSize, err)
+	}
+	for _, t := range c.Targets {
+		if t.Metric == "p99" || t.Metric == "e2e_p99" {
+			return fmt.Errorf("--target: %s: a framed run (--framing %s) measures no latency", t, f)
+		}
+	}
+	return nil
 }
 
 func (c RunConfig) gen() GenConfig {
 	return GenConfig{Addr: "-", Sources: c.Sources, Duration: c.Duration, MsgSize: c.MsgSize, Rate: c.Rate,
-		Arrivals: c.Arrivals, Skew: c.Skew, MaxDial: c.MaxDial}
+		Arrivals: c.Arrivals, Skew: c.Skew, MaxDial: c.MaxDial, Framing: c.Engine.Framing}
 }
+
+// noLatencyNote is the report's note on a framed run.
+const noLatencyNote = "latency not measured: with --framing the generator's messages are records without timestamps " +
+	"(latency_ns and e2e_latency_ns are zero)"
 
 // RunReport is the JSON report of `run` (see the package documentation).
 type RunReport struct {
@@ -191,7 +230,10 @@ type RunReport struct {
 	// Failed lists runners that started but could not carry the load (a
 	// thread cap, a dial failure); the others are still measured.
 	Failed []Skipped `json:"failed"`
-	OK     bool      `json:"ok"` // every byte verified
+	// Notes qualify the figures, such as the latency a framed run does
+	// not measure.
+	Notes []string `json:"notes,omitempty"`
+	OK    bool     `json:"ok"` // every byte verified
 }
 
 type runParams struct {
@@ -207,6 +249,7 @@ type runParams struct {
 	Workers   int     `json:"workers"`
 	FlushNs   int64   `json:"flush_ns"`
 	Verify    bool    `json:"verify"`
+	Framing   string  `json:"framing"` // "none": raw bytes
 }
 
 // ErrMismatch reports that the engine did not receive exactly what was
@@ -234,14 +277,21 @@ func Run(ctx context.Context, c RunConfig, ios IO) (*RunReport, error) {
 	if len(runners) == 0 {
 		return nil, errors.New("bench: no runner can work here")
 	}
+	framer, _ := c.Engine.framer()
 	pin, unpin := pinApart(c.Pin)
 	defer unpin()
 	rep := &RunReport{Command: "run", Host: hostInfo(), Pinning: pin, Skipped: skipped, OK: true,
 		Config: runParams{Sources: c.Sources, DurationS: c.Duration.Seconds(), MsgSize: int64(c.MsgSize),
 			RateBps: float64(c.Rate), Arrivals: c.Arrivals, Skew: c.Skew, Rounds: c.Rounds,
-			Pool: c.Engine.Pool, Buf: int64(c.Engine.Buf), Workers: c.Engine.Workers, FlushNs: int64(c.Engine.Flush), Verify: c.Verify}}
-	fmt.Fprintf(ios.Err, "sluice-bench run: %d sources, %s messages, rate %s per source, %v per runner, runners %v, %s\n",
-		c.Sources, FormatBytes(uint64(c.MsgSize)), rateOrUnlimited(c.Rate), c.Duration, runners, pinNote(pin))
+			Pool: c.Engine.Pool, Buf: int64(c.Engine.Buf), Workers: c.Engine.Workers, FlushNs: int64(c.Engine.Flush), Verify: c.Verify,
+			Framing: framingName(framer)}}
+	msgs := "messages"
+	if framer != nil {
+		msgs = framer.String() + " records"
+		rep.Notes = append(rep.Notes, noLatencyNote)
+	}
+	fmt.Fprintf(ios.Err, "sluice-bench run: %d sources, %s %s, rate %s per source, %v per runner, runners %v, %s\n",
+		c.Sources, FormatBytes(uint64(c.MsgSize)), msgs, rateOrUnlimited(c.Rate), c.Duration, runners, pinNote(pin))
 	byRunner := map[string][]*Result{}
 	failed := map[string]bool{}
 	for round := range c.Rounds {
@@ -271,7 +321,11 @@ func Run(ctx context.Context, c RunConfig, ios IO) (*RunReport, error) {
 				rep.Failed = append(rep.Failed, Skipped{Runner: name, Reason: err.Error()})
 				continue
 			}
-			fmt.Fprintf(ios.Err, "%s: %s in %.2fs, %s\n", w.Label, FormatBytes(r.Bytes), r.DurationS, FormatRate(r.ThroughputBps))
+			recs := ""
+			if framer != nil {
+				recs = fmt.Sprintf(", %s records (%s records/s)", humanize.Comma(int64(r.Records)), humanize.Comma(int64(r.RecordsPerS)))
+			}
+			fmt.Fprintf(ios.Err, "%s: %s in %.2fs, %s%s\n", w.Label, FormatBytes(r.Bytes), r.DurationS, FormatRate(r.ThroughputBps), recs)
 			for _, m := range r.Mismatches {
 				fmt.Fprintf(ios.Err, "MISMATCH %s: %s\n", name, m)
 			}

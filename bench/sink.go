@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"github.com/sluice-io/sluice/engine"
 )
 
@@ -41,6 +42,7 @@ func (c *SinkConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.JSON, "json", c.JSON, "write the JSON report to `FILE` (- for stdout)")
 	c.Engine.register(fs)
 	c.Engine.registerListen(fs)
+	c.Engine.registerFraming(fs, "")
 	fs.IntVar(&c.Engine.MaxConns, "max-conns", c.Engine.MaxConns, "cap on open connections per listener (default: none)")
 	c.Node.register(fs)
 }
@@ -86,25 +88,42 @@ func (c SinkConfig) addrs() ([]string, error) {
 	return out, nil
 }
 
-// SinkStream is one source in the sink's report.
+// SinkStream is one source in the sink's report. The record fields count
+// only with --framing (see SinkReport).
 type SinkStream struct {
-	Source uint64 `json:"source"`
-	Peer   string `json:"peer"`
-	Bytes  uint64 `json:"bytes"`
-	CRC32C string `json:"crc32c"`
-	Errors uint64 `json:"errors"`
+	Source         uint64 `json:"source"`
+	Peer           string `json:"peer"`
+	Bytes          uint64 `json:"bytes"`
+	CRC32C         string `json:"crc32c"`
+	Errors         uint64 `json:"errors"`
+	Records        uint64 `json:"records"`
+	RecordsSkipped uint64 `json:"records_skipped"`
+	TruncatedBytes uint64 `json:"truncated_bytes"`
 }
 
 // SinkReport is the sink's JSON report. duration_s runs from the first
 // byte to the last, and throughput_bps is bytes over it; wall_s is the
 // whole time listened, over which cpu_s (getrusage, user+sys) is
 // measured.
+//
+// With --framing, records counts the whole records delivered and
+// records_per_s is records over duration_s; records_skipped counts those
+// too long for the framer or a buffer, which the engine dropped (newline
+// and octet counting skip them and read on; a length prefix or MQTT
+// packet ends its connection), and truncated_bytes the bytes of records
+// the peers never finished, delivered in each stream's last chunk (bytes
+// includes them). Without framing they are 0.
 type SinkReport struct {
 	Command       string       `json:"command"` // "sink"
 	Runner        string       `json:"runner"`
 	Listen        []string     `json:"listen"`
 	Sources       int          `json:"sources"`
+	Framing       string       `json:"framing"`
 	Bytes         uint64       `json:"bytes"`
+	Records       uint64       `json:"records"`
+	RecordsPerS   float64      `json:"records_per_s"`
+	Skipped       uint64       `json:"records_skipped"`
+	Truncated     uint64       `json:"truncated_bytes"`
 	DurationS     float64      `json:"duration_s"`
 	WallS         float64      `json:"wall_s"`
 	ThroughputBps float64      `json:"throughput_bps"`
@@ -132,7 +151,8 @@ func Sink(ctx context.Context, c SinkConfig, ios IO) (*SinkReport, error) {
 		return nil, err
 	}
 	addrs, _ := c.addrs()
-	col := newCollector(0, true)
+	framer, _ := c.Engine.framer()
+	col := newCollector(0, true, framer)
 	sk, err := startSink(c.Engine, c.Runner, addrs, col)
 	if err != nil {
 		return nil, err
@@ -147,7 +167,11 @@ func Sink(ctx context.Context, c SinkConfig, ios IO) (*SinkReport, error) {
 	smp := startSampler()
 	cpu0 := cpuTime()
 	t0 := time.Now()
-	fmt.Fprintf(ios.Err, "sluice-bench sink: listening on %s (runner %s)\n", joinStrings(bound), sk.e.Runner())
+	framing := ""
+	if framer != nil {
+		framing = ", framing " + framer.String()
+	}
+	fmt.Fprintf(ios.Err, "sluice-bench sink: listening on %s (runner %s%s)\n", joinStrings(bound), sk.e.Runner(), framing)
 
 	reason := "interrupted"
 	var limit <-chan time.Time
@@ -163,7 +187,7 @@ func Sink(ctx context.Context, c SinkConfig, ios IO) (*SinkReport, error) {
 	ticker := time.NewTicker(tick)
 	defer ticker.Stop()
 	lastReport := t0
-	var lastBytes uint64
+	var lastBytes, lastRecs uint64
 loop:
 	for {
 		select {
@@ -180,8 +204,15 @@ loop:
 				break loop
 			}
 			if now.Sub(lastReport) >= 5*time.Second {
-				rate := float64(total-lastBytes) / now.Sub(lastReport).Seconds()
-				fmt.Fprintf(ios.Err, "sluice-bench sink: %d sources live, %s received, %s\n", sk.live(), FormatBytes(total), FormatRate(rate))
+				secs := now.Sub(lastReport).Seconds()
+				recs := ""
+				if framer != nil {
+					n := col.records.Load()
+					recs = fmt.Sprintf(", %s records, %s records/s", humanize.Comma(int64(n)), humanize.Comma(int64(float64(n-lastRecs)/secs)))
+					lastRecs = n
+				}
+				fmt.Fprintf(ios.Err, "sluice-bench sink: %d sources live, %s received, %s%s\n", sk.live(), FormatBytes(total),
+					FormatRate(float64(total-lastBytes)/secs), recs)
 				lastReport, lastBytes = now, total
 			}
 		}
@@ -193,10 +224,13 @@ loop:
 	if err := sk.close(); err != nil {
 		return nil, err
 	}
+	// Exact, where the per-stream figures are sampled while each source
+	// lives.
+	skippedTotal := sk.e.Totals().RecordsSkipped
 	cpu := cpuTime() - cpu0
 	threads, rss := smp.finish()
 
-	rep := &SinkReport{Command: "sink", Runner: runner, Listen: bound, Bytes: col.total.Load(),
+	rep := &SinkReport{Command: "sink", Runner: runner, Listen: bound, Framing: framingName(framer), Bytes: col.total.Load(),
 		WallS: wall.Seconds(), CPUS: cpu.Seconds(), ThreadsMax: threads, RSSMaxBytes: rss,
 		PoolWaits: waits, Partials: col.partials.Load(), Errors: col.errs.Load(), StopReason: reason, Host: hostInfo(),
 		Streams: []SinkStream{}}
@@ -207,14 +241,27 @@ loop:
 	rep.CPUSPerGiB = cpuPerGiB(rep.CPUS, rep.Bytes)
 	var xs []float64
 	for _, s := range col.snapshot() {
-		rep.Streams = append(rep.Streams, SinkStream{Source: uint64(s.id), Peer: peerOf(s.name), Bytes: s.bytes,
-			CRC32C: fmt.Sprintf("%08x", s.crc), Errors: s.errors.Load()})
+		st := SinkStream{Source: uint64(s.id), Peer: peerOf(s.name), Bytes: s.bytes,
+			CRC32C: fmt.Sprintf("%08x", s.crc), Errors: s.errors.Load(),
+			Records: s.records, RecordsSkipped: s.recordsSkipped(), TruncatedBytes: s.truncated}
+		rep.Streams = append(rep.Streams, st)
+		rep.Records += st.Records
+		rep.Truncated += st.TruncatedBytes
 		xs = append(xs, float64(s.bytes))
+	}
+	rep.Skipped = skippedTotal
+	if rep.DurationS > 0 {
+		rep.RecordsPerS = float64(rep.Records) / rep.DurationS
 	}
 	rep.Sources = len(rep.Streams)
 	rep.FairnessJain = JainIndex(xs)
-	fmt.Fprintf(ios.Err, "sluice-bench sink: stopped (%s): %d sources, %s in %.2fs, %s, %.3f CPU-s/GiB\n",
-		reason, rep.Sources, FormatBytes(rep.Bytes), rep.DurationS, FormatRate(rep.ThroughputBps), rep.CPUSPerGiB)
+	recs := ""
+	if framer != nil {
+		recs = fmt.Sprintf("; %s records (%s records/s), %s skipped, %s truncated",
+			humanize.Comma(int64(rep.Records)), humanize.Comma(int64(rep.RecordsPerS)), humanize.Comma(int64(rep.Skipped)), FormatBytes(rep.Truncated))
+	}
+	fmt.Fprintf(ios.Err, "sluice-bench sink: stopped (%s): %d sources, %s in %.2fs, %s, %.3f CPU-s/GiB%s\n",
+		reason, rep.Sources, FormatBytes(rep.Bytes), rep.DurationS, FormatRate(rep.ThroughputBps), rep.CPUSPerGiB, recs)
 	path := c.JSON
 	if path == "" {
 		path = "-"

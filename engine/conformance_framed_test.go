@@ -393,6 +393,9 @@ func TestFramedOversized(t *testing.T) {
 					if skipped != 2 {
 						t.Errorf("RecordsSkipped %d, want 2", skipped)
 					}
+					if n := e.Totals().RecordsSkipped; n != 2 {
+						t.Errorf("Totals().RecordsSkipped %d, want 2", n)
+					}
 				} else {
 					want = small1
 				}

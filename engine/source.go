@@ -69,6 +69,7 @@ var (
 // the data read before it, and the rest only counted, so a stream of bad
 // records cannot flood the log.
 func (s *source) RecordSkipped(_ *srcs.Lane, err *srcs.RecordError) {
+	s.e.totals.skipped.Add(1)
 	if s.skipped.Add(1) > 1 {
 		return
 	}

@@ -24,6 +24,9 @@ type Totals struct {
 	Delivered uint64
 	// Errors counts source errors by kind (see ErrorKinds).
 	Errors [NumErrorKinds]uint64
+	// RecordsSkipped counts the records of framed sources skipped for
+	// being too long, every one (the error handler sees one per source).
+	RecordsSkipped uint64
 	// Latency is the delivery latency of data chunks: from their first
 	// byte's arrival to the moment a consumer took them. It covers the
 	// flush hold and the engine's queueing, nothing of the consumer.
@@ -94,6 +97,7 @@ type LatencyHistogram struct {
 // is a few atomic adds.
 type totals struct {
 	bytes, chunks, partials, delivered atomic.Uint64
+	skipped                            atomic.Uint64
 	errs                               [NumErrorKinds]atomic.Uint64
 	lat                                [latencyBuckets + 1]atomic.Uint64
 	latCount                           atomic.Uint64
@@ -135,7 +139,7 @@ func (t *totals) took(c *Chunk, now time.Time) {
 func (t *totals) snapshot() Totals {
 	s := Totals{
 		Bytes: t.bytes.Load(), Chunks: t.chunks.Load(), Partials: t.partials.Load(),
-		Delivered: t.delivered.Load(),
+		Delivered: t.delivered.Load(), RecordsSkipped: t.skipped.Load(),
 	}
 	for i := range t.errs {
 		s.Errors[i] = t.errs[i].Load()

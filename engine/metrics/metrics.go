@@ -30,7 +30,7 @@ type Collector struct {
 	e    *engine.Engine
 	opts Options
 
-	bytes, chunks, partials, delivered, errs          *prometheus.Desc
+	bytes, chunks, partials, delivered, errs, skipped *prometheus.Desc
 	latency                                           *prometheus.Desc
 	queued, paused, pauses                            *prometheus.Desc
 	poolBuffers, poolInUse, poolWaiters, poolWaits    *prometheus.Desc
@@ -58,6 +58,7 @@ func NewCollector(e *engine.Engine, opts Options) *Collector {
 	c.partials = d("chunks_partial_total", "Chunks a flush timeout emitted before their buffer was full.")
 	c.delivered = d("chunks_delivered_total", "Data chunks handed to a consumer (handler or Next).")
 	c.errs = d("source_errors_total", "Source errors by kind.", "kind")
+	c.skipped = d("records_skipped_total", "Records of framed sources skipped for being too long, every one.")
 	c.latency = d("delivery_latency_seconds", "Time from a chunk's first byte to a consumer taking it: flush hold plus queueing.")
 	c.queued = d("delivery_queued_chunks", "Chunks waiting for a consumer.")
 	c.paused = d("delivery_paused", "1 while the delivery watermarks pause reading.")
@@ -92,7 +93,7 @@ func NewCollector(e *engine.Engine, opts Options) *Collector {
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
-		c.bytes, c.chunks, c.partials, c.delivered, c.errs, c.latency, c.queued, c.paused, c.pauses,
+		c.bytes, c.chunks, c.partials, c.delivered, c.errs, c.skipped, c.latency, c.queued, c.paused, c.pauses,
 		c.poolBuffers, c.poolInUse, c.poolWaiters, c.poolWaits, c.poolAcquired, c.poolWaitSeconds, c.sources,
 		c.runWorkers, c.runThreads, c.runLanes, c.runReads, c.runWaits, c.runWakeups, c.runEnters, c.runCompl, c.runSys,
 	} {
@@ -119,6 +120,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.chunks, float64(tot.Chunks))
 	counter(c.partials, float64(tot.Partials))
 	counter(c.delivered, float64(tot.Delivered))
+	counter(c.skipped, float64(tot.RecordsSkipped))
 	for k, n := range tot.Errors {
 		counter(c.errs, float64(n), engine.ErrorKinds[k])
 	}
