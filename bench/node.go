@@ -80,6 +80,12 @@ type NodeSource struct {
 	// Flush overrides the engine's flush timeout for this source (for a
 	// listener: for none of its connections, which take the engine's).
 	Flush time.Duration `yaml:"flush"`
+	// Framing delivers the source (for a listener: each connection) in
+	// whole records; srcs.ParseFraming's spelling: none, newline[:MAX],
+	// length:N{be,le}[:MAX], octet[:MAX] or mqtt[:MAX]. Not for udp, whose
+	// datagrams keep their own boundaries, nor mqtt, which frames its own
+	// packets.
+	Framing string `yaml:"framing"`
 }
 
 // NodeListener is a tcp or unix listener entry: where to listen, and the
@@ -242,6 +248,11 @@ func (f *nodeFile) validate() error {
 			return f.errorf([]any{"sources", i}, "names several kinds (%s); use one entry per source", kind)
 		case s.Flush < 0:
 			return f.errorf([]any{"sources", i, "flush"}, "%v: must not be negative", s.Flush)
+		case s.Framing != "" && (s.UDP != nil || s.MQTT != nil):
+			return f.errorf([]any{"sources", i, "framing"}, "%q: %s sources cannot be framed (udp keeps datagram boundaries; mqtt frames its own packets)", s.Framing, kind)
+		}
+		if _, err := srcs.ParseFraming(s.Framing); err != nil {
+			return f.errorf([]any{"sources", i, "framing"}, "%v", err)
 		}
 		at := func(key string) []any { return []any{"sources", i, kind, key} }
 		switch {
@@ -453,18 +464,24 @@ func (n *node) addSources(cfg NodeConfig, path string, rep *NodeReport) error {
 		if s.Flush > 0 {
 			opts = append(opts, engine.WithFlush(s.Flush))
 		}
+		framer, err := srcs.ParseFraming(s.Framing) // checked by validate
+		if err != nil {
+			return fail(err)
+		}
+		if framer != nil {
+			opts = append(opts, engine.WithFraming(framer))
+		}
 		var src srcs.Source
-		var err error
 		switch {
 		case s.TCP != nil, s.Unix != nil:
 			var ln *srcs.Listener
 			if s.TCP != nil {
 				lc := s.TCP.ListenerConfig
-				lc.Logger = n.log
+				lc.Logger, lc.Framer = n.log, framer
 				ln, err = srcs.ListenTCP(s.TCP.Listen, lc)
 			} else {
 				lc := s.Unix.ListenerConfig
-				lc.Logger = n.log
+				lc.Logger, lc.Framer = n.log, framer
 				ln, err = srcs.ListenUnix(s.Unix.Listen, lc)
 			}
 			if err != nil {

@@ -54,6 +54,8 @@ func TestNodeConfigErrors(t *testing.T) {
 		{"negative cap", "sources:\n  - tcp:\n      listen: 127.0.0.1:0\n      max_conns: -1\n", "node.yaml:4: sources[0].tcp.max_conns: must not be negative"},
 		{"negative receive buffer", "sources:\n  - tcp:\n      listen: 127.0.0.1:0\n      recv_buffer: -1\n", "node.yaml:4: sources[0].tcp.recv_buffer: -1: must not be negative"},
 		{"unix receive buffer", "sources:\n  - unix:\n      listen: /tmp/x.sock\n      recv_buffer: 65536\n", "node.yaml:4: sources[0].unix.recv_buffer: applies to tcp listeners only"},
+		{"bad framing", "sources:\n  - tcp:\n      listen: 127.0.0.1:0\n    framing: lines\n", "node.yaml:4: sources[0].framing: framing \"lines\": unknown"},
+		{"framed udp", "sources:\n  - udp:\n      addr: 127.0.0.1:0\n    framing: newline\n", "node.yaml:4: sources[0].framing: \"newline\": udp sources cannot be framed"},
 		{"mqtt topics", "sources:\n  - mqtt:\n      broker: 127.0.0.1:1883\n", "node.yaml:2: sources[0].mqtt.topics: required"},
 		{"jetstream subject", "sources:\n  - tcp: {listen: 127.0.0.1:0}\noutput:\n  jetstream:\n    url: nats://127.0.0.1:1\n", "node.yaml:4: output.jetstream.subject: required"},
 		{"jetstream key", "sources:\n  - tcp: {listen: 127.0.0.1:0}\noutput:\n  jetstream:\n    subjct: x\n", "line 5: field subjct not found in type jetstream.Config"},
