@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 )
 
@@ -34,13 +35,16 @@ const checkpointVersion = 1
 // the new one, never a torn mix.
 //
 // A Checkpoint is safe for concurrent use; concurrent Saves are
-// serialised, and the last one to run wins.
+// serialised, and the last one to run wins. It must be the only writer of
+// its file: two processes, or two Checkpoints, saving the same path may
+// remove each other's temporary files.
 type Checkpoint struct {
 	path string
 	// source is recorded in the file for whoever reads it.
 	source string
 
-	mu sync.Mutex // serialises Save, so temporary files never race
+	mu    sync.Mutex // serialises Save, so temporary files never race
+	swept bool       // leftover temporary files removed; guarded by mu
 }
 
 // NewCheckpoint returns the checkpoint kept in the file at path, for the
@@ -56,51 +60,118 @@ func NewCheckpoint(path, source string) (*Checkpoint, error) {
 // Path returns the checkpoint file's path.
 func (c *Checkpoint) Path() string { return c.path }
 
-// Load reads the saved position. A checkpoint never saved gives an error
-// wrapping fs.ErrNotExist; a file that is not a checkpoint gives an error
-// naming the path.
+// CheckpointError is a checkpoint file that could not be loaded or saved.
+// Err says why: for a failed file operation it is the *fs.PathError of
+// that operation (naming the temporary file when a save failed before its
+// rename), so errors.Is finds the cause: syscall.ENOSPC or
+// syscall.EDQUOT for a full disk, syscall.EROFS for a read-only file
+// system, fs.ErrPermission, fs.ErrNotExist.
+type CheckpointError struct {
+	Path   string // the checkpoint file
+	Source string // the followed file, if known
+	Op     string // "load" or "save"
+	Err    error
+}
+
+func (e *CheckpointError) Error() string {
+	of := ""
+	if e.Source != "" {
+		of = " (of " + e.Source + ")"
+	}
+	return fmt.Sprintf("srcs: checkpoint %s%s: %s: %v", e.Path, of, e.Op, e.Err)
+}
+
+// Unwrap returns Err.
+func (e *CheckpointError) Unwrap() error { return e.Err }
+
+func (c *Checkpoint) errorf(op string, err error) error {
+	return &CheckpointError{Path: c.path, Source: c.source, Op: op, Err: err}
+}
+
+// Load reads the saved position. Errors are *CheckpointError values: a
+// checkpoint never saved gives one wrapping fs.ErrNotExist, and a file
+// that is not a checkpoint one that says what is wrong with it.
 func (c *Checkpoint) Load() (Position, error) {
 	data, err := os.ReadFile(c.path)
 	if err != nil {
-		return Position{}, fmt.Errorf("srcs: checkpoint: %w", err)
+		return Position{}, c.errorf("load", err)
 	}
 	var f checkpointFile
 	if err := json.Unmarshal(data, &f); err != nil {
-		return Position{}, fmt.Errorf("srcs: checkpoint %s: %w", c.path, err)
+		return Position{}, c.errorf("load", err)
 	}
 	switch {
 	case f.Version != checkpointVersion:
-		return Position{}, fmt.Errorf("srcs: checkpoint %s: version %d, want %d", c.path, f.Version, checkpointVersion)
+		return Position{}, c.errorf("load", fmt.Errorf("version %d, want %d", f.Version, checkpointVersion))
 	case f.Offset < 0:
-		return Position{}, fmt.Errorf("srcs: checkpoint %s: offset %d is negative", c.path, f.Offset)
+		return Position{}, c.errorf("load", fmt.Errorf("offset %d is negative", f.Offset))
 	}
 	return f.Position, nil
 }
 
 // Save records pos durably and atomically (see Checkpoint). When it
-// returns nil, the new position survives a crash.
+// returns nil, the new position survives a crash. When it fails, with a
+// *CheckpointError, the file holds the position saved before (or pos, if
+// only the last step, the directory's fsync, failed), never a mix, and no
+// temporary file is left behind. The first Save of a Checkpoint also
+// removes temporary files that a process killed during a save left in
+// the directory, so that crashes cannot fill a small disk with them.
 func (c *Checkpoint) Save(pos Position) error {
 	data, err := json.Marshal(checkpointFile{Version: checkpointVersion, Path: c.source, Position: pos})
 	if err != nil {
-		return fmt.Errorf("srcs: checkpoint %s: %w", c.path, err)
+		return c.errorf("save", err)
 	}
 	data = append(data, '\n')
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if !c.swept {
+		// Best effort: a leftover that cannot be removed costs only its
+		// space, and this save may still succeed.
+		removeTemps(c.path)
+		c.swept = true
+	}
 	if err := writeFileAtomic(c.path, data); err != nil {
-		return fmt.Errorf("srcs: checkpoint: %w", err)
+		return c.errorf("save", err)
 	}
 	return nil
+}
+
+// tempPattern is the os.CreateTemp pattern of path's temporary files.
+func tempPattern(path string) (dir, pattern string) {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	return dir, "." + base + ".*.tmp"
+}
+
+// removeTemps removes the temporary files writeFileAtomic may have left
+// for path: those whose name is the pattern's with digits for the star,
+// as os.CreateTemp makes them.
+func removeTemps(path string) {
+	dir, pattern := tempPattern(path)
+	prefix, suffix, _ := strings.Cut(pattern, "*")
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if !e.Type().IsRegular() || len(name) <= len(prefix)+len(suffix) ||
+			!strings.HasPrefix(name, prefix) || !strings.HasSuffix(name, suffix) {
+			continue
+		}
+		if digits := name[len(prefix) : len(name)-len(suffix)]; strings.Trim(digits, "0123456789") == "" {
+			os.Remove(filepath.Join(dir, name))
+		}
+	}
 }
 
 // writeFileAtomic replaces path with data: temporary file, fsync, rename,
 // fsync of the directory (without which the rename itself may be lost).
 func writeFileAtomic(path string, data []byte) (err error) {
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	tmp, err := os.CreateTemp(dir, "."+base+".*.tmp")
+	dir, pattern := tempPattern(path)
+	tmp, err := os.CreateTemp(dir, pattern)
 	if err != nil {
 		return err
 	}

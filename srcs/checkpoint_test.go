@@ -88,12 +88,25 @@ func TestCheckpointErrors(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), path) {
 				t.Fatalf("Load = %v, want an error naming %s and %q", err, path, tt.want)
 			}
+			var ce *srcs.CheckpointError
+			if !errors.As(err, &ce) || ce.Path != path || ce.Op != "load" {
+				t.Errorf("Load = %#v, want a *srcs.CheckpointError loading %s", err, path)
+			}
 		})
 	}
 	t.Run("unwritable directory", func(t *testing.T) {
-		c, _ := srcs.NewCheckpoint(filepath.Join(dir, "missing", "ck"), "")
-		if err := c.Save(srcs.Position{}); !errors.Is(err, fs.ErrNotExist) {
+		path := filepath.Join(dir, "missing", "ck")
+		c, _ := srcs.NewCheckpoint(path, "/var/log/app.log")
+		err := c.Save(srcs.Position{})
+		if !errors.Is(err, fs.ErrNotExist) {
 			t.Fatalf("Save into a missing directory = %v, want fs.ErrNotExist", err)
+		}
+		var ce *srcs.CheckpointError
+		if !errors.As(err, &ce) || ce.Path != path || ce.Source != "/var/log/app.log" || ce.Op != "save" {
+			t.Fatalf("Save = %#v, want a *srcs.CheckpointError saving %s", err, path)
+		}
+		if msg := err.Error(); !strings.HasPrefix(msg, "srcs: checkpoint "+path+" (of /var/log/app.log): save: ") {
+			t.Errorf("error %q does not start with the package, the checkpoint and its file", msg)
 		}
 	})
 	t.Run("failed save keeps the old checkpoint", func(t *testing.T) {
@@ -112,4 +125,36 @@ func TestCheckpointErrors(t *testing.T) {
 			t.Errorf("temporary files left after a failed save: %v", matches)
 		}
 	})
+}
+
+// TestCheckpointRemovesLeftoverTemps: a process killed during a save
+// leaves its temporary file; the next Checkpoint's first Save removes such
+// files, and only those, so that crashes cannot fill a small disk.
+func TestCheckpointRemovesLeftoverTemps(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "app.ckpt")
+	leftovers := []string{".app.ckpt.123.tmp", ".app.ckpt.4294967295.tmp"}
+	kept := []string{".app.ckpt.x1.tmp", ".app.ckpt..tmp", ".other.ckpt.123.tmp", "app.ckpt.123.tmp"}
+	for _, name := range append(leftovers, kept...) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(`{"version":1,"inode":1,"offset":9`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, _ := srcs.NewCheckpoint(path, "")
+	if err := c.Save(srcs.Position{Inode: 1, Offset: 2}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range leftovers {
+		if _, err := os.Stat(filepath.Join(dir, name)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("leftover %s still there (%v)", name, err)
+		}
+	}
+	for _, name := range kept {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			t.Errorf("%s, not a temporary file of app.ckpt, was removed: %v", name, err)
+		}
+	}
+	if pos, err := c.Load(); err != nil || pos != (srcs.Position{Inode: 1, Offset: 2}) {
+		t.Errorf("Load = %+v, %v", pos, err)
+	}
 }

@@ -46,8 +46,9 @@ type TailConfig struct {
 	// CheckpointEvery is the least time between two checkpoint saves.
 	// Zero means DefaultCheckpointEvery.
 	CheckpointEvery time.Duration `yaml:"checkpoint_every"`
-	// Logger receives rotations and truncations at Info, and checkpoint
-	// trouble at Warn. Nil discards.
+	// Logger receives rotations and truncations at Info; the first of a
+	// run of failed checkpoint saves at Warn (the retries that fail too at
+	// Debug), and the save that ends the run at Info. Nil discards.
 	Logger *slog.Logger `yaml:"-"`
 }
 
@@ -85,9 +86,10 @@ func (cfg TailConfig) validate() error {
 //     which it then follows from offset 0.
 //
 // Errors: Open fails with an error wrapping fs.ErrNotExist, naming the
-// path, if the file does not exist, and fs.ErrPermission if it cannot be
-// read; Read fails only if a replacement file cannot be opened for lack of
-// permission, or on an I/O error.
+// path, if the file does not exist, fs.ErrPermission if it cannot be
+// read, and a *CheckpointError if the checkpoint exists but cannot be
+// read or is not a checkpoint; Read fails only if a replacement file
+// cannot be opened for lack of permission, or on an I/O error.
 //
 // Checkpoints: Position is where the bytes Read returned end. Released
 // maps a count of released bytes back to a file position and saves it to
@@ -97,10 +99,26 @@ func (cfg TailConfig) validate() error {
 // the file now at the path; a checkpoint naming another inode means the
 // file was rotated meanwhile, so Open starts at offset 0.
 //
+// A framed session that ends inside a record (a drain while the writer is
+// in the middle of a line) delivers that record's start in a chunk
+// flagged Truncated. Tail is a ChunkObserver so that it can see such a
+// chunk: its bytes are never checkpointed, and a restart reads the record
+// again, whole, once the writer has finished it. The whole records before
+// it in the same chunk are delivered again then too. (A Tail opened again
+// in the same process resumes after the truncated bytes.)
+//
+// A save that fails (a full disk, a read-only file system) does not stop
+// Read: the file keeps the position saved before, which is behind the
+// released bytes, never ahead of them. The failure is logged, returned by
+// Flush and Close, and held by CheckpointErr until a save succeeds. While
+// the file is open, a failed save is tried again every CheckpointEvery
+// even if nothing more is released; after Close, by the next Released or
+// Flush.
+//
 // A Tail may be opened again after Close, and resumes where it stopped. It
 // is not safe for concurrent use, except that Close and SetReadDeadline may
-// be called while Read blocks, and Position, Released, Flush, Truncations
-// and Rotations at any time.
+// be called while Read blocks, and Position, Released, Delivered, Flush,
+// CheckpointErr, Truncations and Rotations at any time.
 type Tail struct {
 	cfg TailConfig
 	log *slog.Logger
@@ -118,7 +136,12 @@ type Tail struct {
 	total    int64    // bytes Read has returned, over all sessions
 	marks    []mark   // total → file position, oldest first
 	released int64    // the highest count Released has seen
-	deadline time.Time
+	// delivered counts the bytes of every Delivered call, as Released
+	// counts them; cut is the range of those counts that the last chunk
+	// flagged Truncated held.
+	delivered int64
+	cut       [2]int64
+	deadline  time.Time
 
 	saveMu    sync.Mutex // serialises taking the pending position and saving it
 	ckMu      sync.Mutex // guards the fields below
@@ -127,6 +150,8 @@ type Tail struct {
 	lastSave  time.Time
 	timer     *time.Timer   // a scheduled save; nil if none
 	timerDone chan struct{} // closed when the scheduled save has run
+	saveErr   error         // the last save's error; nil once one succeeds
+	failures  int           // saves failed since the last that succeeded
 }
 
 // mark says that stream byte at (counting every byte Read returned) is
@@ -231,7 +256,7 @@ func (t *Tail) start(ino uint64, size int64) (int64, string, error) {
 				"path", t.cfg.Path, "checkpoint_inode", pos.Inode, "inode", ino)
 			return 0, "checkpoint of a rotated file", nil
 		case !errors.Is(err, fs.ErrNotExist):
-			return 0, "", fmt.Errorf("srcs: open %s: %w", t.cfg.Path, err)
+			return 0, "", err // a *CheckpointError naming both files
 		}
 	}
 	if t.cfg.FromStart {
@@ -520,6 +545,9 @@ func (t *Tail) Released(n int64) {
 // next byte, and drops the marks before it.
 func (t *Tail) releasedLocked(n int64) (Position, bool) {
 	n = min(n, t.total)
+	if n > t.cut[0] && n <= t.cut[1] {
+		n = t.cut[0] // a record the writer had not finished (see Delivered)
+	}
 	if n <= t.released || len(t.marks) == 0 || n < t.marks[0].at {
 		// Nothing new, or bytes whose mark was dropped (maxTailMarks).
 		return Position{}, false
@@ -536,23 +564,49 @@ func (t *Tail) releasedLocked(n int64) (Position, bool) {
 	return Position{Inode: m.pos.Inode, Offset: m.pos.Offset + (n - m.at)}, true
 }
 
+// Delivered notes where each chunk ends in the counts Released takes, and
+// the range of one flagged Truncated: Released keeps the checkpoint at its
+// start (see Tail).
+func (t *Tail) Delivered(data []byte, flags Flags) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	from := t.delivered
+	t.delivered += int64(len(data))
+	if flags&Truncated != 0 {
+		t.cut = [2]int64{from, t.delivered}
+	}
+}
+
 // armSaveLocked schedules a save after delay (at once if not positive).
 func (t *Tail) armSaveLocked(delay time.Duration) {
 	done := make(chan struct{})
 	t.timerDone = done
 	t.timer = time.AfterFunc(max(delay, 0), func() {
 		err := t.save()
+		open := t.isOpen()
 		t.ckMu.Lock()
 		defer t.ckMu.Unlock()
 		t.timer, t.timerDone = nil, nil
 		close(done)
-		// Released during the save: schedule the next one. A failed save
-		// is retried by the next Released, Flush or Close, not in a loop
-		// that could outlive the Tail.
-		if t.dirty && err == nil {
-			t.armSaveLocked(t.cfg.CheckpointEvery)
-		}
+		t.againLocked(err, open)
 	})
+}
+
+// againLocked schedules the save after one that returned err, if one is
+// due: positions were released during it, or it failed while the file is
+// open (a full disk frees up without more data arriving). A closed Tail
+// retries only when Released or Flush is called, so that no timer
+// outlives it.
+func (t *Tail) againLocked(err error, open bool) {
+	if t.timer == nil && t.dirty && (err == nil || open) {
+		t.armSaveLocked(t.cfg.CheckpointEvery)
+	}
+}
+
+func (t *Tail) isOpen() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.f != nil
 }
 
 // save writes the pending position, if any, to the checkpoint.
@@ -567,18 +621,40 @@ func (t *Tail) save() error {
 	if !dirty {
 		return nil
 	}
-	if err := t.ck.Save(pos); err != nil {
-		t.ckMu.Lock()
+	err := t.ck.Save(pos)
+	t.ckMu.Lock()
+	failures := t.failures
+	if err != nil {
 		t.dirty = true // retry; pending is this position or a newer one
-		t.ckMu.Unlock()
-		t.log.Warn("srcs: tail: saving the checkpoint failed", "path", t.cfg.Path, "err", err)
-		return fmt.Errorf("srcs: tail %s: %w", t.cfg.Path, err)
+		t.failures++
+	} else {
+		t.failures = 0
 	}
-	return nil
+	t.saveErr = err
+	t.ckMu.Unlock()
+	switch {
+	case err != nil && failures == 0:
+		t.log.Warn("srcs: tail: saving the checkpoint failed; reading goes on, and the save is retried",
+			"path", t.cfg.Path, "err", err)
+	case err != nil:
+		t.log.Debug("srcs: tail: saving the checkpoint failed again", "path", t.cfg.Path, "failures", failures+1, "err", err)
+	case failures > 0:
+		t.log.Info("srcs: tail: checkpoint saved again", "path", t.cfg.Path, "failures", failures, "offset", pos.Offset)
+	}
+	return err
+}
+
+// CheckpointErr returns the *CheckpointError of the last checkpoint save
+// if it failed, and nil once a save has succeeded (or if none failed).
+func (t *Tail) CheckpointErr() error {
+	t.ckMu.Lock()
+	defer t.ckMu.Unlock()
+	return t.saveErr
 }
 
 // Flush saves the last released position now, if it is not saved yet,
-// and waits for a save already under way. It returns the save's error.
+// and waits for a save already under way. It returns the save's error, a
+// *CheckpointError.
 func (t *Tail) Flush() error {
 	if t.ck == nil {
 		return nil
@@ -594,7 +670,12 @@ func (t *Tail) Flush() error {
 		t.ckMu.Unlock()
 		<-done // the save is running; it may schedule another
 	}
-	return t.save()
+	err := t.save()
+	open := t.isOpen()
+	t.ckMu.Lock()
+	t.againLocked(err, open)
+	t.ckMu.Unlock()
+	return err
 }
 
 // Close ends the session, unblocking a pending Read, and flushes the
@@ -685,6 +766,8 @@ func (w *pollWaiter) close() error {
 }
 
 var (
-	_ Source    = (*Tail)(nil)
-	_ Deadliner = (*Tail)(nil)
+	_ Source          = (*Tail)(nil)
+	_ Deadliner       = (*Tail)(nil)
+	_ ReleaseObserver = (*Tail)(nil)
+	_ ChunkObserver   = (*Tail)(nil)
 )

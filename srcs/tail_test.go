@@ -613,6 +613,46 @@ func TestTailReleasedMapsPositions(t *testing.T) {
 	}
 }
 
+// TestTailTruncatedRecordNotCheckpointed: a framed session that stopped
+// inside a line delivered its start in a chunk flagged Truncated; that
+// chunk's bytes are not checkpointed, so a restart delivers the line whole
+// once the writer has finished it.
+func TestTailTruncatedRecordNotCheckpointed(t *testing.T) {
+	dir := t.TempDir()
+	path, ck := filepath.Join(dir, "log"), filepath.Join(dir, "ck")
+	appendFile(t, path, "one\ntwo\nthree\nhal")
+	cfg := srcs.TailConfig{Path: path, Checkpoint: ck, FromStart: true, CheckpointEvery: time.Hour}
+	tl := openTail(t, cfg)
+	readN(t, tl, 17)
+	// As a runner framing by newline would deliver the file, stopped.
+	tl.Delivered([]byte("one\n"), srcs.Records)
+	tl.Delivered([]byte("two\nthree\nhal"), srcs.Records|srcs.Truncated)
+	c, _ := srcs.NewCheckpoint(ck, "")
+	for _, tt := range []struct {
+		released int64
+		want     int64
+	}{
+		{4, 4},
+		{17, 4}, // the Truncated chunk, released: its start
+	} {
+		tl.Released(tt.released)
+		if err := tl.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if pos, err := c.Load(); err != nil || pos.Offset != tt.want {
+			t.Errorf("Released(%d) saved %+v (%v), want offset %d", tt.released, pos, err, tt.want)
+		}
+	}
+	if err := tl.Close(); err != nil {
+		t.Fatal(err)
+	}
+	appendFile(t, path, "f\n")
+	want := "two\nthree\nhalf\n"
+	if got := readN(t, openTail(t, cfg), len(want)); string(got) != want {
+		t.Fatalf("after the restart read %q, want %q", got, want)
+	}
+}
+
 // TestTailReleasedConcurrent releases from several goroutines while the
 // tail reads, for the race detector, and checks the final checkpoint.
 func TestTailReleasedConcurrent(t *testing.T) {
