@@ -71,6 +71,13 @@ type Engine struct {
 	paused  atomic.Bool // the watermarks' last word, for runners created later
 	totals  totals      // cumulative counters for monitoring (totals.go)
 
+	// freed is signalled (coalescing) when a source ends and its
+	// descriptors are closed, to cut short the wait of a source whose
+	// runner had none (source.addLater). lastShort is when a runner last
+	// refused a lane for lack of descriptors, in Unix nanoseconds.
+	freed     chan struct{}
+	lastShort atomic.Int64
+
 	ctx    context.Context // ends at Shutdown: cancels opens and accepts
 	cancel context.CancelFunc
 
@@ -128,6 +135,7 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 	e := &Engine{
 		cfg: cfg, log: o.log, pool: p, runner: r, handler: o.handler, onError: o.onError,
 		sources: map[srcs.ID]*source{}, allDone: make(chan struct{}), done: make(chan struct{}),
+		freed: make(chan struct{}, 1),
 	}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.flow = flow{high: int64(cfg.QueueHigh), low: int64(cfg.QueueLow), setPaused: e.setPaused}
@@ -267,7 +275,10 @@ type Acceptor interface {
 var _ Acceptor = (*srcs.Listener)(nil)
 
 // AddListener serves every connection l accepts as a source, until
-// Shutdown or l fails. The engine closes l at Shutdown.
+// Shutdown or l fails. The engine closes l at Shutdown. A connection the
+// runner cannot take for lack of descriptors is kept open and offered to
+// it again as other sources end; the listener accepts nothing more
+// meanwhile.
 func (e *Engine) AddListener(l Acceptor) error {
 	e.mu.Lock()
 	if e.closing {
@@ -325,6 +336,10 @@ func (e *Engine) sourceDone(s *source) {
 	delete(e.sources, s.id)
 	s.endOps()
 	e.live--
+	select {
+	case e.freed <- struct{}{}:
+	default:
+	}
 	if e.closing && e.live == 0 {
 		close(e.allDone)
 	}
@@ -387,6 +402,24 @@ func (e *Engine) discard(q *queue) int {
 			n++
 		}
 	}
+}
+
+// shortageQuiet is how long runners must go without refusing a lane for
+// lack of descriptors before the next refusal counts as a new shortage,
+// which is logged at Warn; refusals within a shortage are logged at Debug,
+// so a long one cannot flood the log.
+const shortageQuiet = time.Minute
+
+// noteShortage logs a runner's refusal of s's lane for lack of
+// descriptors.
+func (e *Engine) noteShortage(s *source, err error) {
+	now := time.Now().UnixNano()
+	level := slog.LevelDebug
+	if last := e.lastShort.Swap(now); last == 0 || now-last > int64(shortageQuiet) {
+		level = slog.LevelWarn
+	}
+	e.log.Log(context.Background(), level, "source waits for a descriptor; retrying",
+		"source", s.id, "name", s.name, "err", err)
 }
 
 func (e *Engine) reportError(err error) {

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/sluice-io/sluice/pool"
@@ -117,6 +118,15 @@ func (s *source) Finish(_ *srcs.Lane, err error) {
 
 // handle feeds one event to the lifecycle and carries out its actions.
 func (s *source) handle(ev event, err error) {
+	if short := s.step(ev, err); short != nil {
+		s.addLater(short)
+	}
+}
+
+// step is handle's work under the source's lock. When the runner refuses
+// the lane for lack of descriptors it returns the refusal, for handle to
+// retry once the lock is released.
+func (s *source) step(ev event, err error) (short error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	again := false
@@ -149,7 +159,12 @@ func (s *source) handle(ev event, err error) {
 	}
 	switch {
 	case acts&actAdd != 0:
-		if aerr := s.runner.Add(&s.lane); aerr != nil {
+		aerr := s.runner.Add(&s.lane)
+		switch {
+		case aerr == nil:
+		case outOfDescriptors(aerr):
+			short = aerr
+		default:
 			// The runner refused the lane (a thread cap, a closed runner):
 			// that ends this session like a read error would.
 			s.e.spawn(func() { s.handle(evFinished, aerr) })
@@ -179,6 +194,65 @@ func (s *source) handle(ev event, err error) {
 		s.lane.Account.Leave()
 		s.e.deliver(s, item{chunk: Chunk{Source: s.id, Name: s.name, Seq: s.seq.Add(1) - 1, Flags: srcs.EndOfStream, Emitted: time.Now()}})
 		s.e.sourceDone(s)
+	}
+	return short
+}
+
+// Bounds of the back-off while a runner has no descriptor for a lane.
+const (
+	addBackoffMin = 5 * time.Millisecond
+	addBackoffMax = time.Second
+)
+
+// outOfDescriptors says whether a runner refused a lane for lack of
+// descriptors (it duplicates a connection's to take it from Go's
+// netpoller; the thread runner also needs one to wake the lane's thread):
+// a shortage that passes as other sources end.
+func outOfDescriptors(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
+}
+
+// addLater offers the lane to the runner again, backing off from 5ms
+// doubling to 1s (a source ending cuts a wait short), until the runner
+// takes it, refuses it for another reason, or the source is stopped. The
+// session stays open meanwhile, so an accepted connection's bytes wait in
+// the kernel instead of being lost with it. addLater runs on handle's
+// caller: for an accepted connection that is the listener's loop, which
+// then accepts nothing more, rather than taking the descriptors that
+// ending sources free for connections that could not be served either.
+func (s *source) addLater(err error) {
+	s.e.noteShortage(s, err)
+	ctx, done := s.beginOp()
+	var delay time.Duration
+	for {
+		delay = min(max(2*delay, addBackoffMin), addBackoffMax)
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-s.e.freed:
+		case <-ctx.Done():
+		}
+		t.Stop()
+		s.mu.Lock()
+		if ctx.Err() != nil || s.lc.stopping {
+			// Never handed to the runner, the lane gets no Finish from it.
+			s.mu.Unlock()
+			done()
+			s.handle(evFinished, srcs.ErrStopped)
+			return
+		}
+		err = s.runner.Add(&s.lane)
+		s.mu.Unlock()
+		switch {
+		case err == nil:
+			done()
+			return
+		case !outOfDescriptors(err):
+			done()
+			s.handle(evFinished, err)
+			return
+		}
+		s.e.noteShortage(s, err)
 	}
 }
 

@@ -18,6 +18,14 @@ const (
 	acceptBackoffMax = time.Second
 )
 
+// shortageQuiet is how long accept(2) must go without failing for lack of
+// resources before a listener counts the next failure as a new shortage,
+// which it logs at Warn; failures within a shortage are logged at Debug.
+// Under a steady shortage every freed descriptor lets one connection in
+// and the next accept fails again, so a warning per failure would flood
+// the log.
+const shortageQuiet = time.Minute
+
 // ListenerConfig configures ListenTCP and ListenUnix.
 type ListenerConfig struct {
 	// MaxConns caps the connections accepted and not yet closed. At the
@@ -74,6 +82,9 @@ type Listener struct {
 	// turn serialises Accept, because cancelling one Accept moves the
 	// listener's deadline, which all of them share.
 	turn chan struct{}
+	// lastShort is when accept(2) last failed for lack of resources.
+	// Guarded by turn.
+	lastShort time.Time
 
 	done      chan struct{}
 	closeOnce sync.Once
@@ -132,10 +143,11 @@ func (l *Listener) Addr() net.Addr { return l.ln.Addr() }
 // Accept waits for a free slot under MaxConns, then for a connection, and
 // returns it open. It returns an error wrapping net.ErrClosed after Close,
 // and ctx's error when ctx ends first. When accept(2) fails for lack of
-// descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM), Accept logs,
-// backs off from 5ms doubling to 1s, and tries again; an accepted
-// connection closing ends the back-off at once. Other accept errors are
-// returned.
+// descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM), Accept backs
+// off from 5ms doubling to 1s and tries again; an accepted connection
+// closing ends the back-off at once. It logs the first failure of a
+// shortage at Warn and the rest at Debug (see shortageQuiet). Other accept
+// errors are returned.
 func (l *Listener) Accept(ctx context.Context) (*AcceptedConn, error) {
 	select {
 	case l.turn <- struct{}{}:
@@ -215,7 +227,13 @@ func (l *Listener) accept(ctx context.Context) (net.Conn, error) {
 			return nil, l.errorf(err)
 		}
 		delay = min(max(2*delay, acceptBackoffMin), acceptBackoffMax)
-		l.log.Warn("srcs: accept failed; backing off", "listener", l.name, "err", err, "delay", delay)
+		level, now := slog.LevelDebug, time.Now()
+		if l.lastShort.IsZero() || now.Sub(l.lastShort) > shortageQuiet {
+			level = slog.LevelWarn
+		}
+		l.lastShort = now
+		l.log.Log(context.Background(), level, "srcs: accept failed; backing off",
+			"listener", l.name, "err", err, "delay", delay)
 		if timer == nil {
 			timer = time.NewTimer(delay)
 		} else {

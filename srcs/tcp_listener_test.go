@@ -369,6 +369,14 @@ func TestListenerSurvivesEMFILE(t *testing.T) {
 			t.Fatalf("logged %q with err %v, want EMFILE", r.Message, attr(r, "err"))
 		}
 		delays = append(delays, attr(r, "delay").Duration())
+		// One shortage: the first failure warns, the rest are details.
+		want := slog.LevelDebug
+		if len(delays) == 1 {
+			want = slog.LevelWarn
+		}
+		if r.Level != want {
+			t.Errorf("failure %d logged at %v, want %v", len(delays), r.Level, want)
+		}
 	}
 	// Four failures cost at least the first three back-offs; a spinning
 	// accept loop would log them within microseconds.
