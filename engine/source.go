@@ -62,7 +62,21 @@ type source struct {
 var (
 	_ srcs.DatagramDropReporter = (*source)(nil)
 	_ srcs.RecordReporter       = (*source)(nil)
+	_ srcs.SkipCounter          = (*source)(nil)
 )
+
+// BytesSkipped implements srcs.SkipCounter: bytes of a skipped record
+// count in the stream offsets the source's observers see, so that a
+// checkpoint taken from Released lands where the delivered bytes end in
+// the source, not short of them. It runs on the emit path, like Emit.
+func (s *source) BytesSkipped(_ *srcs.Lane, n int) {
+	if s.rel != nil {
+		s.end += int64(n)
+	}
+	if s.obs != nil {
+		s.obs.Skipped(int64(n))
+	}
+}
 
 // RecordSkipped implements srcs.RecordReporter: a record too long for its
 // framer or a buffer was skipped. Every one is counted; the first of the

@@ -111,6 +111,16 @@ type RecordReporter interface {
 	RecordSkipped(l *Lane, err *RecordError)
 }
 
+// SkipCounter is the optional capability of an Emitter that counts the
+// bytes framed lanes drop while they skip a record, so that stream offsets
+// (ReleaseObserver, ChunkObserver) go on counting every byte the source
+// sent. A runner calls it on the lane's goroutine, after the Emit of the
+// records before the skipped bytes only when those went out first: the
+// skipped bytes lie before the end of the lane's next chunk.
+type SkipCounter interface {
+	BytesSkipped(l *Lane, n int)
+}
+
 // Limits of the framers.
 const (
 	// MaxOctetDigits bounds an octet-counting length field: nine digits,

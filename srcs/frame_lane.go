@@ -25,6 +25,7 @@ type Frames struct {
 	rs  Resyncer // f's, if it has one
 	l   *Lane
 	rep RecordReporter // l.Out's, if it has one
+	sk  SkipCounter    // l.Out's, if it has one
 
 	done int   // bytes of the buffer holding whole records
 	seen int   // bytes past done the framer scanned without finding an end
@@ -40,6 +41,7 @@ func (s *Frames) Reset(l *Lane) {
 	s.f = l.Framer
 	s.rs, _ = l.Framer.(Resyncer)
 	s.rep, _ = l.Out.(RecordReporter)
+	s.sk, _ = l.Out.(SkipCounter)
 }
 
 // On reports whether the lane is framed.
@@ -67,6 +69,9 @@ func (s *Frames) Scan(buf []byte, n int) (int, error) {
 				k, ok = s.rs.Resync(p)
 			}
 			n = s.done + copy(buf[s.done:], buf[s.done+k:n])
+			if s.sk != nil && k > 0 {
+				s.sk.BytesSkipped(s.l, k)
+			}
 			if !ok {
 				return n, nil
 			}

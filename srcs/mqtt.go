@@ -621,6 +621,15 @@ func (m *MQTT) SetReadDeadline(t time.Time) error {
 	return s.conn.SetReadDeadline(t)
 }
 
+// Skipped counts bytes the engine dropped from the stream. The source's
+// framer never skips (an oversized message ends the session), but a framer
+// given with engine.WithFraming might.
+func (m *MQTT) Skipped(n int64) {
+	m.ackMu.Lock()
+	m.delivered += n
+	m.ackMu.Unlock()
+}
+
 // Delivered notes where each QoS 1 message of a chunk ends in the stream,
 // for Released, and counts the chunk's messages; it also tells the
 // keepalive that the broker was heard. data must be a chunk the source's

@@ -113,7 +113,9 @@ type Repeater interface {
 // when their bytes have been processed: a tail writes its checkpoint, a
 // subscriber acknowledges messages. The engine calls Released with the
 // number of the source's bytes, counted from its first delivered byte,
-// whose chunks have all been released. Calls come in order and never go
+// whose chunks have all been released. Bytes a framed lane skipped (a
+// record too long to deliver) count too, as released with the chunk that
+// follows them. Calls come in order and never go
 // backwards: a chunk released early is counted only once every chunk
 // before it has been released too. Chunks the engine discards at a forced
 // shutdown are never counted. Released runs on the releasing goroutine and
@@ -127,12 +129,14 @@ type ReleaseObserver interface {
 // bytes as they are delivered: an MQTT subscriber learns where each QoS 1
 // message lies in its stream, to acknowledge it once released. The engine
 // calls Delivered with each data chunk's bytes and flags, in the source's
-// order and before processing can see the chunk. Offsets count as
-// ReleaseObserver counts them: the bytes of every Delivered call so far.
-// Delivered runs on the runner's goroutine: it must be quick, must not
-// block, and must not keep data.
+// order and before processing can see the chunk, and Skipped with the
+// count of bytes a framed lane dropped while it skipped a record too long
+// to deliver. Offsets count as ReleaseObserver counts them: the bytes of
+// every Delivered and Skipped call so far. Both run on the runner's
+// goroutine: they must be quick, must not block, and must not keep data.
 type ChunkObserver interface {
 	Delivered(data []byte, flags Flags)
+	Skipped(n int64)
 }
 
 // Errors shared by sources and runners. Runners and sources wrap them with

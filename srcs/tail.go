@@ -577,6 +577,14 @@ func (t *Tail) Delivered(data []byte, flags Flags) {
 	}
 }
 
+// Skipped counts bytes of a line too long for the framer, which the engine
+// dropped: the file's offsets go on past them.
+func (t *Tail) Skipped(n int64) {
+	t.mu.Lock()
+	t.delivered += n
+	t.mu.Unlock()
+}
+
 // armSaveLocked schedules a save after delay (at once if not positive).
 func (t *Tail) armSaveLocked(delay time.Duration) {
 	done := make(chan struct{})
