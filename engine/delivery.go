@@ -33,6 +33,9 @@ type Chunk struct {
 	Emitted   time.Time
 
 	buf *pool.Buf
+	// heap marks a data chunk whose bytes live outside the pool: the part
+	// of a record a framed lane ended with when no buffer was free.
+	heap bool
 	// For sources that observe releases: the chunk's place among the
 	// source's data chunks, and the stream offset just past its bytes.
 	rel  *releases
@@ -44,16 +47,21 @@ type Chunk struct {
 // Chunk value twice is harmless; releasing two copies of it panics, as any
 // double release does.
 func (c *Chunk) Release() {
-	if c.buf == nil {
+	if !c.data() {
 		return
 	}
-	c.buf.Release()
-	c.buf = nil
+	if c.buf != nil {
+		c.buf.Release()
+	}
+	c.buf, c.heap = nil, false
 	c.Data = nil
 	if c.rel != nil {
 		c.rel.done(c.dseq, c.end)
 	}
 }
+
+// data reports whether the chunk holds data not yet released.
+func (c *Chunk) data() bool { return c.buf != nil || c.heap }
 
 // drop releases the chunk's buffer without counting it as processed.
 func (c *Chunk) drop() {

@@ -348,7 +348,7 @@ func (e *Engine) sourceDone(s *source) {
 // deliver queues an item on the source's shard and applies backpressure.
 func (e *Engine) deliver(s *source, it item) {
 	it.src = s
-	if it.chunk.buf != nil {
+	if it.chunk.data() {
 		e.flow.add(1)
 	}
 	s.shard.push(it)
@@ -377,7 +377,7 @@ func (e *Engine) take(q *queue) (c Chunk, ok, done bool) {
 			e.reportError(it.err)
 			continue
 		}
-		if it.chunk.buf != nil {
+		if it.chunk.data() {
 			e.flow.add(-1)
 			e.totals.took(&it.chunk, time.Now())
 		}
@@ -396,7 +396,7 @@ func (e *Engine) discard(q *queue) int {
 		if it.err != nil {
 			e.reportError(it.err)
 		}
-		if it.chunk.buf != nil {
+		if it.chunk.data() {
 			e.flow.add(-1)
 			it.chunk.drop()
 			n++

@@ -63,6 +63,7 @@ var (
 	_ srcs.DatagramDropReporter = (*source)(nil)
 	_ srcs.RecordReporter       = (*source)(nil)
 	_ srcs.SkipCounter          = (*source)(nil)
+	_ srcs.BytesEmitter         = (*source)(nil)
 )
 
 // BytesSkipped implements srcs.SkipCounter: bytes of a skipped record
@@ -103,6 +104,18 @@ func (s *source) DatagramDropped(_ *srcs.Lane, size int) {
 // Emit implements srcs.Emitter: it turns a filled buffer into a chunk and
 // queues it on the source's shard. It never blocks.
 func (s *source) Emit(_ *srcs.Lane, b *pool.Buf, n int, flags srcs.Flags, first time.Time) {
+	s.emit(b, b.Bytes()[:n], flags, first)
+}
+
+// EmitBytes implements srcs.BytesEmitter: data, held outside the pool,
+// becomes a chunk like any other, whose Release frees no buffer.
+func (s *source) EmitBytes(_ *srcs.Lane, data []byte, flags srcs.Flags, first time.Time) {
+	s.emit(nil, data, flags, first)
+}
+
+// emit queues a data chunk: b's bytes, or with b nil, bytes on the heap.
+func (s *source) emit(b *pool.Buf, data []byte, flags srcs.Flags, first time.Time) {
+	n := len(data)
 	s.bytes.Add(uint64(n))
 	s.chunks.Add(1)
 	if flags&srcs.Partial != 0 {
@@ -110,11 +123,11 @@ func (s *source) Emit(_ *srcs.Lane, b *pool.Buf, n int, flags srcs.Flags, first 
 	}
 	s.e.totals.emitted(n, flags)
 	if s.obs != nil {
-		s.obs.Delivered(b.Bytes()[:n], flags)
+		s.obs.Delivered(data, flags)
 	}
 	c := Chunk{
 		Source: s.id, Name: s.name, Seq: s.seq.Add(1) - 1, Flags: flags,
-		Data: b.Bytes()[:n], FirstByte: first, Emitted: time.Now(), buf: b,
+		Data: data, FirstByte: first, Emitted: time.Now(), buf: b, heap: b == nil,
 	}
 	if s.rel != nil {
 		s.end += int64(n)

@@ -86,6 +86,9 @@ func (f *fill) hold(b *pool.Buf) {
 		panic("fallback: fill already holds a buffer")
 	}
 	f.buf, f.n, f.first = b, 0, time.Time{}
+	if n := f.fr.Unpark(b.Bytes()); n > 0 {
+		f.n, f.first = n, time.Now()
+	}
 }
 
 // space returns the free tail of the held buffer, where the next read goes.
@@ -138,7 +141,9 @@ func (f *fill) commitFramed(n int, now time.Time) error {
 	had := f.fr.Done()
 	m, err := f.fr.Scan(f.buf.Bytes(), f.n+n)
 	f.n = m
-	if had == 0 && f.fr.Done() > 0 {
+	if had == 0 && f.fr.Done() > 0 || f.first.IsZero() {
+		// When the first record was whole, or (none yet) since when
+		// part of one waits: see due.
 		f.first = now
 	}
 	if err != nil {
@@ -182,6 +187,9 @@ func (f *fill) cutInto(b *pool.Buf) {
 	t := f.fr.Carry(b.Bytes(), f.buf.Bytes(), f.n)
 	old, first, flags := f.buf, f.first, f.cutFlags
 	f.buf, f.n, f.first, f.cut, f.cutFlags = b, t, time.Time{}, false, 0
+	if t > 0 {
+		f.first = time.Now()
+	}
 	f.l.Out.Emit(f.l, old, done, flags|srcs.Records, first)
 }
 
@@ -212,10 +220,12 @@ func (f *fill) drop(size int, log *slog.Logger, runner string) {
 }
 
 // due returns when the held partial data must be emitted; ok is false when
-// no data is held, so no flush deadline applies. For a framed lane only
-// whole records count, and none while a cut waits for a buffer.
+// no data is held, so no flush deadline applies. For a framed lane it is
+// when its whole records go out, or when part of a record that waited that
+// long leaves the pool (flush, Frames.Park); none while a cut waits for a
+// buffer, and none for part of a record when every read is emitted.
 func (f *fill) due() (t time.Time, ok bool) {
-	if f.n == 0 || f.fr.On() && (f.fr.Done() == 0 || f.cut) {
+	if f.n == 0 || f.fr.On() && (f.cut || f.fr.Done() == 0 && f.maxHold <= 0) {
 		return time.Time{}, false
 	}
 	return f.first.Add(f.maxHold), true
@@ -242,6 +252,12 @@ func (f *fill) flush() {
 		if !f.cut {
 			f.cutRecords(srcs.Partial)
 		}
+		if !f.cut && f.n > 0 && f.fr.Done() == 0 && f.maxHold > 0 && f.fr.Park(f.buf.Bytes(), f.n) {
+			// Only part of a record, which has waited a flush timeout:
+			// a slow sender must not pin a pool buffer.
+			f.n, f.first = 0, time.Time{}
+			f.release()
+		}
 	case f.n > 0:
 		f.emit(srcs.Partial)
 	case f.buf != nil:
@@ -262,6 +278,7 @@ func (f *fill) finish(err error) {
 		f.emit(flags)
 	}
 	f.flush()
+	f.fr.EmitParked()
 	f.l.Account.Cancel()
 	f.l.Out.Finish(f.l, err)
 }

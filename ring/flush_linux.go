@@ -16,8 +16,12 @@ import (
 func flushSlack(ln *lane) time.Duration { return ln.l.Flush / 4 }
 
 // holdPartial puts ln, which just took its first byte into a buffer it
-// keeps, in the flush heap.
+// keeps (for a framed lane: its first whole record, or part of one), in
+// the flush heap.
 func (w *worker) holdPartial(ln *lane) {
+	if ln.fl.In() {
+		return // an earlier deadline stands
+	}
 	w.flushes.Push(&ln.fl, ln, ln.first.Add(ln.l.Flush))
 }
 
@@ -52,6 +56,7 @@ func (w *worker) flushLane(ln *lane) {
 		if ln.cut {
 			w.enqueue(ln)
 		}
+		w.park(ln)
 	case ln.n > 0:
 		w.emit(ln, srcs.Partial)
 	}

@@ -18,7 +18,9 @@ func (w *worker) commitFramed(ln *lane, n int) error {
 	had := ln.fr.Done()
 	m, err := ln.fr.Scan(ln.buf.Bytes(), ln.n+n)
 	ln.n = m
-	if had == 0 && ln.fr.Done() > 0 {
+	if had == 0 && ln.fr.Done() > 0 || ln.first.IsZero() {
+		// When the first record was whole, or (none yet) since when
+		// part of one waits: after Flush it leaves the pool (flushLane).
 		ln.first = time.Now()
 	}
 	if err != nil {
@@ -30,7 +32,7 @@ func (w *worker) commitFramed(ln *lane, n int) error {
 		w.cutRecords(ln, 0)
 	case ln.l.Flush <= 0:
 		w.cutRecords(ln, srcs.Partial)
-	case ln.fr.Done() > 0 && !ln.fl.In():
+	case ln.n > 0 && !ln.fl.In():
 		w.holdPartial(ln)
 	}
 	return nil
@@ -62,6 +64,10 @@ func (w *worker) take(ln *lane, b *pool.Buf) {
 		return
 	}
 	ln.buf, ln.n = b, 0
+	if n := ln.fr.Unpark(b.Bytes()); n > 0 {
+		ln.n, ln.first = n, time.Now()
+		w.holdPartial(ln)
+	}
 }
 
 // cutInto moves the incomplete record at the end of ln's buffer into b,
@@ -71,8 +77,26 @@ func (w *worker) cutInto(ln *lane, b *pool.Buf) {
 	t := ln.fr.Carry(b.Bytes(), ln.buf.Bytes(), ln.n)
 	old, first, flags := ln.buf, ln.first, ln.cutFlags
 	ln.buf, ln.n, ln.first, ln.cut, ln.cutFlags = b, t, time.Time{}, false, 0
+	if t > 0 && ln.l.Flush > 0 {
+		ln.first = time.Now()
+		w.holdPartial(ln)
+	}
 	ln.l.Out.Emit(ln.l, old, done, flags|srcs.Records, first)
 	w.unyielded++
+}
+
+// park gives back the buffer of a framed lane that has held part of a
+// record, and no whole one, for a flush timeout: a slow sender must not
+// pin a pool buffer. The part waits outside the pool (srcs.Frames.Park)
+// until the lane's next buffer.
+func (w *worker) park(ln *lane) {
+	if ln.cut || ln.n == 0 || ln.fr.Done() != 0 || ln.l.Flush <= 0 || !ln.fr.Park(ln.buf.Bytes(), ln.n) {
+		return
+	}
+	w.flushes.Remove(&ln.fl)
+	b := ln.buf
+	ln.buf, ln.n, ln.first = nil, 0, time.Time{}
+	b.Release()
 }
 
 // prepSeqRead prepares the read of a framed file lane into space, the free

@@ -638,6 +638,7 @@ func (w *worker) finish(ln *lane, err error) {
 	}
 	l, tok := ln.l, token(ln.slot, ln.gen)
 	b, n, first := ln.buf, ln.n, ln.first
+	fr := ln.fr // a part of a record parked outside the pool goes out last
 	slot := ln.slot
 	if ln.waiting {
 		w.starved--
@@ -661,6 +662,7 @@ func (w *worker) finish(ln *lane, err error) {
 	case b != nil:
 		b.Release()
 	}
+	fr.EmitParked()
 	l.Account.Cancel()
 	l.Out.Finish(l, err)
 }

@@ -3,6 +3,7 @@ package srcs
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Frames is the framing state of one lane inside a runner: how much of the
@@ -30,7 +31,13 @@ type Frames struct {
 	done int   // bytes of the buffer holding whole records
 	seen int   // bytes past done the framer scanned without finding an end
 	skip int64 // bytes still to drop, or SkipToBoundary; 0 when not skipping
+
+	park []byte // part of a record kept while the lane holds no buffer
 }
+
+// ParkMax bounds the part of a record an idle framed lane keeps outside the
+// pool (see Park). A longer part keeps its buffer.
+const ParkMax = 4 << 10
 
 // Reset binds the state to l and its Framer, holding nothing.
 func (s *Frames) Reset(l *Lane) {
@@ -113,6 +120,66 @@ func (s *Frames) Carry(dst, buf []byte, n int) int {
 	t := copy(dst, buf[s.done:n])
 	s.done = 0
 	return t
+}
+
+// Park copies buf[:n], which holds part of a record and no whole one, out
+// of the pool, so that a lane that has waited a flush timeout for the rest
+// gives its buffer back: a slow sender must not pin pool buffers. It
+// reports false, and copies nothing, when whole records are held or the
+// part is longer than ParkMax. The lane's next buffer takes the part back
+// with Unpark.
+func (s *Frames) Park(buf []byte, n int) bool {
+	if s.f == nil || s.done != 0 || n == 0 || n > ParkMax || len(s.park) > 0 {
+		return false
+	}
+	s.park = append([]byte(nil), buf[:n]...)
+	return true
+}
+
+// Parked returns the part of a record Park kept, if any.
+func (s *Frames) Parked() []byte { return s.park }
+
+// Unpark copies the parked part to the start of dst, the lane's next
+// buffer, and returns its length (0 when nothing is parked).
+func (s *Frames) Unpark(dst []byte) int {
+	if len(s.park) == 0 {
+		return 0
+	}
+	n := copy(dst, s.park)
+	s.park = nil
+	return n
+}
+
+// EmitParked hands the parked part downstream, flagged Truncated, when the
+// lane ends while it waits outside the pool: into a buffer if the
+// account has one free, else as bytes, if l.Out is a BytesEmitter. It
+// reports false when it could do neither (the part is lost; an Emitter
+// that frames should be a BytesEmitter).
+func (s *Frames) EmitParked() bool {
+	if len(s.park) == 0 {
+		return true
+	}
+	l, p := s.l, s.park
+	s.park = nil
+	if b, ok := l.Account.TryAcquire(); ok {
+		n := copy(b.Bytes(), p)
+		l.Out.Emit(l, b, n, Partial|Records|Truncated, time.Time{})
+		return true
+	}
+	if be, ok := l.Out.(BytesEmitter); ok {
+		be.EmitBytes(l, p, Partial|Records|Truncated, time.Time{})
+		return true
+	}
+	return false
+}
+
+// BytesEmitter is the optional capability of an Emitter that can take
+// bytes held outside the pool. A framed lane that ends while part of a
+// record waits outside the pool (see Frames.Park), and finds no buffer
+// free, hands the part over this way rather than lose it. The emitter
+// takes data; the runner does not touch it again.
+type BytesEmitter interface {
+	EmitBytes(l *Lane, data []byte, flags Flags, first time.Time)
 }
 
 // Clear forgets the buffer: it went out whole, or was dropped.
