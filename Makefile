@@ -18,7 +18,7 @@ DEB_PKGS ?= fio jq mosquitto
 FUZZTIME ?= 10s
 TEST_TIMEOUT ?= 20m
 
-.PHONY: all build deps test vet lint fuzz bench microbench fio-check sluice-bench clean
+.PHONY: all build deps test vet lint fuzz bench microbench fio-check sluice-bench soak clean
 
 all: build
 
@@ -69,6 +69,17 @@ fuzz:
 # runner), printing the comparison table.
 bench:
 	$(GO) run ./bench/cmd/sluice-bench run
+
+# soak is the long form of the soak that `make test` runs for 60s under
+# the race detector (TestSoak): every kind of source on one engine for
+# SOAK (10m), then no mismatch and no leak; the report goes to
+# bench/out/soak.json. SOAK_FLAGS adds flags, e.g.
+# --runner epoll; SLUICE_SOAK=10m runs TestSoak that long instead.
+SOAK ?= 10m
+SOAK_FLAGS ?=
+soak: deps sluice-bench
+	mkdir -p bench/out
+	./sluice-bench soak --duration $(SOAK) --json bench/out/soak.json $(SOAK_FLAGS)
 
 # microbench runs the micro benchmarks that guard the hot paths.
 microbench:

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,6 +53,14 @@ type Mosquitto struct {
 // its configuration in dir, and waits until it accepts connections. It
 // allows anonymous clients and keeps nothing on disk.
 func StartMosquitto(bin, dir string) (*Mosquitto, error) {
+	return StartMosquittoWith(bin, dir)
+}
+
+// StartMosquittoWith is StartMosquitto with more lines of configuration
+// (mosquitto.conf(5)) after the defaults: "max_queued_messages 0", say,
+// for a broker that never drops the QoS 1 messages of a subscriber that
+// falls behind (mosquitto drops those past 1,000 queued by default).
+func StartMosquittoWith(bin, dir string, extra ...string) (*Mosquitto, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -61,6 +70,9 @@ func StartMosquitto(bin, dir string) (*Mosquitto, error) {
 	_, port, _ := net.SplitHostPort(addr)
 	conf := filepath.Join(dir, "mosquitto.conf")
 	cfg := fmt.Sprintf("listener %s 127.0.0.1\nallow_anonymous true\npersistence false\nlog_dest stderr\n", port)
+	for _, l := range extra {
+		cfg += strings.TrimSpace(l) + "\n"
+	}
 	if err := os.WriteFile(conf, []byte(cfg), 0o600); err != nil {
 		return nil, err
 	}
@@ -196,55 +208,11 @@ func (p *Publisher) run() {
 }
 
 func (p *Publisher) connect() (net.Conn, error) {
-	c, err := net.DialTimeout("tcp", p.addr, time.Second)
-	if err != nil {
-		return nil, err
-	}
-	pk := packets.Packet{
-		FixedHeader: packets.FixedHeader{Type: packets.Connect}, ProtocolVersion: 4,
-		Connect: packets.ConnectParams{ProtocolName: []byte("MQTT"), Clean: true, Keepalive: 30, ClientIdentifier: "sluice-test-pub"},
-	}
-	var b bytes.Buffer
-	pk.ConnectEncode(&b)
-	c.SetDeadline(time.Now().Add(2 * time.Second))
-	if _, err := c.Write(b.Bytes()); err != nil {
-		c.Close()
-		return nil, err
-	}
-	ack, err := readBrokerPacket(bufio.NewReader(c))
-	if err == nil && (ack.FixedHeader.Type != packets.Connack || ack.ReasonCode != 0) {
-		err = fmt.Errorf("connack %+v", ack)
-	}
-	if err != nil {
-		c.Close()
-		return nil, err
-	}
-	return c, nil
+	return connectAs(p.addr, "sluice-test-pub")
 }
 
 func (p *Publisher) publish(c net.Conn, br *bufio.Reader, seq int64) error {
-	id := uint16(seq%65535 + 1)
-	pk := packets.Packet{
-		FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: 1}, ProtocolVersion: 4,
-		PacketID: id, TopicName: p.topic, Payload: fmt.Appendf(nil, "%08d", seq),
-	}
-	var b bytes.Buffer
-	if err := pk.PublishEncode(&b); err != nil {
-		return err
-	}
-	c.SetDeadline(time.Now().Add(2 * time.Second))
-	if _, err := c.Write(b.Bytes()); err != nil {
-		return err
-	}
-	for {
-		ack, err := readBrokerPacket(br)
-		if err != nil {
-			return err
-		}
-		if ack.FixedHeader.Type == packets.Puback && ack.PacketID == id {
-			return nil
-		}
-	}
+	return publishSeq(c, br, p.topic, seq)
 }
 
 // readBrokerPacket reads one MQTT 3.1.1 packet a broker sends a publisher.

@@ -29,6 +29,7 @@ commands:
   floor    the engine's own cost per chunk, with in-memory sources and no kernel
   probe    what the kernel offers, and which runner auto picks and why
   jetstream  TCP sources into NATS JetStream: throughput, CPU per GiB of sluice and the server
+  soak     every kind of source at once for a long time: exact delivery, and no leaks once the load stops
 
 Run 'sluice-bench <command> --help' for a command's flags.
 `
@@ -98,6 +99,12 @@ func run(args []string) int {
 		c := bench.DefaultJetStreamConfig()
 		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, ios bench.IO) error {
 			_, err := bench.JetStream(ctx, c, ios)
+			return err
+		}}
+	case "soak":
+		c := bench.DefaultSoakConfig()
+		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, ios bench.IO) error {
+			_, err := bench.Soak(ctx, c, ios)
 			return err
 		}}
 	case "natsd": // hidden: the NATS server process that jetstream starts

@@ -1,0 +1,169 @@
+package srcstest
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mochi-mqtt/server/v2/packets"
+)
+
+// PacedPublisher is a Publisher with a client identifier of its own and a
+// pace, so that several can publish to one broker at once, for as long as
+// a soak runs: it publishes "%08d" sequence numbers over MQTT 3.1.1 at
+// QoS 1 on its topic, one at a time, waiting for each PUBACK, and at most
+// one per interval; on any failure it reconnects and publishes the same
+// number again, so the broker may see a number twice. Its methods are safe
+// for concurrent use; Halt it before the program ends.
+type PacedPublisher struct {
+	addr, clientID, topic string
+	every                 time.Duration
+
+	sending   atomic.Int64
+	confirmed atomic.Int64
+	sessions  atomic.Int64
+	stop      chan struct{}
+	once      sync.Once
+	wg        sync.WaitGroup
+}
+
+// StartPacedPublisher starts publishing to the broker at addr on topic as
+// clientID, one number per interval at most (0: as fast as the broker
+// acknowledges).
+func StartPacedPublisher(addr, clientID, topic string, every time.Duration) *PacedPublisher {
+	p := &PacedPublisher{addr: addr, clientID: clientID, topic: topic, every: every, stop: make(chan struct{})}
+	p.wg.Go(p.run)
+	return p
+}
+
+// Topic returns the topic the publisher publishes on.
+func (p *PacedPublisher) Topic() string { return p.topic }
+
+// Sending returns the number being published now.
+func (p *PacedPublisher) Sending() int64 { return p.sending.Load() }
+
+// Confirmed returns the count of numbers the broker has acknowledged: every
+// number below it.
+func (p *PacedPublisher) Confirmed() int64 { return p.confirmed.Load() }
+
+// Sessions returns how many connections the broker accepted.
+func (p *PacedPublisher) Sessions() int64 { return p.sessions.Load() }
+
+// Halt stops publishing and waits for the publisher's goroutine. It is
+// idempotent.
+func (p *PacedPublisher) Halt() {
+	p.once.Do(func() { close(p.stop) })
+	p.wg.Wait()
+}
+
+// wait sleeps for d, or until Halt; it reports whether to go on.
+func (p *PacedPublisher) wait(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-p.stop:
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func (p *PacedPublisher) run() {
+	var conn net.Conn
+	var br *bufio.Reader
+	defer func() {
+		if conn != nil {
+			conn.Close()
+		}
+	}()
+	start := time.Now()
+	for seq := int64(0); ; {
+		select {
+		case <-p.stop:
+			return
+		default:
+		}
+		if conn == nil {
+			c, err := connectAs(p.addr, p.clientID)
+			if err != nil {
+				if !p.wait(10 * time.Millisecond) {
+					return
+				}
+				continue
+			}
+			p.sessions.Add(1)
+			conn, br = c, bufio.NewReader(c)
+		}
+		if p.every > 0 {
+			if d := time.Until(start.Add(time.Duration(seq) * p.every)); d > 0 && !p.wait(d) {
+				return
+			}
+		}
+		p.sending.Store(seq)
+		if err := publishSeq(conn, br, p.topic, seq); err != nil {
+			conn.Close()
+			conn = nil
+			continue
+		}
+		seq++
+		p.confirmed.Store(seq)
+	}
+}
+
+// connectAs opens an MQTT 3.1.1 session with a clean start as clientID.
+func connectAs(addr, clientID string) (net.Conn, error) {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return nil, err
+	}
+	pk := packets.Packet{
+		FixedHeader: packets.FixedHeader{Type: packets.Connect}, ProtocolVersion: 4,
+		Connect: packets.ConnectParams{ProtocolName: []byte("MQTT"), Clean: true, Keepalive: 30, ClientIdentifier: clientID},
+	}
+	var b bytes.Buffer
+	pk.ConnectEncode(&b)
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := c.Write(b.Bytes()); err != nil {
+		c.Close()
+		return nil, err
+	}
+	ack, err := readBrokerPacket(bufio.NewReader(c))
+	if err == nil && (ack.FixedHeader.Type != packets.Connack || ack.ReasonCode != 0) {
+		err = fmt.Errorf("connack %+v", ack)
+	}
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// publishSeq publishes seq at QoS 1 and waits for its PUBACK.
+func publishSeq(c net.Conn, br *bufio.Reader, topic string, seq int64) error {
+	id := uint16(seq%65535 + 1)
+	pk := packets.Packet{
+		FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: 1}, ProtocolVersion: 4,
+		PacketID: id, TopicName: topic, Payload: fmt.Appendf(nil, "%08d", seq),
+	}
+	var b bytes.Buffer
+	if err := pk.PublishEncode(&b); err != nil {
+		return err
+	}
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := c.Write(b.Bytes()); err != nil {
+		return err
+	}
+	for {
+		ack, err := readBrokerPacket(br)
+		if err != nil {
+			return err
+		}
+		if ack.FixedHeader.Type == packets.Puback && ack.PacketID == id {
+			return nil
+		}
+	}
+}
