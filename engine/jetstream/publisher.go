@@ -14,12 +14,17 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-io/sluice/engine"
+	"github.com/sluice-io/sluice/srcs"
 )
 
 // Message headers besides Nats-Msg-Id.
 const (
 	HeaderSource = "Sluice-Source" // the source's name (address or path)
 	HeaderSeq    = "Sluice-Seq"    // the chunk's per-source sequence number
+	// HeaderRecords is set on chunks of framed sources: "whole" when the
+	// chunk holds whole records only, "truncated" when the bytes after its
+	// last whole record are part of one its source never finished.
+	HeaderRecords = "Sluice-Records"
 )
 
 // Config configures a Publisher. It is plain data with YAML tags, as it
@@ -47,7 +52,10 @@ type Config struct {
 	RetryWait time.Duration `yaml:"retry_wait"`
 	// IDPrefix starts every message id. Default: the host name and the
 	// publisher's start time, so that ids of two nodes, or of one node
-	// before and after a restart, never meet.
+	// before and after a restart, never meet. A prefix set here must
+	// change at every start: ids repeat after a restart (sources and
+	// sequence numbers start again), and JetStream drops a repeated id
+	// within its duplicate window as a duplicate.
 	IDPrefix string `yaml:"id_prefix"`
 	// Name is the NATS connection's name. Default "sluice".
 	Name string `yaml:"name"`
@@ -212,6 +220,12 @@ func (p *Publisher) Handle(c engine.Chunk) {
 		HeaderSource:          []string{c.Name},
 		HeaderSeq:             []string{strconv.FormatUint(c.Seq, 10)},
 	}}
+	switch {
+	case c.Flags&srcs.Truncated != 0:
+		msg.Header[HeaderRecords] = []string{"truncated"}
+	case c.Flags&srcs.Records != 0:
+		msg.Header[HeaderRecords] = []string{"whole"}
+	}
 	pd := &pending{c: c, msg: msg}
 	// NATS copies Data into its write buffer, so the chunk stays the only
 	// owner of its bytes until it is released after the ack.
