@@ -30,8 +30,19 @@ type clientRec struct {
 
 // mayBeUnseen says whether the engine may never see the connection: an
 // abort none of whose bytes the engine's kernel acknowledged (see
-// connEnd).
-func (r *clientRec) mayBeUnseen() bool { return r.end == endAbort && r.written <= r.unacked }
+// connEnd), or a reset that wrote nothing.
+func (r *clientRec) mayBeUnseen() bool {
+	switch r.end {
+	case endAbort:
+		return r.written <= r.unacked
+	case endReset:
+		// Nothing written: with the listener's queues full, the handshake
+		// may never have completed on the engine's side before the reset
+		// undid it, and there are no bytes to lose.
+		return r.written == 0
+	}
+	return false
+}
 
 // engStream is what the engine delivered for one accepted connection.
 // The handler goroutine of its source fills it; the checker reads it

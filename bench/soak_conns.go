@@ -519,6 +519,7 @@ func (l *streamLoad) dial(k uint64, network string) (net.Conn, error) {
 	d := net.Dialer{Timeout: l.cfg.Settle}
 	if network == "tcp" {
 		d.LocalAddr = &net.TCPAddr{IP: soakLocalIP(k)}
+		d.Control = noPortAtBind
 		return d.Dial("tcp", l.tcpAddr)
 	}
 	d.LocalAddr = &net.UnixAddr{Name: fmt.Sprintf("%s%d", l.nonce, k), Net: "unix"}

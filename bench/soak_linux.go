@@ -57,6 +57,23 @@ func openFDs() (int, error) {
 
 // sendQueued returns the bytes in c's send queue that the peer has not
 // acknowledged yet (SIOCOUTQ).
+// noPortAtBind is a Dialer's Control: IP_BIND_ADDRESS_NO_PORT leaves the
+// choice of the local port to connect, which may then reuse a port that
+// other local addresses use. Binding a port at bind time instead takes
+// it from the host's whole ephemeral range, which thousands of soak
+// connections (and their TIME_WAITs) would drain for every other program
+// on the host.
+func noPortAtBind(_, _ string, rc syscall.RawConn) error {
+	var serr error
+	err := rc.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_BIND_ADDRESS_NO_PORT, 1)
+	})
+	if err != nil {
+		return err
+	}
+	return serr
+}
+
 func sendQueued(c net.Conn) (int, error) {
 	sc, ok := c.(syscall.Conn)
 	if !ok {

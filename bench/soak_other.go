@@ -5,6 +5,7 @@ package bench
 import (
 	"errors"
 	"net"
+	"syscall"
 )
 
 var errSoakLinux = errors.New("bench: soak: needs Linux (abstract unix socket names, all of 127.0.0.0/8 on loopback, SIOCOUTQ, /proc/self)")
@@ -17,6 +18,8 @@ func raiseFDLimit(uint64) (uint64, error) { return 0, errSoakLinux }
 func openFDs() (int, error) { return 0, errSoakLinux }
 
 func sendQueued(net.Conn) (int, error) { return 0, errSoakLinux }
+
+func noPortAtBind(string, string, syscall.RawConn) error { return errSoakLinux }
 
 func listenQueue(int) (backlog, handshakes int, err error) { return 0, 0, errSoakLinux }
 
