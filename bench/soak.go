@@ -383,8 +383,8 @@ func (r *soakRun) add(src srcs.Source, opts ...engine.SourceOption) error {
 	return nil
 }
 
-// teardown stops whatever is still running, on every path out of Soak.
-func (r *soakRun) teardown() {
+// stopLoad stops every load that was started; each stop is idempotent.
+func (r *soakRun) stopLoad() {
 	if r.streams != nil {
 		r.streams.stop()
 	}
@@ -397,6 +397,11 @@ func (r *soakRun) teardown() {
 	if r.mq != nil {
 		r.mq.stop()
 	}
+}
+
+// teardown stops whatever is still running, on every path out of Soak.
+func (r *soakRun) teardown() {
+	r.stopLoad()
 	if r.e != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		r.e.Shutdown(ctx)
@@ -483,16 +488,7 @@ func (r *soakRun) run(ctx context.Context) *SoakReport {
 
 	// Stop the load, then wait for the engine to deliver the rest.
 	fmt.Fprintf(r.ios.Err, "sluice-bench soak: stopping the load after %.1fs\n", rep.DurationS)
-	r.streams.stop()
-	if r.udp != nil {
-		r.udp.stop()
-	}
-	if r.tailW != nil {
-		r.tailW.stop()
-	}
-	if r.mq != nil {
-		r.mq.stop()
-	}
+	r.stopLoad()
 	prog.finish()
 	r.drain()
 

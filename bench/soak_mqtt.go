@@ -52,7 +52,7 @@ var mqttBrokerConf = []string{"max_queued_messages 0"}
 type mqttLoad struct {
 	broker  *srcstest.Mosquitto
 	src     *srcs.MQTT
-	pubs    []*srcstest.PacedPublisher
+	pubs    []*srcstest.Publisher
 	chk     *mqttCheck
 	failf   func(string, ...any)
 	every   time.Duration

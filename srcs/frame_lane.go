@@ -136,9 +136,6 @@ func (s *Frames) Park(buf []byte, n int) bool {
 	return true
 }
 
-// Parked returns the part of a record Park kept, if any.
-func (s *Frames) Parked() []byte { return s.park }
-
 // Unpark copies the parked part to the start of dst, the lane's next
 // buffer, and returns its length (0 when nothing is parked).
 func (s *Frames) Unpark(dst []byte) int {

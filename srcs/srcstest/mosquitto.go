@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/mochi-mqtt/server/v2/packets"
@@ -136,83 +135,10 @@ func (b *Mosquitto) Log() string {
 	return b.log.String()
 }
 
-// Publisher publishes "%08d" sequence numbers over MQTT 3.1.1 at QoS 1,
-// one at a time, waiting for each PUBACK; on any failure it reconnects and
-// publishes the same number again. Its methods are safe for concurrent
-// use; Halt it before the test ends.
-type Publisher struct {
-	addr, topic string
-	sending     atomic.Int64
-	confirmed   atomic.Int64
-	stop        chan struct{}
-	once        sync.Once
-	wg          sync.WaitGroup
-}
-
-// StartPublisher starts publishing to the broker at addr on topic.
+// StartPublisher starts publishing "%08d" sequence numbers to the broker
+// at addr on topic as fast as it acknowledges them (see Publisher).
 func StartPublisher(addr, topic string) *Publisher {
-	p := &Publisher{addr: addr, topic: topic, stop: make(chan struct{})}
-	p.wg.Go(p.run)
-	return p
-}
-
-// Sending returns the number being published now.
-func (p *Publisher) Sending() int64 { return p.sending.Load() }
-
-// Confirmed returns the count of numbers the broker has acknowledged: every
-// number below it.
-func (p *Publisher) Confirmed() int64 { return p.confirmed.Load() }
-
-// Halt stops publishing and waits for the publisher's goroutine. It is
-// idempotent.
-func (p *Publisher) Halt() {
-	p.once.Do(func() { close(p.stop) })
-	p.wg.Wait()
-}
-
-func (p *Publisher) run() {
-	var conn net.Conn
-	var br *bufio.Reader
-	defer func() {
-		if conn != nil {
-			conn.Close()
-		}
-	}()
-	for seq := int64(0); ; {
-		select {
-		case <-p.stop:
-			return
-		default:
-		}
-		if conn == nil {
-			c, err := p.connect()
-			if err != nil {
-				select {
-				case <-p.stop:
-					return
-				case <-time.After(10 * time.Millisecond):
-				}
-				continue
-			}
-			conn, br = c, bufio.NewReader(c)
-		}
-		p.sending.Store(seq)
-		if err := p.publish(conn, br, seq); err != nil {
-			conn.Close()
-			conn = nil
-			continue
-		}
-		seq++
-		p.confirmed.Store(seq)
-	}
-}
-
-func (p *Publisher) connect() (net.Conn, error) {
-	return connectAs(p.addr, "sluice-test-pub")
-}
-
-func (p *Publisher) publish(c net.Conn, br *bufio.Reader, seq int64) error {
-	return publishSeq(c, br, p.topic, seq)
+	return StartPacedPublisher(addr, "sluice-test-pub", topic, 0)
 }
 
 // readBrokerPacket reads one MQTT 3.1.1 packet a broker sends a publisher.

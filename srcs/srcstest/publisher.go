@@ -12,14 +12,13 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 )
 
-// PacedPublisher is a Publisher with a client identifier of its own and a
-// pace, so that several can publish to one broker at once, for as long as
-// a soak runs: it publishes "%08d" sequence numbers over MQTT 3.1.1 at
-// QoS 1 on its topic, one at a time, waiting for each PUBACK, and at most
-// one per interval; on any failure it reconnects and publishes the same
-// number again, so the broker may see a number twice. Its methods are safe
-// for concurrent use; Halt it before the program ends.
-type PacedPublisher struct {
+// Publisher publishes "%08d" sequence numbers over MQTT 3.1.1 at QoS 1 on
+// its topic, one at a time, waiting for each PUBACK, and at most one per
+// interval when paced; on any failure it reconnects and publishes the
+// same number again, so the broker may see a number twice. A client
+// identifier of its own lets several publish to one broker at once. Its
+// methods are safe for concurrent use; Halt it before the program ends.
+type Publisher struct {
 	addr, clientID, topic string
 	every                 time.Duration
 
@@ -34,34 +33,34 @@ type PacedPublisher struct {
 // StartPacedPublisher starts publishing to the broker at addr on topic as
 // clientID, one number per interval at most (0: as fast as the broker
 // acknowledges).
-func StartPacedPublisher(addr, clientID, topic string, every time.Duration) *PacedPublisher {
-	p := &PacedPublisher{addr: addr, clientID: clientID, topic: topic, every: every, stop: make(chan struct{})}
+func StartPacedPublisher(addr, clientID, topic string, every time.Duration) *Publisher {
+	p := &Publisher{addr: addr, clientID: clientID, topic: topic, every: every, stop: make(chan struct{})}
 	p.wg.Go(p.run)
 	return p
 }
 
 // Topic returns the topic the publisher publishes on.
-func (p *PacedPublisher) Topic() string { return p.topic }
+func (p *Publisher) Topic() string { return p.topic }
 
 // Sending returns the number being published now.
-func (p *PacedPublisher) Sending() int64 { return p.sending.Load() }
+func (p *Publisher) Sending() int64 { return p.sending.Load() }
 
 // Confirmed returns the count of numbers the broker has acknowledged: every
 // number below it.
-func (p *PacedPublisher) Confirmed() int64 { return p.confirmed.Load() }
+func (p *Publisher) Confirmed() int64 { return p.confirmed.Load() }
 
 // Sessions returns how many connections the broker accepted.
-func (p *PacedPublisher) Sessions() int64 { return p.sessions.Load() }
+func (p *Publisher) Sessions() int64 { return p.sessions.Load() }
 
 // Halt stops publishing and waits for the publisher's goroutine. It is
 // idempotent.
-func (p *PacedPublisher) Halt() {
+func (p *Publisher) Halt() {
 	p.once.Do(func() { close(p.stop) })
 	p.wg.Wait()
 }
 
 // wait sleeps for d, or until Halt; it reports whether to go on.
-func (p *PacedPublisher) wait(d time.Duration) bool {
+func (p *Publisher) wait(d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -72,7 +71,7 @@ func (p *PacedPublisher) wait(d time.Duration) bool {
 	}
 }
 
-func (p *PacedPublisher) run() {
+func (p *Publisher) run() {
 	var conn net.Conn
 	var br *bufio.Reader
 	defer func() {
