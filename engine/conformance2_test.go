@@ -62,7 +62,7 @@ func TestConformanceStopWhilePaused(t *testing.T) {
 		waitPaused(t, h.e)
 		// Stop one source while reads are paused: it must still end.
 		var id srcs.ID
-		waitSource(t, h.e, names[0], func(s engine.SourceStats) bool { id = s.ID; return true })
+		waitSource(t, h.e, "tcp://"+conns[0].LocalAddr().String(), func(s engine.SourceStats) bool { id = s.ID; return true })
 		if err := h.e.StopSource(id); err != nil {
 			t.Fatal(err)
 		}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math/rand/v2"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -84,6 +83,8 @@ func framedCases() []framedCase {
 
 // recordStream is what a framed collector saw of one source.
 type recordStream struct {
+	id        srcs.ID
+	key       string // "" until its first chunk
 	records   int
 	bytes     int64
 	crc       uint32
@@ -98,29 +99,40 @@ type recordCollector struct {
 	t      *testing.T
 	framer srcs.Framer
 	mu     sync.Mutex
-	seen   map[string]*recordStream
+	byID   map[srcs.ID]*recordStream
+	seen   map[string]*recordStream // by key (see streamid_test.go)
 	bad    []string
 	change chan struct{}
 }
 
 func newRecordCollector(t *testing.T, f srcs.Framer) *recordCollector {
-	return &recordCollector{t: t, framer: f, seen: map[string]*recordStream{}, change: make(chan struct{}, 1)}
+	return &recordCollector{t: t, framer: f, byID: map[srcs.ID]*recordStream{}, seen: map[string]*recordStream{}, change: make(chan struct{}, 1)}
 }
 
-func (c *recordCollector) stream(name string) *recordStream {
-	s := c.seen[name]
+func (c *recordCollector) source(id srcs.ID) *recordStream {
+	s := c.byID[id]
 	if s == nil {
-		s = &recordStream{}
-		c.seen[name] = s
+		s = &recordStream{id: id}
+		c.byID[id] = s
 	}
 	return s
+}
+
+// file files s under key: the tag in its first record, else its name
+// (tagged false).
+func (c *recordCollector) file(s *recordStream, key string, tagged bool) {
+	if o := c.seen[key]; o != nil && tagged {
+		c.bad = append(c.bad, fmt.Sprintf("sources %d and %d are both %s", o.id, s.id, key))
+	}
+	s.key = key
+	c.seen[key] = s
 }
 
 func (c *recordCollector) onError(err error) {
 	var se *srcs.SourceError
 	c.mu.Lock()
 	if errors.As(err, &se) {
-		s := c.stream(se.Name)
+		s := c.source(se.ID)
 		s.errs = append(s.errs, err)
 	} else {
 		c.bad = append(c.bad, fmt.Sprintf("error without a source: %v", err))
@@ -141,26 +153,36 @@ func (c *recordCollector) consume(ch engine.Chunk) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	defer c.signal()
-	s := c.stream(ch.Name)
+	s := c.source(ch.Source)
+	data := ch.Data
+	if s.key == "" {
+		key, n := recordTag(c.framer, data)
+		if key == "" {
+			c.file(s, ch.Name, false)
+		} else {
+			c.file(s, key, true)
+		}
+		data = data[n:]
+	}
 	if ch.Flags&srcs.EndOfStream != 0 {
 		s.eos = true
 		return
 	}
 	if ch.Flags&srcs.Records == 0 {
-		c.bad = append(c.bad, fmt.Sprintf("%s: chunk %d of %d bytes without the Records flag (%v)", ch.Name, ch.Seq, len(ch.Data), ch.Flags))
+		c.bad = append(c.bad, fmt.Sprintf("%s: chunk %d of %d bytes without the Records flag (%v)", s.key, ch.Seq, len(ch.Data), ch.Flags))
 	}
-	recs, n, err := srcs.CountRecords(c.framer, ch.Data)
+	recs, n, err := srcs.CountRecords(c.framer, data)
 	switch {
 	case err != nil:
-		c.bad = append(c.bad, fmt.Sprintf("%s: chunk %d: %v", ch.Name, ch.Seq, err))
-	case n < len(ch.Data) && ch.Flags&srcs.Truncated == 0:
-		c.bad = append(c.bad, fmt.Sprintf("%s: chunk %d ends inside a record: %d of %d bytes whole (%v)", ch.Name, ch.Seq, n, len(ch.Data), ch.Flags))
-	case n < len(ch.Data):
-		s.truncated += len(ch.Data) - n
+		c.bad = append(c.bad, fmt.Sprintf("%s: chunk %d: %v", s.key, ch.Seq, err))
+	case n < len(data) && ch.Flags&srcs.Truncated == 0:
+		c.bad = append(c.bad, fmt.Sprintf("%s: chunk %d ends inside a record: %d of %d bytes whole (%v)", s.key, ch.Seq, n, len(data), ch.Flags))
+	case n < len(data):
+		s.truncated += len(data) - n
 	}
 	s.records += recs
-	s.bytes += int64(len(ch.Data))
-	s.crc = crc32.Update(s.crc, srcstest.Castagnoli, ch.Data)
+	s.bytes += int64(len(data))
+	s.crc = crc32.Update(s.crc, srcstest.Castagnoli, data)
 }
 
 func (c *recordCollector) run(e *engine.Engine) {
@@ -192,10 +214,15 @@ func (c *recordCollector) waitFor(what string, cond func(map[string]*recordStrea
 	}
 }
 
-func (c *recordCollector) get(name string) recordStream {
+// get returns a copy of what the collector saw of the stream filed under
+// key: zero if none yet.
+func (c *recordCollector) get(key string) recordStream {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	s := *c.stream(name)
+	var s recordStream
+	if p := c.seen[key]; p != nil {
+		s = *p
+	}
 	s.errs = append([]error(nil), s.errs...)
 	return s
 }
@@ -246,17 +273,6 @@ func framedEngine(t *testing.T, runner string, f srcs.Framer, cfg engine.Config)
 	return e, col, ln.Addr().String()
 }
 
-func dialNoDelay(t *testing.T, addr string) (*net.TCPConn, string) {
-	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tc := c.(*net.TCPConn)
-	tc.SetNoDelay(true)
-	return tc, "tcp://" + c.LocalAddr().String()
-}
-
 // TestFramedRecordsSplitEverywhere sends a stream of records whose every
 // byte boundary is, in one pass or another, the end of a write followed
 // by a pause, so that runners read records in two parts at every offset;
@@ -273,7 +289,7 @@ func TestFramedRecordsSplitEverywhere(t *testing.T) {
 					rec = fc.encode(rec, fc.payload(r, n))
 					nrec++
 				}
-				c, name := dialNoDelay(t, addr)
+				c, name := dialTagged(t, addr, fc.encode)
 				var want []byte
 				for split := 1; split < len(rec); split++ {
 					c.Write(rec[:split])
@@ -315,7 +331,7 @@ func TestFramedConcurrentRandom(t *testing.T) {
 				}
 				res := make(chan result, conns)
 				for i := range conns {
-					c, name := dialNoDelay(t, addr)
+					c, name := dialTagged(t, addr, fc.encode)
 					go func() {
 						r := rand.New(rand.NewPCG(uint64(i), 7))
 						var all []byte
@@ -375,7 +391,7 @@ func TestFramedOversized(t *testing.T) {
 				big := tc.fc.encode(nil, tc.fc.payload(r, 1000)) // within a buffer, above the maximum
 				huge := tc.fc.encode(nil, tc.fc.payload(r, 9000))
 				small2 := tc.fc.encode(nil, tc.fc.payload(r, 60))
-				c, name := dialNoDelay(t, addr)
+				c, name := dialTagged(t, addr, tc.fc.encode)
 				for _, p := range [][]byte{small1, big, small1, huge, small2} {
 					c.Write(p)
 					time.Sleep(time.Millisecond)
@@ -385,8 +401,9 @@ func TestFramedOversized(t *testing.T) {
 					want = slicesConcat(small1, small1, small2)
 					col.waitFor("the last record", func(m map[string]*recordStream) bool { return m[name] != nil && m[name].bytes == int64(len(want)) })
 					var skipped uint64
+					id := col.get(name).id
 					for _, s := range e.Stats().Sources {
-						if s.Name == name {
+						if s.ID == id {
 							skipped = s.RecordsSkipped
 						}
 					}
@@ -423,8 +440,9 @@ func slicesConcat(ps ...[]byte) []byte { return bytes.Join(ps, nil) }
 // bytes of that record too, in a last chunk flagged Truncated.
 func TestFramedTruncatedEnd(t *testing.T) {
 	forEachRunner(t, func(t *testing.T, runner string) {
-		_, col, addr := framedEngine(t, runner, srcs.Newline{}, engine.Config{Flush: time.Millisecond})
-		c, name := dialNoDelay(t, addr)
+		fc := framedCases()[0]
+		_, col, addr := framedEngine(t, runner, fc.framer, engine.Config{Flush: time.Millisecond})
+		c, name := dialTagged(t, addr, fc.encode)
 		msg := []byte("one\ntwo\nthree without an end")
 		c.Write(msg)
 		time.Sleep(5 * time.Millisecond)

@@ -49,9 +49,12 @@ func requireRunner(t *testing.T, runner string) {
 	t.Skipf("io_uring unsupported: %s", p.Reason)
 }
 
-// stream is what a collector saw of one source, keyed by its name.
+// stream is what a collector saw of one source (see streamid_test.go for
+// how tests find it).
 type stream struct {
 	id       srcs.ID
+	name     string
+	tag      streamTag
 	bytes    int64
 	crc      uint32
 	nextSeq  uint64
@@ -71,8 +74,11 @@ type collector struct {
 	t *testing.T
 
 	mu      sync.Mutex
-	streams map[string]*stream
+	byID    map[srcs.ID]*stream
+	streams map[string]*stream // by key, once the stream's tag is known
 	bad     []string
+	ended   int // streams that delivered their end
+	resets  int // errors that were connection resets
 	hold    bool
 	held    []engine.Chunk
 	changed chan struct{}
@@ -80,7 +86,7 @@ type collector struct {
 }
 
 func newCollector(t *testing.T) *collector {
-	c := &collector{t: t, streams: map[string]*stream{}, changed: make(chan struct{}, 1),
+	c := &collector{t: t, byID: map[srcs.ID]*stream{}, streams: map[string]*stream{}, changed: make(chan struct{}, 1),
 		pulling: make(chan struct{})}
 	close(c.pulling)
 	return c
@@ -109,13 +115,30 @@ func (c *collector) gate() <-chan struct{} {
 	return c.pulling
 }
 
-func (c *collector) stream(name string) *stream {
-	s := c.streams[name]
+// source returns the stream of source id, named name.
+func (c *collector) source(id srcs.ID, name string) *stream {
+	s := c.byID[id]
 	if s == nil {
-		s = &stream{}
-		c.streams[name] = s
+		s = &stream{id: id, name: name}
+		c.byID[id] = s
 	}
 	return s
+}
+
+// feed passes a chunk's data through s's tag, files s under its key once
+// the tag is known, and returns the data after the tag. Two sources with
+// one tag are an error; of two untagged sources with one name (the
+// anonymous connections of a storm test), the later is filed.
+func (c *collector) feed(s *stream, data []byte, end bool) []byte {
+	known := s.tag.key != ""
+	rest := s.tag.feed(data, s.name, end)
+	if key := s.tag.key; !known && key != "" {
+		if o := c.streams[key]; o != nil && key != s.name {
+			c.bad = append(c.bad, fmt.Sprintf("sources %d and %d are both %s", o.id, s.id, key))
+		}
+		c.streams[key] = s
+	}
+	return rest
 }
 
 func (c *collector) onError(err error) {
@@ -127,9 +150,12 @@ func (c *collector) onError(err error) {
 		return
 	}
 	c.mu.Lock()
-	s := c.stream(se.Name)
+	s := c.source(se.ID, se.Name)
 	s.errs = append(s.errs, err)
 	s.events = append(s.events, 'e')
+	if errors.Is(err, srcs.ErrReset) {
+		c.resets++
+	}
 	c.mu.Unlock()
 	c.signal()
 }
@@ -143,24 +169,26 @@ func (c *collector) signal() {
 
 func (c *collector) consume(ch engine.Chunk) {
 	c.mu.Lock()
-	s := c.stream(ch.Name)
-	s.id = ch.Source
+	s := c.source(ch.Source, ch.Name)
 	if ch.Seq != s.nextSeq {
-		c.bad = append(c.bad, fmt.Sprintf("%s: seq %d, want %d", ch.Name, ch.Seq, s.nextSeq))
+		c.bad = append(c.bad, fmt.Sprintf("source %d (%s): seq %d, want %d", ch.Source, ch.Name, ch.Seq, s.nextSeq))
 	}
 	s.nextSeq = ch.Seq + 1
 	if s.eos {
-		c.bad = append(c.bad, fmt.Sprintf("%s: chunk after end of stream", ch.Name))
+		c.bad = append(c.bad, fmt.Sprintf("source %d (%s): chunk after end of stream", ch.Source, ch.Name))
 	}
-	if ch.Flags&srcs.EndOfStream != 0 {
+	data := c.feed(s, ch.Data, ch.Flags&srcs.EndOfStream != 0)
+	switch {
+	case ch.Flags&srcs.EndOfStream != 0:
 		s.eos = true
+		c.ended++
 		s.events = append(s.events, 'x')
 		if len(ch.Data) != 0 {
-			c.bad = append(c.bad, fmt.Sprintf("%s: end-of-stream chunk with data", ch.Name))
+			c.bad = append(c.bad, fmt.Sprintf("source %d (%s): end-of-stream chunk with data", ch.Source, ch.Name))
 		}
-	} else {
-		s.bytes += int64(len(ch.Data))
-		s.crc = crc32.Update(s.crc, srcstest.Castagnoli, ch.Data)
+	case len(data) > 0:
+		s.bytes += int64(len(data))
+		s.crc = crc32.Update(s.crc, srcstest.Castagnoli, data)
 		s.chunks++
 		if len(s.events) == 0 || s.events[len(s.events)-1] != 'd' {
 			s.events = append(s.events, 'd')
@@ -240,12 +268,33 @@ func (c *collector) waitFor(what string, timeout time.Duration, cond func(map[st
 	}
 }
 
-func (c *collector) get(name string) stream {
+// get returns a copy of what the collector saw of the stream filed under
+// key (a tag's key, or an untagged source's name): zero if none yet.
+func (c *collector) get(key string) stream {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	s := *c.stream(name)
+	var s stream
+	if p := c.streams[key]; p != nil {
+		s = *p
+	}
 	s.events = append([]byte(nil), s.events...)
+	s.errs = append([]error(nil), s.errs...)
 	return s
+}
+
+// endedCount returns how many streams have ended.
+func (c *collector) endedCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ended
+}
+
+// waitEnd waits for the end of the stream filed under key and returns
+// what the collector saw of it.
+func (c *collector) waitEnd(key string, timeout time.Duration) stream {
+	c.t.Helper()
+	c.waitFor(key+"'s end", timeout, func(m map[string]*stream) bool { return m[key] != nil && m[key].eos })
+	return c.get(key)
 }
 
 func (c *collector) check() {
@@ -264,6 +313,7 @@ type harness struct {
 	col  *collector
 	addr string
 	done chan struct{}
+	once sync.Once
 }
 
 func newHarness(t *testing.T, runner string, cfg engine.Config) *harness {
@@ -295,8 +345,11 @@ func newHarness(t *testing.T, runner string, cfg engine.Config) *harness {
 }
 
 // shutdown stops the engine and requires a clean result: every source
-// stopped, every chunk released, the pool unmapped.
-func (h *harness) shutdown() {
+// stopped, every chunk released, the pool unmapped. Cleanup calls it; a
+// test may call it earlier.
+func (h *harness) shutdown() { h.once.Do(h.stop) }
+
+func (h *harness) stop() {
 	h.t.Helper()
 	h.col.setHold(false)
 	h.col.setPulling(true)
@@ -309,15 +362,11 @@ func (h *harness) shutdown() {
 	h.col.check()
 }
 
-// dial connects to the harness and returns the conn and the source name
-// the engine will give it.
+// dial connects to the harness and returns the conn, which has sent its
+// tag, and the key its stream is filed under.
 func (h *harness) dial() (*net.TCPConn, string) {
 	h.t.Helper()
-	c, err := net.Dial("tcp", h.addr)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return c.(*net.TCPConn), "tcp://" + c.LocalAddr().String()
+	return dialTagged(h.t, h.addr, nil)
 }
 
 // sent is what a sender wrote.
@@ -494,7 +543,7 @@ func TestConformanceResetMidBuffer(t *testing.T) {
 		}
 		// Wait until the runner has the bytes in a buffer: the source
 		// holds one.
-		waitSource(t, h.e, name, func(s engine.SourceStats) bool { return s.Held > 0 })
+		waitSource(t, h.e, "tcp://"+c.LocalAddr().String(), func(s engine.SourceStats) bool { return s.Held > 0 })
 		if err := srcstest.Reset(c); err != nil {
 			t.Fatal(err)
 		}
@@ -512,7 +561,9 @@ func TestConformanceResetMidBuffer(t *testing.T) {
 	})
 }
 
-// waitSource waits until the named source's stats satisfy cond.
+// waitSource waits until the stats of the live source named name satisfy
+// cond. The name must be unique among the engine's sources: use it only
+// for a connection that is open while no other of the test has closed.
 func waitSource(t *testing.T, e *engine.Engine, name string, cond func(engine.SourceStats) bool) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)

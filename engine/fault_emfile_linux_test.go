@@ -76,11 +76,7 @@ func faultChildEMFILE(t *testing.T) {
 	clients := make([]net.Conn, conns)
 	names := make([]string, conns)
 	for i := range clients {
-		c, err := net.Dial("tcp", ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		clients[i], names[i] = c, "tcp://"+c.LocalAddr().String()
+		clients[i], names[i] = dialTagged(t, ln.Addr().String(), nil)
 	}
 	closeClients := sync.OnceFunc(func() {
 		for _, c := range clients {

@@ -23,9 +23,9 @@ var bulkBlock = sync.OnceValue(func() []byte {
 // bulk sends total bytes (whole repeats of bulkBlock) on a fresh connection
 // to h as fast as it can, waits for the stream's end, checks it
 // byte-exact, and returns the rate from the first write to the end.
-func bulk(t *testing.T, h *idHarness, total int) float64 {
+func bulk(t *testing.T, h *harness, total int) float64 {
 	t.Helper()
-	c, name := h.dial(t)
+	c, name := h.dial()
 	var w sent
 	block := bulkBlock()
 	start := time.Now()
@@ -37,7 +37,7 @@ func bulk(t *testing.T, h *idHarness, total int) float64 {
 		w.crc = crc32.Update(w.crc, srcstest.Castagnoli, block)
 	}
 	c.Close()
-	got := h.col.waitEnd(t, name, 120*time.Second)
+	got := h.col.waitEnd(name, 120*time.Second)
 	el := time.Since(start)
 	if got.bytes != w.bytes || got.crc != w.crc || len(got.errs) != 0 {
 		t.Fatalf("bulk: got %d bytes crc %08x errors %v; sent %d crc %08x", got.bytes, got.crc, got.errs, w.bytes, w.crc)
@@ -85,9 +85,7 @@ func TestFaultIdleCrowd(t *testing.T) {
 			t.Logf("%s: RLIMIT_NOFILE leaves room for %d idle connections, not %d", runner, fit, n)
 			n = fit
 		}
-		// Keyed by source id: with thousands of connections, loopback
-		// soon gives a new one the port, and so the name, of one closed.
-		h := newIDHarness(t, runner, engine.Config{Workers: 2, Buffers: 256, BufSize: 64 << 10})
+		h := newHarness(t, runner, engine.Config{Workers: 2, Buffers: 256, BufSize: 64 << 10})
 		alone := bulk(t, h, total)
 		waitPoolIdle(t, h.e, "after the bulk stream")
 

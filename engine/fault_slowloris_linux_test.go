@@ -87,20 +87,18 @@ func TestFaultSlowloris(t *testing.T) {
 				if err := h.e.AddListener(ln); err != nil {
 					t.Fatal(err)
 				}
-				dial := func() (net.Conn, string) {
-					c, err := net.Dial("tcp", ln.Addr().String())
-					if err != nil {
-						t.Fatal(err)
-					}
-					return c, "tcp://" + c.LocalAddr().String()
-				}
+				dial := func() (net.Conn, string) { return dialTagged(t, ln.Addr().String(), nil) }
 
 				start := time.Now()
 				stop := make(chan struct{})
 				slow := map[string]*sent{}
+				// The trickles' source names, unique while they are open:
+				// no connection closes before they do.
+				slowNames := map[string]bool{}
 				var wg sync.WaitGroup
 				for i := range lanes {
 					c, name := dial()
+					slowNames["tcp://"+c.LocalAddr().String()] = true
 					w := &sent{}
 					slow[name] = w
 					wg.Go(func() {
@@ -124,7 +122,7 @@ func TestFaultSlowloris(t *testing.T) {
 						}
 						pinned := 0
 						for _, s := range h.e.Stats().Sources {
-							if slow[s.Name] != nil {
+							if slowNames[s.Name] {
 								pinned += s.Held
 							}
 						}

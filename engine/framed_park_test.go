@@ -28,13 +28,8 @@ func TestFramedParkedPartsArrive(t *testing.T) {
 		if err := h.e.AddListener(ln); err != nil {
 			t.Fatal(err)
 		}
-		dial := func() (net.Conn, string) {
-			c, err := net.Dial("tcp", ln.Addr().String())
-			if err != nil {
-				t.Fatal(err)
-			}
-			return c, "tcp://" + c.LocalAddr().String()
-		}
+		// The tag (streamid_test.go) starts each stream's first line.
+		dial := func() (net.Conn, string) { return dialTagged(t, ln.Addr().String(), nil) }
 		waitUntil := func(what string, cond func() bool) {
 			t.Helper()
 			for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(time.Millisecond) {
@@ -44,14 +39,18 @@ func TestFramedParkedPartsArrive(t *testing.T) {
 			}
 		}
 
-		// Slow senders, each with part of a line and no newline.
+		// Slow senders, each with part of a line and no newline. While
+		// they are open and none of the test's connections has closed,
+		// their names tell their sources apart in Stats.
 		parts := map[string][]byte{}
+		keyOf := map[string]string{} // source name to key
 		var conns []net.Conn
 		for i := range 3 {
-			c, name := dial()
+			c, key := dial()
 			conns = append(conns, c)
+			keyOf["tcp://"+c.LocalAddr().String()] = key
 			p := []byte(fmt.Sprintf("part of line %d, still coming", i))
-			parts[name] = p
+			parts[key] = p
 			if _, err := c.Write(p); err != nil {
 				t.Fatal(err)
 			}
@@ -65,8 +64,8 @@ func TestFramedParkedPartsArrive(t *testing.T) {
 		slowHeld := func() int {
 			held := 0
 			for _, s := range h.e.Stats().Sources {
-				if parts[s.Name] != nil {
-					ids[s.Name] = s.ID
+				if key, ok := keyOf[s.Name]; ok {
+					ids[key] = s.ID
 					held += s.Held
 				}
 			}
