@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -506,4 +507,119 @@ func TestFramedNeedsTwoBuffers(t *testing.T) {
 	if !errors.As(err, &ce) || ce.Field != "MaxPerSource" {
 		t.Fatalf("AddSource: %v, want a ConfigError on MaxPerSource", err)
 	}
+}
+
+// TestFramedPausesInsideRecords sends records of sizes around
+// srcs.ParkMax and around the buffer size, each cut in pieces with a pause
+// several flush timeouts long at every cut: a lane holds part of a record
+// past its flush deadline, parked outside the pool when the part is short
+// enough and kept in its buffer when it is not, and must go on reading
+// either way. Every record arrives whole and byte-exact, and the end of
+// the stream is seen.
+func TestFramedPausesInsideRecords(t *testing.T) {
+	const (
+		bufSize = 16 << 10
+		flush   = 2 * time.Millisecond
+		pause   = 4 * flush
+	)
+	sizes := []int{srcs.ParkMax - 20, srcs.ParkMax - 1, srcs.ParkMax, srcs.ParkMax + 1, srcs.ParkMax + 50, bufSize / 2, bufSize - 16}
+	for _, fc := range framedCases() {
+		t.Run(fc.name, func(t *testing.T) {
+			forEachRunner(t, func(t *testing.T, runner string) {
+				_, col, addr := framedEngine(t, runner, fc.framer, engine.Config{BufSize: bufSize, Buffers: 32, Flush: flush})
+				r := rand.New(rand.NewPCG(11, uint64(len(fc.name))))
+				c, name := dialTagged(t, addr, fc.encode)
+				var want []byte
+				for _, n := range sizes {
+					rec := fc.encode(nil, fc.payload(r, n))
+					// Cut after the first byte, on both sides of ParkMax,
+					// and before the last byte.
+					cuts := []int{0}
+					for _, k := range []int{1, srcs.ParkMax, srcs.ParkMax + 1, len(rec) - 1} {
+						if k > cuts[len(cuts)-1] && k < len(rec) {
+							cuts = append(cuts, k)
+						}
+					}
+					cuts = append(cuts, len(rec))
+					for i := 1; i < len(cuts); i++ {
+						if _, err := c.Write(rec[cuts[i-1]:cuts[i]]); err != nil {
+							t.Fatal(err)
+						}
+						time.Sleep(pause) // the pause under test, not synchronisation
+					}
+					want = append(want, rec...)
+				}
+				c.Close()
+				col.waitFor("end of stream", func(m map[string]*recordStream) bool { return m[name] != nil && m[name].eos })
+				got := col.get(name)
+				if got.bytes != int64(len(want)) || got.crc != crc32.Checksum(want, srcstest.Castagnoli) || got.records != len(sizes) || got.truncated != 0 {
+					t.Errorf("got %d bytes crc %08x, %d records, %d truncated; want %d bytes crc %08x, %d records, none truncated",
+						got.bytes, got.crc, got.records, got.truncated, len(want), crc32.Checksum(want, srcstest.Castagnoli), len(sizes))
+				}
+			})
+		})
+	}
+}
+
+// TestFramedIdleLaneSpendsNoCPU: a framed lane that holds part of a record
+// too long to park has nothing a flush could move, so while the sender
+// pauses it waits for the rest without a busy loop, on every runner.
+func TestFramedIdleLaneSpendsNoCPU(t *testing.T) {
+	const (
+		flush = time.Millisecond
+		idle  = 400 * time.Millisecond
+	)
+	forEachRunner(t, func(t *testing.T, runner string) {
+		fc := framedCases()[0]
+		e, col, addr := framedEngine(t, runner, fc.framer, engine.Config{BufSize: 16 << 10, Flush: flush})
+		c, name := dialTagged(t, addr, fc.encode)
+		part := bytes.Repeat([]byte("p"), srcs.ParkMax+1)
+		if _, err := c.Write(part); err != nil {
+			t.Fatal(err)
+		}
+		// The tag's record arrives once the part has been read with it or
+		// after it; then the lane holds the part past its flush deadline.
+		col.waitFor("the tag", func(m map[string]*recordStream) bool { return m[name] != nil })
+		time.Sleep(10 * flush) // past the flush deadline, not synchronisation
+		cpu0, rs0 := processCPU(t), runnerActivity(e)
+		time.Sleep(idle)
+		cpu, acts := processCPU(t)-cpu0, runnerActivity(e)-rs0
+		// A spinning lane burns a whole CPU for the interval; an idle one
+		// next to nothing. A quarter leaves room for the race detector and
+		// the runtime's own work.
+		if cpu > idle/4 || acts > 20 {
+			t.Errorf("%s: a framed lane waiting for the rest of a record used %v of CPU and %d reads or waits in %v", runner, cpu, acts, idle)
+		}
+		rest := []byte("the rest\n")
+		if _, err := c.Write(rest); err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+		col.waitFor("end of stream", func(m map[string]*recordStream) bool { return m[name] != nil && m[name].eos })
+		want := append(part, rest...)
+		if got := col.get(name); got.bytes != int64(len(want)) || got.crc != crc32.Checksum(want, srcstest.Castagnoli) || got.records != 1 || got.truncated != 0 {
+			t.Errorf("%s: got %d bytes, %d records, %d truncated; want %d bytes in one record", runner, got.bytes, got.records, got.truncated, len(want))
+		}
+	})
+}
+
+// processCPU returns the CPU time (user and system) the test process has
+// used so far.
+func processCPU(t *testing.T) time.Duration {
+	t.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// runnerActivity returns the reads and readability waits every runner of
+// e has made.
+func runnerActivity(e *engine.Engine) uint64 {
+	var n uint64
+	for _, r := range e.Stats().Runners {
+		n += r.Reads + r.Waits
+	}
+	return n
 }

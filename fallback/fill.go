@@ -223,9 +223,12 @@ func (f *fill) drop(size int, log *slog.Logger, runner string) {
 // no data is held, so no flush deadline applies. For a framed lane it is
 // when its whole records go out, or when part of a record that waited that
 // long leaves the pool (flush, Frames.Park); none while a cut waits for a
-// buffer, and none for part of a record when every read is emitted.
+// buffer, none for part of a record when every read is emitted, and none
+// for part of a record too long to park (Frames.Flushable): a deadline
+// that no flush can meet would stay in the past, and a runner that waits
+// for it would never read again.
 func (f *fill) due() (t time.Time, ok bool) {
-	if f.n == 0 || f.fr.On() && (f.cut || f.fr.Done() == 0 && f.maxHold <= 0) {
+	if f.n == 0 || f.fr.On() && (f.cut || f.fr.Done() == 0 && f.maxHold <= 0 || !f.fr.Flushable(f.n)) {
 		return time.Time{}, false
 	}
 	return f.first.Add(f.maxHold), true

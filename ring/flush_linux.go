@@ -17,10 +17,15 @@ func flushSlack(ln *lane) time.Duration { return ln.l.Flush / 4 }
 
 // holdPartial puts ln, which just took its first byte into a buffer it
 // keeps (for a framed lane: its first whole record, or part of one), in
-// the flush heap.
+// the flush heap. A framed lane holding only part of a record too long to
+// park has nothing a flush could move (srcs.Frames.Flushable), so it gets
+// no deadline until a read completes the record.
 func (w *worker) holdPartial(ln *lane) {
 	if ln.fl.In() {
 		return // an earlier deadline stands
+	}
+	if ln.fr.On() && !ln.fr.Flushable(ln.n) {
+		return
 	}
 	w.flushes.Push(&ln.fl, ln, ln.first.Add(ln.l.Flush))
 }

@@ -136,6 +136,15 @@ func (s *Frames) Park(buf []byte, n int) bool {
 	return true
 }
 
+// Flushable reports whether a flush of a buffer holding n bytes has work
+// to do: whole records to emit, or a part of a record that Park would
+// take. When it is false the buffer holds only part of a record too long
+// to park, which no deadline can move: the lane has no flush deadline
+// until a read completes the record, and must go on reading meanwhile.
+func (s *Frames) Flushable(n int) bool {
+	return s.done > 0 || n > 0 && n <= ParkMax && len(s.park) == 0
+}
+
 // Unpark copies the parked part to the start of dst, the lane's next
 // buffer, and returns its length (0 when nothing is parked).
 func (s *Frames) Unpark(dst []byte) int {
