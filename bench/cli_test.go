@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -329,16 +330,41 @@ type framedClient struct {
 	truncated int
 }
 
-// testCLISinkFramed feeds `sink --framing newline:100` lines written in
-// pieces that split them anywhere, one connection with a line above the
-// maximum and an unfinished last line, and checks the report's records,
-// skips, truncated bytes and checksums.
+// sinkFraming is a framing the framed sink test drives: how a record of a
+// payload is written, and whether a record too long for it ends the
+// connection (length prefixes) rather than being skipped.
+type sinkFraming struct {
+	spec   string
+	encode func(payload []byte) []byte
+	ends   bool
+}
+
+var sinkFramings = []sinkFraming{
+	{"newline:100", func(p []byte) []byte { return append(append([]byte(nil), p...), '\n') }, false},
+	{"octet:100", func(p []byte) []byte { return append([]byte(fmt.Sprintf("%d ", len(p))), p...) }, false},
+	{"length:2be:100", func(p []byte) []byte { return append(binary.BigEndian.AppendUint16(nil, uint16(len(p))), p...) }, true},
+}
+
+// testCLISinkFramed runs testCLISinkFraming for every framer that reads
+// on after a bad record, and for one that ends the connection there.
 func testCLISinkFramed(t *testing.T, bin string) {
-	const maxLine = 100
+	for _, fr := range sinkFramings {
+		t.Run(fr.spec, func(t *testing.T) { testCLISinkFraming(t, bin, fr) })
+	}
+}
+
+// testCLISinkFraming feeds `sink --framing SPEC` records of up to 100
+// bytes written in pieces that split them anywhere, one connection with a
+// record above the maximum and an unfinished last record, and checks the
+// report's records, skips, truncated bytes and checksums, per stream and
+// in total: the totals are the sums of the streams. Every connection stays
+// open until all have written, so the peer address names one stream.
+func testCLISinkFraming(t *testing.T, bin string, fr sinkFraming) {
+	const maxRec = 100
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var stdout bytes.Buffer
-	cmd := exec.CommandContext(ctx, bin, "sink", "--listen", "127.0.0.1:0", "--runner", "auto", "--framing", fmt.Sprintf("newline:%d", maxLine),
+	cmd := exec.CommandContext(ctx, bin, "sink", "--listen", "127.0.0.1:0", "--runner", "auto", "--framing", fr.spec,
 		"--until-idle", "300ms", "--json", "-", "--pool", "64", "--buf", "16KiB", "--flush", "-1ns")
 	cmd.Stdout = &stdout
 	errPipe, err := cmd.StderrPipe()
@@ -350,7 +376,7 @@ func testCLISinkFramed(t *testing.T, bin string) {
 	}
 	sc := bufio.NewScanner(errPipe)
 	addr := ""
-	re := regexp.MustCompile(`^sluice-bench sink: listening on (\S+) \(runner \w+, framing newline:100\)`)
+	re := regexp.MustCompile(`^sluice-bench sink: listening on (\S+) \(runner \w+, framing ` + regexp.QuoteMeta(fr.spec) + `\)`)
 	var stderr strings.Builder
 	for sc.Scan() {
 		stderr.WriteString(sc.Text() + "\n")
@@ -372,33 +398,45 @@ func testCLISinkFramed(t *testing.T, bin string) {
 	}()
 
 	clients := make([]framedClient, 4)
-	var wg sync.WaitGroup
+	var wrote, wg sync.WaitGroup
+	wrote.Add(len(clients))
 	for i := range clients {
 		wg.Go(func() {
+			written := sync.OnceFunc(wrote.Done)
+			defer written()
 			rng := rand.New(rand.NewPCG(uint64(i), 2))
-			line := func(n int) []byte {
-				b := make([]byte, n+1)
-				for j := range n {
+			payload := func(n int) []byte {
+				b := make([]byte, n)
+				for j := range b {
 					b[j] = 'a' + byte(rng.IntN(26))
 				}
-				b[n] = '\n'
 				return b
 			}
 			var sent, want []byte
+			bad := -1 // where a record that ends the connection starts
 			fc := framedClient{}
-			for k := range 200 + 100*i {
-				l := line(rng.IntN(maxLine + 1))
-				if i == 3 && k == 50 {
-					l = line(3 * maxLine) // too long: skipped, reading goes on
+			n := 200 + 100*i
+			for k := range n {
+				if i == 3 && (k == 50 && !fr.ends || k == n-1 && fr.ends) {
+					// Too long: skipped and reading goes on, or the
+					// connection ends here.
+					if fr.ends {
+						bad = len(sent)
+					}
+					sent = append(sent, fr.encode(payload(3*maxRec))...)
 					fc.skipped++
-				} else {
-					want = append(want, l...)
-					fc.records++
+					if fr.ends {
+						break
+					}
+					continue
 				}
-				sent = append(sent, l...)
+				r := fr.encode(payload(1 + rng.IntN(maxRec))) // octet counting has no empty record
+				want = append(want, r...)
+				sent = append(sent, r...)
+				fc.records++
 			}
-			if i == 3 {
-				tail := []byte("a line the client never ends")
+			if i == 2 {
+				tail := fr.encode(payload(maxRec))[:40] // a record the client never ends
 				sent, want = append(sent, tail...), append(want, tail...)
 				fc.truncated = len(tail)
 			}
@@ -408,13 +446,16 @@ func testCLISinkFramed(t *testing.T, bin string) {
 				return
 			}
 			defer c.Close()
-			// Pieces of 1 to 61 bytes split lines anywhere; a pause now
-			// and then lets the engine read them apart.
+			// Pieces of 1 to 61 bytes split records anywhere; a pause
+			// now and then lets the engine read them apart.
 			for p := sent; len(p) > 0; {
 				n := min(1+rng.IntN(61), len(p))
 				if _, err := c.Write(p[:n]); err != nil {
-					t.Error(err)
-					return
+					if bad < 0 || len(sent)-len(p) < bad {
+						t.Error(err)
+						return
+					}
+					break // the sink ended the connection at the bad record
 				}
 				p = p[n:]
 				if rng.IntN(8) == 0 {
@@ -423,6 +464,8 @@ func testCLISinkFramed(t *testing.T, bin string) {
 			}
 			fc.local, fc.bytes, fc.crc = c.LocalAddr().String(), len(want), crc32.Checksum(want, castagnoli)
 			clients[i] = fc
+			written()
+			wrote.Wait()
 		})
 	}
 	wg.Wait()
@@ -442,7 +485,7 @@ func testCLISinkFramed(t *testing.T, bin string) {
 		skipped += c.skipped
 		truncated += c.truncated
 	}
-	if rep.Framing != "newline:100" || rep.Sources != len(clients) || rep.Bytes != uint64(total) || rep.Records != uint64(records) ||
+	if rep.Framing != fr.spec || rep.Sources != len(clients) || rep.Bytes != uint64(total) || rep.Records != uint64(records) ||
 		rep.Skipped != uint64(skipped) || rep.Truncated != uint64(truncated) || rep.RecordsPerS <= 0 {
 		t.Errorf("report: framing %q sources %d bytes %d records %d (%.0f/s) skipped %d truncated %d; want %d sources %d bytes %d records %d skipped %d truncated",
 			rep.Framing, rep.Sources, rep.Bytes, rep.Records, rep.RecordsPerS, rep.Skipped, rep.Truncated, len(clients), total, records, skipped, truncated)
@@ -450,9 +493,26 @@ func testCLISinkFramed(t *testing.T, bin string) {
 	if !strings.Contains(stderr.String(), humanize.Comma(int64(records))+" records (") {
 		t.Errorf("the summary line does not count the records:\n%s", stderr.String())
 	}
+	var sum SinkStream
 	byPeer := map[string]SinkStream{}
+	sources := map[uint64]bool{}
 	for _, s := range rep.Streams {
+		if sources[s.Source] {
+			t.Errorf("source %d is in the report twice", s.Source)
+		}
+		sources[s.Source] = true
+		if _, dup := byPeer[s.Peer]; dup {
+			t.Errorf("peer %s names two streams, though every connection stayed open until all had written", s.Peer)
+		}
 		byPeer[s.Peer] = s
+		sum.Bytes += s.Bytes
+		sum.Records += s.Records
+		sum.RecordsSkipped += s.RecordsSkipped
+		sum.TruncatedBytes += s.TruncatedBytes
+	}
+	if sum.Bytes != rep.Bytes || sum.Records != rep.Records || sum.RecordsSkipped != rep.Skipped || sum.TruncatedBytes != rep.Truncated {
+		t.Errorf("the report's totals (bytes %d records %d skipped %d truncated %d) are not the sums of its streams (%d %d %d %d)",
+			rep.Bytes, rep.Records, rep.Skipped, rep.Truncated, sum.Bytes, sum.Records, sum.RecordsSkipped, sum.TruncatedBytes)
 	}
 	for _, c := range clients {
 		s := byPeer[c.local]

@@ -59,17 +59,10 @@ type stream struct {
 	records   uint64
 	truncated uint64
 	misframed uint64
-	// tooLong counts the errors wrapping srcs.ErrRecordTooLong, and
-	// skipped is the engine's RecordsSkipped as last seen while the
-	// source lived (see skipWatch).
-	tooLong atomic.Uint64
-	skipped atomic.Uint64
+	// skipped is the records too long to deliver, which the engine
+	// dropped: the source's final count, from its end-of-stream chunk.
+	skipped uint64
 }
-
-// recordsSkipped is the records too long to deliver: the engine's count,
-// or the error reports when they say more (a record that ended the
-// stream, or a skip after the last sample).
-func (s *stream) recordsSkipped() uint64 { return max(s.skipped.Load(), s.tooLong.Load()) }
 
 // latStripe is one of the collector's latency histograms. Sources are
 // spread over stripes by id, so that processing goroutines rarely contend.
@@ -166,6 +159,9 @@ func (c *collector) handle(ch engine.Chunk) {
 	}
 	if ch.Flags&srcs.EndOfStream != 0 && !s.ended {
 		s.ended = true
+		if ch.Final != nil {
+			s.skipped = ch.Final.RecordsSkipped
+		}
 		if n := c.ended.Add(1); n == c.target.Load() {
 			c.allOnce.Do(func() { close(c.allEnd) })
 		}
@@ -217,19 +213,12 @@ const lineBlock = 8 << 10
 
 var newline = []byte{'\n'}
 
-// onError is the engine's error handler: it counts errors per source, and
-// those about records too long to deliver.
+// onError is the engine's error handler: it counts errors, in all and per
+// source.
 func (c *collector) onError(err error) {
-	var se *srcs.SourceError
-	if !errors.As(err, &se) {
-		c.errs.Add(1)
-		return
-	}
 	c.errs.Add(1)
-	s := c.stream(se.ID, se.Name)
-	s.errors.Add(1)
-	if errors.Is(err, srcs.ErrRecordTooLong) {
-		s.tooLong.Add(1)
+	if se := (*srcs.SourceError)(nil); errors.As(err, &se) {
+		c.stream(se.ID, se.Name).errors.Add(1)
 	}
 }
 
@@ -281,10 +270,9 @@ func peerOf(name string) string {
 
 // sinkEngine is an engine that feeds a collector from TCP listeners.
 type sinkEngine struct {
-	e     *engine.Engine
-	col   *collector
-	lns   []*srcs.Listener
-	skips *skipWatch // framed only
+	e   *engine.Engine
+	col *collector
+	lns []*srcs.Listener
 }
 
 // startSink creates an engine with the given runner and starts listening on
@@ -315,9 +303,6 @@ func startSink(f EngineFlags, runner string, addrs []string, col *collector, opt
 		}
 		s.lns = append(s.lns, ln)
 	}
-	if col.framer != nil {
-		s.skips = watchSkips(e, col)
-	}
 	return s, nil
 }
 
@@ -335,62 +320,7 @@ func (s *sinkEngine) live() int { return len(s.e.Stats().Sources) }
 
 // close shuts the engine down, which also closes the listeners.
 func (s *sinkEngine) close() error {
-	s.skips.stop()
 	return shutdownEngine(s.e)
-}
-
-// skipSample is how often skipWatch reads the engine's source stats.
-const skipSample = 100 * time.Millisecond
-
-// skipWatch copies each live source's RecordsSkipped into the collector.
-// The engine counts every record it skips, but forgets a source's stats
-// when the source ends, so the last sample before that is the count the
-// reports can give; the error handler's reports (the first skip of each
-// source, and an oversized record that ended one) are a floor under it.
-// Only framed sinks run one; its cost is a Stats call per sample.
-type skipWatch struct {
-	quit chan struct{}
-	done chan struct{}
-}
-
-func watchSkips(e *engine.Engine, col *collector) *skipWatch {
-	w := &skipWatch{quit: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(w.done)
-		t := time.NewTicker(skipSample)
-		defer t.Stop()
-		for {
-			select {
-			case <-w.quit:
-				sampleSkips(e, col)
-				return
-			case <-t.C:
-				sampleSkips(e, col)
-			}
-		}
-	}()
-	return w
-}
-
-func sampleSkips(e *engine.Engine, col *collector) {
-	for _, st := range e.Stats().Sources {
-		if st.RecordsSkipped > 0 {
-			col.stream(st.ID, st.Name).skipped.Store(st.RecordsSkipped)
-		}
-	}
-}
-
-// stop ends the watch after a last sample. A nil watch is a no-op.
-func (w *skipWatch) stop() {
-	if w == nil {
-		return
-	}
-	select {
-	case <-w.quit:
-	default:
-		close(w.quit)
-	}
-	<-w.done
 }
 
 // shutdownTimeout bounds an engine's shutdown in every command.

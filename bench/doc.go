@@ -70,10 +70,11 @@
 // whole records, and the collector counts the records of every chunk with
 // the Records flag (srcs.CountRecords); the bytes after the last whole
 // record of a Truncated chunk count as truncated bytes. Records too long
-// for the framer or a buffer are counted as skipped: the report's total
-// from the engine's Totals, exact; each stream's from its per-source
-// RecordsSkipped (sampled while the source lives) and the error handler's
-// srcs.ErrRecordTooLong reports. With run, the generator
+// for the framer or a buffer are counted as skipped, those that end a
+// connection (a length prefix, an MQTT packet) included: each stream's
+// count is exact, from the source's final counters on its end-of-stream
+// chunk (engine.Chunk.Final), and the report's total is their sum. With
+// run, the generator
 // sends each --msg-size message as one record in that format (newline:
 // the payload then '\n'; length: the prefix then the payload; octet:
 // "LEN " then the payload; mqtt: a QoS 0 PUBLISH) and finishes the record

@@ -92,16 +92,20 @@ func TestCollectorCountsRecords(t *testing.T) {
 	col.handle(chunk(1, "x\ny", srcs.Records)) // not on a boundary
 	col.onError(&srcs.SourceError{ID: 1, Name: "tcp://peer1", Op: "read",
 		Err: &srcs.RecordError{Framer: "newline", Size: 500, Max: 100, Skip: srcs.SkipToBoundary}})
+	end := chunk(1, "", srcs.EndOfStream)
+	end.Final = &engine.SourceStats{ID: 1, RecordsSkipped: 3}
+	col.handle(end)
 	ss := col.snapshot()
 	if len(ss) != 2 {
 		t.Fatalf("%d streams", len(ss))
 	}
-	if s := ss[0]; s.records != 5 || s.truncated != len64("unfinished") || s.misframed != 0 || s.bytes != 23 || s.recordsSkipped() != 0 {
+	if s := ss[0]; s.records != 5 || s.truncated != len64("unfinished") || s.misframed != 0 || s.bytes != 23 || s.skipped != 0 {
 		t.Errorf("stream 0: %d records, %d truncated, %d misframed, %d bytes, %d skipped; want 5, 10, 0, 23, 0",
-			s.records, s.truncated, s.misframed, s.bytes, s.recordsSkipped())
+			s.records, s.truncated, s.misframed, s.bytes, s.skipped)
 	}
-	if s := ss[1]; s.records != 1 || s.misframed != 1 || s.recordsSkipped() != 1 {
-		t.Errorf("stream 1: %d records, %d misframed, %d skipped; want 1, 1, 1", s.records, s.misframed, s.recordsSkipped())
+	if s := ss[1]; s.records != 1 || s.misframed != 1 || s.skipped != 3 || s.errors.Load() != 1 {
+		t.Errorf("stream 1: %d records, %d misframed, %d skipped, %d errors; want 1, 1, 3 (the final count), 1",
+			s.records, s.misframed, s.skipped, s.errors.Load())
 	}
 	if n := col.records.Load(); n != 6 {
 		t.Errorf("total records %d, want 6", n)

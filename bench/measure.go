@@ -370,7 +370,6 @@ func measure(ctx context.Context, w workload, ios IO) (*Result, error) {
 	if repErr != nil {
 		return nil, repErr
 	}
-	skippedTotal := sk.e.Totals().RecordsSkipped // exact; per-stream figures are sampled
 	if profErr != nil {
 		return nil, profErr
 	}
@@ -409,9 +408,9 @@ func measure(ctx context.Context, w workload, ios IO) (*Result, error) {
 	r.perSource, r.weights, r.Mismatches = reconcile(streams, rep.Streams, w.Verify, recSize)
 	for _, s := range streams {
 		r.Records += s.records
+		r.RecordsSkipped += s.skipped
 		r.TruncatedBytes += s.truncated
 	}
-	r.RecordsSkipped = skippedTotal
 	r.RecordsPerS = float64(r.Records) / r.DurationS
 	r.FairnessJain = weightedJain(r.perSource, r.weights)
 	r.Verified = len(r.Mismatches) == 0

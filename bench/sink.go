@@ -88,8 +88,11 @@ func (c SinkConfig) addrs() ([]string, error) {
 	return out, nil
 }
 
-// SinkStream is one source in the sink's report. The record fields count
-// only with --framing (see SinkReport).
+// SinkStream is one source in the sink's report. Source, the engine's
+// source id, names the stream; Peer is its address, an attribute: a peer
+// may reuse a closed connection's port (loopback does at once), so two
+// streams can share one. The record fields count only with --framing (see
+// SinkReport).
 type SinkStream struct {
 	Source         uint64 `json:"source"`
 	Peer           string `json:"peer"`
@@ -112,7 +115,8 @@ type SinkStream struct {
 // and octet counting skip them and read on; a length prefix or MQTT
 // packet ends its connection), and truncated_bytes the bytes of records
 // the peers never finished, delivered in each stream's last chunk (bytes
-// includes them). Without framing they are 0.
+// includes them). Without framing they are 0. Each total is the sum of
+// the streams' counts.
 type SinkReport struct {
 	Command       string       `json:"command"` // "sink"
 	Runner        string       `json:"runner"`
@@ -224,9 +228,6 @@ loop:
 	if err := sk.close(); err != nil {
 		return nil, err
 	}
-	// Exact, where the per-stream figures are sampled while each source
-	// lives.
-	skippedTotal := sk.e.Totals().RecordsSkipped
 	cpu := cpuTime() - cpu0
 	threads, rss := smp.finish()
 
@@ -243,13 +244,13 @@ loop:
 	for _, s := range col.snapshot() {
 		st := SinkStream{Source: uint64(s.id), Peer: peerOf(s.name), Bytes: s.bytes,
 			CRC32C: fmt.Sprintf("%08x", s.crc), Errors: s.errors.Load(),
-			Records: s.records, RecordsSkipped: s.recordsSkipped(), TruncatedBytes: s.truncated}
+			Records: s.records, RecordsSkipped: s.skipped, TruncatedBytes: s.truncated}
 		rep.Streams = append(rep.Streams, st)
 		rep.Records += st.Records
+		rep.Skipped += st.RecordsSkipped
 		rep.Truncated += st.TruncatedBytes
 		xs = append(xs, float64(s.bytes))
 	}
-	rep.Skipped = skippedTotal
 	if rep.DurationS > 0 {
 		rep.RecordsPerS = float64(rep.Records) / rep.DurationS
 	}

@@ -91,6 +91,7 @@ type recordStream struct {
 	crc       uint32
 	truncated int // bytes after the last whole record of a Truncated chunk
 	eos       bool
+	skipped   uint64 // records skipped, from the end-of-stream chunk's Final
 	errs      []error
 }
 
@@ -167,6 +168,11 @@ func (c *recordCollector) consume(ch engine.Chunk) {
 	}
 	if ch.Flags&srcs.EndOfStream != 0 {
 		s.eos = true
+		if ch.Final == nil {
+			c.bad = append(c.bad, fmt.Sprintf("%s: end of stream without the source's final counters", s.key))
+		} else {
+			s.skipped = ch.Final.RecordsSkipped
+		}
 		return
 	}
 	if ch.Flags&srcs.Records == 0 {
@@ -429,6 +435,14 @@ func TestFramedOversized(t *testing.T) {
 				}
 				if tc.skip && len(got.errs) != 1 {
 					t.Errorf("errors %v: want the first skip reported, once", got.errs)
+				}
+				// A record that ends the source counts as skipped too.
+				wantSkipped := uint64(1)
+				if tc.skip {
+					wantSkipped = 2
+				}
+				if got.skipped != wantSkipped || e.Totals().RecordsSkipped != wantSkipped {
+					t.Errorf("records skipped: %d at the end of stream, %d in Totals; want %d", got.skipped, e.Totals().RecordsSkipped, wantSkipped)
 				}
 			})
 		})

@@ -31,6 +31,11 @@ type Chunk struct {
 	// the runner handed the chunk to delivery.
 	FirstByte time.Time
 	Emitted   time.Time
+	// Final is set on the end-of-stream chunk only: the source's counters
+	// at its end (bytes, chunks, errors, records skipped), in order
+	// behind everything the source delivered, so a consumer can close
+	// its books on the source without polling Stats.
+	Final *SourceStats
 
 	buf *pool.Buf
 	// heap marks a data chunk whose bytes live outside the pool: the part

@@ -140,6 +140,14 @@ func (s *source) emit(b *pool.Buf, data []byte, flags srcs.Flags, first time.Tim
 // Finish implements srcs.Emitter. The runner may call it from its worker,
 // so the lifecycle step runs on a goroutine of the engine's own.
 func (s *source) Finish(_ *srcs.Lane, err error) {
+	if re := (*srcs.RecordError)(nil); errors.As(err, &re) {
+		// A record too long to deliver that ends the lane (a length
+		// prefix, an MQTT packet) is a skipped record like those the
+		// runner skips and reads on after: counted before the lifecycle
+		// reports it, so the end-of-stream chunk's Final counts it.
+		s.e.totals.skipped.Add(1)
+		s.skipped.Add(1)
+	}
 	s.e.spawn(func() { s.handle(evFinished, err) })
 }
 
@@ -219,7 +227,8 @@ func (s *source) step(ev event, err error) (short error) {
 	}
 	if acts&actEOS != 0 {
 		s.lane.Account.Leave()
-		s.e.deliver(s, item{chunk: Chunk{Source: s.id, Name: s.name, Seq: s.seq.Add(1) - 1, Flags: srcs.EndOfStream, Emitted: time.Now()}})
+		final := s.stats()
+		s.e.deliver(s, item{chunk: Chunk{Source: s.id, Name: s.name, Seq: s.seq.Add(1) - 1, Flags: srcs.EndOfStream, Emitted: time.Now(), Final: &final}})
 		s.e.sourceDone(s)
 	}
 	return short
