@@ -44,11 +44,13 @@ func runClusterNode() int {
 	}
 	port, _ := strconv.Atoi(f[1])
 	cport, _ := strconv.Atoi(f[2])
-	ns, err := server.NewServer(&server.Options{
-		ServerName: f[0], Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: f[3],
-		Cluster: server.ClusterOpts{Name: "sluice-test", Host: "127.0.0.1", Port: cport},
-		Routes:  server.RoutesFromStr(f[4]), NoLog: true, NoSigs: true,
-	})
+	opts := &server.Options{ServerName: f[0], Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: f[3],
+		NoLog: true, NoSigs: true}
+	if f[4] != "-" { // "-": a server of its own
+		opts.Cluster = server.ClusterOpts{Name: "sluice-test", Host: "127.0.0.1", Port: cport}
+		opts.Routes = server.RoutesFromStr(f[4])
+	}
+	ns, err := server.NewServer(opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -70,7 +72,8 @@ func runClusterNode() int {
 // SIGKILL as a real server would die: no step-down, no flush, no goodbye
 // to its routes.
 type cluster struct {
-	t     *testing.T
+	t     testing.TB
+	size  int
 	ports [3][2]int // client, cluster
 	dirs  [3]string
 	procs [3]*exec.Cmd
@@ -78,7 +81,7 @@ type cluster struct {
 }
 
 // freePort returns a loopback TCP port that was free a moment ago.
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -88,9 +91,12 @@ func freePort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-func startCluster(t *testing.T) *cluster {
-	c := &cluster{t: t}
-	for i := range c.ports {
+func startCluster(t testing.TB) *cluster { return startNodes(t, 3) }
+
+// startNodes starts n nodes: 3 for a cluster, 1 for a server of its own.
+func startNodes(t testing.TB, n int) *cluster {
+	c := &cluster{t: t, size: n}
+	for i := range n {
 		c.ports[i] = [2]int{freePort(t), freePort(t)}
 		c.dirs[i] = filepath.Join(t.TempDir(), "n"+strconv.Itoa(i))
 	}
@@ -100,7 +106,7 @@ func startCluster(t *testing.T) *cluster {
 			c.kill(i)
 		}
 	})
-	for i := range c.procs {
+	for i := range n {
 		c.start(i)
 	}
 	return c
@@ -130,10 +136,13 @@ func (c *cluster) node(url string) int {
 func (c *cluster) start(i int) {
 	t := c.t
 	t.Helper()
-	var routes []string
-	for j := range c.ports {
-		if j != i {
-			routes = append(routes, "nats://127.0.0.1:"+strconv.Itoa(c.ports[j][1]))
+	routes := []string{"-"}
+	if c.size > 1 {
+		routes = nil
+		for j := range c.size {
+			if j != i {
+				routes = append(routes, "nats://127.0.0.1:"+strconv.Itoa(c.ports[j][1]))
+			}
 		}
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
