@@ -35,6 +35,9 @@ type JetStreamConfig struct {
 	Pending int    // jetstream max_pending
 	Storage string // file or memory
 	JSON    string // report file; "-" for stdout, "" for none
+	// Check, if set, replaces the benchmark: read this stream and check
+	// it (see StreamCheckConfig).
+	Check StreamCheckConfig
 }
 
 // DefaultJetStreamConfig returns the documented defaults: 1,000
@@ -53,6 +56,10 @@ func (c *JetStreamConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.Pending, "max-pending", c.Pending, "unacknowledged publishes before sources wait")
 	fs.StringVar(&c.Storage, "storage", c.Storage, "the stream's storage: file or memory")
 	fs.StringVar(&c.JSON, "json", c.JSON, "write the JSON report to `FILE` (- for stdout)")
+	fs.StringVar(&c.Check.Stream, "check", "", "instead of the benchmark: read `STREAM` of newline records and check every source's order and every sender's records")
+	fs.StringVar(&c.Check.URL, "url", "nats://127.0.0.1:4222", "with --check: the NATS servers, comma-separated")
+	fs.StringVar(&c.Check.Sent, "sent", "", "with --check: a `FILE` of \"SENDER COUNT\" lines, what each sender sent")
+	fs.StringVar(&c.Check.Lossy, "lossy", "", "with --check: the id `PREFIX` of a killed node, whose senders may have lost their last records")
 }
 
 // Validate checks c, naming the flag at fault.
@@ -96,6 +103,10 @@ type JetStreamReport struct {
 // JetStream runs the `jetstream` command.
 func JetStream(ctx context.Context, c JetStreamConfig, ios IO) (*JetStreamReport, error) {
 	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	if c.Check.Stream != "" {
+		_, err := CheckStream(ctx, c.Check, ios.Out)
 		return nil, err
 	}
 	self, err := os.Executable()

@@ -15,4 +15,9 @@
 // twice. Delivery is therefore exactly once within one Publisher's life
 // and the window; a node that restarts and re-reads data (a tail resuming
 // from its checkpoint) publishes it under new ids, at least once.
+//
+// Each source's chunks are stored in their order, across failures too: a
+// source has at most one publish awaiting its acknowledgement, and a
+// failed one goes again before anything later of its source (publisher.go
+// says why pipelining a source's chunks could not promise that).
 package jetstream

@@ -1,7 +1,48 @@
 package jetstream
 
+// The publish path.
+//
+// Order per source. JetStream stores the messages of one connection in
+// the order they arrive, but a publish can fail on its own: the stream's
+// leader dies and another is elected, a server has no responder for the
+// subject for a moment, an acknowledgement is lost with a connection. A
+// publish sent again after that lands behind whatever of its source went
+// out in the meantime. Pipelining a source's chunks and, after a failure,
+// sending the failed one and everything after it again in order under the
+// same ids is not enough either: a later chunk that was in flight when an
+// earlier one failed may already be stored (chunk k timed out on a dying
+// leader while chunk k+1 reached the new one), and nothing can put it back
+// behind k. No JetStream header makes a publish wait for another one that
+// is still unacknowledged (Nats-Expected-Last-Subject-Sequence needs the
+// stream sequence of the previous message, known only from its
+// acknowledgement). So a source has at most one publish awaiting its
+// acknowledgement: its later chunks wait, held, in the source's queue, and
+// the acknowledgement of one sends the next. A publish that fails or
+// times out goes again, under its Nats-Msg-Id, before anything later of
+// its source. Sources are independent: up to MaxPending publishes of
+// different sources are in flight at once, so a node with many sources
+// keeps the connection full; a single source moves one chunk per round
+// trip to the stream's leader.
+//
+// Duplicates. A publish sent again may have been stored already (its
+// acknowledgement was lost, or it was still on its way when it timed
+// out). JetStream drops it as a duplicate if it comes within the stream's
+// duplicate window of the first; the leader rebuilds that window from its
+// store when it is elected, so this holds across leader changes too. Only
+// an outage longer than the window (two minutes by default) can store a
+// chunk twice, and then next to itself.
+//
+// Cost. Acknowledgements arrive on one wildcard subscription; each reply
+// subject names the publish's slot and the slot's generation, so an
+// acknowledgement finds its chunk without a map and a late one for a slot
+// already reused is ignored. A slot keeps its message and header between
+// uses, one timer serves every deadline, and the NATS connection's write
+// buffer is large enough that publishes are copied into it and written by
+// its flusher in batches rather than one write per chunk.
+
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -30,8 +71,8 @@ const (
 // Config configures a Publisher. It is plain data with YAML tags, as it
 // appears under a node's output: jetstream section.
 type Config struct {
-	// URL is the NATS server (or comma-separated servers). Default
-	// nats.DefaultURL (nats://127.0.0.1:4222).
+	// URL is the NATS server (or comma-separated servers of a cluster).
+	// Default nats.DefaultURL (nats://127.0.0.1:4222).
 	URL string `yaml:"url"`
 	// Subject receives every chunk. Required.
 	Subject string `yaml:"subject"`
@@ -41,8 +82,17 @@ type Config struct {
 	// Storage is the storage of a stream created for Stream: "file" (the
 	// default) or "memory".
 	Storage string `yaml:"storage"`
-	// MaxPending caps the publishes awaiting an acknowledgement; past it,
-	// the processing goroutine waits, holding its chunk. Default 256.
+	// Replicas is the replica count of a stream created for Stream, on a
+	// cluster. Default 1.
+	Replicas int `yaml:"replicas"`
+	// DuplicateWindow is the de-duplication window of a stream created
+	// for Stream: a chunk sent again within it after its first copy is
+	// stored once. Default JetStream's, two minutes.
+	DuplicateWindow time.Duration `yaml:"duplicate_window"`
+	// MaxPending caps the chunks the publisher holds: those awaiting an
+	// acknowledgement and those waiting behind an earlier chunk of their
+	// source. Past it, the processing goroutine waits, holding its chunk.
+	// Default 256.
 	MaxPending int `yaml:"max_pending"`
 	// AckTimeout is how long an acknowledgement may take before the chunk
 	// is published again (with the same message id). Default 5s.
@@ -68,6 +118,11 @@ const (
 	DefaultRetryWait  = 100 * time.Millisecond
 )
 
+// writeBuffer is the NATS connection's write buffer: publishes are copied
+// into it and its flusher writes them to the socket, several chunks per
+// write, without the publishing goroutine waiting on the write.
+const writeBuffer = 1 << 20
+
 func (c Config) withDefaults() (Config, error) {
 	if c.URL == "" {
 		c.URL = nats.DefaultURL
@@ -83,6 +138,10 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("jetstream: config: storage: %q: must be file or memory", c.Storage)
 	case c.RetryWait < 0:
 		return c, fmt.Errorf("jetstream: config: retry_wait: %v: must not be negative", c.RetryWait)
+	case c.Replicas < 0 || c.Replicas > 5:
+		return c, fmt.Errorf("jetstream: config: replicas: %d: must be from 0 (default) to 5", c.Replicas)
+	case c.DuplicateWindow < 0:
+		return c, fmt.Errorf("jetstream: config: duplicate_window: %v: must not be negative", c.DuplicateWindow)
 	}
 	if c.MaxPending == 0 {
 		c.MaxPending = DefaultMaxPending
@@ -108,91 +167,172 @@ type Stats struct {
 	Published  uint64 // chunks handed to Handle with data
 	Acked      uint64 // chunks acknowledged and released
 	Duplicates uint64 // acks that JetStream flagged as duplicates (a retry of a stored message)
-	Retries    uint64 // publishes sent again after an error or a timeout
-	Pending    int    // chunks awaiting their acknowledgement
+	Retries    uint64 // publishes sent again after an error, a timeout or a reconnect
+	Pending    int    // chunks held: awaiting their acknowledgement or their turn
 }
 
 // Publisher publishes chunks to JetStream; its Handle method is an
 // engine.Handler. Handle is safe for concurrent use by the engine's
-// processing goroutines. Close must come after the engine's Shutdown has
-// returned, when no more chunks can arrive.
+// processing goroutines, which hand it each source's chunks in order.
+// Close must come after the engine's Shutdown has returned, when no more
+// chunks can arrive.
 type Publisher struct {
-	cfg Config
-	nc  *nats.Conn
-	js  jetstream.JetStream
+	cfg   Config
+	nc    *nats.Conn
+	sub   *nats.Subscription
+	inbox string // reply subjects: inbox + a slot's token
 
-	pending chan *pending // FIFO of publishes awaiting their ack
-	closing chan struct{} // closed by Close: finish what is in flight
-	abort   chan struct{} // closed by Close when its ctx ends
-	done    chan struct{} // closed when the ack waiter has returned
+	tokens      chan struct{} // one per chunk held: the MaxPending window
+	kick        chan struct{} // a deadline earlier than the timer's
+	reconnected chan struct{}
+	stop        chan struct{} // closed by Close: run returns, Handle refuses
+	abort       chan struct{} // closed by Close when its ctx ends
+	runDone     chan struct{}
+	idle        chan struct{} // closed once nothing is held after Close began
+
+	mu      sync.Mutex
+	slots   []slot
+	free    []int32
+	sources map[srcs.ID]queue // sources with chunks held
+	held    int
+	wake    time.Time // when run's timer fires; zero: not armed
+	closing bool      // Close began
+	idled   bool      // idle is closed
+	aborted bool      // Close gave up: release nothing more
+	closed  bool
 
 	closeOnce sync.Once
 	closeErr  error
 	onError   func(error)
 
 	published, acked, dups, retries atomic.Uint64
-	inflight                        atomic.Int64
 }
 
-type pending struct {
-	c   engine.Chunk
-	msg *nats.Msg
-	fut jetstream.PubAckFuture // nil after a failed publish
+// A slot holds one chunk from Handle until its acknowledgement.
+type slot struct {
+	c        engine.Chunk
+	state    slotState
+	gen      uint32    // bumped at every reuse; part of the reply subject
+	next     int32     // the next held chunk of the same source, or -1
+	deadline time.Time // sent: when the ack is overdue; retry: when to send again
+	msg      nats.Msg  // reused: Subject, Reply and Header
+	vals     [4]string // the header's values
 }
+
+type slotState uint8
+
+const (
+	slotFree   slotState = iota
+	slotQueued           // behind an earlier chunk of its source
+	slotSent             // awaiting its acknowledgement
+	slotRetry            // failed; waiting RetryWait to go again
+)
+
+// queue is a source's held chunks, oldest first: slot indices linked by
+// slot.next. Only the head has been published.
+type queue struct{ head, tail int32 }
 
 // Option configures a Publisher's injected pieces.
 type Option func(*Publisher)
 
 // WithErrorHandler receives publish errors that are retried (a lost
-// connection, a timeout): they are not fatal, but worth logging. Calls
-// come from the publisher's ack goroutine.
+// connection, a timeout, a stream without a leader): they are not fatal,
+// but worth logging. Calls come from the publisher's goroutines and from
+// the NATS client's; the handler must not call the Publisher.
 func WithErrorHandler(f func(error)) Option { return func(p *Publisher) { p.onError = f } }
 
-// New connects to cfg.URL (reconnecting forever after a loss), ensures
-// cfg.Stream if set, and starts the goroutine that waits for
-// acknowledgements.
+// New connects to cfg.URL (reconnecting forever after a loss, to any
+// server of the list or of the cluster), ensures cfg.Stream if set, and
+// starts the goroutine that keeps deadlines.
 func New(ctx context.Context, cfg Config, opts ...Option) (*Publisher, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	nc, err := nats.Connect(cfg.URL, nats.Name(cfg.Name), nats.MaxReconnects(-1),
-		nats.ReconnectWait(50*time.Millisecond), nats.RetryOnFailedConnect(false))
-	if err != nil {
-		return nil, fmt.Errorf("jetstream: connect %s: %w", cfg.URL, err)
-	}
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(cfg.AckTimeout),
-		jetstream.WithPublishAsyncMaxPending(cfg.MaxPending+1))
-	if err != nil {
-		nc.Close()
-		return nil, fmt.Errorf("jetstream: %w", err)
-	}
-	if cfg.Stream != "" {
-		if _, err := js.Stream(ctx, cfg.Stream); errors.Is(err, jetstream.ErrStreamNotFound) {
-			sc := jetstream.StreamConfig{Name: cfg.Stream, Subjects: []string{cfg.Subject}}
-			if cfg.Storage == "memory" {
-				sc.Storage = jetstream.MemoryStorage
-			}
-			_, err = js.CreateStream(ctx, sc)
-			if err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-				nc.Close()
-				return nil, fmt.Errorf("jetstream: create stream %s: %w", cfg.Stream, err)
-			}
-		} else if err != nil {
-			nc.Close()
-			return nil, fmt.Errorf("jetstream: stream %s: %w", cfg.Stream, err)
-		}
-	}
 	p := &Publisher{
-		cfg: cfg, nc: nc, js: js,
-		pending: make(chan *pending, cfg.MaxPending),
-		closing: make(chan struct{}), abort: make(chan struct{}), done: make(chan struct{}),
+		cfg:         cfg,
+		tokens:      make(chan struct{}, cfg.MaxPending),
+		kick:        make(chan struct{}, 1),
+		reconnected: make(chan struct{}, 1),
+		stop:        make(chan struct{}),
+		abort:       make(chan struct{}),
+		runDone:     make(chan struct{}),
+		idle:        make(chan struct{}),
+		slots:       make([]slot, cfg.MaxPending),
+		free:        make([]int32, cfg.MaxPending),
+		sources:     map[srcs.ID]queue{},
 	}
 	for _, o := range opts {
 		o(p)
 	}
-	go p.waitAcks()
+	for i := range p.slots {
+		p.free[i] = int32(len(p.slots) - 1 - i)
+		s := &p.slots[i]
+		s.msg.Subject = cfg.Subject
+		s.msg.Header = nats.Header{
+			jetstream.MsgIDHeader: s.vals[0:1:1],
+			HeaderSource:          s.vals[1:2:2],
+			HeaderSeq:             s.vals[2:3:3],
+		}
+	}
+	nc, err := nats.Connect(cfg.URL, nats.Name(cfg.Name), nats.MaxReconnects(-1),
+		nats.ReconnectWait(50*time.Millisecond), nats.RetryOnFailedConnect(false),
+		nats.WriteBufferSize(writeBuffer),
+		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
+			if err != nil {
+				p.report(fmt.Errorf("jetstream: disconnected: %w", err))
+			}
+		}),
+		nats.ReconnectHandler(func(*nats.Conn) {
+			select {
+			case p.reconnected <- struct{}{}:
+			default:
+			}
+		}))
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: connect %s: %w", cfg.URL, err)
+	}
+	p.nc = nc
+	if cfg.Stream != "" {
+		if err := ensureStream(ctx, nc, cfg); err != nil {
+			nc.Close()
+			return nil, err
+		}
+	}
+	p.inbox = nc.NewInbox() + "."
+	p.sub, err = nc.Subscribe(p.inbox+"*", p.onAck)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("jetstream: subscribe to acknowledgements: %w", err)
+	}
+	// Unlimited: an acknowledgement dropped as a slow consumer's would
+	// only cost a timeout and a resend, but there are never more than
+	// MaxPending of them to hold.
+	p.sub.SetPendingLimits(-1, -1)
+	go p.run()
 	return p, nil
+}
+
+func ensureStream(ctx context.Context, nc *nats.Conn, cfg Config) error {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
+	if _, err := js.Stream(ctx, cfg.Stream); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		if err != nil {
+			return fmt.Errorf("jetstream: stream %s: %w", cfg.Stream, err)
+		}
+		return nil
+	}
+	sc := jetstream.StreamConfig{Name: cfg.Stream, Subjects: []string{cfg.Subject}, Replicas: cfg.Replicas,
+		Duplicates: cfg.DuplicateWindow}
+	if cfg.Storage == "memory" {
+		sc.Storage = jetstream.MemoryStorage
+	}
+	if _, err := js.CreateStream(ctx, sc); err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		return fmt.Errorf("jetstream: create stream %s: %w", cfg.Stream, err)
+	}
+	return nil
 }
 
 // MaxPayload is the largest message the server accepts. A chunk larger
@@ -200,110 +340,272 @@ func New(ctx context.Context, cfg Config, opts ...Option) (*Publisher, error) {
 // buffers (Config.BufSize) at or below it.
 func (p *Publisher) MaxPayload() int64 { return p.nc.MaxPayload() }
 
+// ConnectedURL is the server the publisher is connected to now, or "" while
+// it is not connected. Safe for concurrent use.
+func (p *Publisher) ConnectedURL() string { return p.nc.ConnectedUrl() }
+
 // MsgID returns the message id of a chunk: prefix, source id, sequence.
 func MsgID(prefix string, c *engine.Chunk) string {
-	return prefix + "." + strconv.FormatUint(uint64(c.Source), 10) + "." + strconv.FormatUint(c.Seq, 10)
+	return string(appendMsgID(nil, prefix, c))
 }
 
-// Handle publishes c and hands it to the ack waiter, which releases it
-// once JetStream has stored it. Chunks without data (end of stream) are
-// released at once. Handle blocks while MaxPending publishes await their
-// acknowledgements: that is the backpressure.
+func appendMsgID(b []byte, prefix string, c *engine.Chunk) []byte {
+	b = append(b, prefix...)
+	b = append(b, '.')
+	b = strconv.AppendUint(b, uint64(c.Source), 10)
+	b = append(b, '.')
+	return strconv.AppendUint(b, c.Seq, 10)
+}
+
+// Handle publishes c, or queues it behind an earlier chunk of its source
+// that awaits its acknowledgement, and releases it once JetStream has
+// stored it. Chunks without data (end of stream) are released at once.
+// Handle blocks while the publisher holds MaxPending chunks: that is the
+// backpressure.
 func (p *Publisher) Handle(c engine.Chunk) {
 	if len(c.Data) == 0 {
 		c.Release()
 		return
 	}
+	select {
+	case p.tokens <- struct{}{}:
+	case <-p.abort:
+		return // Close gave up: the chunk stays held, like every unacknowledged one
+	case <-p.stop:
+		return // Handle after Close: a misuse, but not a hang
+	}
 	p.published.Add(1)
-	msg := &nats.Msg{Subject: p.cfg.Subject, Data: c.Data, Header: nats.Header{
-		jetstream.MsgIDHeader: []string{MsgID(p.cfg.IDPrefix, &c)},
-		HeaderSource:          []string{c.Name},
-		HeaderSeq:             []string{strconv.FormatUint(c.Seq, 10)},
-	}}
+	var idBuf [96]byte
+	id := string(appendMsgID(idBuf[:0], p.cfg.IDPrefix, &c))
+
+	p.mu.Lock()
+	if p.closed || p.aborted {
+		p.mu.Unlock()
+		<-p.tokens
+		return
+	}
+	i := p.free[len(p.free)-1]
+	p.free = p.free[:len(p.free)-1]
+	s := &p.slots[i]
+	s.c, s.next, s.msg.Data = c, -1, c.Data
+	s.vals[0] = id
+	s.vals[1] = c.Name
+	s.vals[2] = id[len(id)-len(strconv.AppendUint(idBuf[:0], c.Seq, 10)):]
 	switch {
 	case c.Flags&srcs.Truncated != 0:
-		msg.Header[HeaderRecords] = []string{"truncated"}
+		s.vals[3] = "truncated"
+		s.msg.Header[HeaderRecords] = s.vals[3:4:4]
 	case c.Flags&srcs.Records != 0:
-		msg.Header[HeaderRecords] = []string{"whole"}
+		s.vals[3] = "whole"
+		s.msg.Header[HeaderRecords] = s.vals[3:4:4]
+	default:
+		delete(s.msg.Header, HeaderRecords)
 	}
-	pd := &pending{c: c, msg: msg}
-	// NATS copies Data into its write buffer, so the chunk stays the only
-	// owner of its bytes until it is released after the ack.
-	p.inflight.Add(1)
-	pd.fut, _ = p.js.PublishMsgAsync(msg)
-	select {
-	case p.pending <- pd:
-	case <-p.abort:
-		// Close gave up: the chunk stays held, like every unacknowledged one.
-		p.inflight.Add(-1)
-	case <-p.done:
-		p.inflight.Add(-1) // Handle after Close: a misuse, but not a hang
+	// The token names the slot and its generation; an ack carries it back.
+	tok := strconv.AppendUint(idBuf[:0], uint64(s.gen)<<32|uint64(i), 36)
+	s.msg.Reply = p.inbox + string(tok)
+	p.held++
+	var err error
+	if q, ok := p.sources[c.Source]; ok {
+		s.state = slotQueued
+		p.slots[q.tail].next = i
+		q.tail = i
+		p.sources[c.Source] = q
+	} else {
+		p.sources[c.Source] = queue{i, i}
+		err = p.sendLocked(i, time.Now())
+	}
+	p.mu.Unlock()
+	if err != nil {
+		p.report(err)
 	}
 }
 
-// waitAcks releases chunks in publish order as their acks arrive, and
-// publishes again those whose publish failed or timed out. After Close it
-// goes on until nothing is in flight.
-func (p *Publisher) waitAcks() {
-	defer close(p.done)
-	closing := p.closing
-	for {
+// sendLocked publishes slot i's message. NATS copies the bytes into its
+// write buffer (or, while reconnecting, its reconnect buffer), so the
+// chunk stays the only owner of its bytes until it is released.
+func (p *Publisher) sendLocked(i int32, now time.Time) error {
+	s := &p.slots[i]
+	s.state, s.deadline = slotSent, now.Add(p.cfg.AckTimeout)
+	err := p.nc.PublishMsg(&s.msg)
+	if err != nil {
+		s.state, s.deadline = slotRetry, now.Add(p.cfg.RetryWait)
+		err = fmt.Errorf("jetstream: publish %s: %w", s.vals[0], err)
+	}
+	if p.wake.IsZero() || s.deadline.Before(p.wake) {
+		p.wake = s.deadline
 		select {
-		case pd := <-p.pending:
-			ok := p.settle(pd)
-			p.inflight.Add(-1)
-			if !ok {
-				// Aborted: this chunk and those still queued stay held,
-				// so nothing (a tail's checkpoint) counts them delivered.
-				return
-			}
-			if closing == nil && p.inflight.Load() == 0 {
-				return
-			}
-		case <-closing:
-			if p.inflight.Load() == 0 {
-				return
-			}
-			closing = nil
-		case <-p.abort:
-			return
+		case p.kick <- struct{}{}:
+		default:
 		}
 	}
+	return err
 }
 
-// settle waits until pd is acknowledged, publishing it again as often as
-// needed. It returns false if Close gave up first.
-func (p *Publisher) settle(pd *pending) bool {
-	for {
-		if pd.fut != nil {
-			select {
-			case ack := <-pd.fut.Ok():
-				if ack.Duplicate {
-					p.dups.Add(1)
+// pubAck is JetStream's reply to a publish.
+type pubAck struct {
+	Stream    string    `json:"stream"`
+	Duplicate bool      `json:"duplicate"`
+	Error     *apiError `json:"error"`
+}
+
+type apiError struct {
+	Code        int    `json:"code"`
+	ErrCode     int    `json:"err_code"`
+	Description string `json:"description"`
+}
+
+func (e *apiError) Error() string {
+	return fmt.Sprintf("%s (%d, error code %d)", e.Description, e.Code, e.ErrCode)
+}
+
+// errNoResponders: no server took the publish; the stream has no leader
+// (an election) or the subject no stream.
+var errNoResponders = errors.New("no responders: the stream has no leader, or the subject no stream")
+
+// onAck handles a reply to a publish, on the subscription's goroutine: an
+// acknowledgement releases the chunk and publishes the next of its
+// source; an error sends the same chunk again after RetryWait.
+func (p *Publisher) onAck(m *nats.Msg) {
+	tok, err := strconv.ParseUint(m.Subject[min(len(p.inbox), len(m.Subject)):], 36, 64)
+	if err != nil {
+		return
+	}
+	i, gen := int(uint32(tok)), uint32(tok>>32)
+	var ackErr error
+	var ack pubAck
+	switch {
+	case len(m.Data) == 0 && m.Header.Get("Status") == "503":
+		ackErr = errNoResponders
+	default:
+		if err := json.Unmarshal(m.Data, &ack); err != nil {
+			ackErr = fmt.Errorf("bad acknowledgement %.100q: %w", m.Data, err)
+		} else if ack.Error != nil {
+			ackErr = ack.Error
+		} else if ack.Stream == "" {
+			ackErr = fmt.Errorf("bad acknowledgement %.100q", m.Data)
+		}
+	}
+
+	p.mu.Lock()
+	if i >= len(p.slots) || p.aborted {
+		p.mu.Unlock()
+		return
+	}
+	s := &p.slots[i]
+	if s.gen != gen || (s.state != slotSent && s.state != slotRetry) {
+		p.mu.Unlock() // a late reply for a chunk already acknowledged
+		return
+	}
+	if ackErr != nil {
+		id := s.vals[0]
+		if s.state == slotSent {
+			s.state, s.deadline = slotRetry, time.Now().Add(p.cfg.RetryWait)
+			if p.wake.IsZero() || s.deadline.Before(p.wake) {
+				p.wake = s.deadline
+				select {
+				case p.kick <- struct{}{}:
+				default:
 				}
-				p.acked.Add(1)
-				pd.c.Release()
-				return true
-			case err := <-pd.fut.Err():
-				p.report(fmt.Errorf("jetstream: publish %s: %w", pd.msg.Header.Get(jetstream.MsgIDHeader), err))
-			case <-p.abort:
-				return false
 			}
 		}
-		t := time.NewTimer(p.cfg.RetryWait)
+		p.mu.Unlock()
+		p.report(fmt.Errorf("jetstream: publish %s: %w", id, ackErr))
+		return
+	}
+	c := s.c
+	next := s.next
+	s.c, s.state, s.msg.Data = engine.Chunk{}, slotFree, nil
+	s.gen++
+	p.free = append(p.free, int32(i))
+	if next >= 0 {
+		p.sources[c.Source] = queue{next, p.sources[c.Source].tail}
+		err = p.sendLocked(next, time.Now())
+	} else {
+		delete(p.sources, c.Source)
+	}
+	p.held--
+	if p.closing && p.held == 0 && !p.idled {
+		p.idled = true
+		close(p.idle)
+	}
+	p.mu.Unlock()
+
+	if ack.Duplicate {
+		p.dups.Add(1)
+	}
+	p.acked.Add(1)
+	c.Release()
+	<-p.tokens
+	if err != nil {
+		p.report(err)
+	}
+}
+
+// run keeps the deadlines: it publishes again the chunks whose
+// acknowledgement is overdue or whose retry is due, and after a reconnect
+// every chunk awaiting an acknowledgement, which the old connection took
+// with it.
+func (p *Publisher) run() {
+	defer close(p.runDone)
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	for {
+		all := false
 		select {
-		case <-t.C:
-		case <-p.abort:
+		case <-p.stop:
 			t.Stop()
-			return false
+			return
+		case <-p.reconnected:
+			all = true
+		case <-p.kick:
+		case <-t.C:
 		}
-		p.retries.Add(1)
-		var err error
-		pd.fut, err = p.js.PublishMsgAsync(pd.msg)
-		if err != nil {
-			p.report(fmt.Errorf("jetstream: publish %s again: %w", pd.msg.Header.Get(jetstream.MsgIDHeader), err))
+		if next := p.resend(all); !next.IsZero() {
+			t.Reset(time.Until(next))
 		}
 	}
+}
+
+// resend publishes again what is due (with all, every chunk awaiting its
+// acknowledgement too) and returns the next deadline, or zero if nothing
+// waits for one.
+func (p *Publisher) resend(all bool) time.Time {
+	var errs []error
+	p.mu.Lock()
+	now := time.Now()
+	var next time.Time
+	if !p.aborted && !p.closed {
+		for i := range p.slots {
+			s := &p.slots[i]
+			if s.state == slotSent && (all || !s.deadline.After(now)) {
+				if !all {
+					errs = append(errs, fmt.Errorf("jetstream: publish %s: no acknowledgement within %v", s.vals[0], p.cfg.AckTimeout))
+				}
+				s.state, s.deadline = slotRetry, now
+			}
+			if s.state == slotRetry && !s.deadline.After(now) {
+				p.retries.Add(1)
+				// Of a source, only its head is ever sent or waiting to
+				// be sent again: the rest are queued behind it.
+				p.wake = now // sendLocked need not kick run: it is here
+				if err := p.sendLocked(int32(i), now); err != nil {
+					errs = append(errs, err)
+				}
+			}
+			if s.state == slotSent || s.state == slotRetry {
+				if next.IsZero() || s.deadline.Before(next) {
+					next = s.deadline
+				}
+			}
+		}
+	}
+	p.wake = next
+	p.mu.Unlock()
+	for _, err := range errs {
+		p.report(err)
+	}
+	return next
 }
 
 func (p *Publisher) report(err error) {
@@ -314,28 +616,44 @@ func (p *Publisher) report(err error) {
 
 // Stats returns the publisher's counters. Safe for concurrent use.
 func (p *Publisher) Stats() Stats {
+	p.mu.Lock()
+	held := p.held
+	p.mu.Unlock()
 	return Stats{
 		Published: p.published.Load(), Acked: p.acked.Load(), Duplicates: p.dups.Load(),
-		Retries: p.retries.Load(), Pending: int(p.inflight.Load()),
+		Retries: p.retries.Load(), Pending: held,
 	}
 }
 
-// Close waits for every pending publish to be acknowledged, then closes
-// the connection. If ctx ends first, the unacknowledged chunks are left
+// Close waits for every chunk held to be acknowledged, then closes the
+// connection. If ctx ends first, the unacknowledged chunks are left
 // unreleased (so no checkpoint covers them), a Handle blocked on a full
 // window returns, and the error says how many were left. Call it after the
 // engine's Shutdown, even one that failed; it is idempotent.
 func (p *Publisher) Close(ctx context.Context) error {
 	p.closeOnce.Do(func() {
-		close(p.closing)
+		p.mu.Lock()
+		p.closing = true
+		if p.held == 0 && !p.idled {
+			p.idled = true
+			close(p.idle)
+		}
+		p.mu.Unlock()
 		select {
-		case <-p.done:
+		case <-p.idle:
 		case <-ctx.Done():
-			n := p.inflight.Load()
+			p.mu.Lock()
+			n := p.held
+			p.aborted = true
+			p.mu.Unlock()
 			close(p.abort)
-			<-p.done
 			p.closeErr = fmt.Errorf("jetstream: close: %d chunks never acknowledged: %w", n, ctx.Err())
 		}
+		p.mu.Lock()
+		p.closed = true
+		p.mu.Unlock()
+		close(p.stop)
+		<-p.runDone
 		p.nc.Close()
 	})
 	return p.closeErr
