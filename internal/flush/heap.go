@@ -45,6 +45,20 @@ func (h *Heap[T]) Fix(m *Mark[T], due time.Time) {
 	h.up(i)
 }
 
+// Set makes m's place in h what a lane's flush deadline says: at due when
+// ok (pushed, or moved if it was elsewhere), and out of h when not. It is
+// how a runner follows driver.Lane.Due after each step of a lane.
+func (h *Heap[T]) Set(m *Mark[T], owner T, due time.Time, ok bool) {
+	switch {
+	case !ok:
+		h.Remove(m)
+	case m.idx == 0:
+		h.Push(m, owner, due)
+	case !m.due.Equal(due):
+		h.Fix(m, due)
+	}
+}
+
 // Remove takes m out of h. Removing a mark in no heap does nothing.
 func (h *Heap[T]) Remove(m *Mark[T]) {
 	if m.idx == 0 {

@@ -26,7 +26,7 @@ func TestHeapAgainstModel(t *testing.T) {
 	for step := range 20000 {
 		it := items[rnd.IntN(len(items))]
 		due := base.Add(time.Duration(rnd.IntN(1000)) * time.Microsecond)
-		switch op := rnd.IntN(4); {
+		switch op := rnd.IntN(5); {
 		case op == 0 && !it.mark.In():
 			h.Push(&it.mark, it, due)
 			model[it.id] = due
@@ -36,6 +36,15 @@ func TestHeapAgainstModel(t *testing.T) {
 		case op == 2:
 			h.Remove(&it.mark)
 			delete(model, it.id)
+		case op == 4:
+			// Set follows a deadline that may be there or not.
+			ok := rnd.IntN(3) > 0
+			h.Set(&it.mark, it, due, ok)
+			if ok {
+				model[it.id] = due
+			} else {
+				delete(model, it.id)
+			}
 		case op == 3 && h.Len() > 0:
 			got, gotDue := h.Min()
 			h.Remove(&got.mark)
