@@ -18,7 +18,7 @@ DEB_PKGS ?= fio jq mosquitto
 FUZZTIME ?= 10s
 TEST_TIMEOUT ?= 20m
 
-.PHONY: all build deps test vet lint fuzz bench microbench fio-check sluice-bench soak clean
+.PHONY: all build deps test invariants vet lint fuzz bench microbench fio-check sluice-bench soak clean
 
 all: build
 
@@ -44,8 +44,16 @@ lint:
 
 test: deps vet lint
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	$(MAKE) invariants
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime=1x ./...
 	$(MAKE) fio-check
+
+# invariants runs the lane driver's own checks (internal/driver, built with
+# -tags invariants: a buffer held by one lane only, Finish exactly once, no
+# emit after it) under the runners' tests and the framed conformance suite.
+invariants:
+	$(GO) test -tags invariants -count=1 ./internal/... ./ring/ ./fallback/
+	$(GO) test -tags invariants -count=1 -run 'Framed|ConformanceTinyPool|ConformanceResetMidBuffer' ./engine/
 
 # fio-check drives the sink with fio's net engine from 1,000 connections
 # and requires the byte totals to reconcile exactly.
@@ -83,7 +91,7 @@ soak: deps sluice-bench
 
 # microbench runs the micro benchmarks that guard the hot paths.
 microbench:
-	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./pool/ ./ring/ ./fallback/ ./srcs/ ./bench/
+	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./pool/ ./ring/ ./fallback/ ./srcs/ ./internal/driver/ ./bench/
 
 clean:
 	$(GO) clean -testcache

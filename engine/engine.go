@@ -170,7 +170,7 @@ type sourceOpts struct {
 func WithFlush(d time.Duration) SourceOption { return func(o *sourceOpts) { o.flush = d } }
 
 // WithFraming delivers the source in whole records framed by f (see
-// srcs.Frames and srcs.ParseFraming); nil delivers raw bytes. It overrides
+// srcs.Framer and srcs.ParseFraming); nil delivers raw bytes. It overrides
 // the framer of a srcs.Framed source.
 func WithFraming(f srcs.Framer) SourceOption {
 	return func(o *sourceOpts) { o.framer, o.framerOK = f, true }

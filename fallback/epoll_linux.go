@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-io/sluice/internal/driver"
 	"github.com/sluice-io/sluice/internal/lanes"
 	"github.com/sluice-io/sluice/srcs"
 )
@@ -115,7 +116,7 @@ func (e *Epoll) Name() string { return "epoll" }
 // with net.ErrClosed after Close, when epoll refuses the descriptor, and
 // with the first worker's failure once every worker has failed.
 func (e *Epoll) Add(l *srcs.Lane) error {
-	if err := checkLane("epoll", l); err != nil {
+	if err := driver.Check("fallback: epoll", l); err != nil {
 		return err
 	}
 	ds, ok := l.Src.(srcs.Descriptor)

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-io/sluice/internal/driver"
 	"github.com/sluice-io/sluice/internal/flush"
 	"github.com/sluice-io/sluice/srcs"
 )
@@ -20,7 +21,7 @@ import (
 // epLane is a worker's state for one lane. Slots are reused; the token
 // (index and generation) tells incarnations apart.
 type epLane struct {
-	f   fill
+	f   driver.Lane
 	tok uint64 // zero when the slot is free
 	// early is the token of a readiness event that beat its add command,
 	// and earlyHup whether that event reported a hang-up or an error.
@@ -112,10 +113,10 @@ func (w *epWorker) service(ln *epLane) {
 			// No new reads; the lane stays readable for the resume.
 			break
 		}
-		if ln.f.needsBuffer() && !w.acquire(ln) {
+		if ln.f.NeedsBuffer() && !w.acquire(ln) {
 			return
 		}
-		space := ln.f.space()
+		space := ln.f.Space()
 		var n int
 		var err error
 		truncated := false
@@ -127,15 +128,15 @@ func (w *epWorker) service(ln *epLane) {
 		switch {
 		case err == unix.EAGAIN:
 			ln.readable, ln.full = false, false
-			if ln.f.pending() == 0 {
-				ln.f.flush() // idle lanes hold no buffer
+			if ln.f.Pending() == 0 {
+				ln.f.Flush(time.Now()) // idle lanes hold no buffer
 			}
 			return
 		case err != nil:
 			w.finish(ln, srcs.Classify(os.NewSyscallError(w.readOp(ln), err)))
 			return
 		case truncated:
-			ln.f.drop(n, w.e.log, "epoll")
+			ln.f.Drop(n, w.e.log, "fallback: epoll")
 			continue
 		case n == 0 && ln.kind != srcs.Datagram:
 			w.finish(ln, io.EOF)
@@ -144,11 +145,11 @@ func (w *epWorker) service(ln *epLane) {
 		if ln.kind == srcs.File {
 			ln.off += int64(n)
 		}
-		if err := ln.f.commit(n, time.Now()); err != nil {
+		if err := ln.f.Commit(n, time.Now()); err != nil {
 			w.finish(ln, err)
 			return
 		}
-		if ln.f.cut && !w.acquire(ln) {
+		if ln.f.Cutting() && !w.acquire(ln) {
 			return // the grant completes the cut and reads on
 		}
 		w.holdPartial(ln)
@@ -201,13 +202,13 @@ func (w *epWorker) read(ln *epLane, p []byte) (int, error) {
 // acquire gives a lane a buffer, or queues it for the next one the pool
 // frees and reports false. The lane stays readable meanwhile.
 func (w *epWorker) acquire(ln *epLane) bool {
-	a := ln.f.l.Account
+	a := ln.f.Lane().Account
 	b, ok := a.TryAcquire()
 	if !ok {
 		var err error
 		b, ok, err = a.Wait(ln.notify)
 		if err != nil {
-			w.finish(ln, fmt.Errorf("fallback: epoll: lane %d: acquire: %w", ln.f.l.ID, err))
+			w.finish(ln, fmt.Errorf("fallback: epoll: lane %d: acquire: %w", ln.f.Lane().ID, err))
 			return false
 		}
 		if !ok {
@@ -215,7 +216,8 @@ func (w *epWorker) acquire(ln *epLane) bool {
 			return false
 		}
 	}
-	ln.f.hold(b)
+	ln.f.Hold(b, time.Now())
+	w.holdPartial(ln)
 	return true
 }
 
@@ -226,12 +228,12 @@ func (w *epWorker) grant(tok uint64) {
 	if ln == nil || !ln.waiting {
 		return
 	}
-	a := ln.f.l.Account
+	a := ln.f.Lane().Account
 	b, ok := a.Claim()
 	if !ok {
 		var err error
 		if b, ok, err = a.Wait(ln.notify); err != nil {
-			w.finish(ln, fmt.Errorf("fallback: epoll: lane %d: acquire: %w", ln.f.l.ID, err))
+			w.finish(ln, fmt.Errorf("fallback: epoll: lane %d: acquire: %w", ln.f.Lane().ID, err))
 			return
 		}
 		if !ok {
@@ -239,7 +241,7 @@ func (w *epWorker) grant(tok uint64) {
 		}
 	}
 	ln.waiting = false
-	if w.e.paused.Load() && !ln.f.cut {
+	if w.e.paused.Load() && !ln.f.Cutting() {
 		// Not to be read into before the resume: the buffer serves the
 		// next waiter better. The lane stays readable and queued, so the
 		// resume acquires again.
@@ -247,6 +249,7 @@ func (w *epWorker) grant(tok uint64) {
 		w.enqueue(ln)
 		return
 	}
-	ln.f.hold(b)
+	ln.f.Hold(b, time.Now())
+	w.holdPartial(ln)
 	w.enqueue(ln) // readable: it was when it asked
 }

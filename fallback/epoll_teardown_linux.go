@@ -22,14 +22,14 @@ func (w *epWorker) finish(ln *epLane, err error) {
 		_ = unix.EpollCtl(w.epfd, unix.EPOLL_CTL_DEL, ln.fd, nil)
 	}
 	w.flushes.Remove(&ln.fl)
-	l, tok := ln.f.l, ln.tok
+	l, tok := ln.f.Lane(), ln.tok
 	f := ln.f
 	*ln = epLane{} // the slot is free; queued tokens go stale
 	w.freeSlot(tok)
 	w.load.Add(-1)
 	w.e.lanesN.Add(-1)
 	w.e.forget(l, tok)
-	f.finish(err)
+	f.Finish(err)
 }
 
 // shutdown finishes every lane, including those whose add command is still

@@ -318,9 +318,9 @@ func (w *epWorker) add(c *epCmd) {
 		sock:   c.sock,
 	}
 	if c.kind == srcs.Datagram {
-		ln.f.resetDatagram(c.lane, c.lane.Flush)
+		ln.f.ResetDatagram(c.lane, c.lane.Flush)
 	} else {
-		ln.f.reset(c.lane, c.lane.Flush)
+		ln.f.Reset(c.lane, c.lane.Flush)
 	}
 	tok := c.tok
 	ln.notify = func() { w.post(epCmd{op: epGrant, tok: tok}) }

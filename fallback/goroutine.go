@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-io/sluice/internal/driver"
 	"github.com/sluice-io/sluice/srcs"
 )
 
@@ -81,7 +82,7 @@ func (g *Goroutine) Name() string { return "goroutine" }
 // fields under mu are owned by the lane's goroutine; mu orders deadline
 // changes between it and Remove.
 type goLane struct {
-	f      fill
+	f      driver.Lane
 	ctx    context.Context // ends on Remove or Close, to abandon pool and pause waits
 	cancel context.CancelFunc
 
@@ -104,7 +105,7 @@ type goLane struct {
 // Add starts a goroutine that drives l. It fails after Close, for a lane
 // that is already being driven, and for a malformed lane.
 func (g *Goroutine) Add(l *srcs.Lane) error {
-	if err := checkLane("goroutine", l); err != nil {
+	if err := driver.Check("fallback: goroutine", l); err != nil {
 		return err
 	}
 	gl := &goLane{}
@@ -125,9 +126,9 @@ func (g *Goroutine) Add(l *srcs.Lane) error {
 			return fmt.Errorf("fallback: goroutine: add %w", err)
 		}
 		gl.dgram = dr
-		gl.f.resetDatagram(l, flush)
+		gl.f.ResetDatagram(l, flush)
 	} else {
-		gl.f.reset(l, flush)
+		gl.f.Reset(l, flush)
 	}
 	gl.ctx, gl.cancel = context.WithCancel(context.Background())
 
@@ -234,16 +235,16 @@ func (g *Goroutine) run(gl *goLane) {
 		gl.timer.Stop()
 	}
 	g.mu.Lock()
-	delete(g.lanes, gl.f.l)
+	delete(g.lanes, gl.f.Lane())
 	g.retired += gl.reads.Load()
 	g.waited += gl.waits.Load()
 	g.mu.Unlock()
-	gl.f.finish(err)
+	gl.f.Finish(err)
 }
 
 // drive reads the lane until it ends and returns the error to finish with.
 func (g *Goroutine) drive(gl *goLane) error {
-	f, l := &gl.f, gl.f.l
+	f, l := &gl.f, gl.f.Lane()
 	for {
 		if gl.stop.Load() {
 			return srcs.ErrStopped
@@ -254,8 +255,8 @@ func (g *Goroutine) drive(gl *goLane) error {
 			}
 			continue
 		}
-		if f.needsBuffer() {
-			if !f.held() && gl.rc != nil {
+		if f.NeedsBuffer() {
+			if !f.Held() && gl.rc != nil {
 				if err := gl.awaitReadable(); err != nil {
 					return gl.readErr(err)
 				}
@@ -267,7 +268,7 @@ func (g *Goroutine) drive(gl *goLane) error {
 				}
 				return fmt.Errorf("fallback: goroutine: lane %d: acquire: %w", l.ID, err)
 			}
-			f.hold(b)
+			f.Hold(b, time.Now())
 			// Re-check stop and pause: the wait may have been long.
 			continue
 		}
@@ -278,16 +279,16 @@ func (g *Goroutine) drive(gl *goLane) error {
 		var err error
 		truncated := false
 		if gl.dgram != nil {
-			n, truncated, err = gl.dgram.ReadDatagram(f.space())
+			n, truncated, err = gl.dgram.ReadDatagram(f.Space())
 		} else {
-			n, err = l.Src.Read(f.space())
+			n, err = l.Src.Read(f.Space())
 		}
 		gl.reads.Add(1)
 		now := time.Now()
 		switch {
 		case gl.dgram == nil:
 			if n > 0 {
-				if cerr := f.commit(n, now); cerr != nil {
+				if cerr := f.Commit(n, now); cerr != nil {
 					return cerr
 				}
 			}
@@ -295,21 +296,21 @@ func (g *Goroutine) drive(gl *goLane) error {
 			// No datagram came with the error.
 		case truncated:
 			// The netpoller path does not learn the real length.
-			f.drop(n+1, g.log, "goroutine")
+			f.Drop(n+1, g.log, "fallback: goroutine")
 		default:
-			f.commit(n, now) // n may be 0: an empty datagram
+			f.Commit(n, now) // n may be 0: an empty datagram
 		}
 		if err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) && !gl.stop.Load() {
 				// Our flush deadline fired. Flush whatever is held; with
 				// nothing held the deadline was stale, so set it again.
 				gl.dlSet = false
-				f.flush()
+				f.Flush(now)
 				continue
 			}
 			return gl.readErr(err)
 		}
-		f.flushIfDue(now)
+		f.FlushIfDue(now)
 	}
 }
 
@@ -331,7 +332,7 @@ func (gl *goLane) setDeadline() error {
 	if gl.dl == nil {
 		return nil
 	}
-	want, _ := gl.f.due()
+	want, _ := gl.f.Due()
 	if gl.dlSet && want.Equal(gl.dlCur) {
 		return nil
 	}
@@ -390,8 +391,8 @@ func (gl *goLane) peekReadable(fd uintptr) bool {
 // when its timeout passes, and returns false if the lane is stopped.
 func (g *Goroutine) pauseWait(gl *goLane) bool {
 	f := &gl.f
-	if f.held() && f.pending() == 0 {
-		f.flush() // an idle lane pins no buffer
+	if f.Held() && f.Pending() == 0 {
+		f.Flush(time.Now()) // an idle lane pins no buffer
 	}
 	g.mu.Lock()
 	resume := g.resume
@@ -400,10 +401,10 @@ func (g *Goroutine) pauseWait(gl *goLane) bool {
 		return true
 	}
 	var timeout <-chan time.Time
-	if due, ok := f.due(); ok {
+	if due, ok := f.Due(); ok {
 		d := time.Until(due)
 		if d <= 0 {
-			f.flush()
+			f.Flush(time.Now())
 			return true
 		}
 		if gl.timer == nil {
@@ -423,7 +424,7 @@ func (g *Goroutine) pauseWait(gl *goLane) bool {
 	case <-gl.ctx.Done():
 		return false
 	case <-timeout:
-		f.flush()
+		f.Flush(time.Now())
 	}
 	return true
 }

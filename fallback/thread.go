@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-io/sluice/internal/driver"
 	"github.com/sluice-io/sluice/srcs"
 )
 
@@ -93,7 +94,7 @@ func (t *Thread) Name() string { return "thread" }
 // threadLane is the state of one lane. Everything but stop, the counters
 // and the fields under mu is owned by the lane's thread.
 type threadLane struct {
-	f      fill
+	f      driver.Lane
 	fd     int
 	kind   srcs.Kind
 	off    int64 // next pread offset, for files
@@ -115,7 +116,7 @@ type threadLane struct {
 // source that is no srcs.Descriptor, for a datagram descriptor that is no
 // SOCK_DGRAM socket, and after Close.
 func (t *Thread) Add(l *srcs.Lane) error {
-	if err := checkLane("thread", l); err != nil {
+	if err := driver.Check("fallback: thread", l); err != nil {
 		return err
 	}
 	d, ok := l.Src.(srcs.Descriptor)
@@ -195,9 +196,9 @@ func newThreadLane(l *srcs.Lane, d srcs.Descriptor) (*threadLane, error) {
 	}
 	tl := &threadLane{fd: desc.FD, kind: desc.Kind, off: desc.Offset, wake: wake}
 	if desc.Kind == srcs.Datagram {
-		tl.f.resetDatagram(l, l.Flush)
+		tl.f.ResetDatagram(l, l.Flush)
 	} else {
-		tl.f.reset(l, l.Flush)
+		tl.f.Reset(l, l.Flush)
 	}
 	tl.fds[0] = unix.PollFd{Fd: int32(desc.FD), Events: unix.POLLIN}
 	tl.fds[1] = unix.PollFd{Fd: int32(wake.r), Events: unix.POLLIN}
@@ -310,13 +311,13 @@ func (t *Thread) run(tl *threadLane) {
 	tl.closeWake()
 	tl.cancel()
 	t.mu.Lock()
-	delete(t.lanes, tl.f.l)
+	delete(t.lanes, tl.f.Lane())
 	t.threads--
 	t.retired.Reads += tl.reads.Load()
 	t.retired.Waits += tl.waits.Load()
 	t.retired.Wakeups += tl.wakes.Load()
 	t.mu.Unlock()
-	tl.f.finish(err)
+	tl.f.Finish(err)
 }
 
 // drive reads the lane until it ends and returns the error to finish with.
@@ -326,7 +327,7 @@ func (t *Thread) drive(tl *threadLane) error {
 		if tl.stop.Load() {
 			return srcs.ErrStopped
 		}
-		if f.cut {
+		if f.Cutting() {
 			// Whole records wait for the buffer their tail moves into.
 			if err := tl.acquire(); err != nil {
 				return err
@@ -334,14 +335,14 @@ func (t *Thread) drive(tl *threadLane) error {
 			continue
 		}
 		paused := t.pausedFlag.Load()
-		if paused && f.held() && f.pending() == 0 {
-			f.flush() // an idle lane pins no buffer
+		if paused && f.Held() && f.Pending() == 0 {
+			f.Flush(time.Now()) // an idle lane pins no buffer
 		}
 		timeout := -1
-		if due, ok := f.due(); ok {
+		if due, ok := f.Due(); ok {
 			d := time.Until(due)
 			if d <= 0 {
-				f.flush()
+				f.Flush(time.Now())
 				continue
 			}
 			// Round up, since waking early would only poll again, and
@@ -357,7 +358,7 @@ func (t *Thread) drive(tl *threadLane) error {
 				continue
 			}
 		}
-		if !f.held() {
+		if !f.Held() {
 			if err := tl.acquire(); err != nil {
 				return err
 			}
@@ -369,17 +370,17 @@ func (t *Thread) drive(tl *threadLane) error {
 		var err error
 		truncated := false
 		if tl.kind == srcs.Datagram {
-			n, truncated, err = recvDatagram(tl.fd, f.space())
+			n, truncated, err = recvDatagram(tl.fd, f.Space())
 		} else {
-			n, err = tl.read(f.space())
+			n, err = tl.read(f.Space())
 		}
 		tl.reads.Add(1)
 		switch {
 		case err == unix.EINTR || err == unix.EAGAIN:
-			if err == unix.EAGAIN && tl.kind == srcs.Datagram && f.pending() == 0 {
+			if err == unix.EAGAIN && tl.kind == srcs.Datagram && f.Pending() == 0 {
 				// A datagram that failed its checksum made poll report
 				// readable; an idle lane holds no buffer.
-				f.flush()
+				f.Flush(time.Now())
 			}
 			continue
 		case err != nil:
@@ -388,7 +389,7 @@ func (t *Thread) drive(tl *threadLane) error {
 			}
 			return srcs.Classify(os.NewSyscallError(tl.readOp(), err))
 		case truncated:
-			f.drop(n, t.log, "thread")
+			f.Drop(n, t.log, "fallback: thread")
 			continue
 		case n == 0 && tl.kind != srcs.Datagram:
 			if tl.stop.Load() {
@@ -397,24 +398,24 @@ func (t *Thread) drive(tl *threadLane) error {
 			return io.EOF
 		}
 		now := time.Now()
-		if err := f.commit(n, now); err != nil {
+		if err := f.Commit(n, now); err != nil {
 			return err
 		}
-		f.flushIfDue(now)
+		f.FlushIfDue(now)
 	}
 }
 
 // acquire waits for a buffer from the lane's account and gives it to the
 // fill.
 func (tl *threadLane) acquire() error {
-	b, err := tl.f.l.Account.Acquire(tl.ctx)
+	b, err := tl.f.Lane().Account.Acquire(tl.ctx)
 	if err != nil {
 		if tl.stop.Load() {
 			return srcs.ErrStopped
 		}
-		return fmt.Errorf("fallback: thread: lane %d: acquire: %w", tl.f.l.ID, err)
+		return fmt.Errorf("fallback: thread: lane %d: acquire: %w", tl.f.Lane().ID, err)
 	}
-	tl.f.hold(b)
+	tl.f.Hold(b, time.Now())
 	return nil
 }
 
@@ -433,7 +434,7 @@ func (tl *threadLane) poll(paused bool, timeout int) (bool, error) {
 	case err == unix.EINTR:
 		return false, nil
 	case err != nil:
-		return false, fmt.Errorf("fallback: thread: lane %d: %w", tl.f.l.ID, os.NewSyscallError("poll", err))
+		return false, fmt.Errorf("fallback: thread: lane %d: %w", tl.f.Lane().ID, os.NewSyscallError("poll", err))
 	}
 	if tl.fds[1].Revents != 0 {
 		// The caller re-checks stop and pause before anything else.
@@ -441,7 +442,7 @@ func (tl *threadLane) poll(paused bool, timeout int) (bool, error) {
 		return false, nil
 	}
 	if tl.fds[0].Revents&unix.POLLNVAL != 0 {
-		return false, fmt.Errorf("fallback: thread: lane %d: descriptor %d: %w", tl.f.l.ID, tl.fd, os.ErrClosed)
+		return false, fmt.Errorf("fallback: thread: lane %d: descriptor %d: %w", tl.f.Lane().ID, tl.fd, os.ErrClosed)
 	}
 	// POLLHUP and POLLERR count as readable: the read reports them.
 	return tl.fds[0].Revents != 0, nil

@@ -2,7 +2,10 @@
 // and mapping, the submission and completion queues, SQE preparation, buffer
 // and file registration, provided buffer rings, a cross-thread [Waker], an
 // off-heap [Arena] for memory the kernel touches, and a cached feature
-// [Probe]. [Runner], the io_uring runner, is built on it.
+// [Probe]. [Runner], the io_uring runner, is built on it: its workers arm
+// polls and reads, reap their completions, wait and wake, and leave what a
+// lane does with the bytes (commit, framing, flush, emit, finish) to
+// internal/driver's Lane, which every runner shares.
 //
 // # Kernel versions
 //

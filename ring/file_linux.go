@@ -61,11 +61,12 @@ const (
 // meanwhile is read exactly as a sequence of single reads would read it.
 type fileAhead struct {
 	q        [fileDepth]fileRead
-	head     int   // oldest read not yet emitted
-	n        int   // reads from head on that hold a buffer
-	inflight int   // reads submitted and not completed
-	next     int64 // offset of the next read to issue
-	end      error // io.EOF or a read error: issue no more; finish when drained
+	head     int       // oldest read not yet emitted
+	n        int       // reads from head on that hold a buffer
+	inflight int       // reads submitted and not completed
+	next     int64     // offset of the next read to issue
+	end      error     // io.EOF or a read error: issue no more; finish when drained
+	grant    *pool.Buf // a buffer the pool granted the lane, for its next read
 }
 
 // advanceFile issues reads for a file lane until fileDepth are queued, the
@@ -73,16 +74,16 @@ type fileAhead struct {
 func (w *worker) advanceFile(ln *lane) {
 	fa := ln.fa
 	for fa.end == nil && fa.n < fileDepth {
-		b := ln.buf
+		b := fa.grant
 		if b != nil {
-			ln.buf = nil // a granted buffer serves the next read
+			fa.grant = nil // a granted buffer serves the next read
 		} else if fa.n == 0 {
 			// Nothing queued: wait for a buffer like any lane (the grant
 			// enqueues the lane again).
 			if !w.acquire(ln) {
 				return
 			}
-			b, ln.buf = ln.buf, nil
+			b, fa.grant = fa.grant, nil
 		} else {
 			var ok bool
 			if b, ok = ln.l.Account.TryAcquire(); !ok {
@@ -91,7 +92,7 @@ func (w *worker) advanceFile(ln *lane) {
 		}
 		s := w.sqe()
 		if s == nil {
-			ln.buf = b
+			fa.grant = b
 			w.enqueue(ln)
 			return
 		}
@@ -236,6 +237,10 @@ func (w *worker) releaseFileReads(ln *lane) {
 		*fr = fileRead{}
 	}
 	fa.n, fa.inflight = 0, 0
+	if fa.grant != nil {
+		fa.grant.Release()
+		fa.grant = nil
+	}
 }
 
 // abandonFile gives up the buffers of reads still in flight when the

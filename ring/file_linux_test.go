@@ -51,6 +51,7 @@ func fileRig(t *testing.T, depth int) (*worker, *lane, *orderEmitter, *pool.Pool
 	l := &srcs.Lane{ID: 1, Account: p.Join(1), Out: out}
 	idx, gen := w.allocSlot()
 	ln := &lane{l: l, slot: idx, gen: gen, mode: modeFile, fa: &fileAhead{}, op: tagRead}
+	ln.d.Reset(l, 0)
 	w.slots = []*lane{ln}
 	w.live = 1
 	for k := range depth {

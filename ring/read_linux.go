@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-io/sluice/pool"
 	"github.com/sluice-io/sluice/srcs"
 )
 
@@ -73,7 +74,9 @@ func (w *worker) readDone(ln *lane, res int32, flags CQEFlags) {
 		if ln.mode == modeFileSeq {
 			ln.off += int64(res)
 		}
-		if err := w.commit(ln, int(res)); err != nil {
+		err := ln.d.Commit(int(res), time.Now())
+		w.settle(ln)
+		if err != nil {
 			w.finish(ln, err)
 			return
 		}
@@ -108,7 +111,7 @@ func (w *worker) readDone(ln *lane, res int32, flags CQEFlags) {
 	}
 	if ln.flushNow {
 		ln.flushNow = false
-		w.flushLane(ln)
+		w.flushLane(ln, time.Now())
 	}
 	w.enqueue(ln)
 }
@@ -127,56 +130,19 @@ func (m readMode) opName() string {
 // frames it, or drops it if it was cut short.
 func (w *worker) datagram(ln *lane, size int) {
 	if size > ln.want || w.msgs[ln.slot].hdr.Flags&unix.MSG_TRUNC != 0 {
-		if !ln.warned {
-			ln.warned = true
-			w.r.log.Warn("ring: runner: dropped a datagram larger than the buffer space (further drops on this lane are not logged)",
-				"lane", ln.l.ID, "source", ln.l.Name(), "size", size, "room", ln.want)
-		}
-		if ln.dropRep != nil {
-			ln.dropRep.DatagramDropped(ln.l, size)
-		}
-		return
+		ln.d.Drop(size, w.r.log, "ring: runner")
+	} else {
+		ln.d.Commit(size, time.Now()) // a datagram lane is never framed
 	}
-	srcs.PutDatagramHeader(ln.buf.Bytes()[ln.n:], size)
-	w.commit(ln, srcs.DatagramHeaderLen+size)
+	w.settle(ln)
 }
 
-// commit records n bytes read into the free tail of ln's buffer, emitting
-// it when full, or at once when the lane holds no partial data. An error
-// ends the lane: the bytes could not be framed.
-func (w *worker) commit(ln *lane, n int) error {
-	if ln.fr.On() {
-		return w.commitFramed(ln, n)
-	}
-	if ln.n == 0 {
-		ln.first = time.Now()
-	}
-	ln.n += n
-	b := ln.buf.Bytes()
-	switch {
-	case ln.n == len(b):
-		w.emit(ln, 0)
-	case ln.mode == modeDgram && srcs.DatagramSpace(b, ln.n) < min(ln.dgram, len(b)-srcs.DatagramHeaderLen):
-		// The next datagram might not fit.
-		w.emit(ln, srcs.Partial)
-	case ln.l.Flush <= 0:
-		w.emit(ln, srcs.Partial)
-	case !ln.fl.In():
-		w.holdPartial(ln)
-	}
-	return nil
-}
-
-// emit hands the held data downstream; ownership of the buffer goes with it.
-func (w *worker) emit(ln *lane, flags srcs.Flags) {
-	w.flushes.Remove(&ln.fl)
-	if ln.mode == modeDgram {
-		flags |= srcs.Datagrams
-	}
-	b, n, first := ln.buf, ln.n, ln.first
-	ln.buf, ln.n, ln.first = nil, 0, time.Time{}
-	ln.l.Out.Emit(ln.l, b, n, flags, first)
-	w.unyielded++
+// settle follows a step of ln's driver: it counts the chunks it emitted
+// and keeps ln's place in the flush heap at the driver's deadline.
+func (w *worker) settle(ln *lane) {
+	w.unyielded += ln.d.TakeEmitted()
+	due, ok := ln.d.Due()
+	w.flushes.Set(&ln.fl, ln, due, ok)
 }
 
 // enqueue puts ln in the ready queue, to be advanced this turn.
@@ -226,15 +192,12 @@ func (w *worker) advance(ln *lane) {
 	if ln.op != tagNone && ln.fa == nil || ln.waiting {
 		return
 	}
-	if ln.cut && !w.acquire(ln) {
+	if ln.d.Cutting() && !w.acquire(ln) {
 		return // the grant completes the cut
 	}
 	if !ln.readable {
-		if ln.buf != nil && ln.n == 0 {
-			// Idle lanes hold no buffer.
-			b := ln.buf
-			ln.buf = nil
-			b.Release()
+		if ln.d.Held() && ln.d.Pending() == 0 {
+			ln.d.Flush(time.Now()) // idle lanes hold no buffer
 		}
 		s := w.sqe()
 		if s == nil {
@@ -248,12 +211,10 @@ func (w *worker) advance(ln *lane) {
 		return
 	}
 	if w.r.paused.Load() {
-		if ln.buf != nil && ln.n == 0 {
+		if ln.d.Held() && ln.d.Pending() == 0 {
 			// A grant that arrived during the pause: the buffer serves the
 			// next waiter better, and the resume acquires again.
-			b := ln.buf
-			ln.buf = nil
-			b.Release()
+			ln.d.Flush(time.Now())
 		}
 		if !ln.parked {
 			ln.parked = true
@@ -265,7 +226,7 @@ func (w *worker) advance(ln *lane) {
 		w.advanceFile(ln)
 		return
 	}
-	if ln.buf == nil && !w.acquire(ln) {
+	if !ln.d.Held() && !w.acquire(ln) {
 		return
 	}
 	s := w.sqe()
@@ -273,10 +234,7 @@ func (w *worker) advance(ln *lane) {
 		w.enqueue(ln)
 		return
 	}
-	space := ln.buf.Bytes()[ln.n:]
-	if ln.mode == modeDgram {
-		space = space[srcs.DatagramHeaderLen:]
-	}
+	space := ln.d.Space()
 	ln.want = len(space)
 	switch ln.mode {
 	case modeSock:
@@ -321,6 +279,18 @@ func (w *worker) acquire(ln *lane) bool {
 	}
 	w.take(ln, b)
 	return true
+}
+
+// take gives ln the buffer b from its account: a file lane's next
+// read-ahead goes into it; any other lane's driver holds it (and a pending
+// cut moves its incomplete record into it).
+func (w *worker) take(ln *lane, b *pool.Buf) {
+	if ln.fa != nil {
+		ln.fa.grant = b
+		return
+	}
+	ln.d.Hold(b, time.Now())
+	w.settle(ln)
 }
 
 // grant collects a buffer the pool reserved for a waiting lane. Grants may
@@ -376,4 +346,16 @@ func (w *worker) allocMsg(slot uint32) error {
 	}
 	w.msgs[slot] = m
 	return nil
+}
+
+// prepSeqRead prepares the read of a framed file lane into space, the free
+// tail of its buffer: a READ_FIXED when the buffer is registered with the
+// ring, else a READ.
+func (w *worker) prepSeqRead(s *SQE, ln *lane, space []byte) {
+	b := ln.d.Buf()
+	if idx := b.Index(); w.fixed && idx < len(w.iovs) && w.iovs[idx].Base == &b.Bytes()[0] {
+		s.PrepReadFixed(ln.fd, space, uint64(ln.off), uint16(idx))
+	} else {
+		s.PrepRead(ln.fd, space, uint64(ln.off))
+	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-io/sluice/internal/driver"
 	"github.com/sluice-io/sluice/internal/lanes"
 	"github.com/sluice-io/sluice/pool"
 	"github.com/sluice-io/sluice/srcs"
@@ -235,7 +236,7 @@ func (r *Runner) Name() string { return "uring" }
 // datagram descriptor that is no SOCK_DGRAM socket, with net.ErrClosed after
 // Close, and with the first worker's failure once every worker has failed.
 func (r *Runner) Add(l *srcs.Lane) error {
-	if err := checkLane(l); err != nil {
+	if err := driver.Check("ring: runner", l); err != nil {
 		return err
 	}
 	ds, ok := l.Src.(srcs.Descriptor)
@@ -299,23 +300,6 @@ func (r *Runner) addableLocked(l *srcs.Lane) error {
 		return fmt.Errorf("ring: runner: add lane %d: %w", l.ID, net.ErrClosed)
 	case r.table.Has(l):
 		return fmt.Errorf("ring: runner: add lane %d: already added", l.ID)
-	}
-	return nil
-}
-
-// checkLane rejects a lane the runner could not drive.
-func checkLane(l *srcs.Lane) error {
-	switch {
-	case l == nil:
-		return errors.New("ring: runner: add: nil lane")
-	case l.Src == nil:
-		return fmt.Errorf("ring: runner: add lane %d: nil source", l.ID)
-	case l.Account == nil:
-		return fmt.Errorf("ring: runner: add lane %d: nil account", l.ID)
-	case l.Out == nil:
-		return fmt.Errorf("ring: runner: add lane %d: nil emitter", l.ID)
-	case l.Flush < 0:
-		return fmt.Errorf("ring: runner: add lane %d: negative flush timeout %v", l.ID, l.Flush)
 	}
 	return nil
 }

@@ -155,9 +155,5 @@ func (w *worker) abandon(ln *lane) bool {
 	if ln.fa != nil && ln.op == tagRead {
 		return w.abandonFile(ln)
 	}
-	if ln.op != tagRead || ln.buf == nil {
-		return false
-	}
-	ln.buf, ln.n, ln.first = nil, 0, time.Time{}
-	return true
+	return ln.op == tagRead && ln.d.Abandon()
 }

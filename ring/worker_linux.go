@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -17,9 +16,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-io/sluice/internal/driver"
 	"github.com/sluice-io/sluice/internal/flush"
 	"github.com/sluice-io/sluice/internal/lanes"
-	"github.com/sluice-io/sluice/pool"
 	"github.com/sluice-io/sluice/srcs"
 )
 
@@ -161,26 +160,15 @@ type lane struct {
 	mode   readMode
 	notify func() // posts a grant for this incarnation
 
-	buf   *pool.Buf         // nil when the lane holds no buffer
-	n     int               // bytes of buf that hold data
-	first time.Time         // arrival of buf's first byte
-	fl    flush.Mark[*lane] // the lane's place in the flush heap, while it holds partial data
-	want  int               // length of the read in flight
+	// d is the lane's buffer, its framing and the emit rules
+	// (internal/driver); the worker only arms reads and tells it what
+	// they brought.
+	d    driver.Lane
+	fl   flush.Mark[*lane] // the lane's place in the flush heap, while d has a deadline
+	want int               // length of the read in flight
 
-	// dgram is the datagram limit of a modeDgram lane (see
-	// srcs.DatagramLimit; capped by the buffer in commit).
-	dgram   int
-	dropRep srcs.DatagramDropReporter // l.Out's, if it has one
-	warned  bool                      // a dropped datagram was logged
-
-	fa *fileAhead // a file lane's read-ahead; nil for other lanes
-	// fr frames a lane with a Framer. cut says buf is emitted up to
-	// fr.Done() as soon as the lane takes its next buffer, into which
-	// the incomplete tail moves; cutFlags are the flags it goes out with.
-	fr       srcs.Frames
-	cut      bool
-	cutFlags srcs.Flags
-	off      int64 // a modeFileSeq lane's next read offset
+	fa  *fileAhead // a file lane's read-ahead; nil for other lanes
+	off int64      // a modeFileSeq lane's next read offset
 
 	op        opTag // the operation in flight, if any (tagRead for a file lane's reads)
 	readable  bool  // data (or an end) is expected: read rather than poll
@@ -580,9 +568,13 @@ func (w *worker) add(c *cmd) {
 		readable: c.mode == modeFile, // files need no poll
 	}
 	w.live++
-	ln.fr.Reset(c.lane)
+	if c.mode == modeDgram {
+		ln.d.ResetDatagram(c.lane, c.lane.Flush)
+	} else {
+		ln.d.Reset(c.lane, c.lane.Flush)
+	}
 	switch {
-	case c.mode == modeFile && ln.fr.On():
+	case c.mode == modeFile && ln.d.Framed():
 		// Read-ahead fills buffers the tail of a record could not be
 		// carried into: a framed file is read one buffer at a time.
 		ln.mode, ln.off = modeFileSeq, c.off
@@ -590,8 +582,6 @@ func (w *worker) add(c *cmd) {
 		ln.fa = &fileAhead{next: c.off}
 	}
 	if c.mode == modeDgram {
-		ln.dgram = srcs.DatagramLimit(c.lane.Src, math.MaxInt32)
-		ln.dropRep, _ = c.lane.Out.(srcs.DatagramDropReporter)
 		if err := w.allocMsg(idx); err != nil {
 			w.finish(ln, fmt.Errorf("ring: runner: lane %d: %w", c.lane.ID, err))
 			return
@@ -623,8 +613,9 @@ func (w *worker) stop(ln *lane, err error) {
 }
 
 // finish ends a lane: held data is emitted, an empty buffer returned, a
-// pending pool wait withdrawn, and Finish reported. Nothing may be in flight
-// for the lane: the kernel must be done with its buffer and descriptor.
+// pending pool wait withdrawn, and Finish reported (driver.Lane.Finish).
+// Nothing may be in flight for the lane: the kernel must be done with its
+// buffer and descriptor.
 func (w *worker) finish(ln *lane, err error) {
 	if ln.op != tagNone {
 		panic("ring: runner: finishing a lane with an operation in flight")
@@ -636,33 +627,15 @@ func (w *worker) finish(ln *lane, err error) {
 		w.emitFileReads(ln)
 		w.releaseFileReads(ln)
 	}
-	l, tok := ln.l, token(ln.slot, ln.gen)
-	b, n, first := ln.buf, ln.n, ln.first
-	fr := ln.fr // a part of a record parked outside the pool goes out last
-	slot := ln.slot
 	if ln.waiting {
 		w.starved--
 	}
-	flags := srcs.Partial
-	switch {
-	case ln.mode == modeDgram:
-		flags |= srcs.Datagrams
-	case ln.fr.On():
-		flags |= srcs.RecordFlags(ln.fr.Done(), n)
-	}
+	l, tok, d := ln.l, token(ln.slot, ln.gen), ln.d
+	w.freeSlot(ln.slot)
 	*ln = lane{} // the slot is free; queued pointers go stale
-	w.freeSlot(slot)
 	w.live--
 	w.load.Add(-1)
 	w.r.lanesN.Add(-1)
 	w.r.forget(l, tok)
-	switch {
-	case n > 0:
-		l.Out.Emit(l, b, n, flags, first)
-	case b != nil:
-		b.Release()
-	}
-	fr.EmitParked()
-	l.Account.Cancel()
-	l.Out.Finish(l, err)
+	d.Finish(err)
 }

@@ -83,7 +83,7 @@ type Lane struct {
 	// Zero means emit after every read.
 	Flush time.Duration
 	// Framer, when set, frames the lane's stream into records: chunks end
-	// on record boundaries and carry the Records flag (see Frames). Nil
+	// on record boundaries and carry the Records flag (see Framer). Nil
 	// means raw bytes. Datagram lanes are never framed.
 	Framer Framer
 	Out    Emitter

@@ -165,8 +165,7 @@ func (s *subscriber) session() error {
 	if s.ctx.Err() != nil {
 		return srcs.ErrStopped
 	}
-	var fr srcs.Frames
-	fr.Reset(&srcs.Lane{Src: s.m, Framer: s.m.Framer(), Out: nopEmitter{}})
+	f := s.m.Framer()
 	read := s.m.Read
 	if s.opts.viaDesc {
 		d, err := s.m.Desc()
@@ -181,14 +180,15 @@ func (s *subscriber) session() error {
 	buf, n := make([]byte, s.opts.bufSize), 0
 	for {
 		k, err := read(buf[n:])
-		var ferr error
-		if k > 0 {
-			n, ferr = fr.Scan(buf, n+k)
+		n += k
+		d, ferr := srcs.SplitRecords(f, buf, n)
+		if ferr == nil && d == 0 && n == len(buf) {
+			ferr = &srcs.RecordError{Framer: f.String(), Size: int64(n), Max: n}
 		}
-		if d := fr.Done(); d > 0 {
+		if d > 0 {
 			data := buf[:d]
 			next := make([]byte, s.opts.bufSize)
-			n = fr.Carry(next, buf, n)
+			n = copy(next, buf[d:n])
 			buf = next
 			s.emit(data, srcs.Records)
 		}
@@ -294,10 +294,6 @@ func (s *subscriber) waitErr(what string, match func(error) bool) error {
 	})
 	return found
 }
-
-// nopEmitter is a lane's Out for Frames, which only asks it about
-// skipped records: MQTT framing skips none.
-type nopEmitter struct{ srcs.Emitter }
 
 // eventually polls cond: for counters of an external broker, where there
 // is nothing to wait on.

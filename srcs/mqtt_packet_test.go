@@ -348,18 +348,20 @@ func TestMQTTDelivered(t *testing.T) {
 // bytes into buffers of size bytes, and returns the chunks it would emit
 // and the error that ended the lane (nil if the input ran out).
 func framePieces(f Framer, in []byte, step, size int) (chunks [][]byte, flags []Flags, err error) {
-	var fr Frames
-	l := &Lane{Framer: f}
-	fr.Reset(l)
 	buf, n := make([]byte, size), 0
 	for off := 0; off < len(in); {
 		k := copy(buf[n:], in[off:min(off+step, len(in))])
 		off += k
-		n, err = fr.Scan(buf, n+k)
-		if d := fr.Done(); d > 0 {
+		n += k
+		d, err := splitRecords(f, buf, n)
+		if err == nil && d == 0 && n == size {
+			// A full buffer without a record's end: the lane ends.
+			err = &RecordError{Framer: f.String(), Size: int64(n), Max: size}
+		}
+		if d > 0 {
 			chunks, flags = append(chunks, buf[:d]), append(flags, Records)
 			next := make([]byte, size)
-			n = fr.Carry(next, buf, n)
+			n = copy(next, buf[d:n])
 			buf = next
 		}
 		if err != nil {
@@ -367,7 +369,8 @@ func framePieces(f Framer, in []byte, step, size int) (chunks [][]byte, flags []
 		}
 	}
 	if n > 0 {
-		chunks, flags = append(chunks, buf[:n]), append(flags, RecordFlags(fr.Done(), n))
+		d, _ := splitRecords(f, buf, n)
+		chunks, flags = append(chunks, buf[:n]), append(flags, recordFlags(d, n))
 	}
 	return chunks, flags, nil
 }

@@ -51,7 +51,7 @@ type ListenerConfig struct {
 	// the sender's queued data from the reader's CPU. See the README's
 	// Targets.
 	RecvBuffer int `yaml:"recv_buffer"`
-	// Framer frames every accepted connection into records (see Frames);
+	// Framer frames every accepted connection into records (see Framer);
 	// nil delivers raw bytes. See ParseFraming.
 	Framer Framer `yaml:"-"`
 	// Logger receives accept trouble (descriptors exhausted). Nil

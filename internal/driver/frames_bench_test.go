@@ -1,14 +1,15 @@
-package srcs_test
+package driver
 
 import (
 	"encoding/binary"
 	"testing"
 
+	rt "github.com/sluice-io/sluice/internal/recordtest"
 	"github.com/sluice-io/sluice/srcs"
 )
 
 // The framing benchmarks feed a 4 MiB stream of 1 KiB records through
-// Frames the way a runner does: 16 KiB reads into 64 KiB buffers, Scan
+// frames the way a Lane does: 16 KiB reads into 64 KiB buffers, Scan
 // after every read, and at a full buffer the tail carried into the other
 // of two buffers (the emit itself costs nothing here). Records are 1 KiB
 // of payload plus their framing, so buffer ends fall inside records and
@@ -43,7 +44,7 @@ func benchFramesReads(b *testing.B, f srcs.Framer, stream []byte, read int) {
 	}
 	l := &srcs.Lane{Framer: f, Out: &recorder{}}
 	bufs := [2][]byte{make([]byte, benchBuf), make([]byte, benchBuf)}
-	var fr srcs.Frames
+	var fr frames
 	b.SetBytes(int64(len(stream)))
 	b.ReportAllocs()
 	for b.Loop() {
@@ -68,7 +69,7 @@ func benchFramesReads(b *testing.B, f srcs.Framer, stream []byte, read int) {
 // BenchmarkFramesRaw is the baseline: the reads and buffer changes of the
 // framed benchmarks, without framing.
 func BenchmarkFramesRaw(b *testing.B) {
-	stream := benchStreamOf(func(i int) []byte { return line(benchRecord, byte(i)) })
+	stream := benchStreamOf(func(i int) []byte { return rt.Line(benchRecord, byte(i)) })
 	bufs := [2][]byte{make([]byte, benchBuf), make([]byte, benchBuf)}
 	b.SetBytes(int64(len(stream)))
 	b.ReportAllocs()
@@ -86,25 +87,25 @@ func BenchmarkFramesRaw(b *testing.B) {
 }
 
 func BenchmarkFramesNewline1KiB(b *testing.B) {
-	benchFrames(b, srcs.Newline{}, benchStreamOf(func(i int) []byte { return line(benchRecord, byte(i)) }))
+	benchFrames(b, srcs.Newline{}, benchStreamOf(func(i int) []byte { return rt.Line(benchRecord, byte(i)) }))
 }
 
 func BenchmarkFramesLength4(b *testing.B) {
 	be := binary.BigEndian
-	benchFrames(b, srcs.LengthPrefix{Size: 4, Order: be}, benchStreamOf(func(i int) []byte { return lenRec(4, be, benchRecord, byte(i)) }))
+	benchFrames(b, srcs.LengthPrefix{Size: 4, Order: be}, benchStreamOf(func(i int) []byte { return rt.LenRec(4, be, benchRecord, byte(i)) }))
 }
 
 func BenchmarkFramesOctet(b *testing.B) {
-	benchFrames(b, srcs.OctetCounting{}, benchStreamOf(func(i int) []byte { return octet(benchRecord, byte(i)) }))
+	benchFrames(b, srcs.OctetCounting{}, benchStreamOf(func(i int) []byte { return rt.Octet(benchRecord, byte(i)) }))
 }
 
 func BenchmarkFramesMQTT(b *testing.B) {
-	benchFrames(b, srcs.MQTTPackets{}, benchStreamOf(func(i int) []byte { return mqttPkt(0x30, benchRecord, byte(i)) }))
+	benchFrames(b, srcs.MQTTPackets{}, benchStreamOf(func(i int) []byte { return rt.MQTTPkt(0x30, benchRecord, byte(i)) }))
 }
 
 // BenchmarkFramesNewlineSmallReads frames the newline stream in 1500-byte
 // reads, so that most reads end inside a line and seen spares Newline a
 // rescan of its beginning.
 func BenchmarkFramesNewlineSmallReads(b *testing.B) {
-	benchFramesReads(b, srcs.Newline{}, benchStreamOf(func(i int) []byte { return line(benchRecord, byte(i)) }), 1500)
+	benchFramesReads(b, srcs.Newline{}, benchStreamOf(func(i int) []byte { return rt.Line(benchRecord, byte(i)) }), 1500)
 }

@@ -1,0 +1,20 @@
+// Package driver is the lane machine every runner shares: a Lane takes a
+// pool buffer, fills it as the runner's reads commit, cuts framed records
+// and carries their incomplete tail into the next buffer, parks a slow
+// sender's part of a record outside the pool, keeps the flush deadline,
+// emits chunks and finishes the lane. It is written once, so that every
+// change to how a lane behaves is made once.
+//
+// A Lane is a deterministic core in the manner of etcd raft's RawNode: it
+// does no I/O, reads no clock (time is passed in) and is not safe for
+// concurrent use. The runners are thin loops around it. The uring and
+// epoll backends arm reads, reap them, wait, wake and cancel; the
+// goroutine and thread runners block in reads; all of them ask the Lane
+// for the space to read into, tell it what a read brought (Commit), wake
+// at its deadline (Due, Flush) and end it (Finish). Its tests, a fuzz
+// target among them, run without a kernel.
+//
+// Building with -tags invariants makes every Lane check its own rules: a
+// buffer is held by exactly one lane, a lane finishes exactly once, and
+// nothing is emitted after it finished.
+package driver

@@ -1,0 +1,372 @@
+package driver
+
+import (
+	"fmt"
+	"log/slog"
+	"math"
+	"time"
+
+	"github.com/sluice-io/sluice/pool"
+	"github.com/sluice-io/sluice/srcs"
+)
+
+// Lane is one lane's buffer in the making: the pool buffer being filled,
+// how many bytes of it hold data, when the first of them arrived, and for
+// a framed lane its records. It applies the rules every runner shares:
+//
+//   - emit a buffer when it is full, when a datagram lane's next datagram
+//     might not fit, and after every read when the lane may not hold
+//     partial data (MaxHold zero);
+//   - emit partial data when its flush deadline passes (Due, Flush), and
+//     everything held when the lane ends (Finish), never holding an empty
+//     buffer past a flush or the lane's end;
+//   - for a framed lane, emit whole records only: the incomplete record at
+//     the end of a buffer moves into the lane's next one (a cut), a record
+//     too long to deliver is skipped or ends the lane as its framer says,
+//     and part of a record that waited a flush timeout leaves the pool
+//     (parked) so that a slow sender pins no buffer.
+//
+// A Lane does no I/O, reads no clock (time comes in as now) and knows
+// nothing of threads or event loops: a runner decides when to read, into
+// Space, and tells the Lane with Commit. It is owned by whichever goroutine
+// drives the lane at the moment and is not safe for concurrent use. Its
+// zero value is unusable; call Reset first.
+type Lane struct {
+	l *srcs.Lane
+	// maxHold is how long partial data may be held: the lane's Flush,
+	// unless the runner cannot wake up on time for this lane, in which
+	// case it is zero and every read is emitted at once.
+	maxHold time.Duration
+	buf     *pool.Buf // nil when the lane holds no buffer
+	n       int       // bytes of buf that hold data
+	first   time.Time // arrival of buf's first byte; zero when n == 0
+
+	// dgram is the source's datagram limit (srcs.DatagramSizer) for a
+	// datagram lane, whose buffers hold framed datagrams; zero for a byte
+	// stream.
+	dgram   int
+	dropRep srcs.DatagramDropReporter // l.Out's, if it has one
+	warned  bool                      // a dropped datagram was logged
+
+	// fr frames a lane with a Framer. cut says buf is emitted up to
+	// fr.Done() as soon as the lane holds its next buffer, into which the
+	// incomplete tail moves; cutFlags are the flags it goes out with.
+	fr       frames
+	cut      bool
+	cutFlags srcs.Flags
+
+	emitted int // chunks emitted since TakeEmitted
+	inv     invariants
+}
+
+// Reset binds the Lane to l, holding nothing. maxHold is how long partial
+// data may wait (l.Flush, or zero when the runner cannot wake up for it).
+func (d *Lane) Reset(l *srcs.Lane, maxHold time.Duration) {
+	*d = Lane{l: l, maxHold: maxHold}
+	d.fr.Reset(l)
+	d.inv.reset()
+}
+
+// ResetDatagram binds the Lane to a datagram lane: each commit is one
+// datagram, framed as srcs.ForEachDatagram reads it.
+func (d *Lane) ResetDatagram(l *srcs.Lane, maxHold time.Duration) {
+	d.Reset(l, maxHold)
+	d.dgram = srcs.DatagramLimit(l.Src, math.MaxInt32) // capped by the buffer in Commit
+	d.dropRep, _ = l.Out.(srcs.DatagramDropReporter)
+}
+
+// Lane returns the lane the Lane drives.
+func (d *Lane) Lane() *srcs.Lane { return d.l }
+
+// Framed reports whether the lane is framed into records.
+func (d *Lane) Framed() bool { return d.fr.On() }
+
+// Held reports whether the lane holds a buffer, full of data or not.
+func (d *Lane) Held() bool { return d.buf != nil }
+
+// Buf returns the buffer the lane holds, or nil.
+func (d *Lane) Buf() *pool.Buf { return d.buf }
+
+// Cutting reports whether whole records wait for the lane's next buffer,
+// into which their incomplete tail moves: the runner must bring one
+// (Hold) before the lane can read again.
+func (d *Lane) Cutting() bool { return d.cut }
+
+// NeedsBuffer reports whether the lane must take a buffer from its account
+// before it can read: it holds none, or it is cutting.
+func (d *Lane) NeedsBuffer() bool { return d.buf == nil || d.cut }
+
+// Pending returns the number of bytes held and not yet emitted.
+func (d *Lane) Pending() int { return d.n }
+
+// TakeEmitted returns the chunks emitted since the last call.
+func (d *Lane) TakeEmitted() int {
+	n := d.emitted
+	d.emitted = 0
+	return n
+}
+
+// Hold gives the lane b, a fresh buffer from its account, at now. A
+// cutting lane moves the incomplete record into it and emits the whole
+// records before it; a lane with a parked part takes the part back.
+func (d *Lane) Hold(b *pool.Buf, now time.Time) {
+	d.inv.held(b)
+	if d.cut {
+		d.cutInto(b, now)
+		return
+	}
+	if d.buf != nil {
+		// Two buffers for one lane would leak one of them.
+		panic("driver: the lane already holds a buffer")
+	}
+	d.buf, d.n, d.first = b, 0, time.Time{}
+	if n := d.fr.Unpark(b.Bytes()); n > 0 {
+		d.n, d.first = n, now
+	}
+}
+
+// Space returns the free tail of the held buffer, where the next read goes.
+// It is never empty: a full buffer is emitted as soon as it fills. For a
+// datagram lane it starts after room for the datagram's length prefix, and
+// holds at least the lane's datagram limit: a buffer with less room left is
+// emitted at once.
+func (d *Lane) Space() []byte {
+	if d.dgram > 0 {
+		return d.buf.Bytes()[d.n+srcs.DatagramHeaderLen:]
+	}
+	return d.buf.Bytes()[d.n:]
+}
+
+// Commit records that n > 0 bytes were read into Space at now (for a
+// datagram lane, a whole datagram of n >= 0 bytes). It emits what the
+// rules say. Afterwards the lane may or may not still hold a buffer, and
+// a framed lane may be cutting. An error ends the lane: the bytes read
+// could not be framed.
+func (d *Lane) Commit(n int, now time.Time) error {
+	d.inv.live()
+	if d.fr.On() {
+		return d.commitFramed(n, now)
+	}
+	if d.n == 0 {
+		d.first = now
+	}
+	if d.dgram > 0 {
+		srcs.PutDatagramHeader(d.buf.Bytes()[d.n:], n)
+		d.n += srcs.DatagramHeaderLen
+	}
+	d.n += n
+	size := len(d.buf.Bytes())
+	switch {
+	case d.n == size:
+		d.emit(0)
+	case d.dgram > 0 && srcs.DatagramSpace(d.buf.Bytes(), d.n) < min(d.dgram, size-srcs.DatagramHeaderLen):
+		d.emit(srcs.Partial)
+	case d.maxHold <= 0:
+		d.emit(srcs.Partial)
+	}
+	return nil
+}
+
+// commitFramed is Commit for a framed lane: the records the read completed
+// go out when the buffer is full, or at once when the lane holds no
+// partial data; the incomplete one stays.
+func (d *Lane) commitFramed(n int, now time.Time) error {
+	had := d.fr.Done()
+	m, err := d.fr.Scan(d.buf.Bytes(), d.n+n)
+	d.n = m
+	if had == 0 && d.fr.Done() > 0 || d.first.IsZero() {
+		// When the first record was whole, or (none yet) since when
+		// part of one waits: see Due.
+		d.first = now
+	}
+	if err != nil {
+		d.n = d.fr.Done() // the bad record is dropped; the error says why
+		return err
+	}
+	switch {
+	case d.n == len(d.buf.Bytes()):
+		d.cutRecords(0, now)
+	case d.maxHold <= 0:
+		d.cutRecords(srcs.Partial, now)
+	case d.n == 0 && d.buf != nil:
+		// Everything read was skipped: an idle lane holds no buffer.
+		d.release()
+	}
+	return nil
+}
+
+// cutRecords emits the whole records a framed lane holds. When an
+// incomplete record follows them, it needs the lane's next buffer first:
+// taken now if the account has one, else the cut waits for the runner to
+// bring one (Cutting, Hold).
+func (d *Lane) cutRecords(flags srcs.Flags, now time.Time) {
+	switch done := d.fr.Done(); {
+	case done == 0:
+	case done == d.n:
+		d.fr.Clear()
+		d.emit(flags | srcs.Records)
+	default:
+		d.cut, d.cutFlags = true, flags
+		if b, ok := d.l.Account.TryAcquire(); ok {
+			d.inv.held(b)
+			d.cutInto(b, now)
+		}
+	}
+}
+
+// cutInto moves the incomplete record at the end of the held buffer into
+// b, emits the whole records before it, and keeps b.
+func (d *Lane) cutInto(b *pool.Buf, now time.Time) {
+	done := d.fr.Done()
+	t := d.fr.Carry(b.Bytes(), d.buf.Bytes(), d.n)
+	old, first, flags := d.buf, d.first, d.cutFlags
+	d.buf, d.n, d.first, d.cut, d.cutFlags = b, t, time.Time{}, false, 0
+	if t > 0 {
+		d.first = now
+	}
+	d.out(old, done, flags|srcs.Records, first)
+}
+
+// release returns the held buffer, which holds nothing, to the pool.
+func (d *Lane) release() {
+	b := d.buf
+	d.buf = nil
+	d.inv.gone(b)
+	b.Release()
+}
+
+// Drop records a datagram that was longer than Space and so was cut short
+// by the kernel: it is not committed, the lane keeps running, and an empty
+// buffer goes back to the pool (idle lanes hold none). size is its length,
+// or a lower bound. The first drop of a lane is logged, naming runner;
+// each is reported to the emitter if it counts them.
+func (d *Lane) Drop(size int, log *slog.Logger, runner string) {
+	if !d.warned {
+		d.warned = true
+		log.Warn(runner+": dropped a datagram larger than the buffer space (further drops on this lane are not logged)",
+			"lane", d.l.ID, "source", d.l.Name(), "size", size, "room", len(d.Space()))
+	}
+	if d.dropRep != nil {
+		d.dropRep.DatagramDropped(d.l, size)
+	}
+	if d.n == 0 {
+		d.release()
+	}
+}
+
+// Due returns when the held partial data must be emitted; ok is false when
+// no flush deadline applies: nothing is held, a cut waits for a buffer,
+// every read is emitted at once anyway, or a framed lane holds only part
+// of a record too long to park, which no flush could move (a deadline that
+// no flush can meet would stay in the past, and a runner that waits for
+// it would never read again). For a framed lane it is when its whole
+// records go out, or when a short part of a record that waited that long
+// leaves the pool.
+func (d *Lane) Due() (t time.Time, ok bool) {
+	if d.n == 0 || d.fr.On() && (d.cut || d.fr.Done() == 0 && d.maxHold <= 0 || !d.fr.Flushable(d.n)) {
+		return time.Time{}, false
+	}
+	return d.first.Add(d.maxHold), true
+}
+
+// FlushIfDue flushes the lane if its deadline has passed at now, and
+// reports whether it did.
+func (d *Lane) FlushIfDue(now time.Time) bool {
+	if due, ok := d.Due(); ok && !now.Before(due) {
+		d.Flush(now)
+		return true
+	}
+	return false
+}
+
+// Flush emits any held data as Partial and returns an empty buffer to the
+// pool: afterwards the lane holds no buffer, except a framed lane that
+// holds part of a record too long to park, which keeps it, and a cutting
+// lane, whose whole records wait with their buffer for the next one.
+// Runners call it when a flush deadline passes, and before they pause or
+// end a lane.
+func (d *Lane) Flush(now time.Time) {
+	switch {
+	case d.fr.On() && d.n > 0:
+		if !d.cut {
+			d.cutRecords(srcs.Partial, now)
+		}
+		if !d.cut && d.n > 0 && d.fr.Done() == 0 && d.maxHold > 0 && d.fr.Park(d.buf.Bytes(), d.n) {
+			// Only part of a record, which has waited a flush timeout:
+			// a slow sender must not pin a pool buffer.
+			d.n, d.first = 0, time.Time{}
+			d.release()
+		}
+	case d.n > 0:
+		d.emit(srcs.Partial)
+	case d.buf != nil:
+		d.release()
+	}
+}
+
+// Abandon forgets the held buffer and the data in it without releasing or
+// emitting it, for a runner whose kernel may still write into it: the
+// buffer stays charged to the lane's account and is never reused. It
+// reports whether there was a buffer.
+func (d *Lane) Abandon() bool {
+	if d.buf == nil {
+		return false
+	}
+	d.inv.gone(d.buf)
+	d.buf, d.n, d.first, d.cut = nil, 0, time.Time{}, false
+	return true
+}
+
+// Finish ends the lane: held data is emitted (for a framed lane, an
+// incomplete record at the end too, flagged Truncated), an empty buffer
+// returned, a part of a record parked outside the pool delivered, a pool
+// wait still pending on the account withdrawn, and Finish reported. The
+// runner must not touch the lane, its source or its descriptor afterwards.
+func (d *Lane) Finish(err error) {
+	if d.fr.On() && d.n > 0 {
+		flags := srcs.Partial | recordFlags(d.fr.Done(), d.n)
+		d.fr.Clear()
+		d.cut = false
+		d.emit(flags)
+	}
+	d.Flush(time.Time{}) // nothing is left that a flush could time
+	d.fr.EmitParked()
+	d.inv.finish()
+	d.l.Account.Cancel()
+	d.l.Out.Finish(d.l, err)
+}
+
+// emit hands the held data downstream; ownership of the buffer goes with it.
+func (d *Lane) emit(flags srcs.Flags) {
+	b, n, first := d.buf, d.n, d.first
+	d.buf, d.n, d.first = nil, 0, time.Time{}
+	d.out(b, n, flags, first)
+}
+
+func (d *Lane) out(b *pool.Buf, n int, flags srcs.Flags, first time.Time) {
+	if d.dgram > 0 {
+		flags |= srcs.Datagrams
+	}
+	d.inv.live()
+	d.inv.gone(b)
+	d.emitted++
+	d.l.Out.Emit(d.l, b, n, flags, first)
+}
+
+// Check rejects a lane a runner could not drive; runner names the runner
+// in the error.
+func Check(runner string, l *srcs.Lane) error {
+	switch {
+	case l == nil:
+		return fmt.Errorf("%s: add: nil lane", runner)
+	case l.Src == nil:
+		return fmt.Errorf("%s: add lane %d: nil source", runner, l.ID)
+	case l.Account == nil:
+		return fmt.Errorf("%s: add lane %d: nil account", runner, l.ID)
+	case l.Out == nil:
+		return fmt.Errorf("%s: add lane %d: nil emitter", runner, l.ID)
+	case l.Flush < 0:
+		return fmt.Errorf("%s: add lane %d: negative flush timeout %v", runner, l.ID, l.Flush)
+	}
+	return nil
+}
