@@ -19,6 +19,9 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// modulePath is the module's import path (go.mod).
+const modulePath = "github.com/sluice-io/sluice"
+
 // goFile is one parsed Go file of the module, with its slash-separated path
 // relative to the module root.
 type goFile struct {
@@ -197,6 +200,23 @@ func TestLintGoleakInEveryTestMain(t *testing.T) {
 	for _, dir := range sortedKeys(hasTests) {
 		if !hasLeakCheck[dir] {
 			t.Errorf("tests in %s have no TestMain using goleak", dir)
+		}
+	}
+}
+
+// testHelperPkgs are packages that exist only for tests: no other file may
+// import them, so neither the library nor the bench links test code.
+var testHelperPkgs = []string{modulePath + "/internal/srcstest"}
+
+func TestLintTestHelpersOnlyInTests(t *testing.T) {
+	for _, gf := range moduleFiles(t) {
+		if strings.HasSuffix(gf.path, "_test.go") {
+			continue
+		}
+		for _, pkg := range testHelperPkgs {
+			if importName(gf.ast, pkg) != "" && !strings.HasPrefix(gf.path, strings.TrimPrefix(pkg, modulePath+"/")+"/") {
+				t.Errorf("%s imports %s, a package for tests only", gf.path, pkg)
+			}
 		}
 	}
 }

@@ -17,8 +17,9 @@ import (
 
 	"github.com/dustin/go-humanize"
 	"github.com/sluice-io/sluice/engine"
+	"github.com/sluice-io/sluice/internal/mosquitto"
+	"github.com/sluice-io/sluice/internal/srcstest"
 	"github.com/sluice-io/sluice/ring"
-	"github.com/sluice-io/sluice/srcs/srcstest"
 )
 
 // EnvSoak sets how long TestSoak soaks, over all its runners together,
@@ -74,7 +75,7 @@ func TestSoak(t *testing.T) {
 		runners = strings.Split(v, ",")
 	}
 	mqtt := true
-	if _, err := srcstest.MosquittoBin(); err != nil {
+	if _, err := mosquitto.Bin(); err != nil {
 		if os.Getenv(srcstest.EnvRequireMosquitto) == "1" {
 			t.Fatalf("%v, and %s=1", err, srcstest.EnvRequireMosquitto)
 		}

@@ -17,10 +17,10 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluice-io/sluice/engine"
+	"github.com/sluice-io/sluice/internal/srcstest"
 	"github.com/sluice-io/sluice/pool"
 	"github.com/sluice-io/sluice/ring"
 	"github.com/sluice-io/sluice/srcs"
-	"github.com/sluice-io/sluice/srcs/srcstest"
 )
 
 // streamForever writes random bytes to c until it fails, then closes it.

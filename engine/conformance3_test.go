@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/engine"
+	"github.com/sluice-io/sluice/internal/srcstest"
 	"github.com/sluice-io/sluice/srcs"
-	"github.com/sluice-io/sluice/srcs/srcstest"
 )
 
 // pullAll pulls chunks until the engine closes, handing each to f and

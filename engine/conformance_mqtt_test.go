@@ -19,8 +19,9 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/sluice-io/sluice/engine"
+	"github.com/sluice-io/sluice/internal/mosquitto"
+	"github.com/sluice-io/sluice/internal/srcstest"
 	"github.com/sluice-io/sluice/srcs"
-	"github.com/sluice-io/sluice/srcs/srcstest"
 )
 
 // subscribed reports when a client's SUBSCRIBE has been handled.
@@ -185,7 +186,7 @@ func testConformanceMQTT(t *testing.T, runner string, version byte) {
 // subscribed again arrives. Duplicates are allowed (QoS 1 is at least
 // once).
 func TestConformanceMQTTMosquittoRestart(t *testing.T) {
-	bin, err := srcstest.MosquittoBin()
+	bin, err := mosquitto.Bin()
 	if err != nil {
 		if os.Getenv(srcstest.EnvRequireMosquitto) == "1" {
 			t.Fatalf("%v, and %s=1", err, srcstest.EnvRequireMosquitto)
@@ -194,7 +195,7 @@ func TestConformanceMQTTMosquittoRestart(t *testing.T) {
 	}
 	forEachRunner(t, func(t *testing.T, runner string) {
 		t.Setenv(engine.EnvRunner, "")
-		broker, err := srcstest.StartMosquitto(bin, t.TempDir())
+		broker, err := mosquitto.Start(bin, t.TempDir())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -227,7 +228,7 @@ func TestConformanceMQTTMosquittoRestart(t *testing.T) {
 			<-done
 		}()
 		waitUntil(t, "the first SUBACK", func() bool { return src.Stats().Subscribes >= 1 })
-		pub := srcstest.StartPublisher(broker.Addr, topic)
+		pub := mosquitto.StartPublisher(broker.Addr, topic)
 		defer pub.Halt()
 		waitUntil(t, "messages before the restart", func() bool { return col.count(t) >= 200 })
 

@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/engine"
+	"github.com/sluice-io/sluice/internal/srcstest"
 	"github.com/sluice-io/sluice/ring"
 	"github.com/sluice-io/sluice/srcs"
-	"github.com/sluice-io/sluice/srcs/srcstest"
 )
 
 // The conformance suite runs every test against every runner: whichever

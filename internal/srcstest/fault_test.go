@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/srcstest"
 	"github.com/sluice-io/sluice/srcs"
-	"github.com/sluice-io/sluice/srcs/srcstest"
 )
 
 func synthetic(t *testing.T, total int64) *srcs.Synthetic {
