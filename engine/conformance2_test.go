@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluice-io/sluice/engine"
 	"github.com/sluice-io/sluice/internal/srcstest"
+	"github.com/sluice-io/sluice/internal/synthetic"
 	"github.com/sluice-io/sluice/pool"
 	"github.com/sluice-io/sluice/ring"
 	"github.com/sluice-io/sluice/srcs"
@@ -230,7 +231,7 @@ func TestProcessingCannotStarveSources(t *testing.T) {
 		const n = 50
 		var want []sent
 		for i := range n {
-			s, err := srcs.NewSynthetic(srcs.SyntheticConfig{Total: 256 << 10, Seed: uint64(i)})
+			s, err := synthetic.New(synthetic.Config{Total: 256 << 10, Seed: uint64(i)})
 			if err != nil {
 				t.Fatal(err)
 			}
