@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"strconv"
 	"sync"
 	"testing"
@@ -186,13 +185,7 @@ func testConformanceMQTT(t *testing.T, runner string, version byte) {
 // subscribed again arrives. Duplicates are allowed (QoS 1 is at least
 // once).
 func TestConformanceMQTTMosquittoRestart(t *testing.T) {
-	bin, err := mosquitto.Bin()
-	if err != nil {
-		if os.Getenv(srcstest.EnvRequireMosquitto) == "1" {
-			t.Fatalf("%v, and %s=1", err, srcstest.EnvRequireMosquitto)
-		}
-		t.Skipf("%v; set %s=1 to fail instead", err, srcstest.EnvRequireMosquitto)
-	}
+	bin := srcstest.RequireMosquitto(t)
 	forEachRunner(t, func(t *testing.T, runner string) {
 		t.Setenv(engine.EnvRunner, "")
 		broker, err := mosquitto.Start(bin, t.TempDir())

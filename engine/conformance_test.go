@@ -34,19 +34,13 @@ func forEachRunner(t *testing.T, f func(t *testing.T, runner string)) {
 
 // requireRunner skips a runner the kernel cannot support, unless
 // SLUICE_REQUIRE_URING=1 says io_uring must be there.
-func requireRunner(t *testing.T, runner string) {
+func requireRunner(t testing.TB, runner string) {
 	t.Helper()
 	if runner != engine.RunnerURing {
 		return
 	}
 	p := ring.Probe()
-	if p.Supported {
-		return
-	}
-	if os.Getenv("SLUICE_REQUIRE_URING") == "1" {
-		t.Fatalf("io_uring required but unsupported: %s", p.Reason)
-	}
-	t.Skipf("io_uring unsupported: %s", p.Reason)
+	srcstest.RequireURing(t, p.Supported, p.Reason)
 }
 
 // stream is what a collector saw of one source (see streamid_test.go for

@@ -1,11 +1,12 @@
 package ring
 
 import (
-	"os"
 	"runtime"
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/sluice-io/sluice/internal/srcstest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -15,12 +16,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func requireURing(t testing.TB) ProbeResult {
 	t.Helper()
 	p := Probe()
-	if !p.Supported {
-		if os.Getenv("SLUICE_REQUIRE_URING") == "1" {
-			t.Fatalf("SLUICE_REQUIRE_URING=1 but io_uring is unusable:\n%v", p)
-		}
-		t.Skip(p.Reason)
-	}
+	srcstest.RequireURing(t, p.Supported, p.Reason)
 	return p
 }
 

@@ -2,7 +2,6 @@ package srcs_test
 
 import (
 	"fmt"
-	"os"
 	"strconv"
 	"testing"
 	"time"
@@ -16,14 +15,7 @@ import (
 // (fails under SLUICE_REQUIRE_MOSQUITTO=1) when it is not installed.
 func startMosquitto(t *testing.T) *mosquitto.Broker {
 	t.Helper()
-	bin, err := mosquitto.Bin()
-	if err != nil {
-		if os.Getenv(srcstest.EnvRequireMosquitto) == "1" {
-			t.Fatalf("%v, and %s=1", err, srcstest.EnvRequireMosquitto)
-		}
-		t.Skipf("%v; set %s=1 to fail instead", err, srcstest.EnvRequireMosquitto)
-	}
-	b, err := mosquitto.Start(bin, t.TempDir())
+	b, err := mosquitto.Start(srcstest.RequireMosquitto(t), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
