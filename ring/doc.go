@@ -13,9 +13,9 @@
 // and feature constant names the release that introduced it, and [Probe]
 // reports what the running kernel has. When io_uring is absent or blocked
 // (ENOSYS, EPERM from seccomp, sysctl kernel.io_uring_disabled), [New] and
-// [Probe] say why with an error matching [ErrNotSupported]. On other
-// operating systems every function returns ErrNotSupported, so callers need
-// no build tags.
+// [Probe] say why with an error matching [ErrNotSupported], which also
+// matches errors.ErrUnsupported. On other operating systems every function
+// returns ErrNotSupported, so callers need no build tags.
 //
 // # Threads and ownership
 //
