@@ -622,3 +622,25 @@ func TestConformanceSlowConsumer(t *testing.T) {
 		}
 	})
 }
+
+func openFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+// pullAll pulls chunks until the engine closes, handing each to f and
+// releasing it.
+func pullAll(e *engine.Engine, f func(engine.Chunk)) {
+	for {
+		c, err := e.Next(context.Background())
+		if err != nil {
+			return
+		}
+		f(c)
+		c.Release()
+	}
+}
