@@ -2,6 +2,7 @@ package sluice_test
 
 import (
 	"bytes"
+	"fmt"
 	"go/ast"
 	"go/format"
 	"go/parser"
@@ -18,6 +19,9 @@ import (
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// modulePath is the module's import path (go.mod).
+const modulePath = "github.com/sluice-io/sluice"
 
 // goFile is one parsed Go file of the module, with its slash-separated path
 // relative to the module root.
@@ -197,6 +201,150 @@ func TestLintGoleakInEveryTestMain(t *testing.T) {
 	for _, dir := range sortedKeys(hasTests) {
 		if !hasLeakCheck[dir] {
 			t.Errorf("tests in %s have no TestMain using goleak", dir)
+		}
+	}
+}
+
+// layering is DESIGN.md's import table: the module's packages the non-test
+// files of each room may import. A package follows the rule of the longest
+// room that holds it, and naming a room admits every package under it, so
+// "internal" admits internal/lanes. A package with no room here fails the
+// lint: a new room gets a row (and a line in the README's layout table)
+// before it gets code.
+var layering = []struct {
+	room string
+	may  []string
+}{
+	{".", nil}, // the module root: package docs and these lint rules
+	{"pool", nil},
+	{"srcs", []string{"pool"}},
+	// internal packages may build on one another (srcstest runs the
+	// mosquitto broker for tests).
+	{"internal", []string{"pool", "srcs", "internal"}},
+	{"ring", []string{"pool", "srcs", "internal"}},
+	{"fallback", []string{"pool", "srcs", "internal"}},
+	{"engine", []string{"pool", "srcs", "internal", "ring", "fallback"}},
+	// The engine's adapters: outputs and metrics on the engine's API.
+	{"engine/jetstream", []string{"engine", "srcs", "pool"}},
+	{"engine/metrics", []string{"engine", "srcs", "pool"}},
+	// The bench drives the engine and its adapters; the soak runs the
+	// mosquitto broker.
+	{"bench", []string{"engine", "srcs", "pool", "internal/mosquitto"}},
+	{"bench/cmd", []string{"bench"}},
+}
+
+// testHelperPkgs exist only for tests: no other file may import them, so
+// neither the library nor the bench links test code.
+var testHelperPkgs = []string{"internal/srcstest", "internal/recordtest"}
+
+// testHelper returns the test-helper package that holds pkg, or "".
+func testHelper(pkg string) string {
+	for _, h := range testHelperPkgs {
+		if under(pkg, h) {
+			return h
+		}
+	}
+	return ""
+}
+
+// under reports whether the package at slash path pkg is room or lies
+// under it.
+func under(pkg, room string) bool {
+	return pkg == room || room == "." || strings.HasPrefix(pkg, room+"/")
+}
+
+// importViolations returns what the non-test file at path, with the
+// parsed imports of f, imports against the layering and the test-helper
+// rule, one message per forbidden import.
+func importViolations(path string, f *ast.File) []string {
+	pkg := filepath.ToSlash(filepath.Dir(path))
+	rule := -1
+	for i, r := range layering {
+		if (r.room == "." && pkg == ".") || (r.room != "." && under(pkg, r.room)) {
+			if rule < 0 || len(r.room) > len(layering[rule].room) {
+				rule = i
+			}
+		}
+	}
+	if rule < 0 {
+		return []string{fmt.Sprintf("%s: package %s has no row in the layering table (lint_test.go); add one, as DESIGN.md's import table would", path, pkg)}
+	}
+	var out []string
+	for _, imp := range f.Imports {
+		p, _ := strconv.Unquote(imp.Path.Value)
+		rel, ok := strings.CutPrefix(p, modulePath+"/")
+		if !ok || rel == pkg {
+			continue
+		}
+		if helper := testHelper(rel); helper != "" && !under(pkg, helper) {
+			out = append(out, fmt.Sprintf("%s imports %s, a package for tests only", path, p))
+			continue
+		}
+		allowed := false
+		for _, room := range layering[rule].may {
+			allowed = allowed || under(rel, room)
+		}
+		if !allowed {
+			may := "nothing of ours"
+			if len(layering[rule].may) > 0 {
+				may = strings.Join(layering[rule].may, ", ")
+			}
+			out = append(out, fmt.Sprintf("%s imports %s: %s/ may import %s (DESIGN.md's import table)", path, p, layering[rule].room, may))
+		}
+	}
+	return out
+}
+
+func TestLintLayering(t *testing.T) {
+	for _, gf := range moduleFiles(t) {
+		if strings.HasSuffix(gf.path, "_test.go") {
+			continue
+		}
+		for _, v := range importViolations(gf.path, gf.ast) {
+			t.Error(v)
+		}
+	}
+}
+
+// TestLintLayeringCatchesSlips checks the rule itself on made-up files.
+func TestLintLayeringCatchesSlips(t *testing.T) {
+	for _, tt := range []struct {
+		path    string
+		imports []string
+		want    string // a substring of the one violation; "" for none
+	}{
+		{"pool/pool.go", []string{"srcs"}, "pool/ may import nothing of ours"},
+		{"srcs/tcp.go", []string{"pool"}, ""},
+		{"srcs/tcp.go", []string{"ring"}, "srcs/tcp.go imports github.com/sluice-io/sluice/ring: srcs/ may import pool"},
+		{"ring/runner_linux.go", []string{"internal/lanes", "pool", "srcs"}, ""},
+		{"ring/runner_linux.go", []string{"fallback"}, "ring/ may import pool, srcs, internal"},
+		{"fallback/epoll_linux.go", []string{"ring"}, "fallback/ may import"},
+		{"internal/lanes/table.go", []string{"engine"}, "internal/ may import"},
+		{"engine/select.go", []string{"ring", "fallback", "internal/flush"}, ""},
+		{"engine/metrics/metrics.go", []string{"ring"}, "engine/metrics/ may import engine"},
+		{"bench/probe.go", []string{"ring"}, "bench/ may import engine"},
+		{"bench/soak.go", []string{"engine", "internal/mosquitto"}, ""},
+		{"bench/soak.go", []string{"internal/srcstest"}, "a package for tests only"},
+		{"engine/engine.go", []string{"internal/srcstest"}, "a package for tests only"},
+		{"internal/srcstest/env.go", []string{"internal/mosquitto"}, ""},
+		{"bench/cmd/sluice-bench/main.go", []string{"bench"}, ""},
+		{"node/node.go", []string{"engine"}, "no row in the layering table"},
+	} {
+		src := "package x\nimport (\n"
+		for _, imp := range tt.imports {
+			src += strconv.Quote(modulePath+"/"+imp) + "\n"
+		}
+		src += ")\n"
+		f, err := parser.ParseFile(token.NewFileSet(), tt.path, src, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := importViolations(tt.path, f)
+		switch {
+		case tt.want == "" && len(got) > 0:
+			t.Errorf("%s importing %v: unexpected %q", tt.path, tt.imports, got)
+		case tt.want != "" && (len(got) != 1 || !strings.Contains(got[0], tt.want)):
+			t.Errorf("%s importing %v: got %q, want one violation containing %q", tt.path, tt.imports, got, tt.want)
 		}
 	}
 }

@@ -9,12 +9,11 @@ import (
 	"sync"
 
 	"github.com/sluice-io/sluice/engine"
-	"github.com/sluice-io/sluice/ring"
 )
 
 // ProbeReport says what the kernel offers and which runner auto picks.
 type ProbeReport struct {
-	IOURing   string      `json:"io_uring"` // ring.Probe().String()
+	IOURing   string      `json:"io_uring"` // engine.ProbeURing's report
 	Auto      string      `json:"auto"`     // the runner auto chose
 	Decisions []LogRecord `json:"decisions"`
 	Runners   []Skipped   `json:"runners"` // every runner; Reason empty when available
@@ -77,11 +76,12 @@ func (c *ProbeConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.JSON, "json", c.JSON, "also write the JSON report to `FILE` (- for stdout)")
 }
 
-// Probe runs the `probe` command: it prints ring.Probe, then starts an
-// engine with runner auto, reports the runner decisions it logged, and
-// shuts it down; then it tries every runner explicitly.
+// Probe runs the `probe` command: it prints the io_uring probe, then
+// starts an engine with runner auto, reports the runner decisions it
+// logged, and shuts it down; then it tries every runner explicitly.
 func Probe(c ProbeConfig, ios IO) (*ProbeReport, error) {
-	rep := &ProbeReport{IOURing: ring.Probe().String()}
+	report, _ := engine.ProbeURing()
+	rep := &ProbeReport{IOURing: report}
 	h := newCaptureHandler()
 	e, err := engine.New(engine.Config{Buffers: 8, BufSize: 4096}, engine.WithLogger(slog.New(h)))
 	if err != nil {

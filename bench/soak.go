@@ -55,8 +55,8 @@ import (
 
 	"github.com/dustin/go-humanize"
 	"github.com/sluice-io/sluice/engine"
+	"github.com/sluice-io/sluice/internal/mosquitto"
 	"github.com/sluice-io/sluice/srcs"
-	"github.com/sluice-io/sluice/srcs/srcstest"
 )
 
 // Defaults of `soak`.
@@ -210,7 +210,7 @@ type soakRun struct {
 
 	e      *engine.Engine
 	chk    *soakChecker
-	broker *srcstest.Mosquitto
+	broker *mosquitto.Broker
 	udpSrc *srcs.UDPSource
 	tail   *srcs.Tail
 	mqtt   *srcs.MQTT
@@ -253,9 +253,9 @@ func Soak(ctx context.Context, c SoakConfig, ios IO) (*SoakReport, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bench: soak: --peak-conns %d: %w", c.PeakConns, err)
 	}
-	var mosquitto string
+	var brokerBin string
 	if c.MQTT {
-		if mosquitto, err = srcstest.MosquittoBin(); err != nil {
+		if brokerBin, err = mosquitto.Bin(); err != nil {
 			return nil, fmt.Errorf("bench: soak: --mqtt: %v; --mqtt=false soaks without MQTT", err)
 		}
 	}
@@ -267,7 +267,7 @@ func Soak(ctx context.Context, c SoakConfig, ios IO) (*SoakReport, error) {
 	wall := time.Now()
 	r := &soakRun{cfg: c, ios: ios, dir: dir, chk: newSoakChecker(c.Seed)}
 	defer r.teardown()
-	if err := r.setup(mosquitto); err != nil {
+	if err := r.setup(brokerBin); err != nil {
 		return nil, err
 	}
 	rep := r.run(ctx)
@@ -290,10 +290,10 @@ func Soak(ctx context.Context, c SoakConfig, ios IO) (*SoakReport, error) {
 // setup starts the broker, the engine and the sources that live through
 // the whole soak: a TCP and a unix listener, a UDP socket, the tail and
 // the MQTT subscriber.
-func (r *soakRun) setup(mosquitto string) error {
+func (r *soakRun) setup(brokerBin string) error {
 	c := r.cfg
-	if mosquitto != "" {
-		b, err := srcstest.StartMosquittoWith(mosquitto, r.dir, mqttBrokerConf...)
+	if brokerBin != "" {
+		b, err := mosquitto.StartWith(brokerBin, r.dir, mqttBrokerConf...)
 		if err != nil {
 			return fmt.Errorf("bench: soak: %w", err)
 		}

@@ -11,17 +11,17 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/engine"
+	"github.com/sluice-io/sluice/internal/mosquitto"
 	"github.com/sluice-io/sluice/srcs"
-	"github.com/sluice-io/sluice/srcs/srcstest"
 )
 
 // mqttSoakTopic is the soak's topic prefix: publisher i publishes on
 // mqttSoakTopic/p<i>.
 const mqttSoakTopic = "sluice-soak"
 
-// mqttBrokerConf is the broker's configuration beyond srcstest's: queue a
-// subscriber's QoS 1 messages without limit. By default mosquitto drops
-// those past 1,000 queued, and a subscriber the engine does not read for
+// mqttBrokerConf is the broker's configuration beyond mosquitto.Start's:
+// queue a subscriber's QoS 1 messages without limit. By default mosquitto
+// drops those past 1,000 queued, and a subscriber the engine does not read for
 // a few seconds (its pool taken by thousands of connections at the top of
 // a wave) is that far behind at this rate: those would be the broker's
 // losses, which no delivery guarantee covers.
@@ -50,9 +50,9 @@ var mqttBrokerConf = []string{"max_queued_messages 0"}
 // come after the ones below it; duplicates (a publisher sends a number
 // again when the broker died before its PUBACK) are counted.
 type mqttLoad struct {
-	broker  *srcstest.Mosquitto
+	broker  *mosquitto.Broker
 	src     *srcs.MQTT
-	pubs    []*srcstest.Publisher
+	pubs    []*mosquitto.Publisher
 	chk     *mqttCheck
 	failf   func(string, ...any)
 	every   time.Duration
@@ -70,12 +70,12 @@ type mqttLoad struct {
 	wg   sync.WaitGroup
 }
 
-func startMQTTLoad(c SoakConfig, broker *srcstest.Mosquitto, src *srcs.MQTT, chk *mqttCheck, failf func(string, ...any)) *mqttLoad {
+func startMQTTLoad(c SoakConfig, broker *mosquitto.Broker, src *srcs.MQTT, chk *mqttCheck, failf func(string, ...any)) *mqttLoad {
 	l := &mqttLoad{broker: broker, src: src, chk: chk, failf: failf, settle: c.Settle, seed: c.Seed,
 		restart: c.MQTTRestart, done: make(chan struct{})}
 	every := time.Duration(float64(time.Second) / c.MQTTRate)
 	for i := range c.MQTTPubs {
-		l.pubs = append(l.pubs, srcstest.StartPacedPublisher(broker.Addr, fmt.Sprintf("sluice-soak-pub-%d", i),
+		l.pubs = append(l.pubs, mosquitto.StartPacedPublisher(broker.Addr, fmt.Sprintf("sluice-soak-pub-%d", i),
 			fmt.Sprintf("%s/p%d", mqttSoakTopic, i), every))
 	}
 	if l.restart > 0 {

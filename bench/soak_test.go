@@ -17,8 +17,9 @@ import (
 
 	"github.com/dustin/go-humanize"
 	"github.com/sluice-io/sluice/engine"
+	"github.com/sluice-io/sluice/internal/mosquitto"
+	"github.com/sluice-io/sluice/internal/srcstest"
 	"github.com/sluice-io/sluice/ring"
-	"github.com/sluice-io/sluice/srcs/srcstest"
 )
 
 // EnvSoak sets how long TestSoak soaks, over all its runners together,
@@ -74,8 +75,8 @@ func TestSoak(t *testing.T) {
 		runners = strings.Split(v, ",")
 	}
 	mqtt := true
-	if _, err := srcstest.MosquittoBin(); err != nil {
-		if os.Getenv(srcstest.EnvRequireMosquitto) == "1" {
+	if _, err := mosquitto.Bin(); err != nil {
+		if srcstest.Required(srcstest.EnvRequireMosquitto) {
 			t.Fatalf("%v, and %s=1", err, srcstest.EnvRequireMosquitto)
 		}
 		t.Logf("%v: soaking without MQTT (%s=1 fails instead)", err, srcstest.EnvRequireMosquitto)
@@ -109,12 +110,8 @@ func requireSoakRunner(t *testing.T, runner string) {
 	if runner != engine.RunnerURing {
 		return
 	}
-	if p := ring.Probe(); !p.Supported {
-		if os.Getenv("SLUICE_REQUIRE_URING") == "1" {
-			t.Fatalf("io_uring required but unsupported: %s", p.Reason)
-		}
-		t.Skipf("io_uring unsupported: %s", p.Reason)
-	}
+	p := ring.Probe()
+	srcstest.RequireURing(t, p.Supported, p.Reason)
 }
 
 // checkSoakReport checks what Soak's success already implies, from the

@@ -7,8 +7,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluice-io/sluice/ring"
 	"golang.org/x/sys/unix"
+
+	"github.com/sluice-io/sluice/engine"
 )
 
 // cpuTime is the user plus system CPU time this process has used
@@ -43,8 +44,9 @@ type Host struct {
 }
 
 func hostInfo() Host {
+	_, kernel := engine.ProbeURing()
 	return Host{
-		Kernel: ring.Probe().Kernel.Release, Go: runtime.Version(),
+		Kernel: kernel, Go: runtime.Version(),
 		OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU(),
 	}
 }

@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/engine"
+	"github.com/sluice-io/sluice/internal/srcstest"
 	"github.com/sluice-io/sluice/srcs"
-	"github.com/sluice-io/sluice/srcs/srcstest"
 )
 
 // Framed conformance: whichever runner reads a framed source, every chunk

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"strconv"
 	"sync"
 	"testing"
@@ -19,8 +18,9 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/sluice-io/sluice/engine"
+	"github.com/sluice-io/sluice/internal/mosquitto"
+	"github.com/sluice-io/sluice/internal/srcstest"
 	"github.com/sluice-io/sluice/srcs"
-	"github.com/sluice-io/sluice/srcs/srcstest"
 )
 
 // subscribed reports when a client's SUBSCRIBE has been handled.
@@ -185,16 +185,10 @@ func testConformanceMQTT(t *testing.T, runner string, version byte) {
 // subscribed again arrives. Duplicates are allowed (QoS 1 is at least
 // once).
 func TestConformanceMQTTMosquittoRestart(t *testing.T) {
-	bin, err := srcstest.MosquittoBin()
-	if err != nil {
-		if os.Getenv(srcstest.EnvRequireMosquitto) == "1" {
-			t.Fatalf("%v, and %s=1", err, srcstest.EnvRequireMosquitto)
-		}
-		t.Skipf("%v; set %s=1 to fail instead", err, srcstest.EnvRequireMosquitto)
-	}
+	bin := srcstest.RequireMosquitto(t)
 	forEachRunner(t, func(t *testing.T, runner string) {
 		t.Setenv(engine.EnvRunner, "")
-		broker, err := srcstest.StartMosquitto(bin, t.TempDir())
+		broker, err := mosquitto.Start(bin, t.TempDir())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -227,7 +221,7 @@ func TestConformanceMQTTMosquittoRestart(t *testing.T) {
 			<-done
 		}()
 		waitUntil(t, "the first SUBACK", func() bool { return src.Stats().Subscribes >= 1 })
-		pub := srcstest.StartPublisher(broker.Addr, topic)
+		pub := mosquitto.StartPublisher(broker.Addr, topic)
 		defer pub.Halt()
 		waitUntil(t, "messages before the restart", func() bool { return col.count(t) >= 200 })
 

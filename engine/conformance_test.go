@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/engine"
+	"github.com/sluice-io/sluice/internal/srcstest"
 	"github.com/sluice-io/sluice/ring"
 	"github.com/sluice-io/sluice/srcs"
-	"github.com/sluice-io/sluice/srcs/srcstest"
 )
 
 // The conformance suite runs every test against every runner: whichever
@@ -34,19 +34,13 @@ func forEachRunner(t *testing.T, f func(t *testing.T, runner string)) {
 
 // requireRunner skips a runner the kernel cannot support, unless
 // SLUICE_REQUIRE_URING=1 says io_uring must be there.
-func requireRunner(t *testing.T, runner string) {
+func requireRunner(t testing.TB, runner string) {
 	t.Helper()
 	if runner != engine.RunnerURing {
 		return
 	}
 	p := ring.Probe()
-	if p.Supported {
-		return
-	}
-	if os.Getenv("SLUICE_REQUIRE_URING") == "1" {
-		t.Fatalf("io_uring required but unsupported: %s", p.Reason)
-	}
-	t.Skipf("io_uring unsupported: %s", p.Reason)
+	srcstest.RequireURing(t, p.Supported, p.Reason)
 }
 
 // stream is what a collector saw of one source (see streamid_test.go for
@@ -627,4 +621,26 @@ func TestConformanceSlowConsumer(t *testing.T) {
 			t.Fatalf("%s: got %d bytes crc %08x, sent %d crc %08x", runner, got.bytes, got.crc, w.bytes, w.crc)
 		}
 	})
+}
+
+func openFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+// pullAll pulls chunks until the engine closes, handing each to f and
+// releasing it.
+func pullAll(e *engine.Engine, f func(engine.Chunk)) {
+	for {
+		c, err := e.Next(context.Background())
+		if err != nil {
+			return
+		}
+		f(c)
+		c.Release()
+	}
 }

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/engine"
+	"github.com/sluice-io/sluice/internal/srcstest"
 	"github.com/sluice-io/sluice/srcs"
-	"github.com/sluice-io/sluice/srcs/srcstest"
 )
 
 // TestFramedParkedPartsArrive: framed lanes that wait for the rest of a

@@ -23,6 +23,7 @@ func BenchmarkIdleSourceMemory(b *testing.B) {
 	const n = 2000
 	for _, runner := range []string{engine.RunnerURing, engine.RunnerEpoll, engine.RunnerGoroutine} {
 		b.Run(runner, func(b *testing.B) {
+			requireRunner(b, runner)
 			b.Setenv(engine.EnvRunner, "")
 			var heap, rss, gs float64
 			rounds := 0
@@ -41,9 +42,6 @@ func BenchmarkIdleSourceMemory(b *testing.B) {
 func idleSourceCost(b *testing.B, runner string, n int) (heap, rss, goroutines float64) {
 	e, err := engine.New(engine.Config{Runner: runner, Workers: 1, Buffers: 64, BufSize: 4096})
 	if err != nil {
-		if runner == engine.RunnerURing && os.Getenv("SLUICE_REQUIRE_URING") != "1" {
-			b.Skip(err)
-		}
 		b.Fatal(err)
 	}
 	defer e.Shutdown(context.Background())

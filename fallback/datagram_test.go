@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/fallback"
+	"github.com/sluice-io/sluice/internal/srcstest"
 	"github.com/sluice-io/sluice/pool"
 	"github.com/sluice-io/sluice/srcs"
-	"github.com/sluice-io/sluice/srcs/srcstest"
 )
 
 // dgramRunners are the fallback runners that drive datagram sources.

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/srcstest"
 	"github.com/sluice-io/sluice/pool"
 	"github.com/sluice-io/sluice/srcs"
-	"github.com/sluice-io/sluice/srcs/srcstest"
 )
 
 // errEpInjected is the failure injectFault gives a worker.

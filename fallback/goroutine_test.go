@@ -18,9 +18,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluice-io/sluice/fallback"
+	"github.com/sluice-io/sluice/internal/srcstest"
 	"github.com/sluice-io/sluice/pool"
 	"github.com/sluice-io/sluice/srcs"
-	"github.com/sluice-io/sluice/srcs/srcstest"
 )
 
 // runner is engine.Runner, restated because engine imports this package.

@@ -13,12 +13,14 @@
 // and CLOSE), but sluice's io_uring runner assumes 5.19 (multishot accept,
 // provided buffer rings, cancel by fd) and does best on 6.1 or newer, where
 // [New] gets SINGLE_ISSUER (6.0) and DEFER_TASKRUN (6.1). Each flag, opcode
-// and feature constant names the release that introduced it, and [Probe]
-// reports what the running kernel has. When io_uring is absent or blocked
-// (ENOSYS, EPERM from seccomp, sysctl kernel.io_uring_disabled), [New] and
-// [Probe] say why with an error matching [ErrNotSupported]. On other
-// operating systems every function returns ErrNotSupported, so callers need
-// no build tags.
+// and feature constant names the release that introduced it, [Probe]
+// reports what the running kernel has, and [KernelFeatures] lists what the
+// probe looks for, each with its release and what sluice uses it for.
+// When io_uring is absent or blocked (ENOSYS, EPERM from seccomp, sysctl
+// kernel.io_uring_disabled), [New] and [Probe] say why with an error
+// matching [ErrNotSupported], which also matches errors.ErrUnsupported.
+// On other operating systems every function returns ErrNotSupported, so
+// callers need no build tags.
 //
 // # Threads and ownership
 //

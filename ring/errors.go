@@ -10,7 +10,10 @@ var (
 	// ErrNotSupported means io_uring cannot be used here: not Linux, a kernel
 	// too old for a feature, io_uring disabled by sysctl, or blocked by a
 	// seccomp filter. Errors from [New] and [Probe] wrap it with the reason.
-	ErrNotSupported = errors.New("ring: io_uring not supported")
+	// It matches errors.ErrUnsupported, like every "not supported" error in
+	// sluice, so a caller can treat them alike without knowing this
+	// package.
+	ErrNotSupported error = &unsupportedError{"ring: io_uring not supported"}
 
 	// ErrWrongThread means a method that enters the kernel ran on an OS
 	// thread other than the one that created the ring. Lock the creating
@@ -49,9 +52,17 @@ func (e *MemlockError) Error() string {
 
 func (e *MemlockError) Unwrap() error { return e.Err }
 
+// unsupportedError is a sentinel that matches errors.ErrUnsupported without
+// taking its message.
+type unsupportedError struct{ msg string }
+
+func (e *unsupportedError) Error() string { return e.msg }
+
+func (e *unsupportedError) Is(target error) bool { return target == errors.ErrUnsupported }
+
 // NotSupportedError says why io_uring, or one of its features, cannot be
-// used. It matches [ErrNotSupported] with errors.Is, and unwraps to the errno
-// behind it, if any.
+// used. It matches [ErrNotSupported] and errors.ErrUnsupported with
+// errors.Is, and unwraps to the errno behind it, if any.
 type NotSupportedError struct {
 	Op     string // what was attempted, such as "setup"
 	Reason string // why it cannot work here, naming kernel versions or settings
@@ -66,7 +77,10 @@ func (e *NotSupportedError) Error() string {
 	return s
 }
 
-// Is makes errors.Is(err, ErrNotSupported) hold.
-func (e *NotSupportedError) Is(target error) bool { return target == ErrNotSupported }
+// Is makes errors.Is(err, ErrNotSupported) and errors.Is(err,
+// errors.ErrUnsupported) hold.
+func (e *NotSupportedError) Is(target error) bool {
+	return target == ErrNotSupported || target == errors.ErrUnsupported
+}
 
 func (e *NotSupportedError) Unwrap() error { return e.Err }

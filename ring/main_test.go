@@ -1,11 +1,12 @@
 package ring
 
 import (
-	"os"
 	"runtime"
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/sluice-io/sluice/internal/srcstest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -15,12 +16,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func requireURing(t testing.TB) ProbeResult {
 	t.Helper()
 	p := Probe()
-	if !p.Supported {
-		if os.Getenv("SLUICE_REQUIRE_URING") == "1" {
-			t.Fatalf("SLUICE_REQUIRE_URING=1 but io_uring is unusable:\n%v", p)
-		}
-		t.Skip(p.Reason)
-	}
+	srcstest.RequireURing(t, p.Supported, p.Reason)
 	return p
 }
 
@@ -36,17 +32,31 @@ func runLocked(t *testing.T, fn func(t *testing.T)) {
 	})
 }
 
-// requireFeature skips t when the kernel lacks feature f, which arrived in
-// Linux major.minor, and fails it when the kernel is that new or newer
-// (so a feature that goes missing is a regression, not a skip).
-func requireFeature(t testing.TB, f Features, major, minor int) {
+// requireFeature skips t when the kernel lacks the feature named name in
+// KernelFeatures, and fails it when the kernel is as new as the feature's
+// release or newer (so a feature that goes missing is a regression, not a
+// skip).
+func requireFeature(t testing.TB, name string) {
 	t.Helper()
 	p := requireURing(t)
-	if p.Features&f != 0 {
+	f := kernelFeature(t, name)
+	if p.Has(f) {
 		return
 	}
-	if p.Kernel.AtLeast(major, minor) {
-		t.Fatalf("kernel %s should have %v (Linux %d.%d)", p.Kernel, f, major, minor)
+	if p.Kernel.AtLeast(f.Major, f.Minor) {
+		t.Fatalf("kernel %s should have %v", p.Kernel, f)
 	}
-	t.Skipf("kernel %s lacks %v (Linux %d.%d)", p.Kernel, f, major, minor)
+	t.Skipf("kernel %s lacks %v", p.Kernel, f)
+}
+
+// kernelFeature returns the entry of KernelFeatures named name.
+func kernelFeature(t testing.TB, name string) KernelFeature {
+	t.Helper()
+	for _, f := range KernelFeatures() {
+		if f.Name == name {
+			return f
+		}
+	}
+	t.Fatalf("no kernel feature named %q", name)
+	return KernelFeature{}
 }

@@ -246,9 +246,7 @@ func TestMultishotAccept1000(t *testing.T) {
 		t.Skipf("RLIMIT_NOFILE %d is too low for %d connections", lim.Cur, conns)
 	}
 	runLocked(t, func(t *testing.T) {
-		if !Probe().MultishotAccept {
-			t.Skip("multishot accept needs 5.19")
-		}
+		requireFeature(t, "multishot accept (found through IORING_OP_SOCKET)")
 		r := newRing(t, Config{Entries: 64, CQEntries: 1024})
 		lfd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 		if err != nil {

@@ -18,9 +18,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-io/sluice/internal/srcstest"
 	"github.com/sluice-io/sluice/pool"
 	"github.com/sluice-io/sluice/srcs"
-	"github.com/sluice-io/sluice/srcs/srcstest"
 )
 
 // rig is one runner under test with its pool and recorder. Its cleanup

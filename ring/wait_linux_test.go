@@ -13,7 +13,7 @@ import (
 // timeout), and gives up at its timeout.
 func TestSubmitAndWaitBatch(t *testing.T) {
 	runLocked(t, func(t *testing.T) {
-		requireFeature(t, FeatMinTimeout, 6, 12)
+		requireFeature(t, "IORING_FEAT_MIN_TIMEOUT")
 		r := newRing(t, Config{Entries: 8})
 		const minWait = 200 * time.Microsecond
 

@@ -167,6 +167,5 @@ var (
 	_ syscall.Conn = (*Conn)(nil)
 	_ syscall.Conn = (*TCPClient)(nil)
 	_ syscall.Conn = (*UnixClient)(nil)
-	_ syscall.Conn = (*Synthetic)(nil)
 	_ syscall.Conn = (*MQTT)(nil)
 )

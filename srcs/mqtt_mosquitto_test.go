@@ -2,27 +2,20 @@ package srcs_test
 
 import (
 	"fmt"
-	"os"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/mosquitto"
+	"github.com/sluice-io/sluice/internal/srcstest"
 	"github.com/sluice-io/sluice/srcs"
-	"github.com/sluice-io/sluice/srcs/srcstest"
 )
 
 // startMosquitto runs Debian's mosquitto until the test ends, or skips
 // (fails under SLUICE_REQUIRE_MOSQUITTO=1) when it is not installed.
-func startMosquitto(t *testing.T) *srcstest.Mosquitto {
+func startMosquitto(t *testing.T) *mosquitto.Broker {
 	t.Helper()
-	bin, err := srcstest.MosquittoBin()
-	if err != nil {
-		if os.Getenv(srcstest.EnvRequireMosquitto) == "1" {
-			t.Fatalf("%v, and %s=1", err, srcstest.EnvRequireMosquitto)
-		}
-		t.Skipf("%v; set %s=1 to fail instead", err, srcstest.EnvRequireMosquitto)
-	}
-	b, err := srcstest.StartMosquitto(bin, t.TempDir())
+	b, err := mosquitto.Start(srcstest.RequireMosquitto(t), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +40,7 @@ func TestMQTTMosquittoRestart(t *testing.T) {
 				}, o)
 				s.pump(10*time.Second, "the first SUBACK", func() bool { return s.m.Stats().Subscribes >= 1 })
 
-				pub := srcstest.StartPublisher(broker.Addr, topic)
+				pub := mosquitto.StartPublisher(broker.Addr, topic)
 				t.Cleanup(pub.Halt)
 				s.pump(10*time.Second, "messages before the restart", func() bool { return len(s.msgs) >= 200 })
 

@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-io/sluice/internal/srcstest"
 	"github.com/sluice-io/sluice/srcs"
 )
 
@@ -24,7 +25,7 @@ import (
 // rather than skip: CI runs as root with CI=true, and the Makefile sets
 // SLUICE_REQUIRE_URING=1 there.
 func underCI() bool {
-	return os.Getenv("CI") == "true" || os.Getenv("SLUICE_REQUIRE_URING") == "1"
+	return os.Getenv("CI") == "true" || srcstest.Required(srcstest.EnvRequireURing)
 }
 
 // mountTmpfs mounts a tmpfs of size bytes on a new directory, unmounted

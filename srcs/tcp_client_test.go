@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-io/sluice/internal/srcstest"
 	"github.com/sluice-io/sluice/srcs"
 )
 
@@ -117,7 +118,7 @@ func TestTCPClientSessions(t *testing.T) {
 				t.Fatal(err)
 			}
 		} else {
-			got = readDesc(t, c)
+			got = srcstest.ReadDesc(t, c)
 		}
 		if string(got) != msg {
 			t.Errorf("session %d read %q, want %q", i, got, msg)

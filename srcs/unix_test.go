@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-io/sluice/internal/srcstest"
 	"github.com/sluice-io/sluice/srcs"
 )
 
@@ -103,7 +104,7 @@ func TestUnixListenerAcceptsAndReads(t *testing.T) {
 				cl.Close()
 				var got []byte
 				if i == n-1 {
-					got = readDesc(t, c)
+					got = srcstest.ReadDesc(t, c)
 				} else if got, err = io.ReadAll(c); err != nil {
 					t.Fatal(err)
 				}
@@ -340,7 +341,7 @@ func TestUnixClientReconnect(t *testing.T) {
 				t.Fatal(err)
 			}
 		} else {
-			got = readDesc(t, c)
+			got = srcstest.ReadDesc(t, c)
 		}
 		if string(got) != msg {
 			t.Errorf("session %d read %q, want %q", i, got, msg)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluice-io/sluice/engine"
 	"github.com/sluice-io/sluice/engine/metrics"
+	"github.com/sluice-io/sluice/internal/synthetic"
 	"github.com/sluice-io/sluice/srcs"
 )
 
@@ -172,7 +173,7 @@ func TestNoPerSourceSeriesByDefault(t *testing.T) {
 	}
 	defer e.Shutdown(context.Background())
 	for range 50 {
-		src, err := srcs.NewSynthetic(srcs.SyntheticConfig{})
+		src, err := synthetic.New(synthetic.Config{})
 		if err != nil {
 			t.Fatal(err)
 		}

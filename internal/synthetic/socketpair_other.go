@@ -1,6 +1,6 @@
 //go:build !linux
 
-package srcs
+package synthetic
 
 import (
 	"os"

@@ -13,13 +13,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/srcstest"
+	"github.com/sluice-io/sluice/internal/synthetic"
 	"github.com/sluice-io/sluice/srcs"
-	"github.com/sluice-io/sluice/srcs/srcstest"
 )
 
-func synthetic(t *testing.T, total int64) *srcs.Synthetic {
+func newSynthetic(t *testing.T, total int64) *synthetic.Source {
 	t.Helper()
-	s, err := srcs.NewSynthetic(srcs.SyntheticConfig{Total: total, Seed: 7, MaxWrite: 5000})
+	s, err := synthetic.New(synthetic.Config{Total: total, Seed: 7, MaxWrite: 5000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +42,7 @@ func TestFaultyCapabilities(t *testing.T) {
 		src              srcs.Source
 		deadline, reconn bool
 	}{
-		{"synthetic", synthetic(t, 1), true, false},
+		{"synthetic", newSynthetic(t, 1), true, false},
 		{"tcp client", client, true, true},
 		{"file", file, false, false},
 		{"plain reconnector", struct {
@@ -82,7 +83,7 @@ func TestFaultyOpen(t *testing.T) {
 		{"given error", myErr, myErr},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			s := synthetic(t, 10)
+			s := newSynthetic(t, 10)
 			f := srcstest.Faulty(s, srcstest.Faults{FailOpens: 2, OpenErr: tt.err})
 			for i := range 2 {
 				if err := f.Open(context.Background()); !errors.Is(err, tt.want) {
@@ -103,7 +104,7 @@ func TestFaultyOpen(t *testing.T) {
 }
 
 func TestFaultyShortReads(t *testing.T) {
-	s := synthetic(t, 100_000)
+	s := newSynthetic(t, 100_000)
 	f := srcstest.Faulty(s, srcstest.Faults{MaxRead: 100})
 	if err := f.Open(context.Background()); err != nil {
 		t.Fatal(err)
@@ -134,7 +135,7 @@ func TestFaultyReadError(t *testing.T) {
 	reset := fmt.Errorf("injected: %w", syscall.ECONNRESET)
 	for _, after := range []int64{0, 1, 4999, 5000, 12_345} {
 		t.Run(fmt.Sprint(after), func(t *testing.T) {
-			s := synthetic(t, 50_000)
+			s := newSynthetic(t, 50_000)
 			f := srcstest.Faulty(s, srcstest.Faults{ReadErr: reset, ErrAfter: after, MaxRead: 3000})
 			if err := f.Open(context.Background()); err != nil {
 				t.Fatal(err)
@@ -172,7 +173,7 @@ func TestFaultyReadError(t *testing.T) {
 // TestFaultyDeadline checks that the wrapper forwards SetReadDeadline to a
 // blocked Read of the wrapped source.
 func TestFaultyDeadline(t *testing.T) {
-	s, err := srcs.NewSynthetic(srcs.SyntheticConfig{Total: 10, Seed: 1, MaxWrite: 1, Rate: 1})
+	s, err := synthetic.New(synthetic.Config{Total: 10, Seed: 1, MaxWrite: 1, Rate: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

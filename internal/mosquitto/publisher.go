@@ -1,9 +1,10 @@
-package srcstest
+package mosquitto
 
 import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -165,4 +166,38 @@ func publishSeq(c net.Conn, br *bufio.Reader, topic string, seq int64) error {
 			return nil
 		}
 	}
+}
+
+// StartPublisher starts publishing "%08d" sequence numbers to the broker
+// at addr on topic as fast as it acknowledges them (see Publisher).
+func StartPublisher(addr, topic string) *Publisher {
+	return StartPacedPublisher(addr, "sluice-test-pub", topic, 0)
+}
+
+// readBrokerPacket reads one MQTT 3.1.1 packet a broker sends a publisher.
+func readBrokerPacket(br *bufio.Reader) (packets.Packet, error) {
+	var pk packets.Packet
+	hb, err := br.ReadByte()
+	if err != nil {
+		return pk, err
+	}
+	if err := pk.FixedHeader.Decode(hb); err != nil {
+		return pk, err
+	}
+	n, _, err := packets.DecodeLength(br)
+	if err != nil {
+		return pk, err
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(br, body); err != nil {
+		return pk, err
+	}
+	pk.ProtocolVersion = 4
+	switch pk.FixedHeader.Type {
+	case packets.Connack:
+		err = pk.ConnackDecode(body)
+	case packets.Puback:
+		err = pk.PubackDecode(body)
+	}
+	return pk, err
 }

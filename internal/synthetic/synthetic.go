@@ -1,4 +1,4 @@
-package srcs
+package synthetic
 
 import (
 	"context"
@@ -14,10 +14,12 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sluice-io/sluice/srcs"
 )
 
-// DefaultSyntheticMaxWrite is SyntheticConfig.MaxWrite when zero.
-const DefaultSyntheticMaxWrite = 64 << 10
+// DefaultMaxWrite is Config.MaxWrite when zero.
+const DefaultMaxWrite = 64 << 10
 
 // PCG stream selectors: the bytes and the write sizes come from separate
 // generators, so the bytes do not depend on MaxWrite and Digest needs only
@@ -27,8 +29,8 @@ const (
 	synthSizeStream = 0x736c75696365_02
 )
 
-// SyntheticConfig configures NewSynthetic.
-type SyntheticConfig struct {
+// Config configures New.
+type Config struct {
 	// Name is the source's name; empty means "synthetic://<seed>".
 	Name string `yaml:"name"`
 	// Total is the number of bytes to send before end of stream.
@@ -36,13 +38,13 @@ type SyntheticConfig struct {
 	// Seed selects the bytes and the write sizes.
 	Seed uint64 `yaml:"seed"`
 	// MaxWrite is the largest write; each write has a random size from 1
-	// to MaxWrite. Zero means DefaultSyntheticMaxWrite.
+	// to MaxWrite. Zero means DefaultMaxWrite.
 	MaxWrite int `yaml:"max_write"`
 	// Rate paces the writer in bytes per second. Zero means unlimited.
 	Rate int64 `yaml:"rate"`
 }
 
-// Synthetic is a source for tests and benchmarks: a unix socket pair
+// Source is a source for tests and benchmarks: a unix socket pair
 // whose far end a goroutine feeds with Total deterministic pseudo-random
 // bytes, then closes. Digest tells what a reader must receive.
 //
@@ -51,10 +53,10 @@ type SyntheticConfig struct {
 // which Read is unavailable for the session. Each Open starts a new
 // session that sends the same bytes again.
 //
-// Synthetic is not safe for concurrent use, except that Close and
+// Source is not safe for concurrent use, except that Close and
 // SetReadDeadline may be called while Read blocks, and Digest at any time.
-type Synthetic struct {
-	cfg  SyntheticConfig
+type Source struct {
+	cfg  Config
 	name string
 
 	digestOnce sync.Once
@@ -66,38 +68,38 @@ type Synthetic struct {
 
 // synthSession is one Open: the reading Conn and the writer goroutine.
 type synthSession struct {
-	conn   *Conn
+	conn   *srcs.Conn
 	w      *os.File // owned by the writer goroutine, which closes it
 	stop   chan struct{}
 	exited chan struct{}
 }
 
-// NewSynthetic checks cfg and returns a source that has not opened yet.
-func NewSynthetic(cfg SyntheticConfig) (*Synthetic, error) {
+// New checks cfg and returns a source that has not opened yet.
+func New(cfg Config) (*Source, error) {
 	switch {
 	case cfg.Total < 0:
-		return nil, fmt.Errorf("srcs: synthetic: Total: %d is negative", cfg.Total)
+		return nil, fmt.Errorf("synthetic: Total: %d is negative", cfg.Total)
 	case cfg.MaxWrite < 0:
-		return nil, fmt.Errorf("srcs: synthetic: MaxWrite: %d is negative", cfg.MaxWrite)
+		return nil, fmt.Errorf("synthetic: MaxWrite: %d is negative", cfg.MaxWrite)
 	case cfg.Rate < 0:
-		return nil, fmt.Errorf("srcs: synthetic: Rate: %d is negative", cfg.Rate)
+		return nil, fmt.Errorf("synthetic: Rate: %d is negative", cfg.Rate)
 	}
 	if cfg.MaxWrite == 0 {
-		cfg.MaxWrite = DefaultSyntheticMaxWrite
+		cfg.MaxWrite = DefaultMaxWrite
 	}
 	name := cfg.Name
 	if name == "" {
 		name = fmt.Sprintf("synthetic://%d", cfg.Seed)
 	}
-	return &Synthetic{cfg: cfg, name: name}, nil
+	return &Source{cfg: cfg, name: name}, nil
 }
 
 // Name returns the configured name.
-func (s *Synthetic) Name() string { return s.name }
+func (s *Source) Name() string { return s.name }
 
 // Digest returns the number of bytes a session sends and their CRC-32C
 // (Castagnoli). The first call generates the stream once, without I/O.
-func (s *Synthetic) Digest() (bytes int64, crc32c uint32) {
+func (s *Source) Digest() (bytes int64, crc32c uint32) {
 	s.digestOnce.Do(func() {
 		g := newSynthBytes(s.cfg.Seed)
 		tab := crc32.MakeTable(crc32.Castagnoli)
@@ -115,15 +117,15 @@ func (s *Synthetic) Digest() (bytes int64, crc32c uint32) {
 }
 
 // Open creates the socket pair and starts the writer.
-func (s *Synthetic) Open(context.Context) error {
+func (s *Source) Open(context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.sess != nil {
-		return fmt.Errorf("srcs: open %s: already open", s.name)
+		return fmt.Errorf("synthetic: open %s: already open", s.name)
 	}
 	fds, err := socketpair()
 	if err != nil {
-		return fmt.Errorf("srcs: open %s: %w", s.name, err)
+		return fmt.Errorf("synthetic: open %s: %w", s.name, err)
 	}
 	// net.FileConn duplicates the descriptor; the *os.File only carries it.
 	rf := os.NewFile(uintptr(fds[0]), s.name)
@@ -131,13 +133,13 @@ func (s *Synthetic) Open(context.Context) error {
 	rf.Close()
 	if err != nil {
 		unix.Close(fds[1])
-		return fmt.Errorf("srcs: open %s: %w", s.name, err)
+		return fmt.Errorf("synthetic: open %s: %w", s.name, err)
 	}
 	// A non-blocking descriptor makes a pollable *os.File, so a write
 	// deadline can stop the writer while it waits for the reader.
 	w := os.NewFile(uintptr(fds[1]), s.name+" (writer)")
 	sess := &synthSession{
-		conn:   NewConn(nc),
+		conn:   srcs.NewConn(nc),
 		w:      w,
 		stop:   make(chan struct{}),
 		exited: make(chan struct{}),
@@ -149,7 +151,7 @@ func (s *Synthetic) Open(context.Context) error {
 
 // write sends the stream, paced at cfg.Rate, then closes its end so the
 // reader sees end of stream. It returns early when the session stops.
-func (sess *synthSession) write(cfg SyntheticConfig) {
+func (sess *synthSession) write(cfg Config) {
 	defer close(sess.exited)
 	defer sess.w.Close()
 
@@ -184,17 +186,17 @@ func (sess *synthSession) write(cfg SyntheticConfig) {
 	}
 }
 
-func (s *Synthetic) session(op string) (*Conn, error) {
+func (s *Source) session(op string) (*srcs.Conn, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.sess == nil {
-		return nil, fmt.Errorf("srcs: %s %s: no session: %w", op, s.name, net.ErrClosed)
+		return nil, fmt.Errorf("synthetic: %s %s: no session: %w", op, s.name, net.ErrClosed)
 	}
 	return s.sess.conn, nil
 }
 
 // Read reads the stream through the Go netpoller.
-func (s *Synthetic) Read(p []byte) (int, error) {
+func (s *Source) Read(p []byte) (int, error) {
 	c, err := s.session("read")
 	if err != nil {
 		return 0, err
@@ -203,7 +205,7 @@ func (s *Synthetic) Read(p []byte) (int, error) {
 }
 
 // SetReadDeadline sets the deadline of the session's reads.
-func (s *Synthetic) SetReadDeadline(t time.Time) error {
+func (s *Source) SetReadDeadline(t time.Time) error {
 	c, err := s.session("set deadline")
 	if err != nil {
 		return err
@@ -213,8 +215,8 @@ func (s *Synthetic) SetReadDeadline(t time.Time) error {
 
 // SyscallConn gives the reading socket's raw connection, so that a runner
 // can wait for readability before it takes a buffer (see
-// Conn.SyscallConn).
-func (s *Synthetic) SyscallConn() (syscall.RawConn, error) {
+// srcs.Conn.SyscallConn).
+func (s *Source) SyscallConn() (syscall.RawConn, error) {
 	c, err := s.session("syscall conn")
 	if err != nil {
 		return nil, err
@@ -222,18 +224,18 @@ func (s *Synthetic) SyscallConn() (syscall.RawConn, error) {
 	return c.SyscallConn()
 }
 
-// Desc detaches the reading socket for a runner (see Conn.Desc).
-func (s *Synthetic) Desc() (Desc, error) {
+// Desc detaches the reading socket for a runner (see srcs.Conn.Desc).
+func (s *Source) Desc() (srcs.Desc, error) {
 	c, err := s.session("desc")
 	if err != nil {
-		return Desc{}, err
+		return srcs.Desc{}, err
 	}
 	return c.Desc()
 }
 
 // Close stops the writer, waits for it to exit, and closes the reading
 // end. It is idempotent, and Open may follow.
-func (s *Synthetic) Close() error {
+func (s *Source) Close() error {
 	s.mu.Lock()
 	sess := s.sess
 	s.sess = nil
@@ -252,7 +254,7 @@ func (s *Synthetic) Close() error {
 	sess.w.SetWriteDeadline(time.Unix(1, 0))
 	<-sess.exited
 	if err != nil && !errors.Is(err, net.ErrClosed) {
-		return fmt.Errorf("srcs: close %s: %w", s.name, err)
+		return fmt.Errorf("synthetic: close %s: %w", s.name, err)
 	}
 	return nil
 }
@@ -290,7 +292,8 @@ func (g *synthBytes) fill(p []byte) {
 }
 
 var (
-	_ Source     = (*Synthetic)(nil)
-	_ Descriptor = (*Synthetic)(nil)
-	_ Deadliner  = (*Synthetic)(nil)
+	_ srcs.Source     = (*Source)(nil)
+	_ srcs.Descriptor = (*Source)(nil)
+	_ srcs.Deadliner  = (*Source)(nil)
+	_ syscall.Conn    = (*Source)(nil)
 )

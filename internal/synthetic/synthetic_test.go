@@ -1,4 +1,4 @@
-package srcs_test
+package synthetic_test
 
 import (
 	"context"
@@ -10,14 +10,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/srcstest"
+	"github.com/sluice-io/sluice/internal/synthetic"
 	"github.com/sluice-io/sluice/srcs"
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-func newSynthetic(t *testing.T, cfg srcs.SyntheticConfig) *srcs.Synthetic {
+func newSynthetic(t *testing.T, cfg synthetic.Config) *synthetic.Source {
 	t.Helper()
-	s, err := srcs.NewSynthetic(cfg)
+	s, err := synthetic.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,15 +50,15 @@ func readDigest(t *testing.T, src io.Reader, bufSize int) (int64, uint32) {
 func TestSyntheticDigest(t *testing.T) {
 	tests := []struct {
 		name string
-		cfg  srcs.SyntheticConfig
+		cfg  synthetic.Config
 		buf  int
 		desc bool
 	}{
-		{"empty", srcs.SyntheticConfig{Total: 0, Seed: 1}, 4096, false},
-		{"one byte", srcs.SyntheticConfig{Total: 1, Seed: 2}, 4096, false},
-		{"odd sizes", srcs.SyntheticConfig{Total: 100_003, Seed: 3, MaxWrite: 777}, 333, false},
-		{"default writes", srcs.SyntheticConfig{Total: 4 << 20, Seed: 4}, 64 << 10, false},
-		{"through Desc", srcs.SyntheticConfig{Total: 1 << 20, Seed: 5, MaxWrite: 10_000}, 0, true},
+		{"empty", synthetic.Config{Total: 0, Seed: 1}, 4096, false},
+		{"one byte", synthetic.Config{Total: 1, Seed: 2}, 4096, false},
+		{"odd sizes", synthetic.Config{Total: 100_003, Seed: 3, MaxWrite: 777}, 333, false},
+		{"default writes", synthetic.Config{Total: 4 << 20, Seed: 4}, 64 << 10, false},
+		{"through Desc", synthetic.Config{Total: 1 << 20, Seed: 5, MaxWrite: 10_000}, 0, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -67,7 +69,7 @@ func TestSyntheticDigest(t *testing.T) {
 			var n int64
 			var crc uint32
 			if tt.desc {
-				data := readDesc(t, s)
+				data := srcstest.ReadDesc(t, s)
 				n, crc = int64(len(data)), crc32.Checksum(data, castagnoli)
 				if _, err := s.Read(make([]byte, 1)); err == nil {
 					t.Error("Read after Desc succeeded")
@@ -89,9 +91,9 @@ func TestSyntheticDigest(t *testing.T) {
 // TestSyntheticDeterministic checks that the bytes depend on the seed
 // alone, not on MaxWrite or on the session.
 func TestSyntheticDeterministic(t *testing.T) {
-	a := newSynthetic(t, srcs.SyntheticConfig{Total: 50_000, Seed: 9, MaxWrite: 13})
-	b := newSynthetic(t, srcs.SyntheticConfig{Total: 50_000, Seed: 9, MaxWrite: 60_000})
-	c := newSynthetic(t, srcs.SyntheticConfig{Total: 50_000, Seed: 10})
+	a := newSynthetic(t, synthetic.Config{Total: 50_000, Seed: 9, MaxWrite: 13})
+	b := newSynthetic(t, synthetic.Config{Total: 50_000, Seed: 9, MaxWrite: 60_000})
+	c := newSynthetic(t, synthetic.Config{Total: 50_000, Seed: 10})
 	_, ca := a.Digest()
 	_, cb := b.Digest()
 	_, cc := c.Digest()
@@ -114,7 +116,7 @@ func TestSyntheticDeterministic(t *testing.T) {
 
 func TestSyntheticRate(t *testing.T) {
 	const total, rate = 60_000, 300_000 // 200ms
-	s := newSynthetic(t, srcs.SyntheticConfig{Total: total, Seed: 1, MaxWrite: 1000, Rate: rate})
+	s := newSynthetic(t, synthetic.Config{Total: total, Seed: 1, MaxWrite: 1000, Rate: rate})
 	start := time.Now()
 	if err := s.Open(context.Background()); err != nil {
 		t.Fatal(err)
@@ -135,7 +137,7 @@ func TestSyntheticRate(t *testing.T) {
 // a slow writer; both must end promptly, leaving no goroutine (goleak).
 func TestSyntheticCloseMidStream(t *testing.T) {
 	t.Run("writer blocked", func(t *testing.T) {
-		s := newSynthetic(t, srcs.SyntheticConfig{Total: 1 << 30, Seed: 1})
+		s := newSynthetic(t, synthetic.Config{Total: 1 << 30, Seed: 1})
 		if err := s.Open(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -146,7 +148,7 @@ func TestSyntheticCloseMidStream(t *testing.T) {
 		closeWithin(t, s, 5*time.Second)
 	})
 	t.Run("reader blocked", func(t *testing.T) {
-		s := newSynthetic(t, srcs.SyntheticConfig{Total: 100, Seed: 1, MaxWrite: 1, Rate: 1})
+		s := newSynthetic(t, synthetic.Config{Total: 100, Seed: 1, MaxWrite: 1, Rate: 1})
 		if err := s.Open(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -167,7 +169,7 @@ func TestSyntheticCloseMidStream(t *testing.T) {
 		}
 	})
 	t.Run("deadline", func(t *testing.T) {
-		s := newSynthetic(t, srcs.SyntheticConfig{Total: 100, Seed: 1, MaxWrite: 1, Rate: 1})
+		s := newSynthetic(t, synthetic.Config{Total: 100, Seed: 1, MaxWrite: 1, Rate: 1})
 		if err := s.Open(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -182,7 +184,7 @@ func TestSyntheticCloseMidStream(t *testing.T) {
 	})
 }
 
-func closeWithin(t *testing.T, s *srcs.Synthetic, d time.Duration) {
+func closeWithin(t *testing.T, s *synthetic.Source, d time.Duration) {
 	t.Helper()
 	done := make(chan error, 1)
 	go func() { done <- s.Close() }()
@@ -197,12 +199,12 @@ func closeWithin(t *testing.T, s *srcs.Synthetic, d time.Duration) {
 }
 
 func TestSyntheticConfig(t *testing.T) {
-	for _, cfg := range []srcs.SyntheticConfig{{Total: -1}, {MaxWrite: -1}, {Rate: -1}} {
-		if _, err := srcs.NewSynthetic(cfg); err == nil || !strings.HasPrefix(err.Error(), "srcs: synthetic: ") {
+	for _, cfg := range []synthetic.Config{{Total: -1}, {MaxWrite: -1}, {Rate: -1}} {
+		if _, err := synthetic.New(cfg); err == nil || !strings.HasPrefix(err.Error(), "synthetic: ") {
 			t.Errorf("NewSynthetic(%+v) = %v, want an error", cfg, err)
 		}
 	}
-	s := newSynthetic(t, srcs.SyntheticConfig{Seed: 42})
+	s := newSynthetic(t, synthetic.Config{Seed: 42})
 	if s.Name() != "synthetic://42" {
 		t.Errorf("Name = %q", s.Name())
 	}
@@ -216,7 +218,7 @@ func TestSyntheticConfig(t *testing.T) {
 
 func BenchmarkSyntheticRead(b *testing.B) {
 	const total = 64 << 20
-	s, err := srcs.NewSynthetic(srcs.SyntheticConfig{Total: total, Seed: 1})
+	s, err := synthetic.New(synthetic.Config{Total: total, Seed: 1})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,11 +1,9 @@
-package srcstest
+package mosquitto
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -13,18 +11,12 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/mochi-mqtt/server/v2/packets"
 )
 
-// EnvRequireMosquitto set to "1" turns a missing mosquitto into a test
-// failure instead of a skip; CI sets it.
-const EnvRequireMosquitto = "SLUICE_REQUIRE_MOSQUITTO"
-
-// MosquittoBin returns the path of Debian's mosquitto broker
+// Bin returns the path of Debian's mosquitto broker
 // (/usr/sbin/mosquitto, or mosquitto on PATH), or an error saying how to
 // install it.
-func MosquittoBin() (string, error) {
+func Bin() (string, error) {
 	if _, err := os.Stat("/usr/sbin/mosquitto"); err == nil {
 		return "/usr/sbin/mosquitto", nil
 	}
@@ -34,10 +26,10 @@ func MosquittoBin() (string, error) {
 	return "", errors.New("mosquitto is not installed (/usr/sbin/mosquitto or on PATH); apt-get install mosquitto, or `make test`")
 }
 
-// Mosquitto is an external broker process on a fixed loopback port, so it
+// Broker is an external mosquitto process on a fixed loopback port, so it
 // can be restarted where clients expect it. Its methods are safe for
-// concurrent use; Kill before the test ends.
-type Mosquitto struct {
+// concurrent use; Kill it before the program ends.
+type Broker struct {
 	// Addr is the broker's "127.0.0.1:port".
 	Addr string
 	bin  string
@@ -48,18 +40,18 @@ type Mosquitto struct {
 	log *bytes.Buffer
 }
 
-// StartMosquitto runs the mosquitto at bin on a free loopback port, with
+// Start runs the mosquitto at bin on a free loopback port, with
 // its configuration in dir, and waits until it accepts connections. It
 // allows anonymous clients and keeps nothing on disk.
-func StartMosquitto(bin, dir string) (*Mosquitto, error) {
-	return StartMosquittoWith(bin, dir)
+func Start(bin, dir string) (*Broker, error) {
+	return StartWith(bin, dir)
 }
 
-// StartMosquittoWith is StartMosquitto with more lines of configuration
+// StartWith is Start with more lines of configuration
 // (mosquitto.conf(5)) after the defaults: "max_queued_messages 0", say,
 // for a broker that never drops the QoS 1 messages of a subscriber that
 // falls behind (mosquitto drops those past 1,000 queued by default).
-func StartMosquittoWith(bin, dir string, extra ...string) (*Mosquitto, error) {
+func StartWith(bin, dir string, extra ...string) (*Broker, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -75,17 +67,17 @@ func StartMosquittoWith(bin, dir string, extra ...string) (*Mosquitto, error) {
 	if err := os.WriteFile(conf, []byte(cfg), 0o600); err != nil {
 		return nil, err
 	}
-	b := &Mosquitto{Addr: addr, bin: bin, conf: conf}
+	b := &Broker{Addr: addr, bin: bin, conf: conf}
 	return b, b.Start()
 }
 
 // Start runs the broker again after Kill, and waits until it accepts
 // connections.
-func (b *Mosquitto) Start() error {
+func (b *Broker) Start() error {
 	b.mu.Lock()
 	if b.cmd != nil {
 		b.mu.Unlock()
-		return errors.New("srcstest: mosquitto is already running")
+		return errors.New("mosquitto: already running")
 	}
 	b.log = &bytes.Buffer{}
 	cmd := exec.Command(b.bin, "-c", b.conf)
@@ -96,7 +88,7 @@ func (b *Mosquitto) Start() error {
 	}
 	b.mu.Unlock()
 	if err != nil {
-		return fmt.Errorf("srcstest: start mosquitto: %w", err)
+		return fmt.Errorf("mosquitto: start: %w", err)
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -107,14 +99,14 @@ func (b *Mosquitto) Start() error {
 		}
 		if time.Now().After(deadline) {
 			b.Kill()
-			return fmt.Errorf("srcstest: mosquitto never listened on %s: %w; log:\n%s", b.Addr, err, b.Log())
+			return fmt.Errorf("mosquitto: never listened on %s: %w; log:\n%s", b.Addr, err, b.Log())
 		}
 		time.Sleep(5 * time.Millisecond) // an external process: nothing to wait on
 	}
 }
 
 // Kill stops the broker abruptly, as a crash would. It is idempotent.
-func (b *Mosquitto) Kill() {
+func (b *Broker) Kill() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.cmd == nil {
@@ -126,45 +118,11 @@ func (b *Mosquitto) Kill() {
 }
 
 // Log returns what the broker has logged since it last started.
-func (b *Mosquitto) Log() string {
+func (b *Broker) Log() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.cmd != nil {
 		return "(still running)"
 	}
 	return b.log.String()
-}
-
-// StartPublisher starts publishing "%08d" sequence numbers to the broker
-// at addr on topic as fast as it acknowledges them (see Publisher).
-func StartPublisher(addr, topic string) *Publisher {
-	return StartPacedPublisher(addr, "sluice-test-pub", topic, 0)
-}
-
-// readBrokerPacket reads one MQTT 3.1.1 packet a broker sends a publisher.
-func readBrokerPacket(br *bufio.Reader) (packets.Packet, error) {
-	var pk packets.Packet
-	hb, err := br.ReadByte()
-	if err != nil {
-		return pk, err
-	}
-	if err := pk.FixedHeader.Decode(hb); err != nil {
-		return pk, err
-	}
-	n, _, err := packets.DecodeLength(br)
-	if err != nil {
-		return pk, err
-	}
-	body := make([]byte, n)
-	if _, err := io.ReadFull(br, body); err != nil {
-		return pk, err
-	}
-	pk.ProtocolVersion = 4
-	switch pk.FixedHeader.Type {
-	case packets.Connack:
-		err = pk.ConnackDecode(body)
-	case packets.Puback:
-		err = pk.PubackDecode(body)
-	}
-	return pk, err
 }

@@ -1,7 +1,3 @@
-// Package srcstest holds test helpers for sources and runners: an Emitter
-// that records and checks what a runner emits, a synthetic pipe source,
-// fault-injection wrappers, and an external MQTT broker (mosquitto) with a
-// publisher.
 package srcstest
 
 import (
