@@ -343,6 +343,18 @@ var sinkFramings = []sinkFraming{
 	{"newline:100", func(p []byte) []byte { return append(append([]byte(nil), p...), '\n') }, false},
 	{"octet:100", func(p []byte) []byte { return append([]byte(fmt.Sprintf("%d ", len(p))), p...) }, false},
 	{"length:2be:100", func(p []byte) []byte { return append(binary.BigEndian.AppendUint16(nil, uint16(len(p))), p...) }, true},
+	{"mqtt:100", func(p []byte) []byte {
+		// A PUBLISH's fixed header, then the rest: the framer reads no further.
+		h := []byte{0x30}
+		for n := len(p); ; n >>= 7 {
+			if n < 0x80 {
+				h = append(h, byte(n))
+				break
+			}
+			h = append(h, byte(n&0x7f)|0x80)
+		}
+		return append(h, p...)
+	}, true},
 }
 
 // testCLISinkFramed runs testCLISinkFraming for every framer that reads
