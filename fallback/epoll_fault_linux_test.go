@@ -113,7 +113,7 @@ func (g *epFaultRig) kill(i int) {
 	if !g.e.injectFault(i, errEpInjected) {
 		g.t.Fatalf("worker %d had stopped already", i)
 	}
-	g.waitUntil("the worker to stop", g.e.workers[i].stopped.Load)
+	g.waitUntil("the worker to stop", g.e.workers[i].Stopped)
 }
 
 // TestEpollFaultSkipsDeadWorker fails one of two workers: new lanes must

@@ -116,12 +116,9 @@ func (e *Epoll) Name() string { return "epoll" }
 // with net.ErrClosed after Close, when epoll refuses the descriptor, and
 // with the first worker's failure once every worker has failed.
 func (e *Epoll) Add(l *srcs.Lane) error {
-	if err := driver.Check("fallback: epoll", l); err != nil {
+	ds, err := driver.CheckDescriptor("fallback: epoll", l)
+	if err != nil {
 		return err
-	}
-	ds, ok := l.Src.(srcs.Descriptor)
-	if !ok {
-		return fmt.Errorf("fallback: epoll: add lane %d (%s): %w", l.ID, l.Name(), srcs.ErrNoDescriptor)
 	}
 	// Refuse before touching the source: Desc may detach a connection from
 	// the netpoller, which cannot be undone.
@@ -177,9 +174,9 @@ func (e *Epoll) Add(l *srcs.Lane) error {
 // another file may then take) meanwhile, and a lane registered here is
 // always in the commands that the worker's shutdown finishes.
 func (w *epWorker) register(c *epCmd) (bool, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.stopped.Load() {
+	w.Mu.Lock()
+	defer w.Mu.Unlock()
+	if w.Stopped() {
 		return false, nil
 	}
 	if !c.always {
@@ -199,9 +196,9 @@ func (w *epWorker) register(c *epCmd) (bool, error) {
 			c.polled = true
 		}
 	}
-	w.load.Add(1)
+	w.AddLoad(1)
 	w.e.lanesN.Add(1)
-	w.postLocked(*c)
+	w.PostLocked(*c, w.wake)
 	return true, nil
 }
 

@@ -26,7 +26,7 @@ func (w *epWorker) finish(ln *epLane, err error) {
 	f := ln.f
 	*ln = epLane{} // the slot is free; queued tokens go stale
 	w.freeSlot(tok)
-	w.load.Add(-1)
+	w.AddLoad(-1)
 	w.e.lanesN.Add(-1)
 	w.e.forget(l, tok)
 	f.Finish(err)
@@ -47,11 +47,7 @@ func (w *epWorker) shutdown(cause error) {
 		}
 		w.e.mu.Unlock()
 	}
-	w.mu.Lock()
-	w.stopped.Store(true)
-	rest := w.cmds
-	w.cmds = nil
-	w.mu.Unlock()
+	rest := w.Stop(nil)
 	for i := range rest {
 		if rest[i].op == epAdd {
 			w.add(&rest[i])

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -61,13 +60,12 @@ type epWorker struct {
 	efd  int     // eventfd, closed only under mu with stopped set
 	one  [8]byte // the eventfd increment, read-only
 
-	mu      sync.Mutex
-	cmds    []epCmd
-	stopped atomic.Bool // set under mu; read without it by Stopped
-	ids     lanes.Slots // slot indices and their generations
+	// The command queue, the slots and the load (lanes.Worker), which
+	// other goroutines share with the worker.
+	lanes.Mailbox[epCmd]
+	wake func() // wakes the worker if it may sleep; bound once
 
-	sleeping atomic.Bool  // the worker may block: posters must write efd
-	load     atomic.Int64 // lanes assigned, for Epoll.table's Pick
+	sleeping atomic.Bool // the worker may block: posters must write efd
 	reads    atomic.Uint64
 	waits    atomic.Uint64
 	wakeups  atomic.Uint64
@@ -75,7 +73,6 @@ type epWorker struct {
 	ctls     atomic.Uint64 // epoll_ctl calls
 
 	// Owned by the worker goroutine.
-	spare   []epCmd
 	slots   []*epLane           // by slot index
 	ready   []uint64            // tokens of lanes to serve, FIFO
 	batch   []uint64            // the ready queue being served this turn
@@ -96,6 +93,7 @@ func newEpWorker(e *Epoll) (*epWorker, error) {
 		return nil, fmt.Errorf("fallback: epoll: %w", os.NewSyscallError("eventfd", err))
 	}
 	w := &epWorker{e: e, epfd: epfd, efd: efd, events: make([]unix.EpollEvent, epMaxEvents)}
+	w.wake = w.wakeLocked
 	binary.NativeEndian.PutUint64(w.one[:], 1)
 	// Level-triggered: the worker reads the counter whenever it fires.
 	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: epWakeFD}
@@ -122,49 +120,24 @@ func epEventToken(ev *unix.EpollEvent) uint64 {
 
 // allocSlot reserves a slot and returns its new token. Any goroutine.
 func (w *epWorker) allocSlot() uint64 {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	idx, gen := w.ids.Alloc()
+	idx, gen := w.AllocSlot()
 	return uint64(idx)<<32 | uint64(gen)
 }
 
-// freeSlot returns a slot for reuse. Any goroutine.
-func (w *epWorker) freeSlot(tok uint64) {
-	w.mu.Lock()
-	w.ids.Free(uint32(tok >> 32))
-	w.mu.Unlock()
-}
-
-// Stopped reports whether the worker takes no more lanes
-// (lanes.Worker). Any goroutine.
-func (w *epWorker) Stopped() bool { return w.stopped.Load() }
-
-// Load returns the lanes assigned to the worker (lanes.Worker). Any
-// goroutine.
-func (w *epWorker) Load() int64 { return w.load.Load() }
+// freeSlot returns a token's slot for reuse. Any goroutine.
+func (w *epWorker) freeSlot(tok uint64) { w.FreeSlot(uint32(tok >> 32)) }
 
 // post queues a command and wakes the worker if it may be asleep. It
 // reports false once the worker has stopped. Any goroutine, including the
-// worker itself (a buffer it releases may be granted to one of its lanes).
-func (w *epWorker) post(c epCmd) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.stopped.Load() {
-		return false
-	}
-	w.postLocked(c)
-	return true
-}
+// worker itself.
+func (w *epWorker) post(c epCmd) bool { return w.Post(c, w.wake) }
 
-// postLocked queues a command for a worker that has not stopped. Called
-// with mu held.
-func (w *epWorker) postLocked(c epCmd) {
-	w.cmds = append(w.cmds, c)
+// wakeLocked writes the eventfd if the worker may be asleep. Called with
+// Mu held, so the eventfd cannot be closed (and its number reused)
+// meanwhile. The counter cannot overflow: at most one write per sleep.
+func (w *epWorker) wakeLocked() {
 	if w.sleeping.CompareAndSwap(true, false) {
 		w.wakeups.Add(1)
-		// Under mu, so the eventfd cannot be closed (and its number
-		// reused) meanwhile. The counter cannot overflow: at most one
-		// write per sleep.
 		for {
 			if _, err := unix.Write(w.efd, w.one[:]); err != unix.EINTR {
 				break
@@ -177,13 +150,6 @@ func (w *epWorker) postLocked(c epCmd) {
 // tests. It reports false if the worker has stopped already.
 func (e *Epoll) injectFault(i int, err error) bool {
 	return e.workers[i].post(epCmd{op: epFault, err: err})
-}
-
-// pending reports whether commands are queued.
-func (w *epWorker) pending() bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return len(w.cmds) > 0
 }
 
 func (w *epWorker) run() {
@@ -212,7 +178,7 @@ func (w *epWorker) loop() error {
 		timeout := w.timeout(now)
 		if timeout != 0 {
 			w.sleeping.Store(true)
-			if w.pending() {
+			if w.Pending() {
 				// Posted after the drain but before sleeping was set:
 				// nobody wrote the eventfd.
 				timeout = 0
@@ -254,10 +220,7 @@ func (w *epWorker) timeout(now time.Time) int {
 
 // drainCmds runs the queued commands and reports whether one was close.
 func (w *epWorker) drainCmds() (closing bool) {
-	w.mu.Lock()
-	cmds := w.cmds
-	w.cmds = w.spare[:0]
-	w.mu.Unlock()
+	cmds := w.Take()
 	for i := range cmds {
 		c := &cmds[i]
 		switch c.op {
@@ -276,7 +239,7 @@ func (w *epWorker) drainCmds() (closing bool) {
 		}
 		*c = epCmd{} // drop the lane pointer
 	}
-	w.spare = cmds[:0]
+	w.Recycle(cmds)
 	return closing
 }
 

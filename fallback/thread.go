@@ -116,12 +116,9 @@ type threadLane struct {
 // source that is no srcs.Descriptor, for a datagram descriptor that is no
 // SOCK_DGRAM socket, and after Close.
 func (t *Thread) Add(l *srcs.Lane) error {
-	if err := driver.Check("fallback: thread", l); err != nil {
+	d, err := driver.CheckDescriptor("fallback: thread", l)
+	if err != nil {
 		return err
-	}
-	d, ok := l.Src.(srcs.Descriptor)
-	if !ok {
-		return fmt.Errorf("fallback: thread: add lane %d (%s): %w", l.ID, l.Name(), srcs.ErrNoDescriptor)
 	}
 	// Reserve the thread before touching the source: Desc may detach a
 	// connection from the netpoller, which cannot be undone.

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-io/sluice/internal/lanes"
 	"github.com/sluice-io/sluice/pool"
 	"github.com/sluice-io/sluice/srcs"
 )
@@ -46,10 +45,11 @@ func fileRig(t *testing.T, depth int) (*worker, *lane, *orderEmitter, *pool.Pool
 		p.Close()
 	})
 	r := &Runner{pool: p}
-	w := &worker{r: r, ids: lanes.Slots{Mask: genMask}}
+	w := &worker{r: r}
+	w.SetGenMask(genMask)
 	out := &orderEmitter{}
 	l := &srcs.Lane{ID: 1, Account: p.Join(1), Out: out}
-	idx, gen := w.allocSlot()
+	idx, gen := w.AllocSlot()
 	ln := &lane{l: l, slot: idx, gen: gen, mode: modeFile, fa: &fileAhead{}, op: tagRead}
 	ln.d.Reset(l, 0)
 	w.slots = []*lane{ln}

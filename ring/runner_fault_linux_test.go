@@ -38,7 +38,7 @@ func (k *killer) stop(g *rig, i int) {
 	k.kill[i].Store(true)
 	g.run.sync()
 	g.run.sync()
-	if !g.run.workers[i].stopped.Load() {
+	if !g.run.workers[i].Stopped() {
 		g.t.Fatalf("worker %d still running after its fault", i)
 	}
 }

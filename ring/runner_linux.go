@@ -184,8 +184,9 @@ func newRunner(cfg srcs.RunnerConfig, opts runnerOptions) (*Runner, error) {
 	}
 	n := max(cfg.Workers, 1)
 	for i := range n {
-		w := &worker{r: r, id: i, setup: make(chan error, 1), batchWait: batchWait, ids: lanes.Slots{Mask: genMask}}
-		w.onCQE = w.handleCQE
+		w := &worker{r: r, id: i, setup: make(chan error, 1), batchWait: batchWait}
+		w.SetGenMask(genMask)
+		w.onCQE, w.wake = w.handleCQE, w.wakeLocked
 		r.workers = append(r.workers, w)
 		r.wg.Go(w.run)
 	}
@@ -236,12 +237,9 @@ func (r *Runner) Name() string { return "uring" }
 // datagram descriptor that is no SOCK_DGRAM socket, with net.ErrClosed after
 // Close, and with the first worker's failure once every worker has failed.
 func (r *Runner) Add(l *srcs.Lane) error {
-	if err := driver.Check("ring: runner", l); err != nil {
+	ds, err := driver.CheckDescriptor("ring: runner", l)
+	if err != nil {
 		return err
-	}
-	ds, ok := l.Src.(srcs.Descriptor)
-	if !ok {
-		return fmt.Errorf("ring: runner: add lane %d (%s): %w", l.ID, l.Name(), srcs.ErrNoDescriptor)
 	}
 	// Refuse before touching the source: Desc may detach a connection from
 	// the netpoller, which cannot be undone.
@@ -266,15 +264,15 @@ func (r *Runner) Add(l *srcs.Lane) error {
 			}
 			return fmt.Errorf("ring: runner: add lane %d: all workers stopped: %w", l.ID, r.fatal)
 		}
-		idx, gen := w.allocSlot()
+		idx, gen := w.AllocSlot()
 		if idx > slotMask {
-			w.freeSlot(idx)
+			w.FreeSlot(idx)
 			return fmt.Errorf("ring: runner: add lane %d: worker %d drives %d lanes, its most", l.ID, w.id, slotMask)
 		}
 		tok := token(idx, gen)
 		c.tok = tok
 		c.notify = func() { w.post(cmd{op: cmdGrant, tok: tok}) }
-		w.load.Add(1)
+		w.AddLoad(1)
 		r.lanesN.Add(1)
 		if w.post(c) {
 			r.table.Put(l, w, tok)
@@ -282,9 +280,9 @@ func (r *Runner) Add(l *srcs.Lane) error {
 		}
 		// The worker failed since pick looked; it is marked stopped now,
 		// so the next pick passes it over.
-		w.load.Add(-1)
+		w.AddLoad(-1)
 		r.lanesN.Add(-1)
-		w.freeSlot(idx)
+		w.FreeSlot(idx)
 	}
 }
 

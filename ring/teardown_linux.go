@@ -33,11 +33,7 @@ func (w *worker) shutdown(cause error) {
 		}
 		w.r.mu.Unlock()
 	}
-	w.mu.Lock()
-	w.stopped.Store(true)
-	rest := w.cmds
-	w.cmds = nil
-	w.mu.Unlock()
+	rest := w.Stop(nil)
 	var errs []error
 	if cause != nil {
 		errs = append(errs, reason)

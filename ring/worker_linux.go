@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -59,8 +58,8 @@ const batchWaitNr = runnerCQEntries / 32
 
 // wakeWrites returns the eventfd writes made to wake w. Any goroutine.
 func (w *worker) wakeWrites() uint64 {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	w.Mu.Lock()
+	defer w.Mu.Unlock()
 	if w.waker == nil {
 		return 0
 	}
@@ -106,13 +105,12 @@ type worker struct {
 	setup chan error // the result of ring setup, sent once
 	onCQE func(*CQE) // handleCQE, bound once so reaping allocates nothing
 
-	mu      sync.Mutex
-	cmds    []cmd
-	stopped atomic.Bool // set under mu; read without it by Stopped
-	waker   *Waker      // Wake is called under mu, so Close never races it
-	ids     lanes.Slots // slot indices and their generations
+	// The command queue, the slots and the load (lanes.Worker), which
+	// other goroutines share with the worker.
+	lanes.Mailbox[cmd]
+	waker *Waker // Wake is called under Mu, so Close never races it
+	wake  func() // wakes the worker; bound once, so posting allocates nothing
 
-	load    atomic.Int64 // lanes assigned, for Runner.table's Pick
 	reads   atomic.Uint64
 	waits   atomic.Uint64
 	wakeups atomic.Uint64
@@ -123,7 +121,6 @@ type worker struct {
 	ring    *Ring
 	fixed   bool              // the slab is registered: files use READ_FIXED
 	iovs    []unix.Iovec      // the registered slab, to check a buffer's index
-	spare   []cmd             // the other half of the command double buffer
 	slots   []*lane           // by slot index
 	ready   []*lane           // lanes to advance this turn
 	batch   []*lane           // the ready queue being advanced
@@ -185,51 +182,23 @@ func (ln *lane) userData(tag opTag) uint64 {
 	return PackUserData(ln.slot, uint32(tag)<<genBits|ln.gen)
 }
 
-// allocSlot reserves a slot and returns it with its new generation. Any
-// goroutine.
-func (w *worker) allocSlot() (idx, gen uint32) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.ids.Alloc()
-}
-
-// freeSlot returns a slot for reuse. Any goroutine.
-func (w *worker) freeSlot(idx uint32) {
-	w.mu.Lock()
-	w.ids.Free(idx)
-	w.mu.Unlock()
-}
-
-// Stopped reports whether the worker takes no more lanes
-// (lanes.Worker). Any goroutine.
-func (w *worker) Stopped() bool { return w.stopped.Load() }
-
-// Load returns the lanes assigned to the worker (lanes.Worker). Any
-// goroutine.
-func (w *worker) Load() int64 { return w.load.Load() }
-
 // post queues a command and wakes the worker. It reports false once the
-// worker has stopped. Any goroutine, including the worker itself (a buffer
-// it releases may be granted to one of its own lanes).
-func (w *worker) post(c cmd) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.stopped.Load() {
-		return false
-	}
-	w.cmds = append(w.cmds, c)
-	// Wakes coalesce until the worker re-arms, so this rarely writes.
+// worker has stopped. Any goroutine, including the worker itself.
+func (w *worker) post(c cmd) bool { return w.Post(c, w.wake) }
+
+// wakeLocked wakes the worker; Post calls it under Mu. Wakes coalesce
+// until the worker re-arms, so this rarely writes.
+func (w *worker) wakeLocked() {
 	if err := w.waker.Wake(); err != nil {
 		w.r.log.Error("ring: runner: wake", "worker", w.id, "err", err)
 	}
-	return true
 }
 
 func (w *worker) run() {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	if err := w.start(); err != nil {
-		w.markStopped() // posts fail from now on; there is no Waker
+		w.Stop(nil) // posts fail from now on; there is no Waker
 		w.setup <- err
 		return
 	}
@@ -252,9 +221,9 @@ func (w *worker) start() error {
 		return fmt.Errorf("ring: runner: worker %d: %w", w.id, err)
 	}
 	w.ring = rg
-	w.mu.Lock()
+	w.Mu.Lock()
 	w.waker = wk
-	w.mu.Unlock()
+	w.Mu.Unlock()
 
 	iovs := w.r.pool.Iovecs()
 	switch err := w.r.opts.register(rg, iovs); {
@@ -281,12 +250,6 @@ func (w *worker) start() error {
 		return fmt.Errorf("ring: runner: worker %d: arm waker: %w", w.id, err)
 	}
 	return nil
-}
-
-func (w *worker) markStopped() {
-	w.mu.Lock()
-	w.stopped.Store(true)
-	w.mu.Unlock()
 }
 
 // arm queues the Waker's eventfd read.
@@ -495,10 +458,7 @@ func (w *worker) handleCQE(c *CQE) {
 
 // drainCmds runs the queued commands.
 func (w *worker) drainCmds() {
-	w.mu.Lock()
-	cmds := w.cmds
-	w.cmds = w.spare[:0]
-	w.mu.Unlock()
+	cmds := w.Take()
 	for i := range cmds {
 		c := &cmds[i]
 		switch c.op {
@@ -533,7 +493,7 @@ func (w *worker) drainCmds() {
 		}
 		*c = cmd{} // drop pointers
 	}
-	w.spare = cmds[:0]
+	w.Recycle(cmds)
 }
 
 // lane returns the live lane with token tok, or nil.
@@ -631,10 +591,10 @@ func (w *worker) finish(ln *lane, err error) {
 		w.starved--
 	}
 	l, tok, d := ln.l, token(ln.slot, ln.gen), ln.d
-	w.freeSlot(ln.slot)
+	w.FreeSlot(ln.slot)
 	*ln = lane{} // the slot is free; queued pointers go stale
 	w.live--
-	w.load.Add(-1)
+	w.AddLoad(-1)
 	w.r.lanesN.Add(-1)
 	w.r.forget(l, tok)
 	d.Finish(err)

@@ -370,3 +370,17 @@ func Check(runner string, l *srcs.Lane) error {
 	}
 	return nil
 }
+
+// CheckDescriptor is Check for a runner that reads a lane's kernel
+// descriptor: it also returns the source's srcs.Descriptor, or an error
+// wrapping srcs.ErrNoDescriptor for a source without one.
+func CheckDescriptor(runner string, l *srcs.Lane) (srcs.Descriptor, error) {
+	if err := Check(runner, l); err != nil {
+		return nil, err
+	}
+	d, ok := l.Src.(srcs.Descriptor)
+	if !ok {
+		return nil, fmt.Errorf("%s: add lane %d (%s): %w", runner, l.ID, l.Name(), srcs.ErrNoDescriptor)
+	}
+	return d, nil
+}
