@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,36 +17,28 @@ import (
 // fileSize is the size of the file the file conformance test reads.
 const fileSize = 256 << 20
 
-var bigFile = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "sluice-file-test")
-	if err != nil {
-		return "", err
-	}
+// writeBigFile writes fileSize seeded random bytes to a file in dir and
+// returns its path and their CRC-32C.
+func writeBigFile(t *testing.T, dir string) (string, uint32) {
+	t.Helper()
 	path := filepath.Join(dir, "data")
 	f, err := os.Create(path)
 	if err != nil {
-		return "", err
+		t.Fatal(err)
 	}
 	defer f.Close()
-	r := rand.NewChaCha8([32]byte{1})
-	if _, err := io.CopyN(f, r, fileSize); err != nil {
-		return "", err
+	h := crc32.New(srcstest.Castagnoli)
+	if _, err := io.CopyN(io.MultiWriter(f, h), rand.NewChaCha8([32]byte{1}), fileSize); err != nil {
+		t.Fatal(err)
 	}
-	return path, f.Close()
-})
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path, h.Sum32()
+}
 
 func TestConformanceFile(t *testing.T) {
-	path, err := bigFile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(filepath.Dir(path)) })
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := crc32.Checksum(data, srcstest.Castagnoli)
-	data = nil
+	path, want := writeBigFile(t, t.TempDir())
 	forEachRunner(t, func(t *testing.T, runner string) {
 		h := newHarness(t, runner, engine.Config{Workers: 1, Buffers: 64, BufSize: 256 << 10})
 		src, err := srcs.NewFile(srcs.FileConfig{Path: path})
