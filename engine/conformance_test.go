@@ -239,7 +239,8 @@ func (c *collector) setHold(h bool) {
 	}
 }
 
-// waitFor waits until cond holds over the streams, or fails the test.
+// waitFor waits until cond holds over the streams (by key), or fails the
+// test. cond runs under the collector's lock, so it may read byID too.
 func (c *collector) waitFor(what string, timeout time.Duration, cond func(map[string]*stream) bool) {
 	c.t.Helper()
 	deadline := time.NewTimer(timeout)

@@ -20,6 +20,9 @@ import (
 // off the front of the stream, and let tests find the stream by the key
 // the tag names. A stream without a tag (a file, a datagram socket, a
 // client the engine dialled) is found by its name, which is unique there.
+// So is a stream that ended before the engine read its tag: a test that
+// may end a source that early (stopping it while reads are paused) waits
+// for it by its source id.
 
 // tagLen is the length of a tag: tagMagic, then eight hex digits.
 const tagLen = 16
