@@ -139,9 +139,7 @@ func TestEpollFaultSkipsDeadWorker(t *testing.T) {
 	live := g.e.workers[1]
 	for i := 2; i < 12; i++ {
 		l := g.add(srcs.ID(i+1), servers[i], 0)
-		g.e.mu.Lock()
-		ref, _ := g.e.table.Get(l)
-		g.e.mu.Unlock()
+		ref, _ := g.e.front.Lookup(l)
 		if ref.W != nil && ref.W != live {
 			t.Errorf("lane %d went to a worker that has stopped", i+1)
 		}

@@ -3,10 +3,8 @@
 package fallback
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -65,12 +63,7 @@ type Epoll struct {
 	log     *slog.Logger
 	workers []*epWorker
 	wg      sync.WaitGroup
-
-	mu        sync.Mutex
-	closed    bool
-	table     lanes.Table[*epWorker] // lanes being driven, for Remove
-	closeErrs []error
-	fatal     error // the first worker failure, for Add once all have failed
+	front   lanes.Front[*epWorker] // the lanes being driven; add, remove, close
 
 	paused  atomic.Bool
 	lanesN  atomic.Int64
@@ -100,6 +93,7 @@ func NewEpoll(cfg srcs.RunnerConfig) (*Epoll, error) {
 		}
 		e.workers = append(e.workers, w)
 	}
+	e.front = lanes.Front[*epWorker]{Name: "fallback: epoll", Workers: e.workers}
 	for _, w := range e.workers {
 		e.wg.Go(w.run)
 	}
@@ -122,50 +116,26 @@ func (e *Epoll) Add(l *srcs.Lane) error {
 	}
 	// Refuse before touching the source: Desc may detach a connection from
 	// the netpoller, which cannot be undone.
-	e.mu.Lock()
-	closed, dup := e.closed, e.table.Has(l)
-	e.mu.Unlock()
-	switch {
-	case closed:
-		return fmt.Errorf("fallback: epoll: add lane %d: %w", l.ID, net.ErrClosed)
-	case dup:
-		return fmt.Errorf("fallback: epoll: add lane %d: already added", l.ID)
+	if err := e.front.Addable(l); err != nil {
+		return err
 	}
 	c, err := epAddCmd(l, ds)
 	if err != nil {
 		return err
 	}
-
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	switch {
-	case e.closed:
-		return fmt.Errorf("fallback: epoll: add lane %d: %w", l.ID, net.ErrClosed)
-	case e.table.Has(l):
-		return fmt.Errorf("fallback: epoll: add lane %d: already added", l.ID)
-	}
-	for {
-		w, ok := e.table.Pick(e.workers)
-		if !ok {
-			if e.fatal == nil {
-				return fmt.Errorf("fallback: epoll: add lane %d: all workers stopped: %w", l.ID, net.ErrClosed)
-			}
-			return fmt.Errorf("fallback: epoll: add lane %d: all workers stopped: %w", l.ID, e.fatal)
-		}
+	return e.front.Place(l, func(w *epWorker) (uint64, bool, error) {
 		c.tok = w.allocSlot()
 		ok, err := w.register(&c)
-		if err != nil {
+		if err != nil || !ok {
+			// !ok: the worker failed since pick looked; it is marked
+			// stopped now.
 			w.freeSlot(c.tok)
-			return fmt.Errorf("fallback: epoll: add lane %d (%s): %w", l.ID, l.Name(), err)
 		}
-		if ok {
-			e.table.Put(l, w, c.tok)
-			return nil
+		if err != nil {
+			return 0, false, fmt.Errorf("fallback: epoll: add lane %d (%s): %w", l.ID, l.Name(), err)
 		}
-		// The worker failed since pick looked; it is marked stopped now,
-		// so the next pick passes it over.
-		w.freeSlot(c.tok)
-	}
+		return c.tok, ok, nil
+	})
 }
 
 // register adds c's descriptor to the worker's epoll instance and queues the
@@ -255,19 +225,9 @@ func epAddCmd(l *srcs.Lane, ds srcs.Descriptor) (epCmd, error) {
 // Partial and Finish(l, srcs.ErrStopped) follows on the worker. It does not
 // wait, and is a no-op for a lane that has finished or was never added.
 func (e *Epoll) Remove(l *srcs.Lane) {
-	e.mu.Lock()
-	r, ok := e.table.Get(l)
-	e.mu.Unlock()
-	if ok {
+	if r, ok := e.front.Lookup(l); ok {
 		r.W.post(epCmd{op: epRemove, tok: r.Tok})
 	}
-}
-
-// forget drops l from the lane table, unless it was added again meanwhile.
-func (e *Epoll) forget(l *srcs.Lane, tok uint64) {
-	e.mu.Lock()
-	e.table.Forget(l, tok)
-	e.mu.Unlock()
 }
 
 // SetPaused stops (true) or resumes (false) reading on every lane. Paused
@@ -288,18 +248,7 @@ func (e *Epoll) SetPaused(paused bool) {
 // Close finishes every lane with srcs.ErrStopped, stops the workers, waits
 // for them and closes their epoll instances and eventfds. It is idempotent.
 func (e *Epoll) Close() error {
-	e.mu.Lock()
-	if !e.closed {
-		e.closed = true
-		for _, w := range e.workers {
-			w.post(epCmd{op: epClose})
-		}
-	}
-	e.mu.Unlock()
-	e.wg.Wait()
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return errors.Join(e.closeErrs...)
+	return e.front.Close(func(w *epWorker) { w.post(epCmd{op: epClose}) }, e.wg.Wait)
 }
 
 // Stats returns the runner's counters summed over its workers.

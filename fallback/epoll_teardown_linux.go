@@ -28,7 +28,7 @@ func (w *epWorker) finish(ln *epLane, err error) {
 	w.freeSlot(tok)
 	w.AddLoad(-1)
 	w.e.lanesN.Add(-1)
-	w.e.forget(l, tok)
+	w.e.front.Forget(l, tok)
 	f.Finish(err)
 }
 
@@ -41,11 +41,7 @@ func (w *epWorker) shutdown(cause error) {
 		w.e.log.Error("fallback: epoll: worker stopped", "err", cause)
 		// Before stopped is set: an Add that finds every worker stopped
 		// reports the first failure.
-		w.e.mu.Lock()
-		if w.e.fatal == nil {
-			w.e.fatal = reason
-		}
-		w.e.mu.Unlock()
+		w.e.front.Fail(reason)
 	}
 	rest := w.Stop(nil)
 	for i := range rest {
@@ -60,8 +56,6 @@ func (w *epWorker) shutdown(cause error) {
 	}
 	// post checks stopped under mu, so nobody writes the eventfd now.
 	if err := errors.Join(cause, w.closeFDs()); err != nil {
-		w.e.mu.Lock()
-		w.e.closeErrs = append(w.e.closeErrs, fmt.Errorf("fallback: epoll: worker: %w", err))
-		w.e.mu.Unlock()
+		w.e.front.CloseErrs(fmt.Errorf("fallback: epoll: worker: %w", err))
 	}
 }

@@ -197,9 +197,7 @@ func TestRunnerFaultSkipsDeadWorker(t *testing.T) {
 	live := g.run.workers[1]
 	for i := 2; i < 12; i++ {
 		l := g.add(srcs.ID(i+1), servers[i], 0)
-		g.run.mu.Lock()
-		ref, _ := g.run.table.Get(l)
-		g.run.mu.Unlock()
+		ref, _ := g.run.front.Lookup(l)
 		if ref.W != nil && ref.W != live {
 			t.Errorf("lane %d went to worker %d, which has stopped", i+1, ref.W.id)
 		}

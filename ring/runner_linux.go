@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -111,12 +110,7 @@ type Runner struct {
 	opts    runnerOptions
 	workers []*worker
 	wg      sync.WaitGroup
-
-	mu        sync.Mutex
-	closed    bool
-	table     lanes.Table[*worker] // lanes being driven, for Remove
-	closeErrs []error
-	fatal     error // the first worker failure, for Add once all have failed
+	front   lanes.Front[*worker] // the lanes being driven; add, remove, close
 
 	paused      atomic.Bool
 	lanesN      atomic.Int64
@@ -188,6 +182,9 @@ func newRunner(cfg srcs.RunnerConfig, opts runnerOptions) (*Runner, error) {
 		w.SetGenMask(genMask)
 		w.onCQE, w.wake = w.handleCQE, w.wakeLocked
 		r.workers = append(r.workers, w)
+	}
+	r.front = lanes.Front[*worker]{Name: "ring: runner", Workers: r.workers}
+	for _, w := range r.workers {
 		r.wg.Go(w.run)
 	}
 	var errs []error
@@ -243,31 +240,18 @@ func (r *Runner) Add(l *srcs.Lane) error {
 	}
 	// Refuse before touching the source: Desc may detach a connection from
 	// the netpoller, which cannot be undone.
-	if err := r.addable(l); err != nil {
+	if err := r.front.Addable(l); err != nil {
 		return err
 	}
 	c, err := addCmd(l, ds)
 	if err != nil {
 		return err
 	}
-
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if err := r.addableLocked(l); err != nil {
-		return err
-	}
-	for {
-		w, ok := r.table.Pick(r.workers)
-		if !ok {
-			if r.fatal == nil {
-				return fmt.Errorf("ring: runner: add lane %d: all workers stopped: %w", l.ID, net.ErrClosed)
-			}
-			return fmt.Errorf("ring: runner: add lane %d: all workers stopped: %w", l.ID, r.fatal)
-		}
+	return r.front.Place(l, func(w *worker) (uint64, bool, error) {
 		idx, gen := w.AllocSlot()
 		if idx > slotMask {
 			w.FreeSlot(idx)
-			return fmt.Errorf("ring: runner: add lane %d: worker %d drives %d lanes, its most", l.ID, w.id, slotMask)
+			return 0, false, fmt.Errorf("ring: runner: add lane %d: worker %d drives %d lanes, its most", l.ID, w.id, slotMask)
 		}
 		tok := token(idx, gen)
 		c.tok = tok
@@ -275,31 +259,14 @@ func (r *Runner) Add(l *srcs.Lane) error {
 		w.AddLoad(1)
 		r.lanesN.Add(1)
 		if w.post(c) {
-			r.table.Put(l, w, tok)
-			return nil
+			return tok, true, nil
 		}
-		// The worker failed since pick looked; it is marked stopped now,
-		// so the next pick passes it over.
+		// The worker failed since pick looked; it is marked stopped now.
 		w.AddLoad(-1)
 		r.lanesN.Add(-1)
 		w.FreeSlot(idx)
-	}
-}
-
-func (r *Runner) addable(l *srcs.Lane) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.addableLocked(l)
-}
-
-func (r *Runner) addableLocked(l *srcs.Lane) error {
-	switch {
-	case r.closed:
-		return fmt.Errorf("ring: runner: add lane %d: %w", l.ID, net.ErrClosed)
-	case r.table.Has(l):
-		return fmt.Errorf("ring: runner: add lane %d: already added", l.ID)
-	}
-	return nil
+		return 0, false, nil
+	})
 }
 
 // addCmd reads l's descriptor and decides how it will be read.
@@ -365,19 +332,9 @@ func addCmd(l *srcs.Lane, ds srcs.Descriptor) (cmd, error) {
 // the worker. It does not wait, and is a no-op for a lane that has finished
 // or was never added.
 func (r *Runner) Remove(l *srcs.Lane) {
-	r.mu.Lock()
-	ref, ok := r.table.Get(l)
-	r.mu.Unlock()
-	if ok {
+	if ref, ok := r.front.Lookup(l); ok {
 		ref.W.post(cmd{op: cmdRemove, tok: ref.Tok})
 	}
-}
-
-// forget drops l from the lane table, unless it was added again meanwhile.
-func (r *Runner) forget(l *srcs.Lane, tok uint64) {
-	r.mu.Lock()
-	r.table.Forget(l, tok)
-	r.mu.Unlock()
 }
 
 // SetPaused stops (true) or resumes (false) issuing reads on every lane.
@@ -397,18 +354,7 @@ func (r *Runner) SetPaused(paused bool) {
 // Close finishes every lane with srcs.ErrStopped, stops the workers, closes
 // their rings and Wakers, and waits for them. It is idempotent.
 func (r *Runner) Close() error {
-	r.mu.Lock()
-	if !r.closed {
-		r.closed = true
-		for _, w := range r.workers {
-			w.post(cmd{op: cmdClose})
-		}
-	}
-	r.mu.Unlock()
-	r.wg.Wait()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return errors.Join(r.closeErrs...)
+	return r.front.Close(func(w *worker) { w.post(cmd{op: cmdClose}) }, r.wg.Wait)
 }
 
 // Stats returns the runner's counters summed over its workers.

@@ -27,11 +27,7 @@ func (w *worker) shutdown(cause error) {
 		reason = fmt.Errorf("ring: runner: worker %d: %w", w.id, cause)
 		// Before stopped is set: an Add that finds every worker stopped
 		// reports the first failure.
-		w.r.mu.Lock()
-		if w.r.fatal == nil {
-			w.r.fatal = reason
-		}
-		w.r.mu.Unlock()
+		w.r.front.Fail(reason)
 	}
 	rest := w.Stop(nil)
 	var errs []error
@@ -93,9 +89,7 @@ func (w *worker) shutdown(cause error) {
 		w.arenas = nil
 	}
 	if len(errs) > 0 {
-		w.r.mu.Lock()
-		w.r.closeErrs = append(w.r.closeErrs, errs...)
-		w.r.mu.Unlock()
+		w.r.front.CloseErrs(errs...)
 	}
 }
 

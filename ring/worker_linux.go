@@ -596,6 +596,6 @@ func (w *worker) finish(ln *lane, err error) {
 	w.live--
 	w.AddLoad(-1)
 	w.r.lanesN.Add(-1)
-	w.r.forget(l, tok)
+	w.r.front.Forget(l, tok)
 	d.Finish(err)
 }

@@ -1,0 +1,70 @@
+package lanes
+
+import (
+	"errors"
+	"net"
+	"testing"
+
+	"github.com/sluice-io/sluice/srcs"
+)
+
+// TestFront: a lane is placed on a running worker, refused twice and after
+// Close, and once every worker has stopped Add reports the first failure.
+func TestFront(t *testing.T) {
+	a, b := &fakeWorker{}, &fakeWorker{}
+	f := Front[*fakeWorker]{Name: "test", Workers: []*fakeWorker{a, b}}
+	l1, l2, l3 := &srcs.Lane{ID: 1}, &srcs.Lane{ID: 2}, &srcs.Lane{ID: 3}
+	place := func(l *srcs.Lane) error {
+		return f.Place(l, func(w *fakeWorker) (uint64, bool, error) {
+			if w == a {
+				a.stopped = true // stopped since the pick: try the next
+				return 0, false, nil
+			}
+			w.load++
+			return 7, true, nil
+		})
+	}
+	if err := place(l1); err != nil {
+		t.Fatal(err)
+	}
+	if ref, ok := f.Lookup(l1); !ok || ref.W != b || ref.Tok != 7 {
+		t.Fatalf("l1: %+v, %v", ref, ok)
+	}
+	if err := f.Addable(l1); err == nil || place(l1) == nil {
+		t.Fatal("a lane was added twice")
+	}
+	f.Forget(l1, 8) // another incarnation's token: no effect
+	if _, ok := f.Lookup(l1); !ok {
+		t.Fatal("Forget with a stale token dropped the lane")
+	}
+	f.Forget(l1, 7)
+	if _, ok := f.Lookup(l1); ok {
+		t.Fatal("Forget kept the lane")
+	}
+	b.stopped = true
+	if err := place(l2); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("every worker stopped, no failure: %v", err)
+	}
+	boom := errors.New("boom")
+	f.Fail(boom)
+	f.Fail(errors.New("later"))
+	if err := place(l2); !errors.Is(err, boom) {
+		t.Fatalf("every worker stopped: %v, want the first failure", err)
+	}
+	f.CloseErrs(errors.New("close"))
+	waited := 0
+	stops := map[*fakeWorker]int{}
+	stop := func(w *fakeWorker) { stops[w]++ }
+	wait := func() { waited++ }
+	for range 2 {
+		if err := f.Close(stop, wait); err == nil || err.Error() != "close" {
+			t.Fatalf("Close: %v", err)
+		}
+	}
+	if stops[a] != 1 || stops[b] != 1 || waited != 2 {
+		t.Fatalf("stops %v, waits %d", stops, waited)
+	}
+	if err := f.Addable(l3); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("Addable after Close: %v", err)
+	}
+}
