@@ -173,6 +173,11 @@ func (s *source) step(ev event, err error) (short error) {
 	}
 	acts, attempt := s.lc.step(ev, err, again)
 	s.state.Store(uint32(s.lc.state))
+	var drops uint64
+	if acts&actEOS != 0 {
+		// The kernel counts drops on the socket: read them before it closes.
+		drops = s.kernelDrops()
+	}
 	if acts&actClose != 0 {
 		if cerr := s.src.Close(); cerr != nil {
 			if ev == evFinished && errors.Is(err, io.EOF) {
@@ -228,6 +233,7 @@ func (s *source) step(ev event, err error) (short error) {
 	if acts&actEOS != 0 {
 		s.lane.Account.Leave()
 		final := s.stats()
+		final.KernelDrops = max(final.KernelDrops, drops)
 		s.e.deliver(s, item{chunk: Chunk{Source: s.id, Name: s.name, Seq: s.seq.Add(1) - 1, Flags: srcs.EndOfStream, Emitted: time.Now(), Final: &final}})
 		s.e.sourceDone(s)
 	}
@@ -390,10 +396,18 @@ func (s *source) stats() SourceStats {
 	}
 	st.DatagramsTooLarge = s.dropped.Load()
 	st.RecordsSkipped = s.skipped.Load()
+	st.KernelDrops = s.kernelDrops()
+	return st
+}
+
+// kernelDrops returns what the kernel dropped before the source could read
+// it, for a source that can tell (srcs.DropCounter), and 0 otherwise or
+// once it is closed.
+func (s *source) kernelDrops() uint64 {
 	if dc, ok := s.src.(srcs.DropCounter); ok {
 		if n, err := dc.Drops(); err == nil {
-			st.KernelDrops = n
+			return n
 		}
 	}
-	return st
+	return 0
 }
