@@ -217,6 +217,19 @@ type slot struct {
 	deadline time.Time // sent: when the ack is overdue; retry: when to send again
 	msg      nats.Msg  // reused: Subject, Reply and Header
 	vals     [4]string // the header's values
+	failed   bool      // a failure of this chunk was reported: its retries are only counted
+}
+
+// firstFailure returns err the first time s's chunk fails, and nil at its
+// retries' failures: through a leader election every source's head chunk
+// fails at every RetryWait, and the error handler (a log) should hear of
+// each chunk once. Stats.Retries counts them all. Called with mu held.
+func (s *slot) firstFailure(err error) error {
+	if s.failed {
+		return nil
+	}
+	s.failed = true
+	return err
 }
 
 type slotState uint8
@@ -237,7 +250,8 @@ type Option func(*Publisher)
 
 // WithErrorHandler receives publish errors that are retried (a lost
 // connection, a timeout, a stream without a leader): they are not fatal,
-// but worth logging. Calls come from the publisher's goroutines and from
+// but worth logging. A chunk's first failure is reported; its further
+// retries are only counted (Stats.Retries). Calls come from the publisher's goroutines and from
 // the NATS client's; the handler must not call the Publisher.
 func WithErrorHandler(f func(error)) Option { return func(p *Publisher) { p.onError = f } }
 
@@ -387,7 +401,7 @@ func (p *Publisher) Handle(c engine.Chunk) {
 	i := p.free[len(p.free)-1]
 	p.free = p.free[:len(p.free)-1]
 	s := &p.slots[i]
-	s.c, s.next, s.msg.Data = c, -1, c.Data
+	s.c, s.next, s.msg.Data, s.failed = c, -1, c.Data, false
 	s.vals[0] = id
 	s.vals[1] = c.Name
 	s.vals[2] = id[len(id)-len(strconv.AppendUint(idBuf[:0], c.Seq, 10)):]
@@ -430,7 +444,7 @@ func (p *Publisher) sendLocked(i int32, now time.Time) error {
 	err := p.nc.PublishMsg(&s.msg)
 	if err != nil {
 		s.state, s.deadline = slotRetry, now.Add(p.cfg.RetryWait)
-		err = fmt.Errorf("jetstream: publish %s: %w", s.vals[0], err)
+		err = s.firstFailure(fmt.Errorf("jetstream: publish %s: %w", s.vals[0], err))
 	}
 	if p.wake.IsZero() || s.deadline.Before(p.wake) {
 		p.wake = s.deadline
@@ -498,7 +512,7 @@ func (p *Publisher) onAck(m *nats.Msg) {
 		return
 	}
 	if ackErr != nil {
-		id := s.vals[0]
+		err := s.firstFailure(fmt.Errorf("jetstream: publish %s: %w", s.vals[0], ackErr))
 		if s.state == slotSent {
 			s.state, s.deadline = slotRetry, time.Now().Add(p.cfg.RetryWait)
 			if p.wake.IsZero() || s.deadline.Before(p.wake) {
@@ -510,7 +524,9 @@ func (p *Publisher) onAck(m *nats.Msg) {
 			}
 		}
 		p.mu.Unlock()
-		p.report(fmt.Errorf("jetstream: publish %s: %w", id, ackErr))
+		if err != nil {
+			p.report(err)
+		}
 		return
 	}
 	c := s.c
@@ -580,7 +596,9 @@ func (p *Publisher) resend(all bool) time.Time {
 			s := &p.slots[i]
 			if s.state == slotSent && (all || !s.deadline.After(now)) {
 				if !all {
-					errs = append(errs, fmt.Errorf("jetstream: publish %s: no acknowledgement within %v", s.vals[0], p.cfg.AckTimeout))
+					if err := s.firstFailure(fmt.Errorf("jetstream: publish %s: no acknowledgement within %v", s.vals[0], p.cfg.AckTimeout)); err != nil {
+						errs = append(errs, err)
+					}
 				}
 				s.state, s.deadline = slotRetry, now
 			}

@@ -274,3 +274,51 @@ func TestRedeliveryIsDeduplicated(t *testing.T) {
 		t.Fatalf("stream holds %d messages, want 3", total)
 	}
 }
+
+// TestRetriesReportEachChunkOnce: while no stream takes the subject,
+// every publish fails and is retried each RetryWait; the error handler
+// hears of each chunk once, not at every retry, and the chunks are stored
+// once a stream appears.
+func TestRetriesReportEachChunkOnce(t *testing.T) {
+	ns := startServer(t, t.TempDir(), -1)
+	defer stopServer(ns)
+	var mu sync.Mutex
+	var errs []error
+	p, err := jetstream.New(context.Background(), jetstream.Config{
+		URL: ns.ClientURL(), Subject: "late.stream", RetryWait: 5 * time.Millisecond,
+	}, jetstream.WithErrorHandler(func(err error) { mu.Lock(); errs = append(errs, err); mu.Unlock() }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const chunks = 3
+	for seq := range uint64(chunks) {
+		p.Handle(engine.Chunk{Source: srcs.ID(seq), Name: "tcp://x", Seq: 0, Data: []byte("payload")})
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for p.Stats().Retries < 10*chunks {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d retries", p.Stats().Retries)
+		}
+		time.Sleep(5 * time.Millisecond) // counting retries, which nothing signals
+	}
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := njs.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(context.Background(), njs.StreamConfig{Name: "LATE", Subjects: []string{"late.stream"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if st := p.Stats(); st.Acked != chunks || len(errs) != chunks {
+		t.Fatalf("%d chunks acknowledged after %d retries, %d errors reported (%v); want %d of each", st.Acked, st.Retries, len(errs), errs, chunks)
+	}
+}
