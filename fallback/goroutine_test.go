@@ -18,20 +18,15 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluice-io/sluice/fallback"
+	"github.com/sluice-io/sluice/internal/runnertest"
 	"github.com/sluice-io/sluice/internal/srcstest"
 	"github.com/sluice-io/sluice/pool"
 	"github.com/sluice-io/sluice/srcs"
 )
 
-// runner is engine.Runner, restated because engine imports this package.
-type runner interface {
-	Name() string
-	Add(l *srcs.Lane) error
-	Remove(l *srcs.Lane)
-	SetPaused(paused bool)
-	Close() error
-	Stats() srcs.RunnerStats
-}
+// runner is engine.Runner, as the runner suite states it (engine imports
+// this package).
+type runner = runnertest.Runner
 
 var (
 	_ runner = (*fallback.Goroutine)(nil)

@@ -10,9 +10,6 @@ import (
 	"github.com/sluice-io/sluice/pool"
 )
 
-// Invariants reports whether this build checks the Lane's own rules.
-const Invariants = true
-
 // owners maps every buffer a Lane holds to that Lane's incarnation, across
 // all lanes, so that a buffer held by two lanes at once fails at once.
 // Only invariants builds keep it.
