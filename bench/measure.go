@@ -1,13 +1,10 @@
 package bench
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
@@ -213,76 +210,15 @@ func measure(ctx context.Context, w workload, ios IO) (*Result, error) {
 	}
 	defer sk.close()
 
-	args := []string{"gen", "--addr", sk.addrs()[0], "--sources", strconv.Itoa(w.Sources),
-		"--duration", w.Duration.String(), "--msg-size", strconv.Itoa(msgSize),
-		"--rate", strconv.FormatFloat(float64(w.Rate), 'f', 0, 64), "--arrivals", w.Arrivals,
-		"--skew", strconv.FormatFloat(w.Skew, 'g', -1, 64), "--max-dial", strconv.Itoa(w.MaxDial),
-		"--seed", strconv.Itoa(w.Round + 1), "--wait"}
-	if !w.Verify {
-		args = append(args, "--no-crc")
-	}
-	if framer != nil {
-		args = append(args, "--framing", framer.String())
-	}
-	if len(w.GenCPUs) > 0 {
-		args = append(args, "--cpus", joinInts(w.GenCPUs))
-	}
-	gctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	cmd := exec.CommandContext(gctx, w.Exe, args...)
-	cmd.Stderr = ios.Err
-	stdin, err := cmd.StdinPipe()
+	g, err := startGen(ctx, w, sk.addrs()[0], framer, ios)
 	if err != nil {
-		return nil, fmt.Errorf("bench: generator: %w", err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, fmt.Errorf("bench: generator: %w", err)
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("bench: start generator %s: %w", w.Exe, err)
-	}
-	lines := make(chan []byte, 2)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(nil, 256<<20)
-		for sc.Scan() {
-			lines <- append([]byte(nil), sc.Bytes()...)
-		}
-	}()
-	waitGen := func() error {
-		stdin.Close()
-		for range lines { // drain, so Wait can finish
-		}
-		if err := cmd.Wait(); err != nil {
-			return fmt.Errorf("bench: generator: %w", err)
-		}
-		return nil
-	}
-	fail := func(err error) (*Result, error) {
-		cancel()
-		waitGen()
 		return nil, err
 	}
-
-	// Connect phase: not measured.
-	dialLimit := 30*time.Second + time.Duration(w.Sources)*time.Millisecond
-	var ev genEvent
-	select {
-	case l, ok := <-lines:
-		if !ok {
-			return fail(fmt.Errorf("bench: generator exited before connecting: %v", waitGen()))
-		}
-		if err := json.Unmarshal(l, &ev); err != nil || ev.Event != "ready" {
-			return fail(fmt.Errorf("bench: generator: unexpected output %q", l))
-		}
-	case <-time.After(dialLimit):
-		return fail(errors.New("bench: generator: connecting timed out"))
-	case <-ctx.Done():
-		return fail(ctx.Err())
+	fail := func(err error) (*Result, error) {
+		g.kill()
+		return nil, err
 	}
-	for deadline := time.Now().Add(dialLimit); sk.live() < w.Sources; {
+	for deadline := time.Now().Add(dialLimit(w.Sources)); sk.live() < w.Sources; {
 		if time.Now().After(deadline) {
 			return fail(fmt.Errorf("bench: only %d of %d connections accepted", sk.live(), w.Sources))
 		}
@@ -302,10 +238,10 @@ func measure(ctx context.Context, w workload, ios IO) (*Result, error) {
 	rs0 := sumRunnerStats(sk.e.Stats().Runners)
 	cpu0 := cpuTime()
 	t0 := time.Now()
-	if _, err := fmt.Fprintln(stdin, "go"); err != nil {
+	if err := g.send(); err != nil {
 		smp.finish()
 		prof.stop()
-		return fail(fmt.Errorf("bench: generator: %w", err))
+		return fail(err)
 	}
 	prog := startProgress(ios, w.Label, w.Duration, col.total.Load, records)
 	backlog := sampleBacklog(sk.addrs()[0], w.Duration)
@@ -314,7 +250,7 @@ func measure(ctx context.Context, w workload, ios IO) (*Result, error) {
 	got := false
 	endLimit := time.After(w.Duration + 60*time.Second)
 	ended := false
-	pending := lines // nil once closed
+	pending := g.lines // nil once closed
 	for !ended || !got {
 		select {
 		case l, ok := <-pending:
@@ -327,9 +263,7 @@ func measure(ctx context.Context, w workload, ios IO) (*Result, error) {
 				continue
 			}
 			got = true
-			if err := json.Unmarshal(l, &rep); err != nil || rep.Event != "done" {
-				repErr = fmt.Errorf("bench: generator: unexpected output %q", l)
-			}
+			rep, repErr = decodeGenReport(l)
 		case <-allEnded:
 			ended = true
 			allEnded = nil
@@ -361,7 +295,7 @@ func measure(ctx context.Context, w workload, ios IO) (*Result, error) {
 	profPath, profErr := prof.stop()
 	waits := sk.e.Pool().Stats().Waits - waits0
 	rs1 := sumRunnerStats(sk.e.Stats().Runners)
-	if err := waitGen(); err != nil && repErr == nil {
+	if err := g.wait(); err != nil && repErr == nil {
 		repErr = err
 	}
 	if err := sk.close(); err != nil {
@@ -379,21 +313,15 @@ func measure(ctx context.Context, w workload, ios IO) (*Result, error) {
 		DurationS: t1.Sub(t0).Seconds(), CPUS: (cpu1 - cpu0).Seconds(),
 		ThreadsMax: threads, RSSMaxBytes: rss, PoolWaits: waits,
 		PartialFlushes: col.partials.Load(), Chunks: col.chunks.Load(), Errors: col.errs.Load(),
-		OfferedBps: rep.OfferedBps, GenSentBytes: rep.SentBytes, GenCPUS: rep.CPUS, GenLagMaxNs: rep.LagMaxNs,
-		Profile: profPath, GenLagNs: rep.LagNs, GenHeld: rep.HeldFraction(),
-		EngineCPUs: runtime.GOMAXPROCS(0), GenCPUs: rep.CPUs, GenPreemptions: rep.Preemptions,
-		GenRunqueueWaitS: rep.RunqueueWaitS, RxBacklogBytes: rxBacklog,
+		Profile: profPath, EngineCPUs: runtime.GOMAXPROCS(0), RxBacklogBytes: rxBacklog,
 	}
+	applyGen(r, rep)
 	r.hist, r.e2e = col.latency()
 	r.E2ELatencyNs = summarize(r.e2e)
 	r.Counters = counterDeltas(rs0, rs1, r.Bytes, r.DurationS)
 	if r.DurationS > 0 && r.EngineCPUs > 0 {
 		r.EngineCPUUtil = r.CPUS / (r.DurationS * float64(r.EngineCPUs))
 	}
-	if rep.ElapsedS > 0 && rep.CPUs > 0 {
-		r.GenCPUUtil = rep.CPUS / (rep.ElapsedS * float64(rep.CPUs))
-	}
-	r.GeneratorBound, r.GenBoundWhy = generatorBound(rep.OfferedBps > 0, r.GenHeld, r.GenLagNs.P99)
 	if rep.OfferedBps == 0 {
 		r.Bottleneck = bottleneck(r.EngineCPUUtil, r.GenCPUUtil)
 	}
