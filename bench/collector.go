@@ -97,6 +97,13 @@ type collector struct {
 	ended    atomic.Int64
 	errs     atomic.Uint64
 	records  atomic.Uint64
+	// The steady interval, while every stream was sending: from the
+	// latest first byte of a stream to the first end of stream, with the
+	// total bytes at each end (see steady).
+	lastStart      atomic.Int64
+	lastStartBytes atomic.Uint64
+	firstEnd       atomic.Int64
+	firstEndBytes  atomic.Uint64
 
 	target  atomic.Int64  // ended count that closes allEnded; 0: none
 	allOnce sync.Once     // closes allEnded
@@ -136,6 +143,10 @@ func (c *collector) handle(ch engine.Chunk) {
 	s := c.stream(ch.Source, ch.Name)
 	if n := len(ch.Data); n > 0 {
 		now := time.Now().UnixNano()
+		if s.bytes == 0 {
+			c.lastStart.Store(now)
+			c.lastStartBytes.Store(c.total.Load())
+		}
 		s.bytes += uint64(n)
 		s.chunks++
 		if c.framer != nil && ch.Flags&srcs.Records != 0 {
@@ -159,6 +170,9 @@ func (c *collector) handle(ch engine.Chunk) {
 	}
 	if ch.Flags&srcs.EndOfStream != 0 && !s.ended {
 		s.ended = true
+		if now := time.Now().UnixNano(); c.firstEnd.CompareAndSwap(0, now) {
+			c.firstEndBytes.Store(c.total.Load())
+		}
 		if ch.Final != nil {
 			s.skipped = ch.Final.RecordsSkipped
 		}
@@ -220,6 +234,21 @@ func (c *collector) onError(err error) {
 	if se := (*srcs.SourceError)(nil); errors.As(err, &se) {
 		c.stream(se.ID, se.Name).errors.Add(1)
 	}
+}
+
+// steady returns the bytes per second received while every stream was
+// sending, from the moment the last one to start sent its first byte to
+// the first end of stream, and how long that lasted; zeros when no stream
+// ended after the last one started. Clients that start their connections
+// one by one (fio starts a thread per job) stretch the time from the
+// first byte to the last, which dilutes a plain average.
+func (c *collector) steady() (bps, seconds float64) {
+	a, b := c.lastStart.Load(), c.firstEnd.Load()
+	if a == 0 || b <= a {
+		return 0, 0
+	}
+	seconds = time.Duration(b - a).Seconds()
+	return float64(c.firstEndBytes.Load()-c.lastStartBytes.Load()) / seconds, seconds
 }
 
 // expect arms allEnded to close once n sources have ended.

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"time"
@@ -24,6 +25,7 @@ type SinkConfig struct {
 	Duration  time.Duration // stop after this long; 0: no limit
 	UntilIdle time.Duration // stop once idle this long; 0: never
 	JSON      string        // report file; "-" or "" for stdout
+	Profile   string        // CPU profile file, from listening to the report; "" for none
 	Node      NodeFlags     // --config: run as an ingest node instead (node.go)
 }
 
@@ -40,6 +42,7 @@ func (c *SinkConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Duration, "duration", c.Duration, "stop after this long (default: no limit)")
 	fs.DurationVar(&c.UntilIdle, "until-idle", c.UntilIdle, "stop once bytes arrived, no source is live, and nothing arrived for this long")
 	fs.StringVar(&c.JSON, "json", c.JSON, "write the JSON report to `FILE` (- for stdout)")
+	fs.StringVar(&c.Profile, "profile", c.Profile, "write a CPU profile (pprof) of the time listened to `FILE`")
 	c.Engine.register(fs)
 	c.Engine.registerListen(fs)
 	c.Engine.registerFraming(fs, "")
@@ -118,30 +121,36 @@ type SinkStream struct {
 // includes them). Without framing they are 0. Each total is the sum of
 // the streams' counts.
 type SinkReport struct {
-	Command       string       `json:"command"` // "sink"
-	Runner        string       `json:"runner"`
-	Listen        []string     `json:"listen"`
-	Sources       int          `json:"sources"`
-	Framing       string       `json:"framing"`
-	Bytes         uint64       `json:"bytes"`
-	Records       uint64       `json:"records"`
-	RecordsPerS   float64      `json:"records_per_s"`
-	Skipped       uint64       `json:"records_skipped"`
-	Truncated     uint64       `json:"truncated_bytes"`
-	DurationS     float64      `json:"duration_s"`
-	WallS         float64      `json:"wall_s"`
-	ThroughputBps float64      `json:"throughput_bps"`
-	CPUS          float64      `json:"cpu_s"`
-	CPUSPerGiB    float64      `json:"cpu_s_per_gib"`
-	ThreadsMax    int          `json:"threads_max"`
-	RSSMaxBytes   int64        `json:"rss_max_bytes"`
-	FairnessJain  float64      `json:"fairness_jain"`
-	PoolWaits     uint64       `json:"pool_waits"`
-	Partials      uint64       `json:"partial_flushes"`
-	Errors        uint64       `json:"errors"`
-	StopReason    string       `json:"stop_reason"`
-	Host          Host         `json:"host"`
-	Streams       []SinkStream `json:"streams"`
+	Command       string   `json:"command"` // "sink"
+	Runner        string   `json:"runner"`
+	Listen        []string `json:"listen"`
+	Sources       int      `json:"sources"`
+	Framing       string   `json:"framing"`
+	Bytes         uint64   `json:"bytes"`
+	Records       uint64   `json:"records"`
+	RecordsPerS   float64  `json:"records_per_s"`
+	Skipped       uint64   `json:"records_skipped"`
+	Truncated     uint64   `json:"truncated_bytes"`
+	DurationS     float64  `json:"duration_s"`
+	WallS         float64  `json:"wall_s"`
+	ThroughputBps float64  `json:"throughput_bps"`
+	// SteadyBps is the throughput while every source was sending, from
+	// the last one's first byte to the first end of stream (SteadyS
+	// long); 0 when a source ended before the last one began.
+	SteadyBps    float64      `json:"steady_throughput_bps"`
+	SteadyS      float64      `json:"steady_s"`
+	CPUS         float64      `json:"cpu_s"`
+	CPUSPerGiB   float64      `json:"cpu_s_per_gib"`
+	ThreadsMax   int          `json:"threads_max"`
+	RSSMaxBytes  int64        `json:"rss_max_bytes"`
+	FairnessJain float64      `json:"fairness_jain"`
+	PoolWaits    uint64       `json:"pool_waits"`
+	Partials     uint64       `json:"partial_flushes"`
+	Errors       uint64       `json:"errors"`
+	StopReason   string       `json:"stop_reason"`
+	Profile      string       `json:"profile,omitempty"` // --profile
+	Host         Host         `json:"host"`
+	Streams      []SinkStream `json:"streams"`
 }
 
 // Sink runs the `sink` command until ctx ends (SIGINT), Duration passes,
@@ -168,6 +177,12 @@ func Sink(ctx context.Context, c SinkConfig, ios IO) (*SinkReport, error) {
 		}
 	}()
 	bound := sk.addrs()
+	var prof *cpuProfile
+	if c.Profile != "" {
+		if prof, err = startCPUProfile(filepath.Dir(c.Profile), filepath.Base(c.Profile)); err != nil {
+			return nil, err
+		}
+	}
 	smp := startSampler()
 	cpu0 := cpuTime()
 	t0 := time.Now()
@@ -230,15 +245,20 @@ loop:
 	}
 	cpu := cpuTime() - cpu0
 	threads, rss := smp.finish()
+	profPath, err := prof.stop()
+	if err != nil {
+		return nil, err
+	}
 
 	rep := &SinkReport{Command: "sink", Runner: runner, Listen: bound, Framing: framingName(framer), Bytes: col.total.Load(),
 		WallS: wall.Seconds(), CPUS: cpu.Seconds(), ThreadsMax: threads, RSSMaxBytes: rss,
 		PoolWaits: waits, Partials: col.partials.Load(), Errors: col.errs.Load(), StopReason: reason, Host: hostInfo(),
-		Streams: []SinkStream{}}
+		Profile: profPath, Streams: []SinkStream{}}
 	if f, l := col.first.Load(), col.last.Load(); f > 0 && l > f {
 		rep.DurationS = time.Duration(l - f).Seconds()
 		rep.ThroughputBps = float64(rep.Bytes) / rep.DurationS
 	}
+	rep.SteadyBps, rep.SteadyS = col.steady()
 	rep.CPUSPerGiB = cpuPerGiB(rep.CPUS, rep.Bytes)
 	var xs []float64
 	for _, s := range col.snapshot() {
