@@ -13,7 +13,7 @@ import (
 func writeRunTable(w io.Writer, rep *RunReport) {
 	c := rep.Config
 	framed := c.Framing != "" && c.Framing != "none"
-	writeResultTable(w, rep.Summary, framed)
+	writeResultTable(w, rep.Summary, tableKind{framed: framed, fio: c.Client == ClientFio})
 	writeComparisons(w, rep.Ratios, rep.Verdicts)
 	for _, s := range rep.Failed {
 		fmt.Fprintf(w, "failed %s: %s\n", s.Runner, s.Reason)
@@ -30,21 +30,40 @@ func writeRunTable(w io.Writer, rep *RunReport) {
 	if framed {
 		msgs = c.Framing + " records"
 	}
-	fmt.Fprintf(w, "workload: %d sources, %s %s, %s, %.1fs x %d round(s) per runner\n",
-		c.Sources, FormatBytes(uint64(c.MsgSize)), msgs, pacing, c.DurationS, c.Rounds)
+	client := "the built-in generator"
+	if c.Client == ClientFio {
+		client = "fio's net engine (TCP_NODELAY)"
+		msgs = "writes"
+		if framed {
+			msgs = fmt.Sprintf("writes of %d-byte %s records", c.RecordSize, c.Framing)
+		}
+	}
+	fmt.Fprintf(w, "workload: %d sources, %s %s, %s, %.1fs x %d round(s) per row, from %s\n",
+		c.Sources, FormatBytes(uint64(c.MsgSize)), msgs, pacing, c.DurationS, c.Rounds, client)
 	for _, n := range rep.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}
 }
 
+// tableKind says which columns a result table has.
+type tableKind struct {
+	framed bool // records columns instead of latencies
+	fio    bool // the client was fio: no latencies and no generator lag
+}
+
 // writeResultTable prints one row per result: what the engine did, then
-// what the generator did and the runner's own counters. Framed results
-// have record columns instead of the latencies they do not measure.
-func writeResultTable(w io.Writer, rs []*Result, framed bool) {
+// what the client did and the runner's own counters. Framed results, and
+// every result under fio, have no latency columns (they measure none);
+// framed ones have record columns. A row without latency figures (the gnet
+// peer) shows "-" in them.
+func writeResultTable(w io.Writer, rs []*Result, k tableKind) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	if framed {
+	switch {
+	case k.framed:
 		fmt.Fprintln(tw, "runner\tthroughput\trecords/s\tbytes\trecords\tskipped\tCPU s/GiB\tthreads\tRSS\tfairness\tpool waits\tpartials\tverified\t")
-	} else {
+	case k.fio:
+		fmt.Fprintln(tw, "runner\tthroughput\tbytes\tCPU s/GiB\tthreads\tRSS\tfairness\tpool waits\tpartials\tverified\t")
+	default:
 		fmt.Fprintln(tw, "runner\tthroughput\tbytes\tCPU s/GiB\tthreads\tRSS\tp50\tp99\tp99.9\tmax\te2e p99\te2e max\tfairness\tpool waits\tpartials\tverified\t")
 	}
 	for _, r := range rs {
@@ -52,24 +71,54 @@ func writeResultTable(w io.Writer, rs []*Result, framed bool) {
 		if !r.Verified {
 			verified = fmt.Sprintf("FAIL(%d)", len(r.Mismatches))
 		}
-		if framed {
+		switch {
+		case k.framed:
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%.3f\t%d\t%s\t%.4f\t%s\t%s\t%s\t\n",
 				r.Runner, FormatRate(r.ThroughputBps), humanize.Comma(int64(r.RecordsPerS)), FormatBytes(r.Bytes),
 				humanize.Comma(int64(r.Records)), humanize.Comma(int64(r.RecordsSkipped)), r.CPUSPerGiB, r.ThreadsMax,
 				FormatBytes(uint64(max(r.RSSMaxBytes, 0))),
 				r.FairnessJain, humanize.Comma(int64(r.PoolWaits)), humanize.Comma(int64(r.PartialFlushes)), verified)
-			continue
+		case k.fio:
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%.3f\t%d\t%s\t%.4f\t%s\t%s\t%s\t\n",
+				r.Runner, FormatRate(r.ThroughputBps), FormatBytes(r.Bytes), r.CPUSPerGiB, r.ThreadsMax,
+				FormatBytes(uint64(max(r.RSSMaxBytes, 0))),
+				r.FairnessJain, humanize.Comma(int64(r.PoolWaits)), humanize.Comma(int64(r.PartialFlushes)), verified)
+		default:
+			lat := func(ns int64) string {
+				if r.LatencyNs.Count == 0 {
+					return "-"
+				}
+				return FormatNanos(ns)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%.3f\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.4f\t%s\t%s\t%s\t\n",
+				r.Runner, FormatRate(r.ThroughputBps), FormatBytes(r.Bytes), r.CPUSPerGiB, r.ThreadsMax,
+				FormatBytes(uint64(max(r.RSSMaxBytes, 0))),
+				lat(r.LatencyNs.P50), lat(r.LatencyNs.P99), lat(r.LatencyNs.P999), lat(r.LatencyNs.Max),
+				lat(r.E2ELatencyNs.P99), lat(r.E2ELatencyNs.Max),
+				r.FairnessJain, humanize.Comma(int64(r.PoolWaits)), humanize.Comma(int64(r.PartialFlushes)), verified)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.3f\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.4f\t%s\t%s\t%s\t\n",
-			r.Runner, FormatRate(r.ThroughputBps), FormatBytes(r.Bytes), r.CPUSPerGiB, r.ThreadsMax,
-			FormatBytes(uint64(max(r.RSSMaxBytes, 0))),
-			FormatNanos(r.LatencyNs.P50), FormatNanos(r.LatencyNs.P99), FormatNanos(r.LatencyNs.P999), FormatNanos(r.LatencyNs.Max),
-			FormatNanos(r.E2ELatencyNs.P99), FormatNanos(r.E2ELatencyNs.Max),
-			r.FairnessJain, humanize.Comma(int64(r.PoolWaits)), humanize.Comma(int64(r.PartialFlushes)), verified)
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	if k.fio {
+		fmt.Fprintln(tw, "runner\tfio held\tfio sent\tsink CPU\tfio CPU\tlimit\t")
+		for _, r := range rs {
+			limit := limitNote(r)
+			if r.GeneratorBound {
+				limit = "client-bound"
+			}
+			fmt.Fprintf(tw, "%s\t%.1f%%\t%s\t%.0f%%\t%.0f%%\t%s\t\n", r.Runner, 100*r.GenHeld, FormatBytes(r.GenSentBytes),
+				100*r.EngineCPUUtil, 100*r.GenCPUUtil, limit)
+		}
+		tw.Flush()
+		for _, r := range rs {
+			if r.GeneratorBound {
+				fmt.Fprintf(w, "%s: client-bound: %s; no verdict for this row\n", r.Runner, r.GenBoundWhy)
+			}
+		}
+		return
+	}
 	fmt.Fprintln(tw, "runner\tgen held\tgen lag p50\tgen lag p99\tgen lag max\tengine CPU\tgen CPU\tlimit\trx backlog/src\tcompl/enter\twaits/s\twakeups/s\tsyscalls/MiB\t")
 	for _, r := range rs {
 		fmt.Fprintf(tw, "%s\t%.1f%%\t%s\t%s\t%s\t%.0f%%\t%.0f%%\t%s\t%s\t%s\t%s\t%s\t%.1f\t\n",

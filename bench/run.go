@@ -7,12 +7,14 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime"
 	"slices"
 	"time"
 
 	"github.com/dustin/go-humanize"
 	"github.com/sluice-io/sluice/engine"
 	"github.com/sluice-io/sluice/pool"
+	"github.com/sluice-io/sluice/srcs"
 )
 
 // Defaults of `run`: what `make bench` runs. 200 sources for 5 s per
@@ -54,14 +56,33 @@ type RunConfig struct {
 	// InProcess measures every runner in this process instead of a fresh
 	// child per runner and round.
 	InProcess bool
+	// Client sends the load: ClientGen (the built-in generator) or
+	// ClientFio (fio's net engine, one job and connection per source).
+	Client string
+	// Peers are reference rows measured in the same rounds as the
+	// runners, pinned like them: PeerGnet.
+	Peers StringList
+	// RecordSize is the line length fio writes with --framing newline
+	// (0: DefaultFioRecordSize); each --msg-size write holds whole lines.
+	RecordSize Size
+	// GnetSink is a ready-built gnet sink (bench/gnetsink); "" builds it.
+	GnetSink string
 }
 
 // DefaultRunConfig returns the defaults documented on the flags.
 func DefaultRunConfig() RunConfig {
 	return RunConfig{
 		Rounds: 1, Sources: DefaultRunSources, Duration: DefaultRunDuration, MsgSize: DefaultRunMsgSize,
-		Arrivals: ArrivalsPoisson, MaxDial: DefaultMaxDial, Verify: true, Pin: true,
+		Arrivals: ArrivalsPoisson, MaxDial: DefaultMaxDial, Verify: true, Pin: true, Client: ClientGen,
 	}
+}
+
+// recordSize is the line length of fio's newline records.
+func (c RunConfig) recordSize() int {
+	if c.RecordSize > 0 {
+		return int(c.RecordSize)
+	}
+	return DefaultFioRecordSize
 }
 
 // RegisterFlags defines c's flags on fs, with c's values as defaults.
@@ -82,6 +103,11 @@ func (c *RunConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Profile, "profile", c.Profile, "write a CPU profile per runner into `DIR` and print the top functions")
 	fs.BoolVar(&c.IPerf3, "iperf3", c.IPerf3, "add a reference row per round: one iperf3 stream on loopback, pinned like the engine and the generator (needs iperf3)")
 	fs.BoolVar(&c.InProcess, "in-process", c.InProcess, "host every runner's engine in this process instead of a fresh child process per runner and round")
+	fs.StringVar(&c.Client, "client", c.Client, "what sends the load: gen (the built-in generator) or fio (fio's net engine, a job and TCP connection per source, "+
+		"--msg-size per write, --rate per job with Poisson or linear arrivals, TCP_NODELAY; its totals reconciled with fio's report)")
+	fs.Var(&c.Peers, "peers", "reference rows measured in the same rounds, pinned like the engine: gnet (a gnet v2 sink doing the consumer's job, built from bench/gnetsink)")
+	fs.Var(&c.RecordSize, "record-size", fmt.Sprintf("with --client fio --framing newline: the length of each line fio writes (default %d); --msg-size must hold whole lines", DefaultFioRecordSize))
+	fs.StringVar(&c.GnetSink, "gnet-sink", c.GnetSink, "the gnet sink's binary (default: go build bench/gnetsink into the user cache directory)")
 	fs.Var(&c.Targets, "target", "judge ratios of the first runner to each other one, e.g. cpu_s_per_gib<=0.9,throughput>=1 (metrics: throughput, cpu_s_per_gib, p99, e2e_p99, rss, threads, syscalls_per_mib): met, missed or inconclusive over the rounds' min-max")
 	c.Engine.register(fs)
 	c.Engine.registerListen(fs)
@@ -176,6 +202,14 @@ func (c RunConfig) Validate() error {
 	if c.Rounds < 1 {
 		return fmt.Errorf("--rounds: %d: must be at least 1", c.Rounds)
 	}
+	for _, p := range c.Peers {
+		if !slices.Contains(AllPeers(), p) {
+			return fmt.Errorf("--peers: %q: must be gnet", p)
+		}
+	}
+	if err := c.validateClient(); err != nil {
+		return err
+	}
 	g := c.gen()
 	if err := g.Validate(); err != nil {
 		return err
@@ -186,11 +220,63 @@ func (c RunConfig) Validate() error {
 	return c.validateFraming()
 }
 
+// validateClient checks what the chosen client and peers can do.
+func (c RunConfig) validateClient() error {
+	f, err := c.Engine.framer()
+	if err != nil {
+		return err
+	}
+	if _, ok := f.(srcs.Newline); f != nil && !ok && len(c.Peers) > 0 {
+		return fmt.Errorf("--peers gnet: the gnet sink counts newline records only, not %s", f)
+	}
+	switch c.Client {
+	case ClientGen:
+		if c.RecordSize != 0 {
+			return errors.New("--record-size: only with --client fio (the generator sends each --msg-size message as one record)")
+		}
+		return nil
+	case ClientFio:
+	default:
+		return fmt.Errorf("--client: %q: must be gen or fio", c.Client)
+	}
+	switch {
+	case c.Sources > fioMaxJobs:
+		return fmt.Errorf("--sources: %d: fio runs at most %d jobs", c.Sources, fioMaxJobs)
+	case c.Skew != 0:
+		return errors.New("--skew: not with --client fio (every fio job gets --rate)")
+	case c.RecordSize != 0 && f == nil:
+		return errors.New("--record-size: needs --framing newline")
+	}
+	for _, t := range c.Targets {
+		if t.Metric == "p99" || t.Metric == "e2e_p99" {
+			return fmt.Errorf("--target: %s: a run with --client fio measures no latency", t)
+		}
+	}
+	if f == nil {
+		return nil
+	}
+	if _, ok := f.(srcs.Newline); !ok {
+		return fmt.Errorf("--framing %s: --client fio writes newline records only (fio's buffer_pattern)", f)
+	}
+	rs := c.recordSize()
+	switch {
+	case rs < 2 || rs > fioMaxPattern:
+		return fmt.Errorf("--record-size: %d: must be from 2 to %d bytes (fio's buffer_pattern)", rs, fioMaxPattern)
+	case int(c.MsgSize)%rs != 0:
+		return fmt.Errorf("--msg-size: %d: must hold whole %d-byte lines (--record-size)", c.MsgSize, rs)
+	}
+	pc, _ := c.Engine.poolConfig()
+	if err := checkRecord(f, rs, pc.BufSize); err != nil {
+		return fmt.Errorf("--record-size: a %d-byte line does not fit a %d-byte pool buffer (--buf): %v", rs, pc.BufSize, err)
+	}
+	return nil
+}
+
 // validateFraming checks that a framed run's records can be delivered
 // whole, and that no target needs the latency it does not measure.
 func (c RunConfig) validateFraming() error {
 	f, _ := c.Engine.framer()
-	if f == nil {
+	if f == nil || c.Client == ClientFio {
 		return nil
 	}
 	pc, _ := c.Engine.poolConfig()
@@ -209,6 +295,16 @@ func (c RunConfig) gen() GenConfig {
 	return GenConfig{Addr: "-", Sources: c.Sources, Duration: c.Duration, MsgSize: c.MsgSize, Rate: c.Rate,
 		Arrivals: c.Arrivals, Skew: c.Skew, MaxDial: c.MaxDial, Framing: c.Engine.Framing}
 }
+
+// fioNote is the report's note on a run with --client fio.
+const fioNote = "client fio: latency not measured (latency_ns, e2e_latency_ns and the generator's lag are zero); " +
+	"CPU-s/GiB is each sink process's CPU time over the whole time it listened; throughput is over the time every connection was sending " +
+	"(fio starts its jobs one by one), or from the first byte to the last when that was short; " +
+	"verified means the bytes per connection, with fio's 8-byte trailers, the connection count and any records reconciled with fio's report"
+
+// gnetLatencyNote is the report's note on the gnet row under the
+// built-in generator.
+const gnetLatencyNote = "gnet: latency not measured (its sink reads no timestamps)"
 
 // noLatencyNote is the report's note on a framed run.
 const noLatencyNote = "latency not measured: with --framing the generator's messages are records without timestamps " +
@@ -237,19 +333,23 @@ type RunReport struct {
 }
 
 type runParams struct {
-	Sources   int     `json:"sources"`
-	DurationS float64 `json:"duration_s"`
-	MsgSize   int64   `json:"msg_size"`
-	RateBps   float64 `json:"rate_bps"` // per source; 0 unlimited
-	Arrivals  string  `json:"arrivals"`
-	Skew      float64 `json:"skew"`
-	Rounds    int     `json:"rounds"`
-	Pool      int     `json:"pool"`
-	Buf       int64   `json:"buf"`
-	Workers   int     `json:"workers"`
-	FlushNs   int64   `json:"flush_ns"`
-	Verify    bool    `json:"verify"`
-	Framing   string  `json:"framing"` // "none": raw bytes
+	Client string   `json:"client"` // "gen" or "fio"
+	Peers  []string `json:"peers,omitempty"`
+	// RecordSize is the length of fio's newline records (--client fio).
+	RecordSize int64   `json:"record_size,omitempty"`
+	Sources    int     `json:"sources"`
+	DurationS  float64 `json:"duration_s"`
+	MsgSize    int64   `json:"msg_size"`
+	RateBps    float64 `json:"rate_bps"` // per source; 0 unlimited
+	Arrivals   string  `json:"arrivals"`
+	Skew       float64 `json:"skew"`
+	Rounds     int     `json:"rounds"`
+	Pool       int     `json:"pool"`
+	Buf        int64   `json:"buf"`
+	Workers    int     `json:"workers"`
+	FlushNs    int64   `json:"flush_ns"`
+	Verify     bool    `json:"verify"`
+	Framing    string  `json:"framing"` // "none": raw bytes
 }
 
 // ErrMismatch reports that the engine did not receive exactly what was
@@ -278,24 +378,57 @@ func Run(ctx context.Context, c RunConfig, ios IO) (*RunReport, error) {
 		return nil, errors.New("bench: no runner can work here")
 	}
 	framer, _ := c.Engine.framer()
+	var fenv fioEnv
+	if c.Client == ClientFio {
+		if fenv.fio, err = findFio(); err != nil {
+			return nil, err
+		}
+		fenv.exe = exe
+	}
+	gnetBin := ""
+	if slices.Contains(c.Peers, PeerGnet) {
+		if gnetBin = c.GnetSink; gnetBin == "" {
+			if gnetBin, err = buildGnetSink(ctx, ios); err != nil {
+				return nil, err
+			}
+		}
+		fenv.gnetSink = gnetBin
+	}
 	pin, unpin := pinApart(c.Pin)
 	defer unpin()
+	fenv.cpus, fenv.sinkCPUs = pin.GenCPUs, runtime.GOMAXPROCS(0)
 	rep := &RunReport{Command: "run", Host: hostInfo(), Pinning: pin, Skipped: skipped, OK: true,
-		Config: runParams{Sources: c.Sources, DurationS: c.Duration.Seconds(), MsgSize: int64(c.MsgSize),
+		Config: runParams{Client: c.Client, Peers: c.Peers, Sources: c.Sources, DurationS: c.Duration.Seconds(), MsgSize: int64(c.MsgSize),
 			RateBps: float64(c.Rate), Arrivals: c.Arrivals, Skew: c.Skew, Rounds: c.Rounds,
 			Pool: c.Engine.Pool, Buf: int64(c.Engine.Buf), Workers: c.Engine.Workers, FlushNs: int64(c.Engine.Flush), Verify: c.Verify,
 			Framing: framingName(framer)}}
 	msgs := "messages"
 	if framer != nil {
 		msgs = framer.String() + " records"
-		rep.Notes = append(rep.Notes, noLatencyNote)
+		if c.Client == ClientGen {
+			rep.Notes = append(rep.Notes, noLatencyNote)
+		}
 	}
-	fmt.Fprintf(ios.Err, "sluice-bench run: %d sources, %s %s, rate %s per source, %v per runner, runners %v, %s\n",
-		c.Sources, FormatBytes(uint64(c.MsgSize)), msgs, rateOrUnlimited(c.Rate), c.Duration, runners, pinNote(pin))
+	client := "the built-in generator"
+	if c.Client == ClientFio {
+		rep.Config.RecordSize = int64(c.recordSize())
+		client = "fio's net engine"
+		msgs = "writes"
+		if framer != nil {
+			msgs = fmt.Sprintf("writes of %d-byte %s records", c.recordSize(), framer)
+		}
+		rep.Notes = append(rep.Notes, fioNote)
+	}
+	if len(c.Peers) > 0 && c.Client == ClientGen && framer == nil {
+		rep.Notes = append(rep.Notes, gnetLatencyNote)
+	}
+	rows := append(slices.Clone(runners), c.Peers...)
+	fmt.Fprintf(ios.Err, "sluice-bench run: %d sources, %s %s, rate %s per source, %v per row, rows %v, load from %s, %s\n",
+		c.Sources, FormatBytes(uint64(c.MsgSize)), msgs, rateOrUnlimited(c.Rate), c.Duration, rows, client, pinNote(pin))
 	byRunner := map[string][]*Result{}
 	failed := map[string]bool{}
 	for round := range c.Rounds {
-		order := slices.Clone(runners)
+		order := slices.Clone(rows)
 		if round%2 == 1 {
 			slices.Reverse(order)
 		}
@@ -309,14 +442,22 @@ func Run(ctx context.Context, c RunConfig, ios IO) (*RunReport, error) {
 			if c.Rounds > 1 {
 				w.Label = fmt.Sprintf("%s (round %d/%d)", name, round+1, c.Rounds)
 			}
-			r, err := measureRunner(ctx, w, ios, !c.InProcess)
+			var r *Result
+			switch {
+			case c.Client == ClientFio:
+				r, err = measureFio(ctx, c, fenv, name, round, ios)
+			case name == PeerGnet:
+				r, err = measureGnet(ctx, w, gnetBin, ios)
+			default:
+				r, err = measureRunner(ctx, w, ios, !c.InProcess)
+			}
 			if err != nil {
 				if ctx.Err() != nil {
-					return nil, fmt.Errorf("bench: runner %s: %w", name, err)
+					return nil, fmt.Errorf("bench: %s: %w", name, err)
 				}
 				// One runner failing under the load is a result, not the
 				// end of the comparison.
-				fmt.Fprintf(ios.Err, "sluice-bench: runner %s failed: %v\n", name, err)
+				fmt.Fprintf(ios.Err, "sluice-bench: %s failed: %v\n", name, err)
 				failed[name] = true
 				rep.Failed = append(rep.Failed, Skipped{Runner: name, Reason: err.Error()})
 				continue
@@ -325,7 +466,8 @@ func Run(ctx context.Context, c RunConfig, ios IO) (*RunReport, error) {
 			if framer != nil {
 				recs = fmt.Sprintf(", %s records (%s records/s)", humanize.Comma(int64(r.Records)), humanize.Comma(int64(r.RecordsPerS)))
 			}
-			fmt.Fprintf(ios.Err, "%s: %s in %.2fs, %s%s\n", w.Label, FormatBytes(r.Bytes), r.DurationS, FormatRate(r.ThroughputBps), recs)
+			fmt.Fprintf(ios.Err, "%s: %s in %.2fs, %s, %.3f CPU-s/GiB%s\n", w.Label, FormatBytes(r.Bytes), r.DurationS,
+				FormatRate(r.ThroughputBps), r.CPUSPerGiB, recs)
 			for _, m := range r.Mismatches {
 				fmt.Fprintf(ios.Err, "MISMATCH %s: %s\n", name, m)
 			}
@@ -351,10 +493,10 @@ func Run(ctx context.Context, c RunConfig, ios IO) (*RunReport, error) {
 			byRunner[RunnerIPerf3] = append(byRunner[RunnerIPerf3], r)
 		}
 	}
-	if len(rep.Failed) == len(runners) {
-		return nil, fmt.Errorf("bench: every runner failed; the first: %s", rep.Failed[0].Reason)
+	if len(rep.Failed) == len(rows) {
+		return nil, fmt.Errorf("bench: every row failed; the first: %s", rep.Failed[0].Reason)
 	}
-	for _, name := range append(slices.Clone(runners), RunnerIPerf3) {
+	for _, name := range append(slices.Clone(rows), RunnerIPerf3) {
 		if len(byRunner[name]) == 0 {
 			continue
 		}
@@ -374,7 +516,7 @@ func Run(ctx context.Context, c RunConfig, ios IO) (*RunReport, error) {
 		return rep, err
 	}
 	if !rep.OK {
-		fmt.Fprintln(ios.Err, "sluice-bench run: FAILED: the engine did not receive exactly what the generator sent (see MISMATCH lines)")
+		fmt.Fprintln(ios.Err, "sluice-bench run: FAILED: a sink did not receive exactly what the client sent (see MISMATCH lines)")
 		return rep, ErrMismatch
 	}
 	return rep, nil

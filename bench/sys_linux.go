@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"os/exec"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -100,6 +102,35 @@ func pinProcess(cpus []int) error {
 		}
 	}
 	return nil
+}
+
+// startOnCPUs starts cmd with its CPU affinity set to cpus from its first
+// instruction: the child inherits the affinity of the thread that forks
+// it, so the fork happens on a thread locked and pinned for the purpose,
+// which gets its old mask back afterwards. Setting the mask after the
+// start would leave the threads the child made meanwhile where they were
+// (fio creates a thread per job at once). With no cpus it is cmd.Start.
+func startOnCPUs(cmd *exec.Cmd, cpus []int) error {
+	if len(cpus) == 0 {
+		return cmd.Start()
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var old, set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &old); err != nil {
+		return fmt.Errorf("bench: pin: %w", err)
+	}
+	for _, c := range cpus {
+		set.Set(c)
+	}
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		return fmt.Errorf("bench: pin to cpus %v: %w", cpus, err)
+	}
+	err := cmd.Start()
+	if rerr := unix.SchedSetaffinity(0, &old); rerr != nil && err == nil {
+		err = fmt.Errorf("bench: unpin: %w", rerr)
+	}
+	return err
 }
 
 // pollFds waits until one of fds is ready, or for at most d, with

@@ -4,6 +4,7 @@ package bench
 
 import (
 	"errors"
+	"os/exec"
 	"runtime"
 	"runtime/pprof"
 	"time"
@@ -39,6 +40,9 @@ func allowedCPUs() []int {
 }
 
 func pinProcess([]int) error { return errors.New("bench: pinning CPUs needs Linux") }
+
+// startOnCPUs starts cmd unpinned: affinity is not available here.
+func startOnCPUs(cmd *exec.Cmd, _ []int) error { return cmd.Start() }
 
 // pollFds waits until one of fds is ready, or for at most d, rounded up
 // to a millisecond (poll).

@@ -336,7 +336,7 @@ func TestResultTable(t *testing.T) {
 		RSSMaxBytes: 80 << 20, LatencyNs: Latency{Count: 10, P50: 3000, P99: 1_624_690, P999: 3e6, Max: 2e9},
 		FairnessJain: 0.9, Mismatches: []string{"x"}}
 	var buf bytes.Buffer
-	writeResultTable(&buf, []*Result{a, b}, false)
+	writeResultTable(&buf, []*Result{a, b}, tableKind{})
 	writeComparisons(&buf, compareRounds([]string{"uring", "goroutine"}, []*Result{a, b}), nil)
 	out := buf.String()
 	for _, want := range []string{

@@ -1,0 +1,507 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Clients of `run`: what sends the load.
+const (
+	// ClientGen is the built-in generator (the hidden `gen` subcommand).
+	ClientGen = "gen"
+	// ClientFio is fio's net engine: one job, thread and TCP connection
+	// per source, written by people who did not write sluice.
+	ClientFio = "fio"
+)
+
+// fio's net engine and its limits.
+const (
+	// fioTrailer is what fio's net engine writes when it closes a TCP
+	// connection: its close message, a 4-byte magic and a 4-byte command
+	// (engines/net.c, struct udp_close_msg). Neither holds a '\n'.
+	fioTrailer = 8
+	// fioMaxJobs is fio's ceiling on jobs in one run.
+	fioMaxJobs = 4096
+	// fioMaxPattern is the longest buffer_pattern fio takes
+	// (MAX_PATTERN_SIZE).
+	fioMaxPattern = 512
+	// DefaultFioRecordSize is the line length of `run --client fio
+	// --framing newline`.
+	DefaultFioRecordSize = 128
+	// fioSinkIdle is how long a sink fed by fio waits, once every
+	// connection has closed and nothing arrives, before it reports.
+	fioSinkIdle = 500 * time.Millisecond
+)
+
+// fioJob is one row's fio load: Sources jobs, each one TCP connection to
+// Addr writing BS-byte blocks for Duration, at Rate bytes per second each
+// (0: flat out) with Poisson or evenly spaced arrivals, filled with
+// '\n'-terminated lines of RecordSize bytes when RecordSize > 0.
+type fioJob struct {
+	Addr       string
+	Sources    int
+	Duration   time.Duration
+	BS         int
+	Rate       float64
+	Arrivals   string
+	RecordSize int
+	NoDelay    bool
+	CPUs       []int
+}
+
+// file returns the fio job file: one job section per source, all on
+// Addr (the sink listens on one port), time-based, so every connection
+// lives for the whole duration. The size is out of reach, since fio's net
+// engine would reconnect on wrapping around it.
+func (j fioJob) file() string {
+	host, port, _ := net.SplitHostPort(j.Addr)
+	var b strings.Builder
+	fmt.Fprintf(&b, "[global]\nioengine=net\nprotocol=tcp\nhostname=%s\nport=%s\nrw=write\nbs=%d\nsize=1t\n", host, port, j.BS)
+	fmt.Fprintf(&b, "time_based=1\nruntime=%dms\nthread=1\ngroup_reporting=0\n", j.Duration.Milliseconds())
+	if j.NoDelay {
+		b.WriteString("nodelay=1\n")
+	}
+	if j.Rate > 0 {
+		fmt.Fprintf(&b, "rate=%d\n", int64(j.Rate))
+		if j.Arrivals == ArrivalsPoisson {
+			b.WriteString("rate_process=poisson\n")
+		}
+	}
+	if j.RecordSize > 0 {
+		// Every block starts at the pattern's start (fio fills each
+		// buffer with the pattern repeated), and the blocks are a whole
+		// number of lines. scramble_buffers would overwrite bytes of the
+		// pattern on every write.
+		fmt.Fprintf(&b, "scramble_buffers=0\nbuffer_pattern=0x%s0a\n", strings.Repeat("78", j.RecordSize-1))
+	}
+	if len(j.CPUs) > 0 {
+		fmt.Fprintf(&b, "cpus_allowed=%s\n", joinInts(j.CPUs))
+	}
+	for i := range j.Sources {
+		fmt.Fprintf(&b, "[s%d]\n", i+1)
+	}
+	return b.String()
+}
+
+// fioReport is the part of fio's JSON output the bench reads.
+type fioReport struct {
+	Version string `json:"fio version"`
+	Jobs    []struct {
+		Name       string `json:"jobname"`
+		Error      int    `json:"error"`
+		JobRuntime int64  `json:"job_runtime"` // ms
+		Write      struct {
+			IOBytes uint64 `json:"io_bytes"`
+		} `json:"write"`
+	} `json:"jobs"`
+}
+
+// parseFioNet reads the JSON report of fio's net jobs; fio may print notes
+// before it.
+func parseFioNet(b []byte) (*fioReport, error) {
+	if i := bytes.IndexByte(b, '{'); i > 0 {
+		b = b[i:]
+	}
+	var r fioReport
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("bench: fio: bad report: %w", err)
+	}
+	return &r, nil
+}
+
+// sent is the bytes fio wrote, its trailers left out.
+func (r *fioReport) sent() uint64 {
+	var n uint64
+	for _, j := range r.Jobs {
+		n += j.Write.IOBytes
+	}
+	return n
+}
+
+// reconcileFio lists every way what the sink received differs from what
+// fio reports it sent: per connection (sorted, since fio's jobs do not
+// name their ports), the bytes fio wrote plus its trailer; the number of
+// connections; errors; and with newline records of recSize bytes, each
+// connection's records and the bytes after its last line (its trailer and
+// any line cut short when the time ran out).
+func reconcileFio(sink *SinkReport, fio *fioReport, sources, recSize int) []string {
+	var out []string
+	for _, j := range fio.Jobs {
+		if j.Error != 0 {
+			out = append(out, fmt.Sprintf("fio job %s: error %d", j.Name, j.Error))
+		}
+	}
+	if len(fio.Jobs) != sources || sink.Sources != sources {
+		out = append(out, fmt.Sprintf("%d sources asked for, fio ran %d jobs, the sink saw %d connections", sources, len(fio.Jobs), sink.Sources))
+	}
+	want := fio.sent() + fioTrailer*uint64(len(fio.Jobs))
+	if sink.Bytes != want {
+		out = append(out, fmt.Sprintf("fio wrote %d bytes on %d connections (%d with their %d-byte trailers), the sink read %d",
+			fio.sent(), len(fio.Jobs), want, fioTrailer, sink.Bytes))
+	}
+	sent := make([]uint64, len(fio.Jobs))
+	for i, j := range fio.Jobs {
+		sent[i] = j.Write.IOBytes + fioTrailer
+	}
+	got := make([]uint64, len(sink.Streams))
+	for i, s := range sink.Streams {
+		got[i] = s.Bytes
+	}
+	slices.Sort(sent)
+	slices.Sort(got)
+	if len(sent) == len(got) && !slices.Equal(sent, got) {
+		bad := 0
+		for i := range sent {
+			if sent[i] != got[i] {
+				bad++
+			}
+		}
+		out = append(out, fmt.Sprintf("%d connections' byte counts differ from every fio job's (sorted, with trailers): e.g. %v against %v",
+			bad, got[:min(3, len(got))], sent[:min(3, len(sent))]))
+	}
+	if sink.Errors > 0 {
+		out = append(out, fmt.Sprintf("the sink reported %d source errors", sink.Errors))
+	}
+	if recSize > 0 {
+		var recs, wantRecs uint64
+		for _, j := range fio.Jobs {
+			wantRecs += j.Write.IOBytes / uint64(recSize)
+		}
+		bad := 0
+		for _, s := range sink.Streams {
+			recs += s.Records
+			body := s.Bytes - min(s.Bytes, fioTrailer)
+			if s.Records != body/uint64(recSize) || s.TruncatedBytes != body%uint64(recSize)+fioTrailer || s.RecordsSkipped > 0 {
+				bad++
+				if bad == 1 {
+					out = append(out, fmt.Sprintf("%s: %d bytes hold %d lines of %d bytes and %d bytes after the last, the sink counted %d lines, %d bytes after, %d skipped",
+						s.Peer, s.Bytes, body/uint64(recSize), recSize, body%uint64(recSize)+fioTrailer, s.Records, s.TruncatedBytes, s.RecordsSkipped))
+				}
+			}
+		}
+		if bad > 1 {
+			out = append(out, fmt.Sprintf("and %d more connections whose lines do not add up", bad-1))
+		}
+		if recs != wantRecs {
+			out = append(out, fmt.Sprintf("fio wrote %d whole lines, the sink counted %d", wantRecs, recs))
+		}
+	}
+	return out
+}
+
+// sinkProc is a sink process fed by fio: `sluice-bench sink` or the gnet
+// sink, stopping once idle and writing its report to a file.
+type sinkProc struct {
+	cmd    *exec.Cmd
+	done   chan error // its exit
+	addr   string
+	stderr *tailBuffer
+}
+
+// listeningRE finds the address in a sink's "listening on ADDR" line.
+var listeningRE = regexp.MustCompile(`listening on ([^ ,]+)`)
+
+// startSinkProc starts bin with args (inheriting this process's CPUs,
+// the engine's) and waits until it says where it listens.
+func startSinkProc(ctx context.Context, bin string, args []string) (*sinkProc, error) {
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = shutdownTimeout
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, fmt.Errorf("bench: sink: %w", err)
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("bench: start sink %s: %w", bin, err)
+	}
+	p := &sinkProc{cmd: cmd, done: make(chan error, 1), stderr: &tailBuffer{max: 64 << 10}}
+	addrs := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			l := sc.Text()
+			p.stderr.add(l)
+			if m := listeningRE.FindStringSubmatch(l); m != nil {
+				select {
+				case addrs <- m[1]:
+				default:
+				}
+			}
+		}
+		p.done <- cmd.Wait()
+	}()
+	select {
+	case p.addr = <-addrs:
+		return p, nil
+	case err := <-p.done:
+		return nil, fmt.Errorf("bench: the sink exited before listening (%v):\n%s", err, p.stderr)
+	case <-time.After(30 * time.Second):
+		p.stop()
+		return nil, fmt.Errorf("bench: the sink did not listen in 30s:\n%s", p.stderr)
+	}
+}
+
+// wait waits for the sink to stop by itself, for at most d; then it is
+// interrupted.
+func (p *sinkProc) wait(d time.Duration) error {
+	select {
+	case err := <-p.done:
+		if err != nil {
+			return fmt.Errorf("bench: sink: %w:\n%s", err, p.stderr)
+		}
+		return nil
+	case <-time.After(d):
+		p.stop()
+		return fmt.Errorf("bench: the sink did not stop %v after fio:\n%s", d, p.stderr)
+	}
+}
+
+// stop interrupts the sink and waits for it.
+func (p *sinkProc) stop() {
+	p.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-p.done:
+	case <-time.After(shutdownTimeout):
+		p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// tailBuffer keeps the last lines written to it, up to max bytes.
+type tailBuffer struct {
+	mu    sync.Mutex
+	max   int
+	lines []string
+	n     int
+}
+
+func (t *tailBuffer) add(l string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.lines = append(t.lines, l)
+	t.n += len(l) + 1
+	for t.n > t.max && len(t.lines) > 1 {
+		t.n -= len(t.lines[0]) + 1
+		t.lines = t.lines[1:]
+	}
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.Join(t.lines, "\n")
+}
+
+// fioEnv is what every fio row of a run shares.
+type fioEnv struct {
+	fio      string // the fio binary
+	exe      string // sluice-bench, for `sink`
+	gnetSink string // the gnet sink's binary, with --peers gnet
+	cpus     []int  // fio's CPUs
+	sinkCPUs int    // how many CPUs the sinks may use
+}
+
+// measureFio measures one row (a runner's sink, or the gnet sink) under
+// fio: the sink listens in a process of its own on this process's CPUs,
+// fio runs on the client's, and the row's figures are the sink's own
+// report (CPU time over the time it listened, throughput from its first
+// byte to its last) reconciled with fio's.
+func measureFio(ctx context.Context, c RunConfig, env fioEnv, row string, round int, ios IO) (*Result, error) {
+	dir, err := os.MkdirTemp("", "sluice-bench-fio-")
+	if err != nil {
+		return nil, fmt.Errorf("bench: fio: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	framer, _ := c.Engine.framer()
+	recSize := 0
+	if framer != nil {
+		recSize = c.recordSize()
+	}
+	sinkJSON := filepath.Join(dir, "sink.json")
+	profile := ""
+	if c.Profile != "" {
+		profile = filepath.Join(c.Profile, fmt.Sprintf("cpu-fio-%s-r%d.pprof", row, round))
+		if err := os.MkdirAll(c.Profile, 0o755); err != nil {
+			return nil, fmt.Errorf("bench: --profile: %w", err)
+		}
+	}
+	var bin string
+	var args []string
+	if row == PeerGnet {
+		bin = env.gnetSink
+		args = []string{"-listen", "127.0.0.1:0", "-until-idle", fioSinkIdle.String(), "-json", sinkJSON,
+			"-framing", framingName(framer)}
+		if profile != "" {
+			args = append(args, "-cpuprofile", profile)
+		}
+	} else {
+		bin = env.exe
+		args = append([]string{"sink", "--listen", "127.0.0.1:0", "--runner", row, "--until-idle", fioSinkIdle.String(),
+			"--json", sinkJSON}, c.Engine.args()...)
+		if profile != "" {
+			args = append(args, "--profile", profile)
+		}
+	}
+	sp, err := startSinkProc(ctx, bin, args)
+	if err != nil {
+		return nil, err
+	}
+	job := fioJob{Addr: sp.addr, Sources: c.Sources, Duration: c.Duration, BS: int(c.MsgSize), Rate: float64(c.Rate),
+		Arrivals: c.Arrivals, RecordSize: recSize, NoDelay: true, CPUs: env.cpus}
+	jobFile := filepath.Join(dir, "job.fio")
+	fioJSON := filepath.Join(dir, "fio.json")
+	if err := os.WriteFile(jobFile, []byte(job.file()), 0o644); err != nil {
+		sp.stop()
+		return nil, fmt.Errorf("bench: fio: %w", err)
+	}
+	fctx, cancel := context.WithTimeout(ctx, c.Duration+2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(fctx, env.fio, "--output-format=json", "--output="+fioJSON, jobFile)
+	var fioErr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &fioErr, &fioErr
+	if err := startOnCPUs(cmd, env.cpus); err != nil {
+		sp.stop()
+		return nil, fmt.Errorf("bench: start fio: %w", err)
+	}
+	fioStart := time.Now()
+	runErr := cmd.Wait()
+	fioWall := time.Since(fioStart).Seconds()
+	if runErr != nil {
+		sp.stop()
+		return nil, fmt.Errorf("bench: fio: %w\n%s", runErr, fioErr.Bytes())
+	}
+	fioCPU := (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds()
+	if err := sp.wait(30 * time.Second); err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(fioJSON)
+	if err != nil {
+		return nil, fmt.Errorf("bench: fio: %w", err)
+	}
+	fr, err := parseFioNet(b)
+	if err != nil {
+		return nil, err
+	}
+	if b, err = os.ReadFile(sinkJSON); err != nil {
+		return nil, fmt.Errorf("bench: sink report: %w", err)
+	}
+	var sr SinkReport
+	if err := json.Unmarshal(b, &sr); err != nil {
+		return nil, fmt.Errorf("bench: sink report: %w", err)
+	}
+	r := fioResult(row, round, c, &sr, fr, fioCPU, fioWall, env.sinkCPUs, len(env.cpus))
+	r.Mismatches = reconcileFio(&sr, fr, c.Sources, recSize)
+	r.Verified = len(r.Mismatches) == 0
+	if profile != "" {
+		r.Profile = profile
+		if r.TopFunctions, err = topFunctions(profile, 10); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// fioResult is a row's Result from the sink's report and fio's, with
+// fio's CPU time and wall time as this process saw them.
+func fioResult(row string, round int, c RunConfig, sr *SinkReport, fr *fioReport, fioCPU, fioWall float64, sinkCPUs, clientCPUs int) *Result {
+	r := &Result{Runner: row, Round: round, Sources: sr.Sources, Bytes: sr.Bytes, DurationS: sr.DurationS,
+		ThroughputBps: sr.ThroughputBps, CPUS: sr.CPUS, CPUSPerGiB: sr.CPUSPerGiB, ThreadsMax: sr.ThreadsMax,
+		RSSMaxBytes: sr.RSSMaxBytes, Records: sr.Records, RecordsPerS: sr.RecordsPerS, RecordsSkipped: sr.Skipped,
+		TruncatedBytes: sr.Truncated, PoolWaits: sr.PoolWaits, PartialFlushes: sr.Partials, Errors: sr.Errors,
+		GenSentBytes: fr.sent() + fioTrailer*uint64(len(fr.Jobs)), GenCPUS: fioCPU,
+		GenHeld: 1, EngineCPUs: max(sinkCPUs, 1), GenCPUs: max(clientCPUs, 1), hist: newHist(), e2e: newHist()}
+	if sr.DurationS > 0 {
+		// The sink's CPU time covers the whole time it listened; its
+		// utilisation is judged over the time bytes flowed.
+		r.EngineCPUUtil = sr.CPUS / (sr.DurationS * float64(r.EngineCPUs))
+	}
+	if sr.SteadyS >= max(0.5, sr.DurationS/4) {
+		// fio starts its jobs one by one and, with a CPU busy writing,
+		// lets some run past the runtime: the steady interval, while
+		// every connection sent, is what the sink could take.
+		r.ThroughputBps = sr.SteadyBps
+	}
+	xs := make([]float64, len(sr.Streams))
+	for i, s := range sr.Streams {
+		xs[i] = float64(s.Bytes)
+	}
+	r.FairnessJain = JainIndex(xs)
+	if fioWall > 0 {
+		r.GenCPUUtil = fioCPU / (fioWall * float64(r.GenCPUs))
+	}
+	if c.Rate > 0 {
+		// What fio was asked for over the time its jobs ran, against what
+		// it wrote: fio paces each job on its own, and a client that
+		// cannot keep up writes less, rather than late.
+		r.OfferedBps = float64(c.Rate) * float64(c.Sources)
+		var offered float64
+		for _, j := range fr.Jobs {
+			offered += float64(c.Rate) * float64(j.JobRuntime) / 1e3
+		}
+		if offered > 0 {
+			r.GenHeld = float64(fr.sent()) / offered
+		}
+		if r.GenHeld < MinHeld {
+			r.GeneratorBound = true
+			r.GenBoundWhy = fmt.Sprintf("fio sent %.1f%% of the offered load (< %.0f%%)", 100*r.GenHeld, 100*MinHeld)
+		}
+	} else {
+		r.Bottleneck = bottleneck(r.EngineCPUUtil, r.GenCPUUtil)
+	}
+	return r
+}
+
+// findFio returns the fio binary, or why there is none.
+func findFio() (string, error) {
+	p, err := exec.LookPath("fio")
+	if err != nil {
+		return "", errors.New("bench: --client fio: fio is not installed (apt-get install fio, or make deps)")
+	}
+	return p, nil
+}
+
+// args returns the command-line flags that give a `sink` child the same
+// engine settings: only those set, so the child's defaults stay the
+// engine's.
+func (f EngineFlags) args() []string {
+	var a []string
+	if f.Pool != 0 {
+		a = append(a, "--pool", strconv.Itoa(f.Pool))
+	}
+	if f.Buf != 0 {
+		a = append(a, "--buf", strconv.FormatInt(int64(f.Buf), 10))
+	}
+	if f.Workers != 0 {
+		a = append(a, "--workers", strconv.Itoa(f.Workers))
+	}
+	if f.Flush != 0 {
+		a = append(a, "--flush", f.Flush.String())
+	}
+	if f.BatchWait != 0 {
+		a = append(a, "--batch-wait", f.BatchWait.String())
+	}
+	if f.MaxConns != 0 {
+		a = append(a, "--max-conns", strconv.Itoa(f.MaxConns))
+	}
+	if f.RecvBuffer != 0 {
+		a = append(a, "--recv-buffer", strconv.FormatInt(int64(f.RecvBuffer), 10))
+	}
+	if f.Framing != "" && f.Framing != "none" {
+		a = append(a, "--framing", f.Framing)
+	}
+	return a
+}

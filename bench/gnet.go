@@ -1,0 +1,375 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// PeerGnet names the gnet v2 reference row of `run --peers gnet`: a sink
+// built on github.com/panjf2000/gnet/v2 that does the job of the engine's
+// consumer in the bench (CRC-32C of every connection's bytes, newline
+// records counted when framed), inline on gnet's event loops, one per CPU
+// the engine may use. It is measured in the same rounds as the runners,
+// in a process of its own pinned like the engine.
+//
+// gnet stays out of sluice's module graph: the sink is a module of its
+// own in bench/gnetsink, which the bench builds with the go command into
+// a cache directory (keyed by the hash of its sources) the first time it
+// is needed, or takes ready built from --gnet-sink.
+const PeerGnet = "gnet"
+
+// AllPeers returns every reference row `run --peers` knows.
+func AllPeers() []string { return []string{PeerGnet} }
+
+// gnetSinkDir is the gnet sink's module, relative to the sluice module's
+// root.
+const gnetSinkDir = "bench/gnetsink"
+
+// findGnetSource looks for the gnet sink's module above the working
+// directory and above this binary's directory.
+func findGnetSource() (string, error) {
+	var starts []string
+	if wd, err := os.Getwd(); err == nil {
+		starts = append(starts, wd)
+	}
+	if exe, err := os.Executable(); err == nil {
+		starts = append(starts, filepath.Dir(exe))
+	}
+	for _, s := range starts {
+		for d := s; ; d = filepath.Dir(d) {
+			dir := filepath.Join(d, filepath.FromSlash(gnetSinkDir))
+			if fi, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil && !fi.IsDir() {
+				return dir, nil
+			}
+			if filepath.Dir(d) == d {
+				break
+			}
+		}
+	}
+	return "", fmt.Errorf("bench: --peers gnet: cannot find %s above %s; run sluice-bench from the sluice repository, or build the sink (go build -C %s) and pass it with --gnet-sink",
+		gnetSinkDir, strings.Join(starts, " or "), gnetSinkDir)
+}
+
+// goTool is the go command: on PATH, or in the toolchain this binary was
+// built with.
+func goTool() string {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	return filepath.Join(runtime.GOROOT(), "bin", "go")
+}
+
+// buildGnetSink returns the gnet sink's binary, building it on first use
+// into the user's cache directory under a name that hashes its sources,
+// so a changed sink is rebuilt and an unchanged one is not.
+func buildGnetSink(ctx context.Context, ios IO) (string, error) {
+	src, err := findGnetSource()
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		return "", fmt.Errorf("bench: gnet sink: %w", err)
+	}
+	var names []string
+	for _, e := range ents {
+		if n := e.Name(); !e.IsDir() && (strings.HasSuffix(n, ".go") || n == "go.mod" || n == "go.sum") {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		b, err := os.ReadFile(filepath.Join(src, n))
+		if err != nil {
+			return "", fmt.Errorf("bench: gnet sink: %w", err)
+		}
+		fmt.Fprintf(h, "%s %d\n", n, len(b))
+		h.Write(b)
+	}
+	fmt.Fprintf(h, "%s %s/%s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		cache = os.TempDir()
+	}
+	dir := filepath.Join(cache, "sluice-bench")
+	bin := filepath.Join(dir, "gnetsink-"+hex.EncodeToString(h.Sum(nil))[:16])
+	if fi, err := os.Stat(bin); err == nil && fi.Mode().IsRegular() {
+		return bin, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("bench: gnet sink: %w", err)
+	}
+	tmp := fmt.Sprintf("%s.tmp%d", bin, os.Getpid())
+	fmt.Fprintf(ios.Err, "sluice-bench: building the gnet sink (%s) into %s\n", src, dir)
+	cmd := exec.CommandContext(ctx, goTool(), "build", "-o", tmp, ".")
+	cmd.Dir = src
+	if out, err := cmd.CombinedOutput(); err != nil {
+		os.Remove(tmp)
+		return "", fmt.Errorf("bench: building the gnet sink in %s: %w\n%s", src, err, out)
+	}
+	if err := os.Rename(tmp, bin); err != nil {
+		return "", fmt.Errorf("bench: gnet sink: %w", err)
+	}
+	return bin, nil
+}
+
+// gnetEvent is one line of the gnet sink's control protocol (see
+// bench/gnetsink).
+type gnetEvent struct {
+	Event  string `json:"event"`
+	Addr   string `json:"addr"`
+	Open   int64  `json:"open"`
+	Closed int64  `json:"closed"`
+	Bytes  uint64 `json:"bytes"`
+	CPUNs  int64  `json:"cpu_ns"`
+	UnixNs int64  `json:"unix_ns"`
+}
+
+// gnetProc is a gnet sink in control mode.
+type gnetProc struct {
+	cmd     *exec.Cmd
+	stdin   io.WriteCloser
+	replies chan []byte    // every line but "ended"
+	ended   chan gnetEvent // the "ended" line
+	addr    string
+	cancel  context.CancelFunc
+	waited  bool
+}
+
+// startGnet starts the gnet sink at bin in control mode, expecting n
+// connections, and waits until it listens. It inherits this process's
+// CPUs: the engine's.
+func startGnet(ctx context.Context, bin string, n int, framing string, crc bool, ios IO) (*gnetProc, error) {
+	pctx, cancel := context.WithCancel(ctx)
+	cmd := exec.CommandContext(pctx, bin, "-control", "-expect", strconv.Itoa(n), "-framing", framing,
+		"-crc="+strconv.FormatBool(crc))
+	cmd.Stderr = ios.Err
+	p := &gnetProc{cmd: cmd, cancel: cancel, replies: make(chan []byte, 4), ended: make(chan gnetEvent, 1)}
+	var err error
+	if p.stdin, err = cmd.StdinPipe(); err != nil {
+		cancel()
+		return nil, fmt.Errorf("bench: gnet sink: %w", err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("bench: gnet sink: %w", err)
+	}
+	if err := cmd.Start(); err != nil {
+		cancel()
+		return nil, fmt.Errorf("bench: start the gnet sink %s: %w", bin, err)
+	}
+	go func() {
+		defer close(p.replies)
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(nil, 256<<20)
+		for sc.Scan() {
+			l := append([]byte(nil), sc.Bytes()...)
+			var ev gnetEvent
+			if json.Unmarshal(l, &ev) == nil && ev.Event == "ended" {
+				p.ended <- ev
+				continue
+			}
+			p.replies <- l
+		}
+	}()
+	var ev gnetEvent
+	if err := p.reply(ctx, "listening", &ev); err != nil {
+		p.kill()
+		return nil, err
+	}
+	p.addr = ev.Addr
+	return p, nil
+}
+
+// reply waits for the next line, which must be the named event, and
+// decodes it into v.
+func (p *gnetProc) reply(ctx context.Context, event string, v any) error {
+	select {
+	case l, ok := <-p.replies:
+		if !ok {
+			return fmt.Errorf("bench: the gnet sink exited before its %q line: %v", event, p.wait())
+		}
+		var ev gnetEvent
+		if err := json.Unmarshal(l, &ev); err != nil || ev.Event != event {
+			return fmt.Errorf("bench: gnet sink: want a %q line, got %q", event, l)
+		}
+		if err := json.Unmarshal(l, v); err != nil {
+			return fmt.Errorf("bench: gnet sink: %w", err)
+		}
+		return nil
+	case <-time.After(30 * time.Second):
+		return fmt.Errorf("bench: gnet sink: no %q line in 30s", event)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// ask sends a command and decodes its answer into v.
+func (p *gnetProc) ask(ctx context.Context, cmd, event string, v any) error {
+	if _, err := fmt.Fprintln(p.stdin, cmd); err != nil {
+		return fmt.Errorf("bench: gnet sink: %w", err)
+	}
+	return p.reply(ctx, event, v)
+}
+
+func (p *gnetProc) wait() error {
+	if p.waited {
+		return nil
+	}
+	p.waited = true
+	p.stdin.Close()
+	for range p.replies {
+	}
+	err := p.cmd.Wait()
+	p.cancel()
+	if err != nil {
+		return fmt.Errorf("bench: gnet sink: %w", err)
+	}
+	return nil
+}
+
+func (p *gnetProc) kill() {
+	p.cancel()
+	p.wait()
+}
+
+// sinkStreams turns a sink report's streams into the collector's records,
+// for reconcile.
+func sinkStreams(ss []SinkStream) []*stream {
+	out := make([]*stream, len(ss))
+	for i, s := range ss {
+		crc, _ := strconv.ParseUint(s.CRC32C, 16, 32)
+		out[i] = &stream{name: s.Peer, bytes: s.Bytes, crc: uint32(crc), records: s.Records,
+			truncated: s.TruncatedBytes, skipped: s.RecordsSkipped}
+		out[i].errors.Store(s.Errors)
+	}
+	return out
+}
+
+// measureGnet runs one workload of the built-in generator against the gnet
+// sink, measured as measure measures the engine: from the word to send
+// until the last connection closed, CPU time of the sink process.
+func measureGnet(ctx context.Context, w workload, bin string, ios IO) (*Result, error) {
+	framer, err := w.Engine.framer()
+	if err != nil {
+		return nil, err
+	}
+	p, err := startGnet(ctx, bin, w.Sources, framingName(framer), w.Verify, ios)
+	if err != nil {
+		return nil, err
+	}
+	defer p.kill()
+	g, err := startGen(ctx, w, p.addr, framer, ios)
+	if err != nil {
+		return nil, err
+	}
+	defer g.kill()
+	var st gnetEvent
+	for deadline := time.Now().Add(dialLimit(w.Sources)); ; time.Sleep(5 * time.Millisecond) {
+		if err := p.ask(ctx, "stats", "stats", &st); err != nil {
+			return nil, err
+		}
+		if st.Open >= int64(w.Sources) {
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("bench: gnet: only %d of %d connections accepted", st.Open, w.Sources)
+		}
+	}
+	var mark gnetEvent
+	if err := p.ask(ctx, "mark", "marked", &mark); err != nil {
+		return nil, err
+	}
+	t0 := time.Now()
+	if err := g.send(); err != nil {
+		return nil, err
+	}
+	backlog := sampleBacklog(p.addr, w.Duration)
+	var rep GenReport
+	var ended *gnetEvent
+	got := false
+	endLimit := time.After(w.Duration + 60*time.Second)
+	pending := g.lines
+	for ended == nil || !got {
+		select {
+		case l, ok := <-pending:
+			if !ok {
+				pending = nil
+				if !got {
+					backlog.finish()
+					return nil, errors.New("bench: generator exited without a report")
+				}
+				continue
+			}
+			got = true
+			if rep, err = decodeGenReport(l); err != nil {
+				backlog.finish()
+				return nil, err
+			}
+		case ev := <-p.ended:
+			ended = &ev
+		case <-endLimit:
+			backlog.finish()
+			return nil, fmt.Errorf("bench: gnet: connections still open %v after the generator's duration", 60*time.Second)
+		case <-ctx.Done():
+			backlog.finish()
+			return nil, ctx.Err()
+		}
+	}
+	rxBacklog := backlog.finish()
+	if err := g.wait(); err != nil {
+		return nil, err
+	}
+	var sr SinkReport
+	if err := p.ask(ctx, "stop", "report", &sr); err != nil {
+		return nil, err
+	}
+	if err := p.wait(); err != nil {
+		return nil, err
+	}
+	r := &Result{Runner: PeerGnet, Round: w.Round, Sources: w.Sources, Bytes: sr.Bytes,
+		DurationS: time.Duration(ended.UnixNs - t0.UnixNano()).Seconds(), CPUS: time.Duration(ended.CPUNs).Seconds(),
+		ThreadsMax: sr.ThreadsMax, RSSMaxBytes: sr.RSSMaxBytes, Errors: sr.Errors,
+		EngineCPUs: runtime.GOMAXPROCS(0), RxBacklogBytes: rxBacklog, hist: newHist(), e2e: newHist()}
+	applyGen(r, rep)
+	if r.DurationS > 0 {
+		r.ThroughputBps = float64(r.Bytes) / r.DurationS
+		r.EngineCPUUtil = r.CPUS / (r.DurationS * float64(r.EngineCPUs))
+	}
+	if rep.OfferedBps == 0 {
+		r.Bottleneck = bottleneck(r.EngineCPUUtil, r.GenCPUUtil)
+	}
+	r.CPUSPerGiB = cpuPerGiB(r.CPUS, r.Bytes)
+	recSize := 0
+	if framer != nil {
+		recSize = int(w.MsgSize)
+	}
+	streams := sinkStreams(sr.Streams)
+	r.perSource, r.weights, r.Mismatches = reconcile(streams, rep.Streams, w.Verify, recSize)
+	for _, s := range streams {
+		r.Records += s.records
+		r.TruncatedBytes += s.truncated
+	}
+	if r.DurationS > 0 {
+		r.RecordsPerS = float64(r.Records) / r.DurationS
+	}
+	r.FairnessJain = weightedJain(r.perSource, r.weights)
+	r.Verified = len(r.Mismatches) == 0
+	return r, nil
+}
