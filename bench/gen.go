@@ -45,6 +45,9 @@ type GenConfig struct {
 	// then empty): when nothing will be verified, it is a third of the
 	// generator's CPU on one bulk stream.
 	NoCRC bool
+	// Pacing is how a paced generator turns arrivals into writes:
+	// PacingSpread (the default, also for "") or PacingBatch.
+	Pacing string
 	// Framing, unless "" or "none", makes every message one record for
 	// that framer (srcs.ParseFraming), encoded by frameMessage. Framed
 	// messages carry no timestamps: the lag is still measured in the
@@ -63,6 +66,31 @@ const (
 	bulkSndBuf   = 4 << 20 // SO_SNDBUF of unpaced sources when there are few
 	fewSources   = 16
 )
+
+// Pacing of the paced generator: how arrivals become writes.
+const (
+	// PacingSpread writes every message on its own, at its own time, as
+	// independent senders do: the shard sleeps (with a timer slack of
+	// 1 ns) until the next arrival, writes that one message, and looks
+	// again; only a connection whose socket is full gets several messages
+	// in one write. Messages come due while it writes only when it is
+	// behind, and then go out one write each, at once.
+	PacingSpread = "spread"
+	// PacingBatch is the old pacing, kept for comparison: the shard
+	// sleeps until the earliest arrival with the default timer slack
+	// (50 µs), then writes every message due by then, back to back, with
+	// the messages due on one connection in one write. Its load comes in
+	// bursts of back-to-back writes, which a batching engine serves with
+	// fewer wake-ups than independent senders allow (README, "The
+	// generator against independent senders").
+	PacingBatch = "batch"
+	// DefaultPacing is the generator's default.
+	DefaultPacing = PacingSpread
+)
+
+// pacingHelp describes the pacings for the flags that take one.
+const pacingHelp = "spread (every message its own write at its own time, as independent senders) or " +
+	"batch (every message due when the generator wakes, back to back, one write per connection)"
 
 // flushGrace bounds how long after Duration the generator keeps writing
 // what it had scheduled before Duration but could not write yet.
@@ -137,6 +165,7 @@ func (c *GenConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.Var(&c.MsgSize, "msg-size", "fixed message size")
 	fs.Var(&c.Rate, "rate", "mean bytes per second per source (default unlimited)")
 	fs.StringVar(&c.Arrivals, "arrivals", c.Arrivals, "poisson or uniform")
+	fs.StringVar(&c.Pacing, "pacing", c.Pacing, "with --rate: "+pacingHelp+" (default "+DefaultPacing+")")
 	fs.Float64Var(&c.Skew, "skew", c.Skew, "biased connections (needs --rate)")
 	fs.IntVar(&c.MaxDial, "max-dial", c.MaxDial, "concurrent dials")
 	fs.Uint64Var(&c.Seed, "seed", c.Seed, "pacing seed")
@@ -177,6 +206,8 @@ func (c GenConfig) Validate() error {
 		return errors.New("--skew: needs --rate (shares of an unlimited rate are not defined)")
 	case c.MaxDial < 1:
 		return fmt.Errorf("--max-dial: %d: must be at least 1", c.MaxDial)
+	case c.Pacing != "" && c.Pacing != PacingSpread && c.Pacing != PacingBatch:
+		return fmt.Errorf("--pacing: %q: must be spread or batch", c.Pacing)
 	}
 	f, err := srcs.ParseFraming(c.Framing)
 	if err != nil {
@@ -258,7 +289,7 @@ func RunGen(ctx context.Context, cfg GenConfig, in io.Reader, out io.Writer) err
 	shards := make([]*genShard, nShards)
 	for i := range shards {
 		shards[i] = &genShard{size: size, base: start.UnixNano(), dur: cfg.Duration.Nanoseconds(),
-			paced: cfg.Rate > 0, framed: framer != nil, crc: !cfg.NoCRC, lag: newHist()}
+			paced: cfg.Rate > 0, spread: cfg.Pacing != PacingBatch, framed: framer != nil, crc: !cfg.NoCRC, lag: newHist()}
 	}
 	for i, gc := range gcs {
 		shards[i%nShards].conns = append(shards[i%nShards].conns, gc)
@@ -268,6 +299,11 @@ func RunGen(ctx context.Context, cfg GenConfig, in io.Reader, out io.Writer) err
 		wg.Go(func() {
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
+			if sh.paced && sh.spread {
+				// Sleep until each arrival, not up to 50 µs past it,
+				// which would gather the arrivals into bursts.
+				setTimerSlack(1)
+			}
 			sh.run(ctx)
 		})
 	}
@@ -414,6 +450,7 @@ type genShard struct {
 	base   int64 // start, UnixNano
 	dur    int64 // sending time, ns
 	paced  bool
+	spread bool // PacingSpread: a write per message, at its time
 	framed bool // records without headers: nothing to stamp
 	crc    bool
 	conns  []*genConn
@@ -565,43 +602,34 @@ func (sh *genShard) runPaced(ctx context.Context) {
 		if now >= hardEnd || (len(sh.heap) == 0 && len(sh.dirty) == 0) {
 			return
 		}
-		for len(sh.heap) > 0 && sh.heap[0].due <= now {
-			c := sh.heap[0]
-			if c.dead {
-				sh.pop() // its connection failed: nothing more to schedule
+		if sh.spread {
+			if len(sh.heap) > 0 && sh.heap[0].due <= now {
+				c := sh.heap[0]
+				if c.dead {
+					sh.pop()
+					continue
+				}
+				sh.take(c, now)
+				sh.write(c, time.Now().UnixNano())
+				if len(c.pend) > 0 && !c.dirty && !c.dead {
+					// Its socket is full: wait for room with the others.
+					c.dirty = true
+					sh.dirty = append(sh.dirty, c)
+				}
 				continue
 			}
-			for p := c.pacer.peek(); p < sh.dur && sh.base+p <= now; p = c.pacer.peek() {
-				off := len(c.pend)
-				if off+sh.size > cap(c.pend) {
-					grown := append(c.pend, c.tmpl...)
-					c.back = grown[:0]
-					c.pend = grown
-				} else {
-					c.pend = append(c.pend, c.tmpl...)
+		} else {
+			for len(sh.heap) > 0 && sh.heap[0].due <= now {
+				c := sh.heap[0]
+				if c.dead {
+					sh.pop() // its connection failed: nothing more to schedule
+					continue
 				}
-				if sched := sh.base + c.pacer.advance(); sh.framed {
-					if c.sched0 >= 1024 && 2*c.sched0 >= len(c.scheds) {
-						// A connection that never catches up: drop the
-						// schedules already used.
-						c.scheds = c.scheds[:copy(c.scheds, c.scheds[c.sched0:])]
-						c.sched0 = 0
-					}
-					c.scheds = append(c.scheds, sched)
-				} else {
-					binary.LittleEndian.PutUint64(c.pend[off+schedOff:], uint64(sched))
+				sh.take(c, now)
+				if !c.dirty && !c.dead {
+					c.dirty = true
+					sh.dirty = append(sh.dirty, c)
 				}
-				c.scheduled += uint64(sh.size)
-			}
-			if p := c.pacer.peek(); p < sh.dur {
-				c.due = sh.base + p
-				sh.fix(0)
-			} else {
-				sh.pop()
-			}
-			if !c.dirty && !c.dead {
-				c.dirty = true
-				sh.dirty = append(sh.dirty, c)
 			}
 		}
 		now = time.Now().UnixNano()
@@ -631,6 +659,44 @@ func (sh *genShard) runPaced(ctx context.Context) {
 			// microseconds late, and that would be generator lag.
 			pollFds(nil, time.Duration(wait))
 		}
+	}
+}
+
+// take appends the arrivals of c, the head of the shard's heap, due by
+// now to its unsent bytes, with their schedules, and moves c to its next
+// arrival in the heap (or out of it). Spread pacing takes one arrival at
+// a time, batch pacing every one due.
+func (sh *genShard) take(c *genConn, now int64) {
+	for p := c.pacer.peek(); p < sh.dur && sh.base+p <= now; p = c.pacer.peek() {
+		off := len(c.pend)
+		if off+sh.size > cap(c.pend) {
+			grown := append(c.pend, c.tmpl...)
+			c.back = grown[:0]
+			c.pend = grown
+		} else {
+			c.pend = append(c.pend, c.tmpl...)
+		}
+		if sched := sh.base + c.pacer.advance(); sh.framed {
+			if c.sched0 >= 1024 && 2*c.sched0 >= len(c.scheds) {
+				// A connection that never catches up: drop the
+				// schedules already used.
+				c.scheds = c.scheds[:copy(c.scheds, c.scheds[c.sched0:])]
+				c.sched0 = 0
+			}
+			c.scheds = append(c.scheds, sched)
+		} else {
+			binary.LittleEndian.PutUint64(c.pend[off+schedOff:], uint64(sched))
+		}
+		c.scheduled += uint64(sh.size)
+		if sh.spread {
+			break
+		}
+	}
+	if p := c.pacer.peek(); p < sh.dur {
+		c.due = sh.base + p
+		sh.fix(0)
+	} else {
+		sh.pop()
 	}
 }
 

@@ -35,7 +35,7 @@ func startGen(ctx context.Context, w workload, addr string, framer srcs.Framer, 
 		"--duration", w.Duration.String(), "--msg-size", strconv.Itoa(int(w.MsgSize)),
 		"--rate", strconv.FormatFloat(float64(w.Rate), 'f', 0, 64), "--arrivals", w.Arrivals,
 		"--skew", strconv.FormatFloat(w.Skew, 'g', -1, 64), "--max-dial", strconv.Itoa(w.MaxDial),
-		"--seed", strconv.Itoa(w.Round + 1), "--wait"}
+		"--seed", strconv.Itoa(w.Round + 1), "--pacing", w.pacing(), "--wait"}
 	if !w.Verify {
 		args = append(args, "--no-crc")
 	}

@@ -22,13 +22,15 @@ type LatencyConfig struct {
 	Duration time.Duration // per point
 	MsgSize  Size
 	Arrivals string
-	Skew     float64
-	MaxDial  int
-	Engine   EngineFlags
-	Pin      bool
-	JSON     string
-	Plot     string
-	Exe      string
+	// GenPacing is the generator's pacing (GenConfig.Pacing).
+	GenPacing string
+	Skew      float64
+	MaxDial   int
+	Engine    EngineFlags
+	Pin       bool
+	JSON      string
+	Plot      string
+	Exe       string
 	// InProcess measures in this process, not a fresh child per point.
 	InProcess bool
 }
@@ -52,6 +54,7 @@ func (c *LatencyConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Duration, "duration", c.Duration, "how long each point is measured")
 	fs.Var(&c.MsgSize, "msg-size", "fixed record size; each record starts with a 16-byte header: scheduled and actual send times")
 	fs.StringVar(&c.Arrivals, "arrivals", c.Arrivals, "poisson or uniform")
+	fs.StringVar(&c.GenPacing, "gen-pacing", c.GenPacing, "how the generator writes its arrivals: "+pacingHelp+" (default "+DefaultPacing+")")
 	fs.Float64Var(&c.Skew, "skew", c.Skew, "biased connections: a fraction F of the sources carries 1-F of the load")
 	fs.IntVar(&c.MaxDial, "max-dial", c.MaxDial, "concurrent dials of the generator")
 	fs.BoolVar(&c.Pin, "pin", c.Pin, "pin the engine and the generator to disjoint CPUs")
@@ -74,7 +77,7 @@ func (c LatencyConfig) Validate() error {
 		return fmt.Errorf("--rounds: %d: must not be negative", c.Rounds)
 	}
 	g := GenConfig{Addr: "-", Sources: c.Sources, Duration: c.Duration, MsgSize: c.MsgSize, Rate: 1,
-		Arrivals: c.Arrivals, Skew: c.Skew, MaxDial: c.MaxDial}
+		Arrivals: c.Arrivals, Pacing: c.GenPacing, Skew: c.Skew, MaxDial: c.MaxDial}
 	if err := g.Validate(); err != nil {
 		return err
 	}
@@ -108,6 +111,7 @@ type LatencyReport struct {
 	Sources  int            `json:"sources"`
 	MsgSize  int64          `json:"msg_size"`
 	Arrivals string         `json:"arrivals"`
+	Pacing   string         `json:"pacing"`
 	Points   []LatencyPoint `json:"points"`
 	Ratios   []LatencyRatio `json:"ratios"`
 	Skipped  []Skipped      `json:"skipped"`
@@ -134,7 +138,7 @@ func LatencySweep(ctx context.Context, c LatencyConfig, ios IO) (*LatencyReport,
 	pin, unpin := pinApart(c.Pin)
 	defer unpin()
 	rep := &LatencyReport{Command: "latency", Host: hostInfo(), Pinning: pin, Sources: c.Sources,
-		MsgSize: int64(c.MsgSize), Arrivals: c.Arrivals, Skipped: skipped, OK: true}
+		MsgSize: int64(c.MsgSize), Arrivals: c.Arrivals, Pacing: workload{Pacing: c.GenPacing}.pacing(), Skipped: skipped, OK: true}
 	loads := slices.Clone(c.Loads)
 	slices.Sort(loads)
 	rounds := max(c.Rounds, 1)
@@ -146,7 +150,7 @@ func LatencySweep(ctx context.Context, c LatencyConfig, ios IO) (*LatencyReport,
 			}
 			for _, name := range order {
 				w := workload{Runner: name, Round: round*len(loads) + li, Sources: c.Sources, Duration: c.Duration, MsgSize: c.MsgSize,
-					Rate: load / Rate(c.Sources), Arrivals: c.Arrivals, Skew: c.Skew, MaxDial: c.MaxDial, Verify: true,
+					Rate: load / Rate(c.Sources), Arrivals: c.Arrivals, Pacing: c.GenPacing, Skew: c.Skew, MaxDial: c.MaxDial, Verify: true,
 					Engine: c.Engine, Exe: exe, GenCPUs: pin.GenCPUs,
 					Label: fmt.Sprintf("%s @ %s", name, FormatRate(float64(load)))}
 				r, err := measureRunner(ctx, w, ios, !c.InProcess)

@@ -90,6 +90,7 @@ type workload struct {
 	MsgSize  Size
 	Rate     Rate // per source
 	Arrivals string
+	Pacing   string // the generator's; "" for DefaultPacing
 	Skew     float64
 	MaxDial  int
 	Verify   bool
@@ -98,6 +99,14 @@ type workload struct {
 	GenCPUs  []int
 	Profile  string // directory for a CPU profile, or ""
 	Label    string // progress label
+}
+
+// pacing is the generator's pacing in w.
+func (w workload) pacing() string {
+	if w.Pacing == "" {
+		return DefaultPacing
+	}
+	return w.Pacing
 }
 
 // Result is one runner's measurement. The JSON names are the report's

@@ -25,6 +25,9 @@ func writeRunTable(w io.Writer, rep *RunReport) {
 	pacing := "unlimited rate"
 	if c.RateBps > 0 {
 		pacing = fmt.Sprintf("%s per source, %s arrivals, skew %g", FormatRate(c.RateBps), c.Arrivals, c.Skew)
+		if c.Pacing != "" {
+			pacing += ", " + c.Pacing + " pacing"
+		}
 	}
 	msgs := "messages"
 	if framed {

@@ -38,15 +38,17 @@ type RunConfig struct {
 	MsgSize  Size
 	Rate     Rate // per source; 0 unlimited
 	Arrivals string
-	Skew     float64
-	MaxDial  int
-	Engine   EngineFlags
-	Verify   bool   // CRC-32C every stream and compare with the generator
-	Pin      bool   // pin engine and generator to disjoint CPUs
-	JSON     string // report file, "-" for stdout
-	Plot     string // directory for SVG charts
-	Profile  string // directory for CPU profiles
-	Exe      string // binary that runs `gen`; default os.Executable
+	// GenPacing is the built-in generator's pacing (GenConfig.Pacing).
+	GenPacing string
+	Skew      float64
+	MaxDial   int
+	Engine    EngineFlags
+	Verify    bool   // CRC-32C every stream and compare with the generator
+	Pin       bool   // pin engine and generator to disjoint CPUs
+	JSON      string // report file, "-" for stdout
+	Plot      string // directory for SVG charts
+	Profile   string // directory for CPU profiles
+	Exe       string // binary that runs `gen`; default os.Executable
 	// Targets are judged on every comparison of the first runner with
 	// another (see Verdict).
 	Targets TargetList
@@ -94,6 +96,7 @@ func (c *RunConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.Var(&c.MsgSize, "msg-size", "fixed message size; without --framing each message starts with a 16-byte header: scheduled and actual send times")
 	fs.Var(&c.Rate, "rate", "mean bytes per second per source, e.g. 1MiB/s (default unlimited)")
 	fs.StringVar(&c.Arrivals, "arrivals", c.Arrivals, "open-loop arrivals with --rate: poisson or uniform")
+	fs.StringVar(&c.GenPacing, "gen-pacing", c.GenPacing, "with --rate, how the built-in generator writes its arrivals: "+pacingHelp+" (default "+DefaultPacing+")")
 	fs.Float64Var(&c.Skew, "skew", c.Skew, "biased connections: a fraction F of the sources carries 1-F of the load (needs --rate)")
 	fs.IntVar(&c.MaxDial, "max-dial", c.MaxDial, "concurrent dials of the generator")
 	fs.BoolVar(&c.Verify, "verify", c.Verify, "checksum every stream (CRC-32C) and compare with what was sent")
@@ -240,6 +243,8 @@ func (c RunConfig) validateClient() error {
 		return fmt.Errorf("--client: %q: must be gen or fio", c.Client)
 	}
 	switch {
+	case c.GenPacing != "":
+		return errors.New("--gen-pacing: the built-in generator's; fio paces each job itself")
 	case c.Sources > fioMaxJobs:
 		return fmt.Errorf("--sources: %d: fio runs at most %d jobs", c.Sources, fioMaxJobs)
 	case c.Skew != 0:
@@ -293,7 +298,7 @@ func (c RunConfig) validateFraming() error {
 
 func (c RunConfig) gen() GenConfig {
 	return GenConfig{Addr: "-", Sources: c.Sources, Duration: c.Duration, MsgSize: c.MsgSize, Rate: c.Rate,
-		Arrivals: c.Arrivals, Skew: c.Skew, MaxDial: c.MaxDial, Framing: c.Engine.Framing}
+		Arrivals: c.Arrivals, Pacing: c.GenPacing, Skew: c.Skew, MaxDial: c.MaxDial, Framing: c.Engine.Framing}
 }
 
 // fioNote is the report's note on a run with --client fio.
@@ -342,14 +347,16 @@ type runParams struct {
 	MsgSize    int64   `json:"msg_size"`
 	RateBps    float64 `json:"rate_bps"` // per source; 0 unlimited
 	Arrivals   string  `json:"arrivals"`
-	Skew       float64 `json:"skew"`
-	Rounds     int     `json:"rounds"`
-	Pool       int     `json:"pool"`
-	Buf        int64   `json:"buf"`
-	Workers    int     `json:"workers"`
-	FlushNs    int64   `json:"flush_ns"`
-	Verify     bool    `json:"verify"`
-	Framing    string  `json:"framing"` // "none": raw bytes
+	// Pacing is the built-in generator's, with a rate.
+	Pacing  string  `json:"pacing,omitempty"`
+	Skew    float64 `json:"skew"`
+	Rounds  int     `json:"rounds"`
+	Pool    int     `json:"pool"`
+	Buf     int64   `json:"buf"`
+	Workers int     `json:"workers"`
+	FlushNs int64   `json:"flush_ns"`
+	Verify  bool    `json:"verify"`
+	Framing string  `json:"framing"` // "none": raw bytes
 }
 
 // ErrMismatch reports that the engine did not receive exactly what was
@@ -410,6 +417,9 @@ func Run(ctx context.Context, c RunConfig, ios IO) (*RunReport, error) {
 		}
 	}
 	client := "the built-in generator"
+	if c.Client == ClientGen && c.Rate > 0 {
+		rep.Config.Pacing = workload{Pacing: c.GenPacing}.pacing()
+	}
 	if c.Client == ClientFio {
 		rep.Config.RecordSize = int64(c.recordSize())
 		client = "fio's net engine"
@@ -437,7 +447,7 @@ func Run(ctx context.Context, c RunConfig, ios IO) (*RunReport, error) {
 				continue
 			}
 			w := workload{Runner: name, Round: round, Sources: c.Sources, Duration: c.Duration, MsgSize: c.MsgSize,
-				Rate: c.Rate, Arrivals: c.Arrivals, Skew: c.Skew, MaxDial: c.MaxDial, Verify: c.Verify,
+				Rate: c.Rate, Arrivals: c.Arrivals, Pacing: c.GenPacing, Skew: c.Skew, MaxDial: c.MaxDial, Verify: c.Verify,
 				Engine: c.Engine, Exe: exe, GenCPUs: pin.GenCPUs, Profile: c.Profile, Label: name}
 			if c.Rounds > 1 {
 				w.Label = fmt.Sprintf("%s (round %d/%d)", name, round+1, c.Rounds)

@@ -44,6 +44,9 @@ func pinProcess([]int) error { return errors.New("bench: pinning CPUs needs Linu
 // startOnCPUs starts cmd unpinned: affinity is not available here.
 func startOnCPUs(cmd *exec.Cmd, _ []int) error { return cmd.Start() }
 
+// setTimerSlack does nothing here.
+func setTimerSlack(int) {}
+
 // pollFds waits until one of fds is ready, or for at most d, rounded up
 // to a millisecond (poll).
 func pollFds(fds []unix.PollFd, d time.Duration) {
