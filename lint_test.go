@@ -2,6 +2,7 @@ package sluice_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"go/ast"
 	"go/format"
@@ -9,7 +10,9 @@ import (
 	"go/token"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -231,6 +234,9 @@ var layering = []struct {
 	// mosquitto broker.
 	{"bench", []string{"engine", "srcs", "pool", "internal/mosquitto"}},
 	{"bench/cmd", []string{"bench"}},
+	// The gnet reference sink is a module of its own, so that gnet stays
+	// out of sluice's module graph; it imports nothing of sluice.
+	{"bench/gnetsink", nil},
 }
 
 // testHelperPkgs exist only for tests: no other file may import them (but
@@ -346,6 +352,61 @@ func TestLintLayeringCatchesSlips(t *testing.T) {
 			t.Errorf("%s importing %v: unexpected %q", tt.path, tt.imports, got)
 		case tt.want != "" && (len(got) != 1 || !strings.Contains(got[0], tt.want)):
 			t.Errorf("%s importing %v: got %q, want one violation containing %q", tt.path, tt.imports, got, tt.want)
+		}
+	}
+}
+
+// benchOnlyModules are modules only the bench may pull in: a library user
+// who imports the engine, the runners or the sources must not build them.
+var benchOnlyModules = []string{"gonum.org/v1/plot", "github.com/panjf2000/gnet"}
+
+// libraryRooms are the packages a library user imports.
+var libraryRooms = []string{"./pool/...", "./srcs/...", "./ring/...", "./fallback/...", "./engine/...", "./internal/..."}
+
+// TestLintGnetOutsideTheModule keeps gnet, the bench's reference peer, out
+// of sluice's module graph: it lives in bench/gnetsink, a module of its
+// own, which the bench builds as a separate binary.
+func TestLintGnetOutsideTheModule(t *testing.T) {
+	for _, f := range []string{"go.mod", "go.sum"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(b, []byte("panjf2000/gnet")) {
+			t.Errorf("%s names gnet: it belongs in bench/gnetsink/go.mod only, so that sluice's users never inherit it", f)
+		}
+	}
+	if _, err := os.Stat("bench/gnetsink/go.mod"); err != nil {
+		t.Errorf("bench/gnetsink must be a module of its own: %v", err)
+	}
+}
+
+// TestLintBenchOnlyDependencies checks that no library package, nor any
+// package it imports, comes from a bench-only module (the plotting library,
+// gnet): they may sit in go.mod for the bench, but must not be built into
+// a user's program.
+func TestLintBenchOnlyDependencies(t *testing.T) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	for _, goos := range []string{"linux", "darwin"} {
+		cmd := exec.Command(goBin, append([]string{"list", "-deps", "-test=false", "-f", "{{.ImportPath}}"}, libraryRooms...)...)
+		cmd.Env = append(os.Environ(), "GOOS="+goos)
+		out, err := cmd.Output()
+		if err != nil {
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				t.Fatalf("go list (GOOS=%s): %v\n%s", goos, err, ee.Stderr)
+			}
+			t.Fatalf("go list: %v", err)
+		}
+		for line := range strings.SplitSeq(string(out), "\n") {
+			for _, m := range benchOnlyModules {
+				if line == m || strings.HasPrefix(line, m+"/") {
+					t.Errorf("GOOS=%s: a library package depends on %s, which only the bench may use", goos, line)
+				}
+			}
 		}
 	}
 }

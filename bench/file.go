@@ -235,12 +235,21 @@ func File(ctx context.Context, c FileConfig, ios IO) (*FileReport, error) {
 		}
 	}
 	if c.Plot != "" {
-		var names []string
-		var vals []float64
+		var rows []spreadSeries
 		for _, r := range rep.Results {
-			names, vals = append(names, r.Method), append(vals, r.ThroughputBps)
+			i := slices.IndexFunc(rows, func(s spreadSeries) bool { return s.Name == r.Method })
+			if i < 0 {
+				i = len(rows)
+				rows = append(rows, spreadSeries{Name: r.Method})
+			}
+			rows[i].Rounds = append(rows[i].Rounds, r.ThroughputBps/gibibyte)
 		}
-		if err := writePlot(c.Plot, "file.svg", barChart("File read throughput", names, vals, FormatRate), ios); err != nil {
+		p, err := spreadChart("File read throughput, page-cached\nmedian of the rounds, min-max", "GiB/s", rows,
+			func(v float64) string { return fmt.Sprintf("%.2f", v) })
+		if err != nil {
+			return rep, err
+		}
+		if err := savePlot(p, c.Plot, "file.svg", ios); err != nil {
 			return rep, err
 		}
 	}

@@ -189,19 +189,7 @@ func LatencySweep(ctx context.Context, c LatencyConfig, ios IO) (*LatencyReport,
 		}
 	}
 	if c.Plot != "" {
-		var ss []series
-		for _, name := range runners {
-			s := series{Name: name + " engine p99"}
-			for _, p := range rep.Points {
-				if p.Runner == name {
-					s.Points = append(s.Points, [2]float64{p.ThroughputBps, float64(p.LatencyNs.P99)})
-				}
-			}
-			ss = append(ss, s)
-		}
-		svg := lineChart("p99 engine latency against throughput", "achieved throughput", "p99 latency", ss,
-			FormatRate, func(v float64) string { return FormatNanos(int64(v)) })
-		if err := writePlot(c.Plot, "latency.svg", svg, ios); err != nil {
+		if err := writeLatencyPlot(c.Plot, rep, runners, ios); err != nil {
 			return rep, err
 		}
 	}

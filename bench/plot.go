@@ -2,124 +2,262 @@ package bench
 
 import (
 	"fmt"
-	"html"
 	"math"
 	"os"
 	"path/filepath"
-	"strings"
+	"slices"
+	"strconv"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
 )
 
-// Chart geometry, in SVG user units.
+// Charts are drawn with gonum.org/v1/plot and saved as SVG, 6 by 4
+// inches. The format follows the file name's extension, so a caller may
+// ask for .png or .pdf as well.
 const (
-	plotW, plotH           = 640, 400
-	plotL, plotR           = 90, 20
-	plotT, plotB           = 40, 60
-	plotInnerW, plotInnerH = plotW - plotL - plotR, plotH - plotT - plotB
+	plotWidth  = 6 * vg.Inch
+	plotHeight = 4 * vg.Inch
 )
 
-// plotColor is the i-th color of the palette.
-func plotColor(i int) string {
-	palette := [...]string{"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"}
-	return palette[i%len(palette)]
-}
-
-func svgOpen(b *strings.Builder, title string) {
-	fmt.Fprintf(b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`+"\n", plotW, plotH)
-	fmt.Fprintf(b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
-	fmt.Fprintf(b, `<text x="%d" y="22" text-anchor="middle" font-size="15">%s</text>`+"\n", plotW/2, html.EscapeString(title))
-	fmt.Fprintf(b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>`+"\n", plotL, plotT, plotL, plotT+plotInnerH)
-	fmt.Fprintf(b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>`+"\n", plotL, plotT+plotInnerH, plotL+plotInnerW, plotT+plotInnerH)
-}
-
-// barChart draws one bar per label, scaled to the largest value.
-func barChart(title string, labels []string, vals []float64, format func(float64) string) string {
-	var b strings.Builder
-	svgOpen(&b, title)
-	top := 0.0
-	for _, v := range vals {
-		top = math.Max(top, v)
-	}
-	if top == 0 {
-		top = 1
-	}
-	n := max(len(vals), 1)
-	slot := float64(plotInnerW) / float64(n)
-	for i, v := range vals {
-		h := v / top * plotInnerH
-		x := plotL + slot*float64(i) + slot*0.15
-		y := plotT + plotInnerH - h
-		fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"/>`+"\n", x, y, slot*0.7, h, plotColor(i))
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", x+slot*0.35, y-5, html.EscapeString(format(v)))
-		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", x+slot*0.35, plotT+plotInnerH+18, html.EscapeString(labels[i]))
-	}
-	b.WriteString("</svg>\n")
-	return b.String()
-}
-
-// series is one line of a line chart.
-type series struct {
+// spreadSeries is one row of a spread chart: its value in every round.
+type spreadSeries struct {
 	Name   string
-	Points [][2]float64 // x, y
+	Rounds []float64
 }
 
-// lineChart draws series on a linear x axis and a logarithmic y axis.
-func lineChart(title, xLabel, yLabel string, ss []series, fx, fy func(float64) string) string {
-	var b strings.Builder
-	svgOpen(&b, title)
-	xMax, yMin, yMax := 0.0, math.Inf(1), 0.0
-	for _, s := range ss {
-		for _, p := range s.Points {
-			xMax = math.Max(xMax, p[0])
-			if p[1] > 0 {
-				yMin, yMax = math.Min(yMin, p[1]), math.Max(yMax, p[1])
+// errPoints are points with asymmetric Y errors, for plotter.NewYErrorBars.
+type errPoints struct {
+	plotter.XYs
+	plotter.YErrors
+}
+
+// spreadChart draws a bar per row at the median of its rounds, a dot for
+// every round, and an error bar over the rounds' min-max, with the median
+// written above. format prints a median.
+func spreadChart(title, yLabel string, rows []spreadSeries, format func(float64) string) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = title
+	p.Y.Label.Text = yLabel
+	p.Y.Min = 0
+	var names []string
+	var ep errPoints
+	var labels plotter.XYLabels
+	var dots plotter.XYs
+	for i, r := range rows {
+		if len(r.Rounds) == 0 {
+			continue
+		}
+		s := spread(r.Name, r.Rounds)
+		b, err := plotter.NewBarChart(plotter.Values{s.Median}, vg.Points(36))
+		if err != nil {
+			return nil, err
+		}
+		b.XMin = float64(len(names))
+		b.Color = plotutil.Color(i)
+		b.LineStyle.Width = 0
+		p.Add(b)
+		x := float64(len(names))
+		ep.XYs = append(ep.XYs, plotter.XY{X: x, Y: s.Median})
+		ep.YErrors = append(ep.YErrors, struct{ Low, High float64 }{s.Median - s.Min, s.Max - s.Median})
+		labels.XYs = append(labels.XYs, plotter.XY{X: x, Y: s.Max})
+		labels.Labels = append(labels.Labels, format(s.Median))
+		for _, v := range r.Rounds {
+			dots = append(dots, plotter.XY{X: x, Y: v})
+		}
+		names = append(names, r.Name)
+	}
+	if len(names) == 0 {
+		return nil, fmt.Errorf("bench: plot %q: no data", title)
+	}
+	eb, err := plotter.NewYErrorBars(ep)
+	if err != nil {
+		return nil, err
+	}
+	eb.LineStyle.Width = vg.Points(1.2)
+	sc, err := plotter.NewScatter(dots)
+	if err != nil {
+		return nil, err
+	}
+	sc.GlyphStyle.Shape = draw.CircleGlyph{}
+	sc.GlyphStyle.Radius = vg.Points(2)
+	lb, err := plotter.NewLabels(labels)
+	if err != nil {
+		return nil, err
+	}
+	for i := range lb.TextStyle {
+		lb.TextStyle[i].YAlign = draw.YBottom
+		lb.TextStyle[i].XAlign = draw.XCenter
+	}
+	lb.Offset = vg.Point{Y: vg.Points(4)}
+	p.Add(eb, sc, lb)
+	p.NominalX(names...)
+	p.Y.Max *= 1.12 // room for the labels
+	p.Add(plotter.NewGrid())
+	return p, nil
+}
+
+// runRows returns, for each summary row in order, its per-round values of
+// get.
+func runRows(rep *RunReport, get func(*Result) float64) []spreadSeries {
+	var rows []spreadSeries
+	for _, s := range rep.Summary {
+		r := spreadSeries{Name: s.Runner}
+		for _, run := range rep.Runs {
+			if run.Runner == s.Runner {
+				r.Rounds = append(r.Rounds, get(run))
 			}
 		}
+		rows = append(rows, r)
 	}
-	if xMax == 0 || yMax == 0 {
-		b.WriteString("</svg>\n")
-		return b.String()
-	}
-	lo, hi := math.Floor(math.Log10(yMin)), math.Ceil(math.Log10(yMax))
-	if hi == lo {
-		hi++
-	}
-	px := func(x float64) float64 { return plotL + x/xMax*plotInnerW }
-	py := func(y float64) float64 {
-		return plotT + plotInnerH - (math.Log10(math.Max(y, yMin))-lo)/(hi-lo)*plotInnerH
-	}
-	for e := lo; e <= hi; e++ {
-		y := py(math.Pow(10, e))
-		fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#ddd"/>`+"\n", plotL, y, plotL+plotInnerW, y)
-		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n", plotL-5, y+4, html.EscapeString(fy(math.Pow(10, e))))
-	}
-	for i := 0; i <= 4; i++ {
-		x := xMax * float64(i) / 4
-		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", px(x), plotT+plotInnerH+16, html.EscapeString(fx(x)))
-	}
-	fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle">%s</text>`+"\n", plotL+plotInnerW/2, plotH-15, html.EscapeString(xLabel))
-	fmt.Fprintf(&b, `<text x="15" y="%d" text-anchor="middle" transform="rotate(-90 15 %d)">%s</text>`+"\n", plotT+plotInnerH/2, plotT+plotInnerH/2, html.EscapeString(yLabel))
-	for i, s := range ss {
-		c := plotColor(i)
-		var pts []string
-		for _, p := range s.Points {
-			pts = append(pts, fmt.Sprintf("%.1f,%.1f", px(p[0]), py(p[1])))
-			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>`+"\n", px(p[0]), py(p[1]), c)
-		}
-		fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"/>`+"\n", strings.Join(pts, " "), c)
-		fmt.Fprintf(&b, `<text x="%d" y="%d" fill="%s">%s</text>`+"\n", plotL+10, plotT+15+15*i, c, html.EscapeString(s.Name))
-	}
-	b.WriteString("</svg>\n")
-	return b.String()
+	return rows
 }
 
-func writePlot(dir, name, svg string, ios IO) error {
+// writeRunPlots draws a run's throughput and CPU per GiB, each row with
+// its spread over the rounds.
+func writeRunPlots(dir string, rep *RunReport, ios IO) error {
+	client := "built-in generator"
+	if rep.Config.Client == ClientFio {
+		client = "fio"
+	}
+	sub := fmt.Sprintf("%d sources, %s, from %s; median of %d round(s), min-max", rep.Config.Sources,
+		FormatBytes(uint64(rep.Config.MsgSize)), client, rep.Config.Rounds)
+	gib := func(v float64) string { return fmt.Sprintf("%.2f", v) }
+	p, err := spreadChart("Throughput\n"+sub, "GiB/s", runRows(rep, func(r *Result) float64 { return r.ThroughputBps / gibibyte }), gib)
+	if err != nil {
+		return err
+	}
+	if err := savePlot(p, dir, "throughput.svg", ios); err != nil {
+		return err
+	}
+	p, err = spreadChart("CPU-seconds per GiB of the sink process\n"+sub, "CPU-s/GiB",
+		runRows(rep, func(r *Result) float64 { return r.CPUSPerGiB }), func(v float64) string { return fmt.Sprintf("%.3f", v) })
+	if err != nil {
+		return err
+	}
+	return savePlot(p, dir, "cpu.svg", ios)
+}
+
+// writeLatencyPlot draws the sweep's engine p99 against offered load per
+// runner, both axes logarithmic: the median over the sweeps, with an
+// error bar over their min-max, and a cross where a sweep was
+// generator-bound.
+func writeLatencyPlot(dir string, rep *LatencyReport, runners []string, ios IO) error {
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("p99 engine latency against offered load\n%d sources, %s records, %s arrivals, %s pacing",
+		rep.Sources, FormatBytes(uint64(rep.MsgSize)), rep.Arrivals, rep.Pacing)
+	p.X.Label.Text = "offered load (MiB/s)"
+	p.Y.Label.Text = "p99 latency (ms)"
+	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
+	p.X.Tick.Marker, p.Y.Tick.Marker = ticks125{}, ticks125{}
+	p.Legend.Top = true
+	p.Legend.Left = true
+	drawn := 0
+	for i, name := range runners {
+		byLoad := map[float64][]float64{}
+		var bound plotter.XYs
+		for _, pt := range rep.Points {
+			if pt.Runner != name || pt.LatencyNs.P99 <= 0 {
+				continue
+			}
+			x, y := pt.OfferedBps/(1<<20), float64(pt.LatencyNs.P99)/1e6
+			byLoad[x] = append(byLoad[x], y)
+			if pt.GeneratorBound {
+				bound = append(bound, plotter.XY{X: x, Y: y})
+			}
+		}
+		if len(byLoad) == 0 {
+			continue
+		}
+		var ep errPoints
+		for _, x := range sortedLoads(byLoad) {
+			s := spread(name, byLoad[x])
+			ep.XYs = append(ep.XYs, plotter.XY{X: x, Y: s.Median})
+			ep.YErrors = append(ep.YErrors, struct{ Low, High float64 }{s.Median - s.Min, s.Max - s.Median})
+		}
+		line, pts, err := plotter.NewLinePoints(ep.XYs)
+		if err != nil {
+			return err
+		}
+		line.Color, pts.Color = plotutil.Color(i), plotutil.Color(i)
+		line.Width = vg.Points(1.5)
+		pts.Shape = plotutil.Shape(i)
+		eb, err := plotter.NewYErrorBars(ep)
+		if err != nil {
+			return err
+		}
+		eb.Color = plotutil.Color(i)
+		p.Add(line, pts, eb)
+		p.Legend.Add(name, line, pts)
+		if len(bound) > 0 {
+			sc, err := plotter.NewScatter(bound)
+			if err != nil {
+				return err
+			}
+			sc.Shape, sc.Color, sc.Radius = draw.CrossGlyph{}, plotutil.Color(i), vg.Points(5)
+			p.Add(sc)
+			if drawn == 0 {
+				p.Legend.Add("generator-bound", sc)
+			}
+		}
+		drawn++
+	}
+	if drawn == 0 {
+		return nil // nothing measured a latency
+	}
+	p.Add(plotter.NewGrid())
+	return savePlot(p, dir, "latency.svg", ios)
+}
+
+// ticks125 marks a logarithmic axis at 1, 2 and 5 times the powers of
+// ten, labelled, with unlabelled minor ticks between: a latency axis
+// spans a decade or two, where plot.LogTicks would label one or two
+// ticks only.
+type ticks125 struct{}
+
+func (ticks125) Ticks(lo, hi float64) []plot.Tick {
+	if lo <= 0 || hi <= lo {
+		return nil
+	}
+	var ts []plot.Tick
+	for e := math.Floor(math.Log10(lo)); math.Pow(10, e) <= hi; e++ {
+		base := math.Pow(10, e)
+		for m := 1; m < 10; m++ {
+			v := float64(m) * base
+			if v < lo || v > hi {
+				continue
+			}
+			t := plot.Tick{Value: v}
+			if m == 1 || m == 2 || m == 5 {
+				t.Label = strconv.FormatFloat(v, 'g', 3, 64)
+			}
+			ts = append(ts, t)
+		}
+	}
+	return ts
+}
+
+func sortedLoads(m map[float64][]float64) []float64 {
+	xs := make([]float64, 0, len(m))
+	for x := range m {
+		xs = append(xs, x)
+	}
+	slices.Sort(xs)
+	return xs
+}
+
+// savePlot writes p into dir under name.
+func savePlot(p *plot.Plot, dir, name string, ios IO) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("bench: --plot: %w", err)
 	}
-	p := filepath.Join(dir, name)
-	if err := os.WriteFile(p, []byte(svg), 0o644); err != nil {
+	path := filepath.Join(dir, name)
+	if err := p.Save(plotWidth, plotHeight, path); err != nil {
 		return fmt.Errorf("bench: --plot: %w", err)
 	}
-	fmt.Fprintf(ios.Err, "sluice-bench: wrote %s\n", p)
+	fmt.Fprintf(ios.Err, "sluice-bench: wrote %s\n", path)
 	return nil
 }

@@ -554,22 +554,7 @@ func writeOutputs(rep *RunReport, jsonPath, plotDir string, ios IO) error {
 		}
 	}
 	if plotDir != "" {
-		names := make([]string, len(rep.Summary))
-		vals := make([]float64, len(rep.Summary))
-		for i, s := range rep.Summary {
-			names[i], vals[i] = s.Runner, s.ThroughputBps
-		}
-		svg := barChart("Throughput per runner", names, vals, FormatRate)
-		if err := writePlot(plotDir, "throughput.svg", svg, ios); err != nil {
-			return err
-		}
-		for i, s := range rep.Summary {
-			vals[i] = s.CPUSPerGiB
-		}
-		svg = barChart("CPU-seconds per GiB (engine process)", names, vals, func(v float64) string { return fmt.Sprintf("%.3f s", v) })
-		if err := writePlot(plotDir, "cpu.svg", svg, ios); err != nil {
-			return err
-		}
+		return writeRunPlots(plotDir, rep, ios)
 	}
 	return nil
 }

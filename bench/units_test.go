@@ -7,6 +7,8 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -369,13 +371,44 @@ func TestParseFio(t *testing.T) {
 }
 
 func TestPlots(t *testing.T) {
-	svg := barChart("t", []string{"uring", "epoll"}, []float64{2e9, 1e9}, FormatRate)
-	if !strings.HasPrefix(svg, "<svg") || !strings.Contains(svg, "1.9 GiB/s") || strings.Count(svg, "<rect") != 3 {
-		t.Errorf("bar chart:\n%s", svg)
+	dir := t.TempDir()
+	ios := IO{Out: io.Discard, Err: io.Discard}
+	run := func(runner string, round int, bps, cpu float64) *Result {
+		return &Result{Runner: runner, Round: round, ThroughputBps: bps, CPUSPerGiB: cpu}
 	}
-	svg = lineChart("t", "x", "y", []series{{Name: "uring <p99>", Points: [][2]float64{{1e6, 1e4}, {2e6, 1e6}}}},
-		FormatRate, func(v float64) string { return FormatNanos(int64(v)) })
-	if !strings.Contains(svg, "<polyline") || !strings.Contains(svg, "uring &lt;p99&gt;") {
-		t.Errorf("line chart:\n%s", svg)
+	rep := &RunReport{Config: runParams{Client: ClientFio, Sources: 1000, MsgSize: 1 << 10, Rounds: 3},
+		Runs: []*Result{run("uring", 0, 1e9, 0.5), run("uring", 1, 1.2e9, 0.6), run("uring", 2, 1.1e9, 0.55),
+			run("gnet", 0, 1.3e9, 0.4), run("gnet", 1, 1.4e9, 0.45), run("gnet", 2, 1.2e9, 0.41)},
+		Summary: []*Result{{Runner: "uring"}, {Runner: "gnet"}}}
+	if err := writeRunPlots(dir, rep, ios); err != nil {
+		t.Fatal(err)
 	}
+	for _, name := range []string{"throughput.svg", "cpu.svg"} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		svg := string(b)
+		if !strings.Contains(svg, "<svg") || !strings.Contains(svg, "uring") || !strings.Contains(svg, "gnet") {
+			t.Errorf("%s lacks its rows:\n%.400s", name, svg)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "cpu.svg")); !strings.Contains(string(b), "0.550") || !strings.Contains(string(b), "0.410") {
+		t.Errorf("cpu.svg does not label the medians 0.550 and 0.410")
+	}
+	pt := func(runner string, load float64, sweep int, p99 int64, bound bool) LatencyPoint {
+		r := &Result{Runner: runner, GeneratorBound: bound}
+		r.LatencyNs.P99 = p99
+		return LatencyPoint{OfferedBps: load, Sweep: sweep, Result: r}
+	}
+	lrep := &LatencyReport{Sources: 100, MsgSize: 1024, Arrivals: ArrivalsPoisson, Pacing: PacingSpread, Points: []LatencyPoint{
+		pt("uring", 8<<20, 0, 2e5, false), pt("uring", 8<<20, 1, 3e5, false), pt("uring", 64<<20, 0, 9e5, true),
+		pt("goroutine", 8<<20, 0, 4e5, false), pt("goroutine", 64<<20, 0, 2e6, false)}}
+	if err := writeLatencyPlot(dir, lrep, []string{"uring", "goroutine"}, ios); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "latency.svg")); err != nil || !strings.Contains(string(b), "generator-bound") {
+		t.Errorf("latency.svg: %v, or no generator-bound mark", err)
+	}
+
 }
