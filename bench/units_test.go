@@ -410,5 +410,12 @@ func TestPlots(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(dir, "latency.svg")); err != nil || !strings.Contains(string(b), "generator-bound") {
 		t.Errorf("latency.svg: %v, or no generator-bound mark", err)
 	}
-
+	arep := &ArrivalsReport{Poisson: poissonReference(1000, 64<<10, 1024),
+		Clients: []ArrivalStats{{Client: ClientFio, Sink: SinkProbe, MergedCDF: expQuantiles(4e3), ConnCDF: expQuantiles(2e8)}}}
+	if err := writeArrivalsPlots(dir, arep, ios); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "arrivals-merged.svg")); err != nil || !strings.Contains(string(b), "fio into probe") {
+		t.Errorf("arrivals-merged.svg: %v, or no fio line", err)
+	}
 }

@@ -26,6 +26,7 @@ commands:
   sink     the engine alone, listening for external load generators (fio)
   file     ingest files through each runner; compare with a read loop and fio
   latency  open-loop sweep of offered load: p50/p99/p99.9 latency against throughput
+  arrivals how a paced load's messages reach a sink, from the built-in generator and from fio
   floor    the engine's own cost per chunk, with in-memory sources and no kernel
   probe    what the kernel offers, and which runner auto picks and why
   jetstream  TCP sources into NATS JetStream: throughput, CPU per GiB of sluice and the server
@@ -81,6 +82,12 @@ func run(args []string) int {
 		c := bench.DefaultLatencyConfig()
 		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, ios bench.IO) error {
 			_, err := bench.LatencySweep(ctx, c, ios)
+			return err
+		}}
+	case "arrivals":
+		c := bench.DefaultArrivalsConfig()
+		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, ios bench.IO) error {
+			_, err := bench.ArrivalsStudy(ctx, c, ios)
 			return err
 		}}
 	case "floor":
