@@ -9,6 +9,7 @@ export PATH := $(dir $(GO)):$(PATH)
 ifeq ($(CI),true)
 export SLUICE_REQUIRE_URING := 1
 export SLUICE_REQUIRE_MOSQUITTO := 1
+export SLUICE_REQUIRE_FIO := 1
 endif
 
 # Debian packages the tests and load scripts need; installed when missing:
@@ -28,15 +29,18 @@ all: build
 build:
 	$(GO) build ./...
 
-# deps installs what the tests need on a fresh machine: Go modules, and the
+# deps installs what the tests need on a fresh machine: Go modules (the gnet
+# reference sink's too, a module of its own in bench/gnetsink), and the
 # Debian packages named in DEB_PKGS.
 deps:
 	$(GO) mod download
+	cd bench/gnetsink && $(GO) mod download
 	bash scripts/install-deps.sh $(DEB_PKGS)
 
 vet:
 	$(GO) vet ./...
 	GOOS=darwin $(GO) vet ./...
+	cd bench/gnetsink && $(GO) vet ./...
 
 # lint runs the repository's lint rules, which are written as Go tests
 # (lint_test.go), plus gofmt over every tracked Go file.

@@ -99,15 +99,18 @@ func (j fioJob) file() string {
 
 // fioReport is the part of fio's JSON output the bench reads.
 type fioReport struct {
-	Version string `json:"fio version"`
-	Jobs    []struct {
-		Name       string `json:"jobname"`
-		Error      int    `json:"error"`
-		JobRuntime int64  `json:"job_runtime"` // ms
-		Write      struct {
-			IOBytes uint64 `json:"io_bytes"`
-		} `json:"write"`
-	} `json:"jobs"`
+	Version string         `json:"fio version"`
+	Jobs    []fioJobReport `json:"jobs"`
+}
+
+// fioJobReport is one job of fio's report.
+type fioJobReport struct {
+	Name       string `json:"jobname"`
+	Error      int    `json:"error"`
+	JobRuntime int64  `json:"job_runtime"` // ms
+	Write      struct {
+		IOBytes uint64 `json:"io_bytes"`
+	} `json:"write"`
 }
 
 // parseFioNet reads the JSON report of fio's net jobs; fio may print notes

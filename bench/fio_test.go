@@ -1,0 +1,194 @@
+package bench
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// EnvRequireFio makes the fio tests fail, not skip, when fio is missing
+// (CI sets it; make deps installs fio).
+const EnvRequireFio = "SLUICE_REQUIRE_FIO"
+
+// needFio returns fio's path, or skips the test (fails it under
+// SLUICE_REQUIRE_FIO=1).
+func needFio(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("fio")
+	if err != nil {
+		if os.Getenv(EnvRequireFio) == "1" {
+			t.Fatalf("fio is not installed and %s=1", EnvRequireFio)
+		}
+		t.Skip("fio is not installed (make deps)")
+	}
+	return p
+}
+
+// buildGnetSinkForTest builds the gnet sink into a temporary directory.
+func buildGnetSinkForTest(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "gnetsink")
+	cmd := exec.Command(goTool(), "build", "-o", bin, ".")
+	cmd.Dir = "gnetsink"
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build the gnet sink: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func TestFioJobFile(t *testing.T) {
+	j := fioJob{Addr: "127.0.0.1:9300", Sources: 3, Duration: 1500 * time.Millisecond, BS: 16 << 10, Rate: 65536,
+		Arrivals: ArrivalsPoisson, RecordSize: 4, NoDelay: true, CPUs: []int{1}}
+	f := j.file()
+	for _, want := range []string{"ioengine=net\n", "hostname=127.0.0.1\n", "port=9300\n", "bs=16384\n", "runtime=1500ms\n",
+		"time_based=1\n", "nodelay=1\n", "rate=65536\n", "rate_process=poisson\n", "scramble_buffers=0\n",
+		"buffer_pattern=0x7878780a\n", "cpus_allowed=1\n", "[s1]\n[s2]\n[s3]\n"} {
+		if !strings.Contains(f, want) {
+			t.Errorf("job file lacks %q:\n%s", want, f)
+		}
+	}
+	j.Rate, j.RecordSize, j.CPUs = 0, 0, nil
+	f = j.file()
+	for _, no := range []string{"rate", "buffer_pattern", "cpus_allowed"} {
+		if strings.Contains(f, no) {
+			t.Errorf("an unpaced, raw, unpinned job file has %q:\n%s", no, f)
+		}
+	}
+}
+
+// TestReconcileFio checks that every way the sink's totals can differ
+// from fio's is caught, and that matching ones pass.
+func TestReconcileFio(t *testing.T) {
+	fio := &fioReport{}
+	for _, b := range []uint64{1280, 2560} {
+		j := fioJobReport{Name: "s", JobRuntime: 1000}
+		j.Write.IOBytes = b
+		fio.Jobs = append(fio.Jobs, j)
+	}
+	good := func() *SinkReport {
+		return &SinkReport{Sources: 2, Bytes: 1280 + 2560 + 16, Records: 30, Streams: []SinkStream{
+			{Peer: "a", Bytes: 2568, Records: 20, TruncatedBytes: 8},
+			{Peer: "b", Bytes: 1288, Records: 10, TruncatedBytes: 8},
+		}}
+	}
+	if m := reconcileFio(good(), fio, 2, 128); len(m) != 0 {
+		t.Fatalf("matching totals: %v", m)
+	}
+	for _, tc := range []struct {
+		name  string
+		spoil func(*SinkReport)
+		want  string
+	}{
+		{"a byte short", func(s *SinkReport) { s.Bytes--; s.Streams[0].Bytes--; s.Streams[0].TruncatedBytes-- }, "the sink read"},
+		{"a connection missing", func(s *SinkReport) { s.Sources = 1; s.Streams = s.Streams[:1]; s.Bytes = 2568 }, "sources asked for"},
+		{"bytes moved between connections", func(s *SinkReport) {
+			s.Streams[0].Bytes, s.Streams[1].Bytes = 2568-128, 1288+128
+			s.Streams[0].Records, s.Streams[1].Records = 19, 11
+		}, "connections' byte counts differ"},
+		{"a line not counted", func(s *SinkReport) { s.Streams[1].Records--; s.Records-- }, "lines"},
+		{"an error", func(s *SinkReport) { s.Errors = 1 }, "source errors"},
+	} {
+		s := good()
+		tc.spoil(s)
+		m := reconcileFio(s, fio, 2, 128)
+		if len(m) == 0 || !strings.Contains(strings.Join(m, "\n"), tc.want) {
+			t.Errorf("%s: mismatches %q, want one saying %q", tc.name, m, tc.want)
+		}
+	}
+	fio.Jobs[0].Error = 5
+	if m := reconcileFio(good(), fio, 2, 128); len(m) == 0 || !strings.Contains(m[0], "error 5") {
+		t.Errorf("a failed fio job: %q", m)
+	}
+}
+
+// TestFioClient runs `run --client fio` briefly for one runner and the
+// gnet peer, raw and with newline records, and requires every row to
+// reconcile with fio's report: the check `make test` makes of the fio
+// mode.
+func TestFioClient(t *testing.T) {
+	needFio(t)
+	bin := buildCLI(t)
+	gnet := buildGnetSinkForTest(t)
+	avail, _ := availableRunners([]string{"uring", "epoll", "goroutine"})
+	if len(avail) == 0 {
+		t.Fatal("no runner available")
+	}
+	runner := avail[0]
+	for _, tc := range []struct {
+		name   string
+		rounds int
+		args   []string
+	}{
+		{"bulk", 1, []string{"--sources", "20", "--msg-size", "64KiB"}},
+		{"paced", 2, []string{"--sources", "50", "--msg-size", "1KiB", "--rate", "64KiB/s"}},
+		{"lines", 1, []string{"--sources", "20", "--msg-size", "16KiB", "--framing", "newline"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			jsonPath := filepath.Join(t.TempDir(), "run.json")
+			args := append([]string{"run", "--client", "fio", "--runners", runner, "--peers", "gnet", "--gnet-sink", gnet,
+				"--duration", "1s", "--rounds", strconv.Itoa(tc.rounds), "--json", jsonPath, "--plot", t.TempDir()}, tc.args...)
+			stdout, stderr, status := runCLI(t, bin, args...)
+			if status != 0 {
+				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", status, stdout, stderr)
+			}
+			for _, row := range []string{runner, PeerGnet} {
+				if !regexp.MustCompile(`(?m)^\s*` + row + `\s+\d.*\sok\s*$`).MatchString(stdout) {
+					t.Errorf("no verified row for %s:\n%s", row, stdout)
+				}
+			}
+			if !strings.Contains(stdout, runner+"/gnet: ") {
+				t.Errorf("no ratio against gnet:\n%s", stdout)
+			}
+			raw, err := os.ReadFile(jsonPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rep RunReport
+			if err := json.Unmarshal(raw, &rep); err != nil {
+				t.Fatal(err)
+			}
+			if !rep.OK || rep.Config.Client != ClientFio || len(rep.Runs) != 2*tc.rounds {
+				t.Fatalf("report: ok %v client %q, %d runs, want %d", rep.OK, rep.Config.Client, len(rep.Runs), 2*tc.rounds)
+			}
+			// Rounds alternate the rows' order.
+			if tc.rounds == 2 && (rep.Runs[0].Runner != runner || rep.Runs[2].Runner != PeerGnet) {
+				t.Errorf("round order %s, %s, %s, %s", rep.Runs[0].Runner, rep.Runs[1].Runner, rep.Runs[2].Runner, rep.Runs[3].Runner)
+			}
+			for _, r := range rep.Runs {
+				if !r.Verified || r.Bytes == 0 || r.CPUSPerGiB <= 0 || r.ThroughputBps <= 0 || r.GenSentBytes != r.Bytes {
+					t.Errorf("%s round %d: verified %v, %d bytes (fio sent %d), %.3f CPU-s/GiB, %.0f B/s: %v",
+						r.Runner, r.Round, r.Verified, r.Bytes, r.GenSentBytes, r.CPUSPerGiB, r.ThroughputBps, r.Mismatches)
+				}
+				if slices.Contains(tc.args, "newline") && (r.Records == 0 || r.TruncatedBytes < fioTrailer*uint64(r.Sources)) {
+					t.Errorf("%s round %d: %d records, %d truncated bytes", r.Runner, r.Round, r.Records, r.TruncatedBytes)
+				}
+			}
+		})
+	}
+}
+
+// TestRunPeersGnet runs the gnet peer beside a runner under the built-in
+// generator, raw and framed: every stream's bytes, checksum and records
+// must match what the generator sent.
+func TestRunPeersGnet(t *testing.T) {
+	bin := buildCLI(t)
+	gnet := buildGnetSinkForTest(t)
+	avail, _ := availableRunners([]string{"uring", "epoll", "goroutine"})
+	for _, framing := range []string{"none", "newline"} {
+		stdout, stderr, status := runCLI(t, bin, "run", "--runners", avail[0], "--peers", "gnet", "--gnet-sink", gnet,
+			"--sources", "20", "--duration", "1s", "--msg-size", "4KiB", "--framing", framing)
+		if status != 0 {
+			t.Fatalf("%s: exit %d\nstdout:\n%s\nstderr:\n%s", framing, status, stdout, stderr)
+		}
+		if !regexp.MustCompile(`(?m)^\s*gnet\s+\d.*\sok\s*$`).MatchString(stdout) {
+			t.Errorf("%s: no verified gnet row:\n%s", framing, stdout)
+		}
+	}
+}
