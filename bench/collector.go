@@ -44,14 +44,17 @@ func (f EngineFlags) config(runner string) engine.Config {
 
 // stream is the collector's record of one source.
 type stream struct {
-	id      srcs.ID
-	name    string
-	bytes   uint64
-	chunks  uint64
-	crc     uint32
-	ended   bool
-	tracker recordTracker
-	errors  atomic.Uint64
+	id     srcs.ID
+	name   string
+	bytes  uint64
+	chunks uint64
+	// first and last are when its first and latest bytes were delivered
+	// (UnixNano).
+	first, last int64
+	crc         uint32
+	ended       bool
+	tracker     recordTracker
+	errors      atomic.Uint64
 	// Framed streams only: whole records, the bytes of a record the
 	// source never finished (a Truncated chunk's tail), and chunks with
 	// the Records flag that did not end on a record boundary (an engine
@@ -144,9 +147,11 @@ func (c *collector) handle(ch engine.Chunk) {
 	if n := len(ch.Data); n > 0 {
 		now := time.Now().UnixNano()
 		if s.bytes == 0 {
+			s.first = now
 			c.lastStart.Store(now)
 			c.lastStartBytes.Store(c.total.Load())
 		}
+		s.last = now
 		s.bytes += uint64(n)
 		s.chunks++
 		if c.framer != nil && ch.Flags&srcs.Records != 0 {

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -190,5 +191,25 @@ func TestRunPeersGnet(t *testing.T) {
 		if !regexp.MustCompile(`(?m)^\s*gnet\s+\d.*\sok\s*$`).MatchString(stdout) {
 			t.Errorf("%s: no verified gnet row:\n%s", framing, stdout)
 		}
+	}
+}
+
+func TestConcurrentThroughput(t *testing.T) {
+	// Ten streams of 1 MB/s for 10 s each, started 1 s apart: all ten
+	// overlap from 9 s to 10 s only, nine of them from 8 s to 11 s.
+	var ss []SinkStream
+	for i := range 10 {
+		ss = append(ss, SinkStream{Bytes: 10e6, FirstNs: int64(i) * 1e9, LastNs: int64(i)*1e9 + 10e9})
+	}
+	bps, secs := concurrentThroughput(ss, 0.9)
+	if secs != 1 || math.Abs(bps-10e6) > 1 {
+		t.Errorf("all ten: %.0f B/s over %.1f s, want 10 MB/s over 1 s", bps, secs)
+	}
+	bps, secs = concurrentThroughput(ss, 0.8)
+	if secs != 3 || math.Abs(bps-(10e6*3-2e6)/3) > 1 {
+		t.Errorf("eight of ten: %.0f B/s over %.1f s, want 28/3 MB/s over 3 s", bps, secs)
+	}
+	if _, secs := concurrentThroughput([]SinkStream{{Bytes: 1, FirstNs: 5, LastNs: 5}}, 0.9); secs != 0 {
+		t.Errorf("a stream without duration gave an interval of %v s", secs)
 	}
 }

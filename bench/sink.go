@@ -105,6 +105,10 @@ type SinkStream struct {
 	Records        uint64 `json:"records"`
 	RecordsSkipped uint64 `json:"records_skipped"`
 	TruncatedBytes uint64 `json:"truncated_bytes"`
+	// FirstNs and LastNs are when its first and latest bytes arrived
+	// (UnixNano).
+	FirstNs int64 `json:"first_ns"`
+	LastNs  int64 `json:"last_ns"`
 }
 
 // SinkReport is the sink's JSON report. duration_s runs from the first
@@ -137,20 +141,23 @@ type SinkReport struct {
 	// SteadyBps is the throughput while every source was sending, from
 	// the last one's first byte to the first end of stream (SteadyS
 	// long); 0 when a source ended before the last one began.
-	SteadyBps    float64      `json:"steady_throughput_bps"`
-	SteadyS      float64      `json:"steady_s"`
-	CPUS         float64      `json:"cpu_s"`
-	CPUSPerGiB   float64      `json:"cpu_s_per_gib"`
-	ThreadsMax   int          `json:"threads_max"`
-	RSSMaxBytes  int64        `json:"rss_max_bytes"`
-	FairnessJain float64      `json:"fairness_jain"`
-	PoolWaits    uint64       `json:"pool_waits"`
-	Partials     uint64       `json:"partial_flushes"`
-	Errors       uint64       `json:"errors"`
-	StopReason   string       `json:"stop_reason"`
-	Profile      string       `json:"profile,omitempty"` // --profile
-	Host         Host         `json:"host"`
-	Streams      []SinkStream `json:"streams"`
+	SteadyBps    float64 `json:"steady_throughput_bps"`
+	SteadyS      float64 `json:"steady_s"`
+	CPUS         float64 `json:"cpu_s"`
+	CPUSPerGiB   float64 `json:"cpu_s_per_gib"`
+	ThreadsMax   int     `json:"threads_max"`
+	RSSMaxBytes  int64   `json:"rss_max_bytes"`
+	FairnessJain float64 `json:"fairness_jain"`
+	PoolWaits    uint64  `json:"pool_waits"`
+	Partials     uint64  `json:"partial_flushes"`
+	Errors       uint64  `json:"errors"`
+	StopReason   string  `json:"stop_reason"`
+	// Counters are the runner's own over the time listened, the rates
+	// over duration_s.
+	Counters Counters     `json:"counters"`
+	Profile  string       `json:"profile,omitempty"` // --profile
+	Host     Host         `json:"host"`
+	Streams  []SinkStream `json:"streams"`
 }
 
 // Sink runs the `sink` command until ctx ends (SIGINT), Duration passes,
@@ -184,6 +191,7 @@ func Sink(ctx context.Context, c SinkConfig, ios IO) (*SinkReport, error) {
 		}
 	}
 	smp := startSampler()
+	rs0 := sumRunnerStats(sk.e.Stats().Runners)
 	cpu0 := cpuTime()
 	t0 := time.Now()
 	framing := ""
@@ -237,6 +245,7 @@ loop:
 		}
 	}
 	wall := time.Since(t0)
+	rs1 := sumRunnerStats(sk.e.Stats().Runners)
 	waits := sk.e.Pool().Stats().Waits
 	runner := sk.e.Runner()
 	closed = true
@@ -259,12 +268,13 @@ loop:
 		rep.ThroughputBps = float64(rep.Bytes) / rep.DurationS
 	}
 	rep.SteadyBps, rep.SteadyS = col.steady()
+	rep.Counters = counterDeltas(rs0, rs1, rep.Bytes, rep.DurationS)
 	rep.CPUSPerGiB = cpuPerGiB(rep.CPUS, rep.Bytes)
 	var xs []float64
 	for _, s := range col.snapshot() {
 		st := SinkStream{Source: uint64(s.id), Peer: peerOf(s.name), Bytes: s.bytes,
 			CRC32C: fmt.Sprintf("%08x", s.crc), Errors: s.errors.Load(),
-			Records: s.records, RecordsSkipped: s.skipped, TruncatedBytes: s.truncated}
+			Records: s.records, RecordsSkipped: s.skipped, TruncatedBytes: s.truncated, FirstNs: s.first, LastNs: s.last}
 		rep.Streams = append(rep.Streams, st)
 		rep.Records += st.Records
 		rep.Skipped += st.RecordsSkipped

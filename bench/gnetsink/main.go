@@ -72,6 +72,8 @@ type stream struct {
 	records uint64
 	tail    uint64 // bytes after the last '\n'
 	errors  uint64
+	first   int64 // UnixNano of its first byte
+	last    int64 // and of its latest
 }
 
 // sink is the gnet event handler.
@@ -124,10 +126,12 @@ func (s *sink) OnTraffic(c gnet.Conn) gnet.Action {
 	st := c.Context().(*stream)
 	now := time.Now().UnixNano()
 	if st.bytes == 0 {
+		st.first = now
 		s.lastStart.Store(now)
 		s.lastStartBytes.Store(s.total.Load())
 	}
 	st.bytes += uint64(n)
+	st.last = now
 	if s.newline {
 		var recs int
 		for off := 0; off < n; off += lineBlock {
@@ -177,6 +181,8 @@ type Stream struct {
 	Records        uint64 `json:"records"`
 	RecordsSkipped uint64 `json:"records_skipped"`
 	TruncatedBytes uint64 `json:"truncated_bytes"`
+	FirstNs        int64  `json:"first_ns"`
+	LastNs         int64  `json:"last_ns"`
 }
 
 type Report struct {
@@ -380,7 +386,8 @@ loop:
 	}
 	s.mu.Lock()
 	for _, st := range s.streams {
-		ss := Stream{Source: st.id, Peer: st.peer, Bytes: st.bytes, Errors: st.errors, Records: st.records}
+		ss := Stream{Source: st.id, Peer: st.peer, Bytes: st.bytes, Errors: st.errors, Records: st.records,
+			FirstNs: st.first, LastNs: st.last}
 		if *crc {
 			ss.CRC32C = fmt.Sprintf("%08x", st.crc)
 		}
