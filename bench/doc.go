@@ -2,11 +2,11 @@
 // generators, measurement and reports. It holds no global state; the CLI in
 // bench/cmd/sluice-bench is a thin driver that parses flags into the config
 // structs here (RunConfig, SinkConfig, FileConfig, LatencyConfig,
-// ProbeConfig, GenConfig, FloorConfig, SoakConfig) and calls Run, Sink,
-// File, LatencySweep, Probe, Floor, Soak or RunGen. The entry points are
-// not safe for concurrent use with each other:
-// run and latency pin the whole process to CPUs and set GOMAXPROCS while
-// they measure.
+// ArrivalsConfig, ProbeConfig, GenConfig, FloorConfig, SoakConfig) and
+// calls Run, Sink, File, LatencySweep, ArrivalsStudy, Probe, Floor, Soak
+// or RunGen. The entry points are not safe for concurrent use with each
+// other: run, latency and arrivals pin the whole process to CPUs and set
+// GOMAXPROCS while they measure.
 //
 // # Measuring
 //
@@ -55,12 +55,71 @@
 // engine, kernel/both, or neither).
 //
 // The generator runs one OS-thread-locked shard per CPU it may use; a
-// shard owns its connections, keeps paced arrivals in a min-heap,
-// coalesces every message due on a connection into one non-blocking
-// write on the raw descriptor, keeps the unsent tail on EAGAIN, and waits
-// in ppoll. It reports, per connection, the bytes and CRC-32C it sent;
-// the engine side checksums what it received and any difference fails the
-// command (exit status 1) with MISMATCH lines.
+// shard owns its connections, keeps paced arrivals in a min-heap, writes
+// with non-blocking writes on the raw descriptors, keeps the unsent tail
+// on EAGAIN, and waits in ppoll. Paced, it writes every message on its
+// own at its own time (--gen-pacing spread, the default: it sleeps with a
+// timer slack of 1 ns until the next arrival), as independent senders
+// would; --gen-pacing batch is the old pacing, which woke with the
+// default 50 µs slack and wrote every message due by then back to back,
+// those of one connection in one write, and which a batching engine
+// found kinder (see `arrivals`). It reports, per connection, the bytes and
+// CRC-32C it sent; the engine side checksums what it received and any
+// difference fails the command (exit status 1) with MISMATCH lines.
+//
+// # fio as the client
+//
+// run --client fio sends the load with fio's net engine instead: a job,
+// thread and TCP connection per source (at most 4096), time-based for
+// --duration, writes of --msg-size (fio's bs), --rate per job with
+// Poisson (or, with --arrivals uniform, linear) arrivals, TCP_NODELAY as
+// Go's dialer sets it, and with --framing newline every write a whole
+// number of --record-size lines (buffer_pattern, scramble_buffers=0).
+// Every row's sink runs in a process of its own: `sink --until-idle` for
+// a runner, the gnet sink for gnet, both on the engine's CPUs; fio runs on
+// the others, pinned from its first instruction (forked from a thread
+// pinned for the purpose) and with cpus_allowed. A row's figures are the
+// sink's own report: CPU time of the whole time it listened over the
+// bytes, and the throughput while every connection was sending (or 90%
+// of them, or from first byte to last), since fio starts its jobs one by
+// one. They are reconciled with fio's JSON report, and any difference
+// fails the run: the bytes of every connection (sorted, since fio's jobs
+// do not name their ports) against every job's io_bytes plus the 8-byte
+// trailer fio's net engine sends on close, the number of connections,
+// errors, and with newline records each connection's lines and the bytes
+// after its last. fio's net engine sends every write but a job's last
+// with MSG_MORE, which corks it: the kernel holds small writes until a
+// segment fills or the receiver's ACK releases them, so a paced job's
+// 1 KiB writes reach the sink as segments of several KiB, clocked by the
+// sink's delayed ACKs (see `arrivals`).
+//
+// # gnet
+//
+// --peers gnet adds a row measured in the same rounds, in the same
+// alternating order, as the runners: a gnet v2 sink (bench/gnetsink, a
+// module of its own so that gnet never enters sluice's module graph)
+// doing the consumer's job inline on its event loops, one per engine CPU:
+// CRC-32C of every connection, '\n' records counted with --framing
+// newline. The bench builds it with the go command into the user cache
+// directory on first use (--gnet-sink takes a ready one). Under the
+// built-in generator it is measured as the runners are (from the word to
+// send until the last connection closed), its streams verified against
+// the generator's, without latency figures.
+//
+// # Arrivals
+//
+// arrivals sends a paced load from the built-in generator and from fio
+// into a sink (the plain probe, a runner, or gnet: --sinks) and stamps
+// every TCP segment as the loopback device queues it, from a packet
+// socket with a filter for the sink's port (root or CAP_NET_RAW; without
+// it the probe reads one message at a time with SO_TIMESTAMPNS, right
+// only while it keeps up). It reports, beside what independent Poisson
+// senders would make: segments per second and their mean size, the
+// messages that shared a segment, the gaps between one connection's
+// segments and between consecutive segments of all connections (mean,
+// coefficient of variation, quantiles, the share under 5 µs), and the
+// index of dispersion of the arrivals counted in windows of 20 µs, 100 µs
+// and 1 ms (1 for Poisson, above for bursts).
 //
 // # Framing
 //
@@ -113,15 +172,15 @@
 //	{"command": "run", "ok": true,
 //	 "host": {"kernel", "go", "os", "arch", "cpus"},
 //	 "pinning": {"enabled", "engine_cpus", "gen_cpus", "note"},
-//	 "config": {"sources", "duration_s", "msg_size", "rate_bps", "arrivals", "skew", "rounds",
-//	            "pool", "buf", "workers", "flush_ns", "verify", "framing"},
-//	 "runs": [RESULT, ...],     // one per runner and round, in the order measured
-//	 "summary": [RESULT, ...],  // one per runner, rounds merged
+//	 "config": {"client", "peers", "record_size", "sources", "duration_s", "msg_size", "rate_bps",
+//	            "arrivals", "pacing", "skew", "rounds", "pool", "buf", "workers", "flush_ns", "verify", "framing"},
+//	 "runs": [RESULT, ...],     // one per row (runner or peer) and round, in the order measured
+//	 "summary": [RESULT, ...],  // one per row, rounds merged
 //	 "ratios": [{"a", "b", "generator_bound",
 //	             "ratios": [{"metric", "median", "min", "max", "per_round"}]}],
 //	 "verdicts": [{"a", "b", "target", "spread", "verdict"}],  // with --target
 //	 "skipped": [{"runner", "reason"}],
-//	 "notes": ["..."]}          // with --framing: latency not measured
+//	 "notes": ["..."]}          // what a row does not measure, and how a fio row is measured
 //
 // where RESULT is
 //
@@ -138,14 +197,21 @@
 //	              "completions_per_enter", "waits_per_s", "wakeups_per_s", "syscalls_per_mib"},
 //	 "verified", "mismatches", "profile", "top_functions", "rounds"}
 //
+// With --client fio, gen_* fields describe fio: gen_sent_bytes what it
+// sent with its trailers, gen_cpu_s its process's CPU time, gen_held the
+// share of the offered load it wrote over the time its jobs ran; the
+// latencies and lags are zero.
+//
 // latency --json writes {"command": "latency", "host", "pinning",
-// "sources", "msg_size", "arrivals", "points": [RESULT + "offered_bps"],
-// "skipped", "ok"}. floor --json writes {"command": "floor", "runner",
+// "sources", "msg_size", "arrivals", "pacing", "points": [RESULT +
+// "offered_bps"], "skipped", "ok"}. arrivals --json writes
+// ArrivalsReport. floor --json writes {"command": "floor", "runner",
 // "sources", "chunks", "bytes", "duration_s", "cpu_s", "cpu_ns_per_chunk",
 // "chunks_per_s", "pinning", "host"}. sink writes the report described in SinkReport (one
 // entry per stream with source, peer, bytes, crc32c, errors, records,
-// records_skipped and truncated_bytes; the record fields are 0 without
-// --framing). file
+// records_skipped, truncated_bytes, first_ns and last_ns; the record
+// fields are 0 without --framing; steady_throughput_bps while every
+// source was sending; the runner's counters). file
 // writes {"command": "file", "files", "passes", "buf", "results":
 // [{"method", "bytes", "duration_s", "throughput_bps", "cpu_s",
 // "cpu_s_per_gib", "vs_fio", "vs_read_loop"}], "fio_note"}. probe
