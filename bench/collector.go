@@ -87,8 +87,9 @@ type collector struct {
 	crc     bool        // checksum every byte
 	framer  srcs.Framer // the listeners' framer; nil: raw bytes
 
-	mu      sync.Mutex
-	streams []*stream // by source id
+	mu         sync.Mutex
+	streams    []*stream // by source id
+	errSamples []string  // the first maxErrorSamples errors
 
 	stripes []latStripe
 
@@ -235,10 +236,24 @@ var newline = []byte{'\n'}
 // onError is the engine's error handler: it counts errors, in all and per
 // source.
 func (c *collector) onError(err error) {
-	c.errs.Add(1)
+	if c.errs.Add(1) <= maxErrorSamples {
+		c.mu.Lock()
+		c.errSamples = append(c.errSamples, err.Error())
+		c.mu.Unlock()
+	}
 	if se := (*srcs.SourceError)(nil); errors.As(err, &se) {
 		c.stream(se.ID, se.Name).errors.Add(1)
 	}
+}
+
+// maxErrorSamples is how many errors a collector keeps the text of.
+const maxErrorSamples = 5
+
+// errorSamples returns the text of the first errors.
+func (c *collector) errorSamples() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.errSamples...)
 }
 
 // steady returns the bytes per second received while every stream was

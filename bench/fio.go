@@ -168,16 +168,20 @@ func reconcileFio(sink *SinkReport, fio *fioReport, sources, recSize int) []stri
 	slices.Sort(got)
 	if len(sent) == len(got) && !slices.Equal(sent, got) {
 		bad := 0
+		var eg []string
 		for i := range sent {
 			if sent[i] != got[i] {
 				bad++
+				if len(eg) < 3 {
+					eg = append(eg, fmt.Sprintf("%d against %d", got[i], sent[i]))
+				}
 			}
 		}
-		out = append(out, fmt.Sprintf("%d connections' byte counts differ from every fio job's (sorted, with trailers): e.g. %v against %v",
-			bad, got[:min(3, len(got))], sent[:min(3, len(sent))]))
+		out = append(out, fmt.Sprintf("%d connections' byte counts differ from fio's jobs' (both sorted, trailers counted): e.g. %s",
+			bad, strings.Join(eg, ", ")))
 	}
 	if sink.Errors > 0 {
-		out = append(out, fmt.Sprintf("the sink reported %d source errors", sink.Errors))
+		out = append(out, fmt.Sprintf("the sink reported %d source errors: %s", sink.Errors, strings.Join(sink.ErrorSamples, "; ")))
 	}
 	if recSize > 0 {
 		var recs, wantRecs uint64

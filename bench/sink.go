@@ -151,7 +151,9 @@ type SinkReport struct {
 	PoolWaits    uint64  `json:"pool_waits"`
 	Partials     uint64  `json:"partial_flushes"`
 	Errors       uint64  `json:"errors"`
-	StopReason   string  `json:"stop_reason"`
+	// ErrorSamples are the first errors' messages.
+	ErrorSamples []string `json:"error_samples,omitempty"`
+	StopReason   string   `json:"stop_reason"`
 	// Counters are the runner's own over the time listened, the rates
 	// over duration_s.
 	Counters Counters     `json:"counters"`
@@ -269,6 +271,7 @@ loop:
 	}
 	rep.SteadyBps, rep.SteadyS = col.steady()
 	rep.Counters = counterDeltas(rs0, rs1, rep.Bytes, rep.DurationS)
+	rep.ErrorSamples = col.errorSamples()
 	rep.CPUSPerGiB = cpuPerGiB(rep.CPUS, rep.Bytes)
 	var xs []float64
 	for _, s := range col.snapshot() {
