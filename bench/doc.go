@@ -175,7 +175,9 @@
 //	 "config": {"client", "peers", "record_size", "sources", "duration_s", "msg_size", "rate_bps",
 //	            "arrivals", "pacing", "skew", "rounds", "pool", "buf", "workers", "flush_ns", "verify", "framing"},
 //	 "runs": [RESULT, ...],     // one per row (runner or peer) and round, in the order measured
-//	 "summary": [RESULT, ...],  // one per row, rounds merged
+//	 "summary": [RESULT, ...],  // one per row, rounds merged: throughput and CPU-s/GiB are
+//	                            // the rounds' medians, with "throughput_rounds" and
+//	                            // "cpu_s_per_gib_rounds": {"median", "min", "max", "per_round"}
 //	 "ratios": [{"a", "b", "generator_bound",
 //	             "ratios": [{"metric", "median", "min", "max", "per_round"}]}],
 //	 "verdicts": [{"a", "b", "target", "spread", "verdict"}],  // with --target

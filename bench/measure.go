@@ -179,6 +179,11 @@ type Result struct {
 	Profile          string     `json:"profile,omitempty"`
 	TopFunctions     []FuncCost `json:"top_functions,omitempty"`
 	Rounds           int        `json:"rounds,omitempty"` // summaries only
+	// ThroughputRounds and CPURounds are, in a summary of several
+	// rounds, the spread of throughput_bps and cpu_s_per_gib over them;
+	// the summary's own figures are then their medians.
+	ThroughputRounds *RatioSpread `json:"throughput_rounds,omitempty"`
+	CPURounds        *RatioSpread `json:"cpu_s_per_gib_rounds,omitempty"`
 	hist             *hdrhistogram.Histogram
 	e2e              *hdrhistogram.Histogram
 	weights          []float64
@@ -510,6 +515,17 @@ func mergeResults(rs []*Result) *Result {
 		s.RecordsPerS = float64(s.Records) / s.DurationS
 	}
 	s.CPUSPerGiB = cpuPerGiB(s.CPUS, s.Bytes)
+	if len(rs) > 1 {
+		// Medians, as every comparison is made round by round: one round
+		// disturbed by a neighbour moves a sum, not a median.
+		tps, cpus := make([]float64, len(rs)), make([]float64, len(rs))
+		for i, r := range rs {
+			tps[i], cpus[i] = r.ThroughputBps, r.CPUSPerGiB
+		}
+		t, c := spread("throughput", tps), spread("cpu_s_per_gib", cpus)
+		s.ThroughputRounds, s.CPURounds = &t, &c
+		s.ThroughputBps, s.CPUSPerGiB = t.Median, c.Median
+	}
 	s.FairnessJain = fair / float64(len(rs))
 	s.LatencyNs = summarize(s.hist)
 	s.E2ELatencyNs = summarize(s.e2e)

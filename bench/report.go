@@ -74,16 +74,23 @@ func writeResultTable(w io.Writer, rs []*Result, k tableKind) {
 		if !r.Verified {
 			verified = fmt.Sprintf("FAIL(%d)", len(r.Mismatches))
 		}
+		tput, cpu := FormatRate(r.ThroughputBps), fmt.Sprintf("%.3f", r.CPUSPerGiB)
+		if t := r.ThroughputRounds; t != nil {
+			tput = fmt.Sprintf("%s (%s)", tput, rateRange(t))
+		}
+		if c := r.CPURounds; c != nil {
+			cpu = fmt.Sprintf("%s (%.3f-%.3f)", cpu, c.Min, c.Max)
+		}
 		switch {
 		case k.framed:
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%.3f\t%d\t%s\t%.4f\t%s\t%s\t%s\t\n",
-				r.Runner, FormatRate(r.ThroughputBps), humanize.Comma(int64(r.RecordsPerS)), FormatBytes(r.Bytes),
-				humanize.Comma(int64(r.Records)), humanize.Comma(int64(r.RecordsSkipped)), r.CPUSPerGiB, r.ThreadsMax,
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%.4f\t%s\t%s\t%s\t\n",
+				r.Runner, tput, humanize.Comma(int64(r.RecordsPerS)), FormatBytes(r.Bytes),
+				humanize.Comma(int64(r.Records)), humanize.Comma(int64(r.RecordsSkipped)), cpu, r.ThreadsMax,
 				FormatBytes(uint64(max(r.RSSMaxBytes, 0))),
 				r.FairnessJain, humanize.Comma(int64(r.PoolWaits)), humanize.Comma(int64(r.PartialFlushes)), verified)
 		case k.fio:
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%.3f\t%d\t%s\t%.4f\t%s\t%s\t%s\t\n",
-				r.Runner, FormatRate(r.ThroughputBps), FormatBytes(r.Bytes), r.CPUSPerGiB, r.ThreadsMax,
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%.4f\t%s\t%s\t%s\t\n",
+				r.Runner, tput, FormatBytes(r.Bytes), cpu, r.ThreadsMax,
 				FormatBytes(uint64(max(r.RSSMaxBytes, 0))),
 				r.FairnessJain, humanize.Comma(int64(r.PoolWaits)), humanize.Comma(int64(r.PartialFlushes)), verified)
 		default:
@@ -93,8 +100,8 @@ func writeResultTable(w io.Writer, rs []*Result, k tableKind) {
 				}
 				return FormatNanos(ns)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%.3f\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.4f\t%s\t%s\t%s\t\n",
-				r.Runner, FormatRate(r.ThroughputBps), FormatBytes(r.Bytes), r.CPUSPerGiB, r.ThreadsMax,
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.4f\t%s\t%s\t%s\t\n",
+				r.Runner, tput, FormatBytes(r.Bytes), cpu, r.ThreadsMax,
 				FormatBytes(uint64(max(r.RSSMaxBytes, 0))),
 				lat(r.LatencyNs.P50), lat(r.LatencyNs.P99), lat(r.LatencyNs.P999), lat(r.LatencyNs.Max),
 				lat(r.E2ELatencyNs.P99), lat(r.E2ELatencyNs.Max),
@@ -142,6 +149,15 @@ func writeResultTable(w io.Writer, rs []*Result, k tableKind) {
 				r.Runner, r.GenBoundWhy, r.GenRunqueueWaitS/max(r.DurationS, 1e-9))
 		}
 	}
+}
+
+// rateRange prints a throughput's min-max in the unit FormatRate gives
+// its median: GiB/s from 1 GiB/s, else MiB/s.
+func rateRange(s *RatioSpread) string {
+	if s.Median >= gibibyte {
+		return fmt.Sprintf("%.2f-%.2f", s.Min/gibibyte, s.Max/gibibyte)
+	}
+	return fmt.Sprintf("%.0f-%.0f", s.Min/(1<<20), s.Max/(1<<20))
 }
 
 // backlogPerSource is the rx backlog column: the mean bytes a source's

@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"bytes"
+	"strings"
 	"testing"
 )
 
@@ -49,5 +51,26 @@ func TestLatencyRatiosMatchRoundsAndLoads(t *testing.T) {
 	}
 	if !got[1].GeneratorBound {
 		t.Error("a generator-bound point must mark its load's comparison")
+	}
+}
+
+func TestSummaryMedians(t *testing.T) {
+	r := func(bps, cpu float64) *Result {
+		return &Result{Runner: "uring", Bytes: 1 << 30, DurationS: 1, ThroughputBps: bps, CPUSPerGiB: cpu, CPUS: cpu}
+	}
+	s := mergeResults([]*Result{r(3e9, 0.5), r(1e9, 0.9), r(2e9, 0.6)})
+	if s.ThroughputBps != 2e9 || s.CPUSPerGiB != 0.6 {
+		t.Errorf("summary %.0f B/s, %.2f CPU-s/GiB; want the medians 2e9 and 0.6", s.ThroughputBps, s.CPUSPerGiB)
+	}
+	if c := s.CPURounds; c == nil || c.Min != 0.5 || c.Max != 0.9 {
+		t.Errorf("CPU spread %+v, want 0.5-0.9", c)
+	}
+	var buf bytes.Buffer
+	writeResultTable(&buf, []*Result{s}, tableKind{fio: true})
+	if !strings.Contains(buf.String(), "0.600 (0.500-0.900)") || !strings.Contains(buf.String(), "(0.93-2.79)") {
+		t.Errorf("table does not show the spreads:\n%s", buf.String())
+	}
+	if one := mergeResults([]*Result{r(3e9, 0.5)}); one.CPURounds != nil {
+		t.Errorf("a single round has a spread: %+v", one.CPURounds)
 	}
 }

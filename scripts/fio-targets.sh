@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# fio-targets.sh: the README's targets under fio, beside gnet. Each row is
+# one `sluice-bench run --client fio --peers gnet` command: every runner
+# and the gnet sink, each in a process of its own pinned to the first CPU,
+# fio on the others, over several rounds in alternating order, with every
+# row's bytes reconciled with fio's report. It prints each row's table
+# (median CPU-s/GiB and throughput, ratios of uring to every other row
+# with their min-max over the rounds) and keeps the reports and charts.
+# About 10 minutes with the defaults on a 2-CPU machine; run it on a quiet
+# one.
+#
+# Usage: scripts/fio-targets.sh [-B BIN] [-o DIR] [-r ROUNDS] [-d DURATION] [-R RUNNERS] [ROW...]
+#   -B BIN       use this sluice-bench binary instead of building one
+#   -o DIR       keep the text and JSON reports and the charts here (default: a temp dir)
+#   -r ROUNDS    rounds per row (default 3)
+#   -d DURATION  fio's runtime per row and round (default 6s)
+#   -R RUNNERS   runners to compare (default uring,goroutine,epoll,thread)
+#   ROW          bulk, paced, stream, lines (default: all)
+set -euo pipefail
+
+bin="" out="" rounds=3 duration=6s runners=uring,goroutine,epoll,thread
+while getopts "B:o:r:d:R:h" opt; do
+	case $opt in
+	B) bin=$OPTARG ;;
+	o) out=$OPTARG ;;
+	r) rounds=$OPTARG ;;
+	d) duration=$OPTARG ;;
+	R) runners=$OPTARG ;;
+	*)
+		sed -n '2,/^set -e/p' "$0" | sed 's/^# \{0,1\}//; /^set -e/d'
+		exit 2
+		;;
+	esac
+done
+shift $((OPTIND - 1))
+rows=("$@")
+[ ${#rows[@]} -gt 0 ] || rows=(bulk paced stream lines)
+[ -n "$out" ] || out=$(mktemp -d)
+mkdir -p "$out"
+top=$(cd "$(dirname "$0")/.." && pwd)
+if [ -z "$bin" ]; then
+	(cd "$top" && go build -o "$out/sluice-bench" ./bench/cmd/sluice-bench)
+	bin=$out/sluice-bench
+fi
+
+# A row that fails (a sink that did not receive what fio sent) is reported
+# and the others still run; the script then exits 1.
+failed=()
+row() {
+	local name=$1
+	shift
+	echo "== $name: sluice-bench $*"
+	if ! (cd "$top" && "$bin" "$@" --json "$out/$name.json" --plot "$out/$name" 2>"$out/$name.log") | tee "$out/$name.txt"; then
+		grep -h MISMATCH "$out/$name.log" || true
+		failed+=("$name")
+	fi
+	echo
+}
+
+common=(run --client fio --runners "$runners" --peers gnet --duration "$duration" --rounds "$rounds"
+	--target 'cpu_s_per_gib<=0.8')
+for r in "${rows[@]}"; do
+	case $r in
+	bulk)
+		# 1,000 connections writing 64 KiB blocks flat out.
+		row bulk "${common[@]}" --sources 1000 --msg-size 64KiB ;;
+	paced)
+		# 1,000 connections at 64 KiB/s each in 1 KiB writes, Poisson arrivals.
+		row paced "${common[@]}" --sources 1000 --rate 64KiB/s --msg-size 1KiB ;;
+	stream)
+		# One connection writing 64 KiB blocks flat out.
+		row stream "${common[@]}" --sources 1 --msg-size 64KiB ;;
+	lines)
+		# 200 connections writing 16 KiB blocks of 128-byte lines; the sinks count the lines.
+		row lines "${common[@]}" --sources 200 --msg-size 16KiB --framing newline --record-size 128 ;;
+	*)
+		echo "fio-targets.sh: unknown row $r" >&2
+		exit 2
+		;;
+	esac
+done
+echo "reports in $out"
+if [ ${#failed[@]} -gt 0 ]; then
+	echo "fio-targets.sh: rows that did not reconcile: ${failed[*]}" >&2
+	exit 1
+fi
