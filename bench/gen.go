@@ -128,6 +128,9 @@ type GenReport struct {
 	// generator's CPUs shows as.
 	Preemptions   int64   `json:"preemptions"`
 	RunqueueWaitS float64 `json:"runqueue_wait_s"`
+	// Writes counts the writes that sent bytes: one per message with the
+	// spread pacing (unless a socket was full), fewer with batch.
+	Writes uint64 `json:"writes"`
 	// Lag is each message's actual write time minus its scheduled time
 	// (HdrHistogram), the generator's own lateness.
 	LagNs    Latency     `json:"lag_ns"`
@@ -318,6 +321,7 @@ func RunGen(ctx context.Context, cfg GenConfig, in io.Reader, out io.Writer) err
 	lag := newHist()
 	for _, sh := range shards {
 		lag.Merge(sh.lag)
+		rep.Writes += sh.writes
 	}
 	rep.LagNs = summarize(lag)
 	rep.LagMaxNs = rep.LagNs.Max
@@ -458,6 +462,7 @@ type genShard struct {
 	dirty  []*genConn // connections with unsent bytes
 	lag    *hdrhistogram.Histogram
 	pfds   []unix.PollFd
+	writes uint64 // writes that sent bytes
 }
 
 func (sh *genShard) run(ctx context.Context) {
@@ -490,6 +495,7 @@ func (sh *genShard) write(c *genConn, now int64) bool {
 	}
 	n, err := unix.Write(c.fd, c.pend)
 	if n > 0 {
+		sh.writes++
 		for i := first; i < n; i += sh.size {
 			sched := now // unpaced: offered now
 			switch {

@@ -167,3 +167,55 @@ func TestGenPacing(t *testing.T) {
 		}
 	}
 }
+
+// TestGenPacingWrites checks how each pacing turns arrivals into writes:
+// spread writes every message alone, batch may gather several.
+func TestGenPacingWrites(t *testing.T) {
+	for _, pacing := range []string{PacingSpread, PacingBatch} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		const sources, size = 16, 256
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			for range sources {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				wg.Go(func() {
+					defer c.Close()
+					io.Copy(io.Discard, c)
+				})
+			}
+		})
+		var out bytes.Buffer
+		// 1,000 messages a second per source, Poisson: two arrivals of
+		// one source often fall within one wake-up of the batch pacing.
+		cfg := GenConfig{Addr: ln.Addr().String(), Sources: sources, Duration: 300 * time.Millisecond, MsgSize: size,
+			Rate: 1000 * size, Arrivals: ArrivalsPoisson, MaxDial: 4, Seed: 5, Pacing: pacing}
+		if err := RunGen(context.Background(), cfg, strings.NewReader(""), &out); err != nil {
+			t.Fatal(err)
+		}
+		ln.Close()
+		wg.Wait()
+		var rep GenReport
+		if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+			t.Fatalf("%v: %s", err, out.String())
+		}
+		var msgs uint64
+		for _, s := range rep.Streams {
+			msgs += s.Messages
+		}
+		switch {
+		case msgs == 0:
+			t.Errorf("%s: no messages", pacing)
+		case pacing == PacingSpread && rep.Writes != msgs:
+			t.Errorf("spread pacing: %d writes for %d messages, want one each", rep.Writes, msgs)
+		case rep.Writes > msgs:
+			t.Errorf("%s: %d writes for %d messages", pacing, rep.Writes, msgs)
+		}
+		t.Logf("%s: %d messages in %d writes", pacing, msgs, rep.Writes)
+	}
+}
