@@ -442,10 +442,11 @@ func fioResult(row string, round int, c RunConfig, sr *SinkReport, fr *fioReport
 	// byte to the last: the steady interval, while every connection sent,
 	// is what the sink could take, and failing that the time most of them
 	// were sending.
+	r.ThroughputOver = ThroughputFirstToLast
 	if sr.SteadyS >= max(0.5, sr.DurationS/4) {
-		r.ThroughputBps = sr.SteadyBps
+		r.ThroughputBps, r.ThroughputOver = sr.SteadyBps, ThroughputAllSending
 	} else if bps, secs := concurrentThroughput(sr.Streams, 0.9); secs >= max(0.5, sr.DurationS/4) {
-		r.ThroughputBps = bps
+		r.ThroughputBps, r.ThroughputOver = bps, ThroughputMostSending
 	}
 	xs := make([]float64, len(sr.Streams))
 	for i, s := range sr.Streams {
@@ -476,6 +477,13 @@ func fioResult(row string, round int, c RunConfig, sr *SinkReport, fr *fioReport
 	}
 	return r
 }
+
+// How a fio row's throughput was measured (Result.ThroughputOver).
+const (
+	ThroughputAllSending  = "all sending"        // while every connection sent
+	ThroughputMostSending = "90% sending"        // while 90% of them did
+	ThroughputFirstToLast = "first to last byte" // neither lasted long enough
+)
 
 // concurrentThroughput estimates the bytes per second received over the
 // interval when at least a fraction share of the streams were sending:

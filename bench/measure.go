@@ -118,10 +118,13 @@ type Result struct {
 	Bytes         uint64  `json:"bytes"`
 	DurationS     float64 `json:"duration_s"`
 	ThroughputBps float64 `json:"throughput_bps"`
-	CPUS          float64 `json:"cpu_s"`
-	CPUSPerGiB    float64 `json:"cpu_s_per_gib"`
-	ThreadsMax    int     `json:"threads_max"`
-	RSSMaxBytes   int64   `json:"rss_max_bytes"`
+	// ThroughputOver says, for a fio row, over which interval the
+	// throughput was measured (ThroughputAllSending and friends).
+	ThroughputOver string  `json:"throughput_over,omitempty"`
+	CPUS           float64 `json:"cpu_s"`
+	CPUSPerGiB     float64 `json:"cpu_s_per_gib"`
+	ThreadsMax     int     `json:"threads_max"`
+	RSSMaxBytes    int64   `json:"rss_max_bytes"`
 	// LatencyNs is engine latency: delivery minus the time the generator
 	// actually wrote the message. E2ELatencyNs is delivery minus the
 	// message's scheduled time, so that a generator falling behind stays
@@ -487,6 +490,10 @@ func mergeResults(rs []*Result) *Result {
 		s.GenCPUS += r.GenCPUS
 		s.GenLagMaxNs = max(s.GenLagMaxNs, r.GenLagMaxNs)
 		s.Verified = s.Verified && r.Verified
+		if r.ThroughputOver != "" && (s.ThroughputOver == "" || r.ThroughputOver == ThroughputFirstToLast ||
+			(r.ThroughputOver == ThroughputMostSending && s.ThroughputOver == ThroughputAllSending)) {
+			s.ThroughputOver = r.ThroughputOver // the worst round's
+		}
 		s.Mismatches = append(s.Mismatches, r.Mismatches...)
 		fair += r.FairnessJain
 		if r.hist != nil {

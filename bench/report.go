@@ -112,7 +112,7 @@ func writeResultTable(w io.Writer, rs []*Result, k tableKind) {
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	if k.fio {
-		fmt.Fprintln(tw, "runner\tfio held\tfio sent\tsink CPU\tfio CPU\tlimit\treads/s\tcompl/enter\twaits/s\tsyscalls/MiB\t")
+		fmt.Fprintln(tw, "runner\tfio held\tfio sent\tsink CPU\tfio CPU\tlimit\tthroughput over\treads/s\tcompl/enter\twaits/s\tsyscalls/MiB\t")
 		for _, r := range rs {
 			limit := limitNote(r)
 			if r.GeneratorBound {
@@ -122,8 +122,8 @@ func writeResultTable(w io.Writer, rs []*Result, k tableKind) {
 			if r.Counters.Reads > 0 && r.DurationS > 0 {
 				reads = humanize.Comma(int64(float64(r.Counters.Reads) / r.DurationS))
 			}
-			fmt.Fprintf(tw, "%s\t%.1f%%\t%s\t%.0f%%\t%.0f%%\t%s\t%s\t%s\t%s\t%.1f\t\n", r.Runner, 100*r.GenHeld, FormatBytes(r.GenSentBytes),
-				100*r.EngineCPUUtil, 100*r.GenCPUUtil, limit, reads, perEnter(r.Counters),
+			fmt.Fprintf(tw, "%s\t%.1f%%\t%s\t%.0f%%\t%.0f%%\t%s\t%s\t%s\t%s\t%s\t%.1f\t\n", r.Runner, 100*r.GenHeld, FormatBytes(r.GenSentBytes),
+				100*r.EngineCPUUtil, 100*r.GenCPUUtil, limit, r.ThroughputOver, reads, perEnter(r.Counters),
 				humanize.Comma(int64(r.Counters.WaitsPerS)), r.Counters.SyscallsPerMiB)
 		}
 		tw.Flush()
