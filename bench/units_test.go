@@ -289,6 +289,19 @@ func TestFlagErrorsNameTheFlag(t *testing.T) {
 		{[]string{"--pool", "-1"}, "--pool"},
 		{[]string{"--max-dial", "0"}, "--max-dial"},
 		{[]string{"--nonsense"}, "-nonsense"},
+		{[]string{"--client", "wrk"}, "--client"},
+		{[]string{"--peers", "netty"}, "--peers"},
+		{[]string{"--gen-pacing", "lumpy", "--rate", "1MiB/s"}, "--pacing"},
+		{[]string{"--record-size", "64"}, "--record-size"},                    // fio's only
+		{[]string{"--client", "fio", "--record-size", "64"}, "--record-size"}, // needs --framing newline
+		{[]string{"--client", "fio", "--framing", "newline", "--msg-size", "1000"}, "--msg-size"},
+		{[]string{"--client", "fio", "--framing", "newline", "--record-size", "1KiB"}, "--record-size"},
+		{[]string{"--client", "fio", "--framing", "octet"}, "--framing"},
+		{[]string{"--client", "fio", "--sources", "5000"}, "--sources"},
+		{[]string{"--client", "fio", "--rate", "1MiB/s", "--skew", "0.2"}, "--skew"},
+		{[]string{"--client", "fio", "--rate", "1MiB/s", "--gen-pacing", "batch"}, "--gen-pacing"},
+		{[]string{"--client", "fio", "--target", "p99<=1"}, "--target"},
+		{[]string{"--peers", "gnet", "--framing", "octet"}, "--peers"},
 	} {
 		err := parseRun(tc.args...)
 		if err == nil {
@@ -301,6 +314,9 @@ func TestFlagErrorsNameTheFlag(t *testing.T) {
 	}
 	if err := parseRun("--runners", "goroutine", "--rate", "1MiB/s", "--skew", "0.2", "--arrivals", "uniform"); err != nil {
 		t.Errorf("good flags rejected: %v", err)
+	}
+	if err := parseRun("--client", "fio", "--peers", "gnet", "--framing", "newline", "--msg-size", "16KiB", "--record-size", "128"); err != nil {
+		t.Errorf("good fio flags rejected: %v", err)
 	}
 
 	sink := func(args ...string) error {
