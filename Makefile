@@ -4,16 +4,18 @@
 GO ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
 export PATH := $(dir $(GO)):$(PATH)
 
-# CI runs with CI=true; there io_uring and mosquitto tests must run for
-# real, so a skip becomes a failure.
+# CI runs with CI=true; there io_uring, mosquitto and HAProxy tests must
+# run for real, so a skip becomes a failure.
 ifeq ($(CI),true)
 export SLUICE_REQUIRE_URING := 1
 export SLUICE_REQUIRE_MOSQUITTO := 1
+export SLUICE_REQUIRE_HAPROXY := 1
 endif
 
 # Debian packages the tests and load scripts need; installed when missing:
-# fio and jq for the load scripts, mosquitto for the MQTT broker-restart test.
-DEB_PKGS ?= fio jq mosquitto
+# fio and jq for the load scripts, mosquitto for the MQTT tests, haproxy as
+# the real proxy in front of the PROXY protocol tests.
+DEB_PKGS ?= fio jq mosquitto haproxy
 
 # FUZZTIME is each fuzz target's budget: a count of executions rather than a
 # duration, since Go 1.26's fuzz coordinator can report its own -fuzztime

@@ -247,9 +247,11 @@ func (e *Engine) newSource(src srcs.Source, opts []SourceOption) (*source, error
 }
 
 // runnerForLocked picks the runner for a source: the engine's runner,
-// unless it drives descriptors and the source has none.
+// unless it drives descriptors and the source has none, or one that
+// carries ciphertext (a TLS session, srcs.Encrypted), which only the
+// source's Read can decrypt.
 func (e *Engine) runnerForLocked(src srcs.Source) (Runner, error) {
-	if _, ok := src.(srcs.Descriptor); ok || e.runner.Name() == RunnerGoroutine {
+	if rawReadable(src) || e.runner.Name() == RunnerGoroutine {
 		return e.runner, nil
 	}
 	if e.side == nil {
@@ -261,9 +263,21 @@ func (e *Engine) runnerForLocked(src srcs.Source) (Runner, error) {
 			r.SetPaused(true)
 		}
 		e.side = r
-		e.log.Info("sources without a descriptor use the goroutine runner", "main", e.runner.Name())
+		e.log.Info("sources without a descriptor, and TLS sessions, use the goroutine runner", "main", e.runner.Name())
+	}
+	if enc, ok := src.(srcs.Encrypted); ok && enc.Encrypted() {
+		e.log.Debug("TLS source on the goroutine runner, decrypting into pool buffers", "name", src.Name())
 	}
 	return e.side, nil
+}
+
+// rawReadable says whether a runner that drives descriptors can read src.
+func rawReadable(src srcs.Source) bool {
+	if _, ok := src.(srcs.Descriptor); !ok {
+		return false
+	}
+	enc, ok := src.(srcs.Encrypted)
+	return !ok || !enc.Encrypted()
 }
 
 // Acceptor yields connections as sources: *srcs.Listener implements it.

@@ -62,8 +62,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -132,6 +134,95 @@ type Config struct {
 	IDPrefix string `yaml:"id_prefix"`
 	// Name is the NATS connection's name. Default "sluice".
 	Name string `yaml:"name"`
+
+	// Credentials: at most one of user and password, a token, an NKey
+	// seed file, or a creds file (a user JWT with its NKey seed, as nsc
+	// writes it). A password or token may come inline, from a file
+	// (password_file, token_file: its content, trailing white space
+	// trimmed) or from an environment variable (password_env, token_env:
+	// its name). Secrets are never logged and print redacted.
+	User         string      `yaml:"user"`
+	Password     srcs.Secret `yaml:"password"`
+	PasswordFile string      `yaml:"password_file"`
+	PasswordEnv  string      `yaml:"password_env"`
+	Token        srcs.Secret `yaml:"token"`
+	TokenFile    string      `yaml:"token_file"`
+	TokenEnv     string      `yaml:"token_env"`
+	NKeySeedFile string      `yaml:"nkey_seed_file"`
+	CredsFile    string      `yaml:"creds_file"`
+	// TLS, when set, requires TLS to the servers, verified against
+	// tls.ca_file (or the system's roots), with a client certificate if
+	// tls.cert_file is set. client_auth does not apply.
+	TLS *srcs.TLSConfig `yaml:"tls"`
+}
+
+// redactURL hides the passwords and tokens that server URLs may carry
+// (nats://user:password@host, nats://token@host) for errors and logs.
+func redactURL(list string) string {
+	parts := strings.Split(list, ",")
+	for i, p := range parts {
+		u, err := url.Parse(strings.TrimSpace(p))
+		if err != nil || u.User == nil {
+			continue
+		}
+		if _, ok := u.User.Password(); !ok {
+			u.User = url.User("xxxxx") // a token: nats://token@host
+		}
+		parts[i] = u.Redacted()
+	}
+	return strings.Join(parts, ",")
+}
+
+// authOptions resolves the credentials of a checked Config into NATS
+// options. Errors name the YAML keys.
+func (c Config) authOptions() ([]nats.Option, error) {
+	pw, err := srcs.LoadSecret("password", c.Password, c.PasswordFile, c.PasswordEnv)
+	if err != nil {
+		return nil, err
+	}
+	tok, err := srcs.LoadSecret("token", c.Token, c.TokenFile, c.TokenEnv)
+	if err != nil {
+		return nil, err
+	}
+	var opts []nats.Option
+	kinds := 0
+	if c.User != "" || pw != "" {
+		if c.User == "" {
+			return nil, errors.New("password: set without user")
+		}
+		kinds++
+		opts = append(opts, nats.UserInfo(c.User, pw.Reveal()))
+	}
+	if tok != "" {
+		kinds++
+		opts = append(opts, nats.Token(tok.Reveal()))
+	}
+	if c.NKeySeedFile != "" {
+		kinds++
+		o, err := nats.NkeyOptionFromSeed(c.NKeySeedFile)
+		if err != nil {
+			return nil, fmt.Errorf("nkey_seed_file: %w", err)
+		}
+		opts = append(opts, o)
+	}
+	if c.CredsFile != "" {
+		kinds++
+		if _, err := os.Stat(c.CredsFile); err != nil {
+			return nil, fmt.Errorf("creds_file: %w", err)
+		}
+		opts = append(opts, nats.UserCredentials(c.CredsFile))
+	}
+	if kinds > 1 {
+		return nil, errors.New("user and password, token, nkey_seed_file, creds_file: set one at most")
+	}
+	if c.TLS != nil {
+		tc, err := c.TLS.ClientConfig("")
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, nats.Secure(tc))
+	}
+	return opts, nil
 }
 
 // Defaults.
@@ -337,7 +428,11 @@ func New(ctx context.Context, cfg Config, opts ...Option) (*Publisher, error) {
 			HeaderSeq:             s.vals[2:3:3],
 		}
 	}
-	nc, err := nats.Connect(cfg.URL, nats.Name(cfg.Name), nats.MaxReconnects(-1),
+	auth, err := cfg.authOptions()
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: config: %w", err)
+	}
+	nc, err := nats.Connect(cfg.URL, append(auth, nats.Name(cfg.Name), nats.MaxReconnects(-1),
 		nats.ReconnectWait(50*time.Millisecond), nats.RetryOnFailedConnect(false),
 		nats.WriteBufferSize(writeBuffer),
 		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
@@ -353,9 +448,9 @@ func New(ctx context.Context, cfg Config, opts ...Option) (*Publisher, error) {
 			case p.reconnected <- struct{}{}:
 			default:
 			}
-		}))
+		}))...)
 	if err != nil {
-		return nil, fmt.Errorf("jetstream: connect %s: %w", cfg.URL, err)
+		return nil, fmt.Errorf("jetstream: connect %s: %w", redactURL(cfg.URL), err)
 	}
 	p.nc = nc
 	p.mu.Lock()
