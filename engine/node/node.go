@@ -87,6 +87,7 @@ type Node struct {
 	reloadMu sync.Mutex // one Reload at a time
 	mu       sync.Mutex
 	entries  []*entry
+	idMu     sync.RWMutex // guards byID; held across AddSource (addSource)
 	byID     map[srcs.ID]*entry
 	conns    sync.Map // an accepted connection's name → its listener's entry
 	draining bool
@@ -211,7 +212,12 @@ func (n *Node) Engine() *engine.Engine { return n.e }
 // handle is the engine's push handler: it notes sources that end, counts,
 // and hands the chunk to the output, which releases it.
 func (n *Node) handle(c engine.Chunk) {
-	en := n.entryOf(c)
+	// Only the status line, an end of stream and the writers need to know
+	// the entry; the others skip the lookup on the hot path.
+	var en *entry
+	if _, writer := n.out.(*writerOutput); n.countRecs || writer || c.Flags&srcs.EndOfStream != 0 {
+		en = n.entryOf(c)
+	}
 	if len(c.Data) > 0 {
 		n.delivered.Add(1)
 		if n.countRecs {
@@ -228,9 +234,9 @@ func (n *Node) handle(c engine.Chunk) {
 func (n *Node) sourceError(err error) {
 	var se *srcs.SourceError
 	if errors.As(err, &se) {
-		n.mu.Lock()
+		n.idMu.RLock()
 		en := n.byID[se.ID]
-		n.mu.Unlock()
+		n.idMu.RUnlock()
 		if en != nil {
 			en.setErr(err)
 			n.log.Warn("source error", "source", en.name, "op", se.Op, "err", se.Err)

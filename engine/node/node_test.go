@@ -477,6 +477,12 @@ func TestNodeOutputs(t *testing.T) {
 	}
 	c.Write([]byte("one\ntwo\n"))
 	c.Close()
+	// The connection ends by itself; a drain before that would stop it
+	// with its bytes unread.
+	until(t, "the end of the connection", func() bool {
+		b, _ := os.ReadFile(out)
+		return bytes.Contains(b, []byte("state=closed"))
+	})
 	if _, err := tn.stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -563,5 +569,27 @@ func TestNodeReload(t *testing.T) {
 	log := tn.log.String()
 	if !strings.Contains(log, "sections=engine") || !strings.Contains(log, "added=1 stopped=1") {
 		t.Fatalf("log:\n%s", log)
+	}
+}
+
+// TestNodeJSONLogAndStatus: log.format json writes every line as JSON,
+// and log.status adds status lines with the bytes and records.
+func TestNodeJSONLogAndStatus(t *testing.T) {
+	tn := startNode(t, "sources:\n  - tcp: {listen: 127.0.0.1:0}\n    framing: newline\nlog: {format: json, status: 20ms}\n")
+	c, err := net.Dial("tcp", tn.addr("tcp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Write([]byte("a\nb\nc\n"))
+	c.Close()
+	until(t, "a status line with the records", func() bool { return strings.Contains(tn.log.String(), `"records":3,`) })
+	if _, err := tn.stop(); err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.SplitSeq(strings.TrimSpace(tn.log.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil || m["msg"] == nil {
+			t.Fatalf("not a JSON log line: %q (%v)", line, err)
+		}
 	}
 }

@@ -168,8 +168,8 @@ func (n *Node) add(i int, s Source) error {
 // addSource hands src to the engine under the node's lock, so that the
 // handler, which looks ids up under it, never sees the id unknown.
 func (n *Node) addSource(en *entry, src srcs.Source, opts []engine.SourceOption) error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
+	n.idMu.Lock()
+	defer n.idMu.Unlock()
 	id, err := n.e.AddSource(src, opts...)
 	if err != nil {
 		src.Close()
@@ -340,17 +340,20 @@ func (a acceptor) AcceptSource(ctx context.Context) (srcs.Source, error) {
 
 // entryOf returns the entry a chunk's source belongs to, or nil.
 func (n *Node) entryOf(c engine.Chunk) *entry {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if en, ok := n.byID[c.Source]; ok {
+	n.idMu.RLock()
+	en, ok := n.byID[c.Source]
+	n.idMu.RUnlock()
+	if ok {
 		return en
 	}
 	v, ok := n.conns.Load(c.Name)
 	if !ok {
 		return nil
 	}
-	en := v.(*entry)
+	en = v.(*entry)
+	n.idMu.Lock()
 	n.byID[c.Source] = en
+	n.idMu.Unlock()
 	en.mu.Lock()
 	en.conns[c.Source] = true
 	en.mu.Unlock()
@@ -360,8 +363,10 @@ func (n *Node) entryOf(c engine.Chunk) *entry {
 // sourceEnded notes a source's end-of-stream chunk: a source of the node
 // file that failed is failed until a reload replaces it.
 func (n *Node) sourceEnded(en *entry, c engine.Chunk) {
-	n.mu.Lock()
+	n.idMu.Lock()
 	delete(n.byID, c.Source)
+	n.idMu.Unlock()
+	n.mu.Lock()
 	draining := n.draining
 	n.mu.Unlock()
 	if en == nil {
