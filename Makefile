@@ -14,8 +14,9 @@ endif
 
 # Debian packages the tests and load scripts need; installed when missing:
 # fio and jq for the load scripts, mosquitto for the MQTT tests, haproxy as
-# the real proxy in front of the PROXY protocol tests.
-DEB_PKGS ?= fio jq mosquitto haproxy
+# the real proxy in front of the PROXY protocol tests, curl and nats-server
+# for the README's node commands (cmd/sluice's TestREADME).
+DEB_PKGS ?= fio jq mosquitto haproxy curl nats-server
 
 # FUZZTIME is each fuzz target's budget: a count of executions rather than a
 # duration, since Go 1.26's fuzz coordinator can report its own -fuzztime
@@ -23,7 +24,7 @@ DEB_PKGS ?= fio jq mosquitto haproxy
 FUZZTIME ?= 20000x
 TEST_TIMEOUT ?= 20m
 
-.PHONY: all build deps test invariants vet lint fuzz bench microbench fio-check sluice-bench soak clean
+.PHONY: all build deps test invariants vet lint fuzz bench microbench fio-check sluice-bench sluice soak clean
 
 all: build
 
@@ -47,10 +48,20 @@ lint:
 	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) test -count=1 -run '^TestLint' .
 
+# test says what it does at each step. Building every test binary under
+# the race detector takes minutes on a fresh build cache, and go test
+# prints nothing for a package until it has run, so the binaries are built
+# first (-run '^$$' runs no test), one line per package as each is ready.
 test: deps vet lint
+	@echo "== make test: building the test binaries with the race detector (minutes on a fresh cache)"
+	$(GO) test -race -count=1 -run '^$$' ./...
+	@echo "== make test: the suite under the race detector"
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	@echo "== make test: the runners in the lane driver's invariants build"
 	$(MAKE) invariants
+	@echo "== make test: every benchmark once"
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime=1x ./...
+	@echo "== make test: fio against the sink"
 	$(MAKE) fio-check
 
 # invariants runs the lane driver's own checks (internal/driver, built with
@@ -67,6 +78,10 @@ fio-check: sluice-bench
 
 sluice-bench:
 	$(GO) build -o sluice-bench ./bench/cmd/sluice-bench
+
+# sluice is the ingest node's command: ./sluice run -c examples/node.yaml
+sluice:
+	$(GO) build -o sluice ./cmd/sluice
 
 # fuzz runs every fuzz target in the module briefly.
 fuzz:
