@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	njs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-io/sluice/engine"
@@ -221,17 +220,10 @@ func testClusterKill(t *testing.T, clients, perTick int) {
 	defer cancel()
 
 	// A client of the test's own, for the stream's state.
-	nc, err := nats.Connect(cl.urls(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := njs.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := connectJS(t, cl.urls())
 	const streamName = "CLUSTER"
 	var stream njs.Stream
+	var err error
 	waitFor(t, 30*time.Second, "no stream with three replicas", func() bool {
 		cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
 		defer ccancel()

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	njs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-io/sluice/engine"
 	"github.com/sluice-io/sluice/engine/jetstream"
@@ -93,16 +92,7 @@ func TestPipelinedSourceKeepsOrder(t *testing.T) {
 		t.Fatalf("stats %+v: want %d chunks acknowledged", st, chunks)
 	}
 
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := njs.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := js.Stream(ctx, "PIPE")
+	s, err := connectJS(t, ns.ClientURL()).Stream(ctx, "PIPE")
 	if err != nil {
 		t.Fatal(err)
 	}
