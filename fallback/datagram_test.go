@@ -12,16 +12,16 @@ import (
 // fallback runners that drive datagram sockets.
 func TestDatagramRunners(t *testing.T) {
 	for _, rc := range []struct {
-		name       string
-		newRunner  runnertest.New
-		exactDrops bool
+		name      string
+		newRunner runnertest.New
+		o         runnertest.Options
 	}{
 		// The goroutine runner reads through Go's netpoller, which reports
 		// only a lower bound of a dropped datagram's length.
-		{"goroutine", func(cfg srcs.RunnerConfig) (runnertest.Runner, error) { return fallback.NewGoroutine(cfg) }, false},
-		{"thread", func(cfg srcs.RunnerConfig) (runnertest.Runner, error) { return fallback.NewThread(cfg) }, true},
-		{"epoll", func(cfg srcs.RunnerConfig) (runnertest.Runner, error) { return fallback.NewEpoll(cfg) }, true},
+		{"goroutine", func(cfg srcs.RunnerConfig) (runnertest.Runner, error) { return fallback.NewGoroutine(cfg) }, runnertest.Options{LaneWorkers: true, DropLowerBound: true}},
+		{"thread", func(cfg srcs.RunnerConfig) (runnertest.Runner, error) { return fallback.NewThread(cfg) }, runnertest.Options{LaneWorkers: true}},
+		{"epoll", func(cfg srcs.RunnerConfig) (runnertest.Runner, error) { return fallback.NewEpoll(cfg) }, runnertest.Options{}},
 	} {
-		t.Run(rc.name, func(t *testing.T) { runnertest.TestDatagrams(t, rc.newRunner, rc.exactDrops) })
+		t.Run(rc.name, func(t *testing.T) { runnertest.TestDatagrams(t, rc.newRunner, rc.o) })
 	}
 }

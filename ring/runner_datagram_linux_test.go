@@ -16,7 +16,7 @@ import (
 // the uring runner.
 func TestRunnerDatagrams(t *testing.T) {
 	requireURing(t)
-	runnertest.TestDatagrams(t, func(cfg srcs.RunnerConfig) (runnertest.Runner, error) { return NewRunner(cfg) }, true)
+	runnertest.TestDatagrams(t, func(cfg srcs.RunnerConfig) (runnertest.Runner, error) { return NewRunner(cfg) }, runnertest.Options{})
 }
 
 // sizedFd is a datagram descriptor source with a datagram limit.
