@@ -1,8 +1,9 @@
 // Package runnertest is the test suite every runner passes, in the manner
 // of testing/fstest.TestFS: a runner's tests call its functions with a
-// constructor, and the cases are written once. Rig is the one harness the
-// suites share, and that runner tests of their own build on. Only tests
-// import it.
+// constructor, and the cases are written once. TestStreams drives stream
+// lanes (streams, flushes, files, pause and resume, shutdown), and
+// TestDatagrams datagram sockets. Rig is the one harness they share, and
+// that runner tests of their own build on. Only tests import it.
 package runnertest
 
 import (
@@ -58,4 +59,21 @@ func (o Options) source(c net.Conn) srcs.Source {
 		return o.Source(c)
 	}
 	return srcs.NewConn(c)
+}
+
+// Syncer is a Runner with a barrier: Sync returns once every worker has
+// handled what was posted to it before the call, and submitted what that
+// led to. Where the runner under test is one, the suite counts its reads
+// exactly instead of allowing for reads under way.
+type Syncer interface {
+	Sync()
+}
+
+// barrier waits on r's barrier, if it has one, and reports whether it did.
+func barrier(r Runner) bool {
+	s, ok := r.(Syncer)
+	if ok {
+		s.Sync()
+	}
+	return ok
 }
