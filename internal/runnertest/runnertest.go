@@ -1,8 +1,9 @@
 // Package runnertest is the test suite every runner passes, in the manner
 // of testing/fstest.TestFS: a runner's tests call its functions with a
 // constructor, and the cases are written once. TestStreams drives stream
-// lanes (streams, flushes, files, pause and resume, shutdown), and
-// TestDatagrams datagram sockets. Rig is the one harness they share, and
+// lanes (streams, flushes, files, pause and resume, shutdown),
+// TestDatagrams datagram sockets, and TestWorkerFaults the failure of a
+// worker of the event-loop runners. Rig is the one harness they share, and
 // that runner tests of their own build on. Only tests import it.
 package runnertest
 
