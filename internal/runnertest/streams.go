@@ -480,9 +480,15 @@ func (s suite) file(t *testing.T) {
 }
 
 // fileFairness reads a large file, which is always readable, next to a
-// socket (on the same worker, where the runner has workers): the socket's
-// data must not wait for the end of the file.
+// socket on the same worker: the socket's data must not wait for the end
+// of the file.
 func (s suite) fileFairness(t *testing.T) {
+	if s.LaneWorkers {
+		// Each lane has a goroutine or thread of its own: whether the
+		// socket's is scheduled before the file's ends is the scheduler's
+		// doing, not the runner's, and a busy machine may not.
+		t.Skip("lanes do not share a worker")
+	}
 	const size = 16 << 20
 	g := s.rig(t, pool.Config{Buffers: 16}, 1)
 	client, server := g.Dial()
