@@ -225,9 +225,7 @@ func epAddCmd(l *srcs.Lane, ds srcs.Descriptor) (epCmd, error) {
 // Partial and Finish(l, srcs.ErrStopped) follows on the worker. It does not
 // wait, and is a no-op for a lane that has finished or was never added.
 func (e *Epoll) Remove(l *srcs.Lane) {
-	if r, ok := e.front.Lookup(l); ok {
-		r.W.post(epCmd{op: epRemove, tok: r.Tok})
-	}
+	e.front.Remove(l, func(w *epWorker, tok uint64) { w.post(epCmd{op: epRemove, tok: tok}) })
 }
 
 // SetPaused stops (true) or resumes (false) reading on every lane. Paused
@@ -235,14 +233,7 @@ func (e *Epoll) Remove(l *srcs.Lane) {
 // partial data at its flush deadline; lanes keep their readiness, so
 // resuming needs no new edge.
 func (e *Epoll) SetPaused(paused bool) {
-	if e.paused.Swap(paused) == paused || paused {
-		// Workers check the flag before every read; only resuming has to
-		// wake them.
-		return
-	}
-	for _, w := range e.workers {
-		w.post(epCmd{op: epWake})
-	}
+	e.front.SetPaused(&e.paused, paused, func(w *epWorker) { w.post(epCmd{op: epWake}) })
 }
 
 // Close finishes every lane with srcs.ErrStopped, stops the workers, waits

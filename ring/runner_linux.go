@@ -332,23 +332,14 @@ func addCmd(l *srcs.Lane, ds srcs.Descriptor) (cmd, error) {
 // the worker. It does not wait, and is a no-op for a lane that has finished
 // or was never added.
 func (r *Runner) Remove(l *srcs.Lane) {
-	if ref, ok := r.front.Lookup(l); ok {
-		ref.W.post(cmd{op: cmdRemove, tok: ref.Tok})
-	}
+	r.front.Remove(l, func(w *worker, tok uint64) { w.post(cmd{op: cmdRemove, tok: tok}) })
 }
 
 // SetPaused stops (true) or resumes (false) issuing reads on every lane.
 // Reads in flight complete and are emitted, polls stay armed, flush
 // deadlines still fire, and Remove and Close still work.
 func (r *Runner) SetPaused(paused bool) {
-	if r.paused.Swap(paused) == paused || paused {
-		// Workers check the flag before every read; only resuming has to
-		// wake them.
-		return
-	}
-	for _, w := range r.workers {
-		w.post(cmd{op: cmdResume})
-	}
+	r.front.SetPaused(&r.paused, paused, func(w *worker) { w.post(cmd{op: cmdResume}) })
 }
 
 // Close finishes every lane with srcs.ErrStopped, stops the workers, closes

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 
 	"github.com/sluice-io/sluice/srcs"
 )
@@ -87,6 +88,27 @@ func (f *Front[W]) Lookup(l *srcs.Lane) (Ref[W], bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.table.Get(l)
+}
+
+// Remove hands l's token to post, for the worker that drives l to stop
+// it; it does nothing for a lane the runner does not drive (finished, or
+// never added). post runs without the Front's lock held.
+func (f *Front[W]) Remove(l *srcs.Lane, post func(w W, tok uint64)) {
+	if r, ok := f.Lookup(l); ok {
+		post(r.W, r.Tok)
+	}
+}
+
+// SetPaused sets the runner's pause flag, which its workers check before
+// every read, and calls resume for every worker when that ends a pause:
+// only resuming has to wake them.
+func (f *Front[W]) SetPaused(flag *atomic.Bool, paused bool, resume func(W)) {
+	if flag.Swap(paused) == paused || paused {
+		return
+	}
+	for _, w := range f.Workers {
+		resume(w)
+	}
 }
 
 // Forget drops l, which a worker finished under tok, unless it was added
