@@ -14,9 +14,9 @@ endif
 
 # Debian packages the tests and load scripts need; installed when missing:
 # fio and jq for the load scripts, mosquitto for the MQTT tests, haproxy as
-# the real proxy in front of the PROXY protocol tests, curl and nats-server
-# for the README's node commands (cmd/sluice's TestREADME).
-DEB_PKGS ?= fio jq mosquitto haproxy curl nats-server
+# the real proxy in front of the PROXY protocol tests, curl, nats-server and
+# openssl for the README's node commands (cmd/sluice's TestREADME).
+DEB_PKGS ?= fio jq mosquitto haproxy curl nats-server openssl
 
 # FUZZTIME is each fuzz target's budget: a count of executions rather than a
 # duration, since Go 1.26's fuzz coordinator can report its own -fuzztime

@@ -43,6 +43,8 @@ type source struct {
 
 	rel *releases          // nil unless the source is a srcs.ReleaseObserver
 	obs srcs.ChunkObserver // nil unless the source is one
+	// added is WithAdded's hook, called once by announce.
+	added func(srcs.ID, srcs.Source)
 	// dseq and end number the data chunks and track the stream offset
 	// for rel; only the emit path touches them.
 	dseq uint64

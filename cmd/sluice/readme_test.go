@@ -43,12 +43,13 @@ func readmeSection(t *testing.T, heading string) []string {
 // TestREADME runs every command the README's "Running in production"
 // shows, as written, in one non-interactive bash script from the
 // repository's root: build, check, start the example node, wait for it,
-// send, scrape, drain; the same with JetStream.
+// send, scrape, drain; a node behind TLS and a password, refusing a
+// connection; the same with JetStream.
 func TestREADME(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the command and runs two nodes and a NATS server")
 	}
-	for _, tool := range []string{"bash", "make", "curl", "nats-server"} {
+	for _, tool := range []string{"bash", "make", "curl", "nats-server", "openssl"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("%s is not installed (make deps installs it)", tool)
 		}
@@ -75,7 +76,8 @@ func TestREADME(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the README's commands: %v\nscript:\n%s\noutput:\n%s", err, script, out)
 	}
-	for _, want := range []string{"sluice_bytes_received_total 1.000006e+06", "msg=drained", `"offset":6`} {
+	for _, want := range []string{"sluice_bytes_received_total 1.000006e+06", "msg=drained", `"offset":6`,
+		"401 without a password", "400 in plaintext", `sluice_listener_refused_total{listener="127.0.0.1:9402",reason="denied"} 1`} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

@@ -61,7 +61,7 @@ type Source struct {
 	// MQTT subscribes to topics on a broker, reconnecting with backoff.
 	MQTT *srcs.MQTTConfig `yaml:"mqtt,omitempty"`
 	// Flush overrides the engine's flush timeout for this source (for a
-	// listener: for none of its connections, which take the engine's).
+	// listener: for each of its connections).
 	Flush time.Duration `yaml:"flush,omitempty"`
 	// Framing delivers the source (for a listener: each connection) in
 	// whole records: none, newline[:MAX], length:N{be,le}[:MAX],
@@ -132,10 +132,21 @@ type Metrics struct {
 	// Listen serves /metrics (Prometheus) and /healthz on host:port.
 	// Empty: no endpoint, unless the command line asks for one.
 	Listen string `yaml:"listen"`
+	// WebConfigFile is a Prometheus web configuration file, as every
+	// Prometheus exporter reads it (github.com/prometheus/exporter-toolkit):
+	// tls_server_config (cert_file, key_file, client_ca_file,
+	// client_auth_type, ...) serves the endpoint over TLS, and
+	// basic_auth_users (user: bcrypt hash) asks for a password on every
+	// path, /healthz and /debug/pprof/ included. The file is read again
+	// for every request and every TLS handshake, so users and renewed
+	// certificates apply without a restart. Empty: plain HTTP, open to
+	// anyone who can reach the port.
+	WebConfigFile string `yaml:"web_config_file"`
 	// PerSource exports per-source series for at most this many sources.
 	// Default 0: none.
 	PerSource int `yaml:"per_source"`
-	// Pprof also serves /debug/pprof/ on the endpoint.
+	// Pprof also serves /debug/pprof/ on the endpoint. Default false: the
+	// profiles (and the command line) are not served.
 	Pprof bool `yaml:"pprof"`
 }
 

@@ -87,9 +87,8 @@ type Node struct {
 	reloadMu sync.Mutex // one Reload at a time
 	mu       sync.Mutex
 	entries  []*entry
-	idMu     sync.RWMutex // guards byID; held across AddSource (addSource)
+	idMu     sync.RWMutex // guards byID, which engine.WithAdded hooks fill
 	byID     map[srcs.ID]*entry
-	conns    sync.Map // an accepted connection's name → its listener's entry
 	draining bool
 
 	delivered atomic.Uint64
@@ -152,6 +151,8 @@ func New(cfg Config, opts ...Option) (_ *Node, err error) {
 		}
 	} else if o.pprof {
 		return nil, errors.New("node: metrics.pprof needs an endpoint: set metrics.listen")
+	} else if cfg.Metrics.WebConfigFile != "" {
+		return nil, errors.New("node: metrics.web_config_file needs an endpoint: set metrics.listen")
 	}
 	if cfg.Log.Status > 0 {
 		n.wg.Go(n.statusLoop)
@@ -161,7 +162,7 @@ func New(cfg Config, opts ...Option) (_ *Node, err error) {
 		attrs = append(attrs, "listening", strings.Join(a, " "))
 	}
 	if n.http != nil {
-		attrs = append(attrs, "metrics", "http://"+n.http.addr+"/metrics")
+		attrs = append(attrs, "metrics", n.http.scheme+"://"+n.http.addr+"/metrics")
 	}
 	log.Info("node ready", attrs...)
 	return n, nil
@@ -237,12 +238,18 @@ func (n *Node) sourceError(err error) {
 		n.idMu.RLock()
 		en := n.byID[se.ID]
 		n.idMu.RUnlock()
-		if en != nil {
+		switch {
+		case en != nil && en.ln != nil:
+			// A connection of a listener: counted by its end of stream
+			// (sluice_listener_connections_failed_total); peers reset
+			// connections too often for each to be worth a warning.
+			n.log.Debug("connection error", "listener", en.name, "name", se.Name, "op", se.Op, "err", se.Err)
+		case en != nil:
 			en.setErr(err)
 			n.log.Warn("source error", "source", en.name, "op", se.Op, "err", se.Err)
-			return
+		default:
+			n.log.Debug("connection error", "name", se.Name, "op", se.Op, "err", se.Err)
 		}
-		n.log.Debug("connection error", "name", se.Name, "op", se.Op, "err", se.Err)
 		return
 	}
 	n.log.Warn("source error", "err", err)
@@ -360,9 +367,10 @@ func (n *Node) close(ctx context.Context) error {
 
 // httpServer is the metrics endpoint.
 type httpServer struct {
-	addr string
-	srv  *http.Server
-	done chan struct{}
+	addr   string
+	scheme string // https with tls_server_config in metrics.web_config_file
+	srv    *http.Server
+	done   chan struct{}
 }
 
 func (h *httpServer) close() {

@@ -551,6 +551,16 @@ func TestNodeReload(t *testing.T) {
 	tn := startNode(t, "sources:\n  - tcp: {listen: 127.0.0.1:0}\n  - file: {path: "+a+"}\n")
 	ln := tn.addr("tcp")
 	until(t, "a.bin", func() bool { return tn.n.Engine().Totals().Bytes == 1000 })
+	// A connection of the listener that never sends: the node knows it
+	// from its accept, and stops it with its listener.
+	idle, err := net.Dial("tcp", ln)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	until(t, "the idle connection", func() bool {
+		return scrapeValue(t, tn.metricsURL(), `sluice_listener_connections{listener="127.0.0.1:0"}`) == 1
+	})
 	if err := os.WriteFile(tn.path, []byte("engine: {buffers: 64}\nsources:\n  - file: {path: "+a+"}\n  - file: {path: "+b+"}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -563,6 +573,10 @@ func TestNodeReload(t *testing.T) {
 		}
 		return err != nil
 	})
+	idle.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if n, err := idle.Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("the idle connection of the stopped listener: read %d, %v; want EOF", n, err)
+	}
 	if _, err := tn.stop(); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -39,14 +40,30 @@ type entry struct {
 	tail *srcs.Tail
 	addr string
 
+	// connsFailed counts a listener's connections that ended on an
+	// error (a reset, a read error), as their end-of-stream chunks say.
+	connsFailed atomic.Uint64
+
 	mu      sync.Mutex
 	id      srcs.ID // the engine's id, for a source that is not a listener
 	hasID   bool
 	state   string
 	err     error            // the last error, for /healthz
-	conns   map[srcs.ID]bool // a listener's live connections
+	conns   map[srcs.ID]bool // a listener's live connections, from accept to end of stream
 	stopped bool
 	cancel  context.CancelFunc // ends a wait for a file
+}
+
+// listen is a listener entry's address or socket path as the node file
+// writes it.
+func (en *entry) listen() string {
+	switch {
+	case en.cfg.TCP != nil:
+		return en.cfg.TCP.Listen
+	case en.cfg.Unix != nil:
+		return en.cfg.Unix.Listen
+	}
+	return ""
 }
 
 func (en *entry) setErr(err error) {
@@ -112,7 +129,10 @@ func (n *Node) add(i int, s Source) error {
 			return fail(err)
 		}
 		en.ln, en.addr = ln, kind+"://"+ln.Addr().String()
-		if err := n.e.AddListener(acceptor{ln, n, en}); err != nil {
+		// The engine announces each connection's id as it accepts it,
+		// so the node knows every connection of the listener (one that
+		// never sends included) before its first chunk or error.
+		if err := n.e.AddListener(ln, append(opts, engine.WithAdded(n.accepted(en)))...); err != nil {
 			ln.Close()
 			return fail(err)
 		}
@@ -165,26 +185,45 @@ func (n *Node) add(i int, s Source) error {
 	return n.addSource(en, src, opts)
 }
 
-// addSource hands src to the engine under the node's lock, so that the
-// handler, which looks ids up under it, never sees the id unknown.
+// addSource hands src to the engine, which announces its id before its
+// first chunk or error, so the handler never sees the id unknown.
 func (n *Node) addSource(en *entry, src srcs.Source, opts []engine.SourceOption) error {
-	n.idMu.Lock()
-	defer n.idMu.Unlock()
-	id, err := n.e.AddSource(src, opts...)
-	if err != nil {
+	added := engine.WithAdded(func(id srcs.ID, _ srcs.Source) {
+		n.idMu.Lock()
+		n.byID[id] = en
+		n.idMu.Unlock()
+		en.mu.Lock()
+		en.id, en.hasID = id, true
+		if en.state == stateOpening || en.state == stateWaiting {
+			en.state = stateOpening
+		}
+		en.mu.Unlock()
+	})
+	if _, err := n.e.AddSource(src, append(opts, added)...); err != nil {
 		src.Close()
 		en.setState(stateFailed)
 		en.setErr(err)
 		return fmt.Errorf("node: sources[%d] (%s): %w", en.index, en.name, err)
 	}
-	en.mu.Lock()
-	en.id, en.hasID = id, true
-	if en.state == stateOpening || en.state == stateWaiting {
-		en.state = stateOpening
-	}
-	en.mu.Unlock()
-	n.byID[id] = en
 	return nil
+}
+
+// accepted returns the hook that notes each connection the listener of
+// en accepts. A connection accepted while a reload stops the listener is
+// stopped at once.
+func (n *Node) accepted(en *entry) func(srcs.ID, srcs.Source) {
+	return func(id srcs.ID, _ srcs.Source) {
+		n.idMu.Lock()
+		n.byID[id] = en
+		n.idMu.Unlock()
+		en.mu.Lock()
+		en.conns[id] = true
+		stopped := en.stopped
+		en.mu.Unlock()
+		if stopped {
+			n.e.StopSource(id)
+		}
+	}
 }
 
 // checkReadable says whether path is a regular file this process can read.
@@ -322,41 +361,11 @@ func unwrapSource(err error) error {
 	return err
 }
 
-// acceptor is a listener that tells the node which of its entries each
-// accepted connection came from.
-type acceptor struct {
-	*srcs.Listener
-	n  *Node
-	en *entry
-}
-
-func (a acceptor) AcceptSource(ctx context.Context) (srcs.Source, error) {
-	s, err := a.Listener.AcceptSource(ctx)
-	if err == nil {
-		a.n.conns.Store(s.Name(), a.en)
-	}
-	return s, err
-}
-
 // entryOf returns the entry a chunk's source belongs to, or nil.
 func (n *Node) entryOf(c engine.Chunk) *entry {
 	n.idMu.RLock()
-	en, ok := n.byID[c.Source]
+	en := n.byID[c.Source]
 	n.idMu.RUnlock()
-	if ok {
-		return en
-	}
-	v, ok := n.conns.Load(c.Name)
-	if !ok {
-		return nil
-	}
-	en = v.(*entry)
-	n.idMu.Lock()
-	n.byID[c.Source] = en
-	n.idMu.Unlock()
-	en.mu.Lock()
-	en.conns[c.Source] = true
-	en.mu.Unlock()
 	return en
 }
 
@@ -376,7 +385,9 @@ func (n *Node) sourceEnded(en *entry, c engine.Chunk) {
 	if en.ln != nil { // a connection of a listener
 		delete(en.conns, c.Source)
 		en.mu.Unlock()
-		n.conns.CompareAndDelete(c.Name, en)
+		if c.Final != nil && c.Final.State == engine.Failed {
+			en.connsFailed.Add(1)
+		}
 		return
 	}
 	failed := c.Final != nil && c.Final.State == engine.Failed
@@ -421,7 +432,8 @@ func countRecords(en *entry, c engine.Chunk) int {
 
 // Preflight returns what would stop a node with cfg at start-up that the
 // file alone does not show: a file or tail that cannot be read (unless the
-// tail waits for its file), a checkpoint that cannot be written. It opens
+// tail waits for its file), a checkpoint that cannot be written, a web
+// configuration file the metrics endpoint cannot use. It opens
 // no source and binds nothing. `sluice check` prints these as warnings.
 func Preflight(cfg Config) []string {
 	var out []string
@@ -435,6 +447,11 @@ func Preflight(cfg Config) []string {
 		}
 		if err != nil {
 			out = append(out, fmt.Sprintf("sources[%d] (%s): %v", i, s.Name(), err))
+		}
+	}
+	if wc := cfg.Metrics.WebConfigFile; wc != "" {
+		if _, err := checkWebConfig(wc); err != nil {
+			out = append(out, fmt.Sprintf("metrics.web_config_file: %v", err))
 		}
 	}
 	return out
