@@ -57,7 +57,7 @@ var runners = []struct {
 	}, false},
 	// A lane that holds data polls its descriptor with the flush deadline
 	// as timeout, and a pause does not wake it.
-	{"thread", newThread, runnertest.Options{LaneWorkers: true, ReadsInFlight: true}, true},
+	{"thread", newThread, runnertest.Options{LaneWorkers: true}, true},
 	{"epoll", newEpoll, runnertest.Options{}, true},
 }
 
