@@ -55,10 +55,10 @@ func TestFront(t *testing.T) {
 	f.CloseErrs(errors.New("close"))
 	waited := 0
 	stops := map[*fakeWorker]int{}
-	stop := func(w *fakeWorker) { stops[w]++ }
-	wait := func() { waited++ }
+	f.Ops.Stop = func(w *fakeWorker) { stops[w]++ }
+	f.Ops.Wait = func() { waited++ }
 	for range 2 {
-		if err := f.Close(stop, wait); err == nil || err.Error() != "close" {
+		if err := f.Control().Close(); err == nil || err.Error() != "close" {
 			t.Fatalf("Close: %v", err)
 		}
 	}
@@ -85,20 +85,24 @@ func TestFrontRemoveAndPause(t *testing.T) {
 		tok uint64
 	}
 	var posts []post
-	remove := func(w *fakeWorker, tok uint64) { posts = append(posts, post{w, tok}) }
-	f.Remove(l, remove)
-	f.Remove(&srcs.Lane{ID: 2}, remove) // never added
+	var paused atomic.Bool
+	resumed := map[*fakeWorker]int{}
+	f.Ops = Ops[*fakeWorker]{
+		Remove: func(w *fakeWorker, tok uint64) { posts = append(posts, post{w, tok}) },
+		Resume: func(w *fakeWorker) { resumed[w]++ },
+		Paused: &paused,
+	}
+	c := f.Control()
+	c.Remove(l)
+	c.Remove(&srcs.Lane{ID: 2}) // never added
 	f.Forget(l, 9)
-	f.Remove(l, remove) // finished
+	c.Remove(l) // finished
 	if len(posts) != 1 || posts[0] != (post{a, 9}) {
 		t.Fatalf("posts %v, want one to the lane's worker with its token", posts)
 	}
 
-	var paused atomic.Bool
-	resumed := map[*fakeWorker]int{}
-	resume := func(w *fakeWorker) { resumed[w]++ }
 	for _, p := range []bool{false, true, true, false, false} {
-		f.SetPaused(&paused, p, resume)
+		c.SetPaused(p)
 		if paused.Load() != p {
 			t.Fatalf("SetPaused(%v): flag %v", p, paused.Load())
 		}
