@@ -142,7 +142,11 @@ func (s suite) streams(t *testing.T) {
 			if n := g.Pool.Stats().InUse; n != 0 {
 				t.Errorf("after every lane ended: %d buffers in use", n)
 			}
-			if st := g.Pool.Stats(); tc.name == "SmallPool" && st.Waits == 0 {
+			// Event-loop workers serve many lanes each and must make
+			// some wait; a lane of its own goroutine or thread may take
+			// and return its buffer before another asks, as the
+			// scheduler runs them.
+			if st := g.Pool.Stats(); tc.name == "SmallPool" && !s.LaneWorkers && st.Waits == 0 {
 				t.Errorf("no lane ever waited for a buffer: %+v", st)
 			}
 		})
