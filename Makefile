@@ -4,17 +4,20 @@
 GO ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
 export PATH := $(dir $(GO)):$(PATH)
 
-# CI runs with CI=true; there io_uring and mosquitto tests must run for
-# real, so a skip becomes a failure.
+# CI runs with CI=true; there io_uring, mosquitto and HAProxy tests must
+# run for real, so a skip becomes a failure.
 ifeq ($(CI),true)
 export SLUICE_REQUIRE_URING := 1
 export SLUICE_REQUIRE_MOSQUITTO := 1
 export SLUICE_REQUIRE_FIO := 1
+export SLUICE_REQUIRE_HAPROXY := 1
 endif
 
 # Debian packages the tests and load scripts need; installed when missing:
-# fio and jq for the load scripts, mosquitto for the MQTT broker-restart test.
-DEB_PKGS ?= fio jq mosquitto
+# fio and jq for the load scripts, mosquitto for the MQTT tests, haproxy as
+# the real proxy in front of the PROXY protocol tests, curl, nats-server and
+# openssl for the README's node commands (cmd/sluice's TestREADME).
+DEB_PKGS ?= fio jq mosquitto haproxy curl nats-server openssl
 
 # FUZZTIME is each fuzz target's budget: a count of executions rather than a
 # duration, since Go 1.26's fuzz coordinator can report its own -fuzztime
@@ -22,7 +25,7 @@ DEB_PKGS ?= fio jq mosquitto
 FUZZTIME ?= 20000x
 TEST_TIMEOUT ?= 20m
 
-.PHONY: all build deps test invariants vet lint fuzz bench microbench fio-check sluice-bench soak clean
+.PHONY: all build deps test invariants vet lint fuzz bench microbench fio-check sluice-bench sluice soak clean
 
 all: build
 
@@ -49,10 +52,20 @@ lint:
 	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) test -count=1 -run '^TestLint' .
 
+# test says what it does at each step. Building every test binary under
+# the race detector takes minutes on a fresh build cache, and go test
+# prints nothing for a package until it has run, so the binaries are built
+# first (-run '^$$' runs no test), one line per package as each is ready.
 test: deps vet lint
+	@echo "== make test: building the test binaries with the race detector (minutes on a fresh cache)"
+	$(GO) test -race -count=1 -run '^$$' ./...
+	@echo "== make test: the suite under the race detector"
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	@echo "== make test: the runners in the lane driver's invariants build"
 	$(MAKE) invariants
+	@echo "== make test: every benchmark once"
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime=1x ./...
+	@echo "== make test: fio against the sink"
 	$(MAKE) fio-check
 
 # invariants runs the lane driver's own checks (internal/driver, built with
@@ -69,6 +82,10 @@ fio-check: sluice-bench
 
 sluice-bench:
 	$(GO) build -o sluice-bench ./bench/cmd/sluice-bench
+
+# sluice is the ingest node's command: ./sluice run -c examples/node.yaml
+sluice:
+	$(GO) build -o sluice ./cmd/sluice
 
 # fuzz runs every fuzz target in the module briefly.
 fuzz:

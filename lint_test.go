@@ -230,6 +230,11 @@ var layering = []struct {
 	// The engine's adapters: outputs and metrics on the engine's API.
 	{"engine/jetstream", []string{"engine", "srcs", "pool"}},
 	{"engine/metrics", []string{"engine", "srcs", "pool"}},
+	// The operator's node: YAML, outputs, metrics endpoint, signals, on
+	// the engine and its adapters.
+	{"engine/node", []string{"engine", "srcs", "pool"}},
+	// Commands: thin drivers over the node.
+	{"cmd", []string{"engine", "srcs", "pool"}},
 	// The bench drives the engine and its adapters; the soak runs the
 	// mosquitto broker.
 	{"bench", []string{"engine", "srcs", "pool", "internal/mosquitto"}},
@@ -241,7 +246,7 @@ var layering = []struct {
 
 // testHelperPkgs exist only for tests: no other file may import them (but
 // one another), so neither the library nor the bench links test code.
-var testHelperPkgs = []string{"internal/srcstest", "internal/recordtest", "internal/runnertest"}
+var testHelperPkgs = []string{"internal/srcstest", "internal/recordtest", "internal/runnertest", "internal/testca"}
 
 // testHelper returns the test-helper package that holds pkg, or "".
 func testHelper(pkg string) string {
@@ -336,6 +341,10 @@ func TestLintLayeringCatchesSlips(t *testing.T) {
 		{"internal/srcstest/env.go", []string{"internal/mosquitto"}, ""},
 		{"bench/cmd/sluice-bench/main.go", []string{"bench"}, ""},
 		{"node/node.go", []string{"engine"}, "no row in the layering table"},
+		{"engine/node/node.go", []string{"engine", "engine/jetstream", "engine/metrics", "srcs"}, ""},
+		{"engine/node/node.go", []string{"ring"}, "engine/node/ may import engine, srcs, pool"},
+		{"cmd/sluice/main.go", []string{"engine/node"}, ""},
+		{"cmd/sluice/main.go", []string{"bench"}, "cmd/ may import engine"},
 	} {
 		src := "package x\nimport (\n"
 		for _, imp := range tt.imports {

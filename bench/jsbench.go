@@ -89,6 +89,8 @@ type JetStreamReport struct {
 	Bytes               uint64  `json:"bytes"`
 	Messages            uint64  `json:"messages"`
 	Retries             uint64  `json:"retries"`
+	Pipelined           uint64  `json:"pipelined"` // messages sent before the previous one of their source was acknowledged
+	Rejected            uint64  `json:"rejected"`  // pipelined messages JetStream refused (sent again behind the earlier one)
 	DurationS           float64 `json:"duration_s"`
 	ThroughputBps       float64 `json:"throughput_bps"`
 	SluiceCPUS          float64 `json:"sluice_cpu_s"`
@@ -209,7 +211,7 @@ func JetStream(ctx context.Context, c JetStreamConfig, ios IO) (*JetStreamReport
 	gib := float64(tot.Bytes) / (1 << 30)
 	rep := &JetStreamReport{
 		Command: "jetstream", Runner: e.Runner(), Conns: c.Conns, Storage: c.Storage,
-		Bytes: tot.Bytes, Messages: st.Acked, Retries: st.Retries,
+		Bytes: tot.Bytes, Messages: st.Acked, Retries: st.Retries, Pipelined: st.Pipelined, Rejected: st.Rejected,
 		DurationS: d.Seconds(), ThroughputBps: float64(tot.Bytes) / d.Seconds(),
 		SluiceCPUS: cpu.Seconds(), ServerCPUS: srvCPU.Seconds(), GeneratorCPUS: genCPU.Seconds(),
 		Host: hostInfo(),
@@ -222,8 +224,8 @@ func JetStream(ctx context.Context, c JetStreamConfig, ios IO) (*JetStreamReport
 	if want := uint64(c.Conns) * uint64(c.PerConn); tot.Bytes != want {
 		return rep, fmt.Errorf("bench: jetstream: received %d bytes, sent %d", tot.Bytes, want)
 	}
-	fmt.Fprintf(ios.Err, "sluice-bench jetstream: %s in %.2fs, %s, %d messages; CPU-s/GiB: sluice %.2f, nats-server %.2f, generator %.2f\n",
-		FormatBytes(rep.Bytes), rep.DurationS, FormatRate(rep.ThroughputBps), rep.Messages,
+	fmt.Fprintf(ios.Err, "sluice-bench jetstream: %s in %.2fs, %s, %d messages (%d pipelined, %d rejected); CPU-s/GiB: sluice %.2f, nats-server %.2f, generator %.2f\n",
+		FormatBytes(rep.Bytes), rep.DurationS, FormatRate(rep.ThroughputBps), rep.Messages, rep.Pipelined, rep.Rejected,
 		rep.SluiceCPUSPerGiB, rep.ServerCPUSPerGiB, rep.GeneratorCPUSPerGiB)
 	if c.JSON != "" {
 		b, _ := json.MarshalIndent(rep, "", "  ")

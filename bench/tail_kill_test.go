@@ -221,7 +221,7 @@ drain_timeout: 20s
 			if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 				t.Fatal(err)
 			}
-			if err := <-exited; err != nil || !strings.Contains(stderr.String(), "drained:") {
+			if err := <-exited; err != nil || !strings.Contains(stderr.String(), "msg=drained") {
 				t.Fatalf("run %d: node after SIGINT: %v\n%s", run, err, stderr)
 			}
 		}
@@ -384,4 +384,13 @@ func (b *lockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+func writeFile(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

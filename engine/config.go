@@ -179,6 +179,11 @@ func (c Config) poolConfig() pool.Config {
 	return pool.Config{BufSize: c.BufSize, Buffers: c.Buffers, MaxPerSource: c.MaxPerSource, MaxBytes: c.MaxPoolBytes}
 }
 
+// Resolved returns c as New would run it: every zero field set to its
+// default (Workers and Handlers follow GOMAXPROCS), or the *ConfigError
+// New would return. It probes nothing; SLUICE_RUNNER is not applied.
+func (c Config) Resolved() (Config, error) { return c.withDefaults() }
+
 // Validate checks c as New would, without probing the kernel or mapping
 // anything: the error is the *ConfigError New would return.
 func (c Config) Validate() error {

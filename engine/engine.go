@@ -163,6 +163,7 @@ type sourceOpts struct {
 	flush    time.Duration
 	framer   srcs.Framer
 	framerOK bool // WithFraming was given, maybe with nil
+	added    func(srcs.ID, srcs.Source)
 }
 
 // WithFlush overrides the engine's flush timeout for one source. Zero
@@ -176,6 +177,16 @@ func WithFraming(f srcs.Framer) SourceOption {
 	return func(o *sourceOpts) { o.framer, o.framerOK = f, true }
 }
 
+// WithAdded calls f with a source's id as soon as the engine has
+// registered it, before the source's first chunk or error reaches the
+// handler or the error handler. Given to AddListener, it is called once
+// for every connection the listener accepts, on the listener's accept
+// loop: that is how a caller tells which listener a connection came from
+// without matching names. f must not block.
+func WithAdded(f func(id srcs.ID, src srcs.Source)) SourceOption {
+	return func(o *sourceOpts) { o.added = f }
+}
+
 // AddSource registers src and starts opening it in the background. It
 // returns the id its chunks will carry. Open failures go to the error
 // handler; a srcs.Reconnector keeps retrying with backoff.
@@ -184,17 +195,19 @@ func (e *Engine) AddSource(src srcs.Source, opts ...SourceOption) (srcs.ID, erro
 	if err != nil {
 		return 0, err
 	}
+	s.announce()
 	e.spawn(s.open)
 	return s.id, nil
 }
 
 // addOpened registers a source whose session is already open (an accepted
 // connection) and hands it to the runner.
-func (e *Engine) addOpened(src srcs.Source) error {
-	s, err := e.newSource(src, nil)
+func (e *Engine) addOpened(src srcs.Source, opts []SourceOption) error {
+	s, err := e.newSource(src, opts)
 	if err != nil {
 		return err
 	}
+	s.announce()
 	s.handle(evOpened, nil)
 	return nil
 }
@@ -204,8 +217,8 @@ func (e *Engine) newSource(src srcs.Source, opts []SourceOption) (*source, error
 	for _, opt := range opts {
 		opt(&so)
 	}
-	if so.flush < 0 {
-		return nil, &ConfigError{"Flush", so.flush, "must not be negative"}
+	if err := so.check(); err != nil {
+		return nil, err
 	}
 	if fs, ok := src.(srcs.Framed); ok && !so.framerOK {
 		so.framer = fs.Framer()
@@ -243,13 +256,32 @@ func (e *Engine) newSource(src srcs.Source, opts []SourceOption) (*source, error
 	s.lane = srcs.Lane{ID: id, Src: src, Account: e.pool.Join(id), Flush: so.flush, Framer: so.framer, Out: s}
 	e.sources[id] = s
 	e.live++
+	s.added = so.added
 	return s, nil
 }
 
+// announce calls the source's WithAdded hook, if any. Its callers call it
+// before they start the source, so nothing about the source has reached
+// a handler yet, and outside e.mu, so the hook may take its own locks.
+func (s *source) announce() {
+	if s.added != nil {
+		s.added(s.id, s.src)
+	}
+}
+
+func (so *sourceOpts) check() error {
+	if so.flush < 0 {
+		return &ConfigError{"Flush", so.flush, "must not be negative"}
+	}
+	return nil
+}
+
 // runnerForLocked picks the runner for a source: the engine's runner,
-// unless it drives descriptors and the source has none.
+// unless it drives descriptors and the source has none, or one that
+// carries ciphertext (a TLS session, srcs.Encrypted), which only the
+// source's Read can decrypt.
 func (e *Engine) runnerForLocked(src srcs.Source) (Runner, error) {
-	if _, ok := src.(srcs.Descriptor); ok || e.runner.Name() == RunnerGoroutine {
+	if rawReadable(src) || e.runner.Name() == RunnerGoroutine {
 		return e.runner, nil
 	}
 	if e.side == nil {
@@ -261,9 +293,21 @@ func (e *Engine) runnerForLocked(src srcs.Source) (Runner, error) {
 			r.SetPaused(true)
 		}
 		e.side = r
-		e.log.Info("sources without a descriptor use the goroutine runner", "main", e.runner.Name())
+		e.log.Info("sources without a descriptor, and TLS sessions, use the goroutine runner", "main", e.runner.Name())
+	}
+	if enc, ok := src.(srcs.Encrypted); ok && enc.Encrypted() {
+		e.log.Debug("TLS source on the goroutine runner, decrypting into pool buffers", "name", src.Name())
 	}
 	return e.side, nil
+}
+
+// rawReadable says whether a runner that drives descriptors can read src.
+func rawReadable(src srcs.Source) bool {
+	if _, ok := src.(srcs.Descriptor); !ok {
+		return false
+	}
+	enc, ok := src.(srcs.Encrypted)
+	return !ok || !enc.Encrypted()
 }
 
 // Acceptor yields connections as sources: *srcs.Listener implements it.
@@ -275,11 +319,19 @@ type Acceptor interface {
 var _ Acceptor = (*srcs.Listener)(nil)
 
 // AddListener serves every connection l accepts as a source, until
-// Shutdown or l fails. The engine closes l at Shutdown. A connection the
-// runner cannot take for lack of descriptors is kept open and offered to
-// it again as other sources end; the listener accepts nothing more
-// meanwhile.
-func (e *Engine) AddListener(l Acceptor) error {
+// Shutdown or l fails, with opts applied to each connection (WithAdded
+// tells which connections are l's). The engine closes l at Shutdown. A
+// connection the runner cannot take for lack of descriptors is kept open
+// and offered to it again as other sources end; the listener accepts
+// nothing more meanwhile.
+func (e *Engine) AddListener(l Acceptor, opts ...SourceOption) error {
+	so := sourceOpts{}
+	for _, opt := range opts {
+		opt(&so)
+	}
+	if err := so.check(); err != nil {
+		return err
+	}
 	e.mu.Lock()
 	if e.closing {
 		e.mu.Unlock()
@@ -298,7 +350,7 @@ func (e *Engine) AddListener(l Acceptor) error {
 				}
 				return
 			}
-			if err := e.addOpened(src); err != nil {
+			if err := e.addOpened(src, opts); err != nil {
 				src.Close()
 				if errors.Is(err, ErrClosed) {
 					return

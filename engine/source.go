@@ -43,6 +43,8 @@ type source struct {
 
 	rel *releases          // nil unless the source is a srcs.ReleaseObserver
 	obs srcs.ChunkObserver // nil unless the source is one
+	// added is WithAdded's hook, called once by announce.
+	added func(srcs.ID, srcs.Source)
 	// dseq and end number the data chunks and track the stream offset
 	// for rel; only the emit path touches them.
 	dseq uint64
@@ -361,8 +363,11 @@ func (s *source) report(op string, err error) {
 
 // SourceStats is a snapshot of one source.
 type SourceStats struct {
-	ID       srcs.ID
-	Name     string
+	ID   srcs.ID
+	Name string
+	// Runner is the runner reading the source: the engine's, or
+	// "goroutine" for a source without a descriptor or over TLS.
+	Runner   string
 	State    State
 	Bytes    uint64
 	Chunks   uint64
@@ -387,7 +392,7 @@ type SourceStats struct {
 func (s *source) stats() SourceStats {
 	ps := s.lane.Account.Stats()
 	st := SourceStats{
-		ID: s.id, Name: s.name, State: State(s.state.Load()),
+		ID: s.id, Name: s.name, Runner: s.runner.Name(), State: State(s.state.Load()),
 		Bytes: s.bytes.Load(), Chunks: s.chunks.Load(), Partials: s.partials.Load(), Errors: s.errs.Load(),
 		PoolWaits: ps.Waits, Held: ps.Held,
 	}

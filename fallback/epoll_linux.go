@@ -65,6 +65,8 @@ type Epoll struct {
 	wg      sync.WaitGroup
 	front   lanes.Front[*epWorker] // the lanes being driven; add, remove, close
 
+	lanes.Control[*epWorker] // Remove, SetPaused, Close and Stats
+
 	paused  atomic.Bool
 	lanesN  atomic.Int64
 	threads atomic.Int64
@@ -93,7 +95,15 @@ func NewEpoll(cfg srcs.RunnerConfig) (*Epoll, error) {
 		}
 		e.workers = append(e.workers, w)
 	}
-	e.front = lanes.Front[*epWorker]{Name: "fallback: epoll", Workers: e.workers}
+	e.front = lanes.Front[*epWorker]{Name: "fallback: epoll", Workers: e.workers, Ops: lanes.Ops[*epWorker]{
+		Runner: "epoll",
+		Remove: func(w *epWorker, tok uint64) { w.post(epCmd{op: epRemove, tok: tok}) },
+		Resume: func(w *epWorker) { w.post(epCmd{op: epWake}) },
+		Stop:   func(w *epWorker) { w.post(epCmd{op: epClose}) },
+		Wait:   e.wg.Wait, Stats: (*epWorker).stats,
+		Paused: &e.paused, Lanes: &e.lanesN, Threads: &e.threads,
+	}}
+	e.Control = e.front.Control()
 	for _, w := range e.workers {
 		e.wg.Go(w.run)
 	}
@@ -219,53 +229,4 @@ func epAddCmd(l *srcs.Lane, ds srcs.Descriptor) (epCmd, error) {
 		return epCmd{}, fmt.Errorf("fallback: epoll: add lane %d (%s): %w", l.ID, l.Name(), os.NewSyscallError("fcntl", err))
 	}
 	return c, nil
-}
-
-// Remove asks l's worker to stop driving it: held data is emitted as
-// Partial and Finish(l, srcs.ErrStopped) follows on the worker. It does not
-// wait, and is a no-op for a lane that has finished or was never added.
-func (e *Epoll) Remove(l *srcs.Lane) {
-	if r, ok := e.front.Lookup(l); ok {
-		r.W.post(epCmd{op: epRemove, tok: r.Tok})
-	}
-}
-
-// SetPaused stops (true) or resumes (false) reading on every lane. Paused
-// workers still drain commands, take buffers granted to them and emit
-// partial data at its flush deadline; lanes keep their readiness, so
-// resuming needs no new edge.
-func (e *Epoll) SetPaused(paused bool) {
-	if e.paused.Swap(paused) == paused || paused {
-		// Workers check the flag before every read; only resuming has to
-		// wake them.
-		return
-	}
-	for _, w := range e.workers {
-		w.post(epCmd{op: epWake})
-	}
-}
-
-// Close finishes every lane with srcs.ErrStopped, stops the workers, waits
-// for them and closes their epoll instances and eventfds. It is idempotent.
-func (e *Epoll) Close() error {
-	return e.front.Close(func(w *epWorker) { w.post(epCmd{op: epClose}) }, e.wg.Wait)
-}
-
-// Stats returns the runner's counters summed over its workers.
-func (e *Epoll) Stats() srcs.RunnerStats {
-	st := srcs.RunnerStats{
-		Runner:  "epoll",
-		Workers: len(e.workers),
-		Threads: int(e.threads.Load()),
-		Lanes:   int(e.lanesN.Load()),
-	}
-	for _, w := range e.workers {
-		st.Reads += w.reads.Load()
-		st.Waits += w.waits.Load()
-		st.Wakeups += w.wakeups.Load()
-		st.Completions += w.nevents.Load()
-		st.Syscalls += w.reads.Load() + w.waits.Load() + w.wakeups.Load() + w.ctls.Load()
-	}
-	st.Enters = st.Waits
-	return st
 }

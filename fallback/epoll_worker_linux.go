@@ -220,41 +220,38 @@ func (w *epWorker) timeout(now time.Time) int {
 
 // drainCmds runs the queued commands and reports whether one was close.
 func (w *epWorker) drainCmds() (closing bool) {
-	cmds := w.Take()
-	for i := range cmds {
-		c := &cmds[i]
+	w.Drain(func(c *epCmd) {
 		switch c.op {
+		case epClose:
+			closing = true
+		case epFault:
+			w.fault = c.err
+		case epGrant:
+			w.grant(c.tok)
 		case epAdd:
 			w.add(c)
 		case epRemove:
 			if ln := w.lane(c.tok); ln != nil {
 				w.finish(ln, srcs.ErrStopped)
 			}
-		case epGrant:
-			w.grant(c.tok)
-		case epClose:
-			closing = true
-		case epFault:
-			w.fault = c.err
 		}
-		*c = epCmd{} // drop the lane pointer
-	}
-	w.Recycle(cmds)
+	})
 	return closing
 }
 
-// slot returns the state for a slot index, growing the table as needed.
-func (w *epWorker) slot(idx uint32) *epLane {
-	for int(idx) >= len(w.slots) {
-		w.slots = append(w.slots, nil)
+// stats returns the worker's counters: it enters the kernel to wait
+// (epoll_wait), and makes a system call for every read, wait, wake-up and
+// epoll_ctl.
+func (w *epWorker) stats() srcs.RunnerStats {
+	reads, waits, wakeups := w.reads.Load(), w.waits.Load(), w.wakeups.Load()
+	return srcs.RunnerStats{
+		Reads: reads, Waits: waits, Wakeups: wakeups, Enters: waits,
+		Completions: w.nevents.Load(), Syscalls: reads + waits + wakeups + w.ctls.Load(),
 	}
-	ln := w.slots[idx]
-	if ln == nil {
-		ln = &epLane{}
-		w.slots[idx] = ln
-	}
-	return ln
 }
+
+// slot returns the state for a slot index, growing the table as needed.
+func (w *epWorker) slot(idx uint32) *epLane { return lanes.Slot(&w.slots, idx) }
 
 // lane returns the live lane with token tok, or nil.
 func (w *epWorker) lane(tok uint64) *epLane {

@@ -359,9 +359,11 @@ func (t *Thread) drive(tl *threadLane) error {
 			if err := tl.acquire(); err != nil {
 				return err
 			}
-			if t.pausedFlag.Load() || tl.stop.Load() {
-				continue
-			}
+		}
+		// A pause or a stop that came while poll(2) or the acquire
+		// waited: no read after it.
+		if t.pausedFlag.Load() || tl.stop.Load() {
+			continue
 		}
 		var n int
 		var err error

@@ -9,47 +9,43 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/sluice-io/sluice/fallback"
+	"github.com/sluice-io/sluice/internal/runnertest"
+	"github.com/sluice-io/sluice/pool"
 	"github.com/sluice-io/sluice/srcs"
 )
 
-func newThread(cfg srcs.RunnerConfig) (runner, error) { return fallback.NewThread(cfg) }
-
-func TestThread(t *testing.T) {
-	runSuite(t, suiteCase{newRunner: newThread})
+// newThreadRig is a Rig over a thread runner capped at maxThreads.
+func newThreadRig(t *testing.T, buffers, maxThreads int) *runnertest.Rig {
+	t.Helper()
+	return runnertest.NewRig(t, newThread, runnertest.RigConfig{
+		Pool:   pool.Config{Buffers: buffers},
+		Runner: srcs.RunnerConfig{MaxThreads: maxThreads},
+	})
 }
 
 func TestThreadLimit(t *testing.T) {
-	g := newRig(t, suiteCase{newRunner: newThread}, 8, srcs.RunnerConfig{MaxThreads: 3})
+	g := newThreadRig(t, 8, 3)
 	var clients []net.Conn
 	var lanes []*srcs.Lane
 	for range 3 {
-		c, l := g.conn(0)
+		c, l := g.Conn(0)
 		clients, lanes = append(clients, c), append(lanes, l)
 	}
-	if st := g.r.Stats(); st.Threads != 3 || st.Lanes != 3 {
+	if st := g.R.Stats(); st.Threads != 3 || st.Lanes != 3 {
 		t.Fatalf("stats with 3 lanes: %+v", st)
 	}
-	client, err := net.Dial("tcp", g.ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	server, err := g.ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	extra := g.lane(srcs.NewConn(server), 0)
-	err = g.r.Add(extra)
+	client, server := g.Dial()
+	extra := g.Lane(srcs.NewConn(server), 0)
+	err := g.R.Add(extra)
 	if !errors.Is(err, fallback.ErrThreadLimit) {
 		t.Fatalf("fourth lane: %v, want ErrThreadLimit", err)
 	}
 	if msg := err.Error(); !strings.HasPrefix(msg, "fallback: thread: ") || !strings.Contains(msg, "MaxThreads") || !strings.Contains(msg, " 3") {
 		t.Errorf("error does not name the cap and how to raise it: %q", msg)
 	}
-	if st := g.r.Stats(); st.Threads != 3 {
+	if st := g.R.Stats(); st.Threads != 3 {
 		t.Errorf("a refused lane took a thread: %+v", st)
 	}
 	// The refused source was left untouched, still readable by others.
@@ -61,13 +57,13 @@ func TestThreadLimit(t *testing.T) {
 
 	// A finished lane frees its thread for the next Add.
 	clients[0].Close()
-	if lr := g.finish(lanes[0], 5*time.Second); !errors.Is(lr.Err, io.EOF) {
+	if lr := g.Finish(lanes[0]); !errors.Is(lr.Err, io.EOF) {
 		t.Errorf("lane ended with %v", lr.Err)
 	}
-	if err := g.r.Add(extra); err != nil {
+	if err := g.R.Add(extra); err != nil {
 		t.Fatalf("add after a lane finished: %v", err)
 	}
-	if st := g.r.Stats(); st.Threads != 3 {
+	if st := g.R.Stats(); st.Threads != 3 {
 		t.Errorf("stats: %+v, want 3 threads", st)
 	}
 }
@@ -116,15 +112,15 @@ func TestThreadAddErrors(t *testing.T) {
 		{"DescError", &fakeDesc{err: descErr}, descErr},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			g := newRig(t, suiteCase{newRunner: newThread}, 1, srcs.RunnerConfig{MaxThreads: 1})
-			err := g.r.Add(g.lane(tc.src, 0))
+			g := newThreadRig(t, 1, 1)
+			err := g.R.Add(g.Lane(tc.src, 0))
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("Add: %v, want %v", err, tc.want)
 			}
 			if !strings.HasPrefix(err.Error(), "fallback: thread: ") {
 				t.Errorf("error %q does not name the runner", err)
 			}
-			if st := g.r.Stats(); st.Threads != 0 || st.Lanes != 0 {
+			if st := g.R.Stats(); st.Threads != 0 || st.Lanes != 0 {
 				t.Errorf("a refused lane left state behind: %+v", st)
 			}
 		})

@@ -112,6 +112,8 @@ type Runner struct {
 	wg      sync.WaitGroup
 	front   lanes.Front[*worker] // the lanes being driven; add, remove, close
 
+	lanes.Control[*worker] // Remove, SetPaused, Close and Stats
+
 	paused      atomic.Bool
 	lanesN      atomic.Int64
 	threads     atomic.Int64
@@ -183,7 +185,15 @@ func newRunner(cfg srcs.RunnerConfig, opts runnerOptions) (*Runner, error) {
 		w.onCQE, w.wake = w.handleCQE, w.wakeLocked
 		r.workers = append(r.workers, w)
 	}
-	r.front = lanes.Front[*worker]{Name: "ring: runner", Workers: r.workers}
+	r.front = lanes.Front[*worker]{Name: "ring: runner", Workers: r.workers, Ops: lanes.Ops[*worker]{
+		Runner: "uring",
+		Remove: func(w *worker, tok uint64) { w.post(cmd{op: cmdRemove, tok: tok}) },
+		Resume: func(w *worker) { w.post(cmd{op: cmdResume}) },
+		Stop:   func(w *worker) { w.post(cmd{op: cmdClose}) },
+		Wait:   r.wg.Wait, Stats: (*worker).stats,
+		Paused: &r.paused, Lanes: &r.lanesN, Threads: &r.threads,
+	}}
+	r.Control = r.front.Control()
 	for _, w := range r.workers {
 		r.wg.Go(w.run)
 	}
@@ -325,55 +335,6 @@ func addCmd(l *srcs.Lane, ds srcs.Descriptor) (cmd, error) {
 		c.mode = modeStream
 	}
 	return c, nil
-}
-
-// Remove asks l's worker to stop driving it: its operations are cancelled,
-// held data is emitted as Partial and Finish(l, srcs.ErrStopped) follows on
-// the worker. It does not wait, and is a no-op for a lane that has finished
-// or was never added.
-func (r *Runner) Remove(l *srcs.Lane) {
-	if ref, ok := r.front.Lookup(l); ok {
-		ref.W.post(cmd{op: cmdRemove, tok: ref.Tok})
-	}
-}
-
-// SetPaused stops (true) or resumes (false) issuing reads on every lane.
-// Reads in flight complete and are emitted, polls stay armed, flush
-// deadlines still fire, and Remove and Close still work.
-func (r *Runner) SetPaused(paused bool) {
-	if r.paused.Swap(paused) == paused || paused {
-		// Workers check the flag before every read; only resuming has to
-		// wake them.
-		return
-	}
-	for _, w := range r.workers {
-		w.post(cmd{op: cmdResume})
-	}
-}
-
-// Close finishes every lane with srcs.ErrStopped, stops the workers, closes
-// their rings and Wakers, and waits for them. It is idempotent.
-func (r *Runner) Close() error {
-	return r.front.Close(func(w *worker) { w.post(cmd{op: cmdClose}) }, r.wg.Wait)
-}
-
-// Stats returns the runner's counters summed over its workers.
-func (r *Runner) Stats() srcs.RunnerStats {
-	st := srcs.RunnerStats{
-		Runner:  "uring",
-		Workers: len(r.workers),
-		Threads: int(r.threads.Load()),
-		Lanes:   int(r.lanesN.Load()),
-	}
-	for _, w := range r.workers {
-		st.Reads += w.reads.Load()
-		st.Waits += w.waits.Load()
-		st.Wakeups += w.wakeups.Load()
-		st.Enters += w.enters.Load()
-		st.Completions += w.cqes.Load()
-		st.Syscalls += w.enters.Load() + w.wakeWrites()
-	}
-	return st
 }
 
 // sync waits until every worker has handled the commands posted before it

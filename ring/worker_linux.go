@@ -57,6 +57,16 @@ const yieldChunks = 16
 const batchWaitNr = runnerCQEntries / 32
 
 // wakeWrites returns the eventfd writes made to wake w. Any goroutine.
+// stats returns the worker's counters; every enter is a system call,
+// and so is every write that woke the worker.
+func (w *worker) stats() srcs.RunnerStats {
+	enters := w.enters.Load()
+	return srcs.RunnerStats{
+		Reads: w.reads.Load(), Waits: w.waits.Load(), Wakeups: w.wakeups.Load(),
+		Enters: enters, Completions: w.cqes.Load(), Syscalls: enters + w.wakeWrites(),
+	}
+}
+
 func (w *worker) wakeWrites() uint64 {
 	w.Mu.Lock()
 	defer w.Mu.Unlock()
@@ -457,43 +467,40 @@ func (w *worker) handleCQE(c *CQE) {
 }
 
 // drainCmds runs the queued commands.
-func (w *worker) drainCmds() {
-	cmds := w.Take()
-	for i := range cmds {
-		c := &cmds[i]
-		switch c.op {
-		case cmdAdd:
-			w.add(c)
-		case cmdRemove:
-			if ln := w.lane(c.tok); ln != nil {
+func (w *worker) drainCmds() { w.Drain(w.runCmd) }
+
+// runCmd runs one command.
+func (w *worker) runCmd(c *cmd) {
+	switch c.op {
+	case cmdAdd:
+		w.add(c)
+	case cmdRemove:
+		if ln := w.lane(c.tok); ln != nil {
+			w.remove(ln)
+		}
+	case cmdGrant:
+		if ln := w.lane(c.tok); ln != nil {
+			w.grant(ln)
+		}
+	case cmdResume:
+		for _, ln := range w.parked {
+			if ln.parked {
+				ln.parked = false
+				w.enqueue(ln)
+			}
+		}
+		clear(w.parked)
+		w.parked = w.parked[:0]
+	case cmdClose:
+		w.closing = true
+		for _, ln := range w.slots {
+			if ln != nil && ln.gen != 0 {
 				w.remove(ln)
 			}
-		case cmdGrant:
-			if ln := w.lane(c.tok); ln != nil {
-				w.grant(ln)
-			}
-		case cmdResume:
-			for _, ln := range w.parked {
-				if ln.parked {
-					ln.parked = false
-					w.enqueue(ln)
-				}
-			}
-			clear(w.parked)
-			w.parked = w.parked[:0]
-		case cmdClose:
-			w.closing = true
-			for _, ln := range w.slots {
-				if ln != nil && ln.gen != 0 {
-					w.remove(ln)
-				}
-			}
-		case cmdSync:
-			w.syncs = append(w.syncs, c.done)
 		}
-		*c = cmd{} // drop pointers
+	case cmdSync:
+		w.syncs = append(w.syncs, c.done)
 	}
-	w.Recycle(cmds)
 }
 
 // lane returns the live lane with token tok, or nil.
@@ -510,14 +517,7 @@ func (w *worker) lane(tok uint64) *lane {
 
 func (w *worker) add(c *cmd) {
 	idx, gen := splitToken(c.tok)
-	for int(idx) >= len(w.slots) {
-		w.slots = append(w.slots, nil)
-	}
-	ln := w.slots[idx]
-	if ln == nil {
-		ln = &lane{}
-		w.slots[idx] = ln
-	}
+	ln := lanes.Slot(&w.slots, idx)
 	*ln = lane{
 		l:        c.lane,
 		slot:     idx,

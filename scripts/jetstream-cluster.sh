@@ -192,7 +192,7 @@ start_node() {
 	"$bin" sink --config "$work/$1.yaml" >"$work/$1.out" 2>"$work/$1.log" &
 	npid[$1]=$!
 	pids+=("$!")
-	until_ok 40 grep -q 'listening on' "$work/$1.log" || {
+	until_ok 40 grep -q 'msg="node ready"' "$work/$1.log" || {
 		cat "$work/$1.log" >&2
 		fail "node $1 did not start"
 	}
@@ -247,7 +247,7 @@ drain_node() {
 		tail -5 "$work/$1.log" >&2
 		fail "node $1 drained with status $st"
 	}
-	log "node $1 drained: $(grep -o 'drained: .*' "$work/$1.log")"
+	log "node $1 $(grep -o 'msg=drained .*' "$work/$1.log")"
 }
 
 check() {

@@ -2,6 +2,7 @@ package srcs
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -23,10 +24,17 @@ import (
 // non-blocking mode), so a runner that drives descriptors gets readiness
 // only from its own epoll set or ring. After Desc, Read is unavailable.
 //
+// A Conn over a TLS session (see NewTLSConn) is Encrypted: it has no
+// descriptor to give (Desc and SyscallConn fail with ErrNoDescriptor), so
+// the engine reads it on the goroutine runner, through Read, which
+// decrypts.
+//
 // Conn is not safe for concurrent use, except that Close and
 // SetReadDeadline may be called while Read blocks.
 type Conn struct {
-	name string
+	name     string
+	identity string   // a TLS client's verified subject, or ""
+	raw      net.Conn // the socket under a TLS session; nil without TLS
 
 	mu     sync.Mutex
 	c      net.Conn // nil once detached
@@ -36,8 +44,34 @@ type Conn struct {
 
 // NewConn wraps a connected stream socket. The source takes ownership of c.
 func NewConn(c net.Conn) *Conn {
-	return &Conn{name: connName(c), c: c, fd: -1}
+	return newConn(c, connName(c))
 }
+
+// newConn is NewConn under a name of the caller's (the address a PROXY
+// header gave).
+func newConn(c net.Conn, name string) *Conn {
+	return &Conn{name: name, c: c, fd: -1}
+}
+
+// NewTLSConn wraps a TLS session whose handshake is done. name is the
+// source's name; when the client sent a verified certificate, its subject
+// is the source's Identity and ends the name, in brackets. The source
+// takes ownership of tc. Its Close closes the socket without sending a
+// close_notify alert, which could block on a peer that reads nothing: an
+// ingest source's peer only writes.
+func NewTLSConn(tc *tls.Conn, name string) *Conn {
+	id := peerSubject(tc.ConnectionState())
+	if id != "" {
+		name += " [" + id + "]"
+	}
+	return &Conn{name: name, identity: id, raw: tc.NetConn(), c: tc, fd: -1}
+}
+
+// Encrypted implements the capability: true for a TLS session.
+func (s *Conn) Encrypted() bool { return s.raw != nil }
+
+// Identity returns a TLS client's verified certificate subject, or "".
+func (s *Conn) Identity() string { return s.identity }
 
 func connName(c net.Conn) string {
 	if a := c.RemoteAddr(); a != nil && a.String() != "" && a.String() != "@" {
@@ -88,6 +122,11 @@ func (s *Conn) SetReadDeadline(t time.Time) error {
 // netpoller, so that a runner can wait for readability before it takes a
 // buffer. It fails once Desc has detached the descriptor.
 func (s *Conn) SyscallConn() (syscall.RawConn, error) {
+	if s.raw != nil {
+		// Readable ciphertext says nothing of decrypted bytes crypto/tls
+		// holds already: a runner waiting on the socket could wait forever.
+		return nil, fmt.Errorf("srcs: %s: a TLS session: %w", s.name, ErrNoDescriptor)
+	}
 	s.mu.Lock()
 	c := s.c
 	s.mu.Unlock()
@@ -110,6 +149,9 @@ func (s *Conn) Desc() (Desc, error) {
 	}
 	if s.fd >= 0 {
 		return Desc{FD: s.fd, Kind: Stream}, nil
+	}
+	if s.raw != nil {
+		return Desc{}, fmt.Errorf("srcs: %s: a TLS session: %w", s.name, ErrNoDescriptor)
 	}
 	sc, ok := s.c.(syscall.Conn)
 	if !ok {
@@ -159,8 +201,16 @@ func (s *Conn) Close() error {
 		s.fd = -1
 		return os.NewSyscallError("close", unix.Close(fd))
 	}
+	if s.raw != nil {
+		return s.raw.Close()
+	}
 	return s.c.Close()
 }
+
+var (
+	_ Encrypted  = (*Conn)(nil)
+	_ Identified = (*Conn)(nil)
+)
 
 // Sources whose runner may wait for readability before taking a buffer.
 var (

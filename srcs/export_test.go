@@ -5,3 +5,6 @@ var (
 	SplitRecords = splitRecords
 	RecordFlags  = recordFlags
 )
+
+// ReadProxyHeader is readProxyHeader, for the fuzz target.
+var ReadProxyHeader = readProxyHeader

@@ -1,6 +1,7 @@
 package srcs
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -62,9 +63,19 @@ type MQTTConfig struct {
 	// the defaults (Initial 50ms, Max 5s).
 	Backoff Backoff `yaml:"backoff"`
 	// Username and Password authenticate the connection when set. MQTT
-	// 3.1.1 allows a password only with a username.
-	Username string `yaml:"username"`
-	Password string `yaml:"password"`
+	// 3.1.1 allows a password only with a username. The password may come
+	// from a file (PasswordFile) or an environment variable (PasswordEnv,
+	// its name) instead; it prints redacted.
+	Username     string `yaml:"username"`
+	Password     Secret `yaml:"password"`
+	PasswordFile string `yaml:"password_file"`
+	PasswordEnv  string `yaml:"password_env"`
+	// TLS, when set, runs TLS to the broker (usually port 8883),
+	// verifying it against CAFile (or the system's roots) and sending a
+	// client certificate if CertFile is set. DialTimeout bounds the
+	// handshake too. The source is then Encrypted: the engine reads it on
+	// the goroutine runner, which decrypts into pool buffers.
+	TLS *TLSConfig `yaml:"tls"`
 	// MaxMessage bounds a message's payload. A larger PUBLISH ends the
 	// session with an error wrapping ErrTooLarge. A message is never split
 	// across chunks, so its whole packet must also fit in one pool buffer
@@ -113,6 +124,7 @@ type MQTTConfig struct {
 type MQTT struct {
 	cfg     MQTTConfig // defaults applied
 	name    string
+	tls     *tls.Config // nil without TLS
 	backoff Backoff
 	framer  *mqttFramer
 
@@ -187,8 +199,20 @@ func (e *MQTTSubscribeError) Unwrap() error { return e.Err }
 
 // NewMQTT checks cfg and returns a subscriber that has not connected yet.
 func NewMQTT(cfg MQTTConfig) (*MQTT, error) {
+	pw, err := LoadSecret("password", cfg.Password, cfg.PasswordFile, cfg.PasswordEnv)
+	if err != nil {
+		return nil, fmt.Errorf("srcs: mqtt: %w", err)
+	}
+	cfg.Password, cfg.PasswordFile, cfg.PasswordEnv = pw, "", ""
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("srcs: mqtt: %w", err)
+	}
+	var tc *tls.Config
+	if cfg.TLS != nil {
+		host, _, _ := net.SplitHostPort(cfg.Broker)
+		if tc, err = cfg.TLS.clientConfig(host, nil); err != nil {
+			return nil, fmt.Errorf("srcs: mqtt %s: %w", cfg.Broker, err)
+		}
 	}
 	if cfg.Version == 0 {
 		cfg.Version = 4
@@ -203,7 +227,10 @@ func NewMQTT(cfg MQTTConfig) (*MQTT, error) {
 		cfg.MaxMessage = DefaultMQTTMaxMessage
 	}
 	cfg.Topics = append([]string(nil), cfg.Topics...)
-	m := &MQTT{cfg: cfg, name: "mqtt://" + cfg.Broker, backoff: cfg.Backoff.WithDefaults()}
+	m := &MQTT{cfg: cfg, name: "mqtt://" + cfg.Broker, backoff: cfg.Backoff.WithDefaults(), tls: tc}
+	if tc != nil {
+		m.name = "mqtts://" + cfg.Broker
+	}
 	m.framer = &mqttFramer{m: m, pk: MQTTPackets{
 		// Room for a topic and properties besides the payload; checkPacket
 		// holds the payload to MaxMessage exactly.
@@ -324,6 +351,9 @@ func (m *MQTT) session(op string) (*mqttSession, error) {
 // Desc returns the current session's socket, a connected TCP stream in
 // non-blocking mode. The source keeps it open until Close.
 func (m *MQTT) Desc() (Desc, error) {
+	if m.tls != nil {
+		return Desc{}, fmt.Errorf("srcs: mqtt %s: a TLS session: %w", m.name, ErrNoDescriptor)
+	}
 	s, err := m.session("desc")
 	if err != nil {
 		return Desc{}, err
@@ -334,12 +364,22 @@ func (m *MQTT) Desc() (Desc, error) {
 // SyscallConn returns the current session's raw connection, so that the
 // goroutine runner can wait for readability before it takes a buffer.
 func (m *MQTT) SyscallConn() (syscall.RawConn, error) {
+	if m.tls != nil {
+		// Readable ciphertext says nothing of decrypted bytes crypto/tls
+		// holds already: a runner waiting on the socket could wait forever.
+		return nil, fmt.Errorf("srcs: mqtt %s: a TLS session: %w", m.name, ErrNoDescriptor)
+	}
 	s, err := m.session("syscall conn")
 	if err != nil {
 		return nil, err
 	}
 	return s.rc, nil
 }
+
+// Encrypted implements the capability: true when the source runs TLS.
+func (m *MQTT) Encrypted() bool { return m.tls != nil }
+
+var _ Encrypted = (*MQTT)(nil)
 
 // Framer returns the framer the source's lanes must be framed with: MQTT
 // packets, each checked as it completes (see the type's documentation).
@@ -507,7 +547,9 @@ func (m *MQTT) Close() error {
 			_ = s.write(dl, pk.DisconnectEncode)
 		}
 	}
-	err := s.conn.Close()
+	// The socket itself: a TLS session's Close would first write a
+	// close_notify, for up to 5 seconds, to a broker that may be stuck.
+	err := s.sock.Close()
 	switch {
 	case failed != nil:
 		return *failed

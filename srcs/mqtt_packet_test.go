@@ -286,7 +286,7 @@ func testSession(t *testing.T, m *MQTT) *mqttSession {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close(); peer.Close() })
-	s := &mqttSession{m: m, conn: c, num: 1, t0: time.Now(), ackReady: make(chan struct{}, 1), done: make(chan struct{})}
+	s := &mqttSession{m: m, conn: c, sock: c, num: 1, t0: time.Now(), ackReady: make(chan struct{}, 1), done: make(chan struct{})}
 	if err := s.raw(); err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ package srcs
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -26,6 +27,7 @@ import (
 type mqttSession struct {
 	m    *MQTT
 	conn net.Conn // kept open until Close: writes and Read go through it
+	sock net.Conn // the socket: conn, or the one under conn's TLS
 	rc   syscall.RawConn
 	fd   int           // conn's descriptor, for runners (Desc)
 	num  uint64        // numbers the source's sessions, for acks
@@ -63,8 +65,11 @@ func (m *MQTT) Open(ctx context.Context) error {
 		return fmt.Errorf("srcs: mqtt %s: dial: %w", m.name, Classify(err))
 	}
 	s := &mqttSession{
-		m: m, conn: nc, num: m.sessions.Load() + 1, ka: m.cfg.KeepAlive, t0: time.Now(),
+		m: m, conn: nc, sock: nc, num: m.sessions.Load() + 1, ka: m.cfg.KeepAlive, t0: time.Now(),
 		ackReady: make(chan struct{}, 1), done: make(chan struct{}),
+	}
+	if m.tls != nil {
+		s.conn = tls.Client(nc, m.tls)
 	}
 	if err := s.raw(); err != nil {
 		nc.Close()
@@ -94,7 +99,7 @@ func (m *MQTT) Open(ctx context.Context) error {
 // reads through it; runners that drive descriptors read the descriptor,
 // which is in non-blocking mode.
 func (s *mqttSession) raw() error {
-	sc, ok := s.conn.(syscall.Conn)
+	sc, ok := s.sock.(syscall.Conn)
 	if !ok {
 		return fmt.Errorf("srcs: mqtt %s: %w", s.m.name, ErrNoDescriptor)
 	}
@@ -122,7 +127,16 @@ func (m *MQTT) handshake(ctx context.Context, s *mqttSession) (bool, error) {
 		s.conn.SetDeadline(time.Unix(1, 0)) // in the past: wakes any I/O
 		close(fired)
 	})
-	subscribed, err := m.connect(s, deadline)
+	var subscribed bool
+	var err error
+	if tc, ok := s.conn.(*tls.Conn); ok {
+		if err = tc.Handshake(); err != nil {
+			err = fmt.Errorf("srcs: mqtt %s: tls handshake: %w", m.name, Classify(err))
+		}
+	}
+	if err == nil {
+		subscribed, err = m.connect(s, deadline)
+	}
 	if !stop() {
 		<-fired // the deadline it set must not outlive the handshake
 	}
@@ -154,7 +168,7 @@ func (m *MQTT) connect(s *mqttSession, deadline time.Time) (bool, error) {
 		pk.Connect.UsernameFlag, pk.Connect.Username = true, []byte(cfg.Username)
 	}
 	if cfg.Password != "" {
-		pk.Connect.PasswordFlag, pk.Connect.Password = true, []byte(cfg.Password)
+		pk.Connect.PasswordFlag, pk.Connect.Password = true, []byte(cfg.Password.Reveal())
 	}
 	if cfg.Version == 5 && !cfg.CleanSession {
 		// An MQTT 5 session ends with its connection unless given an

@@ -78,6 +78,26 @@ type Descriptor interface {
 	Desc() (Desc, error)
 }
 
+// Encrypted is the optional capability of sources that are Descriptors by
+// type but whose descriptor may carry ciphertext: a TLS session is
+// decrypted by its source's Read, so no runner may read its socket raw.
+// The engine hands a source whose Encrypted returns true to the goroutine
+// runner; such a source's Desc fails with ErrNoDescriptor. The answer is
+// fixed when the source is made (by its configuration) and must not
+// change.
+type Encrypted interface {
+	Encrypted() bool
+}
+
+// Identified is the optional capability of sources that know who is on
+// the other end beyond an address: a TLS session whose client sent a
+// verified certificate. Identity returns its subject ("CN=host,O=Org"), or
+// "" for none. The source's Name ends with it too, so that chunks and logs
+// carry it.
+type Identified interface {
+	Identity() string
+}
+
 // Deadliner is the optional capability of sources whose blocking Read can
 // be interrupted by a deadline, as net.Conn's can. The goroutine runner
 // uses it for flush timeouts and to stop a source without closing it.

@@ -2,6 +2,7 @@ package srcs
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -25,6 +26,12 @@ type TCPClientConfig struct {
 	// Backoff is what Reconnect reports to the engine; zero fields take
 	// the defaults (Initial 50ms, Max 5s).
 	Backoff Backoff `yaml:"backoff"`
+	// TLS, when set, runs TLS over each connection, verifying the server
+	// (against CAFile, or the system's roots) and sending a client
+	// certificate if CertFile is set; DialTimeout bounds the handshake
+	// too. The source is then Encrypted: the engine reads it on the
+	// goroutine runner, which decrypts into pool buffers.
+	TLS *TLSConfig `yaml:"tls"`
 }
 
 // TCPClient is a source that dials a TCP server. Each Open dials once and
@@ -43,7 +50,16 @@ func NewTCPClient(cfg TCPClientConfig) (*TCPClient, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("srcs: tcp client: %w", err)
 	}
-	return &TCPClient{newStreamClient("tcp", cfg.Addr, cfg.DialTimeout, cfg.Backoff)}, nil
+	c := &TCPClient{newStreamClient("tcp", cfg.Addr, cfg.DialTimeout, cfg.Backoff)}
+	if cfg.TLS != nil {
+		host, _, _ := net.SplitHostPort(cfg.Addr)
+		tc, err := cfg.TLS.clientConfig(host, nil)
+		if err != nil {
+			return nil, fmt.Errorf("srcs: tcp client %s: %w", cfg.Addr, err)
+		}
+		c.tls, c.name = tc, "tls://"+cfg.Addr
+	}
+	return c, nil
 }
 
 func (cfg TCPClientConfig) validate() error {
@@ -70,6 +86,7 @@ type streamClient struct {
 	name          string // network://addr
 	timeout       time.Duration
 	backoff       Backoff
+	tls           *tls.Config // nil without TLS
 
 	mu   sync.Mutex
 	conn *Conn // the current session; nil between sessions
@@ -100,20 +117,37 @@ func (c *streamClient) Open(ctx context.Context) error {
 	if open {
 		return fmt.Errorf("srcs: open %s: session already open", c.name)
 	}
-	d := net.Dialer{Timeout: c.timeout}
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	var d net.Dialer
 	nc, err := d.DialContext(ctx, c.network, c.addr)
 	if err != nil {
 		return fmt.Errorf("srcs: open %s: %w", c.name, Classify(err))
 	}
+	conn := NewConn(nc)
+	if c.tls != nil {
+		tc := tls.Client(nc, c.tls)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			nc.Close()
+			if ctx.Err() != nil {
+				err = fmt.Errorf("%w: %w", ErrTimeout, err)
+			}
+			return fmt.Errorf("srcs: open %s: tls handshake: %w", c.name, Classify(err))
+		}
+		conn = NewTLSConn(tc, c.name)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.conn != nil { // a concurrent Open won, which the contract forbids
-		nc.Close()
+		conn.Close()
 		return fmt.Errorf("srcs: open %s: session already open", c.name)
 	}
-	c.conn = NewConn(nc)
+	c.conn = conn
 	return nil
 }
+
+// Encrypted implements the capability: true when the client runs TLS.
+func (c *streamClient) Encrypted() bool { return c.tls != nil }
 
 // session returns the current session, or an error wrapping net.ErrClosed.
 func (c *streamClient) session(op string) (*Conn, error) {
@@ -186,4 +220,5 @@ var (
 	_ Descriptor  = (*TCPClient)(nil)
 	_ Deadliner   = (*TCPClient)(nil)
 	_ Reconnector = (*TCPClient)(nil)
+	_ Encrypted   = (*TCPClient)(nil)
 )

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"sync"
 	"syscall"
@@ -51,6 +52,29 @@ type ListenerConfig struct {
 	// the sender's queued data from the reader's CPU. See the README's
 	// Targets.
 	RecvBuffer int `yaml:"recv_buffer"`
+	// TLS, when set, makes every accepted connection a TLS session
+	// (TLS 1.2 or 1.3), optionally verifying client certificates. A TLS
+	// source is read on the goroutine runner, which decrypts into pool
+	// buffers; see TLSConfig. TCP listeners only.
+	TLS *TLSConfig `yaml:"tls"`
+	// ProxyProtocol, when set, reads a PROXY protocol header (v1 or v2)
+	// from the trusted proxies, and names their connections by the
+	// original client's address. TCP listeners only.
+	ProxyProtocol *ProxyProtocolConfig `yaml:"proxy_protocol"`
+	// Allow lists the networks (CIDRs, or single addresses) allowed to
+	// connect; a connection from any other address is closed at accept
+	// and counted (ListenerStats.Denied). Trusted proxies may always
+	// connect, and the original client a proxy names must be allowed.
+	// Empty allows every address. TCP listeners only.
+	Allow []string `yaml:"allow"`
+	// HandshakeTimeout bounds the PROXY header and the TLS handshake of
+	// one connection, so that a peer that never finishes holds nothing
+	// for longer. Default DefaultHandshakeTimeout.
+	HandshakeTimeout time.Duration `yaml:"handshake_timeout"`
+	// MaxHandshakes caps the connections in their handshake, or
+	// handshaken and waiting for Accept, at once; past it the listener
+	// accepts no more until one is done. Default DefaultMaxHandshakes.
+	MaxHandshakes int `yaml:"max_handshakes"`
 	// Framer frames every accepted connection into records (see Framer);
 	// nil delivers raw bytes. See ParseFraming.
 	Framer Framer `yaml:"-"`
@@ -86,6 +110,15 @@ type Listener struct {
 	// Guarded by turn.
 	lastShort time.Time
 
+	// allow and trusted are the parsed Allow and ProxyProtocol.Trusted;
+	// nil when not configured.
+	allow, trusted []netip.Prefix
+	// hs handshakes connections (PROXY header, TLS) before Accept returns
+	// them; nil when the listener has neither.
+	hs *handshaker
+
+	counters listenerCounters
+
 	done      chan struct{}
 	closeOnce sync.Once
 	closeErr  error
@@ -108,13 +141,22 @@ func ListenTCP(addr string, cfg ListenerConfig) (*Listener, error) {
 	if cfg.RecvBuffer < 0 {
 		return nil, fmt.Errorf("srcs: listen tcp: RecvBuffer: %d is negative", cfg.RecvBuffer)
 	}
+	t, err := newTrust(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("srcs: listen tcp %s: %w", addr, err)
+	}
 	var lc net.ListenConfig
 	lc.Control = listenControl(cfg)
 	ln, err := lc.Listen(context.Background(), "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("srcs: listen tcp: %w", err)
 	}
-	return newListener(ln.(*net.TCPListener), "tcp://"+ln.Addr().String(), cfg), nil
+	l := newListener(ln.(*net.TCPListener), "tcp://"+ln.Addr().String(), cfg)
+	l.allow, l.trusted = t.allow, t.trusted
+	if t.tls != nil || t.trusted != nil {
+		l.hs = newHandshaker(t, cfg)
+	}
+	return l, nil
 }
 
 // newListener wraps a listening socket; cfg has been checked.
@@ -148,7 +190,15 @@ func (l *Listener) Addr() net.Addr { return l.ln.Addr() }
 // closing ends the back-off at once. It logs the first failure of a
 // shortage at Warn and the rest at Debug (see shortageQuiet). Other accept
 // errors are returned.
+//
+// On a listener with TLS or the PROXY protocol, connections are accepted
+// and handshaken in the background, several at once, each within
+// HandshakeTimeout, and Accept returns those whose handshake succeeded;
+// the others are closed, counted and logged (see Stats).
 func (l *Listener) Accept(ctx context.Context) (*AcceptedConn, error) {
+	if l.hs != nil {
+		return l.acceptReady(ctx)
+	}
 	select {
 	case l.turn <- struct{}{}:
 	case <-ctx.Done():
@@ -174,6 +224,7 @@ func (l *Listener) Accept(ctx context.Context) (*AcceptedConn, error) {
 		}
 		return nil, err
 	}
+	l.counters.accepted.Add(1)
 	return &AcceptedConn{Conn: NewConn(c), l: l}, nil
 }
 
@@ -218,7 +269,10 @@ func (l *Listener) accept(ctx context.Context) (net.Conn, error) {
 	for {
 		c, err := l.ln.Accept()
 		if err == nil {
-			return c, nil
+			if l.admit(c) {
+				return c, nil
+			}
+			continue
 		}
 		if ctx.Err() != nil && errors.Is(err, os.ErrDeadlineExceeded) {
 			return nil, l.errorf(context.Cause(ctx))
@@ -274,11 +328,18 @@ func (l *Listener) release() {
 }
 
 // Close stops listening and unblocks pending Accepts. It is idempotent.
+//
+// On a listener with TLS or the PROXY protocol, Close also cuts the
+// handshakes in progress and waits for them: no goroutine of the listener
+// outlives it.
 func (l *Listener) Close() error {
 	l.closeOnce.Do(func() {
 		close(l.done)
 		if err := l.ln.Close(); err != nil {
 			l.closeErr = fmt.Errorf("srcs: close %s: %w", l.name, err)
+		}
+		if l.hs != nil {
+			l.hs.close()
 		}
 	})
 	return l.closeErr

@@ -39,6 +39,9 @@ func ListenUnix(path string, cfg ListenerConfig) (*Listener, error) {
 	if err := checkUnixPath(path); err != nil {
 		return nil, fmt.Errorf("srcs: listen unix: %w", err)
 	}
+	if err := checkNoTrust(cfg); err != nil {
+		return nil, fmt.Errorf("srcs: listen unix %s: %w", path, err)
+	}
 	if !isAbstract(path) {
 		if err := removeStaleSocket(path); err != nil {
 			return nil, fmt.Errorf("srcs: listen unix %s: %w", path, err)

@@ -21,8 +21,25 @@ package jetstream
 // times out goes again, under its Nats-Msg-Id, before anything later of
 // its source. Sources are independent: up to MaxPending publishes of
 // different sources are in flight at once, so a node with many sources
-// keeps the connection full; a single source moves one chunk per round
-// trip to the stream's leader.
+// keeps the connection full.
+//
+// Pipelining one source. A source alone would move one chunk per round
+// trip that way. But while the last message the publisher sent is the
+// source's own and still in flight, the stream's last message will be
+// that one, so the source's next chunk goes at once, with
+// Nats-Expected-Last-Msg-Id naming it: JetStream stores it only right
+// after it, and rejects it otherwise (the earlier one failed, or another
+// message came between). Such a chunk is never sent again with that
+// header: a rejected or timed-out one waits until everything before it
+// is acknowledged and then goes as a plain publish, under its id. So a
+// chunk is stored only after every earlier chunk of its source, whatever
+// fails; a fast source alone is pipelined; sources that interleave
+// stay one chunk per round trip each, and after a rejection the
+// publisher stops pipelining for a second, so another publisher on the
+// stream costs little. Only on a server outside any cluster: a
+// replicated stream checks the header when it applies a message on
+// every replica, not when its leader accepts it, and nats-server 2.15
+// stops applying the stream's messages at the first mismatch there.
 //
 // Duplicates. A publish sent again may have been stored already (its
 // acknowledgement was lost, or it was still on its way when it timed
@@ -45,8 +62,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -100,6 +119,12 @@ type Config struct {
 	// RetryWait is the pause before publishing again after an error.
 	// Default 100ms.
 	RetryWait time.Duration `yaml:"retry_wait"`
+	// NoPipeline sends every source's chunks one per round trip, never a
+	// chunk before the previous one of its source is acknowledged. The
+	// publisher pipelines only when connected to a server outside any
+	// cluster; set this where such a server is a leaf node of a cluster
+	// that holds the stream.
+	NoPipeline bool `yaml:"no_pipeline"`
 	// IDPrefix starts every message id. Default: the host name and the
 	// publisher's start time, so that ids of two nodes, or of one node
 	// before and after a restart, never meet. A prefix set here must
@@ -109,6 +134,95 @@ type Config struct {
 	IDPrefix string `yaml:"id_prefix"`
 	// Name is the NATS connection's name. Default "sluice".
 	Name string `yaml:"name"`
+
+	// Credentials: at most one of user and password, a token, an NKey
+	// seed file, or a creds file (a user JWT with its NKey seed, as nsc
+	// writes it). A password or token may come inline, from a file
+	// (password_file, token_file: its content, trailing white space
+	// trimmed) or from an environment variable (password_env, token_env:
+	// its name). Secrets are never logged and print redacted.
+	User         string      `yaml:"user"`
+	Password     srcs.Secret `yaml:"password"`
+	PasswordFile string      `yaml:"password_file"`
+	PasswordEnv  string      `yaml:"password_env"`
+	Token        srcs.Secret `yaml:"token"`
+	TokenFile    string      `yaml:"token_file"`
+	TokenEnv     string      `yaml:"token_env"`
+	NKeySeedFile string      `yaml:"nkey_seed_file"`
+	CredsFile    string      `yaml:"creds_file"`
+	// TLS, when set, requires TLS to the servers, verified against
+	// tls.ca_file (or the system's roots), with a client certificate if
+	// tls.cert_file is set. client_auth does not apply.
+	TLS *srcs.TLSConfig `yaml:"tls"`
+}
+
+// redactURL hides the passwords and tokens that server URLs may carry
+// (nats://user:password@host, nats://token@host) for errors and logs.
+func redactURL(list string) string {
+	parts := strings.Split(list, ",")
+	for i, p := range parts {
+		u, err := url.Parse(strings.TrimSpace(p))
+		if err != nil || u.User == nil {
+			continue
+		}
+		if _, ok := u.User.Password(); !ok {
+			u.User = url.User("xxxxx") // a token: nats://token@host
+		}
+		parts[i] = u.Redacted()
+	}
+	return strings.Join(parts, ",")
+}
+
+// authOptions resolves the credentials of a checked Config into NATS
+// options. Errors name the YAML keys.
+func (c Config) authOptions() ([]nats.Option, error) {
+	pw, err := srcs.LoadSecret("password", c.Password, c.PasswordFile, c.PasswordEnv)
+	if err != nil {
+		return nil, err
+	}
+	tok, err := srcs.LoadSecret("token", c.Token, c.TokenFile, c.TokenEnv)
+	if err != nil {
+		return nil, err
+	}
+	var opts []nats.Option
+	kinds := 0
+	if c.User != "" || pw != "" {
+		if c.User == "" {
+			return nil, errors.New("password: set without user")
+		}
+		kinds++
+		opts = append(opts, nats.UserInfo(c.User, pw.Reveal()))
+	}
+	if tok != "" {
+		kinds++
+		opts = append(opts, nats.Token(tok.Reveal()))
+	}
+	if c.NKeySeedFile != "" {
+		kinds++
+		o, err := nats.NkeyOptionFromSeed(c.NKeySeedFile)
+		if err != nil {
+			return nil, fmt.Errorf("nkey_seed_file: %w", err)
+		}
+		opts = append(opts, o)
+	}
+	if c.CredsFile != "" {
+		kinds++
+		if _, err := os.Stat(c.CredsFile); err != nil {
+			return nil, fmt.Errorf("creds_file: %w", err)
+		}
+		opts = append(opts, nats.UserCredentials(c.CredsFile))
+	}
+	if kinds > 1 {
+		return nil, errors.New("user and password, token, nkey_seed_file, creds_file: set one at most")
+	}
+	if c.TLS != nil {
+		tc, err := c.TLS.ClientConfig("")
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, nats.Secure(tc))
+	}
+	return opts, nil
 }
 
 // Defaults.
@@ -117,6 +231,18 @@ const (
 	DefaultAckTimeout = 5 * time.Second
 	DefaultRetryWait  = 100 * time.Millisecond
 )
+
+// pipelinePause is how long a rejected pipelined publish stops
+// pipelining: something else is publishing into the stream between a
+// source's messages.
+const pipelinePause = time.Second
+
+// headerExpectLast is JetStream's Nats-Expected-Last-Msg-Id header.
+const headerExpectLast = "Nats-Expected-Last-Msg-Id"
+
+// errWrongLastMsgID is JetStream's error code for a publish whose
+// Nats-Expected-Last-Msg-Id was not the stream's last message id.
+const errWrongLastMsgID = 10070
 
 // writeBuffer is the NATS connection's write buffer: publishes are copied
 // into it and its flusher writes them to the socket, several chunks per
@@ -168,6 +294,8 @@ type Stats struct {
 	Acked      uint64 // chunks acknowledged and released
 	Duplicates uint64 // acks that JetStream flagged as duplicates (a retry of a stored message)
 	Retries    uint64 // publishes sent again after an error, a timeout or a reconnect
+	Pipelined  uint64 // chunks first sent before the previous one of their source was acknowledged
+	Rejected   uint64 // pipelined chunks JetStream did not store behind the previous one (sent again later)
 	Pending    int    // chunks held: awaiting their acknowledgement or their turn
 }
 
@@ -193,19 +321,27 @@ type Publisher struct {
 	mu      sync.Mutex
 	slots   []slot
 	free    []int32
-	sources map[srcs.ID]queue // sources with chunks held
+	sources map[srcs.ID]*queue // sources with chunks held
 	held    int
-	wake    time.Time // when run's timer fires; zero: not armed
-	closing bool      // Close began
-	idled   bool      // idle is closed
-	aborted bool      // Close gave up: release nothing more
-	closed  bool
+	// lastSrc is the source of the last publish sent: while it has a
+	// chunk in flight, its next chunk may be pipelined behind it.
+	lastSrc   srcs.ID
+	lastValid bool
+	pauseTill time.Time // no pipelining before then
+	solo      bool      // connected to a server outside any cluster: pipelining is safe
+	wake      time.Time // when run's timer fires; zero: not armed
+	closing   bool      // Close began
+	idled     bool      // idle is closed
+	aborted   bool      // Close gave up: release nothing more
+	closed    bool
 
 	closeOnce sync.Once
 	closeErr  error
 	onError   func(error)
 
-	published, acked, dups, retries atomic.Uint64
+	published, acked, dups, retries, pipelined, rejected atomic.Uint64
+
+	acks []engine.Chunk // onAck's chunks to release; used by its goroutine only
 }
 
 // A slot holds one chunk from Handle until its acknowledgement.
@@ -216,7 +352,7 @@ type slot struct {
 	next     int32     // the next held chunk of the same source, or -1
 	deadline time.Time // sent: when the ack is overdue; retry: when to send again
 	msg      nats.Msg  // reused: Subject, Reply and Header
-	vals     [4]string // the header's values
+	vals     [5]string // the header's values
 	failed   bool      // a failure of this chunk was reported: its retries are only counted
 }
 
@@ -235,15 +371,18 @@ func (s *slot) firstFailure(err error) error {
 type slotState uint8
 
 const (
-	slotFree   slotState = iota
-	slotQueued           // behind an earlier chunk of its source
-	slotSent             // awaiting its acknowledgement
-	slotRetry            // failed; waiting RetryWait to go again
+	slotFree    slotState = iota
+	slotQueued            // behind an earlier chunk of its source, never sent
+	slotSent              // awaiting its acknowledgement
+	slotRetry             // the source's head: failed; waiting RetryWait to go again
+	slotWaiting           // pipelined and failed: goes again when it is the head
+	slotDone              // acknowledged while an earlier chunk of its source is not
 )
 
 // queue is a source's held chunks, oldest first: slot indices linked by
-// slot.next. Only the head has been published.
-type queue struct{ head, tail int32 }
+// slot.next. The head and the chunks up to last have been sent; those
+// after last have not.
+type queue struct{ head, tail, last int32 }
 
 // Option configures a Publisher's injected pieces.
 type Option func(*Publisher)
@@ -274,7 +413,7 @@ func New(ctx context.Context, cfg Config, opts ...Option) (*Publisher, error) {
 		idle:        make(chan struct{}),
 		slots:       make([]slot, cfg.MaxPending),
 		free:        make([]int32, cfg.MaxPending),
-		sources:     map[srcs.ID]queue{},
+		sources:     map[srcs.ID]*queue{},
 	}
 	for _, o := range opts {
 		o(p)
@@ -289,7 +428,11 @@ func New(ctx context.Context, cfg Config, opts ...Option) (*Publisher, error) {
 			HeaderSeq:             s.vals[2:3:3],
 		}
 	}
-	nc, err := nats.Connect(cfg.URL, nats.Name(cfg.Name), nats.MaxReconnects(-1),
+	auth, err := cfg.authOptions()
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: config: %w", err)
+	}
+	nc, err := nats.Connect(cfg.URL, append(auth, nats.Name(cfg.Name), nats.MaxReconnects(-1),
 		nats.ReconnectWait(50*time.Millisecond), nats.RetryOnFailedConnect(false),
 		nats.WriteBufferSize(writeBuffer),
 		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
@@ -297,16 +440,22 @@ func New(ctx context.Context, cfg Config, opts ...Option) (*Publisher, error) {
 				p.report(fmt.Errorf("jetstream: disconnected: %w", err))
 			}
 		}),
-		nats.ReconnectHandler(func(*nats.Conn) {
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			p.mu.Lock()
+			p.solo = nc.ConnectedClusterName() == ""
+			p.mu.Unlock()
 			select {
 			case p.reconnected <- struct{}{}:
 			default:
 			}
-		}))
+		}))...)
 	if err != nil {
-		return nil, fmt.Errorf("jetstream: connect %s: %w", cfg.URL, err)
+		return nil, fmt.Errorf("jetstream: connect %s: %w", redactURL(cfg.URL), err)
 	}
 	p.nc = nc
+	p.mu.Lock()
+	p.solo = nc.ConnectedClusterName() == ""
+	p.mu.Unlock()
 	if cfg.Stream != "" {
 		if err := ensureStream(ctx, nc, cfg); err != nil {
 			nc.Close()
@@ -420,14 +569,14 @@ func (p *Publisher) Handle(c engine.Chunk) {
 	s.msg.Reply = p.inbox + string(tok)
 	p.held++
 	var err error
-	if q, ok := p.sources[c.Source]; ok {
-		s.state = slotQueued
+	s.state = slotQueued
+	if q := p.sources[c.Source]; q != nil {
 		p.slots[q.tail].next = i
 		q.tail = i
-		p.sources[c.Source] = q
+		err = p.pipelineLocked(q, time.Now())
 	} else {
-		p.sources[c.Source] = queue{i, i}
-		err = p.sendLocked(i, time.Now())
+		p.sources[c.Source] = &queue{i, i, i}
+		err = p.sendLocked(i, "", time.Now())
 	}
 	p.mu.Unlock()
 	if err != nil {
@@ -435,14 +584,48 @@ func (p *Publisher) Handle(c engine.Chunk) {
 	}
 }
 
-// sendLocked publishes slot i's message. NATS copies the bytes into its
-// write buffer (or, while reconnecting, its reconnect buffer), so the
-// chunk stays the only owner of its bytes until it is released.
-func (p *Publisher) sendLocked(i int32, now time.Time) error {
+// pipelineLocked sends q's chunks not yet sent, each behind the one
+// before it, while the last publish sent is q's own and in flight.
+func (p *Publisher) pipelineLocked(q *queue, now time.Time) error {
+	if p.cfg.NoPipeline || !p.solo || now.Before(p.pauseTill) {
+		return nil
+	}
+	for {
+		prev := &p.slots[q.last]
+		i := prev.next
+		if i < 0 || prev.state != slotSent || !p.lastValid || p.lastSrc != prev.c.Source {
+			return nil
+		}
+		p.pipelined.Add(1)
+		q.last = i
+		if err := p.sendLocked(i, prev.vals[0], now); err != nil {
+			return err
+		}
+	}
+}
+
+// sendLocked publishes slot i's chunk: the head of its source's queue
+// with expect "", or a chunk pipelined behind the message id expect. NATS
+// copies the bytes into its write buffer (or, while reconnecting, its
+// reconnect buffer), so the chunk stays the only owner of its bytes
+// until it is released.
+func (p *Publisher) sendLocked(i int32, expect string, now time.Time) error {
 	s := &p.slots[i]
+	if expect != "" {
+		s.vals[4] = expect
+		s.msg.Header[headerExpectLast] = s.vals[4:5:5]
+	} else {
+		delete(s.msg.Header, headerExpectLast)
+	}
 	s.state, s.deadline = slotSent, now.Add(p.cfg.AckTimeout)
+	p.lastSrc, p.lastValid = s.c.Source, true
 	err := p.nc.PublishMsg(&s.msg)
 	if err != nil {
+		p.lastValid = false
+		if expect != "" {
+			s.state = slotWaiting
+			return nil
+		}
 		s.state, s.deadline = slotRetry, now.Add(p.cfg.RetryWait)
 		err = s.firstFailure(fmt.Errorf("jetstream: publish %s: %w", s.vals[0], err))
 	}
@@ -507,11 +690,25 @@ func (p *Publisher) onAck(m *nats.Msg) {
 		return
 	}
 	s := &p.slots[i]
-	if s.gen != gen || (s.state != slotSent && s.state != slotRetry) {
+	if s.gen != gen || (s.state != slotSent && s.state != slotRetry && s.state != slotWaiting) {
 		p.mu.Unlock() // a late reply for a chunk already acknowledged
 		return
 	}
+	q := p.sources[s.c.Source]
 	if ackErr != nil {
+		if q.head != int32(i) {
+			// Pipelined: it goes again, plainly, once it is the head.
+			if s.state == slotSent {
+				s.state = slotWaiting
+			}
+			var ae *apiError
+			if errors.As(ackErr, &ae) && ae.ErrCode == errWrongLastMsgID {
+				p.rejected.Add(1)
+				p.pauseTill = time.Now().Add(pipelinePause)
+			}
+			p.mu.Unlock()
+			return
+		}
 		err := s.firstFailure(fmt.Errorf("jetstream: publish %s: %w", s.vals[0], ackErr))
 		if s.state == slotSent {
 			s.state, s.deadline = slotRetry, time.Now().Add(p.cfg.RetryWait)
@@ -529,30 +726,67 @@ func (p *Publisher) onAck(m *nats.Msg) {
 		}
 		return
 	}
-	c := s.c
-	next := s.next
-	s.c, s.state, s.msg.Data = engine.Chunk{}, slotFree, nil
-	s.gen++
-	p.free = append(p.free, int32(i))
-	if next >= 0 {
-		p.sources[c.Source] = queue{next, p.sources[c.Source].tail}
-		err = p.sendLocked(next, time.Now())
-	} else {
-		delete(p.sources, c.Source)
+	if ack.Duplicate {
+		p.dups.Add(1)
 	}
-	p.held--
+	if q.head != int32(i) {
+		// Stored behind the earlier ones, whose acknowledgements come
+		// first unless one was lost: released with them.
+		s.state = slotDone
+		p.mu.Unlock()
+		return
+	}
+	// Release the head and the acknowledged chunks after it; send the
+	// next unless it is in flight already.
+	p.acks = p.acks[:0]
+	j := int32(i)
+	for {
+		t := &p.slots[j]
+		p.acks = append(p.acks, t.c)
+		if q.last == j {
+			q.last = -1
+		}
+		next := t.next
+		t.c, t.state, t.msg.Data = engine.Chunk{}, slotFree, nil
+		t.gen++
+		p.free = append(p.free, j)
+		j = next
+		if j < 0 || p.slots[j].state != slotDone {
+			break
+		}
+	}
+	now := time.Now()
+	switch {
+	case j < 0:
+		delete(p.sources, p.acks[0].Source)
+	default:
+		q.head = j
+		if h := &p.slots[j]; h.state == slotQueued || h.state == slotWaiting {
+			if h.state == slotWaiting {
+				p.retries.Add(1)
+			}
+			if q.last < 0 {
+				q.last = j
+			}
+			err = p.sendLocked(j, "", now)
+		}
+		if err == nil && q.last >= 0 {
+			err = p.pipelineLocked(q, now)
+		}
+	}
+	p.held -= len(p.acks)
 	if p.closing && p.held == 0 && !p.idled {
 		p.idled = true
 		close(p.idle)
 	}
 	p.mu.Unlock()
 
-	if ack.Duplicate {
-		p.dups.Add(1)
+	p.acked.Add(uint64(len(p.acks)))
+	for k := range p.acks {
+		p.acks[k].Release()
+		p.acks[k] = engine.Chunk{}
+		<-p.tokens
 	}
-	p.acked.Add(1)
-	c.Release()
-	<-p.tokens
 	if err != nil {
 		p.report(err)
 	}
@@ -594,6 +828,10 @@ func (p *Publisher) resend(all bool) time.Time {
 	if !p.aborted && !p.closed {
 		for i := range p.slots {
 			s := &p.slots[i]
+			if s.state == slotSent && (all || !s.deadline.After(now)) && p.sources[s.c.Source].head != int32(i) {
+				s.state = slotWaiting // pipelined: goes again when it is the head
+				continue
+			}
 			if s.state == slotSent && (all || !s.deadline.After(now)) {
 				if !all {
 					if err := s.firstFailure(fmt.Errorf("jetstream: publish %s: no acknowledgement within %v", s.vals[0], p.cfg.AckTimeout)); err != nil {
@@ -607,7 +845,7 @@ func (p *Publisher) resend(all bool) time.Time {
 				// Of a source, only its head is ever sent or waiting to
 				// be sent again: the rest are queued behind it.
 				p.wake = now // sendLocked need not kick run: it is here
-				if err := p.sendLocked(int32(i), now); err != nil {
+				if err := p.sendLocked(int32(i), "", now); err != nil {
 					errs = append(errs, err)
 				}
 			}
@@ -639,7 +877,7 @@ func (p *Publisher) Stats() Stats {
 	p.mu.Unlock()
 	return Stats{
 		Published: p.published.Load(), Acked: p.acked.Load(), Duplicates: p.dups.Load(),
-		Retries: p.retries.Load(), Pending: held,
+		Retries: p.retries.Load(), Pipelined: p.pipelined.Load(), Rejected: p.rejected.Load(), Pending: held,
 	}
 }
 

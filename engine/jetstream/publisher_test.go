@@ -38,6 +38,23 @@ func startServer(t testing.TB, dir string, port int) *server.Server {
 	return ns
 }
 
+// connectJS connects a client of the test's own to url (reconnecting, for
+// clusters whose nodes come and go) and returns its JetStream context; the
+// connection closes when the test ends.
+func connectJS(t testing.TB, url string) njs.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := njs.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
 func stopServer(ns *server.Server) {
 	ns.Shutdown()
 	ns.WaitForShutdown()
@@ -54,15 +71,7 @@ type sent struct {
 // source name, each indexed by sequence number.
 func stream(t *testing.T, url, name string) (map[string]map[uint64][]byte, int) {
 	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := njs.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := connectJS(t, url)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	s, err := js.Stream(ctx, name)
@@ -301,15 +310,7 @@ func TestRetriesReportEachChunkOnce(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond) // counting retries, which nothing signals
 	}
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := njs.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := connectJS(t, ns.ClientURL())
 	if _, err := js.CreateStream(context.Background(), njs.StreamConfig{Name: "LATE", Subjects: []string{"late.stream"}}); err != nil {
 		t.Fatal(err)
 	}

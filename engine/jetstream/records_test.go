@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	njs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-io/sluice/engine"
@@ -64,15 +63,7 @@ func TestPublishRecordsHeader(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := njs.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := connectJS(t, ns.ClientURL())
 	cons, err := js.OrderedConsumer(ctx, "LINES", njs.OrderedConsumerConfig{})
 	if err != nil {
 		t.Fatal(err)

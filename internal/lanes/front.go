@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 
 	"github.com/sluice-io/sluice/srcs"
 )
@@ -25,6 +26,7 @@ type Front[W interface {
 }] struct {
 	Name    string
 	Workers []W
+	Ops     Ops[W]
 
 	mu        sync.Mutex
 	closed    bool
@@ -116,20 +118,103 @@ func (f *Front[W]) CloseErrs(errs ...error) {
 	f.mu.Unlock()
 }
 
-// Close marks the runner closed and, the first time, calls stop for every
-// worker. wait then waits for the workers to end. Close returns the errors
-// they recorded, and may be called again.
-func (f *Front[W]) Close(stop func(W), wait func()) error {
+// Ops is what a runner does for its Control that is its own: how it tells
+// a worker to remove a lane, to resume after a pause and to stop, how it
+// waits for the workers to end, and one worker's counters.
+type Ops[W any] struct {
+	Runner  string // the runner's name in its Stats
+	Remove  func(w W, tok uint64)
+	Resume  func(w W)
+	Stop    func(w W)
+	Wait    func()
+	Stats   func(w W) srcs.RunnerStats
+	Paused  *atomic.Bool  // the flag its workers check before every read
+	Lanes   *atomic.Int64 // lanes driven now
+	Threads *atomic.Int64 // OS threads held locked
+}
+
+// Control is the half of the engine's runner interface that every
+// event-loop runner has alike: Remove, SetPaused, Close and Stats. A
+// runner embeds the one its Front returns.
+type Control[W interface {
+	comparable
+	Worker
+}] struct{ f *Front[W] }
+
+// Control returns f's Control. f's Ops must be set.
+func (f *Front[W]) Control() Control[W] { return Control[W]{f} }
+
+// Remove asks l's worker to stop driving it: held data is emitted as
+// Partial and Finish(l, srcs.ErrStopped) follows on the worker. It does
+// not wait, and is a no-op for a lane that has finished or was never
+// added.
+func (c Control[W]) Remove(l *srcs.Lane) {
+	if r, ok := c.f.Lookup(l); ok {
+		c.f.Ops.Remove(r.W, r.Tok)
+	}
+}
+
+// SetPaused stops (true) or resumes (false) reading on every lane: it
+// sets the flag the workers check before every read, and wakes every
+// worker when a pause ends (only resuming has to wake them). Paused
+// workers still run commands, take granted buffers and emit partial data
+// at its flush deadline, and Remove and Close still work.
+func (c Control[W]) SetPaused(paused bool) {
+	if c.f.Ops.Paused.Swap(paused) == paused || paused {
+		return
+	}
+	for _, w := range c.f.Workers {
+		c.f.Ops.Resume(w)
+	}
+}
+
+// Close finishes every lane with srcs.ErrStopped, stops the workers
+// (the first time) and waits for them to end. It returns the errors they
+// recorded, and may be called again.
+func (c Control[W]) Close() error {
+	f := c.f
 	f.mu.Lock()
 	if !f.closed {
 		f.closed = true
 		for _, w := range f.Workers {
-			stop(w)
+			f.Ops.Stop(w)
 		}
 	}
 	f.mu.Unlock()
-	wait()
+	f.Ops.Wait()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return errors.Join(f.closeErrs...)
+}
+
+// Stats returns the runner's counters summed over its workers.
+func (c Control[W]) Stats() srcs.RunnerStats {
+	f := c.f
+	st := srcs.RunnerStats{Runner: f.Ops.Runner, Workers: len(f.Workers),
+		Threads: int(f.Ops.Threads.Load()), Lanes: int(f.Ops.Lanes.Load())}
+	for _, w := range f.Workers {
+		ws := f.Ops.Stats(w)
+		st.Reads += ws.Reads
+		st.Waits += ws.Waits
+		st.Wakeups += ws.Wakeups
+		st.Enters += ws.Enters
+		st.Completions += ws.Completions
+		st.Syscalls += ws.Syscalls
+	}
+	return st
+}
+
+// Slot returns the lane state at index idx of a worker's slots, growing
+// the slice and allocating the state as needed: a slot's state is
+// allocated once and reused by every lane that holds the slot after it.
+func Slot[T any](slots *[]*T, idx uint32) *T {
+	for int(idx) >= len(*slots) {
+		*slots = append(*slots, nil)
+	}
+	ln := (*slots)[idx]
+	if ln == nil {
+		ln = new(T)
+		(*slots)[idx] = ln
+	}
+	return ln
 }

@@ -3,6 +3,7 @@ package lanes
 import (
 	"errors"
 	"net"
+	"sync/atomic"
 	"testing"
 
 	"github.com/sluice-io/sluice/srcs"
@@ -54,10 +55,10 @@ func TestFront(t *testing.T) {
 	f.CloseErrs(errors.New("close"))
 	waited := 0
 	stops := map[*fakeWorker]int{}
-	stop := func(w *fakeWorker) { stops[w]++ }
-	wait := func() { waited++ }
+	f.Ops.Stop = func(w *fakeWorker) { stops[w]++ }
+	f.Ops.Wait = func() { waited++ }
 	for range 2 {
-		if err := f.Close(stop, wait); err == nil || err.Error() != "close" {
+		if err := f.Control().Close(); err == nil || err.Error() != "close" {
 			t.Fatalf("Close: %v", err)
 		}
 	}
@@ -66,5 +67,47 @@ func TestFront(t *testing.T) {
 	}
 	if err := f.Addable(l3); !errors.Is(err, net.ErrClosed) {
 		t.Fatalf("Addable after Close: %v", err)
+	}
+}
+
+// TestFrontRemoveAndPause: Remove posts to the lane's worker with its
+// token, and only for a lane the runner drives; only the end of a pause
+// wakes the workers, once.
+func TestFrontRemoveAndPause(t *testing.T) {
+	a, b := &fakeWorker{}, &fakeWorker{}
+	f := Front[*fakeWorker]{Name: "test", Workers: []*fakeWorker{a, b}}
+	l := &srcs.Lane{ID: 1}
+	if err := f.Place(l, func(*fakeWorker) (uint64, bool, error) { return 9, true, nil }); err != nil {
+		t.Fatal(err)
+	}
+	type post struct {
+		w   *fakeWorker
+		tok uint64
+	}
+	var posts []post
+	var paused atomic.Bool
+	resumed := map[*fakeWorker]int{}
+	f.Ops = Ops[*fakeWorker]{
+		Remove: func(w *fakeWorker, tok uint64) { posts = append(posts, post{w, tok}) },
+		Resume: func(w *fakeWorker) { resumed[w]++ },
+		Paused: &paused,
+	}
+	c := f.Control()
+	c.Remove(l)
+	c.Remove(&srcs.Lane{ID: 2}) // never added
+	f.Forget(l, 9)
+	c.Remove(l) // finished
+	if len(posts) != 1 || posts[0] != (post{a, 9}) {
+		t.Fatalf("posts %v, want one to the lane's worker with its token", posts)
+	}
+
+	for _, p := range []bool{false, true, true, false, false} {
+		c.SetPaused(p)
+		if paused.Load() != p {
+			t.Fatalf("SetPaused(%v): flag %v", p, paused.Load())
+		}
+	}
+	if resumed[a] != 1 || resumed[b] != 1 {
+		t.Fatalf("resumed %v, want each worker once", resumed)
 	}
 }

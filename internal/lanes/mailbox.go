@@ -96,6 +96,19 @@ func (m *Mailbox[C]) Take() []C {
 // the commands in it.
 func (m *Mailbox[C]) Recycle(cmds []C) { m.spare = cmds[:0] }
 
+// Drain runs every queued command, oldest first, through run on the
+// worker, clearing each afterwards (so the queue's buffers hold no lane
+// or channel of a command already run), and recycles the queue.
+func (m *Mailbox[C]) Drain(run func(c *C)) {
+	cmds := m.Take()
+	var zero C
+	for i := range cmds {
+		run(&cmds[i])
+		cmds[i] = zero
+	}
+	m.Recycle(cmds)
+}
+
 // Stop refuses every later command and returns those still queued; close,
 // if not nil, runs under Mu once no post can follow.
 func (m *Mailbox[C]) Stop(close func()) []C {

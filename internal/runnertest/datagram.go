@@ -1,6 +1,3 @@
-// Package runnertest is the test suite every runner passes, in the manner
-// of testing/fstest.TestFS: a runner's tests call its functions with a
-// constructor, and the cases are written once. Only tests import it.
 package runnertest
 
 import (
@@ -14,124 +11,38 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-io/sluice/internal/srcstest"
 	"github.com/sluice-io/sluice/pool"
 	"github.com/sluice-io/sluice/srcs"
 )
 
-// Runner is what the suite drives: engine.Runner, which it may not import.
-type Runner interface {
-	Name() string
-	Add(l *srcs.Lane) error
-	Remove(l *srcs.Lane)
-	SetPaused(paused bool)
-	Close() error
-	Stats() srcs.RunnerStats
-}
-
-// New makes a runner under test over cfg.Pool.
-type New func(cfg srcs.RunnerConfig) (Runner, error)
-
-// dgRig is one runner under test with a pool and a srcstest.DatagramRecorder. Its cleanup
-// closes the runner (while paused, if the test paused it), the sources and
-// the pool, which fails if any buffer did not come home.
-type dgRig struct {
-	t      *testing.T
-	pool   *pool.Pool
-	rec    *srcstest.DatagramRecorder
-	r      Runner
-	lanes  []*srcs.Lane
-	nextID srcs.ID
-}
-
-func newDgRig(t *testing.T, newRunner New, bufSize, buffers int) *dgRig {
+// dgRig builds a Rig for datagram lanes: its emitter checks their framing
+// (Rig.Dgrams), and the runner has two workers where it has workers, so
+// lanes spread over them.
+func dgRig(t *testing.T, newRunner New, bufSize, buffers int) *Rig {
 	t.Helper()
-	p, err := pool.New(pool.Config{BufSize: bufSize, Buffers: buffers})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Two workers where a runner has workers, so lanes spread over them.
-	r, err := newRunner(srcs.RunnerConfig{Pool: p, Workers: 2})
-	if errors.Is(err, errors.ErrUnsupported) {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := &dgRig{t: t, pool: p, rec: srcstest.NewDatagramRecorder(), r: r}
-	t.Cleanup(func() {
-		if err := g.r.Close(); err != nil {
-			t.Errorf("runner close: %v", err)
-		}
-		if n := g.r.Stats().Lanes; n != 0 {
-			t.Errorf("after Close: %d lanes still driven", n)
-		}
-		for _, l := range g.lanes {
-			l.Src.Close()
-			l.Account.Leave()
-		}
-		g.rec.ReleaseAll()
-		if err := g.rec.Err(); err != nil {
-			t.Error(err)
-		}
-		if err := g.pool.Close(); err != nil {
-			t.Errorf("pool close: %v", err)
-		}
+	return NewRig(t, newRunner, RigConfig{
+		Pool:      pool.Config{BufSize: bufSize, Buffers: buffers},
+		Runner:    srcs.RunnerConfig{Workers: 2},
+		Datagrams: true,
 	})
-	return g
 }
 
-// udp binds a UDP source, adds it as a lane and dials it.
-func (g *dgRig) udp(cfg srcs.UDPConfig, flush time.Duration) (*srcs.UDPSource, *net.UDPConn, *srcs.Lane) {
+// UDP binds a UDP source, adds it as a lane and dials it. The test's
+// cleanup closes the client.
+func (g *Rig) UDP(cfg srcs.UDPConfig, flush time.Duration) (*srcs.UDPSource, *net.UDPConn, *srcs.Lane) {
 	g.t.Helper()
 	cfg.Addr = "127.0.0.1:0"
 	s, err := srcs.ListenUDP(cfg)
 	if err != nil {
 		g.t.Fatal(err)
 	}
-	g.nextID++
-	l := &srcs.Lane{ID: g.nextID, Src: s, Account: g.pool.Join(g.nextID), Flush: flush, Out: g.rec}
-	g.lanes = append(g.lanes, l)
-	if err := g.r.Add(l); err != nil {
-		g.t.Fatalf("add: %v", err)
-	}
+	l := g.Add(s, flush)
 	c, err := net.DialUDP("udp", nil, s.LocalAddr().(*net.UDPAddr))
 	if err != nil {
 		g.t.Fatal(err)
 	}
 	g.t.Cleanup(func() { c.Close() })
 	return s, c, l
-}
-
-// waitUntil polls cond, waking on emits, or fails the test.
-func (g *dgRig) waitUntil(what string, cond func() bool) {
-	g.t.Helper()
-	deadline := time.NewTimer(10 * time.Second)
-	defer deadline.Stop()
-	tick := time.NewTicker(2 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-g.rec.Emitted():
-		case <-tick.C:
-		case <-deadline.C:
-			g.t.Fatalf("timed out waiting for %s", what)
-		}
-	}
-}
-
-// finish waits for l's Finish.
-func (g *dgRig) finish(l *srcs.Lane) *srcstest.LaneRecord {
-	g.t.Helper()
-	got, err := g.rec.WaitFinished(1, 10*time.Second)
-	if err != nil {
-		g.t.Fatal(err)
-	}
-	lr := got[l.ID]
-	if lr == nil {
-		g.t.Fatalf("lane %d: another lane finished: %v", l.ID, got)
-	}
-	return lr
 }
 
 // kernelDrops returns what the kernel dropped for s, where it says.
@@ -160,12 +71,10 @@ func dgramPayload(i, size int) []byte {
 
 // TestDatagrams runs the datagram cases against the runners newRunner
 // makes, in the manner of testing/fstest.TestFS: every runner that drives
-// datagram sockets passes the same cases. exactDrops says the runner
-// learns a dropped datagram's real length (those reading through Go's
-// netpoller report a lower bound). A runner newRunner cannot make here
-// (an error matching errors.ErrUnsupported) skips; a caller that requires
-// it checks before.
-func TestDatagrams(t *testing.T, newRunner New, exactDrops bool) {
+// datagram sockets passes the same cases. Of o, only DropLowerBound
+// matters here: the runner learns a dropped datagram's real length
+// unless it says otherwise.
+func TestDatagrams(t *testing.T, newRunner New, o Options) {
 	t.Run("InOrder", func(t *testing.T) {
 		for _, tc := range []struct {
 			name             string
@@ -178,7 +87,7 @@ func TestDatagrams(t *testing.T, newRunner New, exactDrops bool) {
 		}
 	})
 	t.Run("Fill", func(t *testing.T) { testDatagramFill(t, newRunner) })
-	t.Run("TooLarge", func(t *testing.T) { testDatagramTooLarge(t, newRunner, exactDrops) })
+	t.Run("TooLarge", func(t *testing.T) { testDatagramTooLarge(t, newRunner, !o.DropLowerBound) })
 	t.Run("Flush", func(t *testing.T) { testDatagramFlush(t, newRunner) })
 	t.Run("RemoveIdle", func(t *testing.T) { testDatagramRemoveIdle(t, newRunner) })
 	t.Run("RemovePaused", func(t *testing.T) { testDatagramRemovePaused(t, newRunner) })
@@ -189,8 +98,8 @@ func TestDatagrams(t *testing.T, newRunner New, exactDrops bool) {
 // lane delivers each one whole and in order. Should the kernel drop some
 // anyway, Drops must account for them.
 func testDatagramsInOrder(t *testing.T, newRunner New, bufSize, maxSize int) {
-	g := newDgRig(t, newRunner, bufSize, 16)
-	s, c, l := g.udp(srcs.UDPConfig{MaxDatagram: maxSize}, 2*time.Millisecond)
+	g := dgRig(t, newRunner, bufSize, 16)
+	s, c, l := g.UDP(srcs.UDPConfig{MaxDatagram: maxSize}, 2*time.Millisecond)
 	const total, window = 200, 10
 	rng := rand.New(rand.NewPCG(7, uint64(bufSize)))
 	for i := 0; i < total; {
@@ -203,11 +112,11 @@ func testDatagramsInOrder(t *testing.T, newRunner New, bufSize, maxSize int) {
 				t.Fatal(err)
 			}
 		}
-		g.waitUntil(fmt.Sprintf("datagrams up to %d", i), func() bool {
-			return len(g.rec.Datagrams(l.ID))+kernelDrops(t, s) >= i
+		g.WaitUntil(fmt.Sprintf("datagrams up to %d", i), func() bool {
+			return len(g.Dgrams.Datagrams(l.ID))+kernelDrops(t, s) >= i
 		})
 	}
-	got := g.rec.Datagrams(l.ID)
+	got := g.Dgrams.Datagrams(l.ID)
 	drops := kernelDrops(t, s)
 	if len(got)+drops != total {
 		t.Errorf("delivered %d and the kernel dropped %d of %d", len(got), drops, total)
@@ -223,10 +132,10 @@ func testDatagramsInOrder(t *testing.T, newRunner New, bufSize, maxSize int) {
 		}
 		last = i
 	}
-	if d := g.rec.Drops(l.ID); len(d) != 0 {
+	if d := g.Dgrams.Drops(l.ID); len(d) != 0 {
 		t.Errorf("runner dropped datagrams of sizes %v", d)
 	}
-	chunks := g.rec.Chunks(l.ID)
+	chunks := g.Dgrams.Chunks(l.ID)
 	t.Logf("%d datagrams in %d chunks", len(got), len(chunks))
 }
 
@@ -235,20 +144,20 @@ func testDatagramsInOrder(t *testing.T, newRunner New, bufSize, maxSize int) {
 // chunk that is not Partial, the second is dropped and reported, and the
 // lane goes on to deliver the third.
 func testDatagramTooLarge(t *testing.T, newRunner New, exactDrops bool) {
-	g := newDgRig(t, newRunner, 8<<10, 4)
-	_, c, l := g.udp(srcs.UDPConfig{}, 0)
+	g := dgRig(t, newRunner, 8<<10, 4)
+	_, c, l := g.UDP(srcs.UDPConfig{}, 0)
 	exact := dgramPayload(0, 8<<10-srcs.DatagramHeaderLen)
 	for _, p := range [][]byte{exact, dgramPayload(1, 9000), dgramPayload(2, 100)} {
 		if _, err := c.Write(p); err != nil {
 			t.Fatal(err)
 		}
 	}
-	g.waitUntil("the datagram after the large one", func() bool { return len(g.rec.Datagrams(l.ID)) >= 2 })
-	got := g.rec.Datagrams(l.ID)
+	g.WaitUntil("the datagram after the large one", func() bool { return len(g.Dgrams.Datagrams(l.ID)) >= 2 })
+	got := g.Dgrams.Datagrams(l.ID)
 	if len(got) != 2 || !bytes.Equal(got[0], exact) || !bytes.Equal(got[1], dgramPayload(2, 100)) {
 		t.Errorf("delivered %d datagrams, want the exact fit and the small one", len(got))
 	}
-	drops := g.rec.Drops(l.ID)
+	drops := g.Dgrams.Drops(l.ID)
 	switch {
 	case len(drops) != 1:
 		t.Errorf("drops reported: %v, want one", drops)
@@ -257,10 +166,10 @@ func testDatagramTooLarge(t *testing.T, newRunner New, exactDrops bool) {
 	case drops[0] <= 8<<10-srcs.DatagramHeaderLen:
 		t.Errorf("drop of size %d reported, want more than the room", drops[0])
 	}
-	if ch := g.rec.Chunks(l.ID); len(ch) != 2 || ch[0].Flags != srcs.Datagrams || ch[1].Flags != srcs.Datagrams|srcs.Partial {
+	if ch := g.Dgrams.Chunks(l.ID); len(ch) != 2 || ch[0].Flags != srcs.Datagrams || ch[1].Flags != srcs.Datagrams|srcs.Partial {
 		t.Errorf("chunks %+v: want a full chunk, then a partial one", ch)
 	}
-	if lr := g.rec.Lane(l.ID); lr.Finished {
+	if lr := g.Dgrams.Lane(l.ID); lr.Finished {
 		t.Errorf("lane finished (%v) after a dropped datagram", lr.Err)
 	}
 }
@@ -269,15 +178,15 @@ func testDatagramTooLarge(t *testing.T, newRunner New, exactDrops bool) {
 // timeout: they come out together in one partial chunk, after the timeout.
 func testDatagramFlush(t *testing.T, newRunner New) {
 	const flush = 50 * time.Millisecond
-	g := newDgRig(t, newRunner, 64<<10, 4)
-	_, c, l := g.udp(srcs.UDPConfig{MaxDatagram: 1500}, flush)
+	g := dgRig(t, newRunner, 64<<10, 4)
+	_, c, l := g.UDP(srcs.UDPConfig{MaxDatagram: 1500}, flush)
 	for i := range 3 {
 		if _, err := c.Write(dgramPayload(i, 10+i)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	g.waitUntil("three datagrams", func() bool { return len(g.rec.Datagrams(l.ID)) >= 3 })
-	ch := g.rec.Chunks(l.ID)
+	g.WaitUntil("three datagrams", func() bool { return len(g.Dgrams.Datagrams(l.ID)) >= 3 })
+	ch := g.Dgrams.Chunks(l.ID)
 	if len(ch) == 0 || ch[0].Flags != srcs.Datagrams|srcs.Partial || ch[0].Hold < flush*2/3 {
 		t.Fatalf("chunks %+v: want a partial chunk held about %v", ch, flush)
 	}
@@ -285,51 +194,51 @@ func testDatagramFlush(t *testing.T, newRunner New) {
 		t.Logf("chunks %+v: the datagrams did not share one chunk", ch)
 	}
 	// The recorder releases each buffer just after it has decoded it.
-	g.waitUntil("no buffer held after the flush", func() bool { return g.pool.Stats().InUse == 0 })
+	g.WaitUntil("no buffer held after the flush", func() bool { return g.Pool.Stats().InUse == 0 })
 }
 
 // testDatagramRemoveIdle removes a lane that holds no buffer.
 func testDatagramRemoveIdle(t *testing.T, newRunner New) {
-	g := newDgRig(t, newRunner, 16<<10, 4)
-	_, _, l := g.udp(srcs.UDPConfig{}, time.Hour)
-	_, c2, l2 := g.udp(srcs.UDPConfig{}, 0)
+	g := dgRig(t, newRunner, 16<<10, 4)
+	_, _, l := g.UDP(srcs.UDPConfig{}, time.Hour)
+	_, c2, l2 := g.UDP(srcs.UDPConfig{}, 0)
 	// A round trip on another lane shows the runner is up and idle.
 	c2.Write([]byte("ping"))
-	g.waitUntil("ping", func() bool { return len(g.rec.Datagrams(l2.ID)) == 1 })
-	g.r.Remove(l)
-	if lr := g.finish(l); !errors.Is(lr.Err, srcs.ErrStopped) || lr.Chunks != 0 {
+	g.WaitUntil("ping", func() bool { return len(g.Dgrams.Datagrams(l2.ID)) == 1 })
+	g.R.Remove(l)
+	if lr := g.Finish(l); !errors.Is(lr.Err, srcs.ErrStopped) || lr.Chunks != 0 {
 		t.Errorf("Finish(%v) after %d chunks, want srcs.ErrStopped and none", lr.Err, lr.Chunks)
 	}
-	g.r.Remove(l) // after Finish: a no-op
-	g.waitUntil("no buffer held by idle lanes", func() bool { return g.pool.Stats().InUse == 0 })
+	g.R.Remove(l) // after Finish: a no-op
+	g.WaitUntil("no buffer held by idle lanes", func() bool { return g.Pool.Stats().InUse == 0 })
 }
 
 // testDatagramRemovePaused removes a lane holding a datagram while the
 // runner is paused: the datagram comes out as a partial chunk, then
 // ErrStopped. The runner is closed while still paused.
 func testDatagramRemovePaused(t *testing.T, newRunner New) {
-	g := newDgRig(t, newRunner, 16<<10, 4)
-	_, c, l := g.udp(srcs.UDPConfig{MaxDatagram: 1000}, time.Hour)
-	_, c2, _ := g.udp(srcs.UDPConfig{MaxDatagram: 1000}, time.Hour)
+	g := dgRig(t, newRunner, 16<<10, 4)
+	_, c, l := g.UDP(srcs.UDPConfig{MaxDatagram: 1000}, time.Hour)
+	_, c2, _ := g.UDP(srcs.UDPConfig{MaxDatagram: 1000}, time.Hour)
 	c.Write([]byte("first"))
 	c2.Write([]byte("other"))
-	g.waitUntil("both datagrams to be read", func() bool {
-		return g.pool.Stats().InUse == 2 && g.r.Stats().Reads >= 2
+	g.WaitUntil("both datagrams to be read", func() bool {
+		return g.Pool.Stats().InUse == 2 && g.R.Stats().Reads >= 2
 	})
-	g.r.SetPaused(true)
+	g.R.SetPaused(true)
 	c.Write([]byte("second"))
 	c2.Write([]byte("more"))
-	g.r.Remove(l)
-	lr := g.finish(l)
+	g.R.Remove(l)
+	lr := g.Finish(l)
 	if !errors.Is(lr.Err, srcs.ErrStopped) {
 		t.Errorf("Finish(%v), want srcs.ErrStopped", lr.Err)
 	}
-	got := g.rec.Datagrams(l.ID)
+	got := g.Dgrams.Datagrams(l.ID)
 	// "second" may have been read by a read already under way.
 	if len(got) == 0 || string(got[0]) != "first" || len(got) > 2 {
 		t.Errorf("delivered %q, want \"first\" (and maybe \"second\")", got)
 	}
-	if ch := g.rec.Chunks(l.ID); len(ch) == 0 || ch[0].Flags != srcs.Datagrams|srcs.Partial {
+	if ch := g.Dgrams.Chunks(l.ID); len(ch) == 0 || ch[0].Flags != srcs.Datagrams|srcs.Partial {
 		t.Errorf("chunks %+v, want a partial datagram chunk", ch)
 	}
 }
@@ -339,30 +248,30 @@ func testDatagramRemovePaused(t *testing.T, newRunner New) {
 // of them (16064 bytes framed), and is emitted as soon as less than 1000
 // bytes of room are left, before a datagram could be cut short.
 func testDatagramFill(t *testing.T, newRunner New) {
-	g := newDgRig(t, newRunner, 16<<10, 8)
-	s, c, l := g.udp(srcs.UDPConfig{MaxDatagram: 1000}, time.Hour)
+	g := dgRig(t, newRunner, 16<<10, 8)
+	s, c, l := g.UDP(srcs.UDPConfig{MaxDatagram: 1000}, time.Hour)
 	const total = 48
 	for i := range total {
 		if _, err := c.Write(dgramPayload(i, 1000)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	g.waitUntil("every datagram", func() bool {
-		return len(g.rec.Datagrams(l.ID))+kernelDrops(t, s) >= total
+	g.WaitUntil("every datagram", func() bool {
+		return len(g.Dgrams.Datagrams(l.ID))+kernelDrops(t, s) >= total
 	})
-	if d := g.rec.Drops(l.ID); len(d) != 0 {
+	if d := g.Dgrams.Drops(l.ID); len(d) != 0 {
 		t.Fatalf("runner dropped datagrams of sizes %v", d)
 	}
 	if drops := kernelDrops(t, s); drops > 0 {
 		t.Skipf("the kernel dropped %d datagrams", drops)
 	}
-	got := g.rec.Datagrams(l.ID)
+	got := g.Dgrams.Datagrams(l.ID)
 	for i, p := range got {
 		if !bytes.Equal(p, dgramPayload(i, 1000)) {
 			t.Fatalf("datagram %d differs", i)
 		}
 	}
-	ch := g.rec.Chunks(l.ID)
+	ch := g.Dgrams.Chunks(l.ID)
 	if len(ch) != 3 {
 		t.Fatalf("%d chunks %+v, want 3 of 16 datagrams", len(ch), ch)
 	}

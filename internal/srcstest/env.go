@@ -2,6 +2,7 @@ package srcstest
 
 import (
 	"os"
+	"os/exec"
 	"testing"
 
 	"github.com/sluice-io/sluice/internal/mosquitto"
@@ -13,6 +14,7 @@ import (
 const (
 	EnvRequireURing     = "SLUICE_REQUIRE_URING"
 	EnvRequireMosquitto = "SLUICE_REQUIRE_MOSQUITTO"
+	EnvRequireHAProxy   = "SLUICE_REQUIRE_HAPROXY"
 )
 
 // Required reports whether the switch env is set to "1".
@@ -46,4 +48,25 @@ func RequireMosquitto(tb testing.TB) string {
 		tb.Skipf("%v; set %s=1 to fail instead", err, EnvRequireMosquitto)
 	}
 	return bin
+}
+
+// RequireHAProxy returns the path of Debian's haproxy, or skips tb when it
+// is not installed, failing it instead under SLUICE_REQUIRE_HAPROXY=1 or
+// CI=true.
+func RequireHAProxy(tb testing.TB) string {
+	tb.Helper()
+	for _, p := range []string{"/usr/sbin/haproxy"} {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	if p, err := exec.LookPath("haproxy"); err == nil {
+		return p
+	}
+	const msg = "haproxy is not installed (/usr/sbin/haproxy or on PATH); apt-get install haproxy, or `make deps`"
+	if Required(EnvRequireHAProxy) || os.Getenv("CI") == "true" {
+		tb.Fatalf("%s, and %s=1 or CI=true", msg, EnvRequireHAProxy)
+	}
+	tb.Skipf("%s; set %s=1 to fail instead", msg, EnvRequireHAProxy)
+	return ""
 }

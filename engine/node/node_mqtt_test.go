@@ -1,8 +1,6 @@
-package bench
+package node
 
 import (
-	"context"
-	"io"
 	"log/slog"
 	"strings"
 	"testing"
@@ -48,32 +46,10 @@ func TestNodeMQTTSource(t *testing.T) {
 	}
 	defer srv.Close()
 
-	dir := t.TempDir()
-	cfg := writeFile(t, dir, "node.yaml", "sources:\n  - mqtt:\n      broker: "+l.Address()+
-		"\n      client_id: node-test\n      topics: [\"sensors/#\"]\n      qos: 1\n")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	out := &lineChan{ch: make(chan string, 64)}
-	type result struct {
-		rep *NodeReport
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		rep, err := RunNode(ctx, NodeFlags{Config: cfg, Metrics: "127.0.0.1:0"}, IO{Out: io.Discard, Err: out})
-		done <- result{rep, err}
-	}()
-	var url string
-	for url == "" {
-		select {
-		case line := <-out.ch:
-			if u, ok := strings.CutPrefix(line, "sluice-bench sink: metrics on "); ok {
-				url = u
-			}
-		case r := <-done:
-			t.Fatalf("node ended: %v", r.err)
-		}
-	}
+	tn := startNode(t, "sources:\n  - mqtt:\n      broker: "+l.Address()+
+		"\n      client_id: node-test\n      topics: [\"sensors/#\"]\n      qos: 1\n"+
+		"output:\n  stdout: {}\n")
+	url := tn.metricsURL()
 	select {
 	case <-hook.ch:
 	case <-time.After(10 * time.Second):
@@ -93,12 +69,15 @@ func TestNodeMQTTSource(t *testing.T) {
 			t.Fatal("messages never arrived")
 		}
 	}
-	cancel()
-	r := <-done
-	if r.err != nil {
-		t.Fatal(r.err)
+	rep, err := tn.stop()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if r.rep.Bytes < msgs*size {
-		t.Fatalf("node report: %+v", r.rep)
+	if rep.Bytes < msgs*size {
+		t.Fatalf("node report: %+v", rep)
+	}
+	// The stdout output writes each message's payload on a line.
+	if want := strings.Repeat(strings.Repeat("m", size)+"\n", msgs); tn.stdout.String() != want {
+		t.Fatalf("stdout holds %d bytes, want %d: %.200q", tn.stdout.Len(), len(want), tn.stdout.String())
 	}
 }

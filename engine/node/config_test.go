@@ -1,0 +1,91 @@
+package node
+
+import (
+	"errors"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestConfigErrors: every problem is reported as file:line: key: message,
+// in the file's terms: no Go type or field names, no package prefixes.
+func TestConfigErrors(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name, yaml, want string
+	}{
+		{"empty file", "", "node.yaml: the file is empty: a node needs at least a sources: list"},
+		{"only comments", "# nothing yet\n", "node.yaml: the file is empty"},
+		{"not a mapping", "- tcp\n", "node.yaml:1: the file must be a mapping of keys (engine, sources, output, metrics, log, drain_timeout)"},
+		{"unknown top key", "engine: {}\nsorces: []\n", "node.yaml:2: sorces: unknown key (did you mean sources?); here takes engine, sources,"},
+		{"unknown engine key", "engine:\n  bufers: 10\n", "node.yaml:2: engine.bufers: unknown key (did you mean buffers?); engine takes runner, workers, buf_size, buffers,"},
+		{"wrong type", "engine:\n  buffers: many\n", "node.yaml:2: engine.buffers: \"many\" is not a whole number"},
+		{"bad duration", "engine:\n  flush: soon\n", "node.yaml:2: engine.flush: \"soon\" is not a duration (write it like 250ms, 5s or 1m30s)"},
+		{"bad size", "engine:\n  buf_size: 64KiB\n", "node.yaml:2: engine.buf_size: \"64KiB\" is not a whole number"},
+		{"bad duration in a flow mapping", "sources:\n  - tcp: {listen: 127.0.0.1:0}\n    flush: 5x\n", "node.yaml:3: sources[0].flush: \"5x\" is not a duration"},
+		{"bad nested duration", "sources:\n  - tcp_client:\n      addr: 127.0.0.1:1\n      backoff: {initial: later}\n", "node.yaml:4: sources[0].tcp_client.backoff.initial: \"later\" is not a duration"},
+		{"list for a mapping", "engine: [1, 2]\n", "node.yaml:1: engine: a list must be a mapping of keys (runner, workers,"},
+		{"engine value", "engine:\n  runner: fast\nsources:\n  - tcp: {listen: 127.0.0.1:0}\n", "node.yaml:2: engine.runner: fast: must be auto, uring, epoll, goroutine or thread"},
+		{"engine watermark", "engine:\n  buffers: 8\n  queue_low: 9\n  queue_high: 4\nsources:\n  - tcp: {listen: 127.0.0.1:0}\n", "node.yaml:3: engine.queue_low: 9: must be below queue_high (4)"},
+		{"no sources", "engine: {}\n", "node.yaml:1: sources: the node needs at least one source"},
+		{"two kinds", "sources:\n  - tcp: {listen: 127.0.0.1:0}\n  - file: {path: /x}\n    tail: {path: /y}\n", "node.yaml:3: sources[1]: names several kinds (file, tail)"},
+		{"no kind", "sources:\n  - flush: 1s\n", "node.yaml:2: sources[0]: names no kind"},
+		{"missing listen", "sources:\n  - tcp:\n      max_conns: 3\n", "node.yaml:2: sources[0].tcp.listen: required"},
+		{"unknown source key", "sources:\n  - tcp:\n      listen: 127.0.0.1:0\n      reuseport: true\n", "node.yaml:4: sources[0].tcp.reuseport: unknown key (did you mean reuse_port?)"},
+		{"negative cap", "sources:\n  - tcp:\n      listen: 127.0.0.1:0\n      max_conns: -1\n", "node.yaml:4: sources[0].tcp.max_conns: must not be negative"},
+		{"unix receive buffer", "sources:\n  - unix:\n      listen: /tmp/x.sock\n      recv_buffer: 65536\n", "node.yaml:4: sources[0].unix.recv_buffer: applies to tcp listeners only"},
+		{"bad framing", "sources:\n  - tcp:\n      listen: 127.0.0.1:0\n    framing: lines\n", "node.yaml:4: sources[0].framing: framing \"lines\": unknown"},
+		{"framed udp", "sources:\n  - udp:\n      addr: 127.0.0.1:0\n    framing: newline\n", "node.yaml:4: sources[0].framing: \"newline\": udp sources cannot be framed"},
+		{"mqtt topics", "sources:\n  - mqtt:\n      broker: 127.0.0.1:1883\n", "node.yaml:2: sources[0].mqtt.topics: required"},
+		{"mqtt qos", "sources:\n  - mqtt:\n      broker: 127.0.0.1:1883\n      client_id: x\n      topics: [a]\n      qos: 2\n", "node.yaml:6: sources[0].mqtt.qos: 2, must be 0 or 1"},
+		{"client address", "sources:\n  - tcp_client:\n      addr: nowhere\n", "node.yaml:3: sources[0].tcp_client.addr: \"nowhere\""},
+		{"tail poll", "sources:\n  - tail:\n      path: /x\n      poll: -1s\n", "node.yaml:4: sources[0].tail.poll: -1s is negative"},
+		{"jetstream subject", "sources:\n  - tcp: {listen: 127.0.0.1:0}\noutput:\n  jetstream:\n    url: nats://127.0.0.1:1\n", "node.yaml:4: output.jetstream.subject: required"},
+		{"jetstream key", "sources:\n  - tcp: {listen: 127.0.0.1:0}\noutput:\n  jetstream:\n    subjct: x\n", "node.yaml:5: output.jetstream.subjct: unknown key (did you mean subject?)"},
+		{"two outputs", "sources:\n  - tcp: {listen: 127.0.0.1:0}\noutput:\n  stdout: {}\n  file: {path: /tmp/x}\n", "node.yaml:3: output: names several outputs (stdout, file)"},
+		{"output format", "sources:\n  - tcp: {listen: 127.0.0.1:0}\noutput:\n  stdout: {format: lines}\n", "node.yaml:4: output.stdout.format: \"lines\": must be records or chunks"},
+		{"log format", "sources:\n  - tcp: {listen: 127.0.0.1:0}\nlog: {format: xml}\n", "node.yaml:3: log.format: \"xml\": must be text or json"},
+		{"duplicate key", "engine: {}\nengine: {}\n", "node.yaml:2: key engine given twice (first at line 1)"},
+		{"syntax", "engine: [\n", "node.yaml:1: YAML syntax: did not find expected node content"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Load(writeFile(t, dir, "node.yaml", tc.yaml))
+			if err == nil || !strings.HasPrefix(err.Error(), dir+"/"+tc.want) {
+				t.Fatalf("error\n\t%v\nwant it to begin\n\t%s", err, dir+"/"+tc.want)
+			}
+			var ce *ConfigError
+			if !errors.As(err, &ce) {
+				t.Fatalf("%T is not a *ConfigError", err)
+			}
+			// No Go names: a type (engine.Config, time.Duration), an
+			// exported field (QueueHigh), a package prefix.
+			if m := regexp.MustCompile(`\b[a-z]+\.[A-Z]\w+|\b[A-Z][a-z]+[A-Z]\w*|^(srcs|engine|yaml|bench|node): `).FindString(ce.Msg); m != "" {
+				t.Errorf("error %q speaks Go: %q", err, m)
+			}
+		})
+	}
+}
+
+func TestEmptyFileIsErrEmpty(t *testing.T) {
+	_, err := Load(writeFile(t, t.TempDir(), "node.yaml", "\n\n"))
+	if !errors.Is(err, ErrEmpty) {
+		t.Fatalf("%v is not ErrEmpty", err)
+	}
+}
+
+// TestResolvedMasksSecrets: check prints the configuration without
+// passwords.
+func TestResolvedMasksSecrets(t *testing.T) {
+	cfg, err := Load(writeFile(t, t.TempDir(), "node.yaml", "sources:\n  - mqtt:\n      broker: 127.0.0.1:1883\n      client_id: x\n      username: u\n      password: hunter2\n      topics: [a]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cfg.Resolved()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(out), "hunter2") || !strings.Contains(string(out), "password: (hidden)") ||
+		!strings.Contains(string(out), "buf_size: 65536") {
+		t.Fatalf("resolved:\n%s", out)
+	}
+}
