@@ -232,7 +232,7 @@ func (ticks125) Ticks(lo, hi float64) []plot.Tick {
 			}
 			t := plot.Tick{Value: v}
 			if m == 1 || m == 2 || m == 5 {
-				t.Label = strconv.FormatFloat(v, 'g', 3, 64)
+				t.Label = strconv.FormatFloat(v, 'f', -1, 64)
 			}
 			ts = append(ts, t)
 		}
@@ -281,8 +281,9 @@ func writeArrivalsPlots(dir string, rep *ArrivalsReport, ios IO) error {
 		p.X.Scale = plot.LogScale{}
 		p.X.Tick.Marker = ticks125{}
 		p.Y.Min, p.Y.Max = 0, 1
-		p.Legend.Top = true
-		p.Legend.Left = true
+		// A CDF leaves the bottom right empty.
+		p.Legend.Top = false
+		p.Legend.Left = false
 		for i, st := range append([]ArrivalStats{rep.Poisson}, rep.Clients...) {
 			qs := chart.get(st)
 			var xys plotter.XYs
