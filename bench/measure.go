@@ -522,6 +522,10 @@ func mergeResults(rs []*Result) *Result {
 		s.RecordsPerS = float64(s.Records) / s.DurationS
 	}
 	s.CPUSPerGiB = cpuPerGiB(s.CPUS, s.Bytes)
+	if len(rs) == 1 {
+		// A fio row measures its throughput over less than its duration.
+		s.ThroughputBps = rs[0].ThroughputBps
+	}
 	if len(rs) > 1 {
 		// Medians, as every comparison is made round by round: one round
 		// disturbed by a neighbour moves a sum, not a median.

@@ -70,7 +70,10 @@ func TestSummaryMedians(t *testing.T) {
 	if !strings.Contains(buf.String(), "0.600 (0.500-0.900)") || !strings.Contains(buf.String(), "(0.93-2.79)") {
 		t.Errorf("table does not show the spreads:\n%s", buf.String())
 	}
-	if one := mergeResults([]*Result{r(3e9, 0.5)}); one.CPURounds != nil {
-		t.Errorf("a single round has a spread: %+v", one.CPURounds)
+	one := r(3e9, 0.5)
+	one.ThroughputOver = ThroughputAllSending
+	if s := mergeResults([]*Result{one}); s.CPURounds != nil || s.ThroughputBps != 3e9 || s.ThroughputOver != ThroughputAllSending {
+		t.Errorf("a single round's summary: spread %+v, %.0f B/s over %q; want none, its own 3e9 over %q",
+			s.CPURounds, s.ThroughputBps, s.ThroughputOver, ThroughputAllSending)
 	}
 }
