@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"sync"
-	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -66,10 +65,6 @@ type Epoll struct {
 	front   lanes.Front[*epWorker] // the lanes being driven; add, remove, close
 
 	lanes.Control[*epWorker] // Remove, SetPaused, Close and Stats
-
-	paused  atomic.Bool
-	lanesN  atomic.Int64
-	threads atomic.Int64
 }
 
 // NewEpoll creates the workers' epoll instances and eventfds and starts the
@@ -95,14 +90,13 @@ func NewEpoll(cfg srcs.RunnerConfig) (*Epoll, error) {
 		}
 		e.workers = append(e.workers, w)
 	}
-	e.front = lanes.Front[*epWorker]{Name: "fallback: epoll", Workers: e.workers, Ops: lanes.Ops[*epWorker]{
-		Runner: "epoll",
-		Remove: func(w *epWorker, tok uint64) { w.post(epCmd{op: epRemove, tok: tok}) },
-		Resume: func(w *epWorker) { w.post(epCmd{op: epWake}) },
-		Stop:   func(w *epWorker) { w.post(epCmd{op: epClose}) },
-		Wait:   e.wg.Wait, Stats: (*epWorker).stats,
-		Paused: &e.paused, Lanes: &e.lanesN, Threads: &e.threads,
-	}}
+	e.front = lanes.Front[*epWorker]{Name: "fallback: epoll", Workers: e.workers}
+	e.front.Ops = lanes.Ops[*epWorker]{
+		Runner: "epoll", Stats: (*epWorker).stats, Wait: e.wg.Wait,
+		Post: func(w *epWorker, op lanes.Op, tok uint64) {
+			w.post(epCmd{op: [...]epOp{lanes.OpRemove: epRemove, lanes.OpResume: epWake, lanes.OpStop: epClose}[op], tok: tok})
+		},
+	}
 	e.Control = e.front.Control()
 	for _, w := range e.workers {
 		e.wg.Go(w.run)
@@ -111,25 +105,13 @@ func NewEpoll(cfg srcs.RunnerConfig) (*Epoll, error) {
 	return e, nil
 }
 
-// Name returns "epoll".
-func (e *Epoll) Name() string { return "epoll" }
-
 // Add registers l's descriptor with the least loaded worker that has not
 // failed. It fails with srcs.ErrNoDescriptor for a source that is no
 // srcs.Descriptor, for a datagram descriptor that is no SOCK_DGRAM socket,
 // with net.ErrClosed after Close, when epoll refuses the descriptor, and
 // with the first worker's failure once every worker has failed.
 func (e *Epoll) Add(l *srcs.Lane) error {
-	ds, err := driver.CheckDescriptor("fallback: epoll", l)
-	if err != nil {
-		return err
-	}
-	// Refuse before touching the source: Desc may detach a connection from
-	// the netpoller, which cannot be undone.
-	if err := e.front.Addable(l); err != nil {
-		return err
-	}
-	c, err := epAddCmd(l, ds)
+	c, err := epAddCmd(l, e.front.Addable)
 	if err != nil {
 		return err
 	}
@@ -177,45 +159,30 @@ func (w *epWorker) register(c *epCmd) (bool, error) {
 		}
 	}
 	w.AddLoad(1)
-	w.e.lanesN.Add(1)
+	w.e.front.Lanes.Add(1)
 	w.PostLocked(*c, w.wake)
 	return true, nil
 }
 
-// epAddCmd reads l's descriptor and decides how it will be read.
-func epAddCmd(l *srcs.Lane, ds srcs.Descriptor) (epCmd, error) {
-	d, err := ds.Desc()
+// epAddCmd admits l (admit: the runner takes it) and decides how its
+// descriptor will be read.
+func epAddCmd(l *srcs.Lane, admit func(*srcs.Lane) error) (epCmd, error) {
+	d, ftype, err := driver.AdmitDescriptor("fallback: epoll", l, admit)
 	if err != nil {
-		return epCmd{}, fmt.Errorf("fallback: epoll: add lane %d (%s): %w", l.ID, l.Name(), err)
-	}
-	if d.FD < 0 {
-		return epCmd{}, fmt.Errorf("fallback: epoll: add lane %d (%s): invalid descriptor %d", l.ID, l.Name(), d.FD)
-	}
-	if err := srcs.CheckFraming(l, d.Kind); err != nil {
-		return epCmd{}, fmt.Errorf("fallback: epoll: add %w", err)
+		return epCmd{}, err
 	}
 	c := epCmd{op: epAdd, lane: l, fd: d.FD, kind: d.Kind, off: d.Offset}
-	switch d.Kind {
-	case srcs.File:
+	if d.Kind == srcs.File {
 		c.always = true
 		return c, nil
-	case srcs.Stream:
-	case srcs.Datagram:
-		if err := checkDatagramSocket(d.FD); err != nil {
-			return epCmd{}, fmt.Errorf("fallback: epoll: add lane %d (%s): %w", l.ID, l.Name(), err)
-		}
+	}
+	if d.Kind == srcs.Datagram {
 		if err := unix.SetNonblock(d.FD, true); err != nil {
 			return epCmd{}, fmt.Errorf("fallback: epoll: add lane %d (%s): %w", l.ID, l.Name(), os.NewSyscallError("fcntl", err))
 		}
 		return c, nil
-	default:
-		return epCmd{}, fmt.Errorf("fallback: epoll: add lane %d (%s): unknown descriptor kind %v", l.ID, l.Name(), d.Kind)
 	}
-	var st unix.Stat_t
-	if err := unix.Fstat(d.FD, &st); err != nil {
-		return epCmd{}, fmt.Errorf("fallback: epoll: add lane %d (%s): %w", l.ID, l.Name(), os.NewSyscallError("fstat", err))
-	}
-	switch st.Mode & unix.S_IFMT {
+	switch ftype {
 	case unix.S_IFREG, unix.S_IFBLK, unix.S_IFDIR:
 		// epoll refuses these with EPERM; they never block anyway.
 		c.always = true

@@ -86,7 +86,7 @@ func (w *epWorker) serve() {
 	batch := w.ready
 	w.ready = w.batch[:0]
 	for i, tok := range batch {
-		if w.e.paused.Load() {
+		if w.e.front.Paused.Load() {
 			// Keep the rest for the resume; stale tokens are skipped then.
 			w.ready = append(w.ready, batch[i:]...)
 			break
@@ -109,7 +109,7 @@ func (w *epWorker) service(ln *epLane) {
 		budget = epDatagramsPerTurn
 	}
 	for range budget {
-		if w.e.paused.Load() {
+		if w.e.front.Paused.Load() {
 			// No new reads; the lane stays readable for the resume.
 			break
 		}
@@ -241,7 +241,7 @@ func (w *epWorker) grant(tok uint64) {
 		}
 	}
 	ln.waiting = false
-	if w.e.paused.Load() && !ln.f.Cutting() {
+	if w.e.front.Paused.Load() && !ln.f.Cutting() {
 		// Not to be read into before the resume: the buffer serves the
 		// next waiter better. The lane stays readable and queued, so the
 		// resume acquires again.

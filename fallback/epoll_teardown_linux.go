@@ -27,7 +27,7 @@ func (w *epWorker) finish(ln *epLane, err error) {
 	*ln = epLane{} // the slot is free; queued tokens go stale
 	w.freeSlot(tok)
 	w.AddLoad(-1)
-	w.e.lanesN.Add(-1)
+	w.e.front.Lanes.Add(-1)
 	w.e.front.Forget(l, tok)
 	f.Finish(err)
 }

@@ -155,8 +155,8 @@ func (e *Epoll) injectFault(i int, err error) bool {
 func (w *epWorker) run() {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	w.e.threads.Add(1)
-	defer w.e.threads.Add(-1)
+	w.e.front.Threads.Add(1)
+	defer w.e.front.Threads.Add(-1)
 	err := w.loop()
 	w.shutdown(err)
 }
@@ -170,7 +170,7 @@ func (w *epWorker) loop() error {
 		if w.fault != nil {
 			return w.fault
 		}
-		if !w.e.paused.Load() {
+		if !w.e.front.Paused.Load() {
 			w.serve()
 		}
 		now := time.Now()
@@ -203,7 +203,7 @@ func (w *epWorker) loop() error {
 // timeout is the epoll_wait timeout in milliseconds: zero while lanes are
 // ready to serve, else until the nearest flush deadline, else forever.
 func (w *epWorker) timeout(now time.Time) int {
-	if len(w.ready) > 0 && !w.e.paused.Load() {
+	if len(w.ready) > 0 && !w.e.front.Paused.Load() {
 		return 0
 	}
 	if w.flushes.Len() == 0 {

@@ -178,7 +178,7 @@ func newThreadLane(l *srcs.Lane, d srcs.Descriptor) (*threadLane, error) {
 	switch desc.Kind {
 	case srcs.Stream, srcs.File:
 	case srcs.Datagram:
-		if err := checkDatagramSocket(desc.FD); err != nil {
+		if err := driver.CheckDatagramSocket(desc.FD); err != nil {
 			return nil, fmt.Errorf("fallback: thread: add lane %d (%s): %w", l.ID, l.Name(), err)
 		}
 	default:

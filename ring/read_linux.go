@@ -210,7 +210,7 @@ func (w *worker) advance(ln *lane) {
 		w.polling++
 		return
 	}
-	if w.r.paused.Load() {
+	if w.r.front.Paused.Load() {
 		if ln.d.Held() && ln.d.Pending() == 0 {
 			// A grant that arrived during the pause: the buffer serves the
 			// next waiter better, and the resume acquires again.

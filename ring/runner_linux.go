@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -114,9 +113,6 @@ type Runner struct {
 
 	lanes.Control[*worker] // Remove, SetPaused, Close and Stats
 
-	paused      atomic.Bool
-	lanesN      atomic.Int64
-	threads     atomic.Int64
 	noFixedOnce sync.Once
 }
 
@@ -185,14 +181,9 @@ func newRunner(cfg srcs.RunnerConfig, opts runnerOptions) (*Runner, error) {
 		w.onCQE, w.wake = w.handleCQE, w.wakeLocked
 		r.workers = append(r.workers, w)
 	}
-	r.front = lanes.Front[*worker]{Name: "ring: runner", Workers: r.workers, Ops: lanes.Ops[*worker]{
-		Runner: "uring",
-		Remove: func(w *worker, tok uint64) { w.post(cmd{op: cmdRemove, tok: tok}) },
-		Resume: func(w *worker) { w.post(cmd{op: cmdResume}) },
-		Stop:   func(w *worker) { w.post(cmd{op: cmdClose}) },
-		Wait:   r.wg.Wait, Stats: (*worker).stats,
-		Paused: &r.paused, Lanes: &r.lanesN, Threads: &r.threads,
-	}}
+	ops := lanes.Ops[*worker]{Runner: "uring", Wait: r.wg.Wait, Stats: (*worker).stats}
+	ops.Post = func(w *worker, op lanes.Op, tok uint64) { w.post(cmd{op: frontCmds[op], tok: tok}) }
+	r.front = lanes.Front[*worker]{Name: "ring: runner", Workers: r.workers, Ops: ops}
 	r.Control = r.front.Control()
 	for _, w := range r.workers {
 		r.wg.Go(w.run)
@@ -236,24 +227,12 @@ func runnerSupported(p ProbeResult) error {
 	return nil
 }
 
-// Name returns "uring".
-func (r *Runner) Name() string { return "uring" }
-
 // Add hands l to the least loaded worker that has not failed. It fails with
 // srcs.ErrNoDescriptor for a source that is no srcs.Descriptor, for a
 // datagram descriptor that is no SOCK_DGRAM socket, with net.ErrClosed after
 // Close, and with the first worker's failure once every worker has failed.
 func (r *Runner) Add(l *srcs.Lane) error {
-	ds, err := driver.CheckDescriptor("ring: runner", l)
-	if err != nil {
-		return err
-	}
-	// Refuse before touching the source: Desc may detach a connection from
-	// the netpoller, which cannot be undone.
-	if err := r.front.Addable(l); err != nil {
-		return err
-	}
-	c, err := addCmd(l, ds)
+	c, err := addCmd(l, r.front.Addable)
 	if err != nil {
 		return err
 	}
@@ -267,58 +246,35 @@ func (r *Runner) Add(l *srcs.Lane) error {
 		c.tok = tok
 		c.notify = func() { w.post(cmd{op: cmdGrant, tok: tok}) }
 		w.AddLoad(1)
-		r.lanesN.Add(1)
+		r.front.Lanes.Add(1)
 		if w.post(c) {
 			return tok, true, nil
 		}
 		// The worker failed since pick looked; it is marked stopped now.
 		w.AddLoad(-1)
-		r.lanesN.Add(-1)
+		r.front.Lanes.Add(-1)
 		w.FreeSlot(idx)
 		return 0, false, nil
 	})
 }
 
-// addCmd reads l's descriptor and decides how it will be read.
-func addCmd(l *srcs.Lane, ds srcs.Descriptor) (cmd, error) {
-	d, err := ds.Desc()
+// addCmd admits l (admit: the runner takes it) and decides how its
+// descriptor will be read.
+func addCmd(l *srcs.Lane, admit func(*srcs.Lane) error) (cmd, error) {
+	d, ftype, err := driver.AdmitDescriptor("ring: runner", l, admit)
 	if err != nil {
-		return cmd{}, fmt.Errorf("ring: runner: add lane %d (%s): %w", l.ID, l.Name(), err)
-	}
-	if d.FD < 0 {
-		return cmd{}, fmt.Errorf("ring: runner: add lane %d (%s): invalid descriptor %d", l.ID, l.Name(), d.FD)
-	}
-	if err := srcs.CheckFraming(l, d.Kind); err != nil {
-		return cmd{}, fmt.Errorf("ring: runner: add %w", err)
+		return cmd{}, err
 	}
 	c := cmd{op: cmdAdd, lane: l, fd: d.FD, off: d.Offset}
 	switch d.Kind {
 	case srcs.File:
-		if d.Offset < 0 {
-			return cmd{}, fmt.Errorf("ring: runner: add lane %d (%s): negative offset %d", l.ID, l.Name(), d.Offset)
-		}
 		c.mode = modeFile
 		return c, nil
-	case srcs.Stream:
 	case srcs.Datagram:
-		// MSG_TRUNC would discard stream data, and a seqpacket socket's
-		// end would read as an empty datagram.
-		switch typ, err := unix.GetsockoptInt(d.FD, unix.SOL_SOCKET, unix.SO_TYPE); {
-		case err != nil:
-			return cmd{}, fmt.Errorf("ring: runner: add lane %d (%s): datagram descriptor: %w", l.ID, l.Name(), os.NewSyscallError("getsockopt", err))
-		case typ != unix.SOCK_DGRAM:
-			return cmd{}, fmt.Errorf("ring: runner: add lane %d (%s): datagram descriptor %d is a socket of type %d, not SOCK_DGRAM: %w", l.ID, l.Name(), d.FD, typ, unix.EPROTOTYPE)
-		}
 		c.mode = modeDgram
 		return c, nil
-	default:
-		return cmd{}, fmt.Errorf("ring: runner: add lane %d (%s): unknown descriptor kind %v", l.ID, l.Name(), d.Kind)
 	}
-	var st unix.Stat_t
-	if err := unix.Fstat(d.FD, &st); err != nil {
-		return cmd{}, fmt.Errorf("ring: runner: add lane %d (%s): %w", l.ID, l.Name(), os.NewSyscallError("fstat", err))
-	}
-	switch st.Mode & unix.S_IFMT {
+	switch ftype {
 	case unix.S_IFSOCK:
 		c.mode = modeSock
 	case unix.S_IFREG, unix.S_IFBLK:

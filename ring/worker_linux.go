@@ -88,6 +88,9 @@ const (
 	cmdSync                    // close done once the SQEs so far are submitted
 )
 
+// frontCmds are the commands the runner's front posts for its ops.
+var frontCmds = [...]cmdOp{lanes.OpRemove: cmdRemove, lanes.OpResume: cmdResume, lanes.OpStop: cmdClose}
+
 // cmd is a command for a worker. Lanes are named by token (slot and
 // generation), so commands that arrive after a lane finished (a late grant,
 // a second Remove) find nothing and do nothing.
@@ -212,8 +215,8 @@ func (w *worker) run() {
 		w.setup <- err
 		return
 	}
-	w.r.threads.Add(1)
-	defer w.r.threads.Add(-1)
+	w.r.front.Threads.Add(1)
+	defer w.r.front.Threads.Add(-1)
 	w.setup <- nil
 	w.shutdown(w.loop())
 }
@@ -595,7 +598,7 @@ func (w *worker) finish(ln *lane, err error) {
 	*ln = lane{} // the slot is free; queued pointers go stale
 	w.live--
 	w.AddLoad(-1)
-	w.r.lanesN.Add(-1)
+	w.r.front.Lanes.Add(-1)
 	w.r.front.Forget(l, tok)
 	d.Finish(err)
 }

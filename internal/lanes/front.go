@@ -28,6 +28,10 @@ type Front[W interface {
 	Workers []W
 	Ops     Ops[W]
 
+	Paused  atomic.Bool  // the flag the workers check before every read
+	Lanes   atomic.Int64 // lanes driven now
+	Threads atomic.Int64 // OS threads the workers hold locked
+
 	mu        sync.Mutex
 	closed    bool
 	table     Table[W]
@@ -118,19 +122,23 @@ func (f *Front[W]) CloseErrs(errs ...error) {
 	f.mu.Unlock()
 }
 
-// Ops is what a runner does for its Control that is its own: how it tells
-// a worker to remove a lane, to resume after a pause and to stop, how it
-// waits for the workers to end, and one worker's counters.
+// Op is what a Control asks of a worker.
+type Op uint8
+
+const (
+	OpRemove Op = iota // stop driving the lane under a token
+	OpResume           // a pause ended: read again
+	OpStop             // finish every lane and exit
+)
+
+// Ops is what a runner does for its Control that is its own: how it posts
+// an Op to a worker, how it waits for the workers to end, and one
+// worker's counters.
 type Ops[W any] struct {
-	Runner  string // the runner's name in its Stats
-	Remove  func(w W, tok uint64)
-	Resume  func(w W)
-	Stop    func(w W)
-	Wait    func()
-	Stats   func(w W) srcs.RunnerStats
-	Paused  *atomic.Bool  // the flag its workers check before every read
-	Lanes   *atomic.Int64 // lanes driven now
-	Threads *atomic.Int64 // OS threads held locked
+	Runner string // the runner's name, as in its Stats
+	Post   func(w W, op Op, tok uint64)
+	Wait   func()
+	Stats  func(w W) srcs.RunnerStats
 }
 
 // Control is the half of the engine's runner interface that every
@@ -150,7 +158,7 @@ func (f *Front[W]) Control() Control[W] { return Control[W]{f} }
 // added.
 func (c Control[W]) Remove(l *srcs.Lane) {
 	if r, ok := c.f.Lookup(l); ok {
-		c.f.Ops.Remove(r.W, r.Tok)
+		c.f.Ops.Post(r.W, OpRemove, r.Tok)
 	}
 }
 
@@ -160,11 +168,11 @@ func (c Control[W]) Remove(l *srcs.Lane) {
 // workers still run commands, take granted buffers and emit partial data
 // at its flush deadline, and Remove and Close still work.
 func (c Control[W]) SetPaused(paused bool) {
-	if c.f.Ops.Paused.Swap(paused) == paused || paused {
+	if c.f.Paused.Swap(paused) == paused || paused {
 		return
 	}
 	for _, w := range c.f.Workers {
-		c.f.Ops.Resume(w)
+		c.f.Ops.Post(w, OpResume, 0)
 	}
 }
 
@@ -177,7 +185,7 @@ func (c Control[W]) Close() error {
 	if !f.closed {
 		f.closed = true
 		for _, w := range f.Workers {
-			f.Ops.Stop(w)
+			f.Ops.Post(w, OpStop, 0)
 		}
 	}
 	f.mu.Unlock()
@@ -187,11 +195,14 @@ func (c Control[W]) Close() error {
 	return errors.Join(f.closeErrs...)
 }
 
+// Name returns the runner's name, as in its Stats.
+func (c Control[W]) Name() string { return c.f.Ops.Runner }
+
 // Stats returns the runner's counters summed over its workers.
 func (c Control[W]) Stats() srcs.RunnerStats {
 	f := c.f
 	st := srcs.RunnerStats{Runner: f.Ops.Runner, Workers: len(f.Workers),
-		Threads: int(f.Ops.Threads.Load()), Lanes: int(f.Ops.Lanes.Load())}
+		Threads: int(f.Threads.Load()), Lanes: int(f.Lanes.Load())}
 	for _, w := range f.Workers {
 		ws := f.Ops.Stats(w)
 		st.Reads += ws.Reads

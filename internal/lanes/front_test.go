@@ -3,7 +3,6 @@ package lanes
 import (
 	"errors"
 	"net"
-	"sync/atomic"
 	"testing"
 
 	"github.com/sluice-io/sluice/srcs"
@@ -55,7 +54,11 @@ func TestFront(t *testing.T) {
 	f.CloseErrs(errors.New("close"))
 	waited := 0
 	stops := map[*fakeWorker]int{}
-	f.Ops.Stop = func(w *fakeWorker) { stops[w]++ }
+	f.Ops.Post = func(w *fakeWorker, op Op, _ uint64) {
+		if op == OpStop {
+			stops[w]++
+		}
+	}
 	f.Ops.Wait = func() { waited++ }
 	for range 2 {
 		if err := f.Control().Close(); err == nil || err.Error() != "close" {
@@ -85,12 +88,16 @@ func TestFrontRemoveAndPause(t *testing.T) {
 		tok uint64
 	}
 	var posts []post
-	var paused atomic.Bool
 	resumed := map[*fakeWorker]int{}
 	f.Ops = Ops[*fakeWorker]{
-		Remove: func(w *fakeWorker, tok uint64) { posts = append(posts, post{w, tok}) },
-		Resume: func(w *fakeWorker) { resumed[w]++ },
-		Paused: &paused,
+		Post: func(w *fakeWorker, op Op, tok uint64) {
+			switch op {
+			case OpRemove:
+				posts = append(posts, post{w, tok})
+			case OpResume:
+				resumed[w]++
+			}
+		},
 	}
 	c := f.Control()
 	c.Remove(l)
@@ -103,8 +110,8 @@ func TestFrontRemoveAndPause(t *testing.T) {
 
 	for _, p := range []bool{false, true, true, false, false} {
 		c.SetPaused(p)
-		if paused.Load() != p {
-			t.Fatalf("SetPaused(%v): flag %v", p, paused.Load())
+		if f.Paused.Load() != p {
+			t.Fatalf("SetPaused(%v): flag %v", p, f.Paused.Load())
 		}
 	}
 	if resumed[a] != 1 || resumed[b] != 1 {
