@@ -54,15 +54,12 @@ import (
 type Goroutine struct {
 	log *slog.Logger
 
-	mu      sync.Mutex
-	closed  bool
-	lanes   map[*srcs.Lane]*goLane
-	resume  chan struct{} // closed when a pause ends; nil while running
-	retired uint64        // reads of lanes that have finished
-	waited  uint64        // readability waits of lanes that have finished
+	laneSet[*goLane]               // mu, closed, lanes, wg
+	resume           chan struct{} // closed when a pause ends; nil while running
+	retired          uint64        // reads of lanes that have finished
+	waited           uint64        // readability waits of lanes that have finished
 
 	paused atomic.Bool // mirrors resume != nil, for the read path
-	wg     sync.WaitGroup
 }
 
 // NewGoroutine returns a goroutine-per-lane runner. It uses only cfg.Logger;
@@ -72,7 +69,7 @@ func NewGoroutine(cfg srcs.RunnerConfig) (*Goroutine, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Goroutine{log: log, lanes: map[*srcs.Lane]*goLane{}}, nil
+	return &Goroutine{log: log, laneSet: laneSet[*goLane]{lanes: map[*srcs.Lane]*goLane{}}}, nil
 }
 
 // Name returns "goroutine".
@@ -150,14 +147,7 @@ func (g *Goroutine) Add(l *srcs.Lane) error {
 // Remove stops driving l; see the type's documentation for sources that
 // cannot be interrupted. It does not wait, and is a no-op for a lane that
 // has finished or was never added.
-func (g *Goroutine) Remove(l *srcs.Lane) {
-	g.mu.Lock()
-	gl := g.lanes[l]
-	g.mu.Unlock()
-	if gl != nil {
-		gl.halt()
-	}
-}
+func (g *Goroutine) Remove(l *srcs.Lane) { g.remove(l) }
 
 // halt asks the lane's goroutine to stop and interrupts whatever it waits on.
 func (gl *goLane) halt() {
@@ -192,20 +182,7 @@ func (g *Goroutine) SetPaused(paused bool) {
 // Close stops every lane, each finishing with srcs.ErrStopped, and waits for
 // their goroutines to exit (for sources without a deadline, until their
 // current Read returns). It is idempotent.
-func (g *Goroutine) Close() error {
-	g.mu.Lock()
-	g.closed = true
-	lanes := make([]*goLane, 0, len(g.lanes))
-	for _, gl := range g.lanes {
-		lanes = append(lanes, gl)
-	}
-	g.mu.Unlock()
-	for _, gl := range lanes {
-		gl.halt()
-	}
-	g.wg.Wait()
-	return nil
-}
+func (g *Goroutine) Close() error { return g.closeAll() }
 
 // Stats returns the runner's counters. Workers counts lane goroutines; the
 // runner locks no OS threads. Waits counts readability waits on the

@@ -59,15 +59,12 @@ type Thread struct {
 	log        *slog.Logger
 	maxThreads int
 
-	mu      sync.Mutex
-	closed  bool
-	paused  bool
-	threads int // lane threads reserved or running
-	lanes   map[*srcs.Lane]*threadLane
-	retired srcs.RunnerStats // counters of lanes that have finished
+	laneSet[*threadLane] // mu, closed, lanes, wg
+	paused               bool
+	threads              int              // lane threads reserved or running
+	retired              srcs.RunnerStats // counters of lanes that have finished
 
 	pausedFlag atomic.Bool // mirrors paused, for the read path
-	wg         sync.WaitGroup
 }
 
 // NewThread returns a thread-per-lane runner capped at cfg.MaxThreads lane
@@ -85,7 +82,7 @@ func NewThread(cfg srcs.RunnerConfig) (*Thread, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	log.Debug("fallback: thread runner", "max_threads", limit)
-	return &Thread{log: log, maxThreads: limit, lanes: map[*srcs.Lane]*threadLane{}}, nil
+	return &Thread{log: log, maxThreads: limit, laneSet: laneSet[*threadLane]{lanes: map[*srcs.Lane]*threadLane{}}}, nil
 }
 
 // Name returns "thread".
@@ -206,14 +203,7 @@ func newThreadLane(l *srcs.Lane, d srcs.Descriptor) (*threadLane, error) {
 // Remove stops driving l: its thread wakes, emits partial data and finishes
 // with srcs.ErrStopped. It does not wait, and is a no-op for a lane that has
 // finished or was never added.
-func (t *Thread) Remove(l *srcs.Lane) {
-	t.mu.Lock()
-	tl := t.lanes[l]
-	t.mu.Unlock()
-	if tl != nil {
-		tl.halt()
-	}
-}
+func (t *Thread) Remove(l *srcs.Lane) { t.remove(l) }
 
 // SetPaused stops or resumes new reads on every lane. Paused lanes still
 // flush partial data on time, give back empty buffers, and honour Remove
@@ -237,20 +227,7 @@ func (t *Thread) SetPaused(paused bool) {
 
 // Close stops every lane, each finishing with srcs.ErrStopped, and waits
 // for their goroutines to exit. It is idempotent.
-func (t *Thread) Close() error {
-	t.mu.Lock()
-	t.closed = true
-	lanes := make([]*threadLane, 0, len(t.lanes))
-	for _, tl := range t.lanes {
-		lanes = append(lanes, tl)
-	}
-	t.mu.Unlock()
-	for _, tl := range lanes {
-		tl.halt()
-	}
-	t.wg.Wait()
-	return nil
-}
+func (t *Thread) Close() error { return t.closeAll() }
 
 // Stats returns the runner's counters. Threads and Workers count the lane
 // threads; Waits counts polls and Wakeups writes to wake descriptors.
