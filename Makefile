@@ -60,11 +60,11 @@ test: deps vet lint
 	@echo "== make test: building the test binaries with the race detector (minutes on a fresh cache)"
 	$(GO) test -race -count=1 -run '^$$' ./...
 	@echo "== make test: the suite under the race detector"
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	bash scripts/heartbeat.sh $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	@echo "== make test: the runners in the lane driver's invariants build"
 	$(MAKE) invariants
 	@echo "== make test: every benchmark once"
-	$(GO) test -count=1 -run '^$$' -bench . -benchtime=1x ./...
+	bash scripts/heartbeat.sh $(GO) test -count=1 -run '^$$' -bench . -benchtime=1x ./...
 	@echo "== make test: fio against the sink"
 	$(MAKE) fio-check
 
@@ -72,8 +72,8 @@ test: deps vet lint
 # -tags invariants: a buffer held by one lane only, Finish exactly once, no
 # emit after it) under the runners' tests and the framed conformance suite.
 invariants:
-	$(GO) test -tags invariants -count=1 ./internal/... ./ring/ ./fallback/
-	$(GO) test -tags invariants -count=1 -run 'Framed|ConformanceTinyPool|ConformanceResetMidBuffer' ./engine/
+	bash scripts/heartbeat.sh $(GO) test -tags invariants -count=1 ./internal/... ./ring/ ./fallback/
+	bash scripts/heartbeat.sh $(GO) test -tags invariants -count=1 -run 'Framed|ConformanceTinyPool|ConformanceResetMidBuffer' ./engine/
 
 # fio-check drives the sink with fio's net engine from 1,000 connections
 # and requires the byte totals to reconcile exactly.
