@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,7 +12,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -22,6 +20,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	njs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluice-io/sluice/internal/srcstest"
 )
 
 // TestTailKillRestart stops the ingest node while it tails a file a
@@ -76,9 +76,9 @@ func TestTailKillRestart(t *testing.T) {
 
 	dir := t.TempDir()
 	logPath, ckPath := filepath.Join(dir, "app.log"), filepath.Join(dir, "app.log.ckpt")
-	writeFile(t, dir, "app.log", "")
+	srcstest.WriteFile(t, dir, "app.log", "")
 	config := func(run int) string {
-		return writeFile(t, dir, "node.yaml", fmt.Sprintf(`engine:
+		return srcstest.WriteFile(t, dir, "node.yaml", fmt.Sprintf(`engine:
   buffers: 64
   buf_size: 4096
 sources:
@@ -193,7 +193,7 @@ drain_timeout: 20s
 	for run := range runs {
 		from := checkpoint()
 		cmd := exec.CommandContext(ctx, bin, "sink", "--config", config(run))
-		stderr := &lockedBuffer{}
+		stderr := &srcstest.LockedBuffer{}
 		cmd.Stderr = stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -365,32 +365,4 @@ drain_timeout: 20s
 			t.Errorf("checkpoint temporary file %s left behind", e.Name())
 		}
 	}
-}
-
-// lockedBuffer is a bytes.Buffer that a process's output can be copied
-// into while the test reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func writeFile(t *testing.T, dir, name, body string) string {
-	t.Helper()
-	p := filepath.Join(dir, name)
-	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
 }

@@ -6,9 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +18,8 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"go.uber.org/goleak"
+
+	"github.com/sluice-io/sluice/internal/srcstest"
 )
 
 var binDir string
@@ -67,20 +67,11 @@ func sluiceBin(t *testing.T) string {
 	return bin
 }
 
-func writeFile(t *testing.T, dir, name, body string) string {
-	t.Helper()
-	p := filepath.Join(dir, name)
-	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 // TestUsage: every command-line error names the flag or the source of
 // the node file's name, and exits 2.
 func TestUsage(t *testing.T) {
 	dir := t.TempDir()
-	good := writeFile(t, dir, "node.yaml", "sources:\n  - tcp: {listen: 127.0.0.1:0}\n")
+	good := srcstest.WriteFile(t, dir, "node.yaml", "sources:\n  - tcp: {listen: 127.0.0.1:0}\n")
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -97,7 +88,7 @@ func TestUsage(t *testing.T) {
 		{"missing file", []string{"check", "-c", filepath.Join(dir, "nope.yaml")}, "", exitUsage, "sluice check: -c: " + dir + "/nope.yaml: no such file"},
 		{"missing from env", []string{"check"}, filepath.Join(dir, "env.yaml"), exitUsage, "SLUICE_CONFIG: " + dir + "/env.yaml: no such file"},
 		{"pprof without endpoint", []string{"run", "-c", good, "--pprof"}, "", exitUsage, "--pprof: needs --metrics or metrics.listen"},
-		{"bad file", []string{"check", "-c", writeFile(t, dir, "bad.yaml", "engine:\n  flush: soon\n")}, "", exitUsage, "bad.yaml:2: engine.flush: \"soon\" is not a duration"},
+		{"bad file", []string{"check", "-c", srcstest.WriteFile(t, dir, "bad.yaml", "engine:\n  flush: soon\n")}, "", exitUsage, "bad.yaml:2: engine.flush: \"soon\" is not a duration"},
 		{"check", []string{"check", "-c", good}, "", exitOK, "buf_size: 65536"},
 		{"check from env", []string{"check"}, good, exitOK, "listen: 127.0.0.1:0"},
 		{"version", []string{"version"}, "", exitOK, "sluice "},
@@ -216,8 +207,8 @@ func field(line, key string) string {
 func TestDoubleSIGTERM(t *testing.T) {
 	dir := t.TempDir()
 	body := strings.Repeat("a line\n", 5000)
-	logf := writeFile(t, dir, "app.log", body)
-	cfg := writeFile(t, dir, "node.yaml", "sources:\n  - tcp: {listen: 127.0.0.1:0}\n"+
+	logf := srcstest.WriteFile(t, dir, "app.log", body)
+	cfg := srcstest.WriteFile(t, dir, "node.yaml", "sources:\n  - tcp: {listen: 127.0.0.1:0}\n"+
 		"  - tail: {path: "+logf+", checkpoint: "+logf+".ckpt, from_start: true}\n    framing: newline\n"+
 		"metrics: {listen: 127.0.0.1:0}\n")
 	for run := range 3 {
@@ -264,7 +255,7 @@ func TestSecondSignalForces(t *testing.T) {
 	if !ns.ReadyForConnections(10 * time.Second) {
 		t.Fatal("nats server did not start")
 	}
-	cfg := writeFile(t, t.TempDir(), "node.yaml", "sources:\n  - tcp: {listen: 127.0.0.1:0}\n"+
+	cfg := srcstest.WriteFile(t, t.TempDir(), "node.yaml", "sources:\n  - tcp: {listen: 127.0.0.1:0}\n"+
 		"output:\n  jetstream: {url: "+ns.ClientURL()+", subject: ingest.raw, stream: INGEST}\n"+
 		"metrics: {listen: 127.0.0.1:0}\n")
 	p := start(t, "run", "-c", cfg)
@@ -299,7 +290,7 @@ func TestSourceFailedExitStatus(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close() // nothing listens: every dial is refused
-	cfg := writeFile(t, t.TempDir(), "node.yaml", "sources:\n  - tcp_client:\n      addr: "+addr+
+	cfg := srcstest.WriteFile(t, t.TempDir(), "node.yaml", "sources:\n  - tcp_client:\n      addr: "+addr+
 		"\n      backoff: {initial: 10ms, max: 10ms, attempts: 2}\n")
 	p := start(t, "run", "-c", cfg)
 	p.await(`msg="source failed"`)
@@ -313,7 +304,7 @@ func TestSourceFailedExitStatus(t *testing.T) {
 // is ready, with status 1 and the source named.
 func TestStartupFailure(t *testing.T) {
 	dir := t.TempDir()
-	cfg := writeFile(t, dir, "node.yaml", "sources:\n  - tail: {path: "+dir+"/missing.log}\n")
+	cfg := srcstest.WriteFile(t, dir, "node.yaml", "sources:\n  - tail: {path: "+dir+"/missing.log}\n")
 	p := start(t, "run", "-c", cfg)
 	if code := p.wait(); code != exitFailure || !strings.Contains(p.all(), "sources[0] (tail "+dir+"/missing.log)") ||
 		strings.Contains(p.all(), "node ready") {
@@ -335,18 +326,8 @@ func until(t *testing.T, cond func() bool) {
 // scrape returns an unlabelled sample's value from a metrics URL, or -1.
 func scrape(t *testing.T, url, name string) float64 {
 	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	for line := range strings.SplitSeq(string(body), "\n") {
-		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			var f float64
-			fmt.Sscan(v, &f)
-			return f
-		}
+	if v, ok := srcstest.Scrape(t, url, name); ok {
+		return v
 	}
 	return -1
 }
@@ -357,7 +338,7 @@ func TestUnderTimeout(t *testing.T) {
 	if _, err := exec.LookPath("timeout"); err != nil {
 		t.Skip("no timeout(1)")
 	}
-	cfg := writeFile(t, t.TempDir(), "node.yaml", "sources:\n  - tcp: {listen: 127.0.0.1:0}\n")
+	cfg := srcstest.WriteFile(t, t.TempDir(), "node.yaml", "sources:\n  - tcp: {listen: 127.0.0.1:0}\n")
 	out, err := exec.Command("timeout", "--preserve-status", "1", sluiceBin(t), "run", "-c", cfg).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "msg=drained") || strings.Contains(string(out), "second signal") {
 		t.Fatalf("%v:\n%s", err, out)

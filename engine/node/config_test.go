@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/sluice-io/sluice/internal/srcstest"
 )
 
 // TestConfigErrors: every problem is reported as file:line: key: message,
@@ -49,7 +51,7 @@ func TestConfigErrors(t *testing.T) {
 		{"syntax", "engine: [\n", "node.yaml:1: YAML syntax: did not find expected node content"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Load(writeFile(t, dir, "node.yaml", tc.yaml))
+			_, err := Load(srcstest.WriteFile(t, dir, "node.yaml", tc.yaml))
 			if err == nil || !strings.HasPrefix(err.Error(), dir+"/"+tc.want) {
 				t.Fatalf("error\n\t%v\nwant it to begin\n\t%s", err, dir+"/"+tc.want)
 			}
@@ -67,7 +69,7 @@ func TestConfigErrors(t *testing.T) {
 }
 
 func TestEmptyFileIsErrEmpty(t *testing.T) {
-	_, err := Load(writeFile(t, t.TempDir(), "node.yaml", "\n\n"))
+	_, err := Load(srcstest.WriteFile(t, t.TempDir(), "node.yaml", "\n\n"))
 	if !errors.Is(err, ErrEmpty) {
 		t.Fatalf("%v is not ErrEmpty", err)
 	}
@@ -76,7 +78,7 @@ func TestEmptyFileIsErrEmpty(t *testing.T) {
 // TestResolvedMasksSecrets: check prints the configuration without
 // passwords.
 func TestResolvedMasksSecrets(t *testing.T) {
-	cfg, err := Load(writeFile(t, t.TempDir(), "node.yaml", "sources:\n  - mqtt:\n      broker: 127.0.0.1:1883\n      client_id: x\n      username: u\n      password: hunter2\n      topics: [a]\n"))
+	cfg, err := Load(srcstest.WriteFile(t, t.TempDir(), "node.yaml", "sources:\n  - mqtt:\n      broker: 127.0.0.1:1883\n      client_id: x\n      username: u\n      password: hunter2\n      topics: [a]\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,9 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,40 +19,9 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	njs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluice-io/sluice/internal/srcstest"
 )
-
-func writeFile(t *testing.T, dir, name, body string) string {
-	t.Helper()
-	p := filepath.Join(dir, name)
-	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-// lockedBuffer is a bytes.Buffer safe for concurrent use.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func (l *lockedBuffer) Len() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Len()
-}
 
 // testNode is a node running in the test's process, with a signal
 // channel of the test's.
@@ -63,8 +30,8 @@ type testNode struct {
 	n      *Node
 	path   string
 	sigs   chan os.Signal
-	log    *lockedBuffer
-	stdout *lockedBuffer
+	log    *srcstest.LockedBuffer
+	stdout *srcstest.LockedBuffer
 	done   chan result
 	ended  *result
 }
@@ -78,7 +45,7 @@ type result struct {
 // endpoint on a free port.
 func newTestNode(t *testing.T, body string) (*testNode, error) {
 	t.Helper()
-	path := writeFile(t, t.TempDir(), "node.yaml", body)
+	path := srcstest.WriteFile(t, t.TempDir(), "node.yaml", body)
 	return openTestNode(t, path)
 }
 
@@ -88,7 +55,7 @@ func openTestNode(t *testing.T, path string) (*testNode, error) {
 	if err != nil {
 		return nil, err
 	}
-	tn := &testNode{t: t, path: path, sigs: make(chan os.Signal, 4), log: &lockedBuffer{}, stdout: &lockedBuffer{}, done: make(chan result, 1)}
+	tn := &testNode{t: t, path: path, sigs: make(chan os.Signal, 4), log: &srcstest.LockedBuffer{}, stdout: &srcstest.LockedBuffer{}, done: make(chan result, 1)}
 	tn.n, err = New(cfg, WithConfigPath(path), WithLogOutput(tn.log), WithStdout(tn.stdout), WithMetrics("127.0.0.1:0", false))
 	if err != nil {
 		return nil, err
@@ -160,31 +127,9 @@ func until(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// scrape fetches url and returns the value of a sample, given with its
-// labels as it appears in the exposition format.
-func scrape(t *testing.T, url, sample string) (float64, bool) {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	for line := range strings.SplitSeq(string(body), "\n") {
-		if v, ok := strings.CutPrefix(line, sample+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return f, true
-		}
-	}
-	return 0, false
-}
-
 func scrapeValue(t *testing.T, url, sample string) float64 {
 	t.Helper()
-	v, ok := scrape(t, url, sample)
+	v, ok := srcstest.Scrape(t, url, sample)
 	if !ok {
 		t.Fatalf("%s not in the scrape", sample)
 	}
@@ -218,7 +163,7 @@ func exampleConfig(t *testing.T, name, dir string) string {
 	if _, err := Load(filepath.Join("..", "..", "examples", name)); err != nil {
 		t.Fatalf("the example as shipped: %v", err)
 	}
-	return writeFile(t, dir, name, s)
+	return srcstest.WriteFile(t, dir, name, s)
 }
 
 // TestNodeExample runs examples/node.yaml: data sent to its TCP listener
@@ -227,7 +172,7 @@ func exampleConfig(t *testing.T, name, dir string) string {
 func TestNodeExample(t *testing.T) {
 	dir := t.TempDir()
 	logBody := strings.Repeat("a log line\n", 1000)
-	writeFile(t, dir, "app.log", logBody)
+	srcstest.WriteFile(t, dir, "app.log", logBody)
 	tn, err := openTestNode(t, exampleConfig(t, "node.yaml", dir))
 	if err != nil {
 		t.Fatal(err)
@@ -341,7 +286,7 @@ func TestNodeJetStream(t *testing.T) {
 func TestNodeFileAndClientSources(t *testing.T) {
 	dir := t.TempDir()
 	const fileBytes, peerBytes = 100_000, 50_000
-	file := writeFile(t, dir, "data.bin", strings.Repeat("f", fileBytes))
+	file := srcstest.WriteFile(t, dir, "data.bin", strings.Repeat("f", fileBytes))
 	peer, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -391,7 +336,7 @@ func TestNodeMissingTail(t *testing.T) {
 	if code, h := health(t, tn); code != 200 || h.Status != "starting" || h.Sources[0].State != "waiting" {
 		t.Fatalf("healthz while waiting: %d %+v", code, h)
 	}
-	writeFile(t, dir, "late.log", "first\nsecond\n")
+	srcstest.WriteFile(t, dir, "late.log", "first\nsecond\n")
 	until(t, "the lines on stdout", func() bool { return tn.stdout.String() == "first\nsecond\n" })
 	if code, h := health(t, tn); code != 200 || h.Status != "ok" || h.Sources[0].State != "running" {
 		t.Fatalf("healthz once following: %d %+v", code, h)
@@ -408,8 +353,8 @@ func TestNodeMissingTail(t *testing.T) {
 // fails the node at start-up, naming the checkpoint.
 func TestNodeUnwritableCheckpoint(t *testing.T) {
 	dir := t.TempDir()
-	logf := writeFile(t, dir, "app.log", "x\n")
-	notDir := writeFile(t, dir, "plain", "")
+	logf := srcstest.WriteFile(t, dir, "app.log", "x\n")
+	notDir := srcstest.WriteFile(t, dir, "plain", "")
 	cases := map[string]string{
 		"missing directory": filepath.Join(dir, "no", "such", "dir", "app.ckpt"),
 		"parent is a file":  filepath.Join(notDir, "app.ckpt"),
@@ -450,7 +395,7 @@ func TestNodeSourceFailsAtRunTime(t *testing.T) {
 	tn := startNode(t, "sources:\n  - tcp_client:\n      addr: "+peer.Addr().String()+
 		"\n      backoff: {initial: 10ms, max: 10ms, attempts: 2}\n")
 	until(t, "a failed source", func() bool {
-		v, _ := scrape(t, tn.metricsURL(), `sluice_sources{state="failed"}`)
+		v, _ := srcstest.Scrape(t, tn.metricsURL(), `sluice_sources{state="failed"}`)
 		return v == 1
 	})
 	code, h := health(t, tn)
@@ -546,8 +491,8 @@ func TestSignalPolicy(t *testing.T) {
 // gone from it; a change elsewhere is reported, not applied.
 func TestNodeReload(t *testing.T) {
 	dir := t.TempDir()
-	a := writeFile(t, dir, "a.bin", strings.Repeat("a", 1000))
-	b := writeFile(t, dir, "b.bin", strings.Repeat("b", 2000))
+	a := srcstest.WriteFile(t, dir, "a.bin", strings.Repeat("a", 1000))
+	b := srcstest.WriteFile(t, dir, "b.bin", strings.Repeat("b", 2000))
 	tn := startNode(t, "sources:\n  - tcp: {listen: 127.0.0.1:0}\n  - file: {path: "+a+"}\n")
 	ln := tn.addr("tcp")
 	until(t, "a.bin", func() bool { return tn.n.Engine().Totals().Bytes == 1000 })

@@ -12,6 +12,8 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/sluice-io/sluice/internal/testca"
+
+	"github.com/sluice-io/sluice/internal/srcstest"
 )
 
 // webNode starts a node whose metrics endpoint reads a web configuration
@@ -26,7 +28,7 @@ func webNode(t *testing.T, pprof bool) (*testNode, *http.Client) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	web := writeFile(t, dir, "web.yml", "tls_server_config:\n  cert_file: "+leaf.CertFile+"\n  key_file: "+leaf.KeyFile+
+	web := srcstest.WriteFile(t, dir, "web.yml", "tls_server_config:\n  cert_file: "+leaf.CertFile+"\n  key_file: "+leaf.KeyFile+
 		"\nbasic_auth_users:\n  prometheus: "+string(hash)+"\n")
 	tn := startNode(t, "sources:\n  - tcp: {listen: 127.0.0.1:0}\nmetrics:\n  web_config_file: "+web+
 		"\n  pprof: "+map[bool]string{true: "true", false: "false"}[pprof]+"\n")
@@ -128,7 +130,7 @@ func TestNodeMetricsWebConfigErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			path := dir + "/missing.yml"
 			if tc.web != "" {
-				path = writeFile(t, dir, strings.ReplaceAll(tc.name, " ", "-")+".yml", tc.web)
+				path = srcstest.WriteFile(t, dir, strings.ReplaceAll(tc.name, " ", "-")+".yml", tc.web)
 			}
 			body := "sources:\n  - tcp: {listen: 127.0.0.1:0}\nmetrics:\n  web_config_file: " + path + "\n"
 			_, err := newTestNode(t, body)
