@@ -5,17 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
-
-	mqtt "github.com/mochi-mqtt/server/v2"
-	"github.com/mochi-mqtt/server/v2/hooks/auth"
-	"github.com/mochi-mqtt/server/v2/listeners"
-	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/sluice-io/sluice/engine"
 	"github.com/sluice-io/sluice/internal/mosquitto"
@@ -24,20 +18,6 @@ import (
 )
 
 // subscribed reports when a client's SUBSCRIBE has been handled.
-type subscribed struct {
-	mqtt.HookBase
-	ch chan string
-}
-
-func (h *subscribed) ID() string           { return "conformance-subscribed" }
-func (h *subscribed) Provides(b byte) bool { return b == mqtt.OnSubscribed }
-func (h *subscribed) OnSubscribed(cl *mqtt.Client, _ packets.Packet, _ []byte) {
-	select {
-	case h.ch <- cl.ID:
-	default:
-	}
-}
-
 // mqttCollector decodes an MQTT source's chunks as they are pulled.
 type mqttCollector struct {
 	version byte
@@ -99,22 +79,7 @@ func TestConformanceMQTT(t *testing.T) {
 
 func testConformanceMQTT(t *testing.T, runner string, version byte) {
 	t.Setenv(engine.EnvRunner, "")
-	srv := mqtt.New(&mqtt.Options{InlineClient: true, Logger: slog.New(slog.DiscardHandler)})
-	hook := &subscribed{ch: make(chan string, 4)}
-	if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.AddHook(hook, nil); err != nil {
-		t.Fatal(err)
-	}
-	l := listeners.NewTCP(listeners.Config{ID: "c", Address: "127.0.0.1:0"})
-	if err := srv.AddListener(l); err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Serve(); err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	srv, broker, subscribed := srcstest.StartMochi(t)
 
 	col := &mqttCollector{version: version}
 	e, err := engine.New(engine.Config{Runner: runner, Buffers: 32, BufSize: 4096, Flush: time.Millisecond},
@@ -122,7 +87,7 @@ func testConformanceMQTT(t *testing.T, runner string, version byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := srcs.NewMQTT(srcs.MQTTConfig{Broker: l.Address(), ClientID: "sluice-" + runner,
+	src, err := srcs.NewMQTT(srcs.MQTTConfig{Broker: broker, ClientID: "sluice-" + runner,
 		Topics: []string{"sensors/#"}, QoS: 1, Version: version, CleanSession: true})
 	if err != nil {
 		t.Fatal(err)
@@ -142,7 +107,7 @@ func testConformanceMQTT(t *testing.T, runner string, version byte) {
 		<-done
 	}()
 	select {
-	case <-hook.ch:
+	case <-subscribed:
 	case <-time.After(30 * time.Second):
 		t.Fatal("the source never subscribed")
 	}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"os"
 	"strings"
@@ -16,12 +15,12 @@ import (
 	"time"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
-	"github.com/mochi-mqtt/server/v2/hooks/auth"
-	"github.com/mochi-mqtt/server/v2/listeners"
 	"github.com/mochi-mqtt/server/v2/packets"
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-io/sluice/srcs"
+
+	"github.com/sluice-io/sluice/internal/srcstest"
 )
 
 // --- an MQTT source driven as the engine and a runner drive it ---
@@ -317,42 +316,8 @@ func payloadFor(i int) string {
 
 // --- the embedded mochi broker ---
 
-type subHook struct {
-	mqtt.HookBase
-	subscribed chan string
-}
-
-func (h *subHook) ID() string           { return "test-subscribed" }
-func (h *subHook) Provides(b byte) bool { return b == mqtt.OnSubscribed }
-func (h *subHook) OnSubscribed(cl *mqtt.Client, _ packets.Packet, _ []byte) {
-	select {
-	case h.subscribed <- cl.ID:
-	default:
-	}
-}
-
-// startMochi runs a mochi broker on a free loopback port, with an inline
-// client for publishing, until the test ends.
-func startMochi(t *testing.T) (*mqtt.Server, string, <-chan string) {
-	t.Helper()
-	srv := mqtt.New(&mqtt.Options{InlineClient: true, Logger: slog.New(slog.DiscardHandler)})
-	hook := &subHook{subscribed: make(chan string, 16)}
-	if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.AddHook(hook, nil); err != nil {
-		t.Fatal(err)
-	}
-	l := listeners.NewTCP(listeners.Config{ID: "t", Address: "127.0.0.1:0"})
-	if err := srv.AddListener(l); err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Serve(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	return srv, l.Address(), hook.subscribed
-}
+// startMochi runs a mochi broker until the test ends.
+func startMochi(t *testing.T) (*mqtt.Server, string, <-chan string) { return srcstest.StartMochi(t) }
 
 func waitSubscribed(t *testing.T, ch <-chan string, id string) {
 	t.Helper()

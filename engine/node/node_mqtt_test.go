@@ -1,57 +1,24 @@
 package node
 
 import (
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
-	mqtt "github.com/mochi-mqtt/server/v2"
-	"github.com/mochi-mqtt/server/v2/hooks/auth"
-	"github.com/mochi-mqtt/server/v2/listeners"
-	"github.com/mochi-mqtt/server/v2/packets"
+	"github.com/sluice-io/sluice/internal/srcstest"
 )
-
-type subscribedHook struct {
-	mqtt.HookBase
-	ch chan struct{}
-}
-
-func (h *subscribedHook) ID() string           { return "node-test-subscribed" }
-func (h *subscribedHook) Provides(b byte) bool { return b == mqtt.OnSubscribed }
-func (h *subscribedHook) OnSubscribed(*mqtt.Client, packets.Packet, []byte) {
-	select {
-	case h.ch <- struct{}{}:
-	default:
-	}
-}
 
 // TestNodeMQTTSource runs a node subscribed to an embedded mochi broker:
 // published messages reach the engine.
 func TestNodeMQTTSource(t *testing.T) {
-	srv := mqtt.New(&mqtt.Options{InlineClient: true, Logger: slog.New(slog.DiscardHandler)})
-	hook := &subscribedHook{ch: make(chan struct{}, 1)}
-	if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.AddHook(hook, nil); err != nil {
-		t.Fatal(err)
-	}
-	l := listeners.NewTCP(listeners.Config{ID: "t", Address: "127.0.0.1:0"})
-	if err := srv.AddListener(l); err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Serve(); err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	srv, broker, subscribed := srcstest.StartMochi(t)
 
-	tn := startNode(t, "sources:\n  - mqtt:\n      broker: "+l.Address()+
+	tn := startNode(t, "sources:\n  - mqtt:\n      broker: "+broker+
 		"\n      client_id: node-test\n      topics: [\"sensors/#\"]\n      qos: 1\n"+
 		"output:\n  stdout: {}\n")
 	url := tn.metricsURL()
 	select {
-	case <-hook.ch:
+	case <-subscribed:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the node never subscribed")
 	}
