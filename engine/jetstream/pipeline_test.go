@@ -6,6 +6,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -60,13 +61,22 @@ func TestPipelinedSourceKeepsOrder(t *testing.T) {
 		}
 	})
 
-	const chunks = 4000
+	// The source hands chunks until well after the restart, so that
+	// pipelining, refusals and the restart all happen mid-stream.
 	chunk := func(seq uint64) []byte { return fmt.Appendf(nil, "%08d\n", seq) }
+	var handedN atomic.Uint64
+	stopHanding := make(chan struct{})
 	handed := make(chan struct{})
 	go func() {
 		defer close(handed)
-		for seq := range uint64(chunks) {
+		for seq := uint64(0); ; seq++ {
+			select {
+			case <-stopHanding:
+				return
+			default:
+			}
 			p.Handle(engine.Chunk{Source: 1, Name: "tcp://fast", Seq: seq, Data: chunk(seq)})
+			handedN.Store(seq + 1)
 		}
 	}()
 
@@ -78,7 +88,11 @@ func TestPipelinedSourceKeepsOrder(t *testing.T) {
 	stopServer(ns)
 	time.Sleep(300 * time.Millisecond)
 	ns = startServer(t, dir, port)
+	from := handedN.Load()
+	waitFor(t, 30*time.Second, "no chunk handed after the restart", func() bool { return handedN.Load() >= from+1000 })
+	close(stopHanding)
 	<-handed
+	chunks := handedN.Load()
 	close(stop)
 	wg.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -88,7 +102,7 @@ func TestPipelinedSourceKeepsOrder(t *testing.T) {
 	}
 	st := p.Stats()
 	t.Logf("publisher: %+v", st)
-	if st.Acked != chunks || st.Pending != 0 {
+	if st.Acked != chunks || st.Published != chunks || st.Pending != 0 {
 		t.Fatalf("stats %+v: want %d chunks acknowledged", st, chunks)
 	}
 

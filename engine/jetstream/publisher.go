@@ -774,11 +774,6 @@ func (p *Publisher) onAck(m *nats.Msg) {
 			err = p.pipelineLocked(q, now)
 		}
 	}
-	p.held -= len(p.acks)
-	if p.closing && p.held == 0 && !p.idled {
-		p.idled = true
-		close(p.idle)
-	}
 	p.mu.Unlock()
 
 	p.acked.Add(uint64(len(p.acks)))
@@ -787,6 +782,15 @@ func (p *Publisher) onAck(m *nats.Msg) {
 		p.acks[k] = engine.Chunk{}
 		<-p.tokens
 	}
+	// Held until released and counted, so that Close, which waits for
+	// nothing to be held, returns after them.
+	p.mu.Lock()
+	p.held -= len(p.acks)
+	if p.closing && p.held == 0 && !p.idled {
+		p.idled = true
+		close(p.idle)
+	}
+	p.mu.Unlock()
 	if err != nil {
 		p.report(err)
 	}
