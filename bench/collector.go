@@ -36,10 +36,23 @@ type EngineFlags struct {
 	// Framing names the listeners' framer, as srcs.ParseFraming reads it
 	// (--framing, on the commands that take it); "" or "none": raw bytes.
 	Framing string
+	// Inline runs the consumer where each chunk was read
+	// (engine.WithInlineHandler) instead of on processing goroutines
+	// (--inline).
+	Inline bool
 }
 
 func (f EngineFlags) config(runner string) engine.Config {
 	return engine.Config{Runner: runner, Buffers: f.Pool, BufSize: int(f.Buf), Workers: f.Workers, Flush: f.Flush, BatchWait: f.BatchWait}
+}
+
+// handler returns the engine option that delivers to h: inline with
+// --inline, else on processing goroutines.
+func (f EngineFlags) handler(h engine.Handler) engine.Option {
+	if f.Inline {
+		return engine.WithInlineHandler(h)
+	}
+	return engine.WithHandler(h)
 }
 
 // stream is the collector's record of one source.
@@ -328,7 +341,7 @@ type sinkEngine struct {
 // addrs, framing every connection with the collector's framer. The engine
 // refuses a runner that cannot work here with an *engine.RunnerError.
 func startSink(f EngineFlags, runner string, addrs []string, col *collector, opts ...engine.Option) (*sinkEngine, error) {
-	opts = append([]engine.Option{engine.WithHandler(col.handle), engine.WithErrorHandler(col.onError)}, opts...)
+	opts = append([]engine.Option{f.handler(col.handle), engine.WithErrorHandler(col.onError)}, opts...)
 	e, err := engine.New(f.config(runner), opts...)
 	if err != nil {
 		return nil, err

@@ -391,7 +391,7 @@ func readLoop(files []string, passes, buf int) (uint64, error) {
 // down, which a long-running engine pays once.
 func ingestFiles(runner string, f EngineFlags, files []string, passes int) (FileResult, error) {
 	col := newCollector(0, false, nil)
-	e, err := engine.New(f.config(runner), engine.WithHandler(col.handle), engine.WithErrorHandler(col.onError))
+	e, err := engine.New(f.config(runner), f.handler(col.handle), engine.WithErrorHandler(col.onError))
 	if err != nil {
 		return FileResult{}, err
 	}

@@ -558,5 +558,8 @@ func (f EngineFlags) args() []string {
 	if f.Framing != "" && f.Framing != "none" {
 		a = append(a, "--framing", f.Framing)
 	}
+	if f.Inline {
+		a = append(a, "--inline")
+	}
 	return a
 }

@@ -130,6 +130,8 @@ func TestFioClient(t *testing.T) {
 		{"bulk", 1, []string{"--sources", "20", "--msg-size", "64KiB"}},
 		{"paced", 2, []string{"--sources", "50", "--msg-size", "1KiB", "--rate", "64KiB/s"}},
 		{"lines", 1, []string{"--sources", "20", "--msg-size", "16KiB", "--framing", "newline"}},
+		// The consumer inline on the runner's worker, as gnet's is.
+		{"lines-inline", 1, []string{"--sources", "20", "--msg-size", "16KiB", "--framing", "newline", "--inline"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			jsonPath := filepath.Join(t.TempDir(), "run.json")

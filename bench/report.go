@@ -41,8 +41,12 @@ func writeRunTable(w io.Writer, rep *RunReport) {
 			msgs = fmt.Sprintf("writes of %d-byte %s records", c.RecordSize, c.Framing)
 		}
 	}
-	fmt.Fprintf(w, "workload: %d sources, %s %s, %s, %.1fs x %d round(s) per row, from %s\n",
-		c.Sources, FormatBytes(uint64(c.MsgSize)), msgs, pacing, c.DurationS, c.Rounds, client)
+	consumer := "on the engine's processing goroutines"
+	if c.Inline {
+		consumer = "inline, where each chunk was read (--inline)"
+	}
+	fmt.Fprintf(w, "workload: %d sources, %s %s, %s, %.1fs x %d round(s) per row, from %s; consumer %s\n",
+		c.Sources, FormatBytes(uint64(c.MsgSize)), msgs, pacing, c.DurationS, c.Rounds, client, consumer)
 	for _, n := range rep.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}

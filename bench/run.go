@@ -124,6 +124,7 @@ func (f *EngineFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.Workers, "workers", f.Workers, "event-loop workers of uring and epoll (default GOMAXPROCS, at most 8)")
 	fs.DurationVar(&f.Flush, "flush", f.Flush, "flush timeout for partly filled buffers (default 5ms; negative: every read)")
 	fs.DurationVar(&f.BatchWait, "batch-wait", f.BatchWait, "latency the uring runner may add to batch completions (default 500µs or a tenth of --flush; negative: none)")
+	fs.BoolVar(&f.Inline, "inline", f.Inline, "run the consumer (the CRC and record count) where each chunk was read, on the runner's worker or the source's goroutine, as gnet's handlers run (engine.WithInlineHandler); default: on the engine's processing goroutines")
 }
 
 // registerListen defines the flags of the engine's TCP listeners, for the
@@ -357,6 +358,9 @@ type runParams struct {
 	FlushNs int64   `json:"flush_ns"`
 	Verify  bool    `json:"verify"`
 	Framing string  `json:"framing"` // "none": raw bytes
+	// Inline says the engine's consumer ran where each chunk was read
+	// (--inline).
+	Inline bool `json:"inline,omitempty"`
 }
 
 // ErrMismatch reports that the engine did not receive exactly what was
@@ -408,7 +412,7 @@ func Run(ctx context.Context, c RunConfig, ios IO) (*RunReport, error) {
 		Config: runParams{Client: c.Client, Peers: c.Peers, Sources: c.Sources, DurationS: c.Duration.Seconds(), MsgSize: int64(c.MsgSize),
 			RateBps: float64(c.Rate), Arrivals: c.Arrivals, Skew: c.Skew, Rounds: c.Rounds,
 			Pool: c.Engine.Pool, Buf: int64(c.Engine.Buf), Workers: c.Engine.Workers, FlushNs: int64(c.Engine.Flush), Verify: c.Verify,
-			Framing: framingName(framer)}}
+			Framing: framingName(framer), Inline: c.Engine.Inline}}
 	msgs := "messages"
 	if framer != nil {
 		msgs = framer.String() + " records"

@@ -313,10 +313,21 @@ type harness struct {
 
 func newHarness(t *testing.T, runner string, cfg engine.Config) *harness {
 	t.Helper()
+	return newHarnessMode(t, runner, cfg, false)
+}
+
+// newHarnessMode is newHarness whose collector, with inline, is the
+// engine's inline handler instead of pulling with Next.
+func newHarnessMode(t *testing.T, runner string, cfg engine.Config, inline bool) *harness {
+	t.Helper()
 	t.Setenv(engine.EnvRunner, "")
 	cfg.Runner = runner
 	col := newCollector(t)
-	e, err := engine.New(cfg, engine.WithErrorHandler(col.onError))
+	opts := []engine.Option{engine.WithErrorHandler(col.onError)}
+	if inline {
+		opts = append(opts, engine.WithInlineHandler(col.consume))
+	}
+	e, err := engine.New(cfg, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,10 +342,14 @@ func newHarness(t *testing.T, runner string, cfg engine.Config) *harness {
 		t.Fatal(err)
 	}
 	h := &harness{t: t, e: e, col: col, addr: ln.Addr().String(), done: make(chan struct{})}
-	go func() {
-		defer close(h.done)
-		col.run(e)
-	}()
+	if inline {
+		close(h.done)
+	} else {
+		go func() {
+			defer close(h.done)
+			col.run(e)
+		}()
+	}
 	t.Cleanup(func() { h.shutdown() })
 	return h
 }
@@ -574,54 +589,62 @@ func waitSource(t *testing.T, e *engine.Engine, name string, cond func(engine.So
 }
 
 func TestConformanceSlowConsumer(t *testing.T) {
+	forEachRunner(t, func(t *testing.T, runner string) { slowConsumer(t, runner, false) })
+}
+
+// slowConsumer checks that a consumer that keeps every chunk throttles
+// the sender through the pool, and that everything arrives once it lets
+// go.
+func slowConsumer(t *testing.T, runner string, inline bool) {
 	const buffers, bufSize = 32, 16 << 10
-	forEachRunner(t, func(t *testing.T, runner string) {
-		h := newHarness(t, runner, engine.Config{Workers: 1, Buffers: buffers, BufSize: bufSize, Flush: time.Millisecond})
-		h.col.setHold(true)
-		c, name := h.dial()
-		r := rand.New(rand.NewPCG(1, 2))
-		block := make([]byte, 64<<10)
-		var w sent
-		write := func() error {
-			for i := range block {
-				block[i] = byte(r.Uint32())
-			}
-			n, err := c.Write(block)
-			w.bytes += int64(n)
-			w.crc = crc32.Update(w.crc, srcstest.Castagnoli, block[:n])
-			return err
+	h := newHarnessMode(t, runner, engine.Config{Workers: 1, Buffers: buffers, BufSize: bufSize, Flush: time.Millisecond}, inline)
+	h.col.setHold(true)
+	c, name := h.dial()
+	r := rand.New(rand.NewPCG(1, 2))
+	block := make([]byte, 64<<10)
+	var w sent
+	write := func() error {
+		for i := range block {
+			block[i] = byte(r.Uint32())
 		}
-		// With nothing released, the engine can take in at most the pool
-		// plus the socket buffers: the sender must stall long before this.
-		const limit = 512 << 20
-		c.SetWriteDeadline(time.Now().Add(2 * time.Second))
-		var err error
-		for w.bytes < limit && err == nil {
-			err = write()
-		}
-		if !errors.Is(err, os.ErrDeadlineExceeded) {
-			t.Fatalf("%s: sender wrote %d bytes without being throttled (err %v)", runner, w.bytes, err)
-		}
-		st := h.e.Stats()
-		if st.Pool.InUse > buffers || st.Queued > buffers {
-			t.Fatalf("%s: %d buffers in use and %d queued with a pool of %d", runner, st.Pool.InUse, st.Queued, buffers)
-		}
-		t.Logf("%s: sender throttled after %d bytes; pool %d/%d in use", runner, w.bytes, st.Pool.InUse, buffers)
-		// The consumer recovers: everything sent arrives, in order.
-		h.col.setHold(false)
-		c.SetWriteDeadline(time.Time{})
-		if err := write(); err != nil {
-			t.Fatal(err)
-		}
-		c.Close()
-		h.col.waitFor("the end after recovery", 60*time.Second, func(m map[string]*stream) bool {
-			s := m[name]
-			return s != nil && s.eos
-		})
-		if got := h.col.get(name); got.bytes != w.bytes || got.crc != w.crc {
-			t.Fatalf("%s: got %d bytes crc %08x, sent %d crc %08x", runner, got.bytes, got.crc, w.bytes, w.crc)
-		}
+		n, err := c.Write(block)
+		w.bytes += int64(n)
+		w.crc = crc32.Update(w.crc, srcstest.Castagnoli, block[:n])
+		return err
+	}
+	// With nothing released, the engine can take in at most the pool
+	// plus the socket buffers: the sender must stall long before this.
+	const limit = 512 << 20
+	c.SetWriteDeadline(time.Now().Add(2 * time.Second))
+	var err error
+	for w.bytes < limit && err == nil {
+		err = write()
+	}
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("%s: sender wrote %d bytes without being throttled (err %v)", runner, w.bytes, err)
+	}
+	st := h.e.Stats()
+	if inline && st.Queued != 0 {
+		t.Fatalf("%s: %d chunks queued with an inline handler", runner, st.Queued)
+	}
+	if st.Pool.InUse > buffers || st.Queued > buffers {
+		t.Fatalf("%s: %d buffers in use and %d queued with a pool of %d", runner, st.Pool.InUse, st.Queued, buffers)
+	}
+	t.Logf("%s: sender throttled after %d bytes; pool %d/%d in use", runner, w.bytes, st.Pool.InUse, buffers)
+	// The consumer recovers: everything sent arrives, in order.
+	h.col.setHold(false)
+	c.SetWriteDeadline(time.Time{})
+	if err := write(); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	h.col.waitFor("the end after recovery", 60*time.Second, func(m map[string]*stream) bool {
+		s := m[name]
+		return s != nil && s.eos
 	})
+	if got := h.col.get(name); got.bytes != w.bytes || got.crc != w.crc {
+		t.Fatalf("%s: got %d bytes crc %08x, sent %d crc %08x", runner, got.bytes, got.crc, w.bytes, w.crc)
+	}
 }
 
 func openFDs(t *testing.T) int {

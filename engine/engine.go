@@ -20,7 +20,8 @@ var ErrClosed = fmt.Errorf("engine: closed: %w", net.ErrClosed)
 
 // Handler processes one chunk and must Release it, now or later. It runs
 // on the engine's processing goroutines, apart from the I/O workers; a
-// source's chunks always reach the same goroutine, in order.
+// source's chunks always reach the same goroutine, in order. An inline
+// handler (WithInlineHandler) runs where the chunk was read instead.
 type Handler func(c Chunk)
 
 // ErrorHandler receives every source error, as a *srcs.SourceError naming
@@ -36,6 +37,7 @@ type Option func(*options)
 type options struct {
 	log       *slog.Logger
 	handler   Handler
+	inline    bool
 	onError   ErrorHandler
 	factories map[string]factory
 }
@@ -47,7 +49,25 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 // WithHandler selects push delivery: h runs for every chunk on
 // Config.Handlers processing goroutines. Without it, consumers pull with
 // Next.
-func WithHandler(h Handler) Option { return func(o *options) { o.handler = h } }
+func WithHandler(h Handler) Option { return func(o *options) { o.handler, o.inline = h, false } }
+
+// WithInlineHandler selects inline delivery: h runs for every chunk on
+// the goroutine that read it, a uring or epoll worker's locked thread or
+// the source's own goroutine or thread, with no queue between them and no
+// thread woken to run it. A source's chunks still reach h one at a time,
+// in order, and its errors reach the ErrorHandler in order behind them,
+// on the same goroutines.
+//
+// It is for cheap consumers that never block: a checksum, a count, a copy
+// into a batch that another goroutine sends. While h runs, its worker
+// reads for none of its sources, and a blocked h stalls all of them. h
+// must not call Shutdown. Backpressure then comes from the pool alone:
+// chunks h keeps hold their buffers, and the delivery watermarks
+// (QueueHigh, QueueLow) do not apply. Config.Handlers is ignored. The
+// default, WithHandler, keeps processing apart from I/O.
+func WithInlineHandler(h Handler) Option {
+	return func(o *options) { o.handler, o.inline = h, h != nil }
+}
 
 // WithErrorHandler sets the receiver of source errors. Without one they
 // are logged at level Warn.
@@ -65,6 +85,7 @@ type Engine struct {
 	// runner needs one. Created on first use.
 	side    Runner
 	handler Handler
+	inline  bool // handler runs inside deliver (WithInlineHandler)
 	onError ErrorHandler
 	shards  []*queue
 	flow    flow
@@ -119,28 +140,31 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 	// wake-ups from its first turn.
 	hold := &wakeHold{}
 	nshards := 1
-	if o.handler != nil {
+	if o.handler != nil && !o.inline {
 		nshards = cfg.Handlers
 	}
 	for range nshards {
 		hold.shards = append(hold.shards, newQueue(hold))
 	}
 	rc := srcs.RunnerConfig{Workers: cfg.Workers, Pool: p, MaxThreads: cfg.MaxThreads, Logger: o.log,
-		BatchWait: cfg.BatchWait, Wakeups: hold}
+		BatchWait: cfg.BatchWait, Wakeups: hold, Inline: o.inline}
+	if o.inline {
+		rc.Wakeups = nil // nothing is queued: there is no one to wake
+	}
 	r, err := chooseRunner(cfg.Runner, rc, o.factories, o.log)
 	if err != nil {
 		p.Close()
 		return nil, err
 	}
 	e := &Engine{
-		cfg: cfg, log: o.log, pool: p, runner: r, handler: o.handler, onError: o.onError,
+		cfg: cfg, log: o.log, pool: p, runner: r, handler: o.handler, inline: o.inline, onError: o.onError,
 		sources: map[srcs.ID]*source{}, allDone: make(chan struct{}), done: make(chan struct{}),
 		freed: make(chan struct{}, 1),
 	}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.flow = flow{high: int64(cfg.QueueHigh), low: int64(cfg.QueueLow), setPaused: e.setPaused}
 	e.shards = hold.shards
-	if e.handler != nil {
+	if e.handler != nil && !e.inline {
 		for _, q := range e.shards {
 			e.handlers.Go(func() { e.serve(q) })
 		}
@@ -397,8 +421,21 @@ func (e *Engine) sourceDone(s *source) {
 	}
 }
 
-// deliver queues an item on the source's shard and applies backpressure.
+// deliver queues an item on the source's shard and applies backpressure,
+// or with an inline handler hands it over at once.
 func (e *Engine) deliver(s *source, it item) {
+	if e.inline {
+		switch {
+		case it.err != nil:
+			e.reportError(it.err)
+		default:
+			if it.chunk.data() {
+				e.totals.took(&it.chunk, time.Now())
+			}
+			e.handler(it.chunk)
+		}
+		return
+	}
 	it.src = s
 	if it.chunk.data() {
 		e.flow.add(1)
@@ -508,7 +545,7 @@ func (e *Engine) serve(q *queue) {
 // for concurrent use; chunks of one source come out in order.
 func (e *Engine) Next(ctx context.Context) (Chunk, error) {
 	if e.handler != nil {
-		return Chunk{}, errors.New("engine: Next: the engine delivers to a handler (WithHandler)")
+		return Chunk{}, errors.New("engine: Next: the engine delivers to a handler (WithHandler or WithInlineHandler)")
 	}
 	q := e.shards[0]
 	for {

@@ -106,6 +106,7 @@ type Runner struct {
 	log     *slog.Logger
 	pool    *pool.Pool
 	wakeups srcs.WakeupHolder // nil: every Emit wakes processing itself
+	inline  bool              // processing runs inside Emit: workers never yield for it
 	opts    runnerOptions
 	workers []*worker
 	wg      sync.WaitGroup
@@ -164,7 +165,7 @@ func newRunner(cfg srcs.RunnerConfig, opts runnerOptions) (*Runner, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	r := &Runner{log: log, pool: cfg.Pool, wakeups: cfg.Wakeups, opts: opts}
+	r := &Runner{log: log, pool: cfg.Pool, wakeups: cfg.Wakeups, inline: cfg.Inline, opts: opts}
 	if cfg.BatchWait < 0 {
 		return nil, fmt.Errorf("ring: runner: config: BatchWait = %v: must not be negative", cfg.BatchWait)
 	}

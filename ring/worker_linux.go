@@ -302,7 +302,8 @@ func (w *worker) sqe() *SQE {
 // worker's locked thread otherwise keeps the P until Go's sysmon notices,
 // 20 µs to 10 ms later, and with GOMAXPROCS=1 nothing else runs meanwhile.
 // Each yield of a locked thread costs two context switches, so it is paid
-// once per batch of chunks, not once per chunk.
+// once per batch of chunks, not once per chunk; and never when processing
+// runs inside Emit (srcs.RunnerConfig.Inline), where nothing waits for it.
 func (w *worker) loop() error {
 	for {
 		// Processing is woken once a turn, not once a chunk: the hold
@@ -322,7 +323,9 @@ func (w *worker) loop() error {
 			}
 			ready = w.ring.CQReady() > 0
 		}
-		if w.unyielded > 0 && (!ready || w.unyielded >= yieldChunks) {
+		if w.r.inline {
+			w.unyielded = 0
+		} else if w.unyielded > 0 && (!ready || w.unyielded >= yieldChunks) {
 			w.unyielded = 0
 			runtime.Gosched()
 		}

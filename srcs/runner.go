@@ -29,6 +29,10 @@ type RunnerConfig struct {
 	// Wakeups, when set, lets event-loop workers wake processing once per
 	// loop turn instead of once per chunk. The engine sets it.
 	Wakeups WakeupHolder
+	// Inline says processing runs inside Emit, on the goroutine that
+	// emits (engine.WithInlineHandler): a worker then never yields its
+	// thread for processing to run, since nothing waits for it.
+	Inline bool
 }
 
 // WakeupHolder holds back the wake-ups of processing while a runner's
