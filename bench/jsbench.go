@@ -34,6 +34,7 @@ type JetStreamConfig struct {
 	Runner  string // engine runner
 	Pending int    // jetstream max_pending
 	Storage string // file or memory
+	Inline  bool   // publish from where each chunk was read (engine.WithInlineHandler)
 	JSON    string // report file; "-" for stdout, "" for none
 	// Check, if set, replaces the benchmark: read this stream and check
 	// it (see StreamCheckConfig).
@@ -55,6 +56,7 @@ func (c *JetStreamConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Runner, "runner", c.Runner, "auto, uring, epoll, goroutine or thread")
 	fs.IntVar(&c.Pending, "max-pending", c.Pending, "unacknowledged publishes before sources wait")
 	fs.StringVar(&c.Storage, "storage", c.Storage, "the stream's storage: file or memory")
+	fs.BoolVar(&c.Inline, "inline", c.Inline, "publish from where each chunk was read, on the runner's worker (engine.WithInlineHandler), instead of from the engine's processing goroutines")
 	fs.StringVar(&c.JSON, "json", c.JSON, "write the JSON report to `FILE` (- for stdout)")
 	fs.StringVar(&c.Check.Stream, "check", "", "instead of the benchmark: read `STREAM` of newline records and check every source's order and every sender's records")
 	fs.StringVar(&c.Check.URL, "url", "nats://127.0.0.1:4222", "with --check: the NATS servers, comma-separated")
@@ -152,7 +154,11 @@ func JetStream(ctx context.Context, c JetStreamConfig, ios IO) (*JetStreamReport
 		}
 		pub.Handle(ch)
 	}
-	e, err := engine.New(engine.Config{Runner: c.Runner, Buffers: 1024, BufSize: 64 << 10}, engine.WithHandler(h))
+	deliver := engine.WithHandler(h)
+	if c.Inline {
+		deliver = engine.WithInlineHandler(h)
+	}
+	e, err := engine.New(engine.Config{Runner: c.Runner, Buffers: 1024, BufSize: 64 << 10}, deliver)
 	if err != nil {
 		pub.Close(context.Background())
 		return nil, err
