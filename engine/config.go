@@ -73,11 +73,25 @@ type Config struct {
 	// handler (WithHandler). A source's chunks always go to the same
 	// handler goroutine, in order. Default: GOMAXPROCS.
 	Handlers int `yaml:"handlers"`
+	// Delivery says where the push handler runs: "queue" (the default)
+	// on the processing goroutines, apart from the I/O workers; "inline"
+	// where each chunk was read, on a uring or epoll worker's thread or
+	// the source's own goroutine, as WithInlineHandler does. Inline costs
+	// no queue and no thread wake-up per chunk, but a slow handler holds
+	// up every source of its worker, and the pool is then the only
+	// backpressure. It needs a handler: pull mode (Next) always queues.
+	Delivery string `yaml:"delivery"`
 	// MaxThreads caps the thread runner's OS threads. Default 8000, below
 	// Go's default limit of 10,000 (runtime/debug.SetMaxThreads); a larger
 	// value raises that limit.
 	MaxThreads int `yaml:"max_threads"`
 }
+
+// Where the push handler runs (Config.Delivery).
+const (
+	DeliveryQueue  = "queue"
+	DeliveryInline = "inline"
+)
 
 // Defaults.
 const (
@@ -153,6 +167,13 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Handlers == 0 {
 		c.Handlers = procs
+	}
+	switch c.Delivery {
+	case "":
+		c.Delivery = DeliveryQueue
+	case DeliveryQueue, DeliveryInline:
+	default:
+		return c, &ConfigError{"Delivery", c.Delivery, `must be "queue" or "inline"`}
 	}
 	if c.MaxThreads < 0 {
 		return c, &ConfigError{"MaxThreads", c.MaxThreads, "must not be negative"}

@@ -64,7 +64,8 @@ func WithHandler(h Handler) Option { return func(o *options) { o.handler, o.inli
 // must not call Shutdown. Backpressure then comes from the pool alone:
 // chunks h keeps hold their buffers, and the delivery watermarks
 // (QueueHigh, QueueLow) do not apply. Config.Handlers is ignored. The
-// default, WithHandler, keeps processing apart from I/O.
+// default, WithHandler, keeps processing apart from I/O; WithHandler
+// with Config.Delivery "inline" is the same as WithInlineHandler.
 func WithInlineHandler(h Handler) Option {
 	return func(o *options) { o.handler, o.inline = h, h != nil }
 }
@@ -131,6 +132,14 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 	o := options{log: slog.New(slog.DiscardHandler), factories: defaultFactories()}
 	for _, opt := range opts {
 		opt(&o)
+	}
+	switch {
+	case o.inline:
+		cfg.Delivery = DeliveryInline
+	case cfg.Delivery == DeliveryInline && o.handler == nil:
+		return nil, &ConfigError{"Delivery", cfg.Delivery, "needs a push handler (WithHandler): pull mode (Next) always queues"}
+	case cfg.Delivery == DeliveryInline:
+		o.inline = true
 	}
 	p, err := pool.New(cfg.poolConfig())
 	if err != nil {

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -104,4 +105,88 @@ func TestInlineRunsWhereRead(t *testing.T) {
 			}
 		}
 	})
+}
+
+// Config.Delivery chooses the same inline delivery from a file, and
+// refuses what it cannot do in the user's terms.
+func TestDeliveryConfig(t *testing.T) {
+	t.Setenv(engine.EnvRunner, "")
+	for _, tc := range []struct {
+		delivery string
+		handler  bool
+		want     string // error text; "" for none
+	}{
+		{"", true, ""},
+		{"queue", false, ""},
+		{"inline", true, ""},
+		{"inline", false, "Delivery = inline: needs a push handler"},
+		{"fast", true, `Delivery = fast: must be "queue" or "inline"`},
+	} {
+		var opts []engine.Option
+		if tc.handler {
+			opts = append(opts, engine.WithHandler(func(c engine.Chunk) { c.Release() }))
+		}
+		e, err := engine.New(engine.Config{Runner: engine.RunnerGoroutine, Buffers: 4, BufSize: 4096, Delivery: tc.delivery}, opts...)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("delivery %q: %v", tc.delivery, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("delivery %q: error %v, want one containing %q", tc.delivery, err, tc.want)
+		}
+		if e != nil {
+			e.Shutdown(context.Background())
+		}
+	}
+}
+
+// WithHandler with Delivery "inline" runs the handler where the chunk was
+// read: while it is busy with a source's chunk, that source reads nothing
+// more, and nothing is queued (queued delivery would queue the chunks
+// read meanwhile).
+func TestDeliveryInlineFromConfig(t *testing.T) {
+	t.Setenv(engine.EnvRunner, "")
+	busy := make(chan struct{})
+	done := make(chan struct{})
+	var once sync.Once
+	e, err := engine.New(engine.Config{Runner: engine.RunnerGoroutine, Buffers: 16, BufSize: 4096, Flush: time.Millisecond,
+		Delivery: engine.DeliveryInline},
+		engine.WithHandler(func(c engine.Chunk) {
+			if len(c.Data) > 0 {
+				once.Do(func() {
+					close(busy)
+					<-done
+				})
+			}
+			c.Release()
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := srcs.ListenTCP("127.0.0.1:0", srcs.ListenerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.AddListener(ln); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := dialTagged(t, ln.Addr().String(), nil)
+	select {
+	case <-busy:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no chunk")
+	}
+	for range 10 {
+		if _, err := c.Write([]byte("more bytes, read only once the handler returns")); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if st := e.Stats(); st.Queued != 0 {
+		t.Errorf("%d chunks queued while the inline handler was busy", st.Queued)
+	}
+	close(done)
+	c.Close()
+	if err := e.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 }
