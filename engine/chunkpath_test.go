@@ -102,6 +102,8 @@ func TestChunkPathAllocs(t *testing.T) {
 //     Wait when the pool runs dry, while a consumer pulls with Next and
 //     releases; the cross-goroutine hand-off a real engine pays.
 //   - push: the same with a handler (WithHandler) as the consumer.
+//   - push-inline: the same with an inline handler (WithInlineHandler),
+//     which runs inside Emit: no queue, no hand-off.
 func BenchmarkChunkPath(b *testing.B) {
 	b.Run("inline", func(b *testing.B) {
 		e, ss := chunkPathEngine(b, 1)
@@ -140,6 +142,28 @@ func BenchmarkChunkPath(b *testing.B) {
 		_, ss := chunkPathEngine(b, 8, WithHandler(func(c Chunk) { c.Release() }))
 		produce(b, ss)
 	})
+	b.Run("push-inline", func(b *testing.B) {
+		_, ss := chunkPathEngine(b, 8, WithInlineHandler(func(c Chunk) { c.Release() }))
+		produce(b, ss)
+	})
+}
+
+// TestChunkPathInlineAllocs: an inline handler's chunk path allocates
+// nothing either.
+func TestChunkPathInlineAllocs(t *testing.T) {
+	var got int
+	_, ss := chunkPathEngine(t, 1, WithInlineHandler(func(c Chunk) {
+		got++
+		c.Release()
+	}))
+	s, now := ss[0], time.Now()
+	allocs := testing.AllocsPerRun(1000, func() { emitOne(t, s, now) })
+	if allocs != 0 {
+		t.Errorf("inline chunk path allocates %.1f times per chunk, want 0", allocs)
+	}
+	if got < 1000 {
+		t.Errorf("the inline handler ran %d times for 1,000 chunks", got)
+	}
 }
 
 // produce emits b.N whole buffers round-robin over ss from one goroutine,
