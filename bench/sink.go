@@ -227,8 +227,10 @@ loop:
 			break loop
 		case now := <-ticker.C:
 			total := col.total.Load()
-			if c.UntilIdle > 0 && total > 0 && sk.live() == 0 &&
-				now.Sub(time.Unix(0, col.last.Load())) >= c.UntilIdle {
+			// The live count walks every source's stats: ask for it only
+			// once the bytes have stopped, not on every tick of a run.
+			if c.UntilIdle > 0 && total > 0 && now.Sub(time.Unix(0, col.last.Load())) >= c.UntilIdle &&
+				sk.live() == 0 {
 				reason = "idle"
 				break loop
 			}
