@@ -81,8 +81,9 @@ const (
 	// idleActiveAddr is where the active load connects.
 	idleActiveAddr = "127.0.0.1:0"
 	// idleFDMargin is the descriptors each side needs besides one per
-	// connection.
-	idleFDMargin = 4096
+	// connection: listeners, the runner's rings or epoll sets, pipes, a
+	// duplicate per connection being handed to a runner.
+	idleFDMargin = 512
 )
 
 // idleStepTimeout bounds the wait for one step of connections to reach
@@ -253,6 +254,31 @@ func (c IdleConfig) Validate() error {
 			c.Idle[len(c.Idle)-1], c.sourceAddrs()*c.Listeners, per, idlePerPair)
 	}
 	return c.Engine.validate()
+}
+
+// sinkNoFile and clientNoFile are the descriptors the sink and the idle
+// client need.
+func (c IdleConfig) sinkNoFile() uint64 {
+	return uint64(c.Idle[len(c.Idle)-1] + c.Active + idleFDMargin)
+}
+
+func (c IdleConfig) clientNoFile() uint64 { return uint64(c.Idle[len(c.Idle)-1] + idleFDMargin) }
+
+// checkNoFile fails early, saying what would fit, when the children
+// could not raise RLIMIT_NOFILE as far as they need: it raises this
+// process's limit, which they inherit, the hard limit too where this
+// process may.
+func (c IdleConfig) checkNoFile() error {
+	need := max(c.sinkNoFile(), c.clientNoFile())
+	lim, err := raiseNoFile(need)
+	if err == nil {
+		return nil
+	}
+	fits := int64(max(lim.Hard, lim.Soft)) - int64(c.Active) - idleFDMargin
+	if fits < 1 {
+		return fmt.Errorf("bench: idle: %v", err)
+	}
+	return fmt.Errorf("bench: idle: the sink %v; with this hard limit the highest --idle level is %d (with --active %d)", err, fits, c.Active)
 }
 
 // burst is the size of the timed burst.
@@ -514,6 +540,9 @@ func Idle(ctx context.Context, c IdleConfig, ios IO) (*IdleReport, error) {
 	if err := idleSupported(); err != nil {
 		return nil, err
 	}
+	if err := c.checkNoFile(); err != nil {
+		return nil, err
+	}
 	exe, err := executable(c.Exe)
 	if err != nil {
 		return nil, err
@@ -589,13 +618,13 @@ var idleNotes = []string{
 func idleRunner(ctx context.Context, c IdleConfig, runner, exe string, pin Pinning, ios IO) (*IdleRun, error) {
 	top := c.Idle[len(c.Idle)-1]
 	sk, err := startIdleSink(ctx, exe, idleSinkSpec{Runner: runner, Engine: c.Engine, IdleAddrs: idleListenAddrs(c.Listeners),
-		ActiveAddr: idleActiveAddr, NoFile: uint64(top + c.Active + idleFDMargin), MemProfileRate: c.MemProfileRate}, ios)
+		ActiveAddr: idleActiveAddr, NoFile: c.sinkNoFile(), MemProfileRate: c.MemProfileRate}, ios)
 	if err != nil {
 		return nil, err
 	}
 	defer sk.kill()
 	cl, err := startIdleClient(ctx, exe, idleClientSpec{Dst: sk.ready.IdleAddrs, Src: idleSourceAddrs(c.sourceAddrs()),
-		NoFile: uint64(top + idleFDMargin)}, pin.GenCPUs, ios)
+		NoFile: c.clientNoFile()}, pin.GenCPUs, ios)
 	if err != nil {
 		return nil, err
 	}

@@ -321,9 +321,9 @@ func RunIdleChild(ctx context.Context, role string, in io.Reader, out, errOut io
 		err = fmt.Errorf("unknown role %q", role)
 	}
 	if err != nil {
+		// The parent reports it.
 		ready.Error = err.Error()
-		enc.Encode(ready)
-		return fmt.Errorf("bench: idle %s: %w", role, err)
+		return enc.Encode(ready)
 	}
 	defer h.close()
 	if err := enc.Encode(ready); err != nil {
