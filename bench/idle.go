@@ -496,10 +496,13 @@ type SlabGrowth struct {
 type IdleBurst struct {
 	Conns int `json:"conns"`
 	// Seconds runs from the client's first connect to the sink's
-	// registering the last connection as a source; ClientS is the
-	// client's own part, until its last connect completed.
+	// registering the last connection as a source. ClientS is the
+	// client's own part, until its last connect completed, and SinkS
+	// the sink's, from its first registration to its last: when
+	// ClientS is close to Seconds, the client set the pace.
 	Seconds   float64 `json:"seconds"`
 	ClientS   float64 `json:"client_s"`
+	SinkS     float64 `json:"sink_s"`
 	ConnsPerS float64 `json:"conns_per_s"`
 }
 
@@ -718,12 +721,12 @@ func (p *idlePhase) burst(ctx context.Context, n int) (IdleBurst, error) {
 		return IdleBurst{}, err
 	}
 	b := IdleBurst{Conns: n, ClientS: time.Duration(opened.EndNs - opened.StartNs).Seconds(),
-		Seconds: time.Duration(cn.ReachedNs - opened.StartNs).Seconds()}
+		Seconds: time.Duration(cn.ReachedNs - opened.StartNs).Seconds(), SinkS: time.Duration(cn.ReachedNs - cn.FirstNs).Seconds()}
 	if b.Seconds > 0 {
 		b.ConnsPerS = float64(n) / b.Seconds
 	}
-	fmt.Fprintf(p.ios.Err, "%s: burst of %s idle connections registered by the sink in %.3fs (%s/s; the client's connects took %.3fs)\n",
-		p.runner, humanize.Comma(int64(n)), b.Seconds, humanize.Comma(int64(b.ConnsPerS)), b.ClientS)
+	fmt.Fprintf(p.ios.Err, "%s: burst of %s idle connections registered by the sink in %.3fs (%s/s; the client's connects took %.3fs, the sink's first to last registration %.3fs)\n",
+		p.runner, humanize.Comma(int64(n)), b.Seconds, humanize.Comma(int64(b.ConnsPerS)), b.ClientS, b.SinkS)
 	return b, nil
 }
 
@@ -1100,8 +1103,9 @@ func writeIdleTable(w io.Writer, rep *IdleReport) {
 			}
 			fmt.Fprintln(w)
 		}
-		fmt.Fprintf(w, "%s: burst of %s accepted in %.3fs (%s/s; the client's connects %.3fs); reset and ended in %.2fs; RLIMIT_NOFILE sink %s, client %s\n",
-			r.Runner, humanize.Comma(int64(r.Burst.Conns)), r.Burst.Seconds, humanize.Comma(int64(r.Burst.ConnsPerS)), r.Burst.ClientS, r.CloseS, r.SinkNoFile, r.ClientNoFile)
+		fmt.Fprintf(w, "%s: burst of %s accepted in %.3fs (%s/s; the client's connects %.3fs, the sink's first to last %.3fs); reset and ended in %.2fs; RLIMIT_NOFILE sink %s, client %s\n",
+			r.Runner, humanize.Comma(int64(r.Burst.Conns)), r.Burst.Seconds, humanize.Comma(int64(r.Burst.ConnsPerS)), r.Burst.ClientS, r.Burst.SinkS,
+			r.CloseS, r.SinkNoFile, r.ClientNoFile)
 	}
 	for _, s := range rep.Failed {
 		fmt.Fprintf(w, "failed %s: %s\n", s.Runner, s.Reason)

@@ -69,8 +69,9 @@ type idleCounts struct {
 	IdleEnded   int64 `json:"idle_ended"`
 	ActiveAdded int64 `json:"active_added"`
 	ActiveEnded int64 `json:"active_ended"`
-	// ReachedNs is when the idle count reached the armed target
-	// (UnixNano), 0 before.
+	// FirstNs and ReachedNs are when the first idle source after arm
+	// and the armed target's were registered (UnixNano), 0 before.
+	FirstNs      int64    `json:"first_ns"`
 	ReachedNs    int64    `json:"reached_ns"`
 	Bytes        uint64   `json:"bytes"`
 	CPUNs        int64    `json:"cpu_ns"`
@@ -366,8 +367,12 @@ type idleSinkChild struct {
 
 	idleAdded atomic.Int64
 	idleEnded atomic.Int64
-	target    atomic.Int64
-	reached   atomic.Int64
+	// After arm: the idle count then (armed), and when the first idle
+	// source after it and the target one were registered (UnixNano).
+	armed   atomic.Int64
+	target  atomic.Int64
+	first   atomic.Int64
+	reached atomic.Int64
 
 	mu          sync.Mutex
 	active      map[srcs.ID]bool // the active listener's sources
@@ -432,7 +437,11 @@ func newIdleSinkChild(spec idleSinkSpec) (*idleSinkChild, idleReady, error) {
 }
 
 func (s *idleSinkChild) addedIdle(srcs.ID, srcs.Source) {
-	if n := s.idleAdded.Add(1); n == s.target.Load() {
+	n := s.idleAdded.Add(1)
+	if n == s.armed.Load()+1 {
+		s.first.Store(time.Now().UnixNano())
+	}
+	if n == s.target.Load() {
 		s.reached.Store(time.Now().UnixNano())
 	}
 }
@@ -466,17 +475,22 @@ func (s *idleSinkChild) handleChunk(ch engine.Chunk) {
 func (s *idleSinkChild) handle(_ context.Context, req idleReq) (*idleResp, error) {
 	switch req.Op {
 	case opArm:
-		s.target.Store(req.Target)
-		s.reached.Store(0)
-		if s.idleAdded.Load() >= req.Target {
-			return nil, fmt.Errorf("arm: already %d idle sources", s.idleAdded.Load())
+		// Called while no idle connection is being opened.
+		n := s.idleAdded.Load()
+		if n >= req.Target {
+			return nil, fmt.Errorf("arm: already %d idle sources", n)
 		}
+		s.first.Store(0)
+		s.reached.Store(0)
+		s.armed.Store(n)
+		s.target.Store(req.Target)
 		return &idleResp{}, nil
 	case opCounts:
 		s.mu.Lock()
 		cn := &idleCounts{ActiveAdded: s.activeAdded, ActiveEnded: s.activeEnded}
 		s.mu.Unlock()
-		cn.IdleAdded, cn.IdleEnded, cn.ReachedNs = s.idleAdded.Load(), s.idleEnded.Load(), s.reached.Load()
+		cn.IdleAdded, cn.IdleEnded = s.idleAdded.Load(), s.idleEnded.Load()
+		cn.FirstNs, cn.ReachedNs = s.first.Load(), s.reached.Load()
 		cn.Bytes, cn.CPUNs, cn.Goroutines = s.col.total.Load(), cpuTime().Nanoseconds(), runtime.NumGoroutine()
 		cn.Errors, cn.ErrorSamples = s.col.errs.Load(), s.col.errorSamples()
 		return &idleResp{Counts: cn}, nil

@@ -222,7 +222,7 @@ func TestIdleCLI(t *testing.T) {
 			t.Errorf("%s per idle connection: %v", name, v)
 		}
 	}
-	if b := r.Burst; b.Conns != 100 || b.Seconds <= 0 || b.Seconds > 30 || b.ClientS <= 0 || b.ConnsPerS <= 0 {
+	if b := r.Burst; b.Conns != 100 || b.Seconds <= 0 || b.Seconds > 30 || b.ClientS <= 0 || b.ConnsPerS <= 0 || b.SinkS <= 0 || b.SinkS > b.Seconds {
 		t.Errorf("burst %+v", b)
 	}
 	for _, a := range []*IdleActive{r.Without, r.With} {
