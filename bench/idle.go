@@ -781,7 +781,12 @@ func (p *idlePhase) openAndWait(ctx context.Context, n int) (*idleOpened, error)
 			return nil, err
 		}
 		if cn.IdleEnded > 0 {
-			return nil, fmt.Errorf("bench: the sink ended %d idle connections while they were being opened (errors: %s)", cn.IdleEnded, strings.Join(cn.ErrorSamples, "; "))
+			first := "none reported"
+			if len(cn.ErrorSamples) > 0 {
+				first = cn.ErrorSamples[0]
+			}
+			return nil, fmt.Errorf("bench: the sink ended %d idle connections while they were being opened (%d source errors; the first: %s)",
+				cn.IdleEnded, cn.Errors, first)
 		}
 		if opened != nil && cn.IdleAdded >= int64(n) {
 			return opened, nil
