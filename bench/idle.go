@@ -186,10 +186,10 @@ func defaultIdleRunners() []string {
 // RegisterFlags defines c's flags on fs, with c's values as defaults.
 func (c *IdleConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.Var(&c.Runners, "runners", "comma-separated runners to measure, in order (default: uring,epoll,goroutine, those available; thread stops at its thread cap)")
-	fs.Var(&c.Idle, "idle", "idle levels, ascending, e.g. 10000,100000 or 10k,100k; the figures per idle connection are taken between the first and the last (default 10000,100000)")
+	fs.Var(&c.Idle, "idle", "idle levels, ascending, e.g. 10000,100000 or 10k,100k; the figures per idle connection are taken between the first and the last")
 	fs.IntVar(&c.Active, "active", c.Active, "active sources, measured without and then beside the idle connections (0: none)")
-	fs.Var(&c.Rate, "rate", "mean bytes per second per active source (default 64KiB/s; 0 unlimited)")
-	fs.Var(&c.MsgSize, "msg-size", "message size of the active sources (default 1KiB)")
+	fs.Var(&c.Rate, "rate", "mean bytes per second per active source (0 unlimited)")
+	fs.Var(&c.MsgSize, "msg-size", "message size of the active sources")
 	fs.DurationVar(&c.Duration, "duration", c.Duration, "how long the active sources send, in each of the two phases")
 	fs.IntVar(&c.Burst, "burst", c.Burst, fmt.Sprintf("idle connections opened at once to time the sink's accept, and the step past it (default %d, or the first level if lower)", DefaultIdleBurst))
 	fs.IntVar(&c.Listeners, "listeners", c.Listeners, "idle listeners, on 127.0.0.11 and up")
