@@ -31,6 +31,7 @@ commands:
   probe    what the kernel offers, and which runner auto picks and why
   jetstream  TCP sources into NATS JetStream: throughput, CPU per GiB of sluice and the server
   soak     every kind of source at once for a long time: exact delivery, and no leaks once the load stops
+  idle     many idle connections beside a few active ones: memory, threads and accept time per connection, per runner
 
 Run 'sluice-bench <command> --help' for a command's flags.
 `
@@ -112,6 +113,21 @@ func run(args []string) int {
 		c := bench.DefaultSoakConfig()
 		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, ios bench.IO) error {
 			_, err := bench.Soak(ctx, c, ios)
+			return err
+		}}
+	case "idle":
+		if len(args) > 0 && bench.IsIdleChild(args[0]) {
+			// hidden: the sink and the idle client that idle starts
+			role := args[0]
+			args = args[1:]
+			cmd = command{func(*flag.FlagSet) {}, func() error { return nil }, func(ctx context.Context, _ bench.IO) error {
+				return bench.RunIdleChild(ctx, role, os.Stdin, os.Stdout, os.Stderr)
+			}}
+			break
+		}
+		c := bench.DefaultIdleConfig()
+		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, ios bench.IO) error {
+			_, err := bench.Idle(ctx, c, ios)
 			return err
 		}}
 	case "natsd": // hidden: the NATS server process that jetstream starts
