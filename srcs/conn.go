@@ -34,8 +34,8 @@ import (
 // SetReadDeadline may be called while Read blocks.
 type Conn struct {
 	name     string
-	identity string    // a TLS client's verified subject, or ""
-	raw      net.Conn  // the socket under a TLS session; nil without TLS
+	identity string     // a TLS client's verified subject, or ""
+	raw      net.Conn   // the socket under a TLS session; nil without TLS
 	tls      *tlsReader // reads the TLS session; nil without TLS
 
 	mu     sync.Mutex
