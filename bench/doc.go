@@ -35,8 +35,10 @@
 // second, syscalls per MiB, and samples a quarter, half and three
 // quarters into the run how many bytes wait unread in its connections'
 // receive queues (/proc/net/tcp): tens of KiB per source mean the engine
-// fell behind and the senders wait for window. It writes its result to the parent as JSON,
-// latency histograms included.
+// fell behind and the senders wait for window (the samples' own CPU time,
+// which grows with every socket on the machine, is left out of the
+// engine's). It writes its result to the parent as JSON, latency
+// histograms included.
 //
 // Every message starts with a 16-byte header: its scheduled send time and
 // the time the generator actually wrote it (UnixNano, little-endian; one

@@ -305,9 +305,9 @@ func measure(ctx context.Context, w workload, ios IO) (*Result, error) {
 	// The interval ends when the last source ended; the report may come
 	// a moment later, but no engine work happens in between that matters.
 	t1 := time.Now()
-	cpu1 := cpuTime()
-	threads, rss := smp.finish()
 	rxBacklog := backlog.finish()
+	cpu1 := cpuTime() - backlog.cpu // the sampler's reads of /proc are not the engine's
+	threads, rss := smp.finish()
 	prog.finish()
 	profPath, profErr := prof.stop()
 	waits := sk.e.Pool().Stats().Waits - waits0
