@@ -36,6 +36,8 @@ type EngineFlags struct {
 	// Framing names the listeners' framer, as srcs.ParseFraming reads it
 	// (--framing, on the commands that take it); "" or "none": raw bytes.
 	Framing string
+	// TLS puts the listeners on TLS (run --tls).
+	TLS *srcs.TLSConfig `json:",omitempty"`
 }
 
 func (f EngineFlags) config(runner string) engine.Config {
@@ -339,7 +341,7 @@ func startSink(f EngineFlags, runner string, addrs []string, col *collector, opt
 	}
 	s := &sinkEngine{e: e, col: col}
 	for _, a := range addrs {
-		ln, err := srcs.ListenTCP(a, srcs.ListenerConfig{MaxConns: f.MaxConns, RecvBuffer: int(f.RecvBuffer), Framer: col.framer})
+		ln, err := srcs.ListenTCP(a, srcs.ListenerConfig{MaxConns: f.MaxConns, RecvBuffer: int(f.RecvBuffer), Framer: col.framer, TLS: f.TLS})
 		if err == nil {
 			err = e.AddListener(ln)
 		}

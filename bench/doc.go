@@ -157,6 +157,20 @@
 // the sources carry 80% of the bytes. The total offered load stays
 // N·--rate. Skew needs --rate.
 //
+// # TLS
+//
+// run --tls adds a row, goroutine+tls, measured first in every round: the
+// engine on the goroutine runner (the one that carries every TLS source,
+// there being no kTLS) behind a TLS listener configured as a node file
+// configures one (srcs.TLSConfig), with a CA and certificate made for the
+// run in a temporary directory. The generator dials and finishes every
+// handshake before the measured interval, then writes each connection
+// through crypto/tls from a goroutine of its own, as fast as the sink
+// takes it (TLS is for unpaced runs). The ratios the report prints are
+// then TLS's to each plaintext row of the same rounds; each run records
+// the sessions' version and cipher suite ("tls") and how many streams
+// reconciled byte for byte, CRC-32C included ("streams_verified").
+//
 // # The default run
 //
 // `sluice-bench run` with no flags, what `make bench` runs: every runner
