@@ -277,6 +277,16 @@
 //     broker lost with a restart, which it had acknowledged but not yet
 //     delivered or received before the subscriber subscribed again
 //     (soak_mqtt.go); duplicates are counted.
+//   - Trust (--trust-rate 40 hostile peers a second): a TLS listener
+//     (client certificates verified when given) and a PROXY listener
+//     (one trusted proxy address) take plaintext and garbage instead of a
+//     ClientHello, silent handshakes (and every 10s a flood of 100, more
+//     than the listener's 64 handshakes at once), handshakes a byte every
+//     100ms, client certificates from another CA and PROXY headers from
+//     an untrusted address, beside well-behaved TLS and proxied streams
+//     at half that rate. Each listener must count every hostile peer by
+//     its reason exactly as sent, and the well-behaved streams are checked
+//     like the stream load's (soak_trust.go).
 //
 // Before the load, a warm-up opens connections up to the peak and ends
 // them all. Every second a progress line on stderr gives the open

@@ -70,51 +70,95 @@ func (f *TLSFiles) listener() *srcs.TLSConfig {
 	return &srcs.TLSConfig{CertFile: f.CertFile, KeyFile: f.KeyFile}
 }
 
-// makeTLSFiles makes a certificate authority and a server certificate
-// (ECDSA P-256, valid for a day) in dir.
-func makeTLSFiles(dir string) (*TLSFiles, error) {
+// benchCA is a certificate authority made at run time (ECDSA P-256, valid
+// for a day), for run --tls and the soak's TLS listener.
+type benchCA struct {
+	cert   *x509.Certificate
+	key    *ecdsa.PrivateKey
+	der    []byte
+	serial int64
+}
+
+func newBenchCA(cn string) (*benchCA, error) {
 	now := time.Now()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "sluice-bench CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		return nil, err
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		return nil, err
-	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
 	}
 	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "sluice-bench sink"},
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: cn},
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
 		return nil, err
 	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, err
+	}
+	return &benchCA{cert: cert, key: key, der: der, serial: 1}, nil
+}
+
+// issue signs a certificate for subject CN=cn: a server's for 127.0.0.1,
+// ::1 and localhost, or a client's. It returns the certificate and key
+// as PEM and as a tls.Certificate.
+func (ca *benchCA) issue(cn string, server bool) (certPEM, keyPEM []byte, tc tls.Certificate, err error) {
+	now := time.Now()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, tc, err
+	}
+	ca.serial++
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(ca.serial), Subject: pkix.Name{CommonName: cn},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	if server {
+		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+		tmpl.DNSNames = []string{"localhost"}
+		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		return nil, nil, tc, err
+	}
 	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, nil, tc, err
+	}
+	certPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	keyPEM = pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
+	tc, err = tls.X509KeyPair(certPEM, keyPEM)
+	return certPEM, keyPEM, tc, err
+}
+
+// pool is a certificate pool holding the CA.
+func (ca *benchCA) pool() *x509.CertPool {
+	p := x509.NewCertPool()
+	p.AddCert(ca.cert)
+	return p
+}
+
+// makeTLSFiles makes a certificate authority and a server certificate in
+// dir.
+func makeTLSFiles(dir string) (*TLSFiles, error) {
+	ca, err := newBenchCA("sluice-bench CA")
+	if err != nil {
+		return nil, err
+	}
+	certPEM, keyPEM, _, err := ca.issue("sluice-bench sink", true)
 	if err != nil {
 		return nil, err
 	}
 	f := &TLSFiles{CAFile: filepath.Join(dir, "ca.pem"), CertFile: filepath.Join(dir, "sink.pem"), KeyFile: filepath.Join(dir, "sink-key.pem")}
 	for _, p := range []struct {
-		file, typ string
-		der       []byte
-	}{{f.CAFile, "CERTIFICATE", caDER}, {f.CertFile, "CERTIFICATE", der}, {f.KeyFile, "EC PRIVATE KEY", kder}} {
-		if err := os.WriteFile(p.file, pem.EncodeToMemory(&pem.Block{Type: p.typ, Bytes: p.der}), 0o600); err != nil {
+		file string
+		b    []byte
+	}{{f.CAFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.der})}, {f.CertFile, certPEM}, {f.KeyFile, keyPEM}} {
+		if err := os.WriteFile(p.file, p.b, 0o600); err != nil {
 			return nil, err
 		}
 	}
