@@ -66,6 +66,7 @@ func TestCLI(t *testing.T) {
 	t.Run("sink", func(t *testing.T) { testCLISink(t, bin) })
 	t.Run("sink framed", func(t *testing.T) { testCLISinkFramed(t, bin) })
 	t.Run("run framed", func(t *testing.T) { testCLIRunFramed(t, bin) })
+	t.Run("run tls", func(t *testing.T) { testCLIRunTLS(t, bin) })
 	t.Run("probe", func(t *testing.T) { testCLIProbe(t, bin) })
 	t.Run("usage", func(t *testing.T) { testCLIUsage(t, bin) })
 }
@@ -311,6 +312,9 @@ func testCLIUsage(t *testing.T, bin string) {
 		{[]string{"run", "--framing", "length:1be", "--msg-size", "1KiB"}, 2, "--framing"},
 		{[]string{"run", "--help"}, 0, "without timestamps"},
 		{[]string{"sink", "--help"}, 0, "-framing"},
+		{[]string{"run", "--tls", "--rate", "1MiB/s"}, 2, "--tls: unpaced runs only"},
+		{[]string{"run", "--tls", "--client", "fio"}, 2, "--tls: with the built-in generator only"},
+		{[]string{"run", "--help"}, 0, "-tls"},
 	} {
 		stdout, stderr, status := runCLI(t, bin, tc.args...)
 		if status != tc.status || !strings.Contains(stdout+stderr, tc.want) {
@@ -588,5 +592,77 @@ func testCLIRunFramed(t *testing.T, bin string) {
 				}
 			}
 		})
+	}
+}
+
+// testCLIRunTLS runs --tls briefly: the TLS row comes first with its
+// ratios to the plaintext rows, and its bytes reconcile with the
+// generator's, stream by stream, CRC-32C included.
+func testCLIRunTLS(t *testing.T, bin string) {
+	const sources = 3
+	jsonPath := filepath.Join(t.TempDir(), "run.json")
+	stdout, stderr, status := runCLI(t, bin, "run", "--tls", "--runners", "goroutine", "--sources", strconv.Itoa(sources),
+		"--duration", "1s", "--msg-size", "64KiB", "--json", jsonPath)
+	if status != 0 {
+		t.Fatalf("run --tls: exit %d\nstdout:\n%s\nstderr:\n%s", status, stdout, stderr)
+	}
+	if !regexp.MustCompile(`(?m)^\s*`+regexp.QuoteMeta(RowTLS)+`\s+\d`).MatchString(stdout) ||
+		!strings.Contains(stdout, RowTLS+"/goroutine: ") || !strings.Contains(stdout, "x CPU-s/GiB") {
+		t.Errorf("no TLS row or no TLS/plaintext ratio:\n%s", stdout)
+	}
+	raw, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		OK     bool           `json:"ok"`
+		Config map[string]any `json:"config"`
+		Runs   []struct {
+			Runner          string  `json:"runner"`
+			Sources         int     `json:"sources"`
+			Bytes           uint64  `json:"bytes"`
+			GenSentBytes    uint64  `json:"gen_sent_bytes"`
+			CPUSPerGiB      float64 `json:"cpu_s_per_gib"`
+			TLS             string  `json:"tls"`
+			StreamsVerified int     `json:"streams_verified"`
+			Verified        bool    `json:"verified"`
+		} `json:"runs"`
+		Ratios []struct {
+			A      string `json:"a"`
+			B      string `json:"b"`
+			Ratios []struct {
+				Metric string  `json:"metric"`
+				Median float64 `json:"median"`
+			} `json:"ratios"`
+		} `json:"ratios"`
+	}
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK || rep.Config["tls"] != true || rep.Config["verify"] != true || len(rep.Runs) != 2 || rep.Runs[0].Runner != RowTLS {
+		t.Fatalf("report: ok %v config %v runs %+v", rep.OK, rep.Config, rep.Runs)
+	}
+	for _, r := range rep.Runs {
+		if r.Bytes == 0 || r.Bytes != r.GenSentBytes || r.StreamsVerified != sources || !r.Verified || r.CPUSPerGiB <= 0 {
+			t.Errorf("%s: %+v: want every byte sent received, %d streams' bytes and CRC-32C reconciled", r.Runner, r, sources)
+		}
+	}
+	if tls := rep.Runs[0].TLS; !strings.HasPrefix(tls, "TLS 1.3 TLS_AES_") {
+		t.Errorf("TLS row's sessions: %q", tls)
+	}
+	if rep.Runs[1].TLS != "" {
+		t.Errorf("plaintext row with TLS sessions: %q", rep.Runs[1].TLS)
+	}
+	found := false
+	for _, c := range rep.Ratios {
+		if c.A != RowTLS || c.B != "goroutine" {
+			continue
+		}
+		for _, m := range c.Ratios {
+			found = found || (m.Metric == "cpu_s_per_gib" && m.Median > 0)
+		}
+	}
+	if !found {
+		t.Errorf("no %s/goroutine CPU-s/GiB ratio in %+v", RowTLS, rep.Ratios)
 	}
 }

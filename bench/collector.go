@@ -40,6 +40,8 @@ type EngineFlags struct {
 	// (engine.WithInlineHandler) instead of on processing goroutines
 	// (--inline).
 	Inline bool
+	// TLS puts the listeners on TLS (run --tls).
+	TLS *srcs.TLSConfig `json:",omitempty"`
 }
 
 func (f EngineFlags) config(runner string) engine.Config {
@@ -352,7 +354,7 @@ func startSink(f EngineFlags, runner string, addrs []string, col *collector, opt
 	}
 	s := &sinkEngine{e: e, col: col}
 	for _, a := range addrs {
-		ln, err := srcs.ListenTCP(a, srcs.ListenerConfig{MaxConns: f.MaxConns, RecvBuffer: int(f.RecvBuffer), Framer: col.framer})
+		ln, err := srcs.ListenTCP(a, srcs.ListenerConfig{MaxConns: f.MaxConns, RecvBuffer: int(f.RecvBuffer), Framer: col.framer, TLS: f.TLS})
 		if err == nil {
 			err = e.AddListener(ln)
 		}

@@ -35,8 +35,10 @@
 // second, syscalls per MiB, and samples a quarter, half and three
 // quarters into the run how many bytes wait unread in its connections'
 // receive queues (/proc/net/tcp): tens of KiB per source mean the engine
-// fell behind and the senders wait for window. It writes its result to the parent as JSON,
-// latency histograms included.
+// fell behind and the senders wait for window (the samples' own CPU time,
+// which grows with every socket on the machine, is left out of the
+// engine's). It writes its result to the parent as JSON, latency
+// histograms included.
 //
 // Every message starts with a 16-byte header: its scheduled send time and
 // the time the generator actually wrote it (UnixNano, little-endian; one
@@ -155,6 +157,20 @@
 // the sources carry 80% of the bytes. The total offered load stays
 // N·--rate. Skew needs --rate.
 //
+// # TLS
+//
+// run --tls adds a row, goroutine+tls, measured first in every round: the
+// engine on the goroutine runner (the one that carries every TLS source,
+// there being no kTLS) behind a TLS listener configured as a node file
+// configures one (srcs.TLSConfig), with a CA and certificate made for the
+// run in a temporary directory. The generator dials and finishes every
+// handshake before the measured interval, then writes each connection
+// through crypto/tls from a goroutine of its own, as fast as the sink
+// takes it (TLS is for unpaced runs). The ratios the report prints are
+// then TLS's to each plaintext row of the same rounds; each run records
+// the sessions' version and cipher suite ("tls") and how many streams
+// reconciled byte for byte, CRC-32C included ("streams_verified").
+//
 // # The default run
 //
 // `sluice-bench run` with no flags, what `make bench` runs: every runner
@@ -261,6 +277,16 @@
 //     broker lost with a restart, which it had acknowledged but not yet
 //     delivered or received before the subscriber subscribed again
 //     (soak_mqtt.go); duplicates are counted.
+//   - Trust (--trust-rate 40 hostile peers a second): a TLS listener
+//     (client certificates verified when given) and a PROXY listener
+//     (one trusted proxy address) take plaintext and garbage instead of a
+//     ClientHello, silent handshakes (and every 10s a flood of 100, more
+//     than the listener's 64 handshakes at once), handshakes a byte every
+//     100ms, client certificates from another CA and PROXY headers from
+//     an untrusted address, beside well-behaved TLS and proxied streams
+//     at half that rate. Each listener must count every hostile peer by
+//     its reason exactly as sent, and the well-behaved streams are checked
+//     like the stream load's (soak_trust.go).
 //
 // Before the load, a warm-up opens connections up to the peak and ends
 // them all. Every second a progress line on stderr gives the open

@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -56,6 +57,11 @@ type GenConfig struct {
 	// whole messages anyway), so that every stream ends on a record
 	// boundary.
 	Framing string
+	// TLSCA, when set, makes every connection a TLS session verified
+	// against this CA file (run --tls): the handshakes happen before
+	// "ready", and each connection is written by a goroutine of its own
+	// (see runTLSBulk). Unpaced only.
+	TLSCA string
 }
 
 // genBudget caps the generator's unsent bytes of unpaced sources, over
@@ -133,9 +139,11 @@ type GenReport struct {
 	Writes uint64 `json:"writes"`
 	// Lag is each message's actual write time minus its scheduled time
 	// (HdrHistogram), the generator's own lateness.
-	LagNs    Latency     `json:"lag_ns"`
-	LagMaxNs int64       `json:"lag_max_ns"`
-	Streams  []GenStream `json:"streams"`
+	LagNs    Latency `json:"lag_ns"`
+	LagMaxNs int64   `json:"lag_max_ns"`
+	// TLS is the sessions' TLS version and cipher suite, with TLSCA.
+	TLS     string      `json:"tls,omitempty"`
+	Streams []GenStream `json:"streams"`
 }
 
 // HeldFraction is the fraction of the offered load written on time, or 1
@@ -174,6 +182,7 @@ func (c *GenConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.Uint64Var(&c.Seed, "seed", c.Seed, "pacing seed")
 	fs.BoolVar(&c.NoCRC, "no-crc", c.NoCRC, "do not checksum what is sent")
 	fs.StringVar(&c.Framing, "framing", "none", "send each message as one record for this framer (see run --framing), without timestamps")
+	fs.StringVar(&c.TLSCA, "tls-ca", c.TLSCA, "dial TLS, verifying the sink against this CA `FILE` (unpaced only)")
 	fs.BoolVar(&c.Wait, "wait", c.Wait, "announce ready on stdout and wait for a line on stdin before sending")
 	fs.Func("cpus", "pin to these comma-separated `CPUS`", func(v string) error {
 		c.CPUs = nil
@@ -211,6 +220,8 @@ func (c GenConfig) Validate() error {
 		return fmt.Errorf("--max-dial: %d: must be at least 1", c.MaxDial)
 	case c.Pacing != "" && c.Pacing != PacingSpread && c.Pacing != PacingBatch:
 		return fmt.Errorf("--pacing: %q: must be spread or batch", c.Pacing)
+	case c.TLSCA != "" && c.Rate > 0:
+		return errors.New("--tls-ca: unpaced only (no --rate)")
 	}
 	f, err := srcs.ParseFraming(c.Framing)
 	if err != nil {
@@ -282,8 +293,11 @@ func RunGen(ctx context.Context, cfg GenConfig, in io.Reader, out io.Writer) err
 		}
 	}
 	nShards := max(1, min(runtime.GOMAXPROCS(0), len(gcs)))
+	if cfg.TLSCA != "" {
+		nShards = 0 // a goroutine per connection instead
+	}
 	rep := GenReport{Event: "done", Sources: cfg.Sources, Streams: make([]GenStream, cfg.Sources),
-		DurationS: cfg.Duration.Seconds(), CPUs: runtime.GOMAXPROCS(0), Shards: nShards}
+		DurationS: cfg.Duration.Seconds(), CPUs: runtime.GOMAXPROCS(0), Shards: nShards, TLS: tlsSession(conns[0])}
 	if cfg.Rate > 0 {
 		rep.OfferedBps = float64(cfg.Rate) * float64(cfg.Sources)
 	}
@@ -295,7 +309,9 @@ func RunGen(ctx context.Context, cfg GenConfig, in io.Reader, out io.Writer) err
 			paced: cfg.Rate > 0, spread: cfg.Pacing != PacingBatch, framed: framer != nil, crc: !cfg.NoCRC, lag: newHist()}
 	}
 	for i, gc := range gcs {
-		shards[i%nShards].conns = append(shards[i%nShards].conns, gc)
+		if nShards > 0 {
+			shards[i%nShards].conns = append(shards[i%nShards].conns, gc)
+		}
 	}
 	var wg sync.WaitGroup
 	for _, sh := range shards {
@@ -311,6 +327,10 @@ func RunGen(ctx context.Context, cfg GenConfig, in io.Reader, out io.Writer) err
 		})
 	}
 	wg.Wait()
+	var tlsMsgs uint64
+	if cfg.TLSCA != "" {
+		rep.Writes, tlsMsgs = runTLSBulk(gcs, conns, size, framer != nil, !cfg.NoCRC, start, cfg.Duration)
+	}
 	for _, c := range conns {
 		c.Close()
 	}
@@ -323,6 +343,7 @@ func RunGen(ctx context.Context, cfg GenConfig, in io.Reader, out io.Writer) err
 		lag.Merge(sh.lag)
 		rep.Writes += sh.writes
 	}
+	lag.RecordValues(0, int64(tlsMsgs)) // unpaced: each written when offered
 	rep.LagNs = summarize(lag)
 	rep.LagMaxNs = rep.LagNs.Max
 	for i, gc := range gcs {
@@ -342,6 +363,13 @@ func RunGen(ctx context.Context, cfg GenConfig, in io.Reader, out io.Writer) err
 
 // dialAll opens cfg.Sources connections, at most cfg.MaxDial at a time.
 func dialAll(ctx context.Context, cfg GenConfig) ([]net.Conn, error) {
+	var tc *tls.Config
+	if cfg.TLSCA != "" {
+		var err error
+		if tc, err = genTLSConfig(cfg.TLSCA); err != nil {
+			return nil, err
+		}
+	}
 	conns := make([]net.Conn, cfg.Sources)
 	errs := make([]error, cfg.Sources)
 	sem := make(chan struct{}, cfg.MaxDial)
@@ -353,6 +381,9 @@ func dialAll(ctx context.Context, cfg GenConfig) ([]net.Conn, error) {
 			d := net.Dialer{Timeout: 10 * time.Second}
 			for attempt := 0; ; attempt++ {
 				c, err := d.DialContext(ctx, "tcp", cfg.Addr)
+				if err == nil && tc != nil {
+					c, err = tlsHandshake(ctx, c, tc)
+				}
 				if err == nil {
 					conns[i] = c
 					return
@@ -407,6 +438,9 @@ type genConn struct {
 func newGenConn(cfg GenConfig, i int, c net.Conn, weight float64, batch int, framer srcs.Framer) (*genConn, error) {
 	size := int(cfg.MsgSize)
 	gc := &genConn{local: c.LocalAddr().String(), weight: weight, hidx: -1, fd: -1}
+	if s, ok := c.(*tls.Conn); ok {
+		c = s.NetConn() // socket options; runTLSBulk writes through s
+	}
 	tc, ok := c.(*net.TCPConn)
 	if !ok {
 		return nil, errors.New("bench: gen: not a TCP connection")

@@ -45,6 +45,9 @@ func startGen(ctx context.Context, w workload, addr string, framer srcs.Framer, 
 	if len(w.GenCPUs) > 0 {
 		args = append(args, "--cpus", joinInts(w.GenCPUs))
 	}
+	if w.TLS != nil {
+		args = append(args, "--tls-ca", w.TLS.CAFile)
+	}
 	gctx, cancel := context.WithCancel(ctx)
 	cmd := exec.CommandContext(gctx, w.Exe, args...)
 	cmd.Stderr = ios.Err
@@ -135,7 +138,7 @@ func decodeGenReport(l []byte) (GenReport, error) {
 // applyGen fills r's generator fields from the generator's report.
 func applyGen(r *Result, rep GenReport) {
 	r.OfferedBps, r.GenSentBytes, r.GenCPUS, r.GenLagMaxNs = rep.OfferedBps, rep.SentBytes, rep.CPUS, rep.LagMaxNs
-	r.GenLagNs, r.GenHeld = rep.LagNs, rep.HeldFraction()
+	r.GenLagNs, r.GenHeld, r.TLS = rep.LagNs, rep.HeldFraction(), rep.TLS
 	r.GenCPUs, r.GenPreemptions, r.GenRunqueueWaitS = rep.CPUs, rep.Preemptions, rep.RunqueueWaitS
 	if rep.ElapsedS > 0 && rep.CPUs > 0 {
 		r.GenCPUUtil = rep.CPUS / (rep.ElapsedS * float64(rep.CPUs))

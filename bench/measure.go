@@ -99,6 +99,9 @@ type workload struct {
 	GenCPUs  []int
 	Profile  string // directory for a CPU profile, or ""
 	Label    string // progress label
+	// TLS, when set, puts the engine's listener and the generator on TLS
+	// with these files (run --tls).
+	TLS *TLSFiles `json:",omitempty"`
 }
 
 // pacing is the generator's pacing in w.
@@ -174,14 +177,19 @@ type Result struct {
 	// GenPreemptions counts the generator's involuntary context switches
 	// over the interval, and GenRunqueueWaitS the time its threads waited
 	// for a CPU: a neighbour competing for the generator's CPUs.
-	GenPreemptions   int64      `json:"gen_preemptions"`
-	GenRunqueueWaitS float64    `json:"gen_runqueue_wait_s"`
-	Counters         Counters   `json:"counters"`
-	Verified         bool       `json:"verified"`
-	Mismatches       []string   `json:"mismatches,omitempty"`
-	Profile          string     `json:"profile,omitempty"`
-	TopFunctions     []FuncCost `json:"top_functions,omitempty"`
-	Rounds           int        `json:"rounds,omitempty"` // summaries only
+	GenPreemptions   int64    `json:"gen_preemptions"`
+	GenRunqueueWaitS float64  `json:"gen_runqueue_wait_s"`
+	Counters         Counters `json:"counters"`
+	// TLS is the TLS version and cipher suite of a TLS row's sessions.
+	TLS string `json:"tls,omitempty"`
+	// StreamsVerified counts the generator's streams whose byte count, and
+	// CRC-32C when verifying, the engine's stream matched.
+	StreamsVerified int        `json:"streams_verified"`
+	Verified        bool       `json:"verified"`
+	Mismatches      []string   `json:"mismatches,omitempty"`
+	Profile         string     `json:"profile,omitempty"`
+	TopFunctions    []FuncCost `json:"top_functions,omitempty"`
+	Rounds          int        `json:"rounds,omitempty"` // summaries only
 	// ThroughputRounds and CPURounds are, in a summary of several
 	// rounds, the spread of throughput_bps and cpu_s_per_gib over them;
 	// the summary's own figures are then their medians.
@@ -246,7 +254,7 @@ func measure(ctx context.Context, w workload, ios IO) (*Result, error) {
 	// Measured phase.
 	var prof *cpuProfile
 	if w.Profile != "" {
-		if prof, err = startCPUProfile(w.Profile, fmt.Sprintf("cpu-%s-r%d.pprof", w.Runner, w.Round)); err != nil {
+		if prof, err = startCPUProfile(w.Profile, fmt.Sprintf("cpu-%s-r%d.pprof", w.row(), w.Round)); err != nil {
 			return fail(err)
 		}
 	}
@@ -305,9 +313,9 @@ func measure(ctx context.Context, w workload, ios IO) (*Result, error) {
 	// The interval ends when the last source ended; the report may come
 	// a moment later, but no engine work happens in between that matters.
 	t1 := time.Now()
-	cpu1 := cpuTime()
-	threads, rss := smp.finish()
 	rxBacklog := backlog.finish()
+	cpu1 := cpuTime() - backlog.cpu // the sampler's reads of /proc are not the engine's
+	threads, rss := smp.finish()
 	prog.finish()
 	profPath, profErr := prof.stop()
 	waits := sk.e.Pool().Stats().Waits - waits0
@@ -326,7 +334,7 @@ func measure(ctx context.Context, w workload, ios IO) (*Result, error) {
 	}
 
 	r := &Result{
-		Runner: w.Runner, Round: w.Round, Sources: w.Sources, Bytes: col.total.Load(),
+		Runner: w.row(), Round: w.Round, Sources: w.Sources, Bytes: col.total.Load(),
 		DurationS: t1.Sub(t0).Seconds(), CPUS: (cpu1 - cpu0).Seconds(),
 		ThreadsMax: threads, RSSMaxBytes: rss, PoolWaits: waits,
 		PartialFlushes: col.partials.Load(), Chunks: col.chunks.Load(), Errors: col.errs.Load(),
@@ -351,6 +359,7 @@ func measure(ctx context.Context, w workload, ios IO) (*Result, error) {
 	}
 	streams := col.snapshot()
 	r.perSource, r.weights, r.Mismatches = reconcile(streams, rep.Streams, w.Verify, recSize)
+	r.StreamsVerified = streamsVerified(streams, rep.Streams, w.Verify)
 	for _, s := range streams {
 		r.Records += s.records
 		r.RecordsSkipped += s.skipped
@@ -408,6 +417,22 @@ func reconcile(got []*stream, sent []GenStream, crc bool, recSize int) (bytes, w
 		}
 	}
 	return bytes, weights, mismatches
+}
+
+// streamsVerified counts the streams sent whose bytes, and CRC-32C with
+// crc, the engine received exactly.
+func streamsVerified(got []*stream, sent []GenStream, crc bool) int {
+	byPeer := make(map[string]*stream, len(got))
+	for _, s := range got {
+		byPeer[peerOf(s.name)] = s
+	}
+	n := 0
+	for _, g := range sent {
+		if s := byPeer[g.Local]; s != nil && s.bytes == g.Bytes && (!crc || fmt.Sprintf("%08x", s.crc) == g.CRC32C) {
+			n++
+		}
+	}
+	return n
 }
 
 // weightedJain is Jain's index over bytes normalised by each source's

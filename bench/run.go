@@ -69,6 +69,8 @@ type RunConfig struct {
 	RecordSize Size
 	// GnetSink is a ready-built gnet sink (bench/gnetsink); "" builds it.
 	GnetSink string
+	// TLS adds the row RowTLS, measured first in every round (see tls.go).
+	TLS bool
 }
 
 // DefaultRunConfig returns the defaults documented on the flags.
@@ -111,6 +113,8 @@ func (c *RunConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.Var(&c.Peers, "peers", "reference rows measured in the same rounds, pinned like the engine: gnet (a gnet v2 sink doing the consumer's job, built from bench/gnetsink)")
 	fs.Var(&c.RecordSize, "record-size", fmt.Sprintf("with --client fio --framing newline: the length of each line fio writes (default %d); --msg-size must hold whole lines", DefaultFioRecordSize))
 	fs.StringVar(&c.GnetSink, "gnet-sink", c.GnetSink, "the gnet sink's binary (default: go build bench/gnetsink into the user cache directory)")
+	fs.BoolVar(&c.TLS, "tls", c.TLS, "add a row first: TLS ingestion (TLS 1.3 from the generator into a TLS listener, on the goroutine runner that carries TLS), "+
+		"with its ratios to every plaintext row; unpaced runs of the built-in generator only")
 	fs.Var(&c.Targets, "target", "judge ratios of the first runner to each other one, e.g. cpu_s_per_gib<=0.9,throughput>=1 (metrics: throughput, cpu_s_per_gib, p99, e2e_p99, rss, threads, syscalls_per_mib): met, missed or inconclusive over the rounds' min-max")
 	c.Engine.register(fs)
 	c.Engine.registerListen(fs)
@@ -212,6 +216,9 @@ func (c RunConfig) Validate() error {
 		}
 	}
 	if err := c.validateClient(); err != nil {
+		return err
+	}
+	if err := c.validateTLS(); err != nil {
 		return err
 	}
 	g := c.gen()
@@ -358,6 +365,7 @@ type runParams struct {
 	FlushNs int64   `json:"flush_ns"`
 	Verify  bool    `json:"verify"`
 	Framing string  `json:"framing"` // "none": raw bytes
+	TLS     bool    `json:"tls,omitempty"`
 	// Inline says the engine's consumer ran where each chunk was read
 	// (--inline).
 	Inline bool `json:"inline,omitempty"`
@@ -405,6 +413,11 @@ func Run(ctx context.Context, c RunConfig, ios IO) (*RunReport, error) {
 		}
 		fenv.gnetSink = gnetBin
 	}
+	tlsFiles, rmTLS, err := startTLSRun(c)
+	if err != nil {
+		return nil, err
+	}
+	defer rmTLS()
 	pin, unpin := pinApart(c.Pin)
 	defer unpin()
 	fenv.cpus, fenv.sinkCPUs = pin.GenCPUs, runtime.GOMAXPROCS(0)
@@ -412,7 +425,7 @@ func Run(ctx context.Context, c RunConfig, ios IO) (*RunReport, error) {
 		Config: runParams{Client: c.Client, Peers: c.Peers, Sources: c.Sources, DurationS: c.Duration.Seconds(), MsgSize: int64(c.MsgSize),
 			RateBps: float64(c.Rate), Arrivals: c.Arrivals, Skew: c.Skew, Rounds: c.Rounds,
 			Pool: c.Engine.Pool, Buf: int64(c.Engine.Buf), Workers: c.Engine.Workers, FlushNs: int64(c.Engine.Flush), Verify: c.Verify,
-			Framing: framingName(framer), Inline: c.Engine.Inline}}
+			Framing: framingName(framer), TLS: c.TLS, Inline: c.Engine.Inline}}
 	msgs := "messages"
 	if framer != nil {
 		msgs = framer.String() + " records"
@@ -436,7 +449,7 @@ func Run(ctx context.Context, c RunConfig, ios IO) (*RunReport, error) {
 	if len(c.Peers) > 0 && c.Client == ClientGen && framer == nil {
 		rep.Notes = append(rep.Notes, gnetLatencyNote)
 	}
-	rows := append(slices.Clone(runners), c.Peers...)
+	rows := c.tlsRows(append(slices.Clone(runners), c.Peers...))
 	fmt.Fprintf(ios.Err, "sluice-bench run: %d sources, %s %s, rate %s per source, %v per row, rows %v, load from %s, %s\n",
 		c.Sources, FormatBytes(uint64(c.MsgSize)), msgs, rateOrUnlimited(c.Rate), c.Duration, rows, client, pinNote(pin))
 	byRunner := map[string][]*Result{}
@@ -453,6 +466,7 @@ func Run(ctx context.Context, c RunConfig, ios IO) (*RunReport, error) {
 			w := workload{Runner: name, Round: round, Sources: c.Sources, Duration: c.Duration, MsgSize: c.MsgSize,
 				Rate: c.Rate, Arrivals: c.Arrivals, Pacing: c.GenPacing, Skew: c.Skew, MaxDial: c.MaxDial, Verify: c.Verify,
 				Engine: c.Engine, Exe: exe, GenCPUs: pin.GenCPUs, Profile: c.Profile, Label: name}
+			w = tlsWorkload(w, name, tlsFiles)
 			if c.Rounds > 1 {
 				w.Label = fmt.Sprintf("%s (round %d/%d)", name, round+1, c.Rounds)
 			}
@@ -524,6 +538,7 @@ func Run(ctx context.Context, c RunConfig, ios IO) (*RunReport, error) {
 	}
 	rep.Ratios = compareRounds(measured, rep.Runs)
 	rep.Verdicts = judge(c.Targets, rep.Ratios)
+	rep.Notes = append(rep.Notes, c.tlsNotes(rep.Runs)...)
 	fmt.Fprintln(ios.Out)
 	writeRunTable(ios.Out, rep)
 	if err := writeOutputs(rep, c.JSON, c.Plot, ios); err != nil {

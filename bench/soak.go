@@ -109,6 +109,10 @@ type SoakConfig struct {
 	MQTTRate    float64
 	MQTTPubs    int
 	MQTTRestart time.Duration
+	// TrustRate is hostile peers per second at a TLS listener and a PROXY
+	// listener, beside well-behaved TLS and proxied streams at half that
+	// rate (trustLoad, soak_trust.go); 0 turns the trust load off.
+	TrustRate float64
 	// Settle bounds the wait, after the load stops, for every stream to
 	// be delivered and every level to come back.
 	Settle time.Duration
@@ -126,7 +130,8 @@ func DefaultSoakConfig() SoakConfig {
 		Cycle: DefaultSoakCycle, Churn: DefaultSoakChurn, ConnBytes: DefaultSoakConnBytes, UnixShare: DefaultSoakUnixShare,
 		UDPRate: DefaultSoakUDPRate, TailRate: DefaultSoakTailRate, Rotate: DefaultSoakRotate,
 		MQTT: true, MQTTRate: DefaultSoakMQTTRate, MQTTPubs: DefaultSoakMQTTPubs, MQTTRestart: DefaultSoakMQTTRestart,
-		Settle: DefaultSoakSettle, JSON: "-", Progress: DefaultSoakProgressTick,
+		TrustRate: DefaultSoakTrustRate,
+		Settle:    DefaultSoakSettle, JSON: "-", Progress: DefaultSoakProgressTick,
 	}
 }
 
@@ -147,6 +152,8 @@ func (c *SoakConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&c.MQTTRate, "mqtt-rate", c.MQTTRate, "MQTT messages per second per publisher")
 	fs.IntVar(&c.MQTTPubs, "mqtt-publishers", c.MQTTPubs, "MQTT publishers")
 	fs.DurationVar(&c.MQTTRestart, "mqtt-restart", c.MQTTRestart, "time between kills of the broker (0: never)")
+	fs.Float64Var(&c.TrustRate, "trust-rate", c.TrustRate, "hostile peers per second at a TLS and a PROXY listener (plaintext, garbage, silent and slow handshakes, "+
+		"another CA's certificates, forged PROXY headers), beside well-behaved TLS and proxied streams at half that rate (0: none)")
 	fs.DurationVar(&c.Settle, "settle", c.Settle, "after the load, how long to wait for every stream to be delivered and every level to come back")
 	fs.Uint64Var(&c.Seed, "seed", c.Seed, "seed of every random choice (default: a random one, printed)")
 	fs.StringVar(&c.JSON, "json", c.JSON, "write the JSON report to `FILE` (- for stdout)")
@@ -185,6 +192,8 @@ func (c SoakConfig) Validate() error {
 		return fmt.Errorf("--mqtt-publishers: %d: must be from 1 to 100 (or --mqtt=false)", c.MQTTPubs)
 	case c.MQTTRestart < 0:
 		return fmt.Errorf("--mqtt-restart: %v: must not be negative", c.MQTTRestart)
+	case c.TrustRate < 0 || c.TrustRate > 10000:
+		return fmt.Errorf("--trust-rate: %v: must be from 0 to 10000", c.TrustRate)
 	case c.Settle < time.Second:
 		return fmt.Errorf("--settle: %v: must be at least 1s", c.Settle)
 	case c.Progress <= 0:
@@ -216,8 +225,9 @@ type soakRun struct {
 	mqtt   *srcs.MQTT
 
 	tcpAddr, unixAddr string
-	baseSources       int    // live sources before the stream load
-	overflows0        uint64 // TcpExt ListenOverflows before the load
+	trustS            *trustSinks // nil without the trust load
+	baseSources       int         // live sources before the stream load
+	overflows0        uint64      // TcpExt ListenOverflows before the load
 	// The checker's counts after the warm-up, which the report leaves out.
 	verified0, unseen0 uint64
 
@@ -225,6 +235,7 @@ type soakRun struct {
 	udp     *udpLoad
 	tailW   *tailLoad
 	mq      *mqttLoad
+	trustL  *trustLoad
 
 	mu      sync.Mutex
 	samples []SoakSample
@@ -326,6 +337,11 @@ func (r *soakRun) setup(brokerBin string) error {
 		return fmt.Errorf("bench: soak: %w", err)
 	}
 	r.unixAddr = unixLn.Addr().String()
+	if c.TrustRate > 0 {
+		if err := r.setupTrust(log); err != nil {
+			return err
+		}
+	}
 
 	if c.UDPRate > 0 {
 		u, err := srcs.ListenUDP(srcs.UDPConfig{Addr: "127.0.0.1:0", MaxDatagram: udpMaxDatagram})
@@ -397,6 +413,9 @@ func (r *soakRun) stopLoad() {
 	if r.mq != nil {
 		r.mq.stop()
 	}
+	if r.trustL != nil {
+		r.trustL.stop()
+	}
 }
 
 // teardown stops whatever is still running, on every path out of Soak.
@@ -419,7 +438,7 @@ func (r *soakRun) run(ctx context.Context) *SoakReport {
 	rep := &SoakReport{Command: "soak", Runner: r.e.Runner(), Seed: c.Seed, Host: hostInfo(), Config: soakParams{
 		PeakConns: c.PeakConns, LowConns: c.LowConns, CycleS: c.Cycle.Seconds(), Churn: c.Churn,
 		ConnBytes: int64(c.ConnBytes), UnixShare: c.UnixShare, UDPRate: c.UDPRate, TailRate: c.TailRate,
-		RotateS: c.Rotate.Seconds(), MQTTRate: c.MQTTRate, MQTTPubs: c.MQTTPubs, MQTTRestart: c.MQTTRestart.Seconds(),
+		RotateS: c.Rotate.Seconds(), MQTTRate: c.MQTTRate, MQTTPubs: c.MQTTPubs, MQTTRestart: c.MQTTRestart.Seconds(), TrustRate: c.TrustRate,
 		Pool: c.Engine.Pool, Buf: int64(c.Engine.Buf),
 	}}
 	if !c.MQTT {
@@ -473,6 +492,9 @@ func (r *soakRun) run(ctx context.Context) *SoakReport {
 	}
 	if r.broker != nil {
 		r.mq = startMQTTLoad(c, r.broker, r.mqtt, r.chk.mqtt, r.chk.failf)
+	}
+	if r.trustS != nil {
+		r.trustL = startTrustLoad(c, r.trustS, r.chk)
 	}
 	prog := r.startProgress(t0)
 
@@ -529,6 +551,10 @@ func (r *soakRun) loadNote() string {
 		}
 		parts = append(parts, fmt.Sprintf("mqtt %d x %g msgs/s, %s", c.MQTTPubs, c.MQTTRate, restart))
 	}
+	if r.trustS != nil {
+		parts = append(parts, fmt.Sprintf("trust %g hostile peers/s and a flood of %d every %v at tls %s and proxy %s",
+			c.TrustRate, soakTrustFlood, soakTrustFloodEvery, r.trustS.tlsAddr, r.trustS.proxyAddr))
+	}
 	if len(parts) == 0 {
 		return "streams only"
 	}
@@ -550,6 +576,9 @@ func (r *soakRun) drain() {
 	}
 	if r.mq != nil {
 		waitUntil(deadline, r.mq.complete)
+	}
+	if r.trustL != nil {
+		r.trustL.settle(deadline, r.chk.failf)
 	}
 	if r.udp != nil && !r.udpAccounted() {
 		s := r.udpTotals()

@@ -83,6 +83,9 @@ type soakChecker struct {
 
 	verified atomic.Uint64
 	unseen   atomic.Uint64 // aborted connections the engine never saw
+	// trustVerified counts the trust load's well-behaved streams checked
+	// (soak_trust.go), apart from the stream load's.
+	trustVerified atomic.Uint64
 }
 
 func newSoakChecker(seed uint64) *soakChecker {
@@ -249,6 +252,10 @@ func (k *soakChecker) compare(r *clientRec, s *engStream) {
 			k.failf("%s: every byte arrived, but a clean end was reported as an error: %v", what, s.err)
 			return
 		}
+	}
+	if r.k >= soakTrustSeedBase {
+		k.trustVerified.Add(1)
+		return
 	}
 	k.verified.Add(1)
 }

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/dustin/go-humanize"
@@ -111,6 +112,7 @@ type SoakReport struct {
 	UDP        SoakUDP    `json:"udp"`
 	Tail       SoakTail   `json:"tail"`
 	MQTT       SoakMQTT   `json:"mqtt"`
+	Trust      SoakTrust  `json:"trust"`
 	Engine     SoakEngine `json:"engine"`
 	Warmup     SoakWarmup `json:"warmup"`
 	Levels     struct {
@@ -140,6 +142,7 @@ type soakParams struct {
 	MQTTRate    float64 `json:"mqtt_rate"`
 	MQTTPubs    int     `json:"mqtt_publishers"`
 	MQTTRestart float64 `json:"mqtt_restart_s"`
+	TrustRate   float64 `json:"trust_rate"`
 	Pool        int     `json:"pool"`
 	Buf         int64   `json:"buf"`
 	FDLimit     uint64  `json:"fd_limit"`
@@ -189,6 +192,9 @@ func (r *soakRun) fill(rep *SoakReport) {
 	if r.mq != nil {
 		rep.MQTT = r.mq.report()
 	}
+	if r.trustL != nil {
+		rep.Trust = r.trustL.report()
+	}
 	t := r.e.Totals()
 	rep.Engine = SoakEngine{Bytes: t.Bytes, Chunks: t.Chunks, PoolWaits: r.e.Pool().Stats().Waits, Errors: map[string]uint64{}}
 	for i, name := range engine.ErrorKinds {
@@ -233,12 +239,34 @@ func (r *soakRun) summary(rep *SoakReport) {
 		fmt.Fprintf(w, "sluice-bench soak: mqtt: %s published, %s received, %d duplicates, %d broker restarts (%d messages lost with them), %d sessions, %d drop notices from the broker\n",
 			humanize.Comma(int64(m.Published)), humanize.Comma(int64(m.Received)), m.Duplicates, m.Restarts, m.LostInRestarts, m.Sessions, m.BrokerDropNotices)
 	}
+	if t := rep.Trust; t.Enabled {
+		fmt.Fprintf(w, "sluice-bench soak: trust: hostile peers %s refused; the TLS listener counted %s, the PROXY listener %s; "+
+			"%s well-behaved TLS and %s proxied streams (%s), %s verified\n",
+			formatCounts(t.Hostile, hostileNames[:]), formatCounts(t.TLSListener, nil), formatCounts(t.ProxyListener, nil),
+			humanize.Comma(int64(t.GoodTLS)), humanize.Comma(int64(t.GoodProxied)), FormatBytes(t.GoodBytes), humanize.Comma(int64(t.GoodVerified)))
+	}
 	verdict := "OK"
 	if !rep.OK {
 		verdict = fmt.Sprintf("FAILED: %d mismatches, %d leaks", rep.MismatchCount, len(rep.Leaks))
 	}
 	fmt.Fprintf(w, "sluice-bench soak: %s (engine %s received, %s chunks, %s pool waits)\n", verdict,
 		FormatBytes(rep.Engine.Bytes), humanize.Comma(int64(rep.Engine.Chunks)), humanize.Comma(int64(rep.Engine.PoolWaits)))
+}
+
+// formatCounts prints m's counts, in the order of names, or of its sorted
+// keys without names.
+func formatCounts(m map[string]uint64, names []string) string {
+	if names == nil {
+		for k := range m {
+			names = append(names, k)
+		}
+		slices.Sort(names)
+	}
+	var parts []string
+	for _, name := range names {
+		parts = append(parts, fmt.Sprintf("%s %s", name, humanize.Comma(int64(m[name]))))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func formatEnds(m map[string]uint64) string {

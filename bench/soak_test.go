@@ -50,6 +50,7 @@ func soakTestConfig(runner string, d time.Duration) SoakConfig {
 		c.UDPRate = 2000
 		c.TailRate = 500
 		c.MQTTRate = 50
+		c.TrustRate = 20
 	}
 	return c
 }
@@ -160,6 +161,32 @@ func checkSoakReport(t *testing.T, c SoakConfig, rep *SoakReport) {
 	if rep.Tail.Renames == 0 || rep.Tail.CopyTruncates == 0 {
 		t.Fatalf("report: tail %+v: not rotated both ways", rep.Tail)
 	}
+	checkSoakTrust(t, c, rep.Trust)
+}
+
+// checkSoakTrust checks the trust load's report: every kind of hostile
+// peer came, each listener counted them by their reasons as sent, and
+// every well-behaved stream was checked.
+func checkSoakTrust(t *testing.T, c SoakConfig, tr SoakTrust) {
+	t.Helper()
+	if c.TrustRate == 0 {
+		return
+	}
+	h, tl, pl := tr.Hostile, tr.TLSListener, tr.ProxyListener
+	for _, k := range hostileNames {
+		if h[k] == 0 {
+			t.Errorf("report: trust: no %s peer came: %+v", k, h)
+		}
+	}
+	switch {
+	case tl["tls_failed"] != h["plaintext"]+h["garbage"] || tl["handshake_timeout"] != h["silent"]+h["slow"] ||
+		tl["cert_rejected"] != h["alien_cert"] || tl["accepted"] != tr.GoodTLS || tl["denied"]+tl["proxy_refused"] != 0:
+		t.Errorf("report: trust: the TLS listener counted %v for hostile peers %v and %d good streams", tl, h, tr.GoodTLS)
+	case pl["proxy_refused"] != h["forged_proxy"] || pl["accepted"] != tr.GoodProxied:
+		t.Errorf("report: trust: the PROXY listener counted %v for %d forged headers and %d good streams", pl, h["forged_proxy"], tr.GoodProxied)
+	case tr.GoodTLS == 0 || tr.GoodProxied == 0 || tr.GoodVerified != tr.GoodTLS+tr.GoodProxied:
+		t.Errorf("report: trust: %d TLS and %d proxied well-behaved streams, %d verified", tr.GoodTLS, tr.GoodProxied, tr.GoodVerified)
+	}
 }
 
 func soakLine(rep *SoakReport) string {
@@ -206,6 +233,8 @@ func TestSoakConfigValidate(t *testing.T) {
 		{[]string{"--rotate", "1ms"}, "--rotate"},
 		{[]string{"--mqtt-rate", "0"}, "--mqtt-rate"},
 		{[]string{"--mqtt=false", "--mqtt-rate", "0"}, ""},
+		{[]string{"--trust-rate", "-1"}, "--trust-rate"},
+		{[]string{"--trust-rate", "0"}, ""},
 		{[]string{"--mqtt-publishers", "0"}, "--mqtt-publishers"},
 		{[]string{"--settle", "10ms"}, "--settle"},
 		{[]string{"--pool", "-1"}, "--pool"},

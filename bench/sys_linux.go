@@ -133,6 +133,16 @@ func startOnCPUs(cmd *exec.Cmd, cpus []int) error {
 	return err
 }
 
+// threadCPU is the user plus system CPU time of the calling thread
+// (getrusage RUSAGE_THREAD); the caller locks its goroutine to the thread.
+func threadCPU() time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_THREAD, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // setTimerSlack sets the calling thread's timer slack, how late the
 // kernel may wake it from a timed sleep to fold its wake-up into
 // another's (PR_SET_TIMERSLACK; 50 µs by default).

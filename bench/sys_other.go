@@ -47,6 +47,9 @@ func startOnCPUs(cmd *exec.Cmd, _ []int) error { return cmd.Start() }
 // setTimerSlack does nothing here.
 func setTimerSlack(int) {}
 
+// threadCPU is 0: no per-thread CPU time here.
+func threadCPU() time.Duration { return 0 }
+
 // pollFds waits until one of fds is ready, or for at most d, rounded up
 // to a millisecond (poll).
 func pollFds(fds []unix.PollFd, d time.Duration) {

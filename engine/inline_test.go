@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/sluice-io/sluice/engine"
 	"github.com/sluice-io/sluice/srcs"
 )
@@ -33,78 +31,6 @@ func TestInlineConformance(t *testing.T) {
 // alone, and everything arrives once it lets go.
 func TestInlineSlowConsumer(t *testing.T) {
 	forEachRunner(t, func(t *testing.T, runner string) { slowConsumer(t, runner, true) })
-}
-
-// The handler runs on the thread that read the chunk: an event-loop
-// runner with one worker calls it from that worker's thread only, and the
-// thread runner from each source's own. (A goroutine runner's source
-// goroutine may move between threads, so it is not checked here.)
-func TestInlineRunsWhereRead(t *testing.T) {
-	forEachRunner(t, func(t *testing.T, runner string) {
-		t.Setenv(engine.EnvRunner, "")
-		var mu sync.Mutex
-		tids := map[int]bool{}
-		ended := make(chan struct{}, 16)
-		handle := func(c engine.Chunk) {
-			if len(c.Data) > 0 {
-				mu.Lock()
-				tids[unix.Gettid()] = true
-				mu.Unlock()
-			}
-			if c.Flags&srcs.EndOfStream != 0 {
-				ended <- struct{}{}
-			}
-			c.Release()
-		}
-		e, err := engine.New(engine.Config{Runner: runner, Workers: 1, Buffers: 32, BufSize: 4 << 10, Flush: time.Millisecond},
-			engine.WithInlineHandler(handle))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ln, err := srcs.ListenTCP("127.0.0.1:0", srcs.ListenerConfig{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := e.AddListener(ln); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := e.Next(context.Background()); err == nil {
-			t.Error("Next returned a chunk from an engine with an inline handler")
-		}
-		const conns = 4
-		for range conns {
-			c, _ := dialTagged(t, ln.Addr().String(), nil)
-			for range 20 {
-				if _, err := c.Write(make([]byte, 3000)); err != nil {
-					t.Fatal(err)
-				}
-				time.Sleep(time.Millisecond)
-			}
-			c.Close()
-		}
-		for range conns {
-			select {
-			case <-ended:
-			case <-time.After(30 * time.Second):
-				t.Fatal("the streams did not end")
-			}
-		}
-		if err := e.Shutdown(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		switch runner {
-		case engine.RunnerURing, engine.RunnerEpoll:
-			if len(tids) != 1 {
-				t.Errorf("%s: one worker's chunks reached the handler on %d threads, want its own only", runner, len(tids))
-			}
-		case engine.RunnerThread:
-			if len(tids) == 0 || len(tids) > conns {
-				t.Errorf("%s: %d sources' chunks reached the handler on %d threads", runner, conns, len(tids))
-			}
-		}
-	})
 }
 
 // Config.Delivery chooses the same inline delivery from a file, and

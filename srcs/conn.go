@@ -25,16 +25,18 @@ import (
 // only from its own epoll set or ring. After Desc, Read is unavailable.
 //
 // A Conn over a TLS session (see NewTLSConn) is Encrypted: it has no
-// descriptor to give (Desc and SyscallConn fail with ErrNoDescriptor), so
-// the engine reads it on the goroutine runner, through Read, which
-// decrypts.
+// descriptor to give (Desc fails with ErrNoDescriptor), so the engine
+// reads it on the goroutine runner, through Read, which decrypts. Its
+// SyscallConn waits for plaintext rather than for a readable socket (see
+// tlsWait), so that runner holds no pool buffer for an idle session.
 //
 // Conn is not safe for concurrent use, except that Close and
 // SetReadDeadline may be called while Read blocks.
 type Conn struct {
 	name     string
-	identity string   // a TLS client's verified subject, or ""
-	raw      net.Conn // the socket under a TLS session; nil without TLS
+	identity string     // a TLS client's verified subject, or ""
+	raw      net.Conn   // the socket under a TLS session; nil without TLS
+	tls      *tlsReader // reads the TLS session; nil without TLS
 
 	mu     sync.Mutex
 	c      net.Conn // nil once detached
@@ -64,7 +66,7 @@ func NewTLSConn(tc *tls.Conn, name string) *Conn {
 	if id != "" {
 		name += " [" + id + "]"
 	}
-	return &Conn{name: name, identity: id, raw: tc.NetConn(), c: tc, fd: -1}
+	return &Conn{name: name, identity: id, raw: tc.NetConn(), tls: &tlsReader{tc: tc}, c: tc, fd: -1}
 }
 
 // Encrypted implements the capability: true for a TLS session.
@@ -96,8 +98,12 @@ func (s *Conn) Open(context.Context) error {
 	return nil
 }
 
-// Read reads from the connection through the Go netpoller.
+// Read reads from the connection through the Go netpoller; on a TLS
+// session, through crypto/tls (see tlsReader).
 func (s *Conn) Read(p []byte) (int, error) {
+	if s.tls != nil {
+		return s.tls.Read(p)
+	}
 	s.mu.Lock()
 	c := s.c
 	s.mu.Unlock()
@@ -120,12 +126,11 @@ func (s *Conn) SetReadDeadline(t time.Time) error {
 
 // SyscallConn returns the connection's raw descriptor access through Go's
 // netpoller, so that a runner can wait for readability before it takes a
-// buffer. It fails once Desc has detached the descriptor.
+// buffer. It fails once Desc has detached the descriptor. On a TLS
+// session it returns a tlsWait, whose Read waits for plaintext.
 func (s *Conn) SyscallConn() (syscall.RawConn, error) {
-	if s.raw != nil {
-		// Readable ciphertext says nothing of decrypted bytes crypto/tls
-		// holds already: a runner waiting on the socket could wait forever.
-		return nil, fmt.Errorf("srcs: %s: a TLS session: %w", s.name, ErrNoDescriptor)
+	if s.tls != nil {
+		return tlsWait{s.tls, s.raw, s.name}, nil
 	}
 	s.mu.Lock()
 	c := s.c

@@ -362,18 +362,32 @@ func (m *MQTT) Desc() (Desc, error) {
 }
 
 // SyscallConn returns the current session's raw connection, so that the
-// goroutine runner can wait for readability before it takes a buffer.
+// goroutine runner can wait for readability before it takes a buffer. Over
+// TLS its Read waits for plaintext instead (see tlsWait), and fails as
+// Read would.
 func (m *MQTT) SyscallConn() (syscall.RawConn, error) {
-	if m.tls != nil {
-		// Readable ciphertext says nothing of decrypted bytes crypto/tls
-		// holds already: a runner waiting on the socket could wait forever.
-		return nil, fmt.Errorf("srcs: mqtt %s: a TLS session: %w", m.name, ErrNoDescriptor)
-	}
 	s, err := m.session("syscall conn")
 	if err != nil {
 		return nil, err
 	}
+	if s.tr != nil {
+		return mqttTLSWait{tlsWait{s.tr, s.sock, m.name}, s}, nil
+	}
 	return s.rc, nil
+}
+
+// mqttTLSWait is tlsWait for an MQTT session: an error says why the
+// session ended, as Read's do.
+type mqttTLSWait struct {
+	tlsWait
+	s *mqttSession
+}
+
+func (w mqttTLSWait) Read(f func(fd uintptr) bool) error {
+	if err := w.tlsWait.Read(f); err != nil {
+		return w.s.readErr(err)
+	}
+	return nil
 }
 
 // Encrypted implements the capability: true when the source runs TLS.
@@ -398,7 +412,12 @@ func (m *MQTT) Read(p []byte) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	n, err := s.conn.Read(p)
+	var n int
+	if s.tr != nil {
+		n, err = s.tr.Read(p)
+	} else {
+		n, err = s.conn.Read(p)
+	}
 	if n > 0 {
 		s.lastRecv.Store(s.now())
 	}

@@ -26,8 +26,9 @@ import (
 // serialised by wmu.
 type mqttSession struct {
 	m    *MQTT
-	conn net.Conn // kept open until Close: writes and Read go through it
-	sock net.Conn // the socket: conn, or the one under conn's TLS
+	conn net.Conn   // kept open until Close: writes and Read go through it
+	sock net.Conn   // the socket: conn, or the one under conn's TLS
+	tr   *tlsReader // reads conn's TLS once the session is up; nil without TLS
 	rc   syscall.RawConn
 	fd   int           // conn's descriptor, for runners (Desc)
 	num  uint64        // numbers the source's sessions, for acks
@@ -69,7 +70,8 @@ func (m *MQTT) Open(ctx context.Context) error {
 		ackReady: make(chan struct{}, 1), done: make(chan struct{}),
 	}
 	if m.tls != nil {
-		s.conn = tls.Client(nc, m.tls)
+		tc := tls.Client(nc, m.tls)
+		s.conn, s.tr = tc, &tlsReader{tc: tc}
 	}
 	if err := s.raw(); err != nil {
 		nc.Close()

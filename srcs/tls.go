@@ -38,11 +38,12 @@ const certCheckEvery = time.Second
 
 // TLSConfig configures TLS on a listener (as the server) or on a TCP or
 // MQTT client. Keys are named as they appear in YAML under a tls: section.
-// The certificate and key files are read at New and read again when they
-// change on disk (checked at most once a second, at a handshake), so a
-// renewed certificate is served to new connections without a restart and
-// without touching open ones; a file that fails to load then keeps the old
-// pair in use and is logged. The CA file is read once.
+// The certificate and key files, and a listener's CA file, are read at New
+// and read again when they change on disk (checked at most once a second,
+// at a handshake), so a renewed certificate is served, and a changed CA
+// bundle verifies clients, from the next handshake on, without a restart
+// and without touching open sessions; a file that fails to load then keeps
+// the old one in use and is logged. A client's CA file is read once.
 type TLSConfig struct {
 	// CertFile and KeyFile are a PEM certificate chain and its private
 	// key. A listener requires both; a client sends them as its client
@@ -121,9 +122,13 @@ func (c *TLSConfig) serverConfig(log *slog.Logger) (*tls.Config, error) {
 	if c.CAFile == "" {
 		return nil, fmt.Errorf("tls.ca_file: required with client_auth %s", c.ClientAuth)
 	}
-	if tc.ClientCAs, err = loadCAs(c.CAFile); err != nil {
+	cas, err := newClientCAs(c.CAFile, tc.Clone(), log)
+	if err != nil {
 		return nil, err
 	}
+	// The configuration each handshake uses comes from cas, with the
+	// CAs in force; tc itself keeps the session ticket keys.
+	tc.GetConfigForClient = cas.configForClient
 	return tc, nil
 }
 
@@ -182,19 +187,23 @@ func loadCAs(file string) (*x509.CertPool, error) {
 	return pool, nil
 }
 
-// keyPair serves a certificate and key from files, loading them again
-// when either file's size or modification time changes. A reload that
-// fails keeps the pair in use. It is safe for concurrent use: handshakes
-// on many goroutines call it.
-type keyPair struct {
-	certFile, keyFile string
-	log               *slog.Logger
+// fileWatch loads something from files again when any of them changes
+// on disk (its size or modification time), looking at most once per
+// certCheckEvery, from whichever handshake comes first after that. A load
+// that fails keeps what was loaded before, and is logged once until the
+// files change again. It is safe for concurrent use: handshakes on many
+// goroutines call maybeReload.
+type fileWatch struct {
+	files []string
+	keys  []string     // each file's YAML key, for errors
+	what  string       // for the logs: "certificate", "client CA"
+	load  func() error // reads the files and installs the result
+	log   *slog.Logger
 
-	cur     atomic.Pointer[tls.Certificate]
 	checked atomic.Int64 // unix nanoseconds of the last look at the files
 
 	mu      sync.Mutex // serialises reloads
-	stamp   [2]fileStamp
+	stamps  []fileStamp
 	lastErr string // the last reload error logged, so a bad file logs once
 }
 
@@ -211,28 +220,95 @@ func stampOf(file string) (fileStamp, error) {
 	return fileStamp{fi.Size(), fi.ModTime()}, nil
 }
 
-func newKeyPair(certFile, keyFile string, log *slog.Logger) (*keyPair, error) {
+// init loads the files for the first time; its error fails New.
+func (w *fileWatch) init(log *slog.Logger) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	kp := &keyPair{certFile: certFile, keyFile: keyFile, log: log}
-	if err := kp.load(); err != nil {
+	w.log = log
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.reloadLocked(); err != nil {
+		return err
+	}
+	w.checked.Store(time.Now().UnixNano())
+	return nil
+}
+
+// reloadLocked stamps the files, then loads them. Stamping first means a
+// file written during the load is loaded again at the next look.
+func (w *fileWatch) reloadLocked() error {
+	stamps := make([]fileStamp, len(w.files))
+	for i, f := range w.files {
+		st, err := stampOf(f)
+		if err != nil {
+			return fmt.Errorf("%s: %w", w.keys[i], err)
+		}
+		stamps[i] = st
+	}
+	if err := w.load(); err != nil {
+		return err
+	}
+	w.stamps = stamps
+	return nil
+}
+
+// changedLocked says whether any file's stamp differs from the last load's
+// (or cannot be read: the load then says why).
+func (w *fileWatch) changedLocked() bool {
+	for i, f := range w.files {
+		st, err := stampOf(f)
+		if err != nil || st != w.stamps[i] {
+			return true
+		}
+	}
+	return false
+}
+
+// maybeReload looks at the files at most once per certCheckEvery and
+// loads them again if any changed.
+func (w *fileWatch) maybeReload() {
+	now := time.Now().UnixNano()
+	last := w.checked.Load()
+	if now-last < int64(certCheckEvery) || !w.checked.CompareAndSwap(last, now) {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.changedLocked() {
+		return
+	}
+	if err := w.reloadLocked(); err != nil {
+		if msg := err.Error(); msg != w.lastErr {
+			w.lastErr = msg
+			w.log.Error("srcs: tls: reloading the "+w.what+" failed; the previous one stays in use", "err", err)
+		}
+		return
+	}
+	w.lastErr = ""
+	w.log.Info("srcs: tls: "+w.what+" reloaded", "file", w.files[0])
+}
+
+// keyPair serves a certificate and key from files, loaded again when
+// either changes (see fileWatch). It is safe for concurrent use.
+type keyPair struct {
+	certFile, keyFile string
+	cur               atomic.Pointer[tls.Certificate]
+	watch             fileWatch
+}
+
+func newKeyPair(certFile, keyFile string, log *slog.Logger) (*keyPair, error) {
+	kp := &keyPair{certFile: certFile, keyFile: keyFile}
+	kp.watch = fileWatch{files: []string{certFile, keyFile}, keys: []string{"tls.cert_file", "tls.key_file"},
+		what: "certificate", load: kp.load}
+	if err := kp.watch.init(log); err != nil {
 		return nil, err
 	}
-	kp.checked.Store(time.Now().UnixNano())
 	return kp, nil
 }
 
 // load reads both files and installs the pair. Errors name the YAML key.
 func (kp *keyPair) load() error {
-	cs, err := stampOf(kp.certFile)
-	if err != nil {
-		return fmt.Errorf("tls.cert_file: %w", err)
-	}
-	ks, err := stampOf(kp.keyFile)
-	if err != nil {
-		return fmt.Errorf("tls.key_file: %w", err)
-	}
 	certPEM, err := os.ReadFile(kp.certFile)
 	if err != nil {
 		return fmt.Errorf("tls.cert_file: %w", err)
@@ -245,45 +321,60 @@ func (kp *keyPair) load() error {
 	if err != nil {
 		return fmt.Errorf("tls.cert_file %s, tls.key_file %s: %w", kp.certFile, kp.keyFile, err)
 	}
-	kp.stamp = [2]fileStamp{cs, ks}
 	kp.cur.Store(&cert)
 	return nil
 }
 
-// maybeReload looks at the files at most once per certCheckEvery and
-// loads them again if either changed.
-func (kp *keyPair) maybeReload() {
-	now := time.Now().UnixNano()
-	last := kp.checked.Load()
-	if now-last < int64(certCheckEvery) || !kp.checked.CompareAndSwap(last, now) {
-		return
-	}
-	kp.mu.Lock()
-	defer kp.mu.Unlock()
-	cs, err1 := stampOf(kp.certFile)
-	ks, err2 := stampOf(kp.keyFile)
-	if err1 == nil && err2 == nil && cs == kp.stamp[0] && ks == kp.stamp[1] {
-		return
-	}
-	if err := kp.load(); err != nil {
-		if msg := err.Error(); msg != kp.lastErr {
-			kp.lastErr = msg
-			kp.log.Error("srcs: tls: reloading the certificate failed; the previous one stays in use", "err", err)
-		}
-		return
-	}
-	kp.lastErr = ""
-	kp.log.Info("srcs: tls: certificate reloaded", "cert_file", kp.certFile)
-}
-
 func (kp *keyPair) getCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-	kp.maybeReload()
+	kp.watch.maybeReload()
 	return kp.cur.Load(), nil
 }
 
 func (kp *keyPair) getClientCertificate(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
-	kp.maybeReload()
+	kp.watch.maybeReload()
 	return kp.cur.Load(), nil
+}
+
+// clientCAs is a listener's client-certificate verification, read from
+// ca_file and read again when it changes (see fileWatch). Each handshake
+// takes the configuration built from the CAs in force
+// (tls.Config.GetConfigForClient), so a CA added to the file admits its
+// clients from the next handshake on, and one removed stops admitting
+// them, without touching open sessions. A resumed session is checked
+// against the CAs in force too: crypto/tls verifies a resumed session's
+// chains again with the configuration's ClientCAs. It is safe for
+// concurrent use.
+type clientCAs struct {
+	file  string
+	base  *tls.Config // everything but ClientCAs; never handed out
+	cur   atomic.Pointer[tls.Config]
+	watch fileWatch
+}
+
+func newClientCAs(file string, base *tls.Config, log *slog.Logger) (*clientCAs, error) {
+	cc := &clientCAs{file: file, base: base}
+	cc.watch = fileWatch{files: []string{file}, keys: []string{"tls.ca_file"}, what: "client CA", load: cc.load}
+	if err := cc.watch.init(log); err != nil {
+		return nil, err
+	}
+	return cc, nil
+}
+
+func (cc *clientCAs) load() error {
+	pool, err := loadCAs(cc.file)
+	if err != nil {
+		return err
+	}
+	tc := cc.base.Clone()
+	tc.ClientCAs = pool
+	cc.cur.Store(tc)
+	return nil
+}
+
+// configForClient is the listener's GetConfigForClient.
+func (cc *clientCAs) configForClient(*tls.ClientHelloInfo) (*tls.Config, error) {
+	cc.watch.maybeReload()
+	return cc.cur.Load(), nil
 }
 
 // peerSubject returns the subject of a session's verified client

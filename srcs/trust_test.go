@@ -169,8 +169,15 @@ func TestTLSListenerClientAuth(t *testing.T) {
 			if _, err := c.Desc(); !errors.Is(err, srcs.ErrNoDescriptor) {
 				t.Errorf("Desc: %v, want ErrNoDescriptor", err)
 			}
-			if _, err := c.SyscallConn(); !errors.Is(err, srcs.ErrNoDescriptor) {
-				t.Errorf("SyscallConn: %v, want ErrNoDescriptor", err)
+			// A runner waits on SyscallConn for plaintext, not for a
+			// readable socket: the wait returns once bytes can be Read,
+			// and they come whole.
+			rc, err := c.SyscallConn()
+			if err != nil {
+				t.Fatalf("SyscallConn: %v", err)
+			}
+			if err := rc.Read(func(uintptr) bool { t.Error("the wait called its callback"); return true }); err != nil {
+				t.Fatalf("waiting for plaintext: %v", err)
 			}
 			data, err := io.ReadAll(c)
 			if err != nil || string(data) != "hello over tls" {

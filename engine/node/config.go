@@ -348,6 +348,11 @@ func (f *file) validate() error {
 	if js := c.Output.JetStream; js != nil && js.Subject == "" {
 		return f.errorf([]any{"output", "jetstream", "subject"}, "required")
 	}
+	if js := c.Output.JetStream; js != nil && js.CredsFile != "" {
+		if err := checkCredsFile(js.CredsFile); err != nil {
+			return f.errorf([]any{"output", "jetstream", "creds_file"}, "%v", err)
+		}
+	}
 	if w := c.Output.Stdout; w != nil {
 		if w.Format == "" {
 			w.Format = FormatRecords

@@ -35,7 +35,8 @@ func (n *Node) openOutput(stdout io.Writer) (output, error) {
 		defer cancel()
 		pub, err := jetstream.New(octx, *o.JetStream, jetstream.WithErrorHandler(func(err error) { n.log.Warn("jetstream", "err", err) }))
 		if err != nil {
-			return nil, fmt.Errorf("node: %s: output.jetstream: %w", n.path, err)
+			at, err := authRefused(o.JetStream, err)
+			return nil, fmt.Errorf("node: %s: %s: %w", n.path, at, err)
 		}
 		n.pub = pub
 		return jsOutput{pub, o.JetStream.Subject}, nil

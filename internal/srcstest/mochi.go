@@ -1,6 +1,7 @@
 package srcstest
 
 import (
+	"crypto/tls"
 	"log/slog"
 	"testing"
 
@@ -31,6 +32,17 @@ func (h *subscribedHook) OnSubscribed(cl *mqtt.Client, _ packets.Packet, _ []byt
 // as they subscribe.
 func StartMochi(t testing.TB) (srv *mqtt.Server, addr string, subscribed <-chan string) {
 	t.Helper()
+	return startMochi(t, nil)
+}
+
+// StartMochiTLS is StartMochi with a TLS listener serving tc.
+func StartMochiTLS(t testing.TB, tc *tls.Config) (srv *mqtt.Server, addr string, subscribed <-chan string) {
+	t.Helper()
+	return startMochi(t, tc)
+}
+
+func startMochi(t testing.TB, tc *tls.Config) (srv *mqtt.Server, addr string, subscribed <-chan string) {
+	t.Helper()
 	srv = mqtt.New(&mqtt.Options{InlineClient: true, Logger: slog.New(slog.DiscardHandler)})
 	hook := &subscribedHook{subscribed: make(chan string, 16)}
 	if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
@@ -39,7 +51,7 @@ func StartMochi(t testing.TB) (srv *mqtt.Server, addr string, subscribed <-chan 
 	if err := srv.AddHook(hook, nil); err != nil {
 		t.Fatal(err)
 	}
-	l := listeners.NewTCP(listeners.Config{ID: "t", Address: "127.0.0.1:0"})
+	l := listeners.NewTCP(listeners.Config{ID: "t", Address: "127.0.0.1:0", TLSConfig: tc})
 	if err := srv.AddListener(l); err != nil {
 		t.Fatal(err)
 	}
