@@ -1,7 +1,6 @@
 package node
 
 import (
-	"context"
 	"net"
 	"os"
 	"strings"
@@ -11,7 +10,6 @@ import (
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
-	njs "github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
 	"github.com/sluice-io/sluice/internal/srcstest"
@@ -146,23 +144,7 @@ func TestNodeJetStreamCredsFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	js, _ := njs.New(nc)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var stream njs.Stream
-	until(t, "stream", func() bool { stream, err = js.Stream(ctx, "INGEST"); return err == nil })
-	cons, err := stream.OrderedConsumer(ctx, njs.OrderedConsumerConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := 0
-	for got < conns*per {
-		m, err := cons.Next(njs.FetchMaxWait(10 * time.Second))
-		if err != nil {
-			t.Fatalf("after %d bytes: %v", got, err)
-		}
-		got += len(m.Data())
-	}
+	readIngest(t, nc, conns*per)
 	rep, err := tn.stop()
 	if err != nil {
 		t.Fatal(err)

@@ -255,23 +255,7 @@ func TestNodeJetStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	js, _ := njs.New(nc)
-	sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer scancel()
-	var stream njs.Stream
-	until(t, "stream", func() bool { stream, err = js.Stream(sctx, "INGEST"); return err == nil })
-	cons, err := stream.OrderedConsumer(sctx, njs.OrderedConsumerConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := 0
-	for got < conns*per {
-		m, err := cons.Next(njs.FetchMaxWait(10 * time.Second))
-		if err != nil {
-			t.Fatalf("after %d bytes: %v", got, err)
-		}
-		got += len(m.Data())
-	}
+	got := readIngest(t, nc, conns*per)
 	rep, err := tn.stop()
 	if err != nil {
 		t.Fatal(err)
@@ -551,4 +535,29 @@ func TestNodeJSONLogAndStatus(t *testing.T) {
 			t.Fatalf("not a JSON log line: %q (%v)", line, err)
 		}
 	}
+}
+
+// readIngest reads the INGEST stream through an ordered consumer until
+// it has want bytes, and returns how many it read.
+func readIngest(t *testing.T, nc *nats.Conn, want int) int {
+	t.Helper()
+	js, _ := njs.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var stream njs.Stream
+	var err error
+	until(t, "stream", func() bool { stream, err = js.Stream(ctx, "INGEST"); return err == nil })
+	cons, err := stream.OrderedConsumer(ctx, njs.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := 0
+	for got < want {
+		m, err := cons.Next(njs.FetchMaxWait(10 * time.Second))
+		if err != nil {
+			t.Fatalf("after %d bytes: %v", got, err)
+		}
+		got += len(m.Data())
+	}
+	return got
 }
