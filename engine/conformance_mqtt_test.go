@@ -95,17 +95,7 @@ func testConformanceMQTT(t *testing.T, runner string, version byte) {
 	if _, err := e.AddSource(src); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		pullAll(e, col.chunk)
-	}()
-	defer func() {
-		if err := e.Shutdown(context.Background()); err != nil {
-			t.Error(err)
-		}
-		<-done
-	}()
+	defer pullUntilShutdown(t, e, col.chunk)()
 	select {
 	case <-subscribed:
 	case <-time.After(30 * time.Second):
@@ -174,17 +164,7 @@ func TestConformanceMQTTMosquittoRestart(t *testing.T) {
 		if _, err := e.AddSource(src); err != nil {
 			t.Fatal(err)
 		}
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			pullAll(e, col.chunk)
-		}()
-		defer func() {
-			if err := e.Shutdown(context.Background()); err != nil {
-				t.Error(err)
-			}
-			<-done
-		}()
+		defer pullUntilShutdown(t, e, col.chunk)()
 		waitUntil(t, "the first SUBACK", func() bool { return src.Stats().Subscribes >= 1 })
 		pub := mosquitto.StartPublisher(broker.Addr, topic)
 		defer pub.Halt()

@@ -656,6 +656,23 @@ func openFDs(t *testing.T) int {
 	return len(ents)
 }
 
+// pullUntilShutdown pulls e's chunks into f on a goroutine of its own
+// (pullAll) and returns the function that shuts e down, requiring a clean
+// result, and waits for the puller: defer pullUntilShutdown(t, e, f)().
+func pullUntilShutdown(t *testing.T, e *engine.Engine, f func(engine.Chunk)) func() {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		pullAll(e, f)
+	}()
+	return func() {
+		if err := e.Shutdown(context.Background()); err != nil {
+			t.Error(err)
+		}
+		<-done
+	}
+}
+
 // pullAll pulls chunks until the engine closes, handing each to f and
 // releasing it.
 func pullAll(e *engine.Engine, f func(engine.Chunk)) {

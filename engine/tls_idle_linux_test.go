@@ -160,17 +160,7 @@ func TestTLSMQTTIdleHoldsNoBuffer(t *testing.T) {
 			if _, err := e.AddSource(src); err != nil {
 				t.Fatal(err)
 			}
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				pullAll(e, col.chunk)
-			}()
-			defer func() {
-				if err := e.Shutdown(context.Background()); err != nil {
-					t.Error(err)
-				}
-				<-done
-			}()
+			defer pullUntilShutdown(t, e, col.chunk)()
 			select {
 			case <-subscribed:
 			case <-time.After(30 * time.Second):
