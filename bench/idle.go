@@ -550,16 +550,9 @@ func Idle(ctx context.Context, c IdleConfig, ios IO) (*IdleReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	want := []string(c.Runners)
-	if len(want) == 0 {
-		want = defaultIdleRunners()
-	}
-	runners, skipped := availableRunners(want)
-	for _, s := range skipped {
-		fmt.Fprintf(ios.Err, "sluice-bench: runner %s skipped: %s\n", s.Runner, s.Reason)
-	}
-	if len(runners) == 0 {
-		return nil, errors.New("bench: no runner can work here")
+	runners, skipped, err := pickRunners(c.Runners, defaultIdleRunners(), ios.Err)
+	if err != nil {
+		return nil, err
 	}
 	pin, unpin := pinApart(c.Pin)
 	defer unpin()

@@ -127,13 +127,9 @@ func LatencySweep(ctx context.Context, c LatencyConfig, ios IO) (*LatencyReport,
 	if err != nil {
 		return nil, err
 	}
-	want := []string(c.Runners)
-	if len(want) == 0 {
-		want = AllRunners()
-	}
-	runners, skipped := availableRunners(want)
-	if len(runners) == 0 {
-		return nil, errors.New("bench: no runner can work here")
+	runners, skipped, err := pickRunners(c.Runners, AllRunners(), nil)
+	if err != nil {
+		return nil, err
 	}
 	pin, unpin := pinApart(c.Pin)
 	defer unpin()

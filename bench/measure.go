@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -46,6 +47,25 @@ func availableRunners(names []string) (ok []string, skipped []Skipped) {
 		ok = append(ok, name)
 	}
 	return ok, skipped
+}
+
+// pickRunners returns the runners of asked (of defaults, when asked is
+// empty) that the engine can start here, and the others with the reason,
+// which it also prints to w unless w is nil. It fails when none can.
+func pickRunners(asked, defaults []string, w io.Writer) ([]string, []Skipped, error) {
+	if len(asked) == 0 {
+		asked = defaults
+	}
+	runners, skipped := availableRunners(asked)
+	if w != nil {
+		for _, s := range skipped {
+			fmt.Fprintf(w, "sluice-bench: runner %s skipped: %s\n", s.Runner, s.Reason)
+		}
+	}
+	if len(runners) == 0 {
+		return nil, skipped, errors.New("bench: no runner can work here")
+	}
+	return runners, skipped, nil
 }
 
 // Pinning records how the engine and the generator were kept apart.

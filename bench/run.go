@@ -385,16 +385,9 @@ func Run(ctx context.Context, c RunConfig, ios IO) (*RunReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	want := []string(c.Runners)
-	if len(want) == 0 {
-		want = AllRunners()
-	}
-	runners, skipped := availableRunners(want)
-	for _, s := range skipped {
-		fmt.Fprintf(ios.Err, "sluice-bench: runner %s skipped: %s\n", s.Runner, s.Reason)
-	}
-	if len(runners) == 0 {
-		return nil, errors.New("bench: no runner can work here")
+	runners, skipped, err := pickRunners(c.Runners, AllRunners(), ios.Err)
+	if err != nil {
+		return nil, err
 	}
 	framer, _ := c.Engine.framer()
 	var fenv fioEnv
