@@ -434,15 +434,14 @@ func (e *Engine) sourceDone(s *source) {
 // or with an inline handler hands it over at once.
 func (e *Engine) deliver(s *source, it item) {
 	if e.inline {
-		switch {
-		case it.err != nil:
+		if it.err != nil {
 			e.reportError(it.err)
-		default:
-			if it.chunk.data() {
-				e.totals.took(&it.chunk, time.Now())
-			}
-			e.handler(it.chunk)
+			return
 		}
+		if it.chunk.data() {
+			e.totals.took(&it.chunk, time.Now())
+		}
+		e.handler(it.chunk)
 		return
 	}
 	it.src = s

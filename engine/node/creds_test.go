@@ -96,17 +96,7 @@ func startOperatorNATS(t *testing.T, op *operator, accounts ...[2]string) *serve
 			t.Fatal(err)
 		}
 	}
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(),
-		NoLog: true, NoSigs: true, TrustedOperators: []*jwt.OperatorClaims{op.claims}, AccountResolver: res, SystemAccount: sysPub})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns.Start()
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats server did not start")
-	}
-	return ns
+	return startNATSWith(t, &server.Options{TrustedOperators: []*jwt.OperatorClaims{op.claims}, AccountResolver: res, SystemAccount: sysPub})
 }
 
 // TestNodeJetStreamCredsFile publishes through a server in operator mode

@@ -209,8 +209,16 @@ func TestNodeExample(t *testing.T) {
 
 func startNATS(t *testing.T) *server.Server {
 	t.Helper()
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true,
-		StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
+	return startNATSWith(t, &server.Options{})
+}
+
+// startNATSWith starts an embedded JetStream server on loopback with opts
+// (its listener, store and logging fields are set here), stopped at the
+// test's end.
+func startNATSWith(t *testing.T, opts *server.Options) *server.Server {
+	t.Helper()
+	opts.Host, opts.Port, opts.JetStream, opts.StoreDir, opts.NoLog, opts.NoSigs = "127.0.0.1", -1, true, t.TempDir(), true, true
+	ns, err := server.NewServer(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
