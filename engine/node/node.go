@@ -263,8 +263,10 @@ func (n *Node) sourceError(err error) {
 // return ErrForced at once, but only if it comes ForceAfter or more after
 // the first, or is SIGINT after SIGTERM, or SIGINT again from a terminal:
 // a process manager that signals the whole group, or `timeout`, sends the
-// same signal twice at once, and that is one request to stop. sigs may be
-// nil. Run returns an error wrapping ErrSourcesFailed if any source
+// same signal twice at once, and that is one request to stop. A drain
+// begun because ctx ended is forced only by a stop signal ForceAfter or
+// more after it began: a program may end ctx on the very signal sigs
+// then delivers. sigs may be nil. Run returns an error wrapping ErrSourcesFailed if any source
 // failed while the node ran.
 func (n *Node) Run(ctx context.Context, sigs <-chan os.Signal) (*Report, error) {
 	var first os.Signal

@@ -452,6 +452,30 @@ func TestNodeDoubleSignal(t *testing.T) {
 	}
 }
 
+// TestNodeContextThenSignal: a program that ends Run's context on SIGINT
+// (signal.NotifyContext, as sluice-bench does) and also hands the node
+// its signals sees the one SIGINT on both; when the context wins the
+// race, the signal that follows is the same request, and the drain
+// completes.
+func TestNodeContextThenSignal(t *testing.T) {
+	cfg, err := Load(srcstest.WriteFile(t, t.TempDir(), "node.yaml", "sources:\n  - tcp: {listen: 127.0.0.1:0}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := &srcstest.LockedBuffer{}
+	n, err := New(cfg, WithLogOutput(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	sigs := make(chan os.Signal, 1)
+	sigs <- os.Interrupt
+	if _, err := n.Run(ctx, sigs); err != nil {
+		t.Fatalf("%v\n%s", err, log)
+	}
+}
+
 func TestSignalPolicy(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	for _, tc := range []struct {
@@ -469,6 +493,11 @@ func TestSignalPolicy(t *testing.T) {
 		{"SIGINT twice from a terminal", os.Interrupt, true, os.Interrupt, 300 * time.Millisecond, true},
 		{"SIGTERM after SIGINT at once", os.Interrupt, true, syscall.SIGTERM, time.Millisecond, false},
 		{"SIGHUP while draining", syscall.SIGTERM, false, syscall.SIGHUP, 5 * time.Second, false},
+		// The context ended, on the same signal (signal.NotifyContext),
+		// before the node saw it: one request to stop.
+		{"SIGINT just after the context ended", nil, false, os.Interrupt, time.Millisecond, false},
+		{"SIGINT just after the context ended, from a terminal", nil, true, os.Interrupt, time.Millisecond, false},
+		{"SIGTERM a second after the context ended", nil, false, syscall.SIGTERM, time.Second, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newSignalPolicy(tc.first, t0, tc.terminal)

@@ -31,15 +31,22 @@ func (p *signalPolicy) next(sig os.Signal, now time.Time) (force bool, why strin
 	switch {
 	case isHangup(sig):
 		return false, "a reload is not possible during the drain"
-	case p.first == nil:
-		// The drain began because the context ended, not on a signal.
-		return true, "a stop signal during the drain"
 	case now.Sub(p.at) >= ForceAfter:
+		if p.first == nil {
+			return true, "a stop signal during the drain"
+		}
 		return true, "a second stop signal, " + now.Sub(p.at).Round(time.Millisecond).String() + " after the first"
 	case sig == os.Interrupt && p.first == syscall.SIGTERM:
 		return true, "SIGINT after SIGTERM"
 	case sig == os.Interrupt && p.first == os.Interrupt && p.terminal:
 		return true, "SIGINT twice from a terminal"
+	}
+	if p.first == nil {
+		// The drain began because the context ended, and a program that
+		// ends that context on SIGINT or SIGTERM (signal.NotifyContext)
+		// sees the same signal the node does: which of the two arrives
+		// first is a race, and the signal is the request that ended it.
+		return false, "a stop signal within " + ForceAfter.String() + " of the drain's start, which it may have begun (send it again later to force)"
 	}
 	return false, "the same request to stop again, within " + ForceAfter.String() + " of the first (send it again later, or SIGINT, to force)"
 }
