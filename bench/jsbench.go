@@ -33,6 +33,7 @@ type JetStreamConfig struct {
 	Write   Size   // bytes per write
 	Runner  string // engine runner
 	Pending int    // jetstream max_pending
+	BufSize Size   // the engine's buffer size: the largest chunk, and so message
 	Storage string // file or memory
 	Inline  bool   // publish from where each chunk was read (engine.WithInlineHandler)
 	JSON    string // report file; "-" for stdout, "" for none
@@ -41,11 +42,21 @@ type JetStreamConfig struct {
 	Check StreamCheckConfig
 }
 
+// DefaultJetStreamBufSize is the engine's buffer size in the jetstream
+// command: 256 KiB, as the README recommends for a JetStream output. Each
+// chunk is one message, and a message costs both ends the same whatever
+// its size (a publish, an acknowledgement, a wake-up of the client's
+// flusher), so larger buffers cost less per byte; larger still, up to the
+// server's max_payload, gave no more here. The pool stays at 64 MiB.
+const DefaultJetStreamBufSize = 256 << 10
+
 // DefaultJetStreamConfig returns the documented defaults: 1,000
-// connections of 128 KiB each, 125 MiB in all, a few seconds here.
+// connections of 1 MiB each, 1 GiB in all, a few seconds here: long
+// enough that the cost of the path, not of opening 1,000 connections and
+// an engine, makes the figures.
 func DefaultJetStreamConfig() JetStreamConfig {
-	return JetStreamConfig{Conns: 1000, PerConn: 128 << 10, Write: 16 << 10, Runner: engine.RunnerAuto,
-		Pending: 1024, Storage: "file", JSON: "-"}
+	return JetStreamConfig{Conns: 1000, PerConn: 1 << 20, Write: 16 << 10, Runner: engine.RunnerAuto,
+		Pending: 1024, BufSize: DefaultJetStreamBufSize, Storage: "file", JSON: "-"}
 }
 
 // RegisterFlags defines c's flags on fs.
@@ -54,6 +65,7 @@ func (c *JetStreamConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.Var(&c.PerConn, "per-conn", "bytes each connection sends (K, M, G suffixes)")
 	fs.Var(&c.Write, "write", "bytes per write")
 	fs.StringVar(&c.Runner, "runner", c.Runner, "auto, uring, epoll, goroutine or thread")
+	fs.Var(&c.BufSize, "buf-size", "the engine's buffer size, so the largest message (K, M suffixes); the pool stays at 64 MiB, and at least 256 buffers")
 	fs.IntVar(&c.Pending, "max-pending", c.Pending, "unacknowledged publishes before sources wait")
 	fs.StringVar(&c.Storage, "storage", c.Storage, "the stream's storage: file or memory")
 	fs.BoolVar(&c.Inline, "inline", c.Inline, "publish from where each chunk was read, on the runner's worker (engine.WithInlineHandler), instead of from the engine's processing goroutines")
@@ -73,6 +85,8 @@ func (c JetStreamConfig) Validate() error {
 		return fmt.Errorf("--per-conn: %d: must be positive", c.PerConn)
 	case c.Write < 1 || c.Write > 16<<20:
 		return fmt.Errorf("--write: %d: must be from 1 to 16M", c.Write)
+	case c.BufSize < 4<<10 || c.BufSize > 8<<20:
+		return fmt.Errorf("--buf-size: %d: must be from 4K to 8M (the server's max_payload)", c.BufSize)
 	case c.Pending < 1:
 		return fmt.Errorf("--max-pending: %d: must be positive", c.Pending)
 	case c.Storage != "file" && c.Storage != "memory":
@@ -82,26 +96,35 @@ func (c JetStreamConfig) Validate() error {
 }
 
 // JetStreamReport is the `jetstream` command's JSON report. CPU figures
-// are getrusage user+sys of each process over the whole run.
+// are getrusage user+sys of each process over the whole run; the
+// Transfer figures (Linux) are each process's CPU from the generator's
+// start until the last chunk was acknowledged, without either one's
+// start-up and shutdown.
 type JetStreamReport struct {
-	Command             string  `json:"command"` // "jetstream"
-	Runner              string  `json:"runner"`
-	Conns               int     `json:"conns"`
-	Storage             string  `json:"storage"`
-	Bytes               uint64  `json:"bytes"`
-	Messages            uint64  `json:"messages"`
-	Retries             uint64  `json:"retries"`
-	Pipelined           uint64  `json:"pipelined"` // messages sent before the previous one of their source was acknowledged
-	Rejected            uint64  `json:"rejected"`  // pipelined messages JetStream refused (sent again behind the earlier one)
-	DurationS           float64 `json:"duration_s"`
-	ThroughputBps       float64 `json:"throughput_bps"`
-	SluiceCPUS          float64 `json:"sluice_cpu_s"`
-	ServerCPUS          float64 `json:"server_cpu_s"`
-	GeneratorCPUS       float64 `json:"generator_cpu_s"`
-	SluiceCPUSPerGiB    float64 `json:"sluice_cpu_s_per_gib"`
-	ServerCPUSPerGiB    float64 `json:"server_cpu_s_per_gib"`
-	GeneratorCPUSPerGiB float64 `json:"generator_cpu_s_per_gib"`
-	Host                Host    `json:"host"`
+	Command          string  `json:"command"` // "jetstream"
+	Runner           string  `json:"runner"`
+	Conns            int     `json:"conns"`
+	Storage          string  `json:"storage"`
+	Bytes            uint64  `json:"bytes"`
+	Messages         uint64  `json:"messages"`
+	Retries          uint64  `json:"retries"`
+	Pipelined        uint64  `json:"pipelined"` // messages sent before the previous one of their source was acknowledged
+	Rejected         uint64  `json:"rejected"`  // pipelined messages JetStream refused (sent again behind the earlier one)
+	DurationS        float64 `json:"duration_s"`
+	ThroughputBps    float64 `json:"throughput_bps"`
+	SluiceCPUS       float64 `json:"sluice_cpu_s"`
+	ServerCPUS       float64 `json:"server_cpu_s"`
+	GeneratorCPUS    float64 `json:"generator_cpu_s"`
+	SluiceCPUSPerGiB float64 `json:"sluice_cpu_s_per_gib"`
+	ServerCPUSPerGiB float64 `json:"server_cpu_s_per_gib"`
+	BufSize          int64   `json:"buf_size"`
+	// TransferSluiceCPUSPerGiB and TransferServerCPUSPerGiB: CPU-s/GiB
+	// over the transfer alone; zero where the server's CPU cannot be read
+	// while it runs.
+	TransferSluiceCPUSPerGiB float64 `json:"transfer_sluice_cpu_s_per_gib,omitempty"`
+	TransferServerCPUSPerGiB float64 `json:"transfer_server_cpu_s_per_gib,omitempty"`
+	GeneratorCPUSPerGiB      float64 `json:"generator_cpu_s_per_gib"`
+	Host                     Host    `json:"host"`
 }
 
 // JetStream runs the `jetstream` command.
@@ -158,7 +181,7 @@ func JetStream(ctx context.Context, c JetStreamConfig, ios IO) (*JetStreamReport
 	if c.Inline {
 		deliver = engine.WithInlineHandler(h)
 	}
-	e, err := engine.New(engine.Config{Runner: c.Runner, Buffers: 1024, BufSize: 64 << 10}, deliver)
+	e, err := engine.New(engine.Config{Runner: c.Runner, Buffers: max(256, int(64<<20/c.BufSize)), BufSize: int(c.BufSize)}, deliver)
 	if err != nil {
 		pub.Close(context.Background())
 		return nil, err
@@ -176,6 +199,8 @@ func JetStream(ctx context.Context, c JetStreamConfig, ios IO) (*JetStreamReport
 		c.Conns, FormatBytes(uint64(c.PerConn)), url, e.Runner(), c.Storage)
 
 	t0 := time.Now()
+	sluiceT0 := cpuTime()
+	srvT0, srvTOK := procCPU(srv.Process.Pid)
 	gen := exec.CommandContext(ctx, self, "jsgen", "--addr", ln.Addr().String(), "--conns", strconv.Itoa(c.Conns),
 		"--per-conn", strconv.FormatInt(int64(c.PerConn), 10), "--write", strconv.FormatInt(int64(c.Write), 10))
 	gen.Stderr = ios.Err
@@ -200,7 +225,10 @@ func JetStream(ctx context.Context, c JetStreamConfig, ios IO) (*JetStreamReport
 	// Shutdown returns once every chunk was released: acknowledged.
 	sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	err = errors.Join(genErr, waitErr, e.Shutdown(sctx), pub.Close(sctx))
+	shutErr := e.Shutdown(sctx)
+	sluiceT := cpuTime() - sluiceT0
+	srvT1, srvT1OK := procCPU(srv.Process.Pid)
+	err = errors.Join(genErr, waitErr, shutErr, pub.Close(sctx))
 	d := time.Since(t0)
 	cpu := cpuTime() - cpu0
 	if err != nil {
@@ -217,7 +245,7 @@ func JetStream(ctx context.Context, c JetStreamConfig, ios IO) (*JetStreamReport
 	gib := float64(tot.Bytes) / (1 << 30)
 	rep := &JetStreamReport{
 		Command: "jetstream", Runner: e.Runner(), Conns: c.Conns, Storage: c.Storage,
-		Bytes: tot.Bytes, Messages: st.Acked, Retries: st.Retries, Pipelined: st.Pipelined, Rejected: st.Rejected,
+		Bytes: tot.Bytes, BufSize: int64(c.BufSize), Messages: st.Acked, Retries: st.Retries, Pipelined: st.Pipelined, Rejected: st.Rejected,
 		DurationS: d.Seconds(), ThroughputBps: float64(tot.Bytes) / d.Seconds(),
 		SluiceCPUS: cpu.Seconds(), ServerCPUS: srvCPU.Seconds(), GeneratorCPUS: genCPU.Seconds(),
 		Host: hostInfo(),
@@ -226,6 +254,10 @@ func JetStream(ctx context.Context, c JetStreamConfig, ios IO) (*JetStreamReport
 		rep.SluiceCPUSPerGiB = rep.SluiceCPUS / gib
 		rep.ServerCPUSPerGiB = rep.ServerCPUS / gib
 		rep.GeneratorCPUSPerGiB = rep.GeneratorCPUS / gib
+		if srvTOK && srvT1OK {
+			rep.TransferSluiceCPUSPerGiB = sluiceT.Seconds() / gib
+			rep.TransferServerCPUSPerGiB = (srvT1 - srvT0).Seconds() / gib
+		}
 	}
 	if want := uint64(c.Conns) * uint64(c.PerConn); tot.Bytes != want {
 		return rep, fmt.Errorf("bench: jetstream: received %d bytes, sent %d", tot.Bytes, want)
@@ -233,6 +265,11 @@ func JetStream(ctx context.Context, c JetStreamConfig, ios IO) (*JetStreamReport
 	fmt.Fprintf(ios.Err, "sluice-bench jetstream: %s in %.2fs, %s, %d messages (%d pipelined, %d rejected); CPU-s/GiB: sluice %.2f, nats-server %.2f, generator %.2f\n",
 		FormatBytes(rep.Bytes), rep.DurationS, FormatRate(rep.ThroughputBps), rep.Messages, rep.Pipelined, rep.Rejected,
 		rep.SluiceCPUSPerGiB, rep.ServerCPUSPerGiB, rep.GeneratorCPUSPerGiB)
+	if rep.TransferServerCPUSPerGiB > 0 {
+		fmt.Fprintf(ios.Err, "sluice-bench jetstream: the transfer alone: sluice %.2f, nats-server %.2f CPU-s/GiB, sluice/server %.2f (whole run %.2f)\n",
+			rep.TransferSluiceCPUSPerGiB, rep.TransferServerCPUSPerGiB, rep.TransferSluiceCPUSPerGiB/rep.TransferServerCPUSPerGiB,
+			rep.SluiceCPUSPerGiB/rep.ServerCPUSPerGiB)
+	}
 	if c.JSON != "" {
 		b, _ := json.MarshalIndent(rep, "", "  ")
 		b = append(b, '\n')

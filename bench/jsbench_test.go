@@ -19,11 +19,14 @@ func TestCLIJetStream(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("report: %v\n%s", err, out)
 	}
-	if rep.Command != "jetstream" || rep.Bytes != 50*64<<10 || rep.Messages == 0 || rep.SluiceCPUS <= 0 || rep.ServerCPUS <= 0 {
+	if rep.Command != "jetstream" || rep.Bytes != 50*64<<10 || rep.Messages < 50 || rep.SluiceCPUS <= 0 || rep.ServerCPUS <= 0 ||
+		rep.BufSize != DefaultJetStreamBufSize {
 		t.Fatalf("report: %+v", rep)
 	}
-	_, errOut, status = runCLI(t, bin, "jetstream", "--storage", "tape")
-	if status != 2 || !strings.Contains(errOut, "--storage") {
-		t.Fatalf("bad flag: status %d\n%s", status, errOut)
+	for flag, bad := range map[string]string{"--storage": "tape", "--buf-size": "1Ki"} {
+		_, errOut, status = runCLI(t, bin, "jetstream", flag, bad)
+		if status != 2 || !strings.Contains(errOut, flag) {
+			t.Fatalf("%s %s: status %d\n%s", flag, bad, status, errOut)
+		}
 	}
 }

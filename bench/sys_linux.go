@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"runtime"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -132,6 +133,35 @@ func startOnCPUs(cmd *exec.Cmd, cpus []int) error {
 	}
 	return err
 }
+
+// procCPU is the user plus system CPU time of process pid so far, from
+// /proc/PID/stat (in clock ticks: 10 ms), and whether it could be read.
+func procCPU(pid int) (time.Duration, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	// The command name, in parentheses, may hold spaces; the fields after
+	// it start with the state. utime and stime are fields 14 and 15.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, false
+	}
+	u, err1 := strconv.ParseInt(f[11], 10, 64)
+	s, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return time.Duration(u+s) * time.Second / clockTicks, true
+}
+
+// clockTicks is the kernel's USER_HZ, the unit of /proc/PID/stat's times:
+// 100 on every Linux architecture Go supports.
+const clockTicks = 100
 
 // threadCPU is the user plus system CPU time of the calling thread
 // (getrusage RUSAGE_THREAD); the caller locks its goroutine to the thread.

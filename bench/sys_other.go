@@ -47,6 +47,9 @@ func startOnCPUs(cmd *exec.Cmd, _ []int) error { return cmd.Start() }
 // setTimerSlack does nothing here.
 func setTimerSlack(int) {}
 
+// procCPU cannot read another process's CPU time here.
+func procCPU(int) (time.Duration, bool) { return 0, false }
+
 // threadCPU is 0: no per-thread CPU time here.
 func threadCPU() time.Duration { return 0 }
 
