@@ -34,6 +34,7 @@ type JetStreamConfig struct {
 	Runner  string // engine runner
 	Pending int    // jetstream max_pending
 	BufSize Size   // the engine's buffer size: the largest chunk, and so message
+	Workers int    // the engine's workers; 0 for its default
 	Storage string // file or memory
 	Inline  bool   // publish from where each chunk was read (engine.WithInlineHandler)
 	JSON    string // report file; "-" for stdout, "" for none
@@ -65,6 +66,7 @@ func (c *JetStreamConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.Var(&c.PerConn, "per-conn", "bytes each connection sends (K, M, G suffixes)")
 	fs.Var(&c.Write, "write", "bytes per write")
 	fs.StringVar(&c.Runner, "runner", c.Runner, "auto, uring, epoll, goroutine or thread")
+	fs.IntVar(&c.Workers, "workers", c.Workers, "event-loop workers of uring and epoll (default GOMAXPROCS, at most 8)")
 	fs.Var(&c.BufSize, "buf-size", "the engine's buffer size, so the largest message (K, M suffixes); the pool stays at 64 MiB, and at least 256 buffers")
 	fs.IntVar(&c.Pending, "max-pending", c.Pending, "unacknowledged publishes before sources wait")
 	fs.StringVar(&c.Storage, "storage", c.Storage, "the stream's storage: file or memory")
@@ -87,6 +89,8 @@ func (c JetStreamConfig) Validate() error {
 		return fmt.Errorf("--write: %d: must be from 1 to 16M", c.Write)
 	case c.BufSize < 4<<10 || c.BufSize > 8<<20:
 		return fmt.Errorf("--buf-size: %d: must be from 4K to 8M (the server's max_payload)", c.BufSize)
+	case c.Workers < 0 || c.Workers > 1024:
+		return fmt.Errorf("--workers: %d: must be from 0 (default) to 1024", c.Workers)
 	case c.Pending < 1:
 		return fmt.Errorf("--max-pending: %d: must be positive", c.Pending)
 	case c.Storage != "file" && c.Storage != "memory":
@@ -181,7 +185,7 @@ func JetStream(ctx context.Context, c JetStreamConfig, ios IO) (*JetStreamReport
 	if c.Inline {
 		deliver = engine.WithInlineHandler(h)
 	}
-	e, err := engine.New(engine.Config{Runner: c.Runner, Buffers: max(256, int(64<<20/c.BufSize)), BufSize: int(c.BufSize)}, deliver)
+	e, err := engine.New(engine.Config{Runner: c.Runner, Workers: c.Workers, Buffers: max(256, int(64<<20/c.BufSize)), BufSize: int(c.BufSize)}, deliver)
 	if err != nil {
 		pub.Close(context.Background())
 		return nil, err
