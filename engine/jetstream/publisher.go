@@ -670,11 +670,15 @@ func (p *Publisher) onAck(m *nats.Msg) {
 	}
 	i, gen := int(uint32(tok)), uint32(tok>>32)
 	var ackErr error
-	var ack pubAck
+	stream, duplicate, ok := scanAck(m.Data)
 	switch {
+	case ok && stream:
 	case len(m.Data) == 0 && m.Header.Get("Status") == "503":
 		ackErr = errNoResponders
+	case ok:
+		ackErr = fmt.Errorf("bad acknowledgement %.100q", m.Data)
 	default:
+		var ack pubAck
 		if err := json.Unmarshal(m.Data, &ack); err != nil {
 			ackErr = fmt.Errorf("bad acknowledgement %.100q: %w", m.Data, err)
 		} else if ack.Error != nil {
@@ -682,6 +686,7 @@ func (p *Publisher) onAck(m *nats.Msg) {
 		} else if ack.Stream == "" {
 			ackErr = fmt.Errorf("bad acknowledgement %.100q", m.Data)
 		}
+		duplicate = ack.Duplicate
 	}
 
 	p.mu.Lock()
@@ -726,7 +731,7 @@ func (p *Publisher) onAck(m *nats.Msg) {
 		}
 		return
 	}
-	if ack.Duplicate {
+	if duplicate {
 		p.dups.Add(1)
 	}
 	if q.head != int32(i) {
