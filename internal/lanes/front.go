@@ -215,16 +215,27 @@ func (c Control[W]) Stats() srcs.RunnerStats {
 	return st
 }
 
+// slabLen is how many lane states Slot allocates at once.
+const slabLen = 64
+
 // Slot returns the lane state at index idx of a worker's slots, growing
 // the slice and allocating the state as needed: a slot's state is
 // allocated once and reused by every lane that holds the slot after it.
-func Slot[T any](slots *[]*T, idx uint32) *T {
+// New states are cut from slabs of slabLen (spare holds the rest of the
+// current one), so that a worker with thousands of lanes pays no size
+// class rounding and no allocator header per lane; a slab lives as long
+// as the worker.
+func Slot[T any](slots *[]*T, spare *[]T, idx uint32) *T {
 	for int(idx) >= len(*slots) {
 		*slots = append(*slots, nil)
 	}
 	ln := (*slots)[idx]
 	if ln == nil {
-		ln = new(T)
+		if len(*spare) == 0 {
+			*spare = make([]T, slabLen)
+		}
+		ln = &(*spare)[0]
+		*spare = (*spare)[1:]
 		(*slots)[idx] = ln
 	}
 	return ln
