@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -224,34 +225,36 @@ func WithAdded(f func(id srcs.ID, src srcs.Source)) SourceOption {
 // returns the id its chunks will carry. Open failures go to the error
 // handler; a srcs.Reconnector keeps retrying with backoff.
 func (e *Engine) AddSource(src srcs.Source, opts ...SourceOption) (srcs.ID, error) {
-	s, err := e.newSource(src, opts)
+	s, added, err := e.newSource(src, opts)
 	if err != nil {
 		return 0, err
 	}
-	s.announce()
+	s.announce(added)
 	e.spawn(s.open)
-	return s.id, nil
+	return s.id(), nil
 }
 
 // addOpened registers a source whose session is already open (an accepted
 // connection) and hands it to the runner.
 func (e *Engine) addOpened(src srcs.Source, opts []SourceOption) error {
-	s, err := e.newSource(src, opts)
+	s, added, err := e.newSource(src, opts)
 	if err != nil {
 		return err
 	}
-	s.announce()
+	s.announce(added)
 	s.handle(evOpened, nil)
 	return nil
 }
 
-func (e *Engine) newSource(src srcs.Source, opts []SourceOption) (*source, error) {
+// newSource registers src, and returns it with its WithAdded hook, for
+// announce: the source keeps no field for a hook called once.
+func (e *Engine) newSource(src srcs.Source, opts []SourceOption) (*source, func(srcs.ID, srcs.Source), error) {
 	so := sourceOpts{flush: e.cfg.Flush}
 	for _, opt := range opts {
 		opt(&so)
 	}
 	if err := so.check(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if fs, ok := src.(srcs.Framed); ok && !so.framerOK {
 		so.framer = fs.Framer()
@@ -259,46 +262,50 @@ func (e *Engine) newSource(src srcs.Source, opts []SourceOption) (*source, error
 	if so.framer != nil && e.pool.Config().MaxPerSource < 2 {
 		// A framed lane holds a full buffer while it takes the next one
 		// for the incomplete record at its end.
-		return nil, &ConfigError{"MaxPerSource", e.pool.Config().MaxPerSource,
+		return nil, nil, &ConfigError{"MaxPerSource", e.pool.Config().MaxPerSource,
 			"must be at least 2 for a framed source (" + so.framer.String() + ")"}
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closing {
-		return nil, ErrClosed
+		return nil, nil, ErrClosed
 	}
 	r, err := e.runnerForLocked(src)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	id := e.nextID
 	e.nextID++
 	s := &source{
-		e: e, id: id, name: src.Name(), src: src, runner: r,
-		shard: e.shards[int(id)%len(e.shards)],
+		e: e, name: src.Name(), side: r != e.runner,
+		shard: uint32(id % srcs.ID(len(e.shards))),
 	}
 	if rc, ok := src.(srcs.Reconnector); ok {
+		c := s.coldPart()
+		c.backoff = rc.Reconnect().WithDefaults()
 		s.lc.reconnect = true
-		s.backoff = rc.Reconnect().WithDefaults()
-		s.lc.attempts = s.backoff.Attempts
+		s.lc.attempts = int32(min(c.backoff.Attempts, math.MaxInt32))
 	}
-	if obs, ok := src.(srcs.ReleaseObserver); ok {
-		s.rel = &releases{obs: obs}
+	rel, relOK := src.(srcs.ReleaseObserver)
+	obs, obsOK := src.(srcs.ChunkObserver)
+	if relOK || obsOK {
+		s.w = &watched{obs: obs}
+		if relOK {
+			s.w.rel = &releases{obs: rel}
+		}
 	}
-	s.obs, _ = src.(srcs.ChunkObserver)
 	s.lane = srcs.Lane{ID: id, Src: src, Account: e.pool.Join(id), Flush: so.flush, Framer: so.framer, Out: s}
 	e.sources[id] = s
 	e.live++
-	s.added = so.added
-	return s, nil
+	return s, so.added, nil
 }
 
 // announce calls the source's WithAdded hook, if any. Its callers call it
 // before they start the source, so nothing about the source has reached
 // a handler yet, and outside e.mu, so the hook may take its own locks.
-func (s *source) announce() {
-	if s.added != nil {
-		s.added(s.id, s.src)
+func (s *source) announce(added func(srcs.ID, srcs.Source)) {
+	if added != nil {
+		added(s.id(), s.src())
 	}
 }
 
@@ -418,7 +425,7 @@ func (e *Engine) spawn(f func()) { e.tasks.Go(f) }
 func (e *Engine) sourceDone(s *source) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	delete(e.sources, s.id)
+	delete(e.sources, s.id())
 	s.endOps()
 	e.live--
 	select {
@@ -448,7 +455,7 @@ func (e *Engine) deliver(s *source, it item) {
 	if it.chunk.data() {
 		e.flow.add(1)
 	}
-	s.shard.push(it)
+	e.shards[s.shard].push(it)
 }
 
 func (e *Engine) setPaused(p bool) {
@@ -516,7 +523,7 @@ func (e *Engine) noteShortage(s *source, err error) {
 		level = slog.LevelWarn
 	}
 	e.log.Log(context.Background(), level, "source waits for a descriptor; retrying",
-		"source", s.id, "name", s.name, "err", err)
+		"source", s.id(), "name", s.name, "err", err)
 }
 
 func (e *Engine) reportError(err error) {
@@ -687,13 +694,13 @@ func (e *Engine) forceClose() int {
 	e.mu.Lock()
 	var live []*source
 	for _, s := range e.sources {
-		if s.runner.Name() == RunnerGoroutine {
+		if s.runner().Name() == RunnerGoroutine {
 			live = append(live, s)
 		}
 	}
 	e.mu.Unlock()
 	for _, s := range live {
-		s.src.Close()
+		s.src().Close()
 	}
 	return len(live)
 }
