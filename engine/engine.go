@@ -270,16 +270,11 @@ func (e *Engine) newSource(src srcs.Source, opts []SourceOption) (*source, func(
 	if e.closing {
 		return nil, nil, ErrClosed
 	}
-	r, err := e.runnerForLocked(src)
-	if err != nil {
+	// The runner is made here if need be; s.runner() finds it again.
+	if _, err := e.runnerForLocked(src); err != nil {
 		return nil, nil, err
 	}
-	id := e.nextID
-	e.nextID++
-	s := &source{
-		e: e, name: src.Name(), side: r != e.runner,
-		shard: uint32(id % srcs.ID(len(e.shards))),
-	}
+	s := &source{e: e, name: src.Name()}
 	if rc, ok := src.(srcs.Reconnector); ok {
 		c := s.coldPart()
 		c.backoff = rc.Reconnect().WithDefaults()
@@ -294,10 +289,29 @@ func (e *Engine) newSource(src srcs.Source, opts []SourceOption) (*source, func(
 			s.w.rel = &releases{obs: rel}
 		}
 	}
-	s.lane = srcs.Lane{ID: id, Src: src, Account: e.pool.Join(id), Flush: so.flush, Framer: so.framer, Out: s}
+	id := e.nextID
+	e.nextID++
 	e.sources[id] = s
+	s.lane = srcs.Lane{ID: id, Src: src, Account: e.pool.Join(id), Flush: so.flush, Framer: so.framer, Out: s}
 	e.live++
 	return s, so.added, nil
+}
+
+// liveLocked returns the live sources.
+func (e *Engine) liveLocked() []*source {
+	list := make([]*source, 0, e.live)
+	for _, s := range e.sources {
+		list = append(list, s)
+	}
+	return list
+}
+
+// shardOf returns the delivery queue of the source with id.
+func (e *Engine) shardOf(id srcs.ID) *queue {
+	if len(e.shards) == 1 {
+		return e.shards[0]
+	}
+	return e.shards[id%srcs.ID(len(e.shards))]
 }
 
 // announce calls the source's WithAdded hook, if any. Its callers call it
@@ -357,6 +371,7 @@ type Acceptor interface {
 }
 
 var _ Acceptor = (*srcs.Listener)(nil)
+
 
 // AddListener serves every connection l accepts as a source, until
 // Shutdown or l fails, with opts applied to each connection (WithAdded
@@ -455,7 +470,7 @@ func (e *Engine) deliver(s *source, it item) {
 	if it.chunk.data() {
 		e.flow.add(1)
 	}
-	e.shards[s.shard].push(it)
+	e.shardOf(s.lane.ID).push(it)
 }
 
 func (e *Engine) setPaused(p bool) {
@@ -614,10 +629,7 @@ func (e *Engine) shutdown(ctx context.Context) error {
 		close(e.allDone)
 	}
 	listeners := e.listeners
-	stopping := make([]*source, 0, len(e.sources))
-	for _, s := range e.sources {
-		stopping = append(stopping, s)
-	}
+	stopping := e.liveLocked()
 	e.mu.Unlock()
 	e.cancel()
 	for _, l := range listeners {
@@ -736,10 +748,7 @@ type Stats struct {
 // live source.
 func (e *Engine) Stats() Stats {
 	e.mu.Lock()
-	srcList := make([]*source, 0, len(e.sources))
-	for _, s := range e.sources {
-		srcList = append(srcList, s)
-	}
+	srcList := e.liveLocked()
 	side := e.side
 	e.mu.Unlock()
 	st := Stats{Runner: e.runner.Name(), Runners: []srcs.RunnerStats{e.runner.Stats()}, Pool: e.pool.Stats()}

@@ -30,12 +30,9 @@ type source struct {
 	mu    sync.Mutex // serialises lifecycle events
 	lc    lifecycle
 	state atomic.Uint32 // mirrors lc.state for Stats
-	side  bool          // read by the engine's side runner (e.side), not e.runner
-	shard uint32        // the source's delivery queue, e.shards[shard]
 
-	seq      atomic.Uint64
+	seq      atomic.Uint64 // data chunks emitted: the next one's Seq
 	bytes    atomic.Uint64
-	chunks   atomic.Uint64
 	partials atomic.Uint64
 
 	cold atomic.Pointer[sourceCold] // see coldPart
@@ -94,12 +91,14 @@ func (s *source) id() srcs.ID { return s.lane.ID }
 // src returns the source.
 func (s *source) src() srcs.Source { return s.lane.Src }
 
-// runner returns the runner that reads the source.
+// runner returns the runner that reads the source, as runnerForLocked
+// chose it. A source for the side runner was made after e.side was set,
+// which never changes again; one for e.runner never reads e.side.
 func (s *source) runner() Runner {
-	if s.side {
-		return s.e.side // set before the source was made, never changed
+	if rawReadable(s.src()) || s.e.runner.Name() == RunnerGoroutine {
+		return s.e.runner
 	}
-	return s.e.runner
+	return s.e.side
 }
 
 var (
@@ -164,7 +163,6 @@ func (s *source) EmitBytes(_ *srcs.Lane, data []byte, flags srcs.Flags, first ti
 func (s *source) emit(b *pool.Buf, data []byte, flags srcs.Flags, first time.Time) {
 	n := len(data)
 	s.bytes.Add(uint64(n))
-	s.chunks.Add(1)
 	if flags&srcs.Partial != 0 {
 		s.partials.Add(1)
 	}
@@ -282,7 +280,7 @@ func (s *source) step(ev event, err error) (short error) {
 		s.lane.Account.Leave()
 		final := s.stats()
 		final.KernelDrops = max(final.KernelDrops, drops)
-		s.e.deliver(s, item{chunk: Chunk{Source: s.id(), Name: s.name, Seq: s.seq.Add(1) - 1, Flags: srcs.EndOfStream, Emitted: time.Now(), Final: &final}})
+		s.e.deliver(s, item{chunk: Chunk{Source: s.id(), Name: s.name, Seq: s.seq.Load(), Flags: srcs.EndOfStream, Emitted: time.Now(), Final: &final}})
 		s.e.sourceDone(s)
 	}
 	return short
@@ -442,7 +440,7 @@ func (s *source) stats() SourceStats {
 	ps := s.lane.Account.Stats()
 	st := SourceStats{
 		ID: s.id(), Name: s.name, Runner: s.runner().Name(), State: State(s.state.Load()),
-		Bytes: s.bytes.Load(), Chunks: s.chunks.Load(), Partials: s.partials.Load(),
+		Bytes: s.bytes.Load(), Chunks: s.seq.Load(), Partials: s.partials.Load(),
 		PoolWaits: ps.Waits, Held: ps.Held,
 	}
 	if c := s.cold.Load(); c != nil {
