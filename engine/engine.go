@@ -372,6 +372,15 @@ type Acceptor interface {
 
 var _ Acceptor = (*srcs.Listener)(nil)
 
+// descriptorAcceptor is the optional capability of an Acceptor that can
+// yield its connections as raw descriptors, with no net.Conn in between
+// (srcs.Listener.AcceptDescriptor). The engine uses it when its runner
+// reads descriptors itself.
+type descriptorAcceptor interface {
+	AcceptDescriptor(ctx context.Context) (srcs.Source, error)
+}
+
+var _ descriptorAcceptor = (*srcs.Listener)(nil)
 
 // AddListener serves every connection l accepts as a source, until
 // Shutdown or l fails, with opts applied to each connection (WithAdded
@@ -394,11 +403,17 @@ func (e *Engine) AddListener(l Acceptor, opts ...SourceOption) error {
 	}
 	defer e.mu.Unlock()
 	e.listeners = append(e.listeners, l)
+	accept := l.AcceptSource
+	if da, ok := l.(descriptorAcceptor); ok && e.runner.Name() != RunnerGoroutine {
+		// The runner reads sockets itself: no net.Conn, netpoller
+		// registration or duplicated descriptor per connection.
+		accept = da.AcceptDescriptor
+	}
 	// Spawned under the lock, so Shutdown either sees this loop or refused
 	// the listener: nothing starts after it has waited for its tasks.
 	e.spawn(func() {
 		for {
-			src, err := l.AcceptSource(e.ctx)
+			src, err := accept(e.ctx)
 			if err != nil {
 				if e.ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
 					e.log.Warn("listener stopped", "err", err)
