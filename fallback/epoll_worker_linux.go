@@ -283,8 +283,6 @@ func (w *epWorker) add(c *epCmd) {
 	} else {
 		ln.f.Reset(c.lane, c.lane.Flush)
 	}
-	tok := c.tok
-	ln.notify = func() { w.post(epCmd{op: epGrant, tok: tok}) }
 	if ln.always || early {
 		ln.readable, ln.full = true, ln.always || hup
 		w.enqueue(ln)
