@@ -387,7 +387,10 @@ var _ descriptorAcceptor = (*srcs.Listener)(nil)
 // tells which connections are l's). The engine closes l at Shutdown. A
 // connection the runner cannot take for lack of descriptors is kept open
 // and offered to it again as other sources end; the listener accepts
-// nothing more meanwhile.
+// nothing more meanwhile. When the engine's runner reads descriptors
+// (uring, epoll, thread) and l can hand its connections over as raw
+// sockets (srcs.Listener.AcceptDescriptor), it accepts them that way, with
+// no net.Conn per connection.
 func (e *Engine) AddListener(l Acceptor, opts ...SourceOption) error {
 	so := sourceOpts{}
 	for _, opt := range opts {
