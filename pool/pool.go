@@ -298,13 +298,14 @@ func (p *Pool) dispatchLocked() func() {
 	default:
 		return nil
 	}
-	wait := time.Since(p.epoch) - a.since
+	w := a.w
+	wait := time.Since(p.epoch) - w.since
 	p.st.waitTotal += wait
 	p.st.hist.record(wait)
-	a.waitTotal += wait
-	a.granted = p.takeLocked(a)
+	w.waitTotal += wait
+	w.granted = p.takeLocked(a)
 	a.state = granted
-	return a.notify
+	return w.notify
 }
 
 // takeLocked pops a free buffer and charges it to a.
@@ -409,24 +410,30 @@ type Account struct {
 	id SourceID
 
 	// Guarded by p.mu. An engine keeps an account per connection, most
-	// of them idle, so each field is no wider than its values: held is
-	// bounded by MaxBuffers, the wait list is named rather than pointed
-	// to, and since counts from the pool's epoch.
+	// of them idle and never waiting, so each field is no wider than its
+	// values (held is bounded by MaxBuffers, the wait list an account is
+	// in is named rather than pointed to) and what only a wait uses is in
+	// w, made on the account's first wait.
 	held       int32
 	state      waitState
 	left       bool
 	in         listID // the wait list a waiting account is in; inNone when parked
 	prev, next *Account
-	since      time.Duration // when the pending wait began, since p.epoch
-	notify     func()
-	granted    *Buf
 	acquired   uint64
-	waits      uint64
-	waitTotal  time.Duration
+	w          *accountWait
 
 	// blk is what a blocking Acquire waits on, made on first use: the
 	// event-loop runners never block, and their idle sources are many.
 	blk atomic.Pointer[blocker]
+}
+
+// accountWait is the part of an Account that waits use. Guarded by p.mu.
+type accountWait struct {
+	since     time.Duration // when the pending wait began, since p.epoch
+	notify    func()
+	granted   *Buf
+	waits     uint64
+	waitTotal time.Duration
 }
 
 // listID names one of a pool's wait lists.
@@ -511,10 +518,13 @@ func (a *Account) Wait(notify func()) (*Buf, bool, error) {
 	}
 	if a.state == idle {
 		a.state = waiting
-		a.since = time.Since(p.epoch)
-		a.waits++
+		if a.w == nil {
+			a.w = new(accountWait)
+		}
+		a.w.since = time.Since(p.epoch)
+		a.w.waits++
 		p.st.waits++
-		a.notify = notify
+		a.w.notify = notify
 		p.enqueueLocked(a)
 	}
 	return nil, false, nil
@@ -532,8 +542,8 @@ func (a *Account) Claim() (*Buf, bool) {
 }
 
 func (a *Account) claimLocked() *Buf {
-	b := a.granted
-	a.granted, a.notify, a.state = nil, nil, idle
+	b := a.w.granted
+	a.w.granted, a.w.notify, a.state = nil, nil, idle
 	return b
 }
 
@@ -562,7 +572,7 @@ func (a *Account) cancelLocked() func() {
 			p.parked--
 		}
 	case granted:
-		b := a.granted
+		b := a.w.granted
 		b.owner = nil
 		b.held.Store(false)
 		a.held--
@@ -573,7 +583,7 @@ func (a *Account) cancelLocked() func() {
 	default:
 		return nil
 	}
-	a.granted, a.notify, a.state = nil, nil, idle
+	a.w.granted, a.w.notify, a.state = nil, nil, idle
 	return p.dispatchLocked()
 }
 
@@ -638,7 +648,11 @@ func (a *Account) Stats() AccountStats {
 	p := a.p
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return AccountStats{Held: int(a.held), Acquired: a.acquired, Waits: a.waits, WaitTime: a.waitTotal, Waiting: a.state == waiting}
+	st := AccountStats{Held: int(a.held), Acquired: a.acquired, Waiting: a.state == waiting}
+	if w := a.w; w != nil {
+		st.Waits, st.WaitTime = w.waits, w.waitTotal
+	}
+	return st
 }
 
 // waitList is an intrusive FIFO of accounts.
