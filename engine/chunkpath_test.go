@@ -35,7 +35,7 @@ func chunkPathEngine(tb testing.TB, n int, opts ...Option) (*Engine, []*source) 
 	}
 	ss := make([]*source, n)
 	for i := range ss {
-		if ss[i], err = e.newSource(idleSource{}, nil); err != nil {
+		if ss[i], _, err = e.newSource(idleSource{}, nil); err != nil {
 			tb.Fatal(err)
 		}
 	}

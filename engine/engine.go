@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -224,34 +225,36 @@ func WithAdded(f func(id srcs.ID, src srcs.Source)) SourceOption {
 // returns the id its chunks will carry. Open failures go to the error
 // handler; a srcs.Reconnector keeps retrying with backoff.
 func (e *Engine) AddSource(src srcs.Source, opts ...SourceOption) (srcs.ID, error) {
-	s, err := e.newSource(src, opts)
+	s, added, err := e.newSource(src, opts)
 	if err != nil {
 		return 0, err
 	}
-	s.announce()
+	s.announce(added)
 	e.spawn(s.open)
-	return s.id, nil
+	return s.id(), nil
 }
 
 // addOpened registers a source whose session is already open (an accepted
 // connection) and hands it to the runner.
 func (e *Engine) addOpened(src srcs.Source, opts []SourceOption) error {
-	s, err := e.newSource(src, opts)
+	s, added, err := e.newSource(src, opts)
 	if err != nil {
 		return err
 	}
-	s.announce()
+	s.announce(added)
 	s.handle(evOpened, nil)
 	return nil
 }
 
-func (e *Engine) newSource(src srcs.Source, opts []SourceOption) (*source, error) {
+// newSource registers src, and returns it with its WithAdded hook, for
+// announce: the source keeps no field for a hook called once.
+func (e *Engine) newSource(src srcs.Source, opts []SourceOption) (*source, func(srcs.ID, srcs.Source), error) {
 	so := sourceOpts{flush: e.cfg.Flush}
 	for _, opt := range opts {
 		opt(&so)
 	}
 	if err := so.check(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if fs, ok := src.(srcs.Framed); ok && !so.framerOK {
 		so.framer = fs.Framer()
@@ -259,46 +262,64 @@ func (e *Engine) newSource(src srcs.Source, opts []SourceOption) (*source, error
 	if so.framer != nil && e.pool.Config().MaxPerSource < 2 {
 		// A framed lane holds a full buffer while it takes the next one
 		// for the incomplete record at its end.
-		return nil, &ConfigError{"MaxPerSource", e.pool.Config().MaxPerSource,
+		return nil, nil, &ConfigError{"MaxPerSource", e.pool.Config().MaxPerSource,
 			"must be at least 2 for a framed source (" + so.framer.String() + ")"}
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closing {
-		return nil, ErrClosed
+		return nil, nil, ErrClosed
 	}
-	r, err := e.runnerForLocked(src)
-	if err != nil {
-		return nil, err
+	// The runner is made here if need be; s.runner() finds it again.
+	if _, err := e.runnerForLocked(src); err != nil {
+		return nil, nil, err
+	}
+	s := &source{e: e, name: src.Name()}
+	if rc, ok := src.(srcs.Reconnector); ok {
+		c := s.coldPart()
+		c.backoff = rc.Reconnect().WithDefaults()
+		s.lc.reconnect = true
+		s.lc.attempts = int32(min(c.backoff.Attempts, math.MaxInt32))
+	}
+	rel, relOK := src.(srcs.ReleaseObserver)
+	obs, obsOK := src.(srcs.ChunkObserver)
+	if relOK || obsOK {
+		s.w = &watched{obs: obs}
+		if relOK {
+			s.w.rel = &releases{obs: rel}
+		}
 	}
 	id := e.nextID
 	e.nextID++
-	s := &source{
-		e: e, id: id, name: src.Name(), src: src, runner: r,
-		shard: e.shards[int(id)%len(e.shards)],
-	}
-	if rc, ok := src.(srcs.Reconnector); ok {
-		s.lc.reconnect = true
-		s.backoff = rc.Reconnect().WithDefaults()
-		s.lc.attempts = s.backoff.Attempts
-	}
-	if obs, ok := src.(srcs.ReleaseObserver); ok {
-		s.rel = &releases{obs: obs}
-	}
-	s.obs, _ = src.(srcs.ChunkObserver)
-	s.lane = srcs.Lane{ID: id, Src: src, Account: e.pool.Join(id), Flush: so.flush, Framer: so.framer, Out: s}
 	e.sources[id] = s
+	s.lane = srcs.Lane{ID: id, Src: src, Account: e.pool.Join(id), Flush: so.flush, Framer: so.framer, Out: s}
 	e.live++
-	s.added = so.added
-	return s, nil
+	return s, so.added, nil
+}
+
+// liveLocked returns the live sources.
+func (e *Engine) liveLocked() []*source {
+	list := make([]*source, 0, e.live)
+	for _, s := range e.sources {
+		list = append(list, s)
+	}
+	return list
+}
+
+// shardOf returns the delivery queue of the source with id.
+func (e *Engine) shardOf(id srcs.ID) *queue {
+	if len(e.shards) == 1 {
+		return e.shards[0]
+	}
+	return e.shards[id%srcs.ID(len(e.shards))]
 }
 
 // announce calls the source's WithAdded hook, if any. Its callers call it
 // before they start the source, so nothing about the source has reached
 // a handler yet, and outside e.mu, so the hook may take its own locks.
-func (s *source) announce() {
-	if s.added != nil {
-		s.added(s.id, s.src)
+func (s *source) announce(added func(srcs.ID, srcs.Source)) {
+	if added != nil {
+		added(s.id(), s.src())
 	}
 }
 
@@ -351,12 +372,25 @@ type Acceptor interface {
 
 var _ Acceptor = (*srcs.Listener)(nil)
 
+// descriptorAcceptor is the optional capability of an Acceptor that can
+// yield its connections as raw descriptors, with no net.Conn in between
+// (srcs.Listener.AcceptDescriptor). The engine uses it when its runner
+// reads descriptors itself.
+type descriptorAcceptor interface {
+	AcceptDescriptor(ctx context.Context) (srcs.Source, error)
+}
+
+var _ descriptorAcceptor = (*srcs.Listener)(nil)
+
 // AddListener serves every connection l accepts as a source, until
 // Shutdown or l fails, with opts applied to each connection (WithAdded
 // tells which connections are l's). The engine closes l at Shutdown. A
 // connection the runner cannot take for lack of descriptors is kept open
 // and offered to it again as other sources end; the listener accepts
-// nothing more meanwhile.
+// nothing more meanwhile. When the engine's runner reads descriptors
+// (uring, epoll, thread) and l can hand its connections over as raw
+// sockets (srcs.Listener.AcceptDescriptor), it accepts them that way, with
+// no net.Conn per connection.
 func (e *Engine) AddListener(l Acceptor, opts ...SourceOption) error {
 	so := sourceOpts{}
 	for _, opt := range opts {
@@ -372,11 +406,17 @@ func (e *Engine) AddListener(l Acceptor, opts ...SourceOption) error {
 	}
 	defer e.mu.Unlock()
 	e.listeners = append(e.listeners, l)
+	accept := l.AcceptSource
+	if da, ok := l.(descriptorAcceptor); ok && e.runner.Name() != RunnerGoroutine {
+		// The runner reads sockets itself: no net.Conn, netpoller
+		// registration or duplicated descriptor per connection.
+		accept = da.AcceptDescriptor
+	}
 	// Spawned under the lock, so Shutdown either sees this loop or refused
 	// the listener: nothing starts after it has waited for its tasks.
 	e.spawn(func() {
 		for {
-			src, err := l.AcceptSource(e.ctx)
+			src, err := accept(e.ctx)
 			if err != nil {
 				if e.ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
 					e.log.Warn("listener stopped", "err", err)
@@ -418,7 +458,7 @@ func (e *Engine) spawn(f func()) { e.tasks.Go(f) }
 func (e *Engine) sourceDone(s *source) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	delete(e.sources, s.id)
+	delete(e.sources, s.id())
 	s.endOps()
 	e.live--
 	select {
@@ -448,7 +488,7 @@ func (e *Engine) deliver(s *source, it item) {
 	if it.chunk.data() {
 		e.flow.add(1)
 	}
-	s.shard.push(it)
+	e.shardOf(s.lane.ID).push(it)
 }
 
 func (e *Engine) setPaused(p bool) {
@@ -516,7 +556,7 @@ func (e *Engine) noteShortage(s *source, err error) {
 		level = slog.LevelWarn
 	}
 	e.log.Log(context.Background(), level, "source waits for a descriptor; retrying",
-		"source", s.id, "name", s.name, "err", err)
+		"source", s.id(), "name", s.name, "err", err)
 }
 
 func (e *Engine) reportError(err error) {
@@ -607,10 +647,7 @@ func (e *Engine) shutdown(ctx context.Context) error {
 		close(e.allDone)
 	}
 	listeners := e.listeners
-	stopping := make([]*source, 0, len(e.sources))
-	for _, s := range e.sources {
-		stopping = append(stopping, s)
-	}
+	stopping := e.liveLocked()
 	e.mu.Unlock()
 	e.cancel()
 	for _, l := range listeners {
@@ -687,13 +724,13 @@ func (e *Engine) forceClose() int {
 	e.mu.Lock()
 	var live []*source
 	for _, s := range e.sources {
-		if s.runner.Name() == RunnerGoroutine {
+		if s.runner().Name() == RunnerGoroutine {
 			live = append(live, s)
 		}
 	}
 	e.mu.Unlock()
 	for _, s := range live {
-		s.src.Close()
+		s.src().Close()
 	}
 	return len(live)
 }
@@ -729,10 +766,7 @@ type Stats struct {
 // live source.
 func (e *Engine) Stats() Stats {
 	e.mu.Lock()
-	srcList := make([]*source, 0, len(e.sources))
-	for _, s := range e.sources {
-		srcList = append(srcList, s)
-	}
+	srcList := e.liveLocked()
 	side := e.side
 	e.mu.Unlock()
 	st := Stats{Runner: e.runner.Name(), Runners: []srcs.RunnerStats{e.runner.Stats()}, Pool: e.pool.Stats()}

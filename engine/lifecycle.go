@@ -76,9 +76,9 @@ const (
 type lifecycle struct {
 	state     State
 	stopping  bool
-	reconnect bool // the source implements srcs.Reconnector
-	attempts  int  // the Reconnector's bound on consecutive failures; 0 = none
-	failures  int  // consecutive failed sessions
+	reconnect bool  // the source implements srcs.Reconnector
+	attempts  int32 // the Reconnector's bound on consecutive failures; 0 = none
+	failures  int32 // consecutive failed sessions
 }
 
 // step applies an event. err is the error of evOpenFailed and evFinished;
@@ -159,7 +159,7 @@ func (lc *lifecycle) fail(acts actions) (actions, int) {
 	lc.failures++
 	if lc.reconnect && (lc.attempts == 0 || lc.failures < lc.attempts) {
 		lc.state = BackingOff
-		return acts | actReport | actOpenAfter, lc.failures
+		return acts | actReport | actOpenAfter, int(lc.failures)
 	}
 	lc.state = Failed
 	return acts | actReport | actEOS, 0

@@ -95,7 +95,7 @@ func TestLifecycle(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			lc := lifecycle{reconnect: tc.reconnect, attempts: tc.attempts}
+			lc := lifecycle{reconnect: tc.reconnect, attempts: int32(tc.attempts)}
 			for i, s := range tc.steps {
 				acts, attempt := lc.step(s.ev, s.err, s.again)
 				if lc.state != s.state || acts != s.acts || attempt != s.attempt {

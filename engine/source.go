@@ -16,19 +16,49 @@ import (
 )
 
 // source is the engine's side of one source: its lifecycle, its lane, its
-// counters, and the srcs.Emitter its runner reports to.
+// counters, and the srcs.Emitter its runner reports to. An engine keeps
+// one per connection, most of them idle, so a source holds here only what
+// every source uses; what only some use waits behind a pointer: watched
+// for the sources that observe their own delivery, cold (made on first
+// use) for errors, back-off and the Open in progress.
 type source struct {
-	e      *Engine
-	id     srcs.ID
-	name   string
-	src    srcs.Source
-	runner Runner
-	shard  *queue
-	lane   srcs.Lane
+	e    *Engine
+	lane srcs.Lane // its ID and Src are the source's id and source
+	name string    // lane.Src.Name(), for every chunk
+	w    *watched  // nil unless the source is a srcs.ReleaseObserver or a srcs.ChunkObserver
 
-	mu      sync.Mutex // serialises lifecycle events
-	lc      lifecycle
-	backoff srcs.Backoff
+	mu    sync.Mutex // serialises lifecycle events
+	lc    lifecycle
+	state atomic.Uint32 // mirrors lc.state for Stats
+
+	seq      atomic.Uint64 // data chunks emitted: the next one's Seq
+	bytes    atomic.Uint64
+	partials atomic.Uint64
+
+	cold atomic.Pointer[sourceCold] // see coldPart
+}
+
+// watched is what a source that observes its own delivery needs on the
+// emit path. Only the emit path touches dseq and end.
+type watched struct {
+	rel *releases          // nil unless the source is a srcs.ReleaseObserver
+	obs srcs.ChunkObserver // nil unless the source is one
+	// dseq and end number the data chunks and track the stream offset
+	// for rel.
+	dseq uint64
+	end  int64
+}
+
+// sourceCold is the part of a source that most sources never touch:
+// error counters, a Reconnector's back-off, and the Open or back-off
+// wait in progress.
+type sourceCold struct {
+	errs    atomic.Uint64
+	dropped atomic.Uint64 // datagrams too large for a buffer
+	skipped atomic.Uint64 // records too long, skipped
+	lastErr atomic.Pointer[error]
+
+	backoff srcs.Backoff // a Reconnector's, set before the source starts
 
 	// The Open or backoff wait in progress runs under a context of its
 	// own, made only for it (most sources never wait, and thousands of
@@ -40,25 +70,35 @@ type source struct {
 	opMu     sync.Mutex
 	opCancel context.CancelFunc
 	ended    bool // stop was asked, or the source ended
+}
 
-	rel *releases          // nil unless the source is a srcs.ReleaseObserver
-	obs srcs.ChunkObserver // nil unless the source is one
-	// added is WithAdded's hook, called once by announce.
-	added func(srcs.ID, srcs.Source)
-	// dseq and end number the data chunks and track the stream offset
-	// for rel; only the emit path touches them.
-	dseq uint64
-	end  int64
+// coldPart returns the source's cold part, making it on first use. Any
+// goroutine.
+func (s *source) coldPart() *sourceCold {
+	if c := s.cold.Load(); c != nil {
+		return c
+	}
+	c := new(sourceCold)
+	if s.cold.CompareAndSwap(nil, c) {
+		return c
+	}
+	return s.cold.Load()
+}
 
-	state    atomic.Uint32 // mirrors lc.state for Stats
-	seq      atomic.Uint64
-	bytes    atomic.Uint64
-	chunks   atomic.Uint64
-	partials atomic.Uint64
-	errs     atomic.Uint64
-	dropped  atomic.Uint64 // datagrams too large for a buffer
-	skipped  atomic.Uint64 // records too long, skipped
-	lastErr  atomic.Pointer[error]
+// id returns the source's id.
+func (s *source) id() srcs.ID { return s.lane.ID }
+
+// src returns the source.
+func (s *source) src() srcs.Source { return s.lane.Src }
+
+// runner returns the runner that reads the source, as runnerForLocked
+// chose it. A source for the side runner was made after e.side was set,
+// which never changes again; one for e.runner never reads e.side.
+func (s *source) runner() Runner {
+	if rawReadable(s.src()) || s.e.runner.Name() == RunnerGoroutine {
+		return s.e.runner
+	}
+	return s.e.side
 }
 
 var (
@@ -73,11 +113,15 @@ var (
 // checkpoint taken from Released lands where the delivered bytes end in
 // the source, not short of them. It runs on the emit path, like Emit.
 func (s *source) BytesSkipped(_ *srcs.Lane, n int) {
-	if s.rel != nil {
-		s.end += int64(n)
+	w := s.w
+	if w == nil {
+		return
 	}
-	if s.obs != nil {
-		s.obs.Skipped(int64(n))
+	if w.rel != nil {
+		w.end += int64(n)
+	}
+	if w.obs != nil {
+		w.obs.Skipped(int64(n))
 	}
 }
 
@@ -88,18 +132,18 @@ func (s *source) BytesSkipped(_ *srcs.Lane, n int) {
 // records cannot flood the log.
 func (s *source) RecordSkipped(_ *srcs.Lane, err *srcs.RecordError) {
 	s.e.totals.skipped.Add(1)
-	if s.skipped.Add(1) > 1 {
+	if s.coldPart().skipped.Add(1) > 1 {
 		return
 	}
 	s.e.log.Warn("skipped a record too long to deliver (further ones from this source are only counted)",
-		"source", s.id, "name", s.name, "err", err)
+		"source", s.id(), "name", s.name, "err", err)
 	s.report("read", err)
 }
 
 // DatagramDropped implements srcs.DatagramDropReporter: the drop is counted
 // and reported, in order behind the datagrams read before it.
 func (s *source) DatagramDropped(_ *srcs.Lane, size int) {
-	s.dropped.Add(1)
+	s.coldPart().dropped.Add(1)
 	s.report("read", fmt.Errorf("%w: dropped a datagram of %d bytes or more", srcs.ErrDatagramTooLarge, size))
 }
 
@@ -119,22 +163,22 @@ func (s *source) EmitBytes(_ *srcs.Lane, data []byte, flags srcs.Flags, first ti
 func (s *source) emit(b *pool.Buf, data []byte, flags srcs.Flags, first time.Time) {
 	n := len(data)
 	s.bytes.Add(uint64(n))
-	s.chunks.Add(1)
 	if flags&srcs.Partial != 0 {
 		s.partials.Add(1)
 	}
 	s.e.totals.emitted(n, flags)
-	if s.obs != nil {
-		s.obs.Delivered(data, flags)
+	w := s.w
+	if w != nil && w.obs != nil {
+		w.obs.Delivered(data, flags)
 	}
 	c := Chunk{
-		Source: s.id, Name: s.name, Seq: s.seq.Add(1) - 1, Flags: flags,
+		Source: s.lane.ID, Name: s.name, Seq: s.seq.Add(1) - 1, Flags: flags,
 		Data: data, FirstByte: first, Emitted: time.Now(), buf: b, heap: b == nil,
 	}
-	if s.rel != nil {
-		s.end += int64(n)
-		c.rel, c.dseq, c.end = s.rel, s.dseq, s.end
-		s.dseq++
+	if w != nil && w.rel != nil {
+		w.end += int64(n)
+		c.rel, c.dseq, c.end = w.rel, w.dseq, w.end
+		w.dseq++
 	}
 	s.e.deliver(s, item{chunk: c})
 }
@@ -148,7 +192,7 @@ func (s *source) Finish(_ *srcs.Lane, err error) {
 		// runner skips and reads on after: counted before the lifecycle
 		// reports it, so the end-of-stream chunk's Final counts it.
 		s.e.totals.skipped.Add(1)
-		s.skipped.Add(1)
+		s.coldPart().skipped.Add(1)
 	}
 	s.e.spawn(func() { s.handle(evFinished, err) })
 }
@@ -169,7 +213,7 @@ func (s *source) step(ev event, err error) (short error) {
 	again := false
 	if ev == evFinished && errors.Is(err, io.EOF) && !s.lc.stopping {
 		// Ask only at a clean end: Again may count passes.
-		if r, ok := s.src.(srcs.Repeater); ok {
+		if r, ok := s.src().(srcs.Repeater); ok {
 			again = r.Again()
 		}
 	}
@@ -181,14 +225,14 @@ func (s *source) step(ev event, err error) (short error) {
 		drops = s.kernelDrops()
 	}
 	if acts&actClose != 0 {
-		if cerr := s.src.Close(); cerr != nil {
+		if cerr := s.src().Close(); cerr != nil {
 			if ev == evFinished && errors.Is(err, io.EOF) {
 				// A session that looked like a clean end to the runner
 				// may have been cut by its source (an MQTT keepalive
 				// timeout shuts the socket down): Close says why.
 				s.report("close", cerr)
 			} else {
-				s.e.log.Debug("close", "source", s.id, "name", s.name, "err", cerr)
+				s.e.log.Debug("close", "source", s.id(), "name", s.name, "err", cerr)
 			}
 		}
 	}
@@ -201,7 +245,7 @@ func (s *source) step(ev event, err error) (short error) {
 	}
 	switch {
 	case acts&actAdd != 0:
-		aerr := s.runner.Add(&s.lane)
+		aerr := s.runner().Add(&s.lane)
 		switch {
 		case aerr == nil:
 		case outOfDescriptors(aerr):
@@ -212,13 +256,13 @@ func (s *source) step(ev event, err error) (short error) {
 			s.e.spawn(func() { s.handle(evFinished, aerr) })
 		}
 	case acts&actRemove != 0:
-		s.runner.Remove(&s.lane)
+		s.runner().Remove(&s.lane)
 	case acts&actOpen != 0:
 		s.e.spawn(s.open)
 	case acts&actOpenAfter != 0:
 		// The lifecycle counts failures from 1; Delay counts retries from 0.
-		d := s.backoff.Delay(max(attempt-1, 0), rand.Float64)
-		s.e.log.Info("source backing off", "source", s.id, "name", s.name, "attempt", attempt, "delay", d)
+		d := s.coldPart().backoff.Delay(max(attempt-1, 0), rand.Float64)
+		s.e.log.Info("source backing off", "source", s.id(), "name", s.name, "attempt", attempt, "delay", d)
 		s.e.spawn(func() {
 			ctx, done := s.beginOp()
 			t := time.NewTimer(d)
@@ -236,7 +280,7 @@ func (s *source) step(ev event, err error) (short error) {
 		s.lane.Account.Leave()
 		final := s.stats()
 		final.KernelDrops = max(final.KernelDrops, drops)
-		s.e.deliver(s, item{chunk: Chunk{Source: s.id, Name: s.name, Seq: s.seq.Add(1) - 1, Flags: srcs.EndOfStream, Emitted: time.Now(), Final: &final}})
+		s.e.deliver(s, item{chunk: Chunk{Source: s.id(), Name: s.name, Seq: s.seq.Load(), Flags: srcs.EndOfStream, Emitted: time.Now(), Final: &final}})
 		s.e.sourceDone(s)
 	}
 	return short
@@ -285,7 +329,7 @@ func (s *source) addLater(err error) {
 			s.handle(evFinished, srcs.ErrStopped)
 			return
 		}
-		err = s.runner.Add(&s.lane)
+		err = s.runner().Add(&s.lane)
 		s.mu.Unlock()
 		switch {
 		case err == nil:
@@ -305,28 +349,30 @@ func (s *source) addLater(err error) {
 // ends, or the engine shuts down.
 func (s *source) beginOp() (context.Context, func()) {
 	ctx, cancel := context.WithCancel(s.e.ctx)
-	s.opMu.Lock()
-	defer s.opMu.Unlock()
-	if s.ended {
+	c := s.coldPart()
+	c.opMu.Lock()
+	defer c.opMu.Unlock()
+	if c.ended {
 		cancel()
 		return ctx, func() {}
 	}
-	s.opCancel = cancel
+	c.opCancel = cancel
 	return ctx, func() {
-		s.opMu.Lock()
-		s.opCancel = nil
-		s.opMu.Unlock()
+		c.opMu.Lock()
+		c.opCancel = nil
+		c.opMu.Unlock()
 		cancel()
 	}
 }
 
 // endOps cancels the operation in progress and every later one.
 func (s *source) endOps() {
-	s.opMu.Lock()
-	s.ended = true
-	cancel := s.opCancel
-	s.opCancel = nil
-	s.opMu.Unlock()
+	c := s.coldPart()
+	c.opMu.Lock()
+	c.ended = true
+	cancel := c.opCancel
+	c.opCancel = nil
+	c.opMu.Unlock()
 	if cancel != nil {
 		cancel()
 	}
@@ -335,7 +381,7 @@ func (s *source) endOps() {
 // open runs one Open and feeds its outcome back.
 func (s *source) open() {
 	ctx, done := s.beginOp()
-	err := s.src.Open(ctx)
+	err := s.src().Open(ctx)
 	done()
 	if err != nil {
 		s.handle(evOpenFailed, err)
@@ -353,12 +399,13 @@ func (s *source) stop() {
 // report queues an error behind the source's data, so the error handler
 // sees it only after every chunk read before it.
 func (s *source) report(op string, err error) {
-	s.errs.Add(1)
+	c := s.coldPart()
+	c.errs.Add(1)
 	s.e.totals.failed(op, err)
-	serr := &srcs.SourceError{ID: s.id, Name: s.name, Op: op, Err: err}
+	serr := &srcs.SourceError{ID: s.id(), Name: s.name, Op: op, Err: err}
 	var e error = serr
-	s.lastErr.Store(&e)
-	s.e.deliver(s, item{chunk: Chunk{Source: s.id, Name: s.name}, err: serr})
+	c.lastErr.Store(&e)
+	s.e.deliver(s, item{chunk: Chunk{Source: s.id(), Name: s.name}, err: serr})
 }
 
 // SourceStats is a snapshot of one source.
@@ -392,15 +439,18 @@ type SourceStats struct {
 func (s *source) stats() SourceStats {
 	ps := s.lane.Account.Stats()
 	st := SourceStats{
-		ID: s.id, Name: s.name, Runner: s.runner.Name(), State: State(s.state.Load()),
-		Bytes: s.bytes.Load(), Chunks: s.chunks.Load(), Partials: s.partials.Load(), Errors: s.errs.Load(),
+		ID: s.id(), Name: s.name, Runner: s.runner().Name(), State: State(s.state.Load()),
+		Bytes: s.bytes.Load(), Chunks: s.seq.Load(), Partials: s.partials.Load(),
 		PoolWaits: ps.Waits, Held: ps.Held,
 	}
-	if e := s.lastErr.Load(); e != nil {
-		st.LastErr = *e
+	if c := s.cold.Load(); c != nil {
+		st.Errors = c.errs.Load()
+		if e := c.lastErr.Load(); e != nil {
+			st.LastErr = *e
+		}
+		st.DatagramsTooLarge = c.dropped.Load()
+		st.RecordsSkipped = c.skipped.Load()
 	}
-	st.DatagramsTooLarge = s.dropped.Load()
-	st.RecordsSkipped = s.skipped.Load()
 	st.KernelDrops = s.kernelDrops()
 	return st
 }
@@ -409,7 +459,7 @@ func (s *source) stats() SourceStats {
 // it, for a source that can tell (srcs.DropCounter), and 0 otherwise or
 // once it is closed.
 func (s *source) kernelDrops() uint64 {
-	if dc, ok := s.src.(srcs.DropCounter); ok {
+	if dc, ok := s.src().(srcs.DropCounter); ok {
 		if n, err := dc.Drops(); err == nil {
 			return n
 		}

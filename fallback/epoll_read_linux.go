@@ -19,28 +19,39 @@ import (
 )
 
 // epLane is a worker's state for one lane. Slots are reused; the token
-// (index and generation) tells incarnations apart.
+// (index and generation) tells incarnations apart. A worker keeps one per
+// connection, most of them idle: the fields are ordered to pack, and the
+// grant notification is made on the lane's first pool wait.
 type epLane struct {
 	f   driver.Lane
-	tok uint64 // zero when the slot is free
+	fl  flush.Mark[*epLane] // the lane's place in the flush heap, while it holds partial data
+	tok uint64              // zero when the slot is free
 	// early is the token of a readiness event that beat its add command,
 	// and earlyHup whether that event reported a hang-up or an error.
-	early    uint64
-	earlyHup bool
-
-	fd     int
-	kind   srcs.Kind
+	early  uint64
 	off    int64  // next pread offset, for files
-	always bool   // not pollable: always readable
-	polled bool   // registered with the worker's epoll instance
-	sock   bool   // a socket: a short read means drained
-	notify func() // posts a grant for this incarnation
+	notify func() // posts a grant for this incarnation; made on the first pool wait
+	fd     int
 
-	readable bool                // an edge was seen and the lane has not hit EAGAIN since
-	full     bool                // read until EAGAIN: a short read does not prove drained
-	queued   bool                // in the ready queue
-	waiting  bool                // a pool Wait is pending
-	fl       flush.Mark[*epLane] // the lane's place in the flush heap, while it holds partial data
+	kind     srcs.Kind
+	earlyHup bool
+	always   bool // not pollable: always readable
+	polled   bool // registered with the worker's epoll instance
+	sock     bool // a socket: a short read means drained
+	readable bool // an edge was seen and the lane has not hit EAGAIN since
+	full     bool // read until EAGAIN: a short read does not prove drained
+	queued   bool // in the ready queue
+	waiting  bool // a pool Wait is pending
+}
+
+// notifier returns ln's grant notification, made on its first pool wait:
+// most lanes never wait, and an idle one should not keep a closure.
+func (w *epWorker) notifier(ln *epLane) func() {
+	if ln.notify == nil {
+		tok := ln.tok
+		ln.notify = func() { w.post(epCmd{op: epGrant, tok: tok}) }
+	}
+	return ln.notify
 }
 
 // event records one readiness event.
@@ -206,7 +217,7 @@ func (w *epWorker) acquire(ln *epLane) bool {
 	b, ok := a.TryAcquire()
 	if !ok {
 		var err error
-		b, ok, err = a.Wait(ln.notify)
+		b, ok, err = a.Wait(w.notifier(ln))
 		if err != nil {
 			w.finish(ln, fmt.Errorf("fallback: epoll: lane %d: acquire: %w", ln.f.Lane().ID, err))
 			return false
@@ -232,7 +243,7 @@ func (w *epWorker) grant(tok uint64) {
 	b, ok := a.Claim()
 	if !ok {
 		var err error
-		if b, ok, err = a.Wait(ln.notify); err != nil {
+		if b, ok, err = a.Wait(w.notifier(ln)); err != nil {
 			w.finish(ln, fmt.Errorf("fallback: epoll: lane %d: acquire: %w", ln.f.Lane().ID, err))
 			return
 		}

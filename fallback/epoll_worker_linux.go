@@ -74,6 +74,7 @@ type epWorker struct {
 
 	// Owned by the worker goroutine.
 	slots   []*epLane           // by slot index
+	spare   []epLane            // the slab the next new slot's lane comes from
 	ready   []uint64            // tokens of lanes to serve, FIFO
 	batch   []uint64            // the ready queue being served this turn
 	flushes flush.Heap[*epLane] // lanes holding partial data, by flush deadline
@@ -251,7 +252,7 @@ func (w *epWorker) stats() srcs.RunnerStats {
 }
 
 // slot returns the state for a slot index, growing the table as needed.
-func (w *epWorker) slot(idx uint32) *epLane { return lanes.Slot(&w.slots, idx) }
+func (w *epWorker) slot(idx uint32) *epLane { return lanes.Slot(&w.slots, &w.spare, idx) }
 
 // lane returns the live lane with token tok, or nil.
 func (w *epWorker) lane(tok uint64) *epLane {
@@ -282,8 +283,6 @@ func (w *epWorker) add(c *epCmd) {
 	} else {
 		ln.f.Reset(c.lane, c.lane.Flush)
 	}
-	tok := c.tok
-	ln.notify = func() { w.post(epCmd{op: epGrant, tok: tok}) }
 	if ln.always || early {
 		ln.readable, ln.full = true, ln.always || hup
 		w.enqueue(ln)

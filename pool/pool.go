@@ -101,6 +101,8 @@ type Pool struct {
 	slab []byte
 	bufs []Buf
 
+	epoch time.Time // what Account.since counts from
+
 	mu       sync.Mutex
 	closed   bool
 	free     []int32  // indices of free buffers, used as a stack
@@ -131,7 +133,8 @@ func New(cfg Config) (*Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Pool{cfg: cfg, slab: slab, bufs: make([]Buf, cfg.Buffers), free: make([]int32, cfg.Buffers)}
+	p := &Pool{cfg: cfg, slab: slab, bufs: make([]Buf, cfg.Buffers), free: make([]int32, cfg.Buffers), epoch: time.Now()}
+	p.hungry.id, p.greedy.id = inHungry, inGreedy
 	for i := range p.bufs {
 		off := i * cfg.BufSize
 		p.bufs[i] = Buf{p: p, idx: int32(i), data: slab[off : off+cfg.BufSize : off+cfg.BufSize]}
@@ -256,10 +259,10 @@ func (p *Pool) WaitIdle(ctx context.Context) error {
 // the list its holdings now put it in.
 func (p *Pool) requeueLocked(a *Account) {
 	switch {
-	case a.list == nil && a.held < p.cfg.MaxPerSource: // was parked at the cap
+	case a.in == inNone && int(a.held) < p.cfg.MaxPerSource: // was parked at the cap
 		p.parked--
 		p.enqueueLocked(a)
-	case a.list == &p.greedy && a.held == 0:
+	case a.in == inGreedy && a.held == 0:
 		p.greedy.remove(a)
 		p.hungry.push(a)
 	}
@@ -270,10 +273,10 @@ func (p *Pool) enqueueLocked(a *Account) {
 	switch {
 	case a.held == 0:
 		p.hungry.push(a)
-	case a.held < p.cfg.MaxPerSource:
+	case int(a.held) < p.cfg.MaxPerSource:
 		p.greedy.push(a)
 	default:
-		a.list = nil
+		a.in = inNone
 		p.parked++
 	}
 }
@@ -295,13 +298,14 @@ func (p *Pool) dispatchLocked() func() {
 	default:
 		return nil
 	}
-	wait := time.Since(a.since)
+	w := a.w
+	wait := time.Since(p.epoch) - w.since
 	p.st.waitTotal += wait
 	p.st.hist.record(wait)
-	a.waitTotal += wait
-	a.granted = p.takeLocked(a)
+	w.waitTotal += wait
+	w.granted = p.takeLocked(a)
 	a.state = granted
-	return a.notify
+	return w.notify
 }
 
 // takeLocked pops a free buffer and charges it to a.
@@ -405,23 +409,41 @@ type Account struct {
 	p  *Pool
 	id SourceID
 
-	// Guarded by p.mu.
-	held       int
+	// Guarded by p.mu. An engine keeps an account per connection, most
+	// of them idle and never waiting, so each field is no wider than its
+	// values (held is bounded by MaxBuffers, the wait list an account is
+	// in is named rather than pointed to) and what only a wait uses is in
+	// w, made on the account's first wait.
+	held       int32
 	state      waitState
 	left       bool
-	list       *waitList
+	in         listID // the wait list a waiting account is in; inNone when parked
 	prev, next *Account
-	since      time.Time
-	notify     func()
-	granted    *Buf
 	acquired   uint64
-	waits      uint64
-	waitTotal  time.Duration
+	w          *accountWait
 
 	// blk is what a blocking Acquire waits on, made on first use: the
 	// event-loop runners never block, and their idle sources are many.
 	blk atomic.Pointer[blocker]
 }
+
+// accountWait is the part of an Account that waits use. Guarded by p.mu.
+type accountWait struct {
+	since     time.Duration // when the pending wait began, since p.epoch
+	notify    func()
+	granted   *Buf
+	waits     uint64
+	waitTotal time.Duration
+}
+
+// listID names one of a pool's wait lists.
+type listID uint8
+
+const (
+	inNone listID = iota
+	inHungry
+	inGreedy
+)
 
 // blocker is an Account's means of blocking: ch is signalled, without
 // blocking the signaller, when a blocking Acquire is granted.
@@ -467,7 +489,7 @@ func (a *Account) tryLocked() (*Buf, bool) {
 		return a.claimLocked(), true
 	case p.closed || a.left || a.state == waiting:
 		return nil, false
-	case len(p.free) == 0 || a.held >= p.cfg.MaxPerSource:
+	case len(p.free) == 0 || int(a.held) >= p.cfg.MaxPerSource:
 		return nil, false
 	}
 	// Free buffers imply that nobody eligible waits (every release is
@@ -496,10 +518,13 @@ func (a *Account) Wait(notify func()) (*Buf, bool, error) {
 	}
 	if a.state == idle {
 		a.state = waiting
-		a.since = time.Now()
-		a.waits++
+		if a.w == nil {
+			a.w = new(accountWait)
+		}
+		a.w.since = time.Since(p.epoch)
+		a.w.waits++
 		p.st.waits++
-		a.notify = notify
+		a.w.notify = notify
 		p.enqueueLocked(a)
 	}
 	return nil, false, nil
@@ -517,8 +542,8 @@ func (a *Account) Claim() (*Buf, bool) {
 }
 
 func (a *Account) claimLocked() *Buf {
-	b := a.granted
-	a.granted, a.notify, a.state = nil, nil, idle
+	b := a.w.granted
+	a.w.granted, a.w.notify, a.state = nil, nil, idle
 	return b
 }
 
@@ -538,13 +563,16 @@ func (a *Account) cancelLocked() func() {
 	p := a.p
 	switch a.state {
 	case waiting:
-		if a.list != nil {
-			a.list.remove(a)
-		} else {
+		switch a.in {
+		case inHungry:
+			p.hungry.remove(a)
+		case inGreedy:
+			p.greedy.remove(a)
+		default:
 			p.parked--
 		}
 	case granted:
-		b := a.granted
+		b := a.w.granted
 		b.owner = nil
 		b.held.Store(false)
 		a.held--
@@ -555,7 +583,7 @@ func (a *Account) cancelLocked() func() {
 	default:
 		return nil
 	}
-	a.granted, a.notify, a.state = nil, nil, idle
+	a.w.granted, a.w.notify, a.state = nil, nil, idle
 	return p.dispatchLocked()
 }
 
@@ -620,17 +648,22 @@ func (a *Account) Stats() AccountStats {
 	p := a.p
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return AccountStats{Held: a.held, Acquired: a.acquired, Waits: a.waits, WaitTime: a.waitTotal, Waiting: a.state == waiting}
+	st := AccountStats{Held: int(a.held), Acquired: a.acquired, Waiting: a.state == waiting}
+	if w := a.w; w != nil {
+		st.Waits, st.WaitTime = w.waits, w.waitTotal
+	}
+	return st
 }
 
 // waitList is an intrusive FIFO of accounts.
 type waitList struct {
 	head, tail *Account
 	n          int
+	id         listID // what an account in the list has in Account.in
 }
 
 func (l *waitList) push(a *Account) {
-	a.list, a.prev, a.next = l, l.tail, nil
+	a.in, a.prev, a.next = l.id, l.tail, nil
 	if l.tail != nil {
 		l.tail.next = a
 	} else {
@@ -657,7 +690,7 @@ func (l *waitList) remove(a *Account) {
 	} else {
 		l.tail = a.prev
 	}
-	a.list, a.prev, a.next = nil, nil, nil
+	a.in, a.prev, a.next = inNone, nil, nil
 	l.n--
 }
 

@@ -86,7 +86,7 @@ func (w *worker) advanceFile(ln *lane) {
 			b, fa.grant = fa.grant, nil
 		} else {
 			var ok bool
-			if b, ok = ln.l.Account.TryAcquire(); !ok {
+			if b, ok = ln.lane().Account.TryAcquire(); !ok {
 				return // a completion frees one, and advances us again
 			}
 		}
@@ -102,7 +102,7 @@ func (w *worker) advanceFile(ln *lane) {
 		fa.next += int64(fr.want)
 		fa.n++
 		fa.inflight++
-		w.prepFileRead(s, ln.fd, fr)
+		w.prepFileRead(s, int(ln.fd), fr)
 		s.UserData = fileUserData(ln, i)
 		ln.op = tagRead
 		w.readsIssued = true
@@ -141,7 +141,7 @@ func (w *worker) fileDone(ln *lane, i int, res int32) {
 		if !ln.removing && fa.end == nil {
 			// Try the same read again, in the same place of the order.
 			if s := w.sqe(); s != nil {
-				w.prepFileRead(s, ln.fd, fr)
+				w.prepFileRead(s, int(ln.fd), fr)
 				s.UserData = fileUserData(ln, i)
 				fa.inflight++
 				ln.op = tagRead
@@ -157,7 +157,7 @@ func (w *worker) fileDone(ln *lane, i int, res int32) {
 	switch {
 	case ln.removing:
 		if fa.inflight == 0 {
-			w.finish(ln, ln.stopErr)
+			w.finish(ln, w.stopErr(ln))
 		}
 	case fa.end != nil:
 		if fa.inflight == 0 {
@@ -204,7 +204,7 @@ func (w *worker) emitFileReads(ln *lane) {
 			fa.next = off + int64(res)
 			w.staleFileReads(ln)
 		}
-		ln.l.Out.Emit(ln.l, b, int(res), flags, time.Now())
+		ln.lane().Out.Emit(ln.lane(), b, int(res), flags, time.Now())
 		w.unyielded++
 	}
 }

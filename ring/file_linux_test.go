@@ -50,7 +50,7 @@ func fileRig(t *testing.T, depth int) (*worker, *lane, *orderEmitter, *pool.Pool
 	out := &orderEmitter{}
 	l := &srcs.Lane{ID: 1, Account: p.Join(1), Out: out}
 	idx, gen := w.AllocSlot()
-	ln := &lane{l: l, slot: idx, gen: gen, mode: modeFile, fa: &fileAhead{}, op: tagRead}
+	ln := &lane{slot: idx, gen: gen, mode: modeFile, fa: &fileAhead{}, op: tagRead}
 	ln.d.Reset(l, 0)
 	w.slots = []*lane{ln}
 	w.live = 1
@@ -73,7 +73,7 @@ func TestFileReadsEmitInFileOrder(t *testing.T) {
 	perms := permutations([]int{0, 1, 2, 3})
 	for _, perm := range perms {
 		w, ln, out, _ := fileRig(t, 4)
-		ln.removing, ln.stopErr = true, srcs.ErrStopped // no new reads
+		ln.removing = true // no new reads; Finish says srcs.ErrStopped
 		for _, k := range perm {
 			w.fileDone(ln, k, 4096)
 		}
@@ -114,7 +114,7 @@ func TestFileReadsShortReadMakesLaterStale(t *testing.T) {
 		if ln.fa.n != 0 || ln.fa.inflight != 0 || ln.op != tagNone {
 			t.Fatalf("order %v: queue %d, in flight %d, op %v; want empty", perm, ln.fa.n, ln.fa.inflight, ln.op)
 		}
-		b, _ := ln.l.Account.TryAcquire()
+		b, _ := ln.lane().Account.TryAcquire()
 		ln.fa.q[0] = fileRead{buf: b, off: ln.fa.next, want: 4096, state: frInFlight}
 		ln.fa.head, ln.fa.n, ln.fa.inflight, ln.op = 0, 1, 1, tagRead
 		w.fileDone(ln, 0, 0)

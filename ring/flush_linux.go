@@ -9,7 +9,7 @@ import "time"
 // early is always allowed; coalescing lets one wake-up flush every buffer
 // due within the slack, instead of a timer wake-up per buffer when each
 // message of a lightly loaded source becomes a chunk of its own.
-func flushSlack(ln *lane) time.Duration { return ln.l.Flush / 4 }
+func flushSlack(ln *lane) time.Duration { return ln.lane().Flush / 4 }
 
 // flushDue flushes the lanes whose deadline has passed or is within its
 // slack. A lane with a read in flight flushes when the read completes.

@@ -40,7 +40,7 @@ type dgramMsg struct {
 // polled handles a poll completion.
 func (w *worker) polled(ln *lane, res int32) {
 	if ln.removing {
-		w.finish(ln, ln.stopErr)
+		w.finish(ln, w.stopErr(ln))
 		return
 	}
 	if res < 0 {
@@ -64,7 +64,7 @@ func (w *worker) readDone(ln *lane, res int32, flags CQEFlags) {
 	case ln.mode == modeDgram && res >= 0:
 		w.datagram(ln, int(res))
 		if ln.removing {
-			w.finish(ln, ln.stopErr)
+			w.finish(ln, w.stopErr(ln))
 			return
 		}
 		// Datagrams are never short: only EAGAIN proves the socket
@@ -81,23 +81,23 @@ func (w *worker) readDone(ln *lane, res int32, flags CQEFlags) {
 			return
 		}
 		if ln.removing {
-			w.finish(ln, ln.stopErr)
+			w.finish(ln, w.stopErr(ln))
 			return
 		}
 		// A short read from a socket means it drained; a poll, which
 		// checks the level when armed, tells when to read again. A file
 		// is always readable: its end reads as 0.
-		ln.readable = flags&CQEFSockNonempty != 0 || int(res) == ln.want || ln.mode == modeFileSeq
+		ln.readable = flags&CQEFSockNonempty != 0 || int(res) == int(ln.want) || ln.mode == modeFileSeq
 	case res == 0:
 		if ln.removing {
-			w.finish(ln, ln.stopErr)
+			w.finish(ln, w.stopErr(ln))
 		} else {
 			w.finish(ln, io.EOF)
 		}
 		return
 	default:
 		if ln.removing {
-			w.finish(ln, ln.stopErr)
+			w.finish(ln, w.stopErr(ln))
 			return
 		}
 		switch errno := unix.Errno(-res); errno {
@@ -129,7 +129,7 @@ func (m readMode) opName() string {
 // datagram handles a datagram of size bytes received into ln's buffer: it
 // frames it, or drops it if it was cut short.
 func (w *worker) datagram(ln *lane, size int) {
-	if size > ln.want || w.msgs[ln.slot].hdr.Flags&unix.MSG_TRUNC != 0 {
+	if size > int(ln.want) || w.msgs[ln.slot].hdr.Flags&unix.MSG_TRUNC != 0 {
 		ln.d.Drop(size, w.r.log, "ring: runner")
 	} else {
 		ln.d.Commit(size, time.Now()) // a datagram lane is never framed
@@ -183,7 +183,7 @@ func (w *worker) advance(ln *lane) {
 				w.enqueue(ln)
 				return
 			}
-			s.PrepCancelFd(ln.fd, CancelAll)
+			s.PrepCancelFd(int(ln.fd), CancelAll)
 			s.UserData = ln.userData(tagCancel)
 			ln.cancelled = true
 		}
@@ -204,7 +204,7 @@ func (w *worker) advance(ln *lane) {
 			w.enqueue(ln)
 			return
 		}
-		s.PrepPollAdd(ln.fd, unix.POLLIN|unix.POLLRDHUP)
+		s.PrepPollAdd(int(ln.fd), unix.POLLIN|unix.POLLRDHUP)
 		s.UserData = ln.userData(tagPoll)
 		ln.op = tagPoll
 		w.polling++
@@ -235,10 +235,10 @@ func (w *worker) advance(ln *lane) {
 		return
 	}
 	space := ln.d.Space()
-	ln.want = len(space)
+	ln.want = int32(len(space))
 	switch ln.mode {
 	case modeSock:
-		s.PrepRecv(ln.fd, space, unix.MSG_DONTWAIT, 0)
+		s.PrepRecv(int(ln.fd), space, unix.MSG_DONTWAIT, 0)
 	case modeDgram:
 		// MSG_TRUNC: the result is the datagram's real length, so a
 		// datagram longer than space shows as one.
@@ -247,9 +247,9 @@ func (w *worker) advance(ln *lane) {
 		m.iov.SetLen(len(space))
 		m.hdr = unix.Msghdr{Iov: &m.iov}
 		m.hdr.SetIovlen(1)
-		s.PrepRecvmsg(ln.fd, &m.hdr, unix.MSG_DONTWAIT|unix.MSG_TRUNC)
+		s.PrepRecvmsg(int(ln.fd), &m.hdr, unix.MSG_DONTWAIT|unix.MSG_TRUNC)
 	case modeStream:
-		s.PrepRead(ln.fd, space, 0)
+		s.PrepRead(int(ln.fd), space, 0)
 		s.OpFlags = unix.RWF_NOWAIT
 	case modeFileSeq:
 		w.prepSeqRead(s, ln, space)
@@ -262,13 +262,13 @@ func (w *worker) advance(ln *lane) {
 // acquire gives a lane a buffer, or queues it for the next one the pool
 // frees and reports false.
 func (w *worker) acquire(ln *lane) bool {
-	a := ln.l.Account
+	a := ln.lane().Account
 	b, ok := a.TryAcquire()
 	if !ok {
 		var err error
-		b, ok, err = a.Wait(ln.notify)
+		b, ok, err = a.Wait(w.notifier(ln))
 		if err != nil {
-			w.finish(ln, fmt.Errorf("ring: runner: lane %d: acquire: %w", ln.l.ID, err))
+			w.finish(ln, fmt.Errorf("ring: runner: lane %d: acquire: %w", ln.lane().ID, err))
 			return false
 		}
 		if !ok {
@@ -293,20 +293,30 @@ func (w *worker) take(ln *lane, b *pool.Buf) {
 	w.settle(ln)
 }
 
+// notifier returns ln's grant notification, made on its first pool wait:
+// most lanes never wait, and an idle one should not keep a closure.
+func (w *worker) notifier(ln *lane) func() {
+	if ln.notify == nil {
+		tok := token(ln.slot, ln.gen)
+		ln.notify = func() { w.post(cmd{op: cmdGrant, tok: tok}) }
+	}
+	return ln.notify
+}
+
 // grant collects a buffer the pool reserved for a waiting lane. Grants may
 // be spurious: Claim decides, and a lane left without one keeps waiting.
 func (w *worker) grant(ln *lane) {
 	if !ln.waiting {
 		return
 	}
-	a := ln.l.Account
+	a := ln.lane().Account
 	b, ok := a.Claim()
 	if !ok {
 		var err error
-		if b, ok, err = a.Wait(ln.notify); err != nil {
+		if b, ok, err = a.Wait(w.notifier(ln)); err != nil {
 			ln.waiting = false
 			w.starved--
-			w.finish(ln, fmt.Errorf("ring: runner: lane %d: acquire: %w", ln.l.ID, err))
+			w.finish(ln, fmt.Errorf("ring: runner: lane %d: acquire: %w", ln.lane().ID, err))
 			return
 		}
 		if !ok {
@@ -354,8 +364,8 @@ func (w *worker) allocMsg(slot uint32) error {
 func (w *worker) prepSeqRead(s *SQE, ln *lane, space []byte) {
 	b := ln.d.Buf()
 	if idx := b.Index(); w.fixed && idx < len(w.iovs) && w.iovs[idx].Base == &b.Bytes()[0] {
-		s.PrepReadFixed(ln.fd, space, uint64(ln.off), uint16(idx))
+		s.PrepReadFixed(int(ln.fd), space, uint64(ln.off), uint16(idx))
 	} else {
-		s.PrepRead(ln.fd, space, uint64(ln.off))
+		s.PrepRead(int(ln.fd), space, uint64(ln.off))
 	}
 }

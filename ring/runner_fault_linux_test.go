@@ -89,7 +89,7 @@ func TestRunnerFaultEmitsInFlightReads(t *testing.T) {
 			return nil
 		}
 		for _, ln := range w.slots {
-			if ln != nil && ln.gen != 0 && uint64(ln.l.ID) == target.Load() && ln.op == tagRead {
+			if ln != nil && ln.gen != 0 && uint64(ln.lane().ID) == target.Load() && ln.op == tagRead {
 				return errInjected
 			}
 		}

@@ -245,7 +245,6 @@ func (r *Runner) Add(l *srcs.Lane) error {
 		}
 		tok := token(idx, gen)
 		c.tok = tok
-		c.notify = func() { w.post(cmd{op: cmdGrant, tok: tok}) }
 		w.AddLoad(1)
 		r.front.Lanes.Add(1)
 		if w.post(c) {

@@ -100,9 +100,10 @@ func (w *worker) shutdown(cause error) {
 func (w *worker) quiesce(reason error) {
 	// What failed was the loop; cancels may still get through.
 	w.fatal = nil
+	w.failure = reason
 	for _, ln := range w.slots {
 		if ln != nil && ln.gen != 0 {
-			w.stop(ln, reason)
+			w.stop(ln, true)
 		}
 	}
 	if w.r.opts.quiesce < 0 {

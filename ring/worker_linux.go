@@ -37,7 +37,7 @@ const (
 )
 
 // opTag names the operation a CQE belongs to.
-type opTag uint32
+type opTag uint8
 
 const (
 	tagNone   opTag = iota // no operation in flight
@@ -95,14 +95,13 @@ var frontCmds = [...]cmdOp{lanes.OpRemove: cmdRemove, lanes.OpResume: cmdResume,
 // generation), so commands that arrive after a lane finished (a late grant,
 // a second Remove) find nothing and do nothing.
 type cmd struct {
-	op     cmdOp
-	tok    uint64
-	lane   *srcs.Lane // cmdAdd, and the fields below
-	fd     int
-	mode   readMode
-	off    int64 // where a file lane starts reading
-	notify func()
-	done   chan struct{} // cmdSync
+	op   cmdOp
+	tok  uint64
+	lane *srcs.Lane // cmdAdd, and the fields below
+	fd   int
+	mode readMode
+	off  int64         // where a file lane starts reading
+	done chan struct{} // cmdSync
 }
 
 func token(idx, gen uint32) uint64 { return uint64(idx)<<32 | uint64(gen) }
@@ -135,6 +134,7 @@ type worker struct {
 	fixed   bool              // the slab is registered: files use READ_FIXED
 	iovs    []unix.Iovec      // the registered slab, to check a buffer's index
 	slots   []*lane           // by slot index
+	spare   []lane            // the slab the next new slot's lane comes from
 	ready   []*lane           // lanes to advance this turn
 	batch   []*lane           // the ready queue being advanced
 	parked  []*lane           // readable lanes held back by a pause
@@ -158,37 +158,53 @@ type worker struct {
 	woken     bool  // the Waker's read completed: re-arm it
 	closing   bool  // Close was asked: finish every lane, then exit
 	fatal     error // the ring failed; the loop ends
+	failure   error // why quiesce stopped the lanes: their Finish error
 }
 
 // lane is a worker's state for one lane. Slots are reused; the generation
-// tells incarnations apart.
+// tells incarnations apart. A worker keeps one for every connection it
+// drives, most of them idle, so the fields are as small as their values
+// allow and the rarely used ones live elsewhere: a framed or datagram
+// lane's state in d, a file lane's read-ahead in fa, a lane's grant
+// notification made on its first pool wait, and a failed worker's reason
+// on the worker. The worker allocates them in slabs (lanes.Slot).
 type lane struct {
-	l      *srcs.Lane
-	slot   uint32
-	gen    uint32 // zero when the slot is free
-	fd     int
-	mode   readMode
-	notify func() // posts a grant for this incarnation
-
 	// d is the lane's buffer, its framing and the emit rules
 	// (internal/driver); the worker only arms reads and tells it what
-	// they brought.
-	d    driver.Lane
-	fl   flush.Mark[*lane] // the lane's place in the flush heap, while d has a deadline
-	want int               // length of the read in flight
+	// they brought. d.Lane() is the engine's lane.
+	d  driver.Lane
+	fl flush.Mark[*lane] // the lane's place in the flush heap, while d has a deadline
 
-	fa  *fileAhead // a file lane's read-ahead; nil for other lanes
-	off int64      // a modeFileSeq lane's next read offset
+	fa     *fileAhead // a file lane's read-ahead; nil for other lanes
+	off    int64      // a modeFileSeq lane's next read offset
+	notify func()     // posts a grant for this incarnation; made on the first pool wait
 
-	op        opTag // the operation in flight, if any (tagRead for a file lane's reads)
-	readable  bool  // data (or an end) is expected: read rather than poll
-	queued    bool  // in the ready queue
-	parked    bool  // in the parked list
-	waiting   bool  // a pool Wait is pending
-	removing  bool  // Remove asked: cancel, then finish
-	stopErr   error // what Finish reports once a removed lane's operations end
-	cancelled bool  // the cancel SQE was issued
-	flushNow  bool  // the flush deadline passed during a read
+	slot uint32
+	gen  uint32 // zero when the slot is free
+	fd   int32
+	want int32 // length of the read in flight
+	mode readMode
+	op   opTag // the operation in flight, if any (tagRead for a file lane's reads)
+
+	readable  bool // data (or an end) is expected: read rather than poll
+	queued    bool // in the ready queue
+	parked    bool // in the parked list
+	waiting   bool // a pool Wait is pending
+	removing  bool // Remove asked: cancel, then finish
+	failed    bool // removed because the worker failed: Finish reports w.failure
+	cancelled bool // the cancel SQE was issued
+	flushNow  bool // the flush deadline passed during a read
+}
+
+// lane returns the engine's lane that ln drives.
+func (ln *lane) lane() *srcs.Lane { return ln.d.Lane() }
+
+// stopErr is what Finish reports once a removed lane's operations end.
+func (w *worker) stopErr(ln *lane) error {
+	if ln.failed {
+		return w.failure
+	}
+	return srcs.ErrStopped
 }
 
 func (ln *lane) userData(tag opTag) uint64 {
@@ -523,14 +539,12 @@ func (w *worker) lane(tok uint64) *lane {
 
 func (w *worker) add(c *cmd) {
 	idx, gen := splitToken(c.tok)
-	ln := lanes.Slot(&w.slots, idx)
+	ln := lanes.Slot(&w.slots, &w.spare, idx)
 	*ln = lane{
-		l:        c.lane,
 		slot:     idx,
 		gen:      gen,
-		fd:       c.fd,
+		fd:       int32(c.fd),
 		mode:     c.mode,
-		notify:   c.notify,
 		readable: c.mode == modeFile, // files need no poll
 	}
 	w.live++
@@ -561,18 +575,18 @@ func (w *worker) add(c *cmd) {
 }
 
 // remove stops a lane with srcs.ErrStopped.
-func (w *worker) remove(ln *lane) { w.stop(ln, srcs.ErrStopped) }
+func (w *worker) remove(ln *lane) { w.stop(ln, false) }
 
-// stop ends a lane with err: at once when nothing is in flight, else after
-// the cancel's victims complete.
-func (w *worker) stop(ln *lane, err error) {
+// stop ends a lane, with w.failure when failed and srcs.ErrStopped
+// otherwise: at once when nothing is in flight, else after the cancel's
+// victims complete.
+func (w *worker) stop(ln *lane, failed bool) {
 	if ln.removing {
 		return
 	}
-	ln.removing = true
-	ln.stopErr = err
+	ln.removing, ln.failed = true, failed
 	if ln.op == tagNone {
-		w.finish(ln, err)
+		w.finish(ln, w.stopErr(ln))
 		return
 	}
 	w.advance(ln)
@@ -596,7 +610,7 @@ func (w *worker) finish(ln *lane, err error) {
 	if ln.waiting {
 		w.starved--
 	}
-	l, tok, d := ln.l, token(ln.slot, ln.gen), ln.d
+	l, tok, d := ln.lane(), token(ln.slot, ln.gen), ln.d
 	w.FreeSlot(ln.slot)
 	*ln = lane{} // the slot is free; queued pointers go stale
 	w.live--

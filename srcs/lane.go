@@ -72,8 +72,8 @@ type Emitter interface {
 // Lane is one opened source as a runner drives it. The engine creates a
 // lane, opens its source, and hands it to exactly one runner with Add. The
 // runner reads into buffers from Account, emits them through Out, and calls
-// Out.Finish once when it stops. The fields are set before Add and are
-// read-only afterwards.
+// Out.Finish once when it stops. The fields but Runner are set before Add
+// and are read-only afterwards.
 type Lane struct {
 	ID      ID
 	Src     Source
@@ -87,6 +87,20 @@ type Lane struct {
 	// means raw bytes. Datagram lanes are never framed.
 	Framer Framer
 	Out    Emitter
+	// Runner belongs to the runner that drives the lane, which keeps its
+	// handle on the lane here rather than in a table of its own (a map
+	// entry per connection): the event-loop runners keep the worker and
+	// the token (internal/lanes.Table). Zero while no runner drives the
+	// lane. The engine never touches it; the runner guards it.
+	Runner RunnerRef
+}
+
+// RunnerRef is a runner's handle on a lane it drives (Lane.Runner): the
+// worker, counted from 1 so that the zero RunnerRef means none, and the
+// lane's token on that worker.
+type RunnerRef struct {
+	Worker uint32
+	Token  uint64
 }
 
 // Name returns the source's name.

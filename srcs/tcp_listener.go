@@ -91,7 +91,10 @@ type ListenerConfig struct {
 // take turns. Closing the listener does not close the connections it
 // accepted: each AcceptedConn belongs to whoever Accept returned it to.
 type Listener struct {
-	ln     streamListener
+	ln streamListener
+	// rawf is a duplicate of ln's socket on Go's netpoller, which
+	// AcceptDescriptor accepts on (Linux); nil where it is not used.
+	rawf   *os.File
 	name   string
 	log    *slog.Logger
 	framer Framer
@@ -152,6 +155,12 @@ func ListenTCP(addr string, cfg ListenerConfig) (*Listener, error) {
 		return nil, fmt.Errorf("srcs: listen tcp: %w", err)
 	}
 	l := newListener(ln.(*net.TCPListener), "tcp://"+ln.Addr().String(), cfg)
+	if l.rawf != nil {
+		if err := setKeepAlive(l.rawf); err != nil {
+			l.Close()
+			return nil, fmt.Errorf("srcs: listen tcp %s: keepalive: %w", addr, err)
+		}
+	}
 	l.allow, l.trusted = t.allow, t.trusted
 	if t.tls != nil || t.trusted != nil {
 		l.hs = newHandshaker(t, cfg)
@@ -163,6 +172,7 @@ func ListenTCP(addr string, cfg ListenerConfig) (*Listener, error) {
 func newListener(ln streamListener, name string, cfg ListenerConfig) *Listener {
 	l := &Listener{
 		ln:     ln,
+		rawf:   rawListener(ln),
 		name:   name,
 		log:    cfg.Logger,
 		framer: cfg.Framer,
@@ -199,12 +209,25 @@ func (l *Listener) Accept(ctx context.Context) (*AcceptedConn, error) {
 	if l.hs != nil {
 		return l.acceptReady(ctx)
 	}
+	var c net.Conn
+	if err := l.takeTurn(ctx, func() (err error) {
+		c, err = l.accept(ctx)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	return &AcceptedConn{Conn: NewConn(c), l: l}, nil
+}
+
+// takeTurn waits for Accept's turn, then for a free slot under MaxConns,
+// and runs accept, which takes the slot when it succeeds.
+func (l *Listener) takeTurn(ctx context.Context, accept func() error) error {
 	select {
 	case l.turn <- struct{}{}:
 	case <-ctx.Done():
-		return nil, l.errorf(context.Cause(ctx))
+		return l.errorf(context.Cause(ctx))
 	case <-l.done:
-		return nil, l.errorf(net.ErrClosed)
+		return l.errorf(net.ErrClosed)
 	}
 	defer func() { <-l.turn }()
 
@@ -212,20 +235,19 @@ func (l *Listener) Accept(ctx context.Context) (*AcceptedConn, error) {
 		select {
 		case l.slots <- struct{}{}:
 		case <-ctx.Done():
-			return nil, l.errorf(context.Cause(ctx))
+			return l.errorf(context.Cause(ctx))
 		case <-l.done:
-			return nil, l.errorf(net.ErrClosed)
+			return l.errorf(net.ErrClosed)
 		}
 	}
-	c, err := l.accept(ctx)
-	if err != nil {
+	if err := accept(); err != nil {
 		if l.slots != nil {
 			<-l.slots
 		}
-		return nil, err
+		return err
 	}
 	l.counters.accepted.Add(1)
-	return &AcceptedConn{Conn: NewConn(c), l: l}, nil
+	return nil
 }
 
 // AcceptSource is Accept for callers that want any Source, such as the
@@ -244,19 +266,37 @@ func (l *Listener) errorf(err error) error {
 
 // accept calls accept(2) until it yields a connection or a lasting error.
 func (l *Listener) accept(ctx context.Context) (net.Conn, error) {
+	var c net.Conn
+	err := l.retryAccept(ctx, l.ln.SetDeadline, func() (bool, error) {
+		var err error
+		if c, err = l.ln.Accept(); err != nil {
+			return false, err
+		}
+		return l.admit(c), nil
+	})
+	return c, err
+}
+
+// retryAccept calls once, one accept(2) and the admission of what it
+// accepted, until once reports a connection it admitted (true) or a
+// lasting error, backing off while accept fails for lack of resources
+// (see Accept). once may return false and no error for a connection it
+// refused, or a failure worth retrying at once. setDeadline is the
+// deadline of the descriptor once waits on.
+func (l *Listener) retryAccept(ctx context.Context, setDeadline func(time.Time) error, once func() (bool, error)) error {
 	// A deadline in the past is how a blocked Accept is woken for ctx.
 	// Before returning, wait for that callback if it started, then clear
 	// the deadline, so that the next Accept does not inherit it.
 	woken := make(chan struct{})
 	stop := context.AfterFunc(ctx, func() {
-		l.ln.SetDeadline(time.Unix(1, 0))
+		setDeadline(time.Unix(1, 0))
 		close(woken)
 	})
 	defer func() {
 		if !stop() {
 			<-woken
 		}
-		l.ln.SetDeadline(time.Time{})
+		setDeadline(time.Time{})
 	}()
 
 	var delay time.Duration
@@ -267,18 +307,18 @@ func (l *Listener) accept(ctx context.Context) (net.Conn, error) {
 		}
 	}()
 	for {
-		c, err := l.ln.Accept()
+		ok, err := once()
+		if ok {
+			return nil
+		}
 		if err == nil {
-			if l.admit(c) {
-				return c, nil
-			}
 			continue
 		}
 		if ctx.Err() != nil && errors.Is(err, os.ErrDeadlineExceeded) {
-			return nil, l.errorf(context.Cause(ctx))
+			return l.errorf(context.Cause(ctx))
 		}
 		if !exhausted(err) {
-			return nil, l.errorf(err)
+			return l.errorf(err)
 		}
 		delay = min(max(2*delay, acceptBackoffMin), acceptBackoffMax)
 		level, now := slog.LevelDebug, time.Now()
@@ -298,9 +338,9 @@ func (l *Listener) accept(ctx context.Context) (net.Conn, error) {
 		case <-l.freed:
 			timer.Stop()
 		case <-ctx.Done():
-			return nil, l.errorf(context.Cause(ctx))
+			return l.errorf(context.Cause(ctx))
 		case <-l.done:
-			return nil, l.errorf(net.ErrClosed)
+			return l.errorf(net.ErrClosed)
 		}
 	}
 }
@@ -337,6 +377,9 @@ func (l *Listener) Close() error {
 		close(l.done)
 		if err := l.ln.Close(); err != nil {
 			l.closeErr = fmt.Errorf("srcs: close %s: %w", l.name, err)
+		}
+		if l.rawf != nil {
+			l.rawf.Close()
 		}
 		if l.hs != nil {
 			l.hs.close()

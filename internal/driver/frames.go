@@ -34,6 +34,12 @@ type frames struct {
 	skip int64 // bytes still to drop, or SkipToBoundary; 0 when not skipping
 
 	park []byte // part of a record kept while the lane holds no buffer
+
+	// cut says the Lane's buffer is emitted up to Done() as soon as the
+	// lane holds its next buffer, into which the incomplete tail moves;
+	// cutFlags are the flags it goes out with. The Lane keeps them.
+	cut      bool
+	cutFlags srcs.Flags
 }
 
 // Reset binds the state to l and its srcs.Framer, holding nothing.

@@ -41,29 +41,34 @@ type Lane struct {
 	n       int       // bytes of buf that hold data
 	first   time.Time // arrival of buf's first byte; zero when n == 0
 
-	// dgram is the source's datagram limit (srcs.DatagramSizer) for a
-	// datagram lane, whose buffers hold framed datagrams; zero for a byte
-	// stream.
-	dgram   int
-	dropRep srcs.DatagramDropReporter // l.Out's, if it has one
-	warned  bool                      // a dropped datagram was logged
+	// fr is a framed lane's records (nil for raw bytes), dg a datagram
+	// lane's limit and drop reporting (nil for a byte stream). Most lanes
+	// are raw streams, and an idle one should cost no more than the
+	// fields above: runners keep one Lane per connection, thousands of
+	// them idle.
+	fr *frames
+	dg *datagrams
 
-	// fr frames a lane with a Framer. cut says buf is emitted up to
-	// fr.Done() as soon as the lane holds its next buffer, into which the
-	// incomplete tail moves; cutFlags are the flags it goes out with.
-	fr       frames
-	cut      bool
-	cutFlags srcs.Flags
+	inv     invariants // before a sized field: a struct ending in an empty one is padded
+	emitted int        // chunks emitted since TakeEmitted
+}
 
-	emitted int // chunks emitted since TakeEmitted
-	inv     invariants
+// datagrams is the state of a datagram lane, whose buffers hold framed
+// datagrams.
+type datagrams struct {
+	limit  int                       // the source's datagram limit (srcs.DatagramSizer)
+	rep    srcs.DatagramDropReporter // l.Out's, if it has one
+	warned bool                      // a dropped datagram was logged
 }
 
 // Reset binds the Lane to l, holding nothing. maxHold is how long partial
 // data may wait (l.Flush, or zero when the runner cannot wake up for it).
 func (d *Lane) Reset(l *srcs.Lane, maxHold time.Duration) {
 	*d = Lane{l: l, maxHold: maxHold}
-	d.fr.Reset(l)
+	if l != nil && l.Framer != nil {
+		d.fr = new(frames)
+		d.fr.Reset(l)
+	}
 	d.inv.reset()
 }
 
@@ -71,15 +76,15 @@ func (d *Lane) Reset(l *srcs.Lane, maxHold time.Duration) {
 // datagram, framed as srcs.ForEachDatagram reads it.
 func (d *Lane) ResetDatagram(l *srcs.Lane, maxHold time.Duration) {
 	d.Reset(l, maxHold)
-	d.dgram = srcs.DatagramLimit(l.Src, math.MaxInt32) // capped by the buffer in Commit
-	d.dropRep, _ = l.Out.(srcs.DatagramDropReporter)
+	d.dg = &datagrams{limit: srcs.DatagramLimit(l.Src, math.MaxInt32)} // capped by the buffer in Commit
+	d.dg.rep, _ = l.Out.(srcs.DatagramDropReporter)
 }
 
 // Lane returns the lane the Lane drives.
 func (d *Lane) Lane() *srcs.Lane { return d.l }
 
 // Framed reports whether the lane is framed into records.
-func (d *Lane) Framed() bool { return d.fr.On() }
+func (d *Lane) Framed() bool { return d.fr != nil }
 
 // Held reports whether the lane holds a buffer, full of data or not.
 func (d *Lane) Held() bool { return d.buf != nil }
@@ -90,11 +95,11 @@ func (d *Lane) Buf() *pool.Buf { return d.buf }
 // Cutting reports whether whole records wait for the lane's next buffer,
 // into which their incomplete tail moves: the runner must bring one
 // (Hold) before the lane can read again.
-func (d *Lane) Cutting() bool { return d.cut }
+func (d *Lane) Cutting() bool { return d.fr != nil && d.fr.cut }
 
 // NeedsBuffer reports whether the lane must take a buffer from its account
 // before it can read: it holds none, or it is cutting.
-func (d *Lane) NeedsBuffer() bool { return d.buf == nil || d.cut }
+func (d *Lane) NeedsBuffer() bool { return d.buf == nil || d.Cutting() }
 
 // Pending returns the number of bytes held and not yet emitted.
 func (d *Lane) Pending() int { return d.n }
@@ -111,7 +116,7 @@ func (d *Lane) TakeEmitted() int {
 // records before it; a lane with a parked part takes the part back.
 func (d *Lane) Hold(b *pool.Buf, now time.Time) {
 	d.inv.held(b)
-	if d.cut {
+	if d.Cutting() {
 		d.cutInto(b, now)
 		return
 	}
@@ -120,6 +125,9 @@ func (d *Lane) Hold(b *pool.Buf, now time.Time) {
 		panic("driver: the lane already holds a buffer")
 	}
 	d.buf, d.n, d.first = b, 0, time.Time{}
+	if d.fr == nil {
+		return
+	}
 	if n := d.fr.Unpark(b.Bytes()); n > 0 {
 		d.n, d.first = n, now
 	}
@@ -131,7 +139,7 @@ func (d *Lane) Hold(b *pool.Buf, now time.Time) {
 // holds at least the lane's datagram limit: a buffer with less room left is
 // emitted at once.
 func (d *Lane) Space() []byte {
-	if d.dgram > 0 {
+	if d.dg != nil {
 		return d.buf.Bytes()[d.n+srcs.DatagramHeaderLen:]
 	}
 	return d.buf.Bytes()[d.n:]
@@ -144,13 +152,13 @@ func (d *Lane) Space() []byte {
 // could not be framed.
 func (d *Lane) Commit(n int, now time.Time) error {
 	d.inv.live()
-	if d.fr.On() {
+	if d.fr != nil {
 		return d.commitFramed(n, now)
 	}
 	if d.n == 0 {
 		d.first = now
 	}
-	if d.dgram > 0 {
+	if d.dg != nil {
 		srcs.PutDatagramHeader(d.buf.Bytes()[d.n:], n)
 		d.n += srcs.DatagramHeaderLen
 	}
@@ -159,7 +167,7 @@ func (d *Lane) Commit(n int, now time.Time) error {
 	switch {
 	case d.n == size:
 		d.emit(0)
-	case d.dgram > 0 && srcs.DatagramSpace(d.buf.Bytes(), d.n) < min(d.dgram, size-srcs.DatagramHeaderLen):
+	case d.dg != nil && srcs.DatagramSpace(d.buf.Bytes(), d.n) < min(d.dg.limit, size-srcs.DatagramHeaderLen):
 		d.emit(srcs.Partial)
 	case d.maxHold <= 0:
 		d.emit(srcs.Partial)
@@ -206,7 +214,7 @@ func (d *Lane) cutRecords(flags srcs.Flags, now time.Time) {
 		d.fr.Clear()
 		d.emit(flags | srcs.Records)
 	default:
-		d.cut, d.cutFlags = true, flags
+		d.fr.cut, d.fr.cutFlags = true, flags
 		if b, ok := d.l.Account.TryAcquire(); ok {
 			d.inv.held(b)
 			d.cutInto(b, now)
@@ -219,8 +227,8 @@ func (d *Lane) cutRecords(flags srcs.Flags, now time.Time) {
 func (d *Lane) cutInto(b *pool.Buf, now time.Time) {
 	done := d.fr.Done()
 	t := d.fr.Carry(b.Bytes(), d.buf.Bytes(), d.n)
-	old, first, flags := d.buf, d.first, d.cutFlags
-	d.buf, d.n, d.first, d.cut, d.cutFlags = b, t, time.Time{}, false, 0
+	old, first, flags := d.buf, d.first, d.fr.cutFlags
+	d.buf, d.n, d.first, d.fr.cut, d.fr.cutFlags = b, t, time.Time{}, false, 0
 	if t > 0 {
 		d.first = now
 	}
@@ -241,13 +249,18 @@ func (d *Lane) release() {
 // or a lower bound. The first drop of a lane is logged, naming runner;
 // each is reported to the emitter if it counts them.
 func (d *Lane) Drop(size int, log *slog.Logger, runner string) {
-	if !d.warned {
-		d.warned = true
+	dg := d.dg
+	if dg == nil {
+		// Only a datagram read is cut short; a stray Drop is still logged.
+		dg = &datagrams{}
+	}
+	if !dg.warned {
+		dg.warned = true
 		log.Warn(runner+": dropped a datagram larger than the buffer space (further drops on this lane are not logged)",
 			"lane", d.l.ID, "source", d.l.Name(), "size", size, "room", len(d.Space()))
 	}
-	if d.dropRep != nil {
-		d.dropRep.DatagramDropped(d.l, size)
+	if dg.rep != nil {
+		dg.rep.DatagramDropped(d.l, size)
 	}
 	if d.n == 0 {
 		d.release()
@@ -263,7 +276,7 @@ func (d *Lane) Drop(size int, log *slog.Logger, runner string) {
 // records go out, or when a short part of a record that waited that long
 // leaves the pool.
 func (d *Lane) Due() (t time.Time, ok bool) {
-	if d.n == 0 || d.fr.On() && (d.cut || d.fr.Done() == 0 && d.maxHold <= 0 || !d.fr.Flushable(d.n)) {
+	if d.n == 0 || d.fr != nil && (d.fr.cut || d.fr.Done() == 0 && d.maxHold <= 0 || !d.fr.Flushable(d.n)) {
 		return time.Time{}, false
 	}
 	return d.first.Add(d.maxHold), true
@@ -287,11 +300,11 @@ func (d *Lane) FlushIfDue(now time.Time) bool {
 // end a lane.
 func (d *Lane) Flush(now time.Time) {
 	switch {
-	case d.fr.On() && d.n > 0:
-		if !d.cut {
+	case d.fr != nil && d.n > 0:
+		if !d.fr.cut {
 			d.cutRecords(srcs.Partial, now)
 		}
-		if !d.cut && d.n > 0 && d.fr.Done() == 0 && d.maxHold > 0 && d.fr.Park(d.buf.Bytes(), d.n) {
+		if !d.fr.cut && d.n > 0 && d.fr.Done() == 0 && d.maxHold > 0 && d.fr.Park(d.buf.Bytes(), d.n) {
 			// Only part of a record, which has waited a flush timeout:
 			// a slow sender must not pin a pool buffer.
 			d.n, d.first = 0, time.Time{}
@@ -313,7 +326,10 @@ func (d *Lane) Abandon() bool {
 		return false
 	}
 	d.inv.gone(d.buf)
-	d.buf, d.n, d.first, d.cut = nil, 0, time.Time{}, false
+	d.buf, d.n, d.first = nil, 0, time.Time{}
+	if d.fr != nil {
+		d.fr.cut = false
+	}
 	return true
 }
 
@@ -323,14 +339,16 @@ func (d *Lane) Abandon() bool {
 // wait still pending on the account withdrawn, and Finish reported. The
 // runner must not touch the lane, its source or its descriptor afterwards.
 func (d *Lane) Finish(err error) {
-	if d.fr.On() && d.n > 0 {
+	if d.fr != nil && d.n > 0 {
 		flags := srcs.Partial | recordFlags(d.fr.Done(), d.n)
 		d.fr.Clear()
-		d.cut = false
+		d.fr.cut = false
 		d.emit(flags)
 	}
 	d.Flush(time.Time{}) // nothing is left that a flush could time
-	d.fr.EmitParked()
+	if d.fr != nil {
+		d.fr.EmitParked()
+	}
 	d.inv.finish()
 	d.l.Account.Cancel()
 	d.l.Out.Finish(d.l, err)
@@ -344,7 +362,7 @@ func (d *Lane) emit(flags srcs.Flags) {
 }
 
 func (d *Lane) out(b *pool.Buf, n int, flags srcs.Flags, first time.Time) {
-	if d.dgram > 0 {
+	if d.dg != nil {
 		flags |= srcs.Datagrams
 	}
 	d.inv.live()

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"reflect"
 	"sync"
 	"sync/atomic"
 
@@ -70,19 +71,19 @@ func (f *Front[W]) Place(l *srcs.Lane, try func(w W) (tok uint64, ok bool, err e
 		return err
 	}
 	for {
-		w, ok := f.table.Pick(f.Workers)
+		i, ok := f.table.pick(f.Workers)
 		if !ok {
 			if f.fatal == nil {
 				return fmt.Errorf("%s: add lane %d: all workers stopped: %w", f.Name, l.ID, net.ErrClosed)
 			}
 			return fmt.Errorf("%s: add lane %d: all workers stopped: %w", f.Name, l.ID, f.fatal)
 		}
-		tok, ok, err := try(w)
+		tok, ok, err := try(f.Workers[i])
 		if err != nil {
 			return err
 		}
 		if ok {
-			f.table.Put(l, w, tok)
+			f.table.Put(l, i, tok)
 			return nil
 		}
 	}
@@ -92,7 +93,7 @@ func (f *Front[W]) Place(l *srcs.Lane, try func(w W) (tok uint64, ok bool, err e
 func (f *Front[W]) Lookup(l *srcs.Lane) (Ref[W], bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.table.Get(l)
+	return f.table.Get(l, f.Workers)
 }
 
 // Forget drops l, which a worker finished under tok, unless it was added
@@ -215,16 +216,27 @@ func (c Control[W]) Stats() srcs.RunnerStats {
 	return st
 }
 
+// slabBytes is about how much Slot allocates at once: a size class of
+// Go's allocator, so that a slab of lane states wastes little of it.
+const slabBytes = 16 << 10
+
 // Slot returns the lane state at index idx of a worker's slots, growing
 // the slice and allocating the state as needed: a slot's state is
 // allocated once and reused by every lane that holds the slot after it.
-func Slot[T any](slots *[]*T, idx uint32) *T {
+// New states are cut from slabs of about slabBytes (spare holds the rest
+// of the current one), so that a worker with thousands of lanes pays no
+// size class rounding per lane; a slab lives as long as the worker.
+func Slot[T any](slots *[]*T, spare *[]T, idx uint32) *T {
 	for int(idx) >= len(*slots) {
 		*slots = append(*slots, nil)
 	}
 	ln := (*slots)[idx]
 	if ln == nil {
-		ln = new(T)
+		if len(*spare) == 0 {
+			*spare = make([]T, max(1, slabBytes/max(1, int(reflect.TypeFor[T]().Size()))))
+		}
+		ln = &(*spare)[0]
+		*spare = (*spare)[1:]
 		(*slots)[idx] = ln
 	}
 	return ln

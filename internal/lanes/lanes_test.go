@@ -48,14 +48,15 @@ func TestTableForgetKeepsAReAdd(t *testing.T) {
 	var tb Table[*fakeWorker]
 	w := &fakeWorker{}
 	l := &srcs.Lane{ID: 1}
-	tb.Put(l, w, 7)
-	tb.Put(l, w, 9) // finished and added again before the first Forget
+	ws := []*fakeWorker{{}, w}
+	tb.Put(l, 1, 7)
+	tb.Put(l, 1, 9) // finished and added again before the first Forget
 	tb.Forget(l, 7)
-	if r, ok := tb.Get(l); !ok || r.Tok != 9 || r.W != w {
+	if r, ok := tb.Get(l, ws); !ok || r.Tok != 9 || r.W != w {
 		t.Fatalf("Get after a stale Forget = %+v, %v; want token 9", r, ok)
 	}
 	tb.Forget(l, 9)
-	if _, ok := tb.Get(l); ok || tb.Len() != 0 {
+	if _, ok := tb.Get(l, ws); ok || tb.Len() != 0 || l.Runner != (srcs.RunnerRef{}) {
 		t.Fatalf("lane still in the table (%d lanes)", tb.Len())
 	}
 }
@@ -87,5 +88,26 @@ func TestSlotsGenerations(t *testing.T) {
 	}
 	if i, _ := s.Alloc(); i != 1 {
 		t.Errorf("second live slot = %d, want 1", i)
+	}
+}
+
+func TestSlotStatesStayPut(t *testing.T) {
+	type state struct{ a, b uint64 }
+	var slots []*state
+	var spare []state
+	const n = 3000 // several slabs
+	seen := map[*state]bool{}
+	for i := range uint32(n) {
+		p := Slot(&slots, &spare, i)
+		if seen[p] {
+			t.Fatalf("slot %d shares its state with another", i)
+		}
+		seen[p] = true
+		p.a = uint64(i)
+	}
+	for i := range uint32(n) {
+		if p := Slot(&slots, &spare, i); p.a != uint64(i) || p != slots[i] {
+			t.Fatalf("slot %d: state moved or was overwritten (a = %d)", i, p.a)
+		}
 	}
 }

@@ -17,61 +17,75 @@ type Ref[W comparable] struct {
 	Tok uint64
 }
 
-// Table maps the lanes a runner drives to their Ref. It is not safe for
-// concurrent use: the runner guards it with the mutex that guards its own
-// closing, so that Add never races Close.
+// Table is the set of lanes a runner drives, each with its Ref. It keeps
+// a lane's Ref in the lane itself (srcs.Lane.Runner: the worker's index
+// and the token), not in a map of its own, which would cost an entry per
+// connection. It is not safe for concurrent use: the runner guards it
+// with the mutex that guards its own closing, so that Add never races
+// Close.
 type Table[W interface {
 	comparable
 	Worker
 }] struct {
-	refs map[*srcs.Lane]Ref[W]
+	n    int // lanes in the table
 	next int // where the least-loaded search starts
 }
 
-// Get returns l's Ref, and false when l is not being driven.
-func (t *Table[W]) Get(l *srcs.Lane) (Ref[W], bool) {
-	r, ok := t.refs[l]
-	return r, ok
+// Get returns l's Ref among ws, the workers Put was given indices of, and
+// false when l is not being driven.
+func (t *Table[W]) Get(l *srcs.Lane, ws []W) (Ref[W], bool) {
+	r := l.Runner
+	if r.Worker == 0 || int(r.Worker) > len(ws) {
+		return Ref[W]{}, false
+	}
+	return Ref[W]{ws[r.Worker-1], r.Token}, true
 }
 
-// Put records that w drives l under tok.
-func (t *Table[W]) Put(l *srcs.Lane, w W, tok uint64) {
-	if t.refs == nil {
-		t.refs = map[*srcs.Lane]Ref[W]{}
+// Put records that worker i drives l under tok.
+func (t *Table[W]) Put(l *srcs.Lane, i int, tok uint64) {
+	if l.Runner.Worker == 0 {
+		t.n++
 	}
-	t.refs[l] = Ref[W]{w, tok}
+	l.Runner = srcs.RunnerRef{Worker: uint32(i) + 1, Token: tok}
 }
 
 // Has reports whether l is in the table.
-func (t *Table[W]) Has(l *srcs.Lane) bool {
-	_, ok := t.refs[l]
-	return ok
-}
+func (t *Table[W]) Has(l *srcs.Lane) bool { return l.Runner.Worker != 0 }
 
 // Forget drops l, unless it was added again meanwhile under another
 // token.
 func (t *Table[W]) Forget(l *srcs.Lane, tok uint64) {
-	if r, ok := t.refs[l]; ok && r.Tok == tok {
-		delete(t.refs, l)
+	if l.Runner.Worker != 0 && l.Runner.Token == tok {
+		l.Runner = srcs.RunnerRef{}
+		t.n--
 	}
 }
 
 // Len returns the number of lanes in the table.
-func (t *Table[W]) Len() int { return len(t.refs) }
+func (t *Table[W]) Len() int { return t.n }
 
 // Pick returns the worker of ws that has not stopped and has the fewest
 // lanes, starting the search after the last choice so that ties spread
 // round-robin, or false when every worker has stopped. A failed worker
 // has no lanes left, so without the stop check it would win every pick.
 func (t *Table[W]) Pick(ws []W) (W, bool) {
-	var best W
-	found := false
-	for i := range ws {
-		w := ws[(t.next+i)%len(ws)]
-		if !w.Stopped() && (!found || w.Load() < best.Load()) {
-			best, found = w, true
+	i, ok := t.pick(ws)
+	if !ok {
+		var none W
+		return none, false
+	}
+	return ws[i], true
+}
+
+// pick is Pick, returning the worker's index in ws.
+func (t *Table[W]) pick(ws []W) (int, bool) {
+	best := -1
+	for k := range ws {
+		i := (t.next + k) % len(ws)
+		if w := ws[i]; !w.Stopped() && (best < 0 || w.Load() < ws[best].Load()) {
+			best = i
 		}
 	}
 	t.next++
-	return best, found
+	return best, best >= 0
 }
