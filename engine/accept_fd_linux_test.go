@@ -1,9 +1,13 @@
 package engine_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"net"
 	"runtime"
+	"strconv"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -118,4 +122,112 @@ func running(e *engine.Engine) int {
 		}
 	}
 	return n
+}
+
+// TestListenerReusePortRawAccept: two engines, one under uring and one
+// under epoll, listen on one port with reuse_port and accept their
+// connections as raw sockets; the kernel spreads the clients over both,
+// every client's bytes reach one of them whole, and each listener counts
+// what it accepted.
+func TestListenerReusePortRawAccept(t *testing.T) {
+	const clients, size = 64, 10000
+	runners := []string{engine.RunnerURing, engine.RunnerEpoll}
+	requireRunner(t, engine.RunnerURing)
+	var mu sync.Mutex
+	got := map[string][]byte{} // by source name: tcp://client address
+	rawCount := [2]atomic.Int64{}
+	var port int
+	var lns [2]*srcs.Listener
+	for i, runner := range runners {
+		e, err := engine.New(engine.Config{Runner: runner, Buffers: 64, BufSize: 4 << 10},
+			engine.WithHandler(func(c engine.Chunk) {
+				mu.Lock()
+				got[c.Name] = append(got[c.Name], c.Data...)
+				mu.Unlock()
+				c.Release()
+			}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := e.Shutdown(ctx); err != nil {
+				t.Error(err)
+			}
+		}()
+		addr := "127.0.0.1:0"
+		if port != 0 {
+			addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		}
+		ln, err := srcs.ListenTCP(addr, srcs.ListenerConfig{ReusePort: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		port, lns[i] = ln.Addr().(*net.TCPAddr).Port, ln
+		if err := e.AddListener(ln, engine.WithAdded(func(_ srcs.ID, src srcs.Source) {
+			if _, ok := src.(syscall.Conn); !ok {
+				rawCount[i].Add(1)
+			}
+		})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := map[string][]byte{}
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for k := range clients {
+		c, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+		b := bytes.Repeat([]byte{byte('a' + k%26)}, size)
+		binary.BigEndian.PutUint32(b, uint32(k))
+		if _, err := c.Write(b); err != nil {
+			t.Fatal(err)
+		}
+		want["tcp://"+c.LocalAddr().String()] = b
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		n := 0
+		for _, b := range got {
+			n += len(b)
+		}
+		mu.Unlock()
+		if n >= clients*size {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d bytes delivered after 30s", n, clients*size)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for name, b := range want {
+		if !bytes.Equal(got[name], b) {
+			t.Errorf("%s: delivered %d bytes, not the %d it sent", name, len(got[name]), len(b))
+		}
+	}
+	if len(got) != clients {
+		t.Errorf("%d sources delivered, want %d", len(got), clients)
+	}
+	var accepted uint64
+	for i, ln := range lns {
+		st := ln.Stats()
+		accepted += st.Accepted
+		if st.Accepted == 0 || rawCount[i].Load() != int64(st.Accepted) {
+			t.Errorf("%s listener: accepted %d, %d of them as raw sockets; want some, all raw", runners[i], st.Accepted, rawCount[i].Load())
+		}
+	}
+	if accepted != clients {
+		t.Errorf("the listeners accepted %d connections, want %d", accepted, clients)
+	}
 }
