@@ -109,6 +109,7 @@ type JetStreamReport struct {
 	Runner           string  `json:"runner"`
 	Conns            int     `json:"conns"`
 	Storage          string  `json:"storage"`
+	BufSize          int64   `json:"buf_size"`
 	Bytes            uint64  `json:"bytes"`
 	Messages         uint64  `json:"messages"`
 	Retries          uint64  `json:"retries"`
@@ -121,7 +122,6 @@ type JetStreamReport struct {
 	GeneratorCPUS    float64 `json:"generator_cpu_s"`
 	SluiceCPUSPerGiB float64 `json:"sluice_cpu_s_per_gib"`
 	ServerCPUSPerGiB float64 `json:"server_cpu_s_per_gib"`
-	BufSize          int64   `json:"buf_size"`
 	// TransferSluiceCPUSPerGiB and TransferServerCPUSPerGiB: CPU-s/GiB
 	// over the transfer alone; zero where the server's CPU cannot be read
 	// while it runs.

@@ -35,13 +35,7 @@ func TestListenerIdleCrowdIsBare(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				defer cancel()
-				if err := e.Shutdown(ctx); err != nil {
-					t.Error(err)
-				}
-			}()
+			shutdownAtEnd(t, e)
 			ln, err := srcs.ListenTCP("127.0.0.1:0", srcs.ListenerConfig{})
 			if err != nil {
 				t.Fatal(err)
@@ -149,13 +143,7 @@ func TestListenerReusePortRawAccept(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			if err := e.Shutdown(ctx); err != nil {
-				t.Error(err)
-			}
-		}()
+		shutdownAtEnd(t, e)
 		addr := "127.0.0.1:0"
 		if port != 0 {
 			addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
@@ -230,4 +218,16 @@ func TestListenerReusePortRawAccept(t *testing.T) {
 	if accepted != clients {
 		t.Errorf("the listeners accepted %d connections, want %d", accepted, clients)
 	}
+}
+
+// shutdownAtEnd shuts e down when the test ends, failing it if the
+// shutdown fails.
+func shutdownAtEnd(t *testing.T, e *engine.Engine) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := e.Shutdown(ctx); err != nil {
+			t.Error(err)
+		}
+	})
 }
