@@ -85,6 +85,17 @@ type Config struct {
 	// Go's default limit of 10,000 (runtime/debug.SetMaxThreads); a larger
 	// value raises that limit.
 	MaxThreads int `yaml:"max_threads"`
+	// FileSlots is the size of each uring worker's registered file table:
+	// a connection a listener accepted for the uring runner lives there,
+	// as a direct descriptor, instead of in the process's descriptor
+	// table, so that RLIMIT_NOFILE bounds the connections of one worker
+	// rather than of the whole process. A worker registers its table on
+	// its first connection; past its size, connections keep ordinary
+	// descriptors. The kernel caps a table at the soft RLIMIT_NOFILE at
+	// registration and keeps 8 bytes per slot. Zero means the default:
+	// that limit, at most 65,536; negative turns the tables off. Other
+	// runners ignore it.
+	FileSlots int `yaml:"file_slots"`
 }
 
 // Where the push handler runs (Config.Delivery).
@@ -100,6 +111,11 @@ const (
 	DefaultFlush      = 5 * time.Millisecond
 	DefaultBatchWait  = 500 * time.Microsecond
 	DefaultMaxThreads = 8000
+	// DefaultMaxFileSlots caps the default FileSlots.
+	DefaultMaxFileSlots = 1 << 16
+	// MaxFileSlots is the most FileSlots may be: the kernel's
+	// IORING_MAX_FIXED_FILES.
+	MaxFileSlots = 1 << 20
 )
 
 // ConfigError reports a bad Config field.
@@ -180,6 +196,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MaxThreads == 0 {
 		c.MaxThreads = DefaultMaxThreads
+	}
+	if c.FileSlots > MaxFileSlots {
+		return c, &ConfigError{"FileSlots", c.FileSlots, fmt.Sprintf("must be at most %d (the kernel's IORING_MAX_FIXED_FILES), or negative for none", MaxFileSlots)}
 	}
 	// The pool validates its own shape; report its errors under our names.
 	if _, err := c.poolConfig().Validate(); err != nil {

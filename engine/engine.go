@@ -157,7 +157,7 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 		hold.shards = append(hold.shards, newQueue(hold))
 	}
 	rc := srcs.RunnerConfig{Workers: cfg.Workers, Pool: p, MaxThreads: cfg.MaxThreads, Logger: o.log,
-		BatchWait: cfg.BatchWait, Wakeups: hold, Inline: o.inline}
+		BatchWait: cfg.BatchWait, Wakeups: hold, Inline: o.inline, FileSlots: cfg.FileSlots}
 	if o.inline {
 		rc.Wakeups = nil // nothing is queued: there is no one to wake
 	}

@@ -138,7 +138,11 @@ var (
 	_ Source     = (*acceptedFD)(nil)
 	_ Descriptor = (*acceptedFD)(nil)
 	_ Framed     = (*acceptedFD)(nil)
+	_ HandOff    = (*acceptedFD)(nil)
 )
+
+// fdHandedOff is acceptedFD.fd once a runner took the socket (HandOff).
+const fdHandedOff = -2
 
 func (c *acceptedFD) Name() string { return c.name }
 
@@ -179,11 +183,22 @@ func (c *acceptedFD) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// Close closes the socket and then gives its slot back to the listener,
-// exactly once, so that a listener starved of descriptors can use it.
+// HandOff implements srcs.HandOff: the runner takes the socket, and Close
+// only gives the listener its slot back.
+func (c *acceptedFD) HandOff(fd int) bool {
+	return fd >= 0 && c.fd.CompareAndSwap(int32(fd), fdHandedOff)
+}
+
+// Close closes the socket, unless a runner took it (HandOff), and then
+// gives its slot back to the listener, exactly once, so that a listener
+// starved of descriptors can use it.
 func (c *acceptedFD) Close() error {
 	fd := c.fd.Swap(-1)
-	if fd < 0 {
+	switch fd {
+	case -1:
+		return nil
+	case fdHandedOff:
+		c.l.release()
 		return nil
 	}
 	err := unix.Close(int(fd))

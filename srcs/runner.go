@@ -33,6 +33,11 @@ type RunnerConfig struct {
 	// emits (engine.WithInlineHandler): a worker then never yields its
 	// thread for processing to run, since nothing waits for it.
 	Inline bool
+	// FileSlots is the size of each uring worker's registered file table
+	// for sources that hand their descriptor over (HandOff); zero: the
+	// soft RLIMIT_NOFILE, at most 65,536; negative: none. Other runners
+	// ignore it (see engine.Config.FileSlots).
+	FileSlots int
 }
 
 // WakeupHolder holds back the wake-ups of processing while a runner's

@@ -78,6 +78,21 @@ type Descriptor interface {
 	Desc() (Desc, error)
 }
 
+// HandOff is the optional capability of a Descriptor source whose
+// descriptor a runner may take for good. The uring runner takes an
+// accepted connection's socket into its worker's registered file table
+// (engine.Config.FileSlots), where it no longer counts against the
+// process's RLIMIT_NOFILE.
+type HandOff interface {
+	// HandOff gives fd, which Desc returned, to the runner, and reports
+	// whether the source still held it. From then on the runner owns
+	// the descriptor: it closes it when the lane ends, and the source's
+	// Close releases only what else the source holds. Desc, Read and
+	// Open fail after it. Once Close has begun, HandOff reports false
+	// and the source keeps the descriptor.
+	HandOff(fd int) bool
+}
+
 // Encrypted is the optional capability of sources that are Descriptors by
 // type but whose descriptor may carry ciphertext: a TLS session is
 // decrypted by its source's Read, so no runner may read its socket raw.
