@@ -346,13 +346,18 @@ const (
 	enterExtArg    = 1 << 3
 
 	// io_uring_register(2) opcodes (IORING_REGISTER_*).
-	registerBuffers    = 0
-	unregisterBuffers  = 1
-	registerFiles      = 2
-	unregisterFiles    = 3
-	registerProbe      = 8
-	registerPbufRing   = 22
-	unregisterPbufRing = 23
+	registerBuffers     = 0
+	unregisterBuffers   = 1
+	registerFiles       = 2
+	unregisterFiles     = 3
+	registerFilesUpdate = 6
+	registerProbe       = 8
+	registerFiles2      = 13
+	registerPbufRing    = 22
+	unregisterPbufRing  = 23
+
+	// io_uring_rsrc_register.flags.
+	rsrcRegisterSparse = 1 << 0
 
 	// io_uring_probe_op.flags.
 	probeOpSupported = 1 << 0
@@ -456,6 +461,26 @@ type bufReg struct {
 	bgid        uint16
 	flags       uint16
 	resv        [3]uint64
+}
+
+// rsrcRegister is struct io_uring_rsrc_register, the IORING_REGISTER_FILES2
+// argument.
+type rsrcRegister struct {
+	_     structs.HostLayout
+	nr    uint32
+	flags uint32
+	resv2 uint64
+	data  uint64
+	tags  uint64
+}
+
+// filesUpdate is struct io_uring_files_update, the
+// IORING_REGISTER_FILES_UPDATE argument.
+type filesUpdate struct {
+	_      structs.HostLayout
+	offset uint32
+	resv   uint32
+	fds    uint64 // __s32 *
 }
 
 // getEventsArg is struct io_uring_getevents_arg, the IORING_ENTER_EXT_ARG

@@ -20,6 +20,8 @@ func TestABISizes(t *testing.T) {
 		{"io_uring_probe_op", unsafe.Sizeof(probeOp{}), 8},
 		{"io_uring_buf", unsafe.Sizeof(bufRingEntry{}), 16},
 		{"io_uring_buf_reg", unsafe.Sizeof(bufReg{}), 40},
+		{"io_uring_rsrc_register", unsafe.Sizeof(rsrcRegister{}), 32},
+		{"io_uring_files_update", unsafe.Sizeof(filesUpdate{}), 16},
 		{"io_uring_getevents_arg", unsafe.Sizeof(getEventsArg{}), 24},
 		{"__kernel_timespec", unsafe.Sizeof(Timespec{}), 16},
 	} {

@@ -68,6 +68,8 @@ var kernelFeatures = [...]KernelFeature{
 		"completion work runs only when the worker enters, batched with its wait", hasFlag(SetupDeferTaskrun)},
 	{"IORING_ASYNC_CANCEL_FD (found through IORING_OP_SOCKET)", 5, 19,
 		"stopping a source cancels its reads by descriptor; the runner needs it", func(p ProbeResult) bool { return p.CancelFd }},
+	{"sparse registered files (IORING_RSRC_REGISTER_SPARSE, found through IORING_OP_SOCKET)", 5, 19,
+		"accepted connections live in each worker's file table, outside RLIMIT_NOFILE (engine.Config.FileSlots)", func(p ProbeResult) bool { return p.CancelFd }},
 	{"IORING_FEAT_MIN_TIMEOUT", 6, 12,
 		"BatchWait: a worker gathers completions for up to min_wait while many sources poll", hasFeat(FeatMinTimeout)},
 	{"multishot poll (found through IORING_FEAT_RSRC_TAGS)", 5, 13,

@@ -183,7 +183,14 @@ func (w *worker) advance(ln *lane) {
 				w.enqueue(ln)
 				return
 			}
-			s.PrepCancelFd(int(ln.fd), CancelAll)
+			if ln.fixed {
+				// By the operation, not the slot: a slot is reused as
+				// soon as its lane ends, and a cancel the kernel takes
+				// late must find nothing rather than a newer lane.
+				s.PrepCancel(ln.userData(ln.op), 0)
+			} else {
+				s.PrepCancelFd(int(ln.fd), CancelAll)
+			}
 			s.UserData = ln.userData(tagCancel)
 			ln.cancelled = true
 		}
@@ -205,6 +212,9 @@ func (w *worker) advance(ln *lane) {
 			return
 		}
 		s.PrepPollAdd(int(ln.fd), unix.POLLIN|unix.POLLRDHUP)
+		if ln.fixed {
+			s.Flags |= SQEFixedFile
+		}
 		s.UserData = ln.userData(tagPoll)
 		ln.op = tagPoll
 		w.polling++
@@ -239,6 +249,9 @@ func (w *worker) advance(ln *lane) {
 	switch ln.mode {
 	case modeSock:
 		s.PrepRecv(int(ln.fd), space, unix.MSG_DONTWAIT, 0)
+		if ln.fixed {
+			s.Flags |= SQEFixedFile
+		}
 	case modeDgram:
 		// MSG_TRUNC: the result is the datagram's real length, so a
 		// datagram longer than space shows as one.

@@ -2,6 +2,7 @@ package ring
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
 	"sync/atomic"
 	"unsafe"
@@ -70,6 +71,40 @@ func (r *Ring) RegisterFiles(fds []int32) error {
 		return wrapRegister("register files", err)
 	}
 	return nil
+}
+
+// RegisterFilesSparse registers a table of n empty file slots (5.19), for
+// UpdateFiles to fill. The kernel refuses more slots than the soft
+// RLIMIT_NOFILE allows (EMFILE) and keeps about 8 bytes per slot. A file
+// in the table is reached with SQEFixedFile and its slot number, and
+// counts against no descriptor limit: the process may close its own
+// descriptor once the table holds the file.
+func (r *Ring) RegisterFilesSparse(n uint32) error {
+	if n == 0 {
+		return fmt.Errorf("ring: register files: no slots")
+	}
+	reg := rsrcRegister{nr: n, flags: rsrcRegisterSparse}
+	if _, err := r.register(registerFiles2, unsafe.Pointer(&reg), uint32(unsafe.Sizeof(reg))); err != nil {
+		return wrapRegister("register sparse files", err)
+	}
+	return nil
+}
+
+// UpdateFiles sets the registered files' slots from off on to fds (5.5):
+// the table takes its own reference to each file, and -1 empties a slot
+// (its file is released once the requests using it complete). It returns
+// how many slots it set.
+func (r *Ring) UpdateFiles(off uint32, fds []int32) (int, error) {
+	if len(fds) == 0 {
+		return 0, nil
+	}
+	up := filesUpdate{offset: off, fds: uint64(uintptr(unsafe.Pointer(&fds[0])))}
+	n, err := r.register(registerFilesUpdate, unsafe.Pointer(&up), uint32(len(fds)))
+	runtime.KeepAlive(fds)
+	if err != nil {
+		return n, wrapRegister("update files", err)
+	}
+	return n, nil
 }
 
 // UnregisterFiles drops the registered descriptors.

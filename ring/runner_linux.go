@@ -115,6 +115,7 @@ type Runner struct {
 	lanes.Control[*worker] // Remove, SetPaused, Close and Stats
 
 	noFixedOnce sync.Once
+	fileSlots   int // srcs.RunnerConfig.FileSlots; resolved when a worker registers its table
 }
 
 // runnerOptions are knobs for tests.
@@ -165,7 +166,7 @@ func newRunner(cfg srcs.RunnerConfig, opts runnerOptions) (*Runner, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	r := &Runner{log: log, pool: cfg.Pool, wakeups: cfg.Wakeups, inline: cfg.Inline, opts: opts}
+	r := &Runner{log: log, pool: cfg.Pool, wakeups: cfg.Wakeups, inline: cfg.Inline, opts: opts, fileSlots: cfg.FileSlots}
 	if cfg.BatchWait < 0 {
 		return nil, fmt.Errorf("ring: runner: config: BatchWait = %v: must not be negative", cfg.BatchWait)
 	}

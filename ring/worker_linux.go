@@ -64,6 +64,7 @@ func (w *worker) stats() srcs.RunnerStats {
 	return srcs.RunnerStats{
 		Reads: w.reads.Load(), Waits: w.waits.Load(), Wakeups: w.wakeups.Load(),
 		Enters: enters, Completions: w.cqes.Load(), Syscalls: enters + w.wakeWrites(),
+		DirectFiles: int(w.files.used.Load()),
 	}
 }
 
@@ -142,6 +143,7 @@ type worker struct {
 	syncs   []chan struct{}
 	msgs    []*dgramMsg // by slot index; nil until a datagram lane uses it
 	arenas  []*Arena    // where msgs live; closed after the ring
+	files   fileTable   // accepted connections' sockets, as direct descriptors
 	live    int         // lanes added and not finished
 	// batchWait is the latency the worker may add to batch completions
 	// (zero: never). readsIssued says this turn queued a read, which may
@@ -190,6 +192,8 @@ type lane struct {
 	queued    bool // in the ready queue
 	parked    bool // in the parked list
 	waiting   bool // a pool Wait is pending
+	fixed     bool // fd is a slot of the worker's file table (files_linux.go)
+	owned     bool // the worker closes fd when the lane ends (srcs.HandOff)
 	removing  bool // Remove asked: cancel, then finish
 	failed    bool // removed because the worker failed: Finish reports w.failure
 	cancelled bool // the cancel SQE was issued
@@ -561,6 +565,9 @@ func (w *worker) add(c *cmd) {
 	case c.mode == modeFile:
 		ln.fa = &fileAhead{next: c.off}
 	}
+	if c.mode == modeSock {
+		w.direct(ln, c.lane.Src)
+	}
 	if c.mode == modeDgram {
 		if err := w.allocMsg(idx); err != nil {
 			w.finish(ln, fmt.Errorf("ring: runner: lane %d: %w", c.lane.ID, err))
@@ -609,6 +616,9 @@ func (w *worker) finish(ln *lane, err error) {
 	}
 	if ln.waiting {
 		w.starved--
+	}
+	if rerr := w.release(ln); rerr != nil {
+		w.r.log.Error("ring: runner: closing a connection", "lane", ln.lane().ID, "err", rerr)
 	}
 	l, tok, d := ln.lane(), token(ln.slot, ln.gen), ln.d
 	w.FreeSlot(ln.slot)

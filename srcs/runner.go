@@ -61,6 +61,10 @@ type RunnerStats struct {
 	Threads int
 	// Lanes is the number of lanes being driven now.
 	Lanes int
+	// DirectFiles is the number of lanes whose descriptor lives in a
+	// worker's registered file table rather than the process's
+	// descriptor table (uring; see RunnerConfig.FileSlots).
+	DirectFiles int
 	// Reads counts completed read operations (syscalls or io_uring CQEs).
 	Reads uint64
 	// Waits counts the times a worker blocked in the kernel waiting for

@@ -206,6 +206,7 @@ func (c Control[W]) Stats() srcs.RunnerStats {
 		Threads: int(f.Threads.Load()), Lanes: int(f.Lanes.Load())}
 	for _, w := range f.Workers {
 		ws := f.Ops.Stats(w)
+		st.DirectFiles += ws.DirectFiles
 		st.Reads += ws.Reads
 		st.Waits += ws.Waits
 		st.Wakeups += ws.Wakeups
