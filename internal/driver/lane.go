@@ -39,7 +39,7 @@ type Lane struct {
 	maxHold time.Duration
 	buf     *pool.Buf // nil when the lane holds no buffer
 	n       int       // bytes of buf that hold data
-	first   time.Time // arrival of buf's first byte; zero when n == 0
+	first   stamp     // arrival of buf's first byte; zero when n == 0
 
 	// fr is a framed lane's records (nil for raw bytes), dg a datagram
 	// lane's limit and drop reporting (nil for a byte stream). Most lanes
@@ -124,12 +124,12 @@ func (d *Lane) Hold(b *pool.Buf, now time.Time) {
 		// Two buffers for one lane would leak one of them.
 		panic("driver: the lane already holds a buffer")
 	}
-	d.buf, d.n, d.first = b, 0, time.Time{}
+	d.buf, d.n, d.first = b, 0, 0
 	if d.fr == nil {
 		return
 	}
 	if n := d.fr.Unpark(b.Bytes()); n > 0 {
-		d.n, d.first = n, now
+		d.n, d.first = n, stampOf(now)
 	}
 }
 
@@ -156,7 +156,7 @@ func (d *Lane) Commit(n int, now time.Time) error {
 		return d.commitFramed(n, now)
 	}
 	if d.n == 0 {
-		d.first = now
+		d.first = stampOf(now)
 	}
 	if d.dg != nil {
 		srcs.PutDatagramHeader(d.buf.Bytes()[d.n:], n)
@@ -182,10 +182,10 @@ func (d *Lane) commitFramed(n int, now time.Time) error {
 	had := d.fr.Done()
 	m, err := d.fr.Scan(d.buf.Bytes(), d.n+n)
 	d.n = m
-	if had == 0 && d.fr.Done() > 0 || d.first.IsZero() {
+	if had == 0 && d.fr.Done() > 0 || d.first == 0 {
 		// When the first record was whole, or (none yet) since when
 		// part of one waits: see Due.
-		d.first = now
+		d.first = stampOf(now)
 	}
 	if err != nil {
 		d.n = d.fr.Done() // the bad record is dropped; the error says why
@@ -228,11 +228,11 @@ func (d *Lane) cutInto(b *pool.Buf, now time.Time) {
 	done := d.fr.Done()
 	t := d.fr.Carry(b.Bytes(), d.buf.Bytes(), d.n)
 	old, first, flags := d.buf, d.first, d.fr.cutFlags
-	d.buf, d.n, d.first, d.fr.cut, d.fr.cutFlags = b, t, time.Time{}, false, 0
+	d.buf, d.n, d.first, d.fr.cut, d.fr.cutFlags = b, t, 0, false, 0
 	if t > 0 {
-		d.first = now
+		d.first = stampOf(now)
 	}
-	d.out(old, done, flags|srcs.Records, first)
+	d.out(old, done, flags|srcs.Records, first.time())
 }
 
 // release returns the held buffer, which holds nothing, to the pool.
@@ -279,7 +279,7 @@ func (d *Lane) Due() (t time.Time, ok bool) {
 	if d.n == 0 || d.fr != nil && (d.fr.cut || d.fr.Done() == 0 && d.maxHold <= 0 || !d.fr.Flushable(d.n)) {
 		return time.Time{}, false
 	}
-	return d.first.Add(d.maxHold), true
+	return d.first.time().Add(d.maxHold), true
 }
 
 // FlushIfDue flushes the lane if its deadline has passed at now, and
@@ -307,7 +307,7 @@ func (d *Lane) Flush(now time.Time) {
 		if !d.fr.cut && d.n > 0 && d.fr.Done() == 0 && d.maxHold > 0 && d.fr.Park(d.buf.Bytes(), d.n) {
 			// Only part of a record, which has waited a flush timeout:
 			// a slow sender must not pin a pool buffer.
-			d.n, d.first = 0, time.Time{}
+			d.n, d.first = 0, 0
 			d.release()
 		}
 	case d.n > 0:
@@ -326,7 +326,7 @@ func (d *Lane) Abandon() bool {
 		return false
 	}
 	d.inv.gone(d.buf)
-	d.buf, d.n, d.first = nil, 0, time.Time{}
+	d.buf, d.n, d.first = nil, 0, 0
 	if d.fr != nil {
 		d.fr.cut = false
 	}
@@ -357,8 +357,8 @@ func (d *Lane) Finish(err error) {
 // emit hands the held data downstream; ownership of the buffer goes with it.
 func (d *Lane) emit(flags srcs.Flags) {
 	b, n, first := d.buf, d.n, d.first
-	d.buf, d.n, d.first = nil, 0, time.Time{}
-	d.out(b, n, flags, first)
+	d.buf, d.n, d.first = nil, 0, 0
+	d.out(b, n, flags, first.time())
 }
 
 func (d *Lane) out(b *pool.Buf, n int, flags srcs.Flags, first time.Time) {
@@ -401,4 +401,28 @@ func CheckDescriptor(runner string, l *srcs.Lane) (srcs.Descriptor, error) {
 		return nil, fmt.Errorf("%s: add lane %d (%s): %w", runner, l.ID, l.Name(), srcs.ErrNoDescriptor)
 	}
 	return d, nil
+}
+
+// stamp is a time as an offset from epoch, on the monotonic clock when
+// the time has a reading of it (as time.Time.Sub): 8 bytes where a
+// time.Time takes 24, in a struct every connection has one of. Zero
+// means none.
+type stamp int64
+
+// epoch is what stamps count from.
+var epoch = time.Now()
+
+func stampOf(t time.Time) stamp {
+	if s := stamp(t.Sub(epoch)); s != 0 {
+		return s
+	}
+	return 1 // zero is none: a nanosecond later
+}
+
+// time returns the time s stands for; the zero Time for none.
+func (s stamp) time() time.Time {
+	if s == 0 {
+		return time.Time{}
+	}
+	return epoch.Add(time.Duration(s))
 }
