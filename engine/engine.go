@@ -106,7 +106,7 @@ type Engine struct {
 
 	mu        sync.Mutex
 	closing   bool
-	sources   map[srcs.ID]*source
+	sources   sourceSet
 	nextID    srcs.ID
 	live      int           // sources not yet done
 	allDone   chan struct{} // closed when closing and live reaches 0
@@ -168,7 +168,7 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 	}
 	e := &Engine{
 		cfg: cfg, log: o.log, pool: p, runner: r, handler: o.handler, inline: o.inline, onError: o.onError,
-		sources: map[srcs.ID]*source{}, allDone: make(chan struct{}), done: make(chan struct{}),
+		allDone: make(chan struct{}), done: make(chan struct{}),
 		freed: make(chan struct{}, 1),
 	}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
@@ -284,15 +284,16 @@ func (e *Engine) newSource(src srcs.Source, opts []SourceOption) (*source, func(
 	rel, relOK := src.(srcs.ReleaseObserver)
 	obs, obsOK := src.(srcs.ChunkObserver)
 	if relOK || obsOK {
-		s.w = &watched{obs: obs}
+		w := &watched{obs: obs}
 		if relOK {
-			s.w.rel = &releases{obs: rel}
+			w.rel = &releases{obs: rel}
 		}
+		s.coldPart().w = w
 	}
 	id := e.nextID
 	e.nextID++
-	e.sources[id] = s
 	s.lane = srcs.Lane{ID: id, Src: src, Account: e.pool.Join(id), Flush: so.flush, Framer: so.framer, Out: s}
+	e.sources.add(s)
 	e.live++
 	return s, so.added, nil
 }
@@ -300,9 +301,7 @@ func (e *Engine) newSource(src srcs.Source, opts []SourceOption) (*source, func(
 // liveLocked returns the live sources.
 func (e *Engine) liveLocked() []*source {
 	list := make([]*source, 0, e.live)
-	for _, s := range e.sources {
-		list = append(list, s)
-	}
+	e.sources.each(func(s *source) { list = append(list, s) })
 	return list
 }
 
@@ -440,7 +439,7 @@ func (e *Engine) AddListener(l Acceptor, opts ...SourceOption) error {
 func (e *Engine) StopSource(id srcs.ID) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	s := e.sources[id]
+	s := e.sources.get(id)
 	switch {
 	case e.closing:
 		return nil // Shutdown stops every source
@@ -458,7 +457,7 @@ func (e *Engine) spawn(f func()) { e.tasks.Go(f) }
 func (e *Engine) sourceDone(s *source) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	delete(e.sources, s.id())
+	e.sources.remove(s.id())
 	s.endOps()
 	e.live--
 	select {
@@ -723,11 +722,11 @@ func (e *Engine) closeRunners() error {
 func (e *Engine) forceClose() int {
 	e.mu.Lock()
 	var live []*source
-	for _, s := range e.sources {
+	e.sources.each(func(s *source) {
 		if s.runner().Name() == RunnerGoroutine {
 			live = append(live, s)
 		}
-	}
+	})
 	e.mu.Unlock()
 	for _, s := range live {
 		s.src().Close()

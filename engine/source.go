@@ -25,15 +25,13 @@ type source struct {
 	e    *Engine
 	lane srcs.Lane // its ID and Src are the source's id and source
 	name string    // lane.Src.Name(), for every chunk
-	w    *watched  // nil unless the source is a srcs.ReleaseObserver or a srcs.ChunkObserver
 
 	mu    sync.Mutex // serialises lifecycle events
 	lc    lifecycle
 	state atomic.Uint32 // mirrors lc.state for Stats
 
-	seq      atomic.Uint64 // data chunks emitted: the next one's Seq
-	bytes    atomic.Uint64
-	partials atomic.Uint64
+	seq   atomic.Uint64 // data chunks emitted: the next one's Seq
+	bytes atomic.Uint64
 
 	cold atomic.Pointer[sourceCold] // see coldPart
 }
@@ -49,14 +47,20 @@ type watched struct {
 	end  int64
 }
 
-// sourceCold is the part of a source that most sources never touch:
-// error counters, a Reconnector's back-off, and the Open or back-off
-// wait in progress.
+// sourceCold is the part of a source that most sources never touch, and
+// an idle one never: error and partial-chunk counters, the state of the
+// sources that observe their own delivery, a Reconnector's back-off, and
+// the Open or back-off wait in progress.
 type sourceCold struct {
-	errs    atomic.Uint64
-	dropped atomic.Uint64 // datagrams too large for a buffer
-	skipped atomic.Uint64 // records too long, skipped
-	lastErr atomic.Pointer[error]
+	// w is set when the source is made, for a srcs.ReleaseObserver or a
+	// srcs.ChunkObserver, and read on the emit path.
+	w *watched
+
+	partials atomic.Uint64 // chunks emitted partly filled: made on the first
+	errs     atomic.Uint64
+	dropped  atomic.Uint64 // datagrams too large for a buffer
+	skipped  atomic.Uint64 // records too long, skipped
+	lastErr  atomic.Pointer[error]
 
 	backoff srcs.Backoff // a Reconnector's, set before the source starts
 
@@ -83,6 +87,15 @@ func (s *source) coldPart() *sourceCold {
 		return c
 	}
 	return s.cold.Load()
+}
+
+// watch returns the state of a source that observes its own delivery,
+// or nil.
+func (s *source) watch() *watched {
+	if c := s.cold.Load(); c != nil {
+		return c.w
+	}
+	return nil
 }
 
 // id returns the source's id.
@@ -113,7 +126,7 @@ var (
 // checkpoint taken from Released lands where the delivered bytes end in
 // the source, not short of them. It runs on the emit path, like Emit.
 func (s *source) BytesSkipped(_ *srcs.Lane, n int) {
-	w := s.w
+	w := s.watch()
 	if w == nil {
 		return
 	}
@@ -164,10 +177,10 @@ func (s *source) emit(b *pool.Buf, data []byte, flags srcs.Flags, first time.Tim
 	n := len(data)
 	s.bytes.Add(uint64(n))
 	if flags&srcs.Partial != 0 {
-		s.partials.Add(1)
+		s.coldPart().partials.Add(1)
 	}
 	s.e.totals.emitted(n, flags)
-	w := s.w
+	w := s.watch()
 	if w != nil && w.obs != nil {
 		w.obs.Delivered(data, flags)
 	}
@@ -440,10 +453,11 @@ func (s *source) stats() SourceStats {
 	ps := s.lane.Account.Stats()
 	st := SourceStats{
 		ID: s.id(), Name: s.name, Runner: s.runner().Name(), State: State(s.state.Load()),
-		Bytes: s.bytes.Load(), Chunks: s.seq.Load(), Partials: s.partials.Load(),
+		Bytes: s.bytes.Load(), Chunks: s.seq.Load(),
 		PoolWaits: ps.Waits, Held: ps.Held,
 	}
 	if c := s.cold.Load(); c != nil {
+		st.Partials = c.partials.Load()
 		st.Errors = c.errs.Load()
 		if e := c.lastErr.Load(); e != nil {
 			st.LastErr = *e
