@@ -435,7 +435,9 @@ type IdleMem struct {
 	GoSys       uint64 `json:"go_sys"`
 	Goroutines  int    `json:"goroutines"`
 	Threads     int    `json:"threads"`
-	Sources     int64  `json:"sources"` // idle connections the sink holds
+	// FDs is the descriptors the process holds (-1: unknown).
+	FDs     int   `json:"fds"`
+	Sources int64 `json:"sources"` // idle connections the sink holds
 }
 
 // KernelMem is the host's socket and slab memory (system-wide: both
@@ -608,6 +610,7 @@ var idleNotes = []string{
 		"loopback connection, the client's socket being the other half, and whatever else the host does meanwhile",
 	"the idle client holds raw sockets (no epoll registration) and resets them at the end (SO_LINGER 0), so that no TIME_WAIT outlives a run; " +
 		"the sink counts the resets as source errors",
+	"fds is the descriptors the sink held",
 }
 
 // idleRunner measures one runner: see the comment at the top of the file.
@@ -828,10 +831,10 @@ func (p *idlePhase) level(ctx context.Context, idle int, took time.Duration) (*I
 	if l.Sink.Sources != int64(idle) {
 		return nil, fmt.Errorf("bench: at %d idle connections the sink holds %d", idle, l.Sink.Sources)
 	}
-	fmt.Fprintf(p.ios.Err, "%s: %s idle: RSS %s (%s scavenged), Go heap %s, stacks %s, %s goroutines, %d threads; kernel: %s sockets, slab %s\n",
+	fmt.Fprintf(p.ios.Err, "%s: %s idle: RSS %s (%s scavenged), Go heap %s, stacks %s, %s goroutines, %d threads, %s descriptors; kernel: %s sockets, slab %s\n",
 		p.runner, humanize.Comma(int64(idle)), FormatBytes(uint64(l.Sink.RSS)), FormatBytes(uint64(l.Scavenged.RSS)),
 		FormatBytes(l.Scavenged.HeapInuse), FormatBytes(l.Scavenged.StackInuse), humanize.Comma(int64(l.Scavenged.Goroutines)),
-		l.Sink.Threads, humanize.Comma(k.SocketsUsed), FormatBytes(uint64(k.Slab)))
+		l.Sink.Threads, humanize.Comma(int64(l.Sink.FDs)), humanize.Comma(k.SocketsUsed), FormatBytes(uint64(k.Slab)))
 	return l, nil
 }
 
@@ -1090,8 +1093,9 @@ func writeIdleTable(w io.Writer, rep *IdleReport) {
 	for _, r := range rep.Runs {
 		fmt.Fprintf(w, "%s levels:", r.Runner)
 		for _, l := range r.Levels {
-			fmt.Fprintf(w, "  %s idle: RSS %s (scavenged %s, heap %s, stacks %s)", humanize.Comma(int64(l.Idle)),
-				FormatBytes(uint64(l.Sink.RSS)), FormatBytes(uint64(l.Scavenged.RSS)), FormatBytes(l.Scavenged.HeapInuse), FormatBytes(l.Scavenged.StackInuse))
+			fmt.Fprintf(w, "  %s idle: RSS %s (scavenged %s, heap %s, stacks %s), %s descriptors;", humanize.Comma(int64(l.Idle)),
+				FormatBytes(uint64(l.Sink.RSS)), FormatBytes(uint64(l.Scavenged.RSS)), FormatBytes(l.Scavenged.HeapInuse), FormatBytes(l.Scavenged.StackInuse),
+				humanize.Comma(int64(l.Sink.FDs)))
 		}
 		fmt.Fprintln(w)
 		if len(r.PerConn.Caches) > 0 {

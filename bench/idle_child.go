@@ -554,7 +554,7 @@ func (s *idleSinkChild) mem() IdleMem {
 	threads, rss := procUsage()
 	return IdleMem{RSS: rss, RSSAnon: rssAnon(), HeapInuse: ms.HeapInuse, HeapAlloc: ms.HeapAlloc, HeapObjs: ms.HeapObjects,
 		StackInuse: ms.StackInuse, RuntimeMeta: ms.MSpanInuse + ms.MCacheInuse + ms.GCSys + ms.OtherSys + ms.BuckHashSys,
-		GoSys: ms.Sys, Goroutines: runtime.NumGoroutine(), Threads: threads, Sources: s.idleAdded.Load() - s.idleEnded.Load()}
+		GoSys: ms.Sys, Goroutines: runtime.NumGoroutine(), Threads: threads, FDs: countFDs(), Sources: s.idleAdded.Load() - s.idleEnded.Load()}
 }
 
 func (s *idleSinkChild) stop() error {

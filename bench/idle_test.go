@@ -201,6 +201,9 @@ func TestIdleCLI(t *testing.T) {
 		if l.Sink.RSS <= 0 || l.Scavenged.HeapInuse == 0 || l.Sink.Threads < 1 || l.Kernel.SocketsUsed < int64(2*l.Idle) || l.Kernel.Slab <= 0 {
 			t.Errorf("level %d: %+v, kernel %+v", l.Idle, l.Sink, l.Kernel)
 		}
+		if l.Sink.FDs < l.Idle {
+			t.Errorf("level %d: the sink held %d descriptors", l.Idle, l.Sink.FDs)
+		}
 		if _, err := os.Stat(l.HeapProfile); err != nil {
 			t.Errorf("level %d: heap profile: %v", l.Idle, err)
 		}
