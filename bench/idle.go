@@ -124,6 +124,10 @@ const (
 	idleCloseTimeout = 120 * time.Second
 	idlePoll         = 20 * time.Millisecond
 	idleQuietLine    = 5 * time.Second // longest silence before a progress line
+	// idleStall is how long the sink's idle count may stand still while
+	// connections are being opened before the parent asks whether it
+	// has run out of descriptors.
+	idleStall = time.Second
 )
 
 // CountList is a comma-separated list of counts: "10000,100000" or
@@ -793,7 +797,7 @@ func idleRunner(ctx context.Context, c IdleConfig, plan idleRunnerPlan, exe stri
 	}
 	fmt.Fprintf(ios.Err, "%s: sink up%s, RLIMIT_NOFILE %s; %s up, RLIMIT_NOFILE %s\n",
 		runner, run.sinkShape(), run.SinkNoFile, plural(plan.Clients, "idle client"), clientsNoFile(run.ClientNoFile))
-	p := &idlePhase{c: c, runner: runner, exe: exe, pin: pin, ios: ios, sk: sk, cl: cl}
+	p := &idlePhase{c: c, plan: plan, runner: runner, exe: exe, pin: pin, ios: ios, sk: sk, cl: cl}
 
 	if c.Active > 0 {
 		if run.Without, err = p.active(ctx, 0, 0); err != nil {
@@ -854,6 +858,7 @@ func idleRunner(ctx context.Context, c IdleConfig, plan idleRunnerPlan, exe stri
 // idlePhase carries one runner's processes through its phases.
 type idlePhase struct {
 	c      IdleConfig
+	plan   idleRunnerPlan
 	runner string
 	exe    string
 	pin    Pinning
@@ -913,6 +918,7 @@ func (p *idlePhase) openAndWait(ctx context.Context, n int) (*idleOpened, error)
 	var opened *idleOpened
 	deadline := time.Now().Add(idleStepTimeout)
 	lastLine := time.Now()
+	held, heldSince := int64(-1), time.Now()
 	tick := time.NewTicker(idlePoll)
 	defer tick.Stop()
 	for {
@@ -942,6 +948,14 @@ func (p *idlePhase) openAndWait(ctx context.Context, n int) (*idleOpened, error)
 			return opened, nil
 		}
 		now := time.Now()
+		if cn.IdleAdded != held {
+			held, heldSince = cn.IdleAdded, now
+		} else if now.Sub(heldSince) >= idleStall {
+			if err := p.outOfFDs(held); err != nil {
+				return nil, err
+			}
+			heldSince = now
+		}
 		if now.After(deadline) {
 			return nil, fmt.Errorf("bench: after %v the clients had opened %s and the sink held %s of %s idle connections",
 				idleStepTimeout, openedCount(opened), humanize.Comma(cn.IdleAdded), humanize.Comma(int64(n)))
@@ -952,6 +966,35 @@ func (p *idlePhase) openAndWait(ctx context.Context, n int) (*idleOpened, error)
 		}
 	}
 }
+
+// outOfFDs fails when the sink, its count of idle connections standing
+// at idle, holds as many descriptors as its soft RLIMIT_NOFILE allows,
+// so that it cannot accept another.
+func (p *idlePhase) outOfFDs(idle int64) error {
+	r, err := p.sk.call(idleReq{Op: opCounts, FDs: true})
+	if err != nil {
+		return err
+	}
+	soft := p.sk.ready.NoFile.Soft
+	if r.Counts == nil || r.Counts.FDs < 0 || uint64(r.Counts.FDs)+idleFDSlack < soft {
+		return nil
+	}
+	msg := fmt.Sprintf("bench: the sink ran out of descriptors at %s idle connections: it holds %s, all its soft RLIMIT_NOFILE of %s allows",
+		humanize.Comma(idle), humanize.Comma(int64(r.Counts.FDs)), humanize.Comma(int64(soft)))
+	if p.plan.Slots > 0 && int64(r.Counts.FDs) >= idle {
+		tables := fmt.Sprintf("the file table of its worker (%s slots)", humanize.Comma(int64(p.plan.Slots)))
+		if p.plan.Workers > 1 {
+			tables = fmt.Sprintf("the file tables of its %d workers (%s slots each)", p.plan.Workers, humanize.Comma(int64(p.plan.Slots)))
+		}
+		msg += fmt.Sprintf("; the plan counted on %s to hold the connections, but it holds a descriptor for each", tables)
+	}
+	return errors.New(msg)
+}
+
+// idleFDSlack is how far below its soft limit a sink's descriptor count
+// may be and still be out of descriptors: an accept in progress holds
+// one a moment.
+const idleFDSlack = 4
 
 func openedCount(o *idleOpened) string {
 	if o == nil {

@@ -51,6 +51,7 @@ type idleReq struct {
 	Op          string `json:"op"`
 	Target      int64  `json:"target,omitempty"`
 	HeapProfile string `json:"heap_profile,omitempty"`
+	FDs         bool   `json:"fds,omitempty"` // counts: the sink's descriptors too
 }
 
 // idleResp is every answer; the field of the request's kind is set.
@@ -78,6 +79,7 @@ type idleCounts struct {
 	Goroutines   int      `json:"goroutines"`
 	Errors       uint64   `json:"errors"`
 	ErrorSamples []string `json:"error_samples,omitempty"`
+	FDs          int      `json:"fds,omitempty"` // when asked: the descriptors the sink holds
 }
 
 type idleSample struct {
@@ -608,6 +610,9 @@ func (s *idleSinkChild) handle(_ context.Context, req idleReq) (*idleResp, error
 		cn.FirstNs, cn.ReachedNs = s.first.Load(), s.reached.Load()
 		cn.Bytes, cn.CPUNs, cn.Goroutines = s.col.total.Load(), cpuTime().Nanoseconds(), runtime.NumGoroutine()
 		cn.Errors, cn.ErrorSamples = s.col.errs.Load(), s.col.errorSamples()
+		if req.FDs {
+			cn.FDs = countFDs()
+		}
 		return &idleResp{Counts: cn}, nil
 	case opSample:
 		return s.sample(req.HeapProfile)

@@ -165,6 +165,50 @@ func TestIdleCLI(t *testing.T) {
 	}
 	runner := avail[0]
 	bin := buildCLI(t)
+	t.Run("scenario", func(t *testing.T) { testIdleCLIScenario(t, bin, runner) })
+	if slices.Contains(avail, "uring") {
+		t.Run("uring descriptors", func(t *testing.T) { testIdleCLIURingDescriptors(t, bin) })
+	}
+}
+
+// testIdleCLIURingDescriptors runs a uring sink under a hard limit of
+// 1,200 descriptors with 1,500 idle connections, which its worker's file
+// table is planned to hold: it either holds them, the most in the
+// table, or says at once that it ran out of descriptors, rather than
+// waiting for connections it cannot accept.
+func testIdleCLIURingDescriptors(t *testing.T, bin string) {
+	jsonPath := filepath.Join(t.TempDir(), "idle.json")
+	t0 := time.Now()
+	stdout, stderr, status := runCLI(t, "sh", "-c", `ulimit -n 1200 && exec "$0" "$@"`, bin, "idle", "--runners", "uring", "--workers", "1",
+		"--idle", "100,1500", "--burst", "100", "--active", "0", "--settle", "0", "--json", jsonPath)
+	if !strings.Contains(stderr, "hard RLIMIT_NOFILE 1,200") || !strings.Contains(stderr, "3 idle clients") {
+		t.Fatalf("not under a hard limit of 1,200, or not 3 clients: exit %d\n%s", status, stderr)
+	}
+	if status != 0 {
+		if !strings.Contains(stderr, "the sink ran out of descriptors") || time.Since(t0) > idleStepTimeout/2 {
+			t.Fatalf("idle: exit %d after %v\nstdout:\n%s\nstderr:\n%s", status, time.Since(t0), stdout, stderr)
+		}
+		return
+	}
+	raw, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep IdleReport
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Runs) != 1 || rep.Runs[0].FileSlots != 1200 || len(rep.Runs[0].ClientNoFile) != 3 {
+		t.Fatalf("runs %+v", rep.Runs)
+	}
+	if l := rep.Runs[0].Levels[2]; l.Idle != 1500 || l.Sink.FDs >= 1200 {
+		t.Errorf("at %d idle the sink held %d descriptors", l.Idle, l.Sink.FDs)
+	}
+}
+
+// testIdleCLIScenario runs 200 idle connections, held by three client
+// processes, beside 4 active sources, on runner.
+func testIdleCLIScenario(t *testing.T, bin, runner string) {
 	jsonPath := filepath.Join(t.TempDir(), "idle.json")
 	heapDir := t.TempDir()
 	stdout, stderr, status := runCLI(t, bin, "idle", "--runners", runner, "--idle", "100,200", "--burst", "100", "--client-conns", "80", "--active", "4",
