@@ -196,10 +196,11 @@ func (c IdleConfig) plan(runner string, workers int, hard uint64, perClient int)
 	if top <= most {
 		p.Levels = slices.Clone([]int(c.Idle))
 	} else {
-		why := c.tooMany(p, top, hard, most)
 		if !c.CapLevels || c.Idle[0] > most {
-			return p, errors.New(why)
+			return p, errors.New(c.tooMany(p, top, hard, most, true))
 		}
+		// The levels measured instead are the fix this run takes.
+		why := c.tooMany(p, top, hard, most, false)
 		p.Levels = idleFitLevels(c.Idle, most)
 		p.Capped = fmt.Sprintf("measured up to %s idle: %s", humanize.Comma(int64(p.top())), why)
 	}
@@ -215,17 +216,19 @@ func (c IdleConfig) plan(runner string, workers int, hard uint64, perClient int)
 
 // tooMany says, in flags, why the sink of p cannot hold top idle
 // connections beside the active ones, and what would: the levels that
-// fit, uring workers enough, or a higher hard limit.
-func (c IdleConfig) tooMany(p idleRunnerPlan, top int, hard uint64, most int) string {
+// fit (with levels), uring workers enough, or a higher hard limit.
+func (c IdleConfig) tooMany(p idleRunnerPlan, top int, hard uint64, most int, levels bool) string {
 	conns := top + c.Active
 	need := idleSinkNeed(p.Runner, conns, p.Workers, p.Slots)
 	var b strings.Builder
 	fmt.Fprintf(&b, "--idle %d needs %s descriptors for the %s runner", top, humanize.Comma(int64(need)), p.Runner)
 	if p.Runner == engine.RunnerURing {
 		switch {
+		case p.Slots > 0 && p.Workers == 1:
+			fmt.Fprintf(&b, " (%s beyond its worker's file table of %s slots)", humanize.Comma(int64(conns-p.Slots)), humanize.Comma(int64(p.Slots)))
 		case p.Slots > 0:
-			fmt.Fprintf(&b, " (%s beyond the file tables of its %s of %s slots)", humanize.Comma(int64(conns-p.Workers*p.Slots)),
-				plural(p.Workers, "worker"), humanize.Comma(int64(p.Slots)))
+			fmt.Fprintf(&b, " (%s beyond the file tables of its %d workers, %s slots each)", humanize.Comma(int64(conns-p.Workers*p.Slots)),
+				p.Workers, humanize.Comma(int64(p.Slots)))
 		default:
 			b.WriteString(" (no file tables: --file-slots -1)")
 		}
@@ -235,7 +238,7 @@ func (c IdleConfig) tooMany(p idleRunnerPlan, top int, hard uint64, most int) st
 	}
 	fmt.Fprintf(&b, " but the hard limit is %s", humanize.Comma(int64(hard)))
 	var fixes []string
-	if fit := idleFitLevels(c.Idle, most); len(fit) > 0 {
+	if fit := idleFitLevels(c.Idle, most); levels && len(fit) > 0 {
 		fixes = append(fixes, fmt.Sprintf("measure %s at --idle %s", p.Runner, joinInts(fit)))
 	}
 	slots, without := p.Slots, ""
