@@ -42,10 +42,15 @@ type EngineFlags struct {
 	Inline bool
 	// TLS puts the listeners on TLS (run --tls).
 	TLS *srcs.TLSConfig `json:",omitempty"`
+	// FileSlots sizes each uring worker's registered file table
+	// (engine.Config.FileSlots; idle --file-slots): zero for the
+	// engine's default, negative for none.
+	FileSlots int `json:",omitempty"`
 }
 
 func (f EngineFlags) config(runner string) engine.Config {
-	return engine.Config{Runner: runner, Buffers: f.Pool, BufSize: int(f.Buf), Workers: f.Workers, Flush: f.Flush, BatchWait: f.BatchWait}
+	return engine.Config{Runner: runner, Buffers: f.Pool, BufSize: int(f.Buf), Workers: f.Workers, Flush: f.Flush, BatchWait: f.BatchWait,
+		FileSlots: f.FileSlots}
 }
 
 // handler returns the engine option that delivers to h: inline with

@@ -1,24 +1,24 @@
 package bench
 
 // `sluice-bench idle` measures what idle connections cost a sink, per
-// runner, beside a few active ones (issue 21). Four processes take part,
-// so that each one's resources are its own:
+// runner, beside a few active ones (issue 21). Four kinds of process
+// take part, so that each one's resources are its own:
 //
 //   - the parent (Idle) runs the scenario, reads the kernel's socket and
 //     slab figures, and prints the report;
 //   - the sink (the hidden `idle sink` child, idle_child.go) runs the
 //     engine with one runner, on the parent's engine CPUs, and answers
 //     the parent's requests for its counters, its memory and its streams;
-//   - the idle client (`idle conns`, idle_linux.go) opens the idle
-//     connections with raw non-blocking sockets, so that they cost the
-//     client no Go objects and no epoll registration, and ends them with
-//     a reset, so that no TIME_WAIT outlives the run;
+//   - the idle clients (`idle conns`, idle_linux.go), one or more, open
+//     the idle connections with raw non-blocking sockets, so that they
+//     cost the clients no Go objects and no epoll registration, and end
+//     them with a reset, so that no TIME_WAIT outlives the run;
 //   - the generator (`gen`, as `run` starts it) sends the active load,
 //     and the sink checksums every active stream to reconcile it.
 //
 // Per runner, the parent: samples the sink with no connection at all;
 // runs the active load alone (the "without" phase); opens a burst of
-// --burst idle connections as fast as the client can and times how long
+// --burst idle connections as fast as the clients can and times how long
 // the sink takes to register them; opens more, in steps of a burst, up
 // to each --idle level, and samples the sink and the kernel there; runs
 // the active load again beside the idle connections (the "with" phase);
@@ -29,10 +29,39 @@ package bench
 // 100,000 connections on one host need more than one address pair: a
 // (source address, listener) pair can hold about 28,000 connections
 // (/proc/sys/net/ipv4/ip_local_port_range), so the idle listeners bind
-// 127.0.0.11 and up (--listeners), the client binds source addresses
+// 127.0.0.11 and up (--listeners), the clients bind source addresses
 // from 127.0.0.101 up, and no pair carries more than idlePerPair
-// connections. Both the sink and the client raise RLIMIT_NOFILE, the hard
-// limit too where the process may (root), and the report says to what.
+// connections.
+//
+// They need more descriptors than one process may hold, too, where the
+// hard RLIMIT_NOFILE is lower than that and may not be raised (no
+// CAP_SYS_RESOURCE). The parent raises its own limits as far as it may
+// (the hard one too as root) and plans within the hard limit its
+// children inherit, H (idle_plan.go):
+//
+//   - the idle connections are spread over as many client processes as
+//     it takes for none to hold more than H less a margin of 512
+//     (--client-conns: fewer). Client i of n holds the plan's
+//     connections i, i+n, i+2n..., so that at every level the clients
+//     together hold its first connections, spread over the address
+//     pairs as one client would spread them;
+//   - a uring sink keeps each worker's connections in a registered file
+//     table of --file-slots slots (default: its soft limit, at most
+//     65,536), which do not count against RLIMIT_NOFILE: it raises its
+//     soft limit to H and needs a descriptor only for the margin and the
+//     connections beyond workers x slots. The other runners need one per
+//     connection, idle or active, and the margin;
+//   - a runner whose sink cannot hold a level stops the command before
+//     anything starts, with an error that names the levels it could
+//     measure, the uring workers that would hold them all, and the hard
+//     limit that would. With the default levels (no --idle) a runner is
+//     capped instead: it is measured at the levels it can hold and then
+//     at the most it can, in thousands, and the report says so; one that
+//     cannot hold the first level is skipped.
+//
+// Every process raises its soft limit as far as it needs (the uring sink
+// to H), and the report says to what, with the descriptors the sink held
+// at each level.
 
 import (
 	"context"
@@ -41,6 +70,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -48,6 +78,7 @@ import (
 	"time"
 
 	"github.com/dustin/go-humanize"
+	"github.com/sluice-io/sluice/engine"
 )
 
 // Defaults of `idle`: issue 21's scenario, 1,000 active sources at
@@ -71,7 +102,7 @@ const (
 	// pair: well within the 28,232 ports of the default ephemeral range,
 	// so that connect never searches a nearly full range.
 	idlePerPair = 16000
-	// idleMinSourceAddrs is the fewest source addresses the client binds.
+	// idleMinSourceAddrs is the fewest source addresses the clients bind.
 	idleMinSourceAddrs = 4
 	// idleFirstListenHost and idleFirstSourceHost are the last octets of
 	// the first idle listener's address and the first source address.
@@ -80,7 +111,7 @@ const (
 	idleLastHost        = 254
 	// idleActiveAddr is where the active load connects.
 	idleActiveAddr = "127.0.0.1:0"
-	// idleFDMargin is the descriptors each side needs besides one per
+	// idleFDMargin is the descriptors each process needs besides one per
 	// connection: listeners, the runner's rings or epoll sets, pipes, a
 	// duplicate per connection being handed to a runner.
 	idleFDMargin = 512
@@ -93,6 +124,10 @@ const (
 	idleCloseTimeout = 120 * time.Second
 	idlePoll         = 20 * time.Millisecond
 	idleQuietLine    = 5 * time.Second // longest silence before a progress line
+	// idleStall is how long the sink's idle count may stand still while
+	// connections are being opened before the parent asks whether it
+	// has run out of descriptors.
+	idleStall = time.Second
 )
 
 // CountList is a comma-separated list of counts: "10000,100000" or
@@ -131,12 +166,33 @@ func (l *CountList) Set(v string) error {
 	return nil
 }
 
+// idleLevelsFlag is --idle: it sets the levels and clears CapLevels.
+type idleLevelsFlag struct{ c *IdleConfig }
+
+func (f idleLevelsFlag) String() string {
+	if f.c == nil {
+		return ""
+	}
+	return f.c.Idle.String()
+}
+
+func (f idleLevelsFlag) Set(v string) error {
+	f.c.CapLevels = false
+	return f.c.Idle.Set(v)
+}
+
 // IdleConfig configures the `idle` command.
 type IdleConfig struct {
 	Runners StringList // empty: uring, epoll and goroutine, those available
 	// Idle lists the idle levels, ascending; the figures per connection
 	// are taken between the first and the last.
 	Idle CountList
+	// CapLevels measures a runner whose sink cannot hold the top level
+	// (for want of descriptors) at the levels it can hold and then at
+	// the most it can, instead of stopping before the start. It is set
+	// by default and cleared by --idle: levels asked for are measured or
+	// refused.
+	CapLevels bool
 	// Active sources send Rate each (MsgSize messages) for Duration,
 	// once without the idle connections and once beside them. 0: no
 	// active phases.
@@ -149,11 +205,14 @@ type IdleConfig struct {
 	// Past the burst the connections are opened in steps of that size.
 	Burst int
 	// Listeners is the number of idle listeners (127.0.0.11 and up);
-	// SourceAddrs the number of source addresses the client binds
+	// SourceAddrs the number of source addresses the clients bind
 	// (127.0.0.101 and up), 0 to need no more than idlePerPair
 	// connections per pair (and at least idleMinSourceAddrs).
 	Listeners   int
 	SourceAddrs int
+	// ClientConns is the most idle connections one client process
+	// holds; 0: what the hard RLIMIT_NOFILE allows, less idleFDMargin.
+	ClientConns int
 	// Settle is how long the sink is left alone at each level before it
 	// is sampled.
 	Settle time.Duration
@@ -171,7 +230,7 @@ type IdleConfig struct {
 
 // DefaultIdleConfig returns the defaults documented on the flags.
 func DefaultIdleConfig() IdleConfig {
-	return IdleConfig{Idle: slices.Clone(defaultIdleLevels), Active: DefaultIdleActive, Rate: DefaultIdleRate,
+	return IdleConfig{Idle: slices.Clone(defaultIdleLevels), CapLevels: true, Active: DefaultIdleActive, Rate: DefaultIdleRate,
 		MsgSize: DefaultIdleMsgSize, Duration: DefaultIdleDuration, Listeners: DefaultIdleListeners,
 		Settle: DefaultIdleSettle, Pin: true}
 }
@@ -186,14 +245,18 @@ func defaultIdleRunners() []string {
 // RegisterFlags defines c's flags on fs, with c's values as defaults.
 func (c *IdleConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.Var(&c.Runners, "runners", "comma-separated runners to measure, in order (default: uring,epoll,goroutine, those available; thread stops at its thread cap)")
-	fs.Var(&c.Idle, "idle", "idle levels, ascending, e.g. 10000,100000 or 10k,100k; the figures per idle connection are taken between the first and the last")
+	fs.Var(idleLevelsFlag{c}, "idle", "idle levels, ascending, e.g. 10000,100000 or 10k,100k; the figures per idle connection are taken between the first and the last. "+
+		"A runner whose sink cannot hold a level given here for want of descriptors (the hard RLIMIT_NOFILE) stops the command before it starts, naming what would fit; "+
+		"with the default levels such a runner is measured up to the most it can hold instead, and one that cannot hold the first is skipped")
 	fs.IntVar(&c.Active, "active", c.Active, "active sources, measured without and then beside the idle connections (0: none)")
 	fs.Var(&c.Rate, "rate", "mean bytes per second per active source (0 unlimited)")
 	fs.Var(&c.MsgSize, "msg-size", "message size of the active sources")
 	fs.DurationVar(&c.Duration, "duration", c.Duration, "how long the active sources send, in each of the two phases")
 	fs.IntVar(&c.Burst, "burst", c.Burst, fmt.Sprintf("idle connections opened at once to time the sink's accept, and the step past it (default %d, or the first level if lower)", DefaultIdleBurst))
 	fs.IntVar(&c.Listeners, "listeners", c.Listeners, "idle listeners, on 127.0.0.11 and up")
-	fs.IntVar(&c.SourceAddrs, "source-addrs", c.SourceAddrs, fmt.Sprintf("source addresses of the idle client, 127.0.0.101 and up (default: enough for at most %d connections per source and listener, and at least %d)", idlePerPair, idleMinSourceAddrs))
+	fs.IntVar(&c.ClientConns, "client-conns", c.ClientConns, fmt.Sprintf("most idle connections per client process; more take more processes (default: the hard RLIMIT_NOFILE less %d)", idleFDMargin))
+	fs.IntVar(&c.Engine.FileSlots, "file-slots", c.Engine.FileSlots, fmt.Sprintf("size of each uring worker's registered file table, whose connections need no descriptor of the sink's (default: the sink's soft RLIMIT_NOFILE, which it raises to the hard limit, at most %d; negative: none)", engine.DefaultMaxFileSlots))
+	fs.IntVar(&c.SourceAddrs, "source-addrs", c.SourceAddrs, fmt.Sprintf("source addresses of the idle clients, 127.0.0.101 and up (default: enough for at most %d connections per source and listener, and at least %d)", idlePerPair, idleMinSourceAddrs))
 	fs.DurationVar(&c.Settle, "settle", c.Settle, "how long the sink is left alone at each level before it is sampled")
 	fs.BoolVar(&c.Pin, "pin", c.Pin, "pin the sink to the engine's CPUs and the clients to the others (when there are 2 or more)")
 	fs.StringVar(&c.JSON, "json", c.JSON, "write the JSON report to `FILE` (- for stdout)")
@@ -236,6 +299,10 @@ func (c IdleConfig) Validate() error {
 		return fmt.Errorf("--listeners: %d: must be from 1 to %d", c.Listeners, idleFirstSourceHost-idleFirstListenHost)
 	case c.SourceAddrs < 0:
 		return fmt.Errorf("--source-addrs: %d: must not be negative", c.SourceAddrs)
+	case c.ClientConns < 0:
+		return fmt.Errorf("--client-conns: %d: must not be negative", c.ClientConns)
+	case c.Engine.FileSlots > engine.MaxFileSlots:
+		return fmt.Errorf("--file-slots: %d: must be at most %d (the kernel's most), or negative for none", c.Engine.FileSlots, engine.MaxFileSlots)
 	case c.Settle < 0:
 		return fmt.Errorf("--settle: %v: must not be negative", c.Settle)
 	case c.MemProfileRate < 0:
@@ -256,29 +323,14 @@ func (c IdleConfig) Validate() error {
 	return c.Engine.validate()
 }
 
-// sinkNoFile and clientNoFile are the descriptors the sink and the idle
-// client need.
-func (c IdleConfig) sinkNoFile() uint64 {
-	return uint64(c.Idle[len(c.Idle)-1] + c.Active + idleFDMargin)
-}
-
-func (c IdleConfig) clientNoFile() uint64 { return uint64(c.Idle[len(c.Idle)-1] + idleFDMargin) }
-
-// checkNoFile fails early, saying what would fit, when the children
-// could not raise RLIMIT_NOFILE as far as they need: it raises this
-// process's limit, which they inherit, the hard limit too where this
-// process may.
-func (c IdleConfig) checkNoFile() error {
-	need := max(c.sinkNoFile(), c.clientNoFile())
-	lim, err := raiseNoFile(need)
-	if err == nil {
-		return nil
-	}
-	fits := int64(max(lim.Hard, lim.Soft)) - int64(c.Active) - idleFDMargin
-	if fits < 1 {
-		return fmt.Errorf("bench: idle: %v", err)
-	}
-	return fmt.Errorf("bench: idle: the sink %v; with this hard limit the highest --idle level is %d (with --active %d)", err, fits, c.Active)
+// idleHardNoFile raises this process's RLIMIT_NOFILE to what one process
+// would need to hold every connection, the hard limit too where this
+// process may (root), and returns the hard limit then, which the
+// children inherit, at most the kernel's nr_open: the plan's H.
+func (c IdleConfig) idleHardNoFile() (uint64, error) {
+	want := uint64(c.Idle[len(c.Idle)-1] + c.Active + idleFDMargin)
+	raiseNoFile(want) // as far as it may; the plan works within the rest
+	return noFileHard()
 }
 
 // burst is the size of the timed burst.
@@ -289,7 +341,7 @@ func (c IdleConfig) burst() int {
 	return min(DefaultIdleBurst, c.Idle[0])
 }
 
-// sourceAddrs is the number of source addresses the client binds.
+// sourceAddrs is the number of source addresses the clients bind.
 func (c IdleConfig) sourceAddrs() int {
 	if c.SourceAddrs > 0 {
 		return c.SourceAddrs
@@ -314,7 +366,7 @@ func idleListenAddrs(n int) []string {
 	return out
 }
 
-// idleSourceAddrs returns the client's source addresses.
+// idleSourceAddrs returns the clients' source addresses.
 func idleSourceAddrs(n int) []string {
 	out := make([]string, n)
 	for i := range out {
@@ -345,13 +397,20 @@ type idleParams struct {
 	DurationS   float64  `json:"duration_s"`
 	Burst       int      `json:"burst"`
 	Listeners   []string `json:"listeners"`    // the idle listeners, before binding
-	SourceAddrs []string `json:"source_addrs"` // the idle client's
+	SourceAddrs []string `json:"source_addrs"` // the idle clients'
 	PerPair     int      `json:"max_per_pair"`
-	SettleS     float64  `json:"settle_s"`
-	Pool        int      `json:"pool"`
-	Buf         int64    `json:"buf"`
-	Workers     int      `json:"workers"`
-	FlushNs     int64    `json:"flush_ns"`
+	// NoFileHard is the hard RLIMIT_NOFILE every process worked under
+	// (at most nr_open); ClientConns the most connections per client
+	// process (0: what that limit allows); FileSlots the --file-slots
+	// asked for (0: the default; negative: none).
+	NoFileHard  uint64  `json:"nofile_hard"`
+	ClientConns int     `json:"client_conns"`
+	FileSlots   int     `json:"file_slots"`
+	SettleS     float64 `json:"settle_s"`
+	Pool        int     `json:"pool"`
+	Buf         int64   `json:"buf"`
+	Workers     int     `json:"workers"`
+	FlushNs     int64   `json:"flush_ns"`
 }
 
 // IdleRun is one runner's measurement.
@@ -362,9 +421,18 @@ type IdleRun struct {
 	Workers       int `json:"workers"`
 	ThreadsMax    int `json:"threads_max"`
 	ThreadsTarget int `json:"threads_target"`
-	// NoFile is RLIMIT_NOFILE as each child set it.
-	SinkNoFile   NoFileLimit `json:"sink_nofile"`
-	ClientNoFile NoFileLimit `json:"client_nofile"`
+	// FileSlots is each uring worker's registered file table as the
+	// sink sized it (0: the other runners, or none).
+	FileSlots int `json:"file_slots"`
+	// Capped says why the levels are not --idle's: the sink could not
+	// hold them (see IdleConfig.CapLevels).
+	Capped string `json:"capped,omitempty"`
+	// NoFile is RLIMIT_NOFILE as each child set it: the sink, and each
+	// idle client process, ClientConns the connections each held at the
+	// top level.
+	SinkNoFile   NoFileLimit   `json:"sink_nofile"`
+	ClientNoFile []NoFileLimit `json:"client_nofile"`
+	ClientConns  []int         `json:"client_conns"`
 	// Levels holds the sink and the kernel with no connection (idle 0,
 	// after the first active phase when there is one) and at each idle
 	// level.
@@ -379,10 +447,34 @@ type IdleRun struct {
 	With     *IdleActive `json:"active_with_idle,omitempty"`
 	CPURatio float64     `json:"cpu_ratio,omitempty"`
 	// CloseS is how long the sink took to end every idle connection once
-	// the client reset them.
+	// the clients reset them.
 	CloseS   float64 `json:"close_s"`
 	Errors   uint64  `json:"errors"` // source errors the sink saw, the resets included
 	Verified bool    `json:"verified"`
+}
+
+// sinkShape says how r's sink ran: its workers and their file tables.
+func (r *IdleRun) sinkShape() string { return idleSinkShape(r.Runner, r.Workers, r.FileSlots) }
+
+// clientsNoFile writes the clients' RLIMIT_NOFILE, those alike together.
+func clientsNoFile(ls []NoFileLimit) string {
+	if len(ls) == 1 {
+		return ls[0].String()
+	}
+	var parts []string
+	for i := 0; i < len(ls); {
+		j := i + 1
+		for j < len(ls) && ls[j] == ls[i] {
+			j++
+		}
+		who := fmt.Sprintf("client %d", i+1)
+		if j > i+1 {
+			who = fmt.Sprintf("clients %d-%d", i+1, j)
+		}
+		parts = append(parts, who+": "+ls[i].String())
+		i = j
+	}
+	return strings.Join(parts, "; ")
 }
 
 // NoFileLimit is RLIMIT_NOFILE before and after a process raised it.
@@ -435,7 +527,10 @@ type IdleMem struct {
 	GoSys       uint64 `json:"go_sys"`
 	Goroutines  int    `json:"goroutines"`
 	Threads     int    `json:"threads"`
-	Sources     int64  `json:"sources"` // idle connections the sink holds
+	// FDs is the descriptors the process holds (-1: unknown): under
+	// uring, the connections in no worker's file table and the margin.
+	FDs     int   `json:"fds"`
+	Sources int64 `json:"sources"` // idle connections the sink holds
 }
 
 // KernelMem is the host's socket and slab memory (system-wide: both
@@ -476,8 +571,8 @@ type IdlePerConn struct {
 	StackInuse   float64 `json:"stack_inuse"`
 	RuntimeMeta  float64 `json:"runtime_meta"`
 	Goroutines   float64 `json:"goroutines"`
-	// The kernel, for both ends of each connection (the client's socket
-	// is the other half): sockets, TCP buffer memory, and all slab.
+	// The kernel, for both ends of each connection (the clients' sockets
+	// are the other half): sockets, TCP buffer memory, and all slab.
 	Sockets     float64 `json:"kernel_sockets"`
 	TCPMemBytes float64 `json:"kernel_tcp_mem"`
 	SlabBytes   float64 `json:"kernel_slab"`
@@ -495,11 +590,11 @@ type SlabGrowth struct {
 // IdleBurst is the timed burst of idle connections.
 type IdleBurst struct {
 	Conns int `json:"conns"`
-	// Seconds runs from the client's first connect to the sink's
+	// Seconds runs from the clients' first connect to the sink's
 	// registering the last connection as a source. ClientS is the
-	// client's own part, until its last connect completed, and SinkS
+	// clients' own part, until their last connect completed, and SinkS
 	// the sink's, from its first registration to its last: when
-	// ClientS is close to Seconds, the client set the pace.
+	// ClientS is close to Seconds, the clients set the pace.
 	Seconds   float64 `json:"seconds"`
 	ClientS   float64 `json:"client_s"`
 	SinkS     float64 `json:"sink_s"`
@@ -543,9 +638,6 @@ func Idle(ctx context.Context, c IdleConfig, ios IO) (*IdleReport, error) {
 	if err := idleSupported(); err != nil {
 		return nil, err
 	}
-	if err := c.checkNoFile(); err != nil {
-		return nil, err
-	}
 	exe, err := executable(c.Exe)
 	if err != nil {
 		return nil, err
@@ -556,19 +648,36 @@ func Idle(ctx context.Context, c IdleConfig, ios IO) (*IdleReport, error) {
 	}
 	pin, unpin := pinApart(c.Pin)
 	defer unpin()
-	rep := &IdleReport{Command: "idle", Host: hostInfo(), Pinning: pin, Skipped: skipped, Failed: []Skipped{}, Runs: []*IdleRun{}, OK: true,
+	hard, err := c.idleHardNoFile()
+	if err != nil {
+		return nil, fmt.Errorf("bench: idle: %w", err)
+	}
+	// After pinApart: the sink's default workers follow its CPUs.
+	plans, unfit, err := c.planRunners(runners, hard)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range unfit {
+		fmt.Fprintf(ios.Err, "sluice-bench idle: runner %s skipped: %s\n", s.Runner, s.Reason)
+	}
+	rep := &IdleReport{Command: "idle", Host: hostInfo(), Pinning: pin, Skipped: append(skipped, unfit...), Failed: []Skipped{}, Runs: []*IdleRun{}, OK: true,
 		Config: idleParams{Idle: c.Idle, Active: c.Active, RateBps: float64(c.Rate), MsgSize: int64(c.MsgSize), DurationS: c.Duration.Seconds(),
 			Burst: c.burst(), Listeners: idleListenAddrs(c.Listeners), SourceAddrs: idleSourceAddrs(c.sourceAddrs()), PerPair: c.perPair(),
+			NoFileHard: hard, ClientConns: c.ClientConns, FileSlots: c.Engine.FileSlots,
 			SettleS: c.Settle.Seconds(), Pool: c.Engine.Pool, Buf: int64(c.Engine.Buf), Workers: c.Engine.Workers, FlushNs: int64(c.Engine.Flush)}}
 	rep.Notes = append(rep.Notes, idleNotes...)
 	active := "no active sources"
 	if c.Active > 0 {
 		active = fmt.Sprintf("%d active sources at %s (%s messages, %v per phase)", c.Active, rateOrUnlimited(c.Rate), FormatBytes(uint64(c.MsgSize)), c.Duration)
 	}
-	fmt.Fprintf(ios.Err, "sluice-bench idle: idle levels %s over %d listeners x %d source addresses (at most %s per pair), %s, runners %v, %s\n",
-		commaList(c.Idle), c.Listeners, c.sourceAddrs(), humanize.Comma(int64(c.perPair())), active, runners, pinNote(pin))
-	for _, name := range runners {
-		run, err := idleRunner(ctx, c, name, exe, pin, ios)
+	fmt.Fprintf(ios.Err, "sluice-bench idle: idle levels %s over %d listeners x %d source addresses (at most %s per pair), %s, hard RLIMIT_NOFILE %s, %s\n",
+		commaList(c.Idle), c.Listeners, c.sourceAddrs(), humanize.Comma(int64(c.perPair())), active, humanize.Comma(int64(hard)), pinNote(pin))
+	for _, p := range plans {
+		fmt.Fprintf(ios.Err, "sluice-bench idle: %s\n", p)
+	}
+	for _, plan := range plans {
+		name := plan.Runner
+		run, err := idleRunner(ctx, c, plan, exe, pin, ios)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, fmt.Errorf("bench: %s: %w", name, err)
@@ -601,35 +710,94 @@ func Idle(ctx context.Context, c IdleConfig, ios IO) (*IdleReport, error) {
 // idleNotes qualify every idle report.
 var idleNotes = []string{
 	"per idle connection: the differences between the first and the last idle level, over the connections added between them; " +
-		"the sink's figures are its process alone (the client and the generator are processes of their own)",
+		"the sink's figures are its process alone (the idle clients and the generator are processes of their own)",
 	"rss is the sink's resident set as found after --settle; rss_scavenged, heap_inuse, stack_inuse and runtime_meta " +
 		"are after runtime.GC and debug.FreeOSMemory, what the process keeps",
 	"kernel figures are the host's (/proc/net/sockstat, /proc/meminfo Slab, /proc/slabinfo as root): both ends of each " +
-		"loopback connection, the client's socket being the other half, and whatever else the host does meanwhile",
-	"the idle client holds raw sockets (no epoll registration) and resets them at the end (SO_LINGER 0), so that no TIME_WAIT outlives a run; " +
+		"loopback connection, the clients' sockets being the other half, and whatever else the host does meanwhile",
+	"the idle clients hold raw sockets (no epoll registration) and reset them at the end (SO_LINGER 0), so that no TIME_WAIT outlives a run; " +
 		"the sink counts the resets as source errors",
+	"fds is the descriptors the sink held: a uring worker's connections in its registered file table (file_slots) need none",
 }
 
-// idleRunner measures one runner: see the comment at the top of the file.
-func idleRunner(ctx context.Context, c IdleConfig, runner, exe string, pin Pinning, ios IO) (*IdleRun, error) {
+// planRunners plans every runner under the hard limit (idle_plan.go).
+// With CapLevels a runner that cannot hold even the first level is
+// returned as skipped; without it any runner that cannot hold every
+// level stops the command, as do client processes the limit cannot
+// hold.
+func (c IdleConfig) planRunners(runners []string, hard uint64) ([]idleRunnerPlan, []Skipped, error) {
+	per, err := c.idleClientConns(hard)
+	if err != nil {
+		return nil, nil, fmt.Errorf("bench: idle: %w", err)
+	}
 	top := c.Idle[len(c.Idle)-1]
-	sk, err := startIdleSink(ctx, exe, idleSinkSpec{Runner: runner, Engine: c.Engine, IdleAddrs: idleListenAddrs(c.Listeners),
-		ActiveAddr: idleActiveAddr, NoFile: c.sinkNoFile(), MemProfileRate: c.MemProfileRate}, ios)
+	if n := idleClientProcs(top, per); n > idleMaxClients {
+		return nil, nil, fmt.Errorf("bench: idle: --idle %d takes %d client processes of at most %s connections each (--client-conns, or the hard RLIMIT_NOFILE of %s less %d), more than %d; lower --idle or raise the hard limit (ulimit -Hn, as root)",
+			top, n, humanize.Comma(int64(per)), humanize.Comma(int64(hard)), idleFDMargin, idleMaxClients)
+	}
+	var plans []idleRunnerPlan
+	var skipped []Skipped
+	var errs []error
+	for _, r := range runners {
+		p, err := c.plan(r, c.sinkWorkers(r), hard, per)
+		switch {
+		case err == nil:
+			plans = append(plans, p)
+		case c.CapLevels:
+			skipped = append(skipped, Skipped{Runner: r, Reason: err.Error()})
+		default:
+			errs = append(errs, err)
+		}
+	}
+	switch {
+	case len(errs) > 0:
+		return nil, nil, fmt.Errorf("bench: idle: %w", errors.Join(errs...))
+	case len(plans) == 0:
+		return nil, skipped, fmt.Errorf("bench: idle: no runner's sink can hold the first level: %s", skipped[0].Reason)
+	}
+	return plans, skipped, nil
+}
+
+// sinkWorkers is the workers the sink of runner runs, which the parent
+// passes on so that the plan holds: --workers, or the engine's default
+// as this process resolves it (after pinApart, GOMAXPROCS counts the
+// sink's CPUs).
+func (c IdleConfig) sinkWorkers(runner string) int {
+	if c.Engine.Workers > 0 {
+		return c.Engine.Workers
+	}
+	if r, err := c.Engine.config(runner).Resolved(); err == nil {
+		return r.Workers
+	}
+	return min(runtime.GOMAXPROCS(0), 8)
+}
+
+// idleRunner measures one runner as plan says: see the comment at the
+// top of the file.
+func idleRunner(ctx context.Context, c IdleConfig, plan idleRunnerPlan, exe string, pin Pinning, ios IO) (*IdleRun, error) {
+	runner, top := plan.Runner, plan.top()
+	eng := c.Engine
+	eng.Workers = plan.Workers
+	sk, err := startIdleSink(ctx, exe, idleSinkSpec{Runner: runner, Engine: eng, IdleAddrs: idleListenAddrs(c.Listeners),
+		ActiveAddr: idleActiveAddr, NoFile: plan.Need, NoFileHard: runner == engine.RunnerURing, MemProfileRate: c.MemProfileRate}, ios)
 	if err != nil {
 		return nil, err
 	}
 	defer sk.kill()
-	cl, err := startIdleClient(ctx, exe, idleClientSpec{Dst: sk.ready.IdleAddrs, Src: idleSourceAddrs(c.sourceAddrs()),
-		NoFile: c.clientNoFile()}, pin.GenCPUs, ios)
+	cl, err := startIdleClients(ctx, exe, idleClientSpec{Dst: sk.ready.IdleAddrs, Src: idleSourceAddrs(c.sourceAddrs())},
+		plan.Clients, top, pin.GenCPUs, ios)
 	if err != nil {
 		return nil, err
 	}
 	defer cl.kill()
-	run := &IdleRun{Runner: runner, Workers: sk.ready.Workers, ThreadsTarget: sk.ready.Workers + 16,
-		SinkNoFile: sk.ready.NoFile, ClientNoFile: cl.ready.NoFile, Verified: true}
-	fmt.Fprintf(ios.Err, "%s: sink up (%d workers), RLIMIT_NOFILE %s; idle client up, RLIMIT_NOFILE %s\n",
-		runner, run.Workers, run.SinkNoFile, run.ClientNoFile)
-	p := &idlePhase{c: c, runner: runner, exe: exe, pin: pin, ios: ios, sk: sk, cl: cl}
+	run := &IdleRun{Runner: runner, Workers: sk.ready.Workers, ThreadsTarget: sk.ready.Workers + 16, FileSlots: sk.ready.FileSlots,
+		Capped: plan.Capped, SinkNoFile: sk.ready.NoFile, ClientNoFile: cl.noFile(), Verified: true}
+	for i := range plan.Clients {
+		run.ClientConns = append(run.ClientConns, idleShare(top, i, plan.Clients))
+	}
+	fmt.Fprintf(ios.Err, "%s: sink up%s, RLIMIT_NOFILE %s; %s up, RLIMIT_NOFILE %s\n",
+		runner, run.sinkShape(), run.SinkNoFile, plural(plan.Clients, "idle client"), clientsNoFile(run.ClientNoFile))
+	p := &idlePhase{c: c, plan: plan, runner: runner, exe: exe, pin: pin, ios: ios, sk: sk, cl: cl}
 
 	if c.Active > 0 {
 		if run.Without, err = p.active(ctx, 0, 0); err != nil {
@@ -645,7 +813,7 @@ func idleRunner(ctx context.Context, c IdleConfig, runner, exe string, pin Pinni
 		return nil, err
 	}
 	open := c.burst()
-	for _, target := range c.Idle {
+	for _, target := range plan.Levels {
 		t0 := time.Now()
 		for open < target {
 			open = min(open+c.burst(), target)
@@ -677,7 +845,7 @@ func idleRunner(ctx context.Context, c IdleConfig, runner, exe string, pin Pinni
 	}
 	run.ThreadsMax, run.Errors = st.ThreadsMax, st.Errors
 	from := run.Levels[0]
-	if len(c.Idle) > 1 {
+	if len(plan.Levels) > 1 {
 		from = run.Levels[1]
 	}
 	run.PerConn = perIdleConn(from, run.Levels[len(run.Levels)-1])
@@ -690,12 +858,13 @@ func idleRunner(ctx context.Context, c IdleConfig, runner, exe string, pin Pinni
 // idlePhase carries one runner's processes through its phases.
 type idlePhase struct {
 	c      IdleConfig
+	plan   idleRunnerPlan
 	runner string
 	exe    string
 	pin    Pinning
 	ios    IO
 	sk     *idleSink
-	cl     *idleClient
+	cl     *idleClients
 	// activeSeen is the active sources the sink has registered so far.
 	activeSeen int64
 }
@@ -718,7 +887,7 @@ func (p *idlePhase) burst(ctx context.Context, n int) (IdleBurst, error) {
 	if b.Seconds > 0 {
 		b.ConnsPerS = float64(n) / b.Seconds
 	}
-	fmt.Fprintf(p.ios.Err, "%s: burst of %s idle connections registered by the sink in %.3fs (%s/s; the client's connects took %.3fs, the sink's first to last registration %.3fs)\n",
+	fmt.Fprintf(p.ios.Err, "%s: burst of %s idle connections registered by the sink in %.3fs (%s/s; the clients' connects took %.3fs, the sink's first to last registration %.3fs)\n",
 		p.runner, humanize.Comma(int64(n)), b.Seconds, humanize.Comma(int64(b.ConnsPerS)), b.ClientS, b.SinkS)
 	return b, nil
 }
@@ -734,7 +903,7 @@ func (p *idlePhase) openTo(ctx context.Context, n int) error {
 	return nil
 }
 
-// openAndWait has the client open up to n connections, then waits until
+// openAndWait has the clients open up to n connections, then waits until
 // the sink has registered n idle sources, failing if it ends any.
 func (p *idlePhase) openAndWait(ctx context.Context, n int) (*idleOpened, error) {
 	type res struct {
@@ -743,19 +912,13 @@ func (p *idlePhase) openAndWait(ctx context.Context, n int) (*idleOpened, error)
 	}
 	done := make(chan res, 1)
 	go func() {
-		r, err := p.cl.call(idleReq{Op: opOpen, Target: int64(n)})
-		if err == nil && r.Opened == nil {
-			err = errors.New("bench: idle client: no open report")
-		}
-		var o *idleOpened
-		if err == nil {
-			o = r.Opened
-		}
+		o, err := p.cl.open(n)
 		done <- res{o, err}
 	}()
 	var opened *idleOpened
 	deadline := time.Now().Add(idleStepTimeout)
 	lastLine := time.Now()
+	held, heldSince := int64(-1), time.Now()
 	tick := time.NewTicker(idlePoll)
 	defer tick.Stop()
 	for {
@@ -785,8 +948,16 @@ func (p *idlePhase) openAndWait(ctx context.Context, n int) (*idleOpened, error)
 			return opened, nil
 		}
 		now := time.Now()
+		if cn.IdleAdded != held {
+			held, heldSince = cn.IdleAdded, now
+		} else if now.Sub(heldSince) >= idleStall {
+			if err := p.outOfFDs(held); err != nil {
+				return nil, err
+			}
+			heldSince = now
+		}
 		if now.After(deadline) {
-			return nil, fmt.Errorf("bench: after %v the client had opened %s and the sink held %s of %s idle connections",
+			return nil, fmt.Errorf("bench: after %v the clients had opened %s and the sink held %s of %s idle connections",
 				idleStepTimeout, openedCount(opened), humanize.Comma(cn.IdleAdded), humanize.Comma(int64(n)))
 		}
 		if now.Sub(lastLine) >= idleQuietLine {
@@ -795,6 +966,35 @@ func (p *idlePhase) openAndWait(ctx context.Context, n int) (*idleOpened, error)
 		}
 	}
 }
+
+// outOfFDs fails when the sink, its count of idle connections standing
+// at idle, holds as many descriptors as its soft RLIMIT_NOFILE allows,
+// so that it cannot accept another.
+func (p *idlePhase) outOfFDs(idle int64) error {
+	r, err := p.sk.call(idleReq{Op: opCounts, FDs: true})
+	if err != nil {
+		return err
+	}
+	soft := p.sk.ready.NoFile.Soft
+	if r.Counts == nil || r.Counts.FDs < 0 || uint64(r.Counts.FDs)+idleFDSlack < soft {
+		return nil
+	}
+	msg := fmt.Sprintf("bench: the sink ran out of descriptors at %s idle connections: it holds %s, all its soft RLIMIT_NOFILE of %s allows",
+		humanize.Comma(idle), humanize.Comma(int64(r.Counts.FDs)), humanize.Comma(int64(soft)))
+	if p.plan.Slots > 0 && int64(r.Counts.FDs) >= idle {
+		tables := fmt.Sprintf("the file table of its worker (%s slots)", humanize.Comma(int64(p.plan.Slots)))
+		if p.plan.Workers > 1 {
+			tables = fmt.Sprintf("the file tables of its %d workers (%s slots each)", p.plan.Workers, humanize.Comma(int64(p.plan.Slots)))
+		}
+		msg += fmt.Sprintf("; the plan counted on %s to hold the connections, but it holds a descriptor for each", tables)
+	}
+	return errors.New(msg)
+}
+
+// idleFDSlack is how far below its soft limit a sink's descriptor count
+// may be and still be out of descriptors: an accept in progress holds
+// one a moment.
+const idleFDSlack = 4
 
 func openedCount(o *idleOpened) string {
 	if o == nil {
@@ -828,10 +1028,10 @@ func (p *idlePhase) level(ctx context.Context, idle int, took time.Duration) (*I
 	if l.Sink.Sources != int64(idle) {
 		return nil, fmt.Errorf("bench: at %d idle connections the sink holds %d", idle, l.Sink.Sources)
 	}
-	fmt.Fprintf(p.ios.Err, "%s: %s idle: RSS %s (%s scavenged), Go heap %s, stacks %s, %s goroutines, %d threads; kernel: %s sockets, slab %s\n",
+	fmt.Fprintf(p.ios.Err, "%s: %s idle: RSS %s (%s scavenged), Go heap %s, stacks %s, %s goroutines, %d threads, %s descriptors; kernel: %s sockets, slab %s\n",
 		p.runner, humanize.Comma(int64(idle)), FormatBytes(uint64(l.Sink.RSS)), FormatBytes(uint64(l.Scavenged.RSS)),
 		FormatBytes(l.Scavenged.HeapInuse), FormatBytes(l.Scavenged.StackInuse), humanize.Comma(int64(l.Scavenged.Goroutines)),
-		l.Sink.Threads, humanize.Comma(k.SocketsUsed), FormatBytes(uint64(k.Slab)))
+		l.Sink.Threads, humanize.Comma(int64(l.Sink.FDs)), humanize.Comma(k.SocketsUsed), FormatBytes(uint64(k.Slab)))
 	return l, nil
 }
 
@@ -977,7 +1177,7 @@ func (p *idlePhase) active(ctx context.Context, round, idle int) (*IdleActive, e
 // ended them all; it returns how long that took.
 func (p *idlePhase) closeAll(ctx context.Context, n int) (float64, error) {
 	t0 := time.Now()
-	if _, err := p.cl.call(idleReq{Op: opClose}); err != nil {
+	if err := p.cl.reset(); err != nil {
 		return 0, err
 	}
 	lastLine := t0
@@ -1090,8 +1290,9 @@ func writeIdleTable(w io.Writer, rep *IdleReport) {
 	for _, r := range rep.Runs {
 		fmt.Fprintf(w, "%s levels:", r.Runner)
 		for _, l := range r.Levels {
-			fmt.Fprintf(w, "  %s idle: RSS %s (scavenged %s, heap %s, stacks %s)", humanize.Comma(int64(l.Idle)),
-				FormatBytes(uint64(l.Sink.RSS)), FormatBytes(uint64(l.Scavenged.RSS)), FormatBytes(l.Scavenged.HeapInuse), FormatBytes(l.Scavenged.StackInuse))
+			fmt.Fprintf(w, "  %s idle: RSS %s (scavenged %s, heap %s, stacks %s), %s descriptors;", humanize.Comma(int64(l.Idle)),
+				FormatBytes(uint64(l.Sink.RSS)), FormatBytes(uint64(l.Scavenged.RSS)), FormatBytes(l.Scavenged.HeapInuse), FormatBytes(l.Scavenged.StackInuse),
+				humanize.Comma(int64(l.Sink.FDs)))
 		}
 		fmt.Fprintln(w)
 		if len(r.PerConn.Caches) > 0 {
@@ -1101,9 +1302,13 @@ func writeIdleTable(w io.Writer, rep *IdleReport) {
 			}
 			fmt.Fprintln(w)
 		}
-		fmt.Fprintf(w, "%s: burst of %s accepted in %.3fs (%s/s; the client's connects %.3fs, the sink's first to last %.3fs); reset and ended in %.2fs; RLIMIT_NOFILE sink %s, client %s\n",
-			r.Runner, humanize.Comma(int64(r.Burst.Conns)), r.Burst.Seconds, humanize.Comma(int64(r.Burst.ConnsPerS)), r.Burst.ClientS, r.Burst.SinkS,
-			r.CloseS, r.SinkNoFile, r.ClientNoFile)
+		fmt.Fprintf(w, "%s: burst of %s accepted in %.3fs (%s/s; the clients' connects %.3fs, the sink's first to last %.3fs); reset and ended in %.2fs\n",
+			r.Runner, humanize.Comma(int64(r.Burst.Conns)), r.Burst.Seconds, humanize.Comma(int64(r.Burst.ConnsPerS)), r.Burst.ClientS, r.Burst.SinkS, r.CloseS)
+		fmt.Fprintf(w, "%s: sink%s, RLIMIT_NOFILE %s; %s holding %s, RLIMIT_NOFILE %s\n", r.Runner, r.sinkShape(), r.SinkNoFile,
+			plural(len(r.ClientNoFile), "idle client process"), commaList(r.ClientConns), clientsNoFile(r.ClientNoFile))
+		if r.Capped != "" {
+			fmt.Fprintf(w, "%s: %s\n", r.Runner, r.Capped)
+		}
 	}
 	for _, s := range rep.Failed {
 		fmt.Fprintf(w, "failed %s: %s\n", s.Runner, s.Reason)
@@ -1119,8 +1324,9 @@ func writeIdleTable(w io.Writer, rep *IdleReport) {
 		fmt.Fprintf(w, "target %s: %s: %s: %s\n", t.Runner, t.Target, t.Value, verdict)
 	}
 	fmt.Fprintf(w, "kernel %s, %s, %d CPUs; %s\n", rep.Host.Kernel, rep.Host.Go, rep.Host.CPUs, pinNote(rep.Pinning))
-	fmt.Fprintf(w, "workload: idle %s over %d listeners x %d source addresses; %d active at %s, %s messages, %.1fs per phase\n",
-		commaList(c.Idle), len(c.Listeners), len(c.SourceAddrs), c.Active, rateOrUnlimited(Rate(c.RateBps)), FormatBytes(uint64(c.MsgSize)), c.DurationS)
+	fmt.Fprintf(w, "workload: idle %s over %d listeners x %d source addresses; %d active at %s, %s messages, %.1fs per phase; hard RLIMIT_NOFILE %s\n",
+		commaList(c.Idle), len(c.Listeners), len(c.SourceAddrs), c.Active, rateOrUnlimited(Rate(c.RateBps)), FormatBytes(uint64(c.MsgSize)), c.DurationS,
+		humanize.Comma(int64(c.NoFileHard)))
 	for _, n := range rep.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}

@@ -51,6 +51,7 @@ type idleReq struct {
 	Op          string `json:"op"`
 	Target      int64  `json:"target,omitempty"`
 	HeapProfile string `json:"heap_profile,omitempty"`
+	FDs         bool   `json:"fds,omitempty"` // counts: the sink's descriptors too
 }
 
 // idleResp is every answer; the field of the request's kind is set.
@@ -78,6 +79,7 @@ type idleCounts struct {
 	Goroutines   int      `json:"goroutines"`
 	Errors       uint64   `json:"errors"`
 	ErrorSamples []string `json:"error_samples,omitempty"`
+	FDs          int      `json:"fds,omitempty"` // when asked: the descriptors the sink holds
 }
 
 type idleSample struct {
@@ -108,12 +110,16 @@ type idleOpened struct {
 
 // idleSinkSpec configures the sink child.
 type idleSinkSpec struct {
-	Runner         string      `json:"runner"`
-	Engine         EngineFlags `json:"engine"`
-	IdleAddrs      []string    `json:"idle_addrs"`
-	ActiveAddr     string      `json:"active_addr"`
-	NoFile         uint64      `json:"nofile"`
-	MemProfileRate int         `json:"mem_profile_rate"`
+	Runner     string      `json:"runner"`
+	Engine     EngineFlags `json:"engine"`
+	IdleAddrs  []string    `json:"idle_addrs"`
+	ActiveAddr string      `json:"active_addr"`
+	// NoFile is the descriptors the sink needs; with NoFileHard it
+	// raises its soft limit to the hard limit all the same (uring, whose
+	// file tables follow the soft limit).
+	NoFile         uint64 `json:"nofile"`
+	NoFileHard     bool   `json:"nofile_hard,omitempty"`
+	MemProfileRate int    `json:"mem_profile_rate"`
 }
 
 // idleReady is a child's first answer.
@@ -124,13 +130,20 @@ type idleReady struct {
 	IdleAddrs  []string    `json:"idle_addrs,omitempty"`
 	ActiveAddr string      `json:"active_addr,omitempty"`
 	NoFile     NoFileLimit `json:"nofile"`
+	// FileSlots is each uring worker's file table as the engine sizes
+	// it under the sink's soft limit; 0 for the other runners.
+	FileSlots int `json:"file_slots,omitempty"`
 }
 
-// idleClientSpec configures the client child.
+// idleClientSpec configures a client child: client Index of Procs, which
+// holds the plan's connections Index, Index+Procs, Index+2*Procs...
+// (idleShare), each on the (source, listener) pair idlePair gives it.
 type idleClientSpec struct {
 	Dst    []string `json:"dst"` // the sink's idle listeners
 	Src    []string `json:"src"` // source addresses
 	NoFile uint64   `json:"nofile"`
+	Index  int      `json:"index"`
+	Procs  int      `json:"procs"` // 0: 1
 }
 
 // idleProc is the parent's end of a child: requests are answered in
@@ -279,20 +292,112 @@ func (s *idleSink) stop() (*idleStopInfo, error) {
 	return r.Stop, nil
 }
 
-// idleClient is the parent's handle on the client child.
+// idleClient is the parent's handle on one client child.
 type idleClient struct {
 	*idleProc
 	ready idleReady
+	index int
 }
 
-func startIdleClient(ctx context.Context, exe string, spec idleClientSpec, cpus []int, ios IO) (*idleClient, error) {
-	c := &idleClient{}
-	p, err := startIdleChild(ctx, exe, IdleConnsChild, spec, cpus, &c.ready, ios)
+// idleClients are the parent's handles on a runner's client children:
+// client i of n holds the plan's connections i, i+n, i+2n... (idleShare).
+type idleClients struct {
+	procs []*idleClient
+}
+
+// startIdleClients starts n clients on cpus, each with spec's addresses
+// and the descriptors for its share of top connections.
+func startIdleClients(ctx context.Context, exe string, spec idleClientSpec, n, top int, cpus []int, ios IO) (*idleClients, error) {
+	cs := &idleClients{}
+	for i := range n {
+		sp := spec
+		sp.Index, sp.Procs, sp.NoFile = i, n, uint64(idleShare(top, i, n)+idleFDMargin)
+		c := &idleClient{index: i}
+		p, err := startIdleChild(ctx, exe, IdleConnsChild, sp, cpus, &c.ready, ios)
+		if err != nil {
+			cs.kill()
+			if n > 1 {
+				err = fmt.Errorf("client %d of %d: %w", i+1, n, err)
+			}
+			return nil, err
+		}
+		if n > 1 {
+			p.name = fmt.Sprintf("idle client %d of %d", i+1, n)
+		}
+		c.idleProc = p
+		cs.procs = append(cs.procs, c)
+	}
+	return cs, nil
+}
+
+// noFile is each client's RLIMIT_NOFILE.
+func (cs *idleClients) noFile() []NoFileLimit {
+	out := make([]NoFileLimit, len(cs.procs))
+	for i, c := range cs.procs {
+		out[i] = c.ready.NoFile
+	}
+	return out
+}
+
+// each runs f on every client at once and returns the first error.
+func (cs *idleClients) each(f func(c *idleClient) error) error {
+	errs := make([]error, len(cs.procs))
+	var wg sync.WaitGroup
+	for i, c := range cs.procs {
+		wg.Go(func() { errs[i] = f(c) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// open has every client open its share of n connections, at once, and
+// sums their answers: the connections open, from the first connect of
+// any to the last established.
+func (cs *idleClients) open(n int) (*idleOpened, error) {
+	got := make([]*idleOpened, len(cs.procs))
+	err := cs.each(func(c *idleClient) error {
+		r, err := c.call(idleReq{Op: opOpen, Target: int64(idleShare(n, c.index, len(cs.procs)))})
+		if err == nil && r.Opened == nil {
+			err = fmt.Errorf("bench: %s: no open report", c.name)
+		}
+		if err == nil {
+			got[c.index] = r.Opened
+		}
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
-	c.idleProc = p
-	return c, nil
+	sum := &idleOpened{}
+	for _, o := range got {
+		sum.Open += o.Open
+		if sum.StartNs == 0 || o.StartNs < sum.StartNs {
+			sum.StartNs = o.StartNs
+		}
+		sum.EndNs = max(sum.EndNs, o.EndNs)
+	}
+	return sum, nil
+}
+
+// reset has every client reset all its connections.
+func (cs *idleClients) reset() error {
+	return cs.each(func(c *idleClient) error {
+		_, err := c.call(idleReq{Op: opClose})
+		return err
+	})
+}
+
+// kill ends every client.
+func (cs *idleClients) kill() {
+	cs.each(func(c *idleClient) error {
+		c.kill()
+		return nil
+	})
 }
 
 // RunIdleChild runs one of the hidden children of `idle` (IsIdleChild),
@@ -386,10 +491,22 @@ func newIdleSinkChild(spec idleSinkSpec) (*idleSinkChild, idleReady, error) {
 		runtime.MemProfileRate = spec.MemProfileRate
 	}
 	var ready idleReady
-	lim, err := raiseNoFile(spec.NoFile)
+	want := spec.NoFile
+	if spec.NoFileHard {
+		hard, err := noFileHard()
+		if err != nil {
+			return nil, ready, err
+		}
+		want = max(want, hard)
+	}
+	lim, err := raiseNoFile(want)
+	lim.Need = spec.NoFile
 	ready.NoFile = lim
 	if err != nil {
 		return nil, ready, err
+	}
+	if spec.Runner == engine.RunnerURing {
+		ready.FileSlots = idleTableSlots(spec.Engine.FileSlots, lim.Soft)
 	}
 	s := &idleSinkChild{col: newCollector(0, true, nil), active: map[srcs.ID]bool{}}
 	cfg := spec.Engine.config(spec.Runner)
@@ -493,6 +610,9 @@ func (s *idleSinkChild) handle(_ context.Context, req idleReq) (*idleResp, error
 		cn.FirstNs, cn.ReachedNs = s.first.Load(), s.reached.Load()
 		cn.Bytes, cn.CPUNs, cn.Goroutines = s.col.total.Load(), cpuTime().Nanoseconds(), runtime.NumGoroutine()
 		cn.Errors, cn.ErrorSamples = s.col.errs.Load(), s.col.errorSamples()
+		if req.FDs {
+			cn.FDs = countFDs()
+		}
 		return &idleResp{Counts: cn}, nil
 	case opSample:
 		return s.sample(req.HeapProfile)
@@ -554,7 +674,7 @@ func (s *idleSinkChild) mem() IdleMem {
 	threads, rss := procUsage()
 	return IdleMem{RSS: rss, RSSAnon: rssAnon(), HeapInuse: ms.HeapInuse, HeapAlloc: ms.HeapAlloc, HeapObjs: ms.HeapObjects,
 		StackInuse: ms.StackInuse, RuntimeMeta: ms.MSpanInuse + ms.MCacheInuse + ms.GCSys + ms.OtherSys + ms.BuckHashSys,
-		GoSys: ms.Sys, Goroutines: runtime.NumGoroutine(), Threads: threads, Sources: s.idleAdded.Load() - s.idleEnded.Load()}
+		GoSys: ms.Sys, Goroutines: runtime.NumGoroutine(), Threads: threads, FDs: countFDs(), Sources: s.idleAdded.Load() - s.idleEnded.Load()}
 }
 
 func (s *idleSinkChild) stop() error {

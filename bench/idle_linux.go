@@ -32,10 +32,8 @@ func raiseNoFile(need uint64) (NoFileLimit, error) {
 	if rl.Cur >= need {
 		return lim, nil
 	}
-	if b, err := os.ReadFile("/proc/sys/fs/nr_open"); err == nil {
-		if n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64); err == nil && need > n {
-			return lim, fmt.Errorf("needs %d descriptors, above the kernel's nr_open (%d)", need, n)
-		}
+	if n, ok := nrOpen(); ok && need > n {
+		return lim, fmt.Errorf("needs %d descriptors, above the kernel's nr_open (%d)", need, n)
 	}
 	rl.Cur = need
 	rl.Max = max(rl.Max, need)
@@ -48,6 +46,50 @@ func raiseNoFile(need uint64) (NoFileLimit, error) {
 	}
 	lim.Soft, lim.Hard = rl.Cur, rl.Max
 	return lim, nil
+}
+
+// nrOpen is /proc/sys/fs/nr_open, the most descriptors the kernel lets a
+// process have, and whether it could be read.
+func nrOpen() (uint64, bool) {
+	b, err := os.ReadFile("/proc/sys/fs/nr_open")
+	if err != nil {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	return n, err == nil
+}
+
+// noFileHard is the most this process may raise its soft RLIMIT_NOFILE
+// to: the hard limit, or nr_open when that is lower (an unlimited hard
+// limit).
+func noFileHard() (uint64, error) {
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil {
+		return 0, fmt.Errorf("getrlimit: %w", err)
+	}
+	if n, ok := nrOpen(); ok {
+		return min(rl.Max, n), nil
+	}
+	return rl.Max, nil
+}
+
+// countFDs counts this process's open descriptors, asking after each
+// number below the soft RLIMIT_NOFILE (fcntl F_GETFD): that opens
+// nothing, so it counts when no descriptor is left, and unlike listing
+// /proc/self/fd it leaves the kernel no inode or dentry per descriptor,
+// which the kernel's slab figures would count. -1 when it cannot tell.
+func countFDs() int {
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil {
+		return -1
+	}
+	n := 0
+	for fd := range min(rl.Cur, idleNoFileCap) {
+		if _, _, errno := unix.RawSyscall(unix.SYS_FCNTL, uintptr(fd), unix.F_GETFD, 0); errno == 0 {
+			n++
+		}
+	}
+	return n
 }
 
 // rssAnon is RssAnon of /proc/self/status: the resident set without the
@@ -137,19 +179,24 @@ func parseSlabinfo(b []byte) map[string]SlabCache {
 	return out
 }
 
-// idleConns is the idle client: raw non-blocking sockets, each bound to
+// idleConns is an idle client: raw non-blocking sockets, each bound to
 // a source address (IP_BIND_ADDRESS_NO_PORT, so that connect picks the
-// port per destination) and connected to a listener, round robin over
-// the (source, listener) pairs. The sockets are registered with nothing
-// and never read: they cost the client a descriptor and the kernel a
-// socket. Not safe for concurrent use.
+// port per destination) and connected to a listener. Client index of
+// procs opens the plan's connections index, index+procs..., each on the
+// (source, listener) pair idlePair gives it, so that the clients
+// together spread their connections over the pairs round robin. The
+// sockets are registered with nothing and never read: they cost the
+// client a descriptor and the kernel a socket. Not safe for concurrent
+// use.
 type idleConns struct {
-	dst  []unix.SockaddrInet4
-	src  []unix.SockaddrInet4
-	fds  []int // established
-	pend []int // connecting
-	pfds []unix.PollFd
-	next int // connections begun
+	dst   []unix.SockaddrInet4
+	src   []unix.SockaddrInet4
+	index int
+	procs int
+	fds   []int // established
+	pend  []int // connecting
+	pfds  []unix.PollFd
+	next  int // connections begun
 }
 
 // idleInFlight bounds the client's connects in progress.
@@ -165,7 +212,10 @@ func newIdleConns(spec idleClientSpec) (*idleConns, idleReady, error) {
 	if len(spec.Dst) == 0 || len(spec.Src) == 0 {
 		return nil, ready, errors.New("no destination or no source address")
 	}
-	c := &idleConns{}
+	c := &idleConns{index: spec.Index, procs: max(1, spec.Procs)}
+	if c.index < 0 || c.index >= c.procs {
+		return nil, ready, fmt.Errorf("client %d of %d", spec.Index, spec.Procs)
+	}
 	for _, a := range spec.Dst {
 		ap, err := netip.ParseAddrPort(a)
 		if err != nil || !ap.Addr().Is4() {
@@ -263,10 +313,10 @@ func (c *idleConns) open(ctx context.Context, total int) (*idleOpened, error) {
 
 // dial begins the next connection; busy means it is in progress.
 func (c *idleConns) dial() (fd int, busy bool, err error) {
-	k := c.next
+	g := c.index + c.next*c.procs
 	c.next++
-	p := k % (len(c.src) * len(c.dst))
-	src, dst := &c.src[p/len(c.dst)], &c.dst[p%len(c.dst)]
+	si, di := idlePair(g, len(c.src), len(c.dst))
+	src, dst := &c.src[si], &c.dst[di]
 	fd, err = unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return -1, false, fmt.Errorf("socket: %w", err)

@@ -1,6 +1,10 @@
 package bench
 
-import "testing"
+import (
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
 
 func TestParseSockstat(t *testing.T) {
 	in := []byte(`sockets: used 200421
@@ -36,5 +40,30 @@ dentry                5     21    192   21    1 : tunables    0    0    0 : slab
 	}
 	if c := got["dentry"]; c.Objects != 15 || c.ObjSize != 192 {
 		t.Errorf("dentry, twice: %+v", c)
+	}
+}
+
+func TestCountFDs(t *testing.T) {
+	n0 := countFDs()
+	if n0 < 3 {
+		t.Fatalf("count: %d", n0)
+	}
+	var fds []int
+	for range 40 {
+		var p [2]int
+		if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+			t.Fatal(err)
+		}
+		fds = append(fds, p[0], p[1])
+	}
+	n1 := countFDs()
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+	if n1 != n0+len(fds) {
+		t.Errorf("with %d more descriptors: %d, then %d", len(fds), n0, n1)
+	}
+	if n2 := countFDs(); n2 != n0 {
+		t.Errorf("after closing them: %d, want %d", n2, n0)
 	}
 }

@@ -14,6 +14,10 @@ func idleSupported() error { return errIdleLinux }
 
 func raiseNoFile(need uint64) (NoFileLimit, error) { return NoFileLimit{Need: need}, errIdleLinux }
 
+func noFileHard() (uint64, error) { return 0, errIdleLinux }
+
+func countFDs() int { return -1 }
+
 func rssAnon() int64 { return 0 }
 
 func readKernelMem() (KernelMem, error) { return KernelMem{}, errIdleLinux }

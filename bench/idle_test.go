@@ -54,6 +54,9 @@ func TestIdleConfigValidate(t *testing.T) {
 		{"too many addresses", func(c *IdleConfig) { c.Idle, c.Listeners = CountList{5_000_000}, 1 }, "source addresses"},
 		{"rate without profile", func(c *IdleConfig) { c.MemProfileRate = 1 }, "--memprofile-rate"},
 		{"framed", func(c *IdleConfig) { c.Engine.Framing = "newline" }, "--framing"},
+		{"negative client conns", func(c *IdleConfig) { c.ClientConns = -1 }, "--client-conns"},
+		{"huge file tables", func(c *IdleConfig) { c.Engine.FileSlots = 1 << 21 }, "--file-slots"},
+		{"no file tables", func(c *IdleConfig) { c.Engine.FileSlots = -1 }, ""},
 	} {
 		c := DefaultIdleConfig()
 		tt.edit(&c)
@@ -147,7 +150,8 @@ func TestIdleTargets(t *testing.T) {
 }
 
 // TestIdleCLI runs a small idle scenario end to end through the binary:
-// 200 idle connections beside 4 active sources, on one runner.
+// 200 idle connections, held by three client processes, beside 4 active
+// sources, on one runner.
 func TestIdleCLI(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("idle needs Linux")
@@ -161,9 +165,53 @@ func TestIdleCLI(t *testing.T) {
 	}
 	runner := avail[0]
 	bin := buildCLI(t)
+	t.Run("scenario", func(t *testing.T) { testIdleCLIScenario(t, bin, runner) })
+	if slices.Contains(avail, "uring") {
+		t.Run("uring descriptors", func(t *testing.T) { testIdleCLIURingDescriptors(t, bin) })
+	}
+}
+
+// testIdleCLIURingDescriptors runs a uring sink under a hard limit of
+// 1,200 descriptors with 1,500 idle connections, which its worker's file
+// table is planned to hold: it either holds them, the most in the
+// table, or says at once that it ran out of descriptors, rather than
+// waiting for connections it cannot accept.
+func testIdleCLIURingDescriptors(t *testing.T, bin string) {
+	jsonPath := filepath.Join(t.TempDir(), "idle.json")
+	t0 := time.Now()
+	stdout, stderr, status := runCLI(t, "sh", "-c", `ulimit -n 1200 && exec "$0" "$@"`, bin, "idle", "--runners", "uring", "--workers", "1",
+		"--idle", "100,1500", "--burst", "100", "--active", "0", "--settle", "0", "--json", jsonPath)
+	if !strings.Contains(stderr, "hard RLIMIT_NOFILE 1,200") || !strings.Contains(stderr, "3 idle clients") {
+		t.Fatalf("not under a hard limit of 1,200, or not 3 clients: exit %d\n%s", status, stderr)
+	}
+	if status != 0 {
+		if !strings.Contains(stderr, "the sink ran out of descriptors") || time.Since(t0) > idleStepTimeout/2 {
+			t.Fatalf("idle: exit %d after %v\nstdout:\n%s\nstderr:\n%s", status, time.Since(t0), stdout, stderr)
+		}
+		return
+	}
+	raw, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep IdleReport
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Runs) != 1 || rep.Runs[0].FileSlots != 1200 || len(rep.Runs[0].ClientNoFile) != 3 {
+		t.Fatalf("runs %+v", rep.Runs)
+	}
+	if l := rep.Runs[0].Levels[2]; l.Idle != 1500 || l.Sink.FDs >= 1200 {
+		t.Errorf("at %d idle the sink held %d descriptors", l.Idle, l.Sink.FDs)
+	}
+}
+
+// testIdleCLIScenario runs 200 idle connections, held by three client
+// processes, beside 4 active sources, on runner.
+func testIdleCLIScenario(t *testing.T, bin, runner string) {
 	jsonPath := filepath.Join(t.TempDir(), "idle.json")
 	heapDir := t.TempDir()
-	stdout, stderr, status := runCLI(t, bin, "idle", "--runners", runner, "--idle", "100,200", "--burst", "100", "--active", "4",
+	stdout, stderr, status := runCLI(t, bin, "idle", "--runners", runner, "--idle", "100,200", "--burst", "100", "--client-conns", "80", "--active", "4",
 		"--rate", "64KiB/s", "--duration", "1s", "--settle", "200ms", "--heap-profile", heapDir, "--json", jsonPath)
 	if status != 0 {
 		t.Fatalf("idle: exit %d\nstdout:\n%s\nstderr:\n%s", status, stdout, stderr)
@@ -189,8 +237,22 @@ func TestIdleCLI(t *testing.T) {
 	if r.ThreadsMax < 1 || r.ThreadsMax > 200 {
 		t.Errorf("threads_max %d", r.ThreadsMax)
 	}
-	if r.SinkNoFile.Soft < r.SinkNoFile.Need || r.ClientNoFile.Soft < r.ClientNoFile.Need {
-		t.Errorf("RLIMIT_NOFILE below the need: sink %+v, client %+v", r.SinkNoFile, r.ClientNoFile)
+	if r.SinkNoFile.Soft < r.SinkNoFile.Need {
+		t.Errorf("the sink's RLIMIT_NOFILE below its need: %+v", r.SinkNoFile)
+	}
+	if !slices.Equal(r.ClientConns, []int{67, 67, 66}) || len(r.ClientNoFile) != 3 {
+		t.Errorf("clients held %v (RLIMIT_NOFILE %+v), want 67, 67 and 66", r.ClientConns, r.ClientNoFile)
+	}
+	for i, l := range r.ClientNoFile {
+		if l.Soft < l.Need || i < len(r.ClientConns) && l.Need != uint64(r.ClientConns[i]+idleFDMargin) {
+			t.Errorf("client %d: RLIMIT_NOFILE %+v for %v connections", i, l, r.ClientConns)
+		}
+	}
+	if uring := runner == "uring"; uring != (r.FileSlots > 0) || uring && r.SinkNoFile.Soft != r.SinkNoFile.Hard {
+		t.Errorf("%s: file tables of %d slots, RLIMIT_NOFILE %+v", runner, r.FileSlots, r.SinkNoFile)
+	}
+	if r.Capped != "" {
+		t.Errorf("capped: %s", r.Capped)
 	}
 	var idles []int
 	for _, l := range r.Levels {
@@ -200,6 +262,11 @@ func TestIdleCLI(t *testing.T) {
 		}
 		if l.Sink.RSS <= 0 || l.Scavenged.HeapInuse == 0 || l.Sink.Threads < 1 || l.Kernel.SocketsUsed < int64(2*l.Idle) || l.Kernel.Slab <= 0 {
 			t.Errorf("level %d: %+v, kernel %+v", l.Idle, l.Sink, l.Kernel)
+		}
+		// A uring worker's file table may hold the connections; the other
+		// runners hold a descriptor for each.
+		if l.Sink.FDs < 1 || runner != "uring" && l.Sink.FDs < l.Idle {
+			t.Errorf("level %d: the sink held %d descriptors", l.Idle, l.Sink.FDs)
 		}
 		if _, err := os.Stat(l.HeapProfile); err != nil {
 			t.Errorf("level %d: heap profile: %v", l.Idle, err)

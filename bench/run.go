@@ -189,6 +189,8 @@ func engineFlag(field string) string {
 		return "--workers"
 	case "Flush":
 		return "--flush"
+	case "FileSlots":
+		return "--file-slots"
 	}
 	return "engine"
 }
