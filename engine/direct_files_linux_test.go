@@ -142,29 +142,8 @@ func faultChildDirectFiles(t *testing.T) {
 // connection that ended serves the next.
 func TestDirectFilesFull(t *testing.T) {
 	requireRunner(t, engine.RunnerURing)
-	col := newCollector(t)
-	e, err := engine.New(engine.Config{Runner: engine.RunnerURing, Workers: 1, Buffers: 16, BufSize: 16 << 10, FileSlots: 1},
-		engine.WithErrorHandler(col.onError))
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { defer close(done); col.run(e) }()
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := e.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-		<-done
-	}()
-	ln, err := srcs.ListenTCP("127.0.0.1:0", srcs.ListenerConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.AddListener(ln); err != nil {
-		t.Fatal(err)
-	}
+	h := newHarness(t, engine.RunnerURing, engine.Config{Workers: 1, Buffers: 16, BufSize: 16 << 10, FileSlots: 1})
+	e, col := h.e, h.col
 	directFiles := func() int {
 		n := 0
 		for _, rs := range e.Stats().Runners {
@@ -196,7 +175,7 @@ func TestDirectFilesFull(t *testing.T) {
 	var names [3]string
 	var want [3]sent
 	for i := range cs {
-		cs[i], names[i] = dialTagged(t, ln.Addr().String(), nil)
+		cs[i], names[i] = h.dial()
 		defer cs[i].Close()
 		want[i] = send(cs[i], i)
 		check(names[i], want[i], false)
@@ -213,7 +192,7 @@ func TestDirectFilesFull(t *testing.T) {
 			t.Fatalf("the ended connection's slot still held: %d", directFiles())
 		}
 	}
-	c, name := dialTagged(t, ln.Addr().String(), nil)
+	c, name := h.dial()
 	w := send(c, 3)
 	check(name, w, false)
 	if n := directFiles(); n != 1 {
