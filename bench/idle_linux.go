@@ -85,7 +85,7 @@ func countFDs() int {
 	}
 	n := 0
 	for fd := range min(rl.Cur, idleNoFileCap) {
-		if _, _, errno := unix.RawSyscall(unix.SYS_FCNTL, uintptr(fd), unix.F_GETFD, 0); errno == 0 {
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == nil {
 			n++
 		}
 	}

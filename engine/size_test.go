@@ -1,15 +1,15 @@
 package engine
 
 import (
+	"reflect"
 	"testing"
-	"unsafe"
 )
 
 // TestSourceSize holds the engine's source record to its size class: a
 // node keeps one per connection, most of them idle (README: Idle
 // connections). What an idle source never touches lives in sourceCold.
 func TestSourceSize(t *testing.T) {
-	if n := unsafe.Sizeof(source{}); n > 160 {
+	if n := reflect.TypeFor[source]().Size(); n > 160 {
 		t.Errorf("the source record is %d bytes, more than 160", n)
 	}
 }

@@ -1,15 +1,15 @@
 package driver
 
 import (
+	"reflect"
 	"testing"
 	"time"
-	"unsafe"
 )
 
 // TestLaneSize holds the lane machine to its size: a runner keeps one per
 // connection, most of them idle (README: Idle connections).
 func TestLaneSize(t *testing.T) {
-	if n := unsafe.Sizeof(Lane{}); n > 64 {
+	if n := reflect.TypeFor[Lane]().Size(); n > 64 {
 		t.Errorf("driver.Lane is %d bytes, more than 64", n)
 	}
 }
