@@ -9,8 +9,9 @@ import (
 // TestLaneSize holds the lane machine to its size: a runner keeps one per
 // connection, most of them idle (README: Idle connections).
 func TestLaneSize(t *testing.T) {
-	if n := reflect.TypeFor[Lane]().Size(); n > 64 {
-		t.Errorf("driver.Lane is %d bytes, more than 64", n)
+	// The invariants build's checks take room of their own.
+	if n, checks := reflect.TypeFor[Lane]().Size(), reflect.TypeFor[invariants]().Size(); n-checks > 64 {
+		t.Errorf("driver.Lane is %d bytes (%d of them the invariants build's), more than 64 besides those", n, checks)
 	}
 }
 
