@@ -29,6 +29,9 @@ type fileTable struct {
 	free  []uint32 // slots given back, reused first
 	state tableState
 	used  atomic.Int64 // slots holding a lane's file
+	// scratch is UpdateFiles' argument, kept here so that taking a
+	// connection allocates nothing.
+	scratch [1]int32
 }
 
 type tableState uint8
@@ -91,6 +94,13 @@ func (w *worker) takeSlot() (slot uint32, ok bool) {
 	return 0, false
 }
 
+// setSlot puts fd in a slot of w's table, or empties it with -1.
+func (w *worker) setSlot(slot uint32, fd int32) error {
+	w.files.scratch[0] = fd
+	_, err := w.ring.UpdateFiles(slot, w.files.scratch[:])
+	return err
+}
+
 // putSlot gives a slot that holds no file back.
 func (w *worker) putSlot(slot uint32) { w.files.free = append(w.files.free, slot) }
 
@@ -113,11 +123,14 @@ func (w *worker) direct(ln *lane, src srcs.Source) {
 		w.putSlot(slot)
 		return
 	}
-	if _, err := w.ring.UpdateFiles(slot, []int32{int32(fd)}); err != nil {
-		// The source gave the socket up: the lane owns it as it is.
+	if err := w.setSlot(slot, int32(fd)); err != nil {
+		// The source gave the socket up: the lane owns it as it is. The
+		// table is not used again, so this is said once.
 		w.putSlot(slot)
 		ln.owned = true
-		w.r.log.Warn("ring: runner: registering a connection's socket", "worker", w.id, "err", err)
+		w.files.state = tableOff
+		w.r.log.Warn("ring: runner: registering a connection's socket failed: connections keep their descriptors",
+			"worker", w.id, "err", err)
 		return
 	}
 	unix.Close(fd) // the table holds the file now
@@ -135,7 +148,7 @@ func (w *worker) release(ln *lane) error {
 	if !ln.fixed {
 		return unix.Close(int(ln.fd))
 	}
-	_, err := w.ring.UpdateFiles(uint32(ln.fd), []int32{-1})
+	err := w.setSlot(uint32(ln.fd), -1)
 	if errors.Is(err, ErrClosed) {
 		// The ring is gone, and its table with it.
 		w.files.used.Add(-1)
