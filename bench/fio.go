@@ -561,5 +561,8 @@ func (f EngineFlags) args() []string {
 	if f.Inline {
 		a = append(a, "--inline")
 	}
+	if f.FileSlots != 0 {
+		a = append(a, "--file-slots", strconv.Itoa(f.FileSlots))
+	}
 	return a
 }

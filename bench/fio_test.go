@@ -2,10 +2,12 @@ package bench
 
 import (
 	"encoding/json"
+	"flag"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -213,5 +215,23 @@ func TestConcurrentThroughput(t *testing.T) {
 	}
 	if _, secs := concurrentThroughput([]SinkStream{{Bytes: 1, FirstNs: 5, LastNs: 5}}, 0.9); secs != 0 {
 		t.Errorf("a stream without duration gave an interval of %v s", secs)
+	}
+}
+
+// TestEngineFlagsArgs checks that a sink child started with
+// EngineFlags.args gets the engine settings that were set.
+func TestEngineFlagsArgs(t *testing.T) {
+	want := EngineFlags{Pool: 64, Buf: 16 << 10, Workers: 3, Flush: 2 * time.Millisecond, BatchWait: 100 * time.Microsecond,
+		RecvBuffer: 1 << 20, Framing: "newline", Inline: true, FileSlots: -1}
+	c := DefaultSinkConfig()
+	fs := flag.NewFlagSet("sink", flag.ContinueOnError)
+	c.RegisterFlags(fs)
+	if err := fs.Parse(want.args()); err != nil {
+		t.Fatal(err)
+	}
+	got := c.Engine
+	got.TLS = nil
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("sink flags %v gave %+v, want %+v", want.args(), got, want)
 	}
 }

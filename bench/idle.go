@@ -255,7 +255,6 @@ func (c *IdleConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.Burst, "burst", c.Burst, fmt.Sprintf("idle connections opened at once to time the sink's accept, and the step past it (default %d, or the first level if lower)", DefaultIdleBurst))
 	fs.IntVar(&c.Listeners, "listeners", c.Listeners, "idle listeners, on 127.0.0.11 and up")
 	fs.IntVar(&c.ClientConns, "client-conns", c.ClientConns, fmt.Sprintf("most idle connections per client process; more take more processes (default: the hard RLIMIT_NOFILE less %d)", idleFDMargin))
-	fs.IntVar(&c.Engine.FileSlots, "file-slots", c.Engine.FileSlots, fmt.Sprintf("size of each uring worker's registered file table, whose connections need no descriptor of the sink's (default: the sink's soft RLIMIT_NOFILE, which it raises to the hard limit, at most %d; negative: none)", engine.DefaultMaxFileSlots))
 	fs.IntVar(&c.SourceAddrs, "source-addrs", c.SourceAddrs, fmt.Sprintf("source addresses of the idle clients, 127.0.0.101 and up (default: enough for at most %d connections per source and listener, and at least %d)", idlePerPair, idleMinSourceAddrs))
 	fs.DurationVar(&c.Settle, "settle", c.Settle, "how long the sink is left alone at each level before it is sampled")
 	fs.BoolVar(&c.Pin, "pin", c.Pin, "pin the sink to the engine's CPUs and the clients to the others (when there are 2 or more)")
@@ -301,8 +300,6 @@ func (c IdleConfig) Validate() error {
 		return fmt.Errorf("--source-addrs: %d: must not be negative", c.SourceAddrs)
 	case c.ClientConns < 0:
 		return fmt.Errorf("--client-conns: %d: must not be negative", c.ClientConns)
-	case c.Engine.FileSlots > engine.MaxFileSlots:
-		return fmt.Errorf("--file-slots: %d: must be at most %d (the kernel's most), or negative for none", c.Engine.FileSlots, engine.MaxFileSlots)
 	case c.Settle < 0:
 		return fmt.Errorf("--settle: %v: must not be negative", c.Settle)
 	case c.MemProfileRate < 0:

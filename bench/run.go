@@ -135,6 +135,7 @@ func (f *EngineFlags) register(fs *flag.FlagSet) {
 // commands that listen.
 func (f *EngineFlags) registerListen(fs *flag.FlagSet) {
 	fs.Var(&f.RecvBuffer, "recv-buffer", "SO_RCVBUF of accepted connections, e.g. 1MiB (default: the kernel's autotuning)")
+	fs.IntVar(&f.FileSlots, "file-slots", f.FileSlots, fmt.Sprintf("size of each uring worker's registered file table, where accepted connections need no descriptor of the sink's (default: the soft RLIMIT_NOFILE, at most %d; negative: none)", engine.DefaultMaxFileSlots))
 }
 
 func (f EngineFlags) validate() error {
@@ -149,6 +150,8 @@ func (f EngineFlags) validate() error {
 		return fmt.Errorf("--max-conns: %d: must not be negative", f.MaxConns)
 	case f.RecvBuffer < 0:
 		return errors.New("--recv-buffer: must not be negative")
+	case f.FileSlots > engine.MaxFileSlots:
+		return fmt.Errorf("--file-slots: %d: must be at most %d (the kernel's most), or negative for none", f.FileSlots, engine.MaxFileSlots)
 	}
 	pc, err := f.poolConfig()
 	if err != nil {
