@@ -216,7 +216,10 @@ func WithFraming(f srcs.Framer) SourceOption {
 // handler or the error handler. Given to AddListener, it is called once
 // for every connection the listener accepts, on the listener's accept
 // loop: that is how a caller tells which listener a connection came from
-// without matching names. f must not block.
+// without matching names. f must not block. A connection's socket may
+// be read and tuned through src (srcs.Descriptor) in f, but not after:
+// once the source starts, the uring runner may take the socket into its
+// worker's file table (Config.FileSlots, srcs.HandOff), and Desc fails.
 func WithAdded(f func(id srcs.ID, src srcs.Source)) SourceOption {
 	return func(o *sourceOpts) { o.added = f }
 }
