@@ -217,7 +217,7 @@ func WithFraming(f srcs.Framer) SourceOption {
 // for every connection the listener accepts, on the listener's accept
 // loop: that is how a caller tells which listener a connection came from
 // without matching names. f must not block. A connection's socket may
-// be read and tuned through src (srcs.Descriptor) in f, but not after:
+// be tuned through src (srcs.Descriptor, with setsockopt) in f, not after:
 // once the source starts, the uring runner may take the socket into its
 // worker's file table (Config.FileSlots, srcs.HandOff), and Desc fails.
 func WithAdded(f func(id srcs.ID, src srcs.Source)) SourceOption {
