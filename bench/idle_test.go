@@ -190,14 +190,7 @@ func testIdleCLIURingDescriptors(t *testing.T, bin string) {
 		}
 		return
 	}
-	raw, err := os.ReadFile(jsonPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep IdleReport
-	if err := json.Unmarshal(raw, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep := readIdleReport(t, jsonPath)
 	if len(rep.Runs) != 1 || rep.Runs[0].FileSlots != 1200 || len(rep.Runs[0].ClientNoFile) != 3 {
 		t.Fatalf("runs %+v", rep.Runs)
 	}
@@ -219,14 +212,7 @@ func testIdleCLIScenario(t *testing.T, bin, runner string) {
 	if !strings.Contains(stdout, runner) || !strings.Contains(stdout, "target "+runner+": threads") {
 		t.Errorf("no row or targets for %s:\n%s", runner, stdout)
 	}
-	raw, err := os.ReadFile(jsonPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep IdleReport
-	if err := json.Unmarshal(raw, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep := readIdleReport(t, jsonPath)
 	if rep.Command != "idle" || !rep.OK || len(rep.Runs) != 1 || len(rep.Failed) != 0 || rep.Host.Kernel == "" {
 		t.Fatalf("report: command %q ok %v runs %d failed %v", rep.Command, rep.OK, len(rep.Runs), rep.Failed)
 	}
@@ -309,4 +295,18 @@ func testIdleCLIScenario(t *testing.T, bin, runner string) {
 	if len(rep.Targets) == 0 {
 		t.Error("no targets judged")
 	}
+}
+
+// readIdleReport reads the JSON report `idle --json` wrote.
+func readIdleReport(t *testing.T, path string) IdleReport {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep IdleReport
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatal(err)
+	}
+	return rep
 }
