@@ -56,7 +56,7 @@ type sourceCold struct {
 	// srcs.ChunkObserver, and read on the emit path.
 	w *watched
 
-	partials atomic.Uint64 // chunks emitted partly filled: made on the first
+	partials atomic.Uint64 // chunks emitted partly filled; the first makes the cold part
 	errs     atomic.Uint64
 	dropped  atomic.Uint64 // datagrams too large for a buffer
 	skipped  atomic.Uint64 // records too long, skipped
