@@ -106,10 +106,9 @@ type Engine struct {
 
 	mu        sync.Mutex
 	closing   bool
-	sources   sourceSet
+	sources   sourceSet // the sources not yet done
 	nextID    srcs.ID
-	live      int           // sources not yet done
-	allDone   chan struct{} // closed when closing and live reaches 0
+	allDone   chan struct{} // closed when closing and no source is left
 	listeners []closer
 	tasks     sync.WaitGroup // lifecycle steps, opens, accept loops
 	handlers  sync.WaitGroup
@@ -297,13 +296,12 @@ func (e *Engine) newSource(src srcs.Source, opts []SourceOption) (*source, func(
 	e.nextID++
 	s.lane = srcs.Lane{ID: id, Src: src, Account: e.pool.Join(id), Flush: so.flush, Framer: so.framer, Out: s}
 	e.sources.add(s)
-	e.live++
 	return s, so.added, nil
 }
 
 // liveLocked returns the live sources.
 func (e *Engine) liveLocked() []*source {
-	list := make([]*source, 0, e.live)
+	list := make([]*source, 0, e.sources.len())
 	e.sources.each(func(s *source) { list = append(list, s) })
 	return list
 }
@@ -462,12 +460,11 @@ func (e *Engine) sourceDone(s *source) {
 	defer e.mu.Unlock()
 	e.sources.remove(s.id())
 	s.endOps()
-	e.live--
 	select {
 	case e.freed <- struct{}{}:
 	default:
 	}
-	if e.closing && e.live == 0 {
+	if e.closing && e.sources.len() == 0 {
 		close(e.allDone)
 	}
 }
@@ -645,7 +642,7 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 func (e *Engine) shutdown(ctx context.Context) error {
 	e.mu.Lock()
 	e.closing = true
-	if e.live == 0 {
+	if e.sources.len() == 0 {
 		close(e.allDone)
 	}
 	listeners := e.listeners
