@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -87,6 +88,36 @@ func (f *Front[W]) Place(l *srcs.Lane, try func(w W) (tok uint64, ok bool, err e
 			return nil
 		}
 	}
+}
+
+// PlaceOn is Place for a lane only w can drive (a connection w accepted
+// into its own file table). It fails when w has stopped.
+func (f *Front[W]) PlaceOn(l *srcs.Lane, w W, try func(w W) (tok uint64, ok bool, err error)) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.addableLocked(l); err != nil {
+		return err
+	}
+	i := slices.Index(f.Workers, w)
+	if i < 0 || w.Stopped() {
+		return fmt.Errorf("%s: add lane %d: its worker stopped: %w", f.Name, l.ID, net.ErrClosed)
+	}
+	tok, ok, err := try(w)
+	switch {
+	case err != nil:
+		return err
+	case !ok:
+		return fmt.Errorf("%s: add lane %d: its worker stopped: %w", f.Name, l.ID, net.ErrClosed)
+	}
+	f.table.Put(l, i, tok)
+	return nil
+}
+
+// Closed reports whether Close was called.
+func (f *Front[W]) Closed() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.closed
 }
 
 // Lookup returns the worker that drives l and the lane's token there.
@@ -207,6 +238,7 @@ func (c Control[W]) Stats() srcs.RunnerStats {
 	for _, w := range f.Workers {
 		ws := f.Ops.Stats(w)
 		st.DirectFiles += ws.DirectFiles
+		st.Accepted += ws.Accepted
 		st.Reads += ws.Reads
 		st.Waits += ws.Waits
 		st.Wakeups += ws.Wakeups
