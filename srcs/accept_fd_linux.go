@@ -90,38 +90,45 @@ func (l *Listener) admitFD(fd int, sa unix.Sockaddr) *acceptedFD {
 	var name string
 	switch a := sa.(type) {
 	case *unix.SockaddrInet4:
-		name = l.admitIP(fd, netip.AddrFrom4(a.Addr), a.Port)
+		name = l.admitPeer(netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(a.Port)), "")
 	case *unix.SockaddrInet6:
-		name = l.admitIP(fd, netip.AddrFrom16(a.Addr).Unmap(), a.Port)
+		name = l.admitPeer(netip.AddrPortFrom(netip.AddrFrom16(a.Addr).Unmap(), uint16(a.Port)), "")
 	case *unix.SockaddrUnix:
-		// As package net names an accepted unix connection: by its peer's
-		// name if it bound one, else by the listener's.
-		if a.Name != "" && a.Name != "@" {
-			name = "unix://" + a.Name
-		} else {
-			name = "unix://" + l.ln.Addr().String()
-		}
+		name = l.admitPeer(netip.AddrPort{}, a.Name)
 	default:
 		name = "conn"
 	}
 	if name == "" {
+		unix.Close(fd)
 		return nil
 	}
+	return l.newAcceptedFD(fd, name)
+}
+
+func (l *Listener) newAcceptedFD(fd int, name string) *acceptedFD {
 	c := &acceptedFD{name: name, l: l}
 	c.fd.Store(int32(fd))
 	return c
 }
 
-// admitIP applies Allow to a TCP peer and returns the connection's name,
-// or "" when it refused (and closed) it.
-func (l *Listener) admitIP(fd int, ip netip.Addr, port int) string {
-	ap := netip.AddrPortFrom(ip, uint16(port))
-	if l.allow != nil && !inPrefixes(l.allow, ip) && (l.trusted == nil || !inPrefixes(l.trusted, ip)) {
-		l.refuse(refDenied, net.TCPAddrFromAddrPort(ap), fmt.Errorf("%s is not in allow", ip))
-		unix.Close(fd)
+// admitPeer applies Allow to a connection from peer (TCP), or from a unix
+// socket bound to path (when peer is not valid), and returns its name: ""
+// when it refused it, which the caller then closes.
+func (l *Listener) admitPeer(peer netip.AddrPort, path string) string {
+	if !peer.IsValid() {
+		// As package net names an accepted unix connection: by its peer's
+		// name if it bound one, else by the listener's.
+		if path != "" && path != "@" {
+			return "unix://" + path
+		}
+		return "unix://" + l.ln.Addr().String()
+	}
+	if ip := peer.Addr(); l.allow != nil && !inPrefixes(l.allow, ip) && (l.trusted == nil || !inPrefixes(l.trusted, ip)) {
+		l.refuse(refDenied, net.TCPAddrFromAddrPort(peer), fmt.Errorf("%s is not in allow", ip))
 		return ""
 	}
-	return "tcp://" + ap.String()
+	var b [64]byte // one allocation per name: the name itself
+	return string(peer.AppendTo(append(b[:0], "tcp://"...)))
 }
 
 // acceptedFD is a connection AcceptDescriptor accepted: its socket, as a

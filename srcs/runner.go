@@ -61,10 +61,13 @@ type RunnerStats struct {
 	Threads int
 	// Lanes is the number of lanes being driven now.
 	Lanes int
-	// DirectFiles is the number of lanes whose descriptor lives in a
-	// worker's registered file table rather than the process's
-	// descriptor table (uring; see RunnerConfig.FileSlots).
+	// DirectFiles is the number of connections in the workers'
+	// registered file tables rather than the process's descriptor table
+	// (uring; see RunnerConfig.FileSlots).
 	DirectFiles int
+	// Accepted counts the connections the runner accepted on its own
+	// loops (AcceptRunner; uring).
+	Accepted uint64
 	// Reads counts completed read operations (syscalls or io_uring CQEs).
 	Reads uint64
 	// Waits counts the times a worker blocked in the kernel waiting for

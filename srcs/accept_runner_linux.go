@@ -1,0 +1,309 @@
+package srcs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrNotRunnerAcceptable says a listener's connections cannot be accepted
+// by a runner: they need Go to read them (TLS, the PROXY protocol), or
+// the listener has no socket of its own.
+var ErrNotRunnerAcceptable = errors.New("connections are read through Go")
+
+// AcceptThrough returns an acceptor whose connections r accepts on its own
+// event loops (AcceptRunner), for an engine whose runner can. It fails
+// with ErrNotRunnerAcceptable for a listener with TLS or the PROXY
+// protocol.
+//
+// The acceptor keeps what Accept promises: at MaxConns no accept is armed,
+// so further clients wait in the kernel's backlog; accepts failing for
+// lack of descriptors or memory back off from 5ms to 1s, cut short when
+// a connection closes; Allow refuses by address; sources are named by
+// their peers. A connection r holds in a file table is a Directed source
+// only r can read; one it could not is a descriptor, as AcceptDescriptor
+// returns.
+//
+// The acceptor is not safe for concurrent use. Close it once done (after
+// the listener closed, or instead of further Accepts): that cancels the
+// accepts armed, and closes what they took.
+func (l *Listener) AcceptThrough(r AcceptRunner) (*RunnerAcceptor, error) {
+	if l.hs != nil || l.rawf == nil {
+		return nil, fmt.Errorf("srcs: accept %s through the runner: %w", l.name, ErrNotRunnerAcceptable)
+	}
+	rc, err := l.rawf.SyscallConn()
+	if err != nil {
+		return nil, fmt.Errorf("srcs: accept %s through the runner: %w", l.name, err)
+	}
+	var q AcceptQueue
+	if cerr := rc.Control(func(fd uintptr) { q, err = r.StartAccept(int(fd)) }); cerr != nil {
+		return nil, fmt.Errorf("srcs: accept %s through the runner: %w", l.name, cerr)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("srcs: accept %s through the runner: %w", l.name, err)
+	}
+	return &RunnerAcceptor{l: l, q: q}, nil
+}
+
+// RunnerAcceptor accepts a Listener's connections through a runner; see
+// Listener.AcceptThrough.
+type RunnerAcceptor struct {
+	l       *Listener
+	q       AcceptQueue
+	granted int // grants out: each holds a slot under MaxConns
+	// A back-off after a shortage: no grants until timer fires or a
+	// connection closes.
+	delay      time.Duration
+	timer      *time.Timer
+	backingOff bool
+	closed     bool
+}
+
+// Accept returns the next connection the runner accepted and the
+// listener admitted. It returns an error wrapping net.ErrClosed after the
+// listener's Close, and ctx's error when ctx ends first.
+func (a *RunnerAcceptor) Accept(ctx context.Context) (Source, error) {
+	l := a.l
+	if a.closed {
+		return nil, l.errorf(net.ErrClosed)
+	}
+	for {
+		if err := a.grant(ctx); err != nil {
+			return nil, err
+		}
+		var backoff <-chan time.Time
+		if a.backingOff {
+			backoff = a.timer.C
+		}
+		select {
+		case res := <-a.q.Ready():
+			a.granted--
+			src, err := a.take(res)
+			if src != nil || err != nil {
+				return src, err
+			}
+		case <-backoff:
+			a.backingOff = false
+		case <-l.freed:
+			if a.backingOff {
+				a.timer.Stop()
+				a.backingOff = false
+			}
+		case <-ctx.Done():
+			return nil, l.errorf(context.Cause(ctx))
+		case <-l.done:
+			return nil, l.errorf(net.ErrClosed)
+		}
+	}
+}
+
+// grant keeps Depth accepts granted, each holding a slot under MaxConns,
+// unless backing off. With none granted and no slot free it waits for
+// one: a connection closing.
+func (a *RunnerAcceptor) grant(ctx context.Context) error {
+	if a.backingOff {
+		return nil
+	}
+	l := a.l
+	n := 0
+	for a.granted+n < a.q.Depth() {
+		if l.slots != nil {
+			select {
+			case l.slots <- struct{}{}:
+			default:
+				goto give
+			}
+		}
+		n++
+	}
+give:
+	if n == 0 && a.granted == 0 {
+		select {
+		case l.slots <- struct{}{}:
+			n = 1
+		case <-ctx.Done():
+			return l.errorf(context.Cause(ctx))
+		case <-l.done:
+			return l.errorf(net.ErrClosed)
+		}
+	}
+	if n > 0 {
+		a.granted += n
+		a.q.Grant(n)
+	}
+	return nil
+}
+
+// unslot gives back the slot under MaxConns of a grant that brought no
+// connection.
+func (a *RunnerAcceptor) unslot() {
+	if a.l.slots != nil {
+		<-a.l.slots
+	}
+}
+
+// take turns an accept's result into a source: nil and no error for a
+// connection refused or an accept worth trying again.
+func (a *RunnerAcceptor) take(res RunnerAccepted) (Source, error) {
+	l := a.l
+	if res.Err != nil {
+		a.unslot()
+		switch {
+		case errors.Is(res.Err, syscall.ECONNABORTED), errors.Is(res.Err, syscall.EINTR), errors.Is(res.Err, syscall.EAGAIN),
+			errors.Is(res.Err, ErrAcceptRetry):
+			// The peer gave up while queued, as Go's Accept does; or the
+			// grant went to a worker that stopped: go on.
+			return nil, nil
+		case exhausted(res.Err):
+			a.backOff(res.Err)
+			return nil, nil
+		}
+		return nil, l.errorf(res.Err)
+	}
+	a.delay = 0
+	name := l.admitPeer(res.Peer, res.Path)
+	if name == "" {
+		a.closeAccepted(res)
+		a.unslot()
+		return nil, nil
+	}
+	l.counters.accepted.Add(1)
+	if res.Direct {
+		return newDirectSource(a, name, res.Worker, res.Slot), nil
+	}
+	return l.newAcceptedFD(res.FD, name), nil
+}
+
+// backOff stops granting for a while after an accept failed for lack of
+// descriptors or memory, as Accept's retries do. The accepts armed
+// meanwhile may fail the same way; they do not lengthen it.
+func (a *RunnerAcceptor) backOff(err error) {
+	l := a.l
+	if a.backingOff {
+		return
+	}
+	a.delay = min(max(2*a.delay, acceptBackoffMin), acceptBackoffMax)
+	level, now := slog.LevelDebug, time.Now()
+	if l.lastShort.IsZero() || now.Sub(l.lastShort) > shortageQuiet {
+		level = slog.LevelWarn
+	}
+	l.lastShort = now
+	l.log.Log(context.Background(), level, "srcs: accept failed; backing off",
+		"listener", l.name, "err", err, "delay", a.delay)
+	if a.timer == nil {
+		a.timer = time.NewTimer(a.delay)
+	} else {
+		a.timer.Reset(a.delay)
+	}
+	a.backingOff = true
+}
+
+// closeAccepted closes a connection nobody will read.
+func (a *RunnerAcceptor) closeAccepted(res RunnerAccepted) {
+	if res.Direct {
+		a.q.CloseDirect(res.Worker, res.Slot)
+	} else if res.FD >= 0 {
+		unix.Close(res.FD)
+	}
+}
+
+// Close stops the runner's accepts, waits for every grant to come back,
+// closing the connections accepted meanwhile, and releases the
+// runner's duplicate of the socket. Idempotent.
+func (a *RunnerAcceptor) Close() error {
+	if a.closed {
+		return nil
+	}
+	a.closed = true
+	a.q.Stop()
+	for ; a.granted > 0; a.granted-- {
+		a.closeAccepted(<-a.q.Ready())
+		a.unslot()
+	}
+	if a.timer != nil {
+		a.timer.Stop()
+	}
+	return a.q.Close()
+}
+
+// directSource is a connection the runner holds in a worker's file table
+// (Directed): only that runner reads it. Its state packs the worker, the
+// slot and two flags in one word, so that an idle connection's source is
+// its name and two words.
+type directSource struct {
+	name string
+	a    *RunnerAcceptor
+	st   atomic.Uint64 // worker<<34 | slot<<2 | directClosed | directTaken
+}
+
+const (
+	directTaken  = 1 << 0 // the runner took the connection: it closes it
+	directClosed = 1 << 1 // Close was called
+)
+
+func newDirectSource(a *RunnerAcceptor, name string, worker, slot uint32) *directSource {
+	c := &directSource{name: name, a: a}
+	c.st.Store(uint64(worker)<<34 | uint64(slot)<<2)
+	return c
+}
+
+var (
+	_ Directed = (*directSource)(nil)
+	_ Framed   = (*directSource)(nil)
+)
+
+func (c *directSource) Name() string            { return c.name }
+func (c *directSource) Framer() Framer          { return c.a.l.framer }
+func (c *directSource) AcceptedBy() AcceptQueue { return c.a.q }
+
+// TakeDirect implements Directed.
+func (c *directSource) TakeDirect() (worker, slot uint32, ok bool) {
+	for {
+		st := c.st.Load()
+		if st&(directTaken|directClosed) != 0 {
+			return 0, 0, false
+		}
+		if c.st.CompareAndSwap(st, st|directTaken) {
+			return uint32(st >> 34), uint32(st>>2) & (1<<32 - 1), true
+		}
+	}
+}
+
+// Open succeeds while the connection has not been closed.
+func (c *directSource) Open(context.Context) error {
+	if c.st.Load()&directClosed != 0 {
+		return fmt.Errorf("srcs: open %s: %w", c.name, net.ErrClosed)
+	}
+	return nil
+}
+
+// Read fails: the connection has no descriptor in the process, and only
+// the runner that accepted it reads it.
+func (c *directSource) Read([]byte) (int, error) {
+	return 0, fmt.Errorf("srcs: read %s: read by the runner that accepted it: %w", c.name, os.ErrInvalid)
+}
+
+// Close closes the connection unless the runner took it, and gives the
+// listener its slot under MaxConns back, once.
+func (c *directSource) Close() error {
+	st := c.st.Or(directClosed)
+	if st&directClosed != 0 {
+		return nil
+	}
+	if st&directTaken == 0 {
+		c.a.q.CloseDirect(uint32(st>>34), uint32(st>>2)&(1<<32-1))
+	}
+	c.a.l.release()
+	return nil
+}
+
+var _ io.Closer = (*RunnerAcceptor)(nil)
