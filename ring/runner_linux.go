@@ -65,6 +65,20 @@ import (
 // srcs.DatagramDropReporter, logged once per lane, and the lane keeps
 // running.
 //
+// # Accepting
+//
+// A listener's connections are accepted on the workers' rings
+// (StartAccept, srcs.Listener.AcceptThrough): every worker keeps up to
+// acceptDepth single-shot ACCEPTs armed for each listener, as many as
+// the listener grants (at its MaxConns it grants none), each with a
+// sockaddr of its own so the connection is named by its peer and Allow
+// applies. An accept installs its connection straight into a slot of the
+// worker's registered file table, so the connection never has a
+// descriptor in the process; when the table is full or off, it accepts a
+// descriptor as accept4(2) would (and fails with EMFILE at the limit,
+// for the listener to back off). The lane of a connection in a table is
+// placed on the worker that accepted it.
+//
 // # Buffers
 //
 // Each worker registers the pool's slab as fixed buffers. When the kernel
@@ -234,29 +248,36 @@ func runnerSupported(p ProbeResult) error {
 // datagram descriptor that is no SOCK_DGRAM socket, with net.ErrClosed after
 // Close, and with the first worker's failure once every worker has failed.
 func (r *Runner) Add(l *srcs.Lane) error {
+	if d, ok := lSrc(l).(srcs.Directed); ok {
+		return r.addDirect(l, d)
+	}
 	c, err := addCmd(l, r.front.Addable)
 	if err != nil {
 		return err
 	}
-	return r.front.Place(l, func(w *worker) (uint64, bool, error) {
-		idx, gen := w.AllocSlot()
-		if idx > slotMask {
-			w.FreeSlot(idx)
-			return 0, false, fmt.Errorf("ring: runner: add lane %d: worker %d drives %d lanes, its most", l.ID, w.id, slotMask)
-		}
-		tok := token(idx, gen)
-		c.tok = tok
-		w.AddLoad(1)
-		r.front.Lanes.Add(1)
-		if w.post(c) {
-			return tok, true, nil
-		}
-		// The worker failed since pick looked; it is marked stopped now.
-		w.AddLoad(-1)
-		r.front.Lanes.Add(-1)
+	return r.front.Place(l, func(w *worker) (uint64, bool, error) { return r.queueAdd(w, l, c) })
+}
+
+// queueAdd gives w a slot for l and posts c, the lane's add. ok is false
+// when w stopped since it was picked.
+func (r *Runner) queueAdd(w *worker, l *srcs.Lane, c cmd) (tok uint64, ok bool, err error) {
+	idx, gen := w.AllocSlot()
+	if idx > slotMask {
 		w.FreeSlot(idx)
-		return 0, false, nil
-	})
+		return 0, false, fmt.Errorf("ring: runner: add lane %d: worker %d drives %d lanes, its most", l.ID, w.id, slotMask)
+	}
+	tok = token(idx, gen)
+	c.tok = tok
+	w.AddLoad(1)
+	r.front.Lanes.Add(1)
+	if w.post(c) {
+		return tok, true, nil
+	}
+	// The worker failed since pick looked; it is marked stopped now.
+	w.AddLoad(-1)
+	r.front.Lanes.Add(-1)
+	w.FreeSlot(idx)
+	return 0, false, nil
 }
 
 // addCmd admits l (admit: the runner takes it) and decides how its

@@ -41,6 +41,10 @@ func (w *worker) shutdown(cause error) {
 			w.add(&rest[i])
 		case cmdSync:
 			w.syncs = append(w.syncs, rest[i].done)
+		case cmdArm, cmdStopAccept:
+			rest[i].acc.revoke()
+		case cmdCloseSlot:
+			w.closeSlot(uint32(rest[i].tok))
 		}
 	}
 	for _, ch := range w.syncs {
@@ -51,6 +55,7 @@ func (w *worker) shutdown(cause error) {
 		w.quiesce(reason)
 	}
 	closeErr := w.r.opts.closeRing(w.ring)
+	w.abandonAccepts(reason)
 	if closeErr != nil {
 		errs = append(errs, fmt.Errorf("ring: runner: worker %d: %w", w.id, closeErr))
 	}
@@ -106,6 +111,7 @@ func (w *worker) quiesce(reason error) {
 			w.stop(ln, true)
 		}
 	}
+	w.closeAccepts()
 	if w.r.opts.quiesce < 0 {
 		return
 	}
@@ -130,6 +136,9 @@ func (w *worker) quiesce(reason error) {
 
 // busy reports whether any lane has an operation in flight.
 func (w *worker) busy() bool {
+	if w.accepting > 0 {
+		return true
+	}
 	for _, ln := range w.slots {
 		if ln != nil && ln.gen != 0 && ln.op != tagNone {
 			return true

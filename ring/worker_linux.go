@@ -64,7 +64,7 @@ func (w *worker) stats() srcs.RunnerStats {
 	return srcs.RunnerStats{
 		Reads: w.reads.Load(), Waits: w.waits.Load(), Wakeups: w.wakeups.Load(),
 		Enters: enters, Completions: w.cqes.Load(), Syscalls: enters + w.wakeWrites(),
-		DirectFiles: int(w.files.used.Load()),
+		DirectFiles: int(w.files.used.Load()), Accepted: w.accepted.Load(),
 	}
 }
 
@@ -81,12 +81,15 @@ func (w *worker) wakeWrites() uint64 {
 type cmdOp uint8
 
 const (
-	cmdAdd    cmdOp = iota + 1 // start driving a lane
-	cmdRemove                  // stop driving a lane
-	cmdGrant                   // the pool reserved a buffer for a lane
-	cmdResume                  // issue the reads held back by a pause
-	cmdClose                   // finish every lane and exit
-	cmdSync                    // close done once the SQEs so far are submitted
+	cmdAdd        cmdOp = iota + 1 // start driving a lane
+	cmdRemove                      // stop driving a lane
+	cmdGrant                       // the pool reserved a buffer for a lane
+	cmdResume                      // issue the reads held back by a pause
+	cmdClose                       // finish every lane and exit
+	cmdSync                        // close done once the SQEs so far are submitted
+	cmdArm                         // arm a listener's granted accepts (accept_linux.go)
+	cmdStopAccept                  // cancel a listener's accepts, give its grants back
+	cmdCloseSlot                   // close an accepted connection no lane took (tok: its file slot)
 )
 
 // frontCmds are the commands the runner's front posts for its ops.
@@ -96,13 +99,15 @@ var frontCmds = [...]cmdOp{lanes.OpRemove: cmdRemove, lanes.OpResume: cmdResume,
 // generation), so commands that arrive after a lane finished (a late grant,
 // a second Remove) find nothing and do nothing.
 type cmd struct {
-	op   cmdOp
-	tok  uint64
-	lane *srcs.Lane // cmdAdd, and the fields below
-	fd   int
-	mode readMode
-	off  int64         // where a file lane starts reading
-	done chan struct{} // cmdSync
+	op     cmdOp
+	tok    uint64
+	lane   *srcs.Lane // cmdAdd, and the fields below
+	fd     int
+	mode   readMode
+	off    int64         // where a file lane starts reading
+	direct bool          // cmdAdd: fd is a slot of w's table, which the lane takes
+	acc    *acceptor     // cmdArm, cmdStopAccept
+	done   chan struct{} // cmdSync
 }
 
 func token(idx, gen uint32) uint64 { return uint64(idx)<<32 | uint64(gen) }
@@ -124,11 +129,12 @@ type worker struct {
 	waker *Waker // Wake is called under Mu, so Close never races it
 	wake  func() // wakes the worker; bound once, so posting allocates nothing
 
-	reads   atomic.Uint64
-	waits   atomic.Uint64
-	wakeups atomic.Uint64
-	enters  atomic.Uint64 // the ring's io_uring_enter calls, published each turn
-	cqes    atomic.Uint64 // CQEs reaped
+	reads    atomic.Uint64
+	waits    atomic.Uint64
+	wakeups  atomic.Uint64
+	enters   atomic.Uint64 // the ring's io_uring_enter calls, published each turn
+	cqes     atomic.Uint64 // CQEs reaped
+	accepted atomic.Uint64 // connections accepted on the ring
 
 	// Owned by the worker goroutine.
 	ring    *Ring
@@ -145,6 +151,13 @@ type worker struct {
 	arenas  []*Arena    // where msgs live; closed after the ring
 	files   fileTable   // accepted connections' sockets, as direct descriptors
 	live    int         // lanes added and not finished
+	// The listeners' accepts on this worker (accept_linux.go): those with
+	// accepts armed or granted, the records of armed accepts by index,
+	// free records, and the number armed.
+	acceptors  []*acceptor
+	acceptOps  []*acceptOp
+	acceptFree []uint32
+	accepting  int
 	// batchWait is the latency the worker may add to batch completions
 	// (zero: never). readsIssued says this turn queued a read, which may
 	// complete at submission: the wait then must not hold it back.
@@ -380,7 +393,7 @@ func (w *worker) turn() (now time.Time, exit bool, err error) {
 	if w.fatal != nil {
 		return now, true, w.fatal
 	}
-	if w.closing && w.live == 0 {
+	if w.closing && w.live == 0 && w.accepting == 0 {
 		return now, true, nil
 	}
 	w.readsIssued = false
@@ -463,6 +476,9 @@ func (w *worker) handleCQE(c *CQE) {
 		return
 	case tagCancel:
 		return
+	case tagAccept:
+		w.acceptDone(slot, c.Res)
+		return
 	}
 	idx := int(slot >> fileIdxShift)
 	slot &= slotMask
@@ -524,8 +540,15 @@ func (w *worker) runCmd(c *cmd) {
 				w.remove(ln)
 			}
 		}
+		w.closeAccepts()
 	case cmdSync:
 		w.syncs = append(w.syncs, c.done)
+	case cmdArm:
+		w.armAccepts(c.acc)
+	case cmdStopAccept:
+		w.stopAccepts(c.acc)
+	case cmdCloseSlot:
+		w.closeSlot(uint32(c.tok))
 	}
 }
 
@@ -565,7 +588,11 @@ func (w *worker) add(c *cmd) {
 	case c.mode == modeFile:
 		ln.fa = &fileAhead{next: c.off}
 	}
-	if c.mode == modeSock {
+	switch {
+	case c.direct:
+		// Accepted into this worker's table: the lane owns the slot.
+		ln.fixed, ln.owned = true, true
+	case c.mode == modeSock:
 		w.direct(ln, c.lane.Src)
 	}
 	if c.mode == modeDgram {

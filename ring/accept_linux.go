@@ -1,0 +1,462 @@
+// Accepting on the ring: a listener's connections are accepted by
+// IORING_OP_ACCEPT on every worker's ring, each straight into a slot of
+// the worker's registered file table, and the lane that reads one stays on
+// the worker that accepted it.
+
+package ring
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sluice-io/sluice/srcs"
+)
+
+// acceptDepth is how many accepts a worker keeps armed for one listener
+// while it may: enough that a burst of connections is taken at the rate
+// the listener's loop adds them, not one ring round trip at a time.
+const acceptDepth = 16
+
+// tagAccept marks an accept's CQE; its slot field is the accept's place
+// in the worker's acceptOps.
+const tagAccept = tagFileRead + 1
+
+// StartAccept implements srcs.AcceptRunner: the listener's accepts are
+// armed on every worker's ring (single-shot IORING_OP_ACCEPT with a
+// sockaddr each, so that every connection is named by its peer and can
+// be refused by address; a multishot accept shares one sockaddr, and a
+// direct descriptor has no getpeername). A connection goes into a slot
+// of the accepting worker's file table when one is free and is then a
+// srcs.DirectConn of that worker; otherwise it comes as a descriptor
+// (and EMFILE as an error, for the listener to back off).
+//
+// The kernel wakes one armed accept per connection, in the order they
+// were armed, so connections spread over the workers that have accepts
+// armed.
+func (r *Runner) StartAccept(fd int) (srcs.AcceptQueue, error) {
+	lfd, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("ring: runner: accept: %w", os.NewSyscallError("fcntl", err))
+	}
+	q := &acceptQueue{r: r, lfd: lfd, ready: make(chan srcs.RunnerAccepted, acceptDepth*len(r.workers))}
+	for _, w := range r.workers {
+		q.per = append(q.per, &acceptor{q: q, w: w})
+	}
+	return q, nil
+}
+
+// acceptQueue is one listener's accepts on the runner (srcs.AcceptQueue).
+type acceptQueue struct {
+	r     *Runner
+	lfd   int // a duplicate of the listening socket, which the accepts and the cancel name
+	ready chan srcs.RunnerAccepted
+	per   []*acceptor // one per worker
+	next  int         // where Grant's search starts
+}
+
+// acceptor is a listener's accepts on one worker.
+type acceptor struct {
+	q *acceptQueue
+	w *worker
+	// credit is the grants the worker has yet to arm; load is credit
+	// plus the accepts armed, which Grant balances across workers.
+	credit atomic.Int32
+	load   atomic.Int32
+	given  bool // Grant's mark: tell the worker
+
+	// Owned by the worker.
+	armed    int
+	listed   bool // in w.acceptors
+	stopping bool // Stop asked: arm nothing, cancel what is armed
+}
+
+func (q *acceptQueue) Depth() int                        { return cap(q.ready) }
+func (q *acceptQueue) Ready() <-chan srcs.RunnerAccepted { return q.ready }
+
+// Grant gives each of n grants to the worker with the least armed and
+// waiting to be armed, then tells the workers it gave to. A worker that
+// has stopped gives its grants back at once.
+func (q *acceptQueue) Grant(n int) {
+	for ; n > 0; n-- {
+		best := -1
+		for k := range q.per {
+			i := (q.next + k) % len(q.per)
+			if a := q.per[i]; !a.w.Stopped() && (best < 0 || a.load.Load() < q.per[best].load.Load()) {
+				best = i
+			}
+		}
+		q.next++
+		if best < 0 {
+			q.put(srcs.RunnerAccepted{FD: -1, Err: fmt.Errorf("ring: runner: accept: %w", net.ErrClosed)})
+			continue
+		}
+		a := q.per[best]
+		a.load.Add(1)
+		a.credit.Add(1)
+		a.given = true
+	}
+	for _, a := range q.per {
+		if a.given {
+			a.given = false
+			if !a.w.post(cmd{op: cmdArm, acc: a}) {
+				a.revoke()
+			}
+		}
+	}
+}
+
+// CloseDirect closes a connection a worker accepted into its table and no
+// lane took, through the worker. A worker that has stopped closes its
+// ring, and the table with it.
+func (q *acceptQueue) CloseDirect(worker, slot uint32) {
+	if int(worker) < len(q.per) {
+		q.per[worker].w.post(cmd{op: cmdCloseSlot, tok: uint64(slot)})
+	}
+}
+
+// Stop asks every worker to cancel the listener's accepts and give its
+// grants back.
+func (q *acceptQueue) Stop() {
+	for _, a := range q.per {
+		if !a.w.post(cmd{op: cmdStopAccept, acc: a}) {
+			a.revoke()
+		}
+	}
+}
+
+// Close closes the duplicated listening socket.
+func (q *acceptQueue) Close() error {
+	if q.lfd < 0 {
+		return nil
+	}
+	err := unix.Close(q.lfd)
+	q.lfd = -1
+	return os.NewSyscallError("close", err)
+}
+
+// put hands a result to the listener's loop. It never waits: every grant
+// yields one result, and the loop holds at most Depth grants. A result
+// that finds no room breaks that promise; its connection is closed.
+func (q *acceptQueue) put(res srcs.RunnerAccepted) {
+	select {
+	case q.ready <- res:
+	default:
+		if res.Direct {
+			q.CloseDirect(res.Worker, res.Slot)
+		} else if res.FD >= 0 {
+			unix.Close(res.FD)
+		}
+	}
+}
+
+// revoke gives the grants the worker has not armed back, as errors: the
+// runner closed, or (while it runs) grant again, to a worker that runs.
+func (a *acceptor) revoke() {
+	n := a.credit.Swap(0)
+	if n == 0 {
+		return
+	}
+	a.load.Add(-n)
+	err := fmt.Errorf("ring: runner: accept: worker %d stopped: %w", a.w.id, srcs.ErrAcceptRetry)
+	if a.q.r.front.Closed() {
+		err = fmt.Errorf("ring: runner: accept: %w", net.ErrClosed)
+	}
+	for ; n > 0; n-- {
+		a.q.put(srcs.RunnerAccepted{FD: -1, Err: err})
+	}
+}
+
+// acceptOp is one armed accept: where the kernel writes the peer's
+// address. The worker keeps it until the CQE arrives.
+type acceptOp struct {
+	acc  *acceptor
+	addr unix.RawSockaddrAny
+	alen uint32
+	slot uint32 // the file slot accepted into, if direct
+	// direct says the accept installs into slot rather than making a
+	// descriptor.
+	direct bool
+	busy   bool
+}
+
+// arm arms accepts for a's grants while the worker may.
+func (w *worker) armAccepts(a *acceptor) {
+	if w.closing || a.stopping {
+		a.revoke()
+		return
+	}
+	if !a.listed {
+		a.listed = true
+		w.acceptors = append(w.acceptors, a)
+	}
+	for {
+		if c := a.credit.Load(); c <= 0 || !a.credit.CompareAndSwap(c, c-1) {
+			if c <= 0 {
+				return
+			}
+			continue
+		}
+		if !w.armAccept(a) {
+			// No SQE now: try again on a later turn.
+			a.credit.Add(1)
+			w.post(cmd{op: cmdArm, acc: a})
+			return
+		}
+	}
+}
+
+// armAccept queues one accept for a.
+func (w *worker) armAccept(a *acceptor) bool {
+	s := w.sqe()
+	if s == nil {
+		return false
+	}
+	idx := w.acceptOp()
+	op := w.acceptOps[idx]
+	*op = acceptOp{acc: a, alen: uint32(unsafe.Sizeof(op.addr)), busy: true}
+	if slot, ok := w.takeSlot(); ok {
+		op.slot, op.direct = slot, true
+		// A direct accept takes no SOCK_CLOEXEC: the slot is no
+		// descriptor of the process.
+		s.PrepAccept(a.q.lfd, &op.addr, &op.alen, unix.SOCK_NONBLOCK)
+		s.FileIndex = int32(slot) + 1
+	} else {
+		s.PrepAccept(a.q.lfd, &op.addr, &op.alen, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+	}
+	s.UserData = PackUserData(idx, uint32(tagAccept)<<genBits)
+	a.armed++
+	w.accepting++
+	return true
+}
+
+// acceptOp returns the index of a free accept record.
+func (w *worker) acceptOp() uint32 {
+	if k := len(w.acceptFree); k > 0 {
+		idx := w.acceptFree[k-1]
+		w.acceptFree = w.acceptFree[:k-1]
+		return idx
+	}
+	w.acceptOps = append(w.acceptOps, new(acceptOp))
+	return uint32(len(w.acceptOps) - 1)
+}
+
+// acceptDone hands an accept's connection, or its error, to the
+// listener's loop.
+func (w *worker) acceptDone(idx uint32, res int32) {
+	if int(idx) >= len(w.acceptOps) || !w.acceptOps[idx].busy {
+		return
+	}
+	op := w.acceptOps[idx]
+	a := op.acc
+	out := srcs.RunnerAccepted{FD: -1}
+	switch {
+	case res < 0:
+		if op.direct {
+			w.putSlot(op.slot)
+		}
+		out.Err = w.acceptErr(unix.Errno(-res))
+	case op.direct:
+		w.files.used.Add(1)
+		out.Direct, out.Worker, out.Slot = true, uint32(w.id), op.slot
+	default:
+		out.FD = int(res)
+	}
+	if out.Err == nil {
+		out.Peer, out.Path = peerOf(&op.addr, op.alen)
+		w.accepted.Add(1)
+	}
+	*op = acceptOp{}
+	w.acceptFree = append(w.acceptFree, idx)
+	a.armed--
+	w.accepting--
+	a.load.Add(-1)
+	a.q.put(out)
+	if a.stopping && a.armed == 0 {
+		w.unlistAcceptor(a)
+	}
+}
+
+// acceptErr is the error of a failed accept, as accept4(2)'s would be.
+// A cancelled accept was stopped by the listener (whose loop is done),
+// by the runner's close, or by the worker's failure, which leaves the
+// grant to be given again.
+func (w *worker) acceptErr(e unix.Errno) error {
+	if e != unix.ECANCELED {
+		return os.NewSyscallError("accept4", e)
+	}
+	if w.r.front.Closed() {
+		return fmt.Errorf("ring: runner: accept: %w", net.ErrClosed)
+	}
+	return fmt.Errorf("ring: runner: accept: worker %d: cancelled: %w", w.id, srcs.ErrAcceptRetry)
+}
+
+// stopAccepts stops a's accepts on this worker: its grants go back and
+// what is armed is cancelled (by the duplicated socket, which only the
+// listener's accepts use).
+func (w *worker) stopAccepts(a *acceptor) {
+	a.stopping = true
+	a.revoke()
+	if a.armed == 0 {
+		w.unlistAcceptor(a)
+		return
+	}
+	w.cancelAccepts(a)
+}
+
+// cancelAccepts cancels every accept a has armed on this worker.
+func (w *worker) cancelAccepts(a *acceptor) {
+	s := w.sqe()
+	if s == nil {
+		if w.fatal == nil {
+			// No SQE now: try again on a later turn. (A failed ring
+			// hands the accepts back at teardown.)
+			w.post(cmd{op: cmdStopAccept, acc: a})
+		}
+		return
+	}
+	s.PrepCancelFd(a.q.lfd, CancelAll)
+	s.UserData = PackUserData(0, uint32(tagCancel)<<genBits)
+}
+
+// unlistAcceptor drops a from the worker's list once nothing of it is
+// armed.
+func (w *worker) unlistAcceptor(a *acceptor) {
+	if !a.listed {
+		return
+	}
+	a.listed = false
+	for i, b := range w.acceptors {
+		if b == a {
+			last := len(w.acceptors) - 1
+			w.acceptors[i] = w.acceptors[last]
+			w.acceptors[last] = nil
+			w.acceptors = w.acceptors[:last]
+			return
+		}
+	}
+}
+
+// closeAccepts is the worker's part of Close: every listener's accepts
+// here are stopped. The worker exits once their CQEs are in.
+func (w *worker) closeAccepts() {
+	for _, a := range append([]*acceptor(nil), w.acceptors...) {
+		w.stopAccepts(a)
+	}
+}
+
+// abandonAccepts hands back, as errors, the accepts still armed when the
+// ring closed: their CQEs are gone with it, and so is a connection one
+// of them may have taken into the file table.
+func (w *worker) abandonAccepts(reason error) {
+	err := fmt.Errorf("ring: runner: accept: worker %d stopped (%v): %w", w.id, reason, srcs.ErrAcceptRetry)
+	if w.r.front.Closed() {
+		err = fmt.Errorf("ring: runner: accept: worker %d stopped: %w", w.id, net.ErrClosed)
+	}
+	for idx, op := range w.acceptOps {
+		if !op.busy {
+			continue
+		}
+		a := op.acc
+		*op = acceptOp{}
+		w.acceptFree = append(w.acceptFree, uint32(idx))
+		a.armed--
+		w.accepting--
+		a.load.Add(-1)
+		a.q.put(srcs.RunnerAccepted{FD: -1, Err: err})
+	}
+	for _, a := range w.acceptors {
+		a.revoke()
+	}
+	w.acceptors = nil
+}
+
+// peerOf decodes the peer address an accept wrote.
+func peerOf(sa *unix.RawSockaddrAny, n uint32) (netip.AddrPort, string) {
+	if n < 2 {
+		return netip.AddrPort{}, ""
+	}
+	switch sa.Addr.Family {
+	case unix.AF_INET:
+		p := (*unix.RawSockaddrInet4)(unsafe.Pointer(sa))
+		return netip.AddrPortFrom(netip.AddrFrom4(p.Addr), ntohs(p.Port)), ""
+	case unix.AF_INET6:
+		p := (*unix.RawSockaddrInet6)(unsafe.Pointer(sa))
+		return netip.AddrPortFrom(netip.AddrFrom16(p.Addr).Unmap(), ntohs(p.Port)), ""
+	case unix.AF_UNIX:
+		p := (*unix.RawSockaddrUnix)(unsafe.Pointer(sa))
+		l := min(int(n)-2, len(p.Path))
+		if l <= 0 {
+			return netip.AddrPort{}, ""
+		}
+		b := unsafe.Slice((*byte)(unsafe.Pointer(&p.Path[0])), l)
+		if b[0] == 0 {
+			// An abstract name: its first byte is NUL, written "@".
+			return netip.AddrPort{}, "@" + string(trimNUL(b[1:]))
+		}
+		return netip.AddrPort{}, string(trimNUL(b))
+	}
+	return netip.AddrPort{}, ""
+}
+
+func ntohs(p uint16) uint16 { return p>>8 | p<<8 }
+
+// trimNUL cuts b at its first NUL.
+func trimNUL(b []byte) []byte {
+	for i, c := range b {
+		if c == 0 {
+			return b[:i]
+		}
+	}
+	return b
+}
+
+// closeSlot empties a slot no lane took.
+func (w *worker) closeSlot(slot uint32) {
+	err := w.setSlot(slot, -1)
+	switch {
+	case errors.Is(err, ErrClosed):
+		w.files.used.Add(-1)
+	case err != nil:
+		w.r.log.Error("ring: runner: closing an accepted connection", "worker", w.id, "slot", slot, "err", err)
+	default:
+		w.putSlot(slot)
+		w.files.used.Add(-1)
+	}
+}
+
+// addDirect places a lane whose connection a worker accepted into its
+// table on that worker, which alone can read it.
+func (r *Runner) addDirect(l *srcs.Lane, d srcs.Directed) error {
+	if q, ok := d.AcceptedBy().(*acceptQueue); !ok || q.r != r {
+		return fmt.Errorf("ring: runner: add lane %d (%s): the connection was accepted by another runner", l.ID, l.Name())
+	}
+	if err := r.front.Addable(l); err != nil {
+		return err
+	}
+	if err := srcs.CheckFraming(l, srcs.Stream); err != nil {
+		return fmt.Errorf("ring: runner: add %w", err)
+	}
+	wi, slot, ok := d.TakeDirect()
+	if !ok || int(wi) >= len(r.workers) {
+		return fmt.Errorf("ring: runner: add lane %d (%s): %w", l.ID, l.Name(), net.ErrClosed)
+	}
+	// The lane owns the slot from here: a worker that has stopped closes
+	// its ring, and the table with it.
+	c := cmd{op: cmdAdd, lane: l, fd: int(slot), mode: modeSock, direct: true}
+	return r.front.PlaceOn(l, r.workers[wi], func(w *worker) (uint64, bool, error) { return r.queueAdd(w, l, c) })
+}
+
+// lSrc returns l's source; nil for a nil lane, which Add refuses.
+func lSrc(l *srcs.Lane) srcs.Source {
+	if l == nil {
+		return nil
+	}
+	return l.Src
+}

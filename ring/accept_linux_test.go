@@ -1,0 +1,205 @@
+package ring
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sluice-io/sluice/pool"
+	"github.com/sluice-io/sluice/srcs"
+)
+
+// TestPeerOf checks the decoding of the addresses an accept writes: TCP
+// over IPv4 and IPv6 (a mapped IPv4 address unmapped), a unix peer bound
+// to a path or an abstract name, and one bound to nothing.
+func TestPeerOf(t *testing.T) {
+	var raw unix.RawSockaddrAny
+	in4 := (*unix.RawSockaddrInet4)(unsafe.Pointer(&raw))
+	*in4 = unix.RawSockaddrInet4{Family: unix.AF_INET, Port: 0x3930, Addr: [4]byte{127, 0, 0, 9}} // port 12345, network order
+	if ap, path := peerOf(&raw, unix.SizeofSockaddrInet4); ap != netip.MustParseAddrPort("127.0.0.9:12345") || path != "" {
+		t.Errorf("inet4: %v %q", ap, path)
+	}
+	raw = unix.RawSockaddrAny{}
+	in6 := (*unix.RawSockaddrInet6)(unsafe.Pointer(&raw))
+	*in6 = unix.RawSockaddrInet6{Family: unix.AF_INET6, Port: 0x5000, Addr: netip.MustParseAddr("::ffff:10.1.2.3").As16()}
+	if ap, _ := peerOf(&raw, unix.SizeofSockaddrInet6); ap != netip.MustParseAddrPort("10.1.2.3:80") {
+		t.Errorf("inet6 mapped: %v", ap)
+	}
+	for _, tc := range []struct {
+		name string
+		want string
+	}{{"/run/x.sock", "/run/x.sock"}, {"\x00sluice", "@sluice"}, {"", ""}} {
+		raw = unix.RawSockaddrAny{}
+		un := (*unix.RawSockaddrUnix)(unsafe.Pointer(&raw))
+		un.Family = unix.AF_UNIX
+		for i := range len(tc.name) {
+			un.Path[i] = int8(tc.name[i])
+		}
+		n := uint32(2 + len(tc.name))
+		if tc.name != "" && tc.name[0] != 0 {
+			n++ // a path's NUL
+		}
+		if ap, path := peerOf(&raw, n); ap.IsValid() || path != tc.want {
+			t.Errorf("unix %q: %v %q, want %q", tc.name, ap, path, tc.want)
+		}
+	}
+	if ap, path := peerOf(&raw, 0); ap.IsValid() || path != "" {
+		t.Errorf("no address: %v %q", ap, path)
+	}
+}
+
+// acceptRig is a uring runner with two workers a killer can fail, and a
+// listener accepting through it.
+type acceptRig struct {
+	t   *testing.T
+	r   *Runner
+	k   *killer
+	ln  *srcs.Listener
+	ra  *srcs.RunnerAcceptor
+	got chan srcs.Source
+	err chan error
+}
+
+func newAcceptRig(t *testing.T) *acceptRig {
+	t.Helper()
+	requireURing(t)
+	p, err := pool.New(pool.Config{BufSize: 4 << 10, Buffers: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	k := new(killer)
+	r, err := newRunner(srcs.RunnerConfig{Workers: 2, Pool: p}, runnerOptions{fault: k.hook})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := srcs.ListenTCP("127.0.0.1:0", srcs.ListenerConfig{})
+	if err != nil {
+		r.Close()
+		t.Fatal(err)
+	}
+	ra, err := ln.AcceptThrough(r)
+	if err != nil {
+		ln.Close()
+		r.Close()
+		t.Fatal(err)
+	}
+	g := &acceptRig{t: t, r: r, k: k, ln: ln, ra: ra, got: make(chan srcs.Source, 64), err: make(chan error, 1)}
+	go func() {
+		for {
+			src, err := ra.Accept(context.Background())
+			if err != nil {
+				g.err <- err
+				return
+			}
+			g.got <- src
+		}
+	}()
+	return g
+}
+
+// accept dials n connections and waits for the acceptor to yield them.
+func (g *acceptRig) accept(n int) []srcs.Source {
+	g.t.Helper()
+	var out []srcs.Source
+	for range n {
+		c, err := net.Dial("tcp", g.ln.Addr().String())
+		if err != nil {
+			g.t.Fatal(err)
+		}
+		g.t.Cleanup(func() { c.Close() })
+		select {
+		case src := <-g.got:
+			out = append(out, src)
+		case err := <-g.err:
+			g.t.Fatalf("accept: %v", err)
+		case <-time.After(10 * time.Second):
+			g.t.Fatalf("connection %d not accepted within 10s", len(out))
+		}
+	}
+	return out
+}
+
+// TestAcceptWorkerFails fails one of two workers while a listener's
+// accepts are armed on both: the failed worker's grants come back to be
+// granted again, the other worker accepts every later connection, and
+// closing the acceptor returns once every grant is back.
+func TestAcceptWorkerFails(t *testing.T) {
+	g := newAcceptRig(t)
+	for _, src := range g.accept(4) {
+		if _, ok := src.(srcs.Directed); !ok {
+			t.Errorf("%s: accepted as %T, want a connection in a file table", src.Name(), src)
+		}
+		src.Close()
+	}
+	g.k.kill[0].Store(&errInjected)
+	g.r.sync()
+	for deadline := time.Now().Add(10 * time.Second); !g.r.workers[0].Stopped(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("worker 0 did not stop")
+		}
+	}
+	before := g.r.workers[1].accepted.Load()
+	for _, src := range g.accept(20) {
+		src.Close()
+	}
+	if n := g.r.workers[1].accepted.Load() - before; n != 20 {
+		t.Errorf("worker 1 accepted %d of the 20 connections after worker 0 failed", n)
+	}
+	g.ln.Close()
+	if err := <-g.err; !errors.Is(err, net.ErrClosed) {
+		t.Errorf("Accept after the listener closed: %v", err)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- g.ra.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Errorf("close: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("closing the acceptor did not return: a grant never came back")
+	}
+	if err := g.r.Close(); !errors.Is(err, errInjected) {
+		t.Errorf("runner close: %v, want the injected failure", err)
+	}
+	if n := g.r.workers[1].files.used.Load(); n != 0 {
+		t.Errorf("%d connections left in worker 1's table", n)
+	}
+}
+
+// TestAcceptRunnerCloses closes the runner under an acceptor: Accept
+// fails with net.ErrClosed, the connections accepted before are closed
+// with the rings, and closing the acceptor returns.
+func TestAcceptRunnerCloses(t *testing.T) {
+	g := newAcceptRig(t)
+	held := g.accept(3)
+	if err := g.r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-g.err:
+		if !errors.Is(err, net.ErrClosed) {
+			t.Errorf("Accept after the runner closed: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Accept did not fail after the runner closed")
+	}
+	for _, src := range held {
+		src.Close() // the worker is gone: nothing to post to
+	}
+	g.ln.Close()
+	done := make(chan struct{})
+	go func() { g.ra.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("closing the acceptor did not return")
+	}
+}
