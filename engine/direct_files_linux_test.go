@@ -189,7 +189,8 @@ func TestDirectFilesFull(t *testing.T) {
 	check(names[0], want[0], true)
 	for deadline := time.Now().Add(10 * time.Second); directFiles() != 0; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the ended connection's slot still held: %d", directFiles())
+			accepted, direct := runnerStats(e)
+			t.Fatalf("the ended connection's slot still held: %d in the table; the runner accepted %d", direct, accepted)
 		}
 	}
 	c, name := h.dial()

@@ -215,10 +215,14 @@ func WithFraming(f srcs.Framer) SourceOption {
 // handler or the error handler. Given to AddListener, it is called once
 // for every connection the listener accepts, on the listener's accept
 // loop: that is how a caller tells which listener a connection came from
-// without matching names. f must not block. A connection's socket may
-// be tuned through src (srcs.Descriptor, with setsockopt) in f, not after:
-// once the source starts, the uring runner may take the socket into its
-// worker's file table (Config.FileSlots, srcs.HandOff), and Desc fails.
+// without matching names. f must not block. Under the uring runner a
+// listener's connection is accepted into a worker's file table and has
+// no descriptor in the process (srcs.Directed), so set socket options on
+// the listener, whose accepted sockets inherit them (srcs.ListenerConfig
+// RecvBuffer, keepalive). Where a connection is a descriptor
+// (srcs.Descriptor), tune it in f, not after: once the source starts, the
+// uring runner may take the socket into its file table (Config.FileSlots,
+// srcs.HandOff), and Desc fails.
 func WithAdded(f func(id srcs.ID, src srcs.Source)) SourceOption {
 	return func(o *sourceOpts) { o.added = f }
 }
@@ -357,6 +361,9 @@ func (e *Engine) runnerForLocked(src srcs.Source) (Runner, error) {
 
 // rawReadable says whether a runner that drives descriptors can read src.
 func rawReadable(src srcs.Source) bool {
+	if _, ok := src.(srcs.Directed); ok {
+		return true // the runner accepted it
+	}
 	if _, ok := src.(srcs.Descriptor); !ok {
 		return false
 	}
@@ -387,10 +394,13 @@ var _ descriptorAcceptor = (*srcs.Listener)(nil)
 // tells which connections are l's). The engine closes l at Shutdown. A
 // connection the runner cannot take for lack of descriptors is kept open
 // and offered to it again as other sources end; the listener accepts
-// nothing more meanwhile. When the engine's runner reads descriptors
-// (uring, epoll, thread) and l can hand its connections over as raw
-// sockets (srcs.Listener.AcceptDescriptor), it accepts them that way, with
-// no net.Conn per connection.
+// nothing more meanwhile. Under the uring runner a *srcs.Listener without
+// TLS or the PROXY protocol is accepted on the workers' rings, each
+// connection straight into a worker's file table
+// (srcs.Listener.AcceptThrough); under the other runners that read
+// descriptors (epoll, thread) it hands its connections over as raw
+// sockets (srcs.Listener.AcceptDescriptor). Either way no net.Conn,
+// netpoller registration or goroutine is made per connection.
 func (e *Engine) AddListener(l Acceptor, opts ...SourceOption) error {
 	so := sourceOpts{}
 	for _, opt := range opts {
@@ -405,16 +415,12 @@ func (e *Engine) AddListener(l Acceptor, opts ...SourceOption) error {
 		return ErrClosed
 	}
 	defer e.mu.Unlock()
+	accept, stop := e.acceptorFor(l)
 	e.listeners = append(e.listeners, l)
-	accept := l.AcceptSource
-	if da, ok := l.(descriptorAcceptor); ok && e.runner.Name() != RunnerGoroutine {
-		// The runner reads sockets itself: no net.Conn, netpoller
-		// registration or duplicated descriptor per connection.
-		accept = da.AcceptDescriptor
-	}
 	// Spawned under the lock, so Shutdown either sees this loop or refused
 	// the listener: nothing starts after it has waited for its tasks.
 	e.spawn(func() {
+		defer stop()
 		for {
 			src, err := accept(e.ctx)
 			if err != nil {
@@ -434,6 +440,44 @@ func (e *Engine) AddListener(l Acceptor, opts ...SourceOption) error {
 	})
 	return nil
 }
+
+// acceptorFor picks how l's connections are accepted: by the runner on
+// its own loops when it can (the uring runner, for a listener without
+// TLS or the PROXY protocol), else as raw sockets when the runner reads
+// descriptors, else as Go's connections. stop ends the accepting once the
+// listener's loop is done.
+func (e *Engine) acceptorFor(l Acceptor) (accept func(context.Context) (srcs.Source, error), stop func()) {
+	if ar, ok := e.runner.(srcs.AcceptRunner); ok {
+		if ta, ok := l.(throughAcceptor); ok {
+			ra, err := ta.AcceptThrough(ar)
+			if err == nil {
+				return ra.Accept, func() {
+					if err := ra.Close(); err != nil {
+						e.log.Warn("listener: closing the runner's accepts", "err", err)
+					}
+				}
+			}
+			if !errors.Is(err, srcs.ErrNotRunnerAcceptable) {
+				e.log.Warn("listener: the runner cannot accept; accepting through Go", "err", err)
+			}
+		}
+	}
+	if da, ok := l.(descriptorAcceptor); ok && e.runner.Name() != RunnerGoroutine {
+		// The runner reads sockets itself: no net.Conn, netpoller
+		// registration or duplicated descriptor per connection.
+		return da.AcceptDescriptor, func() {}
+	}
+	return l.AcceptSource, func() {}
+}
+
+// throughAcceptor is the optional capability of an Acceptor whose
+// connections a runner can accept on its own loops
+// (srcs.Listener.AcceptThrough).
+type throughAcceptor interface {
+	AcceptThrough(r srcs.AcceptRunner) (*srcs.RunnerAcceptor, error)
+}
+
+var _ throughAcceptor = (*srcs.Listener)(nil)
 
 // StopSource stops one source: its reads are cancelled, bytes already
 // read are delivered, then its end-of-stream chunk. It does not wait.

@@ -37,6 +37,7 @@ type Collector struct {
 	poolAcquired, poolWaitSeconds, sources            *prometheus.Desc
 	runWorkers, runThreads, runLanes, runReads        *prometheus.Desc
 	runWaits, runWakeups, runEnters, runCompl, runSys *prometheus.Desc
+	runDirect, runAccepted                            *prometheus.Desc
 	srcBytes, srcChunks, srcErrs, srcHeld, srcWaits   *prometheus.Desc
 	srcOmitted                                        *prometheus.Desc
 }
@@ -80,6 +81,8 @@ func NewCollector(e *engine.Engine, opts Options) *Collector {
 	c.runEnters = d("runner_io_uring_enter_total", "Kernel entries to submit or wait: io_uring_enter (uring), epoll_wait (epoll), poll (thread).", rl...)
 	c.runCompl = d("runner_completions_total", "CQEs reaped or readiness events returned by those entries.", rl...)
 	c.runSys = d("runner_syscalls_total", "System calls the runner made on its own behalf.", rl...)
+	c.runDirect = d("runner_direct_files", "Connections held in the workers' registered file tables, outside the process's descriptors.", rl...)
+	c.runAccepted = d("runner_accepted_total", "Connections the runner accepted on its own loops.", rl...)
 	sl := []string{"source", "name"}
 	c.srcBytes = d("source_bytes_received_total", "Bytes read by one source.", sl...)
 	c.srcChunks = d("source_chunks_emitted_total", "Chunks emitted by one source.", sl...)
@@ -95,7 +98,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.bytes, c.chunks, c.partials, c.delivered, c.errs, c.skipped, c.latency, c.queued, c.paused, c.pauses,
 		c.poolBuffers, c.poolInUse, c.poolWaiters, c.poolWaits, c.poolAcquired, c.poolWaitSeconds, c.sources,
-		c.runWorkers, c.runThreads, c.runLanes, c.runReads, c.runWaits, c.runWakeups, c.runEnters, c.runCompl, c.runSys,
+		c.runWorkers, c.runThreads, c.runLanes, c.runReads, c.runWaits, c.runWakeups, c.runEnters, c.runCompl, c.runSys, c.runDirect, c.runAccepted,
 	} {
 		ch <- d
 	}
@@ -154,6 +157,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.runEnters, float64(r.Enters), r.Runner)
 		counter(c.runCompl, float64(r.Completions), r.Runner)
 		counter(c.runSys, float64(r.Syscalls), r.Runner)
+		gauge(c.runDirect, float64(r.DirectFiles), r.Runner)
+		counter(c.runAccepted, float64(r.Accepted), r.Runner)
 	}
 
 	states := map[string]int{}

@@ -1,0 +1,227 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"hash/crc32"
+	"io"
+	"net"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sluice-io/sluice/engine"
+	"github.com/sluice-io/sluice/internal/srcstest"
+	"github.com/sluice-io/sluice/srcs"
+)
+
+// runnerStats sums the engine's runners' counters that ring accept
+// moves.
+func runnerStats(e *engine.Engine) (accepted uint64, direct int) {
+	for _, rs := range e.Stats().Runners {
+		accepted += rs.Accepted
+		direct += rs.DirectFiles
+	}
+	return accepted, direct
+}
+
+// TestRingAccept checks that under the uring runner a listener's
+// connections are accepted on the workers' rings straight into their file
+// tables: the runner counts every accept, every connection sits in a
+// table while open and leaves it when it ends, and every byte arrives
+// exact, in order, under its own connection.
+func TestRingAccept(t *testing.T) {
+	requireRunner(t, engine.RunnerURing)
+	const conns = 100
+	h := newHarness(t, engine.RunnerURing, engine.Config{Workers: 2, Buffers: 64, BufSize: 16 << 10})
+	clients := make([]*net.TCPConn, conns)
+	names := make([]string, conns)
+	for i := range clients {
+		clients[i], names[i] = h.dial()
+		defer clients[i].Close()
+	}
+	waitUntil(t, "every connection in a file table", func() bool {
+		_, direct := runnerStats(h.e)
+		return direct == conns
+	})
+	if accepted, _ := runnerStats(h.e); accepted != conns {
+		t.Errorf("the runner accepted %d connections, want %d", accepted, conns)
+	}
+	want := make([]sent, conns)
+	var wg sync.WaitGroup
+	for i, c := range clients {
+		wg.Go(func() {
+			p := make([]byte, 1+i*997)
+			for j := range p {
+				p[j] = byte(i*7 + j*13)
+			}
+			if _, err := c.Write(p); err != nil {
+				t.Errorf("client %d: %v", i, err)
+			}
+			want[i] = sent{bytes: int64(len(p)), crc: crc32.Checksum(p, srcstest.Castagnoli)}
+			c.Close()
+		})
+	}
+	wg.Wait()
+	h.col.waitFor("every stream to its end", 30*time.Second, func(m map[string]*stream) bool {
+		for _, name := range names {
+			if s := m[name]; s == nil || !s.eos {
+				return false
+			}
+		}
+		return true
+	})
+	for i, name := range names {
+		if got := h.col.get(name); got.bytes != want[i].bytes || got.crc != want[i].crc || len(got.errs) != 0 {
+			t.Errorf("%s: got %d bytes crc %08x errors %v; sent %d crc %08x", name, got.bytes, got.crc, got.errs, want[i].bytes, want[i].crc)
+		}
+	}
+	waitUntil(t, "every ended connection out of the file tables", func() bool {
+		_, direct := runnerStats(h.e)
+		return direct == 0
+	})
+}
+
+// TestRingAcceptMaxConns checks the connection cap with accepts on the
+// ring: at MaxConns no accept is armed, so a further client waits in the
+// backlog, and each connection that ends lets exactly one more in.
+func TestRingAcceptMaxConns(t *testing.T) {
+	requireRunner(t, engine.RunnerURing)
+	h := newHarness(t, engine.RunnerURing, engine.Config{Workers: 2, Buffers: 16, BufSize: 16 << 10})
+	ln, err := srcs.ListenTCP("127.0.0.1:0", srcs.ListenerConfig{MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.e.AddListener(ln); err != nil {
+		t.Fatal(err)
+	}
+	var clients [4]*net.TCPConn
+	var names [4]string
+	for i := range clients {
+		clients[i], names[i] = dialTagged(t, ln.Addr().String(), nil)
+		defer clients[i].Close()
+	}
+	first := -1
+	seen := func(n int) func(map[string]*stream) bool {
+		return func(m map[string]*stream) bool {
+			k := 0
+			first = -1
+			for i, name := range names {
+				if m[name] != nil {
+					if first < 0 {
+						first = i
+					}
+					k++
+				}
+			}
+			return k >= n
+		}
+	}
+	accepted := func() uint64 { return ln.Stats().Accepted }
+	h.col.waitFor("two connections", 10*time.Second, seen(2))
+	time.Sleep(200 * time.Millisecond) // a third accept would have been armed and taken by now
+	if n := accepted(); n != 2 {
+		t.Fatalf("%d connections accepted under MaxConns 2", n)
+	}
+	// One that was accepted ends: one more comes in, and no more.
+	clients[first].Close()
+	h.col.waitFor("a third connection", 10*time.Second, seen(3))
+	time.Sleep(200 * time.Millisecond)
+	if n := accepted(); n != 3 {
+		t.Fatalf("%d connections accepted after one of two ended, want 3", n)
+	}
+}
+
+// TestRingAcceptAllow checks Allow with accepts on the ring: a peer not
+// allowed is closed at accept, counted, and its file slot emptied.
+func TestRingAcceptAllow(t *testing.T) {
+	requireRunner(t, engine.RunnerURing)
+	h := newHarness(t, engine.RunnerURing, engine.Config{Workers: 1, Buffers: 16, BufSize: 16 << 10})
+	ln, err := srcs.ListenTCP("127.0.0.1:0", srcs.ListenerConfig{Allow: []string{"192.0.2.0/24"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.e.AddListener(ln); err != nil {
+		t.Fatal(err)
+	}
+	accepted0, _ := runnerStats(h.e)
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err == nil {
+		t.Fatal("a peer not in allow read data")
+	} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatal("a peer not in allow was not closed")
+	}
+	if st := ln.Stats(); st.Denied != 1 || st.Accepted != 0 {
+		t.Errorf("listener stats %+v, want 1 denied and 0 accepted", st)
+	}
+	if accepted, _ := runnerStats(h.e); accepted != accepted0+1 {
+		t.Errorf("the runner accepted %d connections, want %d", accepted-accepted0, 1)
+	}
+	waitUntil(t, "the refused connection out of the file table", func() bool {
+		_, direct := runnerStats(h.e)
+		return direct == 0
+	})
+}
+
+// TestRingAcceptShutdown checks that the accepts armed when the engine
+// shuts down are cancelled and their slots emptied, that connections
+// waiting in the backlog are closed, and that nothing leaks: the
+// process's descriptors come back to where they were.
+func TestRingAcceptShutdown(t *testing.T) {
+	requireRunner(t, engine.RunnerURing)
+	before := openFDs(t)
+	for round := range 3 {
+		e, err := engine.New(engine.Config{Runner: engine.RunnerURing, Workers: 2, Buffers: 16, BufSize: 16 << 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			for {
+				c, err := e.Next(context.Background())
+				if err != nil {
+					return
+				}
+				c.Release()
+			}
+		}()
+		ln, err := srcs.ListenTCP("127.0.0.1:0", srcs.ListenerConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.AddListener(ln); err != nil {
+			t.Fatal(err)
+		}
+		var cs []net.Conn
+		for range 5 * round {
+			c, err := net.Dial("tcp", ln.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			cs = append(cs, c)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		if err := e.Shutdown(ctx); err != nil {
+			t.Errorf("round %d: shutdown: %v", round, err)
+		}
+		cancel()
+		for i, c := range cs {
+			c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			if _, err := c.Read(make([]byte, 1)); err != io.EOF && !isReset(err) {
+				t.Errorf("round %d: client %d after shutdown: %v, want the end", round, i, err)
+			}
+			c.Close()
+		}
+	}
+	if after := openFDs(t); after > before {
+		t.Errorf("%d descriptors open after 3 engines shut down, %d before", after, before)
+	}
+}
+
+// isReset says whether err is a connection reset.
+func isReset(err error) bool { return errors.Is(err, syscall.ECONNRESET) }
