@@ -11,11 +11,11 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-io/sluice/internal/lanes"
 	"github.com/sluice-io/sluice/srcs"
 )
 
@@ -45,133 +45,33 @@ func (r *Runner) StartAccept(fd int) (srcs.AcceptQueue, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ring: runner: accept: %w", os.NewSyscallError("fcntl", err))
 	}
-	q := &acceptQueue{r: r, lfd: lfd, ready: make(chan srcs.RunnerAccepted, acceptDepth*len(r.workers))}
-	for _, w := range r.workers {
-		q.per = append(q.per, &acceptor{q: q, w: w})
+	q := lanes.NewAccepts("ring: runner", lfd, r.workers, acceptDepth)
+	q.Post = func(a *acceptor, stop bool) bool {
+		op := cmdArm
+		if stop {
+			op = cmdStopAccept
+		}
+		return a.W.post(cmd{op: op, acc: a})
 	}
-	return q, nil
+	q.Closed = r.front.Closed
+	q.DirectClose = func(worker, slot uint32) {
+		if int(worker) < len(r.workers) {
+			r.workers[worker].post(cmd{op: cmdCloseSlot, tok: uint64(slot)})
+		}
+	}
+	return &acceptQueue{q, r}, nil
 }
 
-// acceptQueue is one listener's accepts on the runner (srcs.AcceptQueue).
+// acceptQueue is one listener's accepts on the runner (srcs.AcceptQueue);
+// it knows the runner it belongs to, so that Add can tell its
+// connections from another runner's.
 type acceptQueue struct {
-	r     *Runner
-	lfd   int // a duplicate of the listening socket, which the accepts and the cancel name
-	ready chan srcs.RunnerAccepted
-	per   []*acceptor // one per worker
-	next  int         // where Grant's search starts
+	*lanes.Accepts[*worker]
+	r *Runner
 }
 
 // acceptor is a listener's accepts on one worker.
-type acceptor struct {
-	q *acceptQueue
-	w *worker
-	// credit is the grants the worker has yet to arm; load is credit
-	// plus the accepts armed, which Grant balances across workers.
-	credit atomic.Int32
-	load   atomic.Int32
-	given  bool // Grant's mark: tell the worker
-
-	// Owned by the worker.
-	armed    int
-	listed   bool // in w.acceptors
-	stopping bool // Stop asked: arm nothing, cancel what is armed
-}
-
-func (q *acceptQueue) Depth() int                        { return cap(q.ready) }
-func (q *acceptQueue) Ready() <-chan srcs.RunnerAccepted { return q.ready }
-
-// Grant gives each of n grants to the worker with the least armed and
-// waiting to be armed, then tells the workers it gave to. A worker that
-// has stopped gives its grants back at once.
-func (q *acceptQueue) Grant(n int) {
-	for ; n > 0; n-- {
-		best := -1
-		for k := range q.per {
-			i := (q.next + k) % len(q.per)
-			if a := q.per[i]; !a.w.Stopped() && (best < 0 || a.load.Load() < q.per[best].load.Load()) {
-				best = i
-			}
-		}
-		q.next++
-		if best < 0 {
-			q.put(srcs.RunnerAccepted{FD: -1, Err: fmt.Errorf("ring: runner: accept: %w", net.ErrClosed)})
-			continue
-		}
-		a := q.per[best]
-		a.load.Add(1)
-		a.credit.Add(1)
-		a.given = true
-	}
-	for _, a := range q.per {
-		if a.given {
-			a.given = false
-			if !a.w.post(cmd{op: cmdArm, acc: a}) {
-				a.revoke()
-			}
-		}
-	}
-}
-
-// CloseDirect closes a connection a worker accepted into its table and no
-// lane took, through the worker. A worker that has stopped closes its
-// ring, and the table with it.
-func (q *acceptQueue) CloseDirect(worker, slot uint32) {
-	if int(worker) < len(q.per) {
-		q.per[worker].w.post(cmd{op: cmdCloseSlot, tok: uint64(slot)})
-	}
-}
-
-// Stop asks every worker to cancel the listener's accepts and give its
-// grants back.
-func (q *acceptQueue) Stop() {
-	for _, a := range q.per {
-		if !a.w.post(cmd{op: cmdStopAccept, acc: a}) {
-			a.revoke()
-		}
-	}
-}
-
-// Close closes the duplicated listening socket.
-func (q *acceptQueue) Close() error {
-	if q.lfd < 0 {
-		return nil
-	}
-	err := unix.Close(q.lfd)
-	q.lfd = -1
-	return os.NewSyscallError("close", err)
-}
-
-// put hands a result to the listener's loop. It never waits: every grant
-// yields one result, and the loop holds at most Depth grants. A result
-// that finds no room breaks that promise; its connection is closed.
-func (q *acceptQueue) put(res srcs.RunnerAccepted) {
-	select {
-	case q.ready <- res:
-	default:
-		if res.Direct {
-			q.CloseDirect(res.Worker, res.Slot)
-		} else if res.FD >= 0 {
-			unix.Close(res.FD)
-		}
-	}
-}
-
-// revoke gives the grants the worker has not armed back, as errors: the
-// runner closed, or (while it runs) grant again, to a worker that runs.
-func (a *acceptor) revoke() {
-	n := a.credit.Swap(0)
-	if n == 0 {
-		return
-	}
-	a.load.Add(-n)
-	err := fmt.Errorf("ring: runner: accept: worker %d stopped: %w", a.w.id, srcs.ErrAcceptRetry)
-	if a.q.r.front.Closed() {
-		err = fmt.Errorf("ring: runner: accept: %w", net.ErrClosed)
-	}
-	for ; n > 0; n-- {
-		a.q.put(srcs.RunnerAccepted{FD: -1, Err: err})
-	}
-}
+type acceptor = lanes.Acceptor[*worker]
 
 // acceptOp is one armed accept: where the kernel writes the peer's
 // address. The worker keeps it until the CQE arrives.
@@ -188,24 +88,18 @@ type acceptOp struct {
 
 // arm arms accepts for a's grants while the worker may.
 func (w *worker) armAccepts(a *acceptor) {
-	if w.closing || a.stopping {
-		a.revoke()
+	if w.closing || a.Stopping {
+		a.Revoke()
 		return
 	}
-	if !a.listed {
-		a.listed = true
+	if !a.Listed {
+		a.Listed = true
 		w.acceptors = append(w.acceptors, a)
 	}
-	for {
-		if c := a.credit.Load(); c <= 0 || !a.credit.CompareAndSwap(c, c-1) {
-			if c <= 0 {
-				return
-			}
-			continue
-		}
+	for a.Take() {
 		if !w.armAccept(a) {
 			// No SQE now: try again on a later turn.
-			a.credit.Add(1)
+			a.Untake()
 			w.post(cmd{op: cmdArm, acc: a})
 			return
 		}
@@ -225,13 +119,13 @@ func (w *worker) armAccept(a *acceptor) bool {
 		op.slot, op.direct = slot, true
 		// A direct accept takes no SOCK_CLOEXEC: the slot is no
 		// descriptor of the process.
-		s.PrepAccept(a.q.lfd, &op.addr, &op.alen, unix.SOCK_NONBLOCK)
+		s.PrepAccept(a.Q.LFD, &op.addr, &op.alen, unix.SOCK_NONBLOCK)
 		s.FileIndex = int32(slot) + 1
 	} else {
-		s.PrepAccept(a.q.lfd, &op.addr, &op.alen, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+		s.PrepAccept(a.Q.LFD, &op.addr, &op.alen, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
 	}
 	s.UserData = PackUserData(idx, uint32(tagAccept)<<genBits)
-	a.armed++
+	a.Armed++
 	w.accepting++
 	return true
 }
@@ -261,7 +155,13 @@ func (w *worker) acceptDone(idx uint32, res int32) {
 		if op.direct {
 			w.putSlot(op.slot)
 		}
-		out.Err = w.acceptErr(unix.Errno(-res))
+		out.Err = w.acceptErr(a, unix.Errno(-res))
+	case op.direct && w.Stopped():
+		// Accepted while a failed worker reaps its last completions:
+		// its table goes with its ring, and no lane can be placed here
+		// any more. The client sees the connection close.
+		w.setSlot(op.slot, -1)
+		out.Err = a.Q.StopErr(w.id, "stopped")
 	case op.direct:
 		w.files.used.Add(1)
 		out.Direct, out.Worker, out.Slot = true, uint32(w.id), op.slot
@@ -274,12 +174,12 @@ func (w *worker) acceptDone(idx uint32, res int32) {
 	}
 	*op = acceptOp{}
 	w.acceptFree = append(w.acceptFree, idx)
-	a.armed--
+	a.Armed--
 	w.accepting--
-	a.load.Add(-1)
-	a.q.put(out)
-	if a.stopping && a.armed == 0 {
+	a.Done(out)
+	if a.Stopping && a.Armed == 0 {
 		w.unlistAcceptor(a)
+		a.AckStop()
 	}
 }
 
@@ -287,27 +187,25 @@ func (w *worker) acceptDone(idx uint32, res int32) {
 // A cancelled accept was stopped by the listener (whose loop is done),
 // by the runner's close, or by the worker's failure, which leaves the
 // grant to be given again.
-func (w *worker) acceptErr(e unix.Errno) error {
+func (w *worker) acceptErr(a *acceptor, e unix.Errno) error {
 	if e != unix.ECANCELED {
 		return os.NewSyscallError("accept4", e)
 	}
-	if w.r.front.Closed() {
-		return fmt.Errorf("ring: runner: accept: %w", net.ErrClosed)
-	}
-	return fmt.Errorf("ring: runner: accept: worker %d: cancelled: %w", w.id, srcs.ErrAcceptRetry)
+	return a.Q.StopErr(w.id, "cancelled")
 }
 
 // stopAccepts stops a's accepts on this worker: its grants go back and
 // what is armed is cancelled (by the duplicated socket, which only the
 // listener's accepts use).
 func (w *worker) stopAccepts(a *acceptor) {
-	a.stopping = true
-	a.revoke()
-	if a.armed == 0 {
+	a.Stopping = true
+	a.Revoke()
+	if a.Armed == 0 {
 		w.unlistAcceptor(a)
+		a.AckStop()
 		return
 	}
-	w.cancelAccepts(a)
+	w.cancelAccepts(a) // the last accept's CQE lets go of the socket
 }
 
 // cancelAccepts cancels every accept a has armed on this worker.
@@ -321,17 +219,17 @@ func (w *worker) cancelAccepts(a *acceptor) {
 		}
 		return
 	}
-	s.PrepCancelFd(a.q.lfd, CancelAll)
+	s.PrepCancelFd(a.Q.LFD, CancelAll)
 	s.UserData = PackUserData(0, uint32(tagCancel)<<genBits)
 }
 
 // unlistAcceptor drops a from the worker's list once nothing of it is
 // armed.
 func (w *worker) unlistAcceptor(a *acceptor) {
-	if !a.listed {
+	if !a.Listed {
 		return
 	}
-	a.listed = false
+	a.Listed = false
 	for i, b := range w.acceptors {
 		if b == a {
 			last := len(w.acceptors) - 1
@@ -355,24 +253,21 @@ func (w *worker) closeAccepts() {
 // ring closed: their CQEs are gone with it, and so is a connection one
 // of them may have taken into the file table.
 func (w *worker) abandonAccepts(reason error) {
-	err := fmt.Errorf("ring: runner: accept: worker %d stopped (%v): %w", w.id, reason, srcs.ErrAcceptRetry)
-	if w.r.front.Closed() {
-		err = fmt.Errorf("ring: runner: accept: worker %d stopped: %w", w.id, net.ErrClosed)
-	}
 	for idx, op := range w.acceptOps {
 		if !op.busy {
 			continue
 		}
 		a := op.acc
+		err := a.Q.StopErr(w.id, fmt.Sprintf("stopped (%v)", reason))
 		*op = acceptOp{}
 		w.acceptFree = append(w.acceptFree, uint32(idx))
-		a.armed--
+		a.Armed--
 		w.accepting--
-		a.load.Add(-1)
-		a.q.put(srcs.RunnerAccepted{FD: -1, Err: err})
+		a.Done(srcs.RunnerAccepted{FD: -1, Err: err})
 	}
 	for _, a := range w.acceptors {
-		a.revoke()
+		a.Revoke()
+		a.AckStop()
 	}
 	w.acceptors = nil
 }

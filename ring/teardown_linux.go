@@ -41,8 +41,11 @@ func (w *worker) shutdown(cause error) {
 			w.add(&rest[i])
 		case cmdSync:
 			w.syncs = append(w.syncs, rest[i].done)
-		case cmdArm, cmdStopAccept:
-			rest[i].acc.revoke()
+		case cmdArm:
+			rest[i].acc.Revoke()
+		case cmdStopAccept:
+			rest[i].acc.Revoke()
+			rest[i].acc.AckStop()
 		case cmdCloseSlot:
 			w.closeSlot(uint32(rest[i].tok))
 		}

@@ -6,11 +6,13 @@ import (
 )
 
 // AcceptRunner is a runner that accepts a listener's connections on its
-// own event loops (the uring runner: IORING_OP_ACCEPT on every worker's
-// ring, straight into the worker's registered file table). A Listener
-// drives it through AcceptThrough; no goroutine, net.Conn or netpoller
-// registration is made per connection, and a connection accepted into a
-// file table never has a descriptor in the process at all.
+// own event loops: the uring runner with IORING_OP_ACCEPT on every
+// worker's ring, straight into the worker's registered file table; the
+// epoll runner with accept4(2) on a readiness edge in a worker's loop. A
+// Listener drives it through AcceptThrough; no goroutine, net.Conn or
+// netpoller registration is made per connection, and a connection
+// accepted into a file table never has a descriptor in the process at
+// all.
 type AcceptRunner interface {
 	// StartAccept starts accepting on the listening socket fd, which it
 	// duplicates (the caller keeps fd). It arms no accept until granted.
@@ -39,8 +41,9 @@ type AcceptQueue interface {
 	// Stop cancels the accepts armed and returns the unused grants, each
 	// on Ready. It does not wait.
 	Stop()
-	// Close releases the duplicated socket, once every grant has come
-	// back.
+	// Close releases the duplicated socket. Call it once every grant has
+	// come back; after Stop it also waits for every worker to let go of
+	// the socket.
 	Close() error
 }
 
