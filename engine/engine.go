@@ -394,13 +394,14 @@ var _ descriptorAcceptor = (*srcs.Listener)(nil)
 // tells which connections are l's). The engine closes l at Shutdown. A
 // connection the runner cannot take for lack of descriptors is kept open
 // and offered to it again as other sources end; the listener accepts
-// nothing more meanwhile. Under the uring runner a *srcs.Listener without
-// TLS or the PROXY protocol is accepted on the workers' rings, each
-// connection straight into a worker's file table
-// (srcs.Listener.AcceptThrough); under the other runners that read
-// descriptors (epoll, thread) it hands its connections over as raw
-// sockets (srcs.Listener.AcceptDescriptor). Either way no net.Conn,
-// netpoller registration or goroutine is made per connection.
+// nothing more meanwhile. Under the uring and epoll runners a
+// *srcs.Listener without TLS or the PROXY protocol is accepted in the
+// runner's own loops (srcs.Listener.AcceptThrough): under uring on the
+// workers' rings, each connection straight into a worker's file table;
+// under epoll with accept4 on a readiness edge in a worker's loop. Under
+// the thread runner it hands its connections over as raw sockets
+// (srcs.Listener.AcceptDescriptor). Either way no net.Conn, netpoller
+// registration or goroutine is made per connection.
 func (e *Engine) AddListener(l Acceptor, opts ...SourceOption) error {
 	so := sourceOpts{}
 	for _, opt := range opts {
@@ -442,9 +443,9 @@ func (e *Engine) AddListener(l Acceptor, opts ...SourceOption) error {
 }
 
 // acceptorFor picks how l's connections are accepted: by the runner on
-// its own loops when it can (the uring runner, for a listener without
-// TLS or the PROXY protocol), else as raw sockets when the runner reads
-// descriptors, else as Go's connections. stop ends the accepting once the
+// its own loops when it can (uring and epoll, for a listener without TLS
+// or the PROXY protocol), else as raw sockets when the runner reads
+// descriptors (thread), else as Go's connections. stop ends the accepting once the
 // listener's loop is done.
 func (e *Engine) acceptorFor(l Acceptor) (accept func(context.Context) (srcs.Source, error), stop func()) {
 	if ar, ok := e.runner.(srcs.AcceptRunner); ok {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -49,6 +50,12 @@ const (
 // to the emitter if it is a srcs.DatagramDropReporter, and logged once per
 // lane, and the lane keeps running.
 //
+// A listener's connections are accepted in a worker's loop (StartAccept,
+// srcs.Listener.AcceptThrough): one worker per listener watches a
+// duplicate of the listening socket, edge-triggered, and accepts with
+// accept4(2) while it holds grants from the listener (none at its
+// MaxConns), and whenever it is granted more.
+//
 // Nothing but a worker touches its lanes: Add, Remove, SetPaused and pool
 // grants post commands to the worker's queue and write its eventfd when it
 // sleeps. Each loop turn drains the commands, serves the ready lanes,
@@ -65,6 +72,8 @@ type Epoll struct {
 	front   lanes.Front[*epWorker] // the lanes being driven; add, remove, close
 
 	lanes.Control[*epWorker] // Remove, SetPaused, Close and Stats
+
+	listeners atomic.Uint32 // StartAccept's turn among the workers
 }
 
 // NewEpoll creates the workers' epoll instances and eventfds and starts the

@@ -65,6 +65,10 @@ func (w *epWorker) event(ev *unix.EpollEvent) {
 		}
 		return
 	}
+	if ev.Fd == epAcceptFD {
+		w.acceptEvent(ev.Pad)
+		return
+	}
 	tok := epEventToken(ev)
 	ln := w.slot(uint32(tok >> 32))
 	// The end of stream or an error is only seen by reading past the data.

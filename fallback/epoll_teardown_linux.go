@@ -45,8 +45,20 @@ func (w *epWorker) shutdown(cause error) {
 	}
 	rest := w.Stop(nil)
 	for i := range rest {
-		if rest[i].op == epAdd {
+		switch rest[i].op {
+		case epAdd:
 			w.add(&rest[i])
+		case epArm:
+			rest[i].acc.Revoke()
+		case epStopAccept:
+			rest[i].acc.Revoke()
+			rest[i].acc.AckStop()
+		}
+	}
+	// Grants posted from now on come straight back (lanes.Accepts).
+	for _, a := range w.acceptors {
+		if a != nil {
+			a.Revoke()
 		}
 	}
 	for _, ln := range w.slots {

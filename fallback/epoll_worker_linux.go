@@ -26,12 +26,14 @@ import (
 type epOp uint8
 
 const (
-	epAdd    epOp = iota + 1 // start driving a lane
-	epRemove                 // stop driving a lane
-	epGrant                  // the pool reserved a buffer for a lane
-	epWake                   // just look around (resume after a pause)
-	epClose                  // finish every lane and exit
-	epFault                  // fail as if epoll_wait had (tests)
+	epAdd        epOp = iota + 1 // start driving a lane
+	epRemove                     // stop driving a lane
+	epGrant                      // the pool reserved a buffer for a lane
+	epWake                       // just look around (resume after a pause)
+	epClose                      // finish every lane and exit
+	epFault                      // fail as if epoll_wait had (tests)
+	epArm                        // take a listener's grants (epoll_accept_linux.go)
+	epStopAccept                 // stop a listener's accepts, give its grants back
 )
 
 // epCmd is a command for a worker. Lanes are named by token, so commands
@@ -46,9 +48,10 @@ type epCmd struct {
 	off  int64
 	// always marks a descriptor epoll cannot watch: it is always readable.
 	always bool
-	polled bool  // registered with the worker's epoll instance
-	sock   bool  // a socket: a short read means drained
-	err    error // epFault
+	polled bool        // registered with the worker's epoll instance
+	sock   bool        // a socket: a short read means drained
+	err    error       // epFault
+	acc    *epAcceptor // epArm, epStopAccept
 }
 
 // epWorker is one event loop. The fields above the worker-owned block are
@@ -71,6 +74,8 @@ type epWorker struct {
 	wakeups  atomic.Uint64
 	nevents  atomic.Uint64 // readiness events epoll_wait returned
 	ctls     atomic.Uint64 // epoll_ctl calls
+	accepted atomic.Uint64 // connections accepted in the loop
+	accepts  atomic.Uint64 // accept4 calls
 
 	// Owned by the worker goroutine.
 	slots   []*epLane           // by slot index
@@ -81,6 +86,9 @@ type epWorker struct {
 	events  []unix.EpollEvent
 	drain   [8]byte // eventfd read buffer
 	fault   error   // an injected failure: the loop ends with it
+	// acceptors are the listeners whose socket the worker watches, by
+	// the slot their readiness events carry; nil where one stopped.
+	acceptors []*epAcceptor
 }
 
 func newEpWorker(e *Epoll) (*epWorker, error) {
@@ -235,19 +243,24 @@ func (w *epWorker) drainCmds() (closing bool) {
 			if ln := w.lane(c.tok); ln != nil {
 				w.finish(ln, srcs.ErrStopped)
 			}
+		case epArm:
+			w.arm(c.acc)
+		case epStopAccept:
+			w.stopAccept(c.acc)
 		}
 	})
 	return closing
 }
 
 // stats returns the worker's counters: it enters the kernel to wait
-// (epoll_wait), and makes a system call for every read, wait, wake-up and
-// epoll_ctl.
+// (epoll_wait), and makes a system call for every read, wait, wake-up,
+// epoll_ctl and accept4.
 func (w *epWorker) stats() srcs.RunnerStats {
 	reads, waits, wakeups := w.reads.Load(), w.waits.Load(), w.wakeups.Load()
 	return srcs.RunnerStats{
 		Reads: reads, Waits: waits, Wakeups: wakeups, Enters: waits,
-		Completions: w.nevents.Load(), Syscalls: reads + waits + wakeups + w.ctls.Load(),
+		Completions: w.nevents.Load(), Syscalls: reads + waits + wakeups + w.ctls.Load() + w.accepts.Load(),
+		Accepted: w.accepted.Load(),
 	}
 }
 

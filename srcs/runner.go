@@ -66,7 +66,7 @@ type RunnerStats struct {
 	// (uring; see RunnerConfig.FileSlots).
 	DirectFiles int
 	// Accepted counts the connections the runner accepted on its own
-	// loops (AcceptRunner; uring).
+	// loops (AcceptRunner; uring and epoll).
 	Accepted uint64
 	// Reads counts completed read operations (syscalls or io_uring CQEs).
 	Reads uint64
