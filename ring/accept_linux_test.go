@@ -139,6 +139,9 @@ func TestAcceptWorkerFails(t *testing.T) {
 		src.Close()
 	}
 	g.k.kill[0].Store(&errInjected)
+	// Twice: the first may be taken by a turn that began before the
+	// store; the second then wakes the worker for one that fails.
+	g.r.sync()
 	g.r.sync()
 	// Until worker 0 has exited, not just stopped: while it reaps its
 	// last completions an accept armed there may still take a
