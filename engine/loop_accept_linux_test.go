@@ -201,15 +201,7 @@ func testLoopAcceptShutdown(t *testing.T, runner string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		go func() {
-			for {
-				c, err := e.Next(context.Background())
-				if err != nil {
-					return
-				}
-				c.Release()
-			}
-		}()
+		go drain(e)
 		ln, err := srcs.ListenTCP("127.0.0.1:0", srcs.ListenerConfig{})
 		if err != nil {
 			t.Fatal(err)

@@ -7,7 +7,6 @@
 package fallback
 
 import (
-	"fmt"
 	"net/netip"
 	"os"
 
@@ -37,13 +36,12 @@ type epAcceptor = lanes.Acceptor[*epWorker]
 // accepting worker fail, the next one takes the grants over. (Every
 // worker watching the socket would wake them all for each connection.)
 func (e *Epoll) StartAccept(fd int) (srcs.AcceptQueue, error) {
-	lfd, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("fallback: epoll: accept: %w", os.NewSyscallError("fcntl", err))
-	}
 	k := int(e.listeners.Add(1)-1) % len(e.workers)
 	ws := append(append([]*epWorker(nil), e.workers[k:]...), e.workers[:k]...)
-	q := lanes.NewAccepts("fallback: epoll", lfd, ws, epAcceptDepth)
+	q, err := lanes.NewAccepts("fallback: epoll", fd, ws, epAcceptDepth)
+	if err != nil {
+		return nil, err
+	}
 	q.Concentrate = true
 	q.Post = func(a *epAcceptor, stop bool) bool {
 		op := epArm

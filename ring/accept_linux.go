@@ -41,11 +41,10 @@ const tagAccept = tagFileRead + 1
 // were armed, so connections spread over the workers that have accepts
 // armed.
 func (r *Runner) StartAccept(fd int) (srcs.AcceptQueue, error) {
-	lfd, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	q, err := lanes.NewAccepts("ring: runner", fd, r.workers, acceptDepth)
 	if err != nil {
-		return nil, fmt.Errorf("ring: runner: accept: %w", os.NewSyscallError("fcntl", err))
+		return nil, err
 	}
-	q := lanes.NewAccepts("ring: runner", lfd, r.workers, acceptDepth)
 	q.Post = func(a *acceptor, stop bool) bool {
 		op := cmdArm
 		if stop {

@@ -74,17 +74,22 @@ type Acceptor[W interface {
 	Stopping bool // Stop asked: take no grant, give back what is held
 }
 
-// NewAccepts makes a listener's accepts on workers ws, lfd being the
-// runner's duplicate of its socket; depth grants per worker.
+// NewAccepts makes a listener's accepts on workers ws, depth grants per
+// worker, on a duplicate of the listening socket fd that the accepts own
+// (the caller keeps fd).
 func NewAccepts[W interface {
 	comparable
 	Worker
-}](runner string, lfd int, ws []W, depth int) *Accepts[W] {
+}](runner string, fd int, ws []W, depth int) (*Accepts[W], error) {
+	lfd, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("%s: accept: %w", runner, os.NewSyscallError("fcntl", err))
+	}
 	q := &Accepts[W]{Runner: runner, LFD: lfd, ready: make(chan srcs.RunnerAccepted, depth*len(ws))}
 	for i, w := range ws {
 		q.Per = append(q.Per, &Acceptor[W]{Q: q, W: w, Index: i})
 	}
-	return q
+	return q, nil
 }
 
 func (q *Accepts[W]) Depth() int                        { return cap(q.ready) }
