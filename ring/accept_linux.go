@@ -33,13 +33,13 @@ const tagAccept = tagFileRead + 1
 // sockaddr each, so that every connection is named by its peer and can
 // be refused by address; a multishot accept shares one sockaddr, and a
 // direct descriptor has no getpeername). A connection goes into a slot
-// of the accepting worker's file table when one is free and is then a
-// srcs.DirectConn of that worker; otherwise it comes as a descriptor
-// (and EMFILE as an error, for the listener to back off).
+// of the accepting worker's file table when one is free, and its source
+// is then srcs.Directed, read by that worker alone; otherwise it comes as
+// a descriptor (and EMFILE as an error, for the listener to back off).
 //
-// The kernel wakes one armed accept per connection, in the order they
-// were armed, so connections spread over the workers that have accepts
-// armed.
+// The kernel hands each connection to one armed accept, and the grants
+// keep about as many armed on every worker, so connections spread over
+// the workers.
 func (r *Runner) StartAccept(fd int) (srcs.AcceptQueue, error) {
 	q, err := lanes.NewAccepts("ring: runner", fd, r.workers, acceptDepth)
 	if err != nil {
@@ -85,7 +85,7 @@ type acceptOp struct {
 	busy   bool
 }
 
-// arm arms accepts for a's grants while the worker may.
+// armAccepts arms accepts for a's grants while the worker may.
 func (w *worker) armAccepts(a *acceptor) {
 	if w.closing || a.Stopping {
 		a.Revoke()
