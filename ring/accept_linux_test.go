@@ -209,3 +209,52 @@ func TestAcceptRunnerCloses(t *testing.T) {
 		t.Fatal("closing the acceptor did not return")
 	}
 }
+
+// TestAcceptSpread checks that a listener's connections spread over the
+// workers: each worker reads the connections it accepted, so accepts
+// that favoured one worker would leave the others idle under load.
+func TestAcceptSpread(t *testing.T) {
+	g := newAcceptRig(t)
+	defer func() {
+		g.ln.Close()
+		<-g.err // the acceptor's loop is done
+		g.ra.Close()
+		g.r.Close()
+	}()
+	const conns = 320
+	check := func(how string, n, pct uint64) {
+		t.Helper()
+		a0, a1 := g.r.workers[0].accepted.Load(), g.r.workers[1].accepted.Load()
+		t.Logf("%s: worker 0 accepted %d, worker 1 %d", how, a0, a1)
+		if a0+a1 != n || min(a0, a1) < n*pct/100 {
+			t.Errorf("%s: workers accepted %d and %d of %d connections, want each at least %d%%", how, a0, a1, n, pct)
+		}
+	}
+	for _, src := range g.accept(conns) {
+		src.Close()
+	}
+	check("one at a time", conns, 30)
+	// A burst: every connection queued at once.
+	var cs []net.Conn
+	for range conns {
+		c, err := net.Dial("tcp", g.ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		cs = append(cs, c)
+	}
+	for range cs {
+		select {
+		case src := <-g.got:
+			src.Close()
+		case err := <-g.err:
+			t.Fatalf("accept: %v", err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("the burst was not accepted within 10s")
+		}
+	}
+	// Which worker's accepts catch a burst depends on which runs first;
+	// the first half keeps each worker's share well above this.
+	check("after a burst", 2*conns, 20)
+}
