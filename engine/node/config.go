@@ -249,6 +249,10 @@ func Parse(name string, data []byte) (Config, error) {
 		return Config{}, &ConfigError{File: name, Line: doc.Line,
 			Msg: "the file must be a mapping of keys (" + strings.Join(yamlKeys(reflect.TypeFor[Config]()), ", ") + ")"}
 	}
+	data, err := f.expandByteUnits(data)
+	if err != nil {
+		return Config{}, err
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&f.cfg); err != nil && !errors.Is(err, io.EOF) {

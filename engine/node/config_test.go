@@ -23,7 +23,9 @@ func TestConfigErrors(t *testing.T) {
 		{"unknown engine key", "engine:\n  bufers: 10\n", "node.yaml:2: engine.bufers: unknown key (did you mean buffers?); engine takes runner, workers, buf_size, buffers,"},
 		{"wrong type", "engine:\n  buffers: many\n", "node.yaml:2: engine.buffers: \"many\" is not a whole number"},
 		{"bad duration", "engine:\n  flush: soon\n", "node.yaml:2: engine.flush: \"soon\" is not a duration (write it like 250ms, 5s or 1m30s)"},
-		{"bad size", "engine:\n  buf_size: 64KiB\n", "node.yaml:2: engine.buf_size: \"64KiB\" is not a whole number"},
+		{"bad size", "engine:\n  buf_size: 64 kilos\n", "node.yaml:2: engine.buf_size: \"64 kilos\" is not a byte count (write it like 65536, 64KiB or 1MiB)"},
+		{"bad nested size", "sources:\n  - tcp:\n      listen: 127.0.0.1:0\n      recv_buffer: lots\n", "node.yaml:4: sources[0].tcp.recv_buffer: \"lots\" is not a byte count"},
+		{"size out of range", "engine:\n  buf_size: 1EiB\n  buffers: 2\nsources:\n  - tcp: {listen: 127.0.0.1:0}\n", "node.yaml:2: engine.buf_size: "},
 		{"bad duration in a flow mapping", "sources:\n  - tcp: {listen: 127.0.0.1:0}\n    flush: 5x\n", "node.yaml:3: sources[0].flush: \"5x\" is not a duration"},
 		{"bad nested duration", "sources:\n  - tcp_client:\n      addr: 127.0.0.1:1\n      backoff: {initial: later}\n", "node.yaml:4: sources[0].tcp_client.backoff.initial: \"later\" is not a duration"},
 		{"list for a mapping", "engine: [1, 2]\n", "node.yaml:1: engine: a list must be a mapping of keys (runner, workers,"},
@@ -89,5 +91,30 @@ func TestResolvedMasksSecrets(t *testing.T) {
 	if strings.Contains(string(out), "hunter2") || !strings.Contains(string(out), "password: (hidden)") ||
 		!strings.Contains(string(out), "buf_size: 65536") {
 		t.Fatalf("resolved:\n%s", out)
+	}
+}
+
+// TestByteUnits: byte counts take sizes with units as people write them,
+// plain or quoted, in block or flow mappings, and a later error still
+// names its own line.
+func TestByteUnits(t *testing.T) {
+	cfg, err := Parse("node.yaml", []byte("engine:\n  buf_size: 64KiB # one buffer\n  buffers: 16\n  max_pool_bytes: '1 MiB'\n"+
+		"sources:\n  - tcp: {listen: 127.0.0.1:0, recv_buffer: 256KiB}\n  - udp:\n      addr: 127.0.0.1:0\n      read_buffer: \"4MB\"\n      max_datagram: 1500\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := cfg.Engine
+	if e.BufSize != 64<<10 || e.MaxPoolBytes != 1<<20 {
+		t.Errorf("engine: buf_size %d, max_pool_bytes %d", e.BufSize, e.MaxPoolBytes)
+	}
+	if got := cfg.Sources[0].TCP.RecvBuffer; got != 256<<10 {
+		t.Errorf("tcp recv_buffer %d", got)
+	}
+	if got := cfg.Sources[1].UDP; got.ReadBuffer != 4_000_000 || got.MaxDatagram != 1500 {
+		t.Errorf("udp read_buffer %d, max_datagram %d", got.ReadBuffer, got.MaxDatagram)
+	}
+	_, err = Parse("node.yaml", []byte("engine:\n  buf_size: 64KiB\n  bufers: 16\n"))
+	if err == nil || !strings.HasPrefix(err.Error(), "node.yaml:3: engine.bufers: unknown key") {
+		t.Errorf("an unknown key after a size: %v", err)
 	}
 }
