@@ -346,11 +346,3 @@ func (r *Runner) addDirect(l *srcs.Lane, d srcs.Directed) error {
 	c := cmd{op: cmdAdd, lane: l, fd: int(slot), mode: modeSock, direct: true}
 	return r.front.PlaceOn(l, r.workers[wi], func(w *worker) (uint64, bool, error) { return r.queueAdd(w, l, c) })
 }
-
-// lSrc returns l's source; nil for a nil lane, which Add refuses.
-func lSrc(l *srcs.Lane) srcs.Source {
-	if l == nil {
-		return nil
-	}
-	return l.Src
-}

@@ -248,8 +248,10 @@ func runnerSupported(p ProbeResult) error {
 // datagram descriptor that is no SOCK_DGRAM socket, with net.ErrClosed after
 // Close, and with the first worker's failure once every worker has failed.
 func (r *Runner) Add(l *srcs.Lane) error {
-	if d, ok := lSrc(l).(srcs.Directed); ok {
-		return r.addDirect(l, d)
+	if l != nil {
+		if d, ok := l.Src.(srcs.Directed); ok {
+			return r.addDirect(l, d)
+		}
 	}
 	c, err := addCmd(l, r.front.Addable)
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"os"
 	"sync/atomic"
@@ -187,18 +186,10 @@ func (a *RunnerAcceptor) take(res RunnerAccepted) (Source, error) {
 // descriptors or memory, as Accept's retries do. The accepts armed
 // meanwhile may fail the same way; they do not lengthen it.
 func (a *RunnerAcceptor) backOff(err error) {
-	l := a.l
 	if a.backingOff {
 		return
 	}
-	a.delay = min(max(2*a.delay, acceptBackoffMin), acceptBackoffMax)
-	level, now := slog.LevelDebug, time.Now()
-	if l.lastShort.IsZero() || now.Sub(l.lastShort) > shortageQuiet {
-		level = slog.LevelWarn
-	}
-	l.lastShort = now
-	l.log.Log(context.Background(), level, "srcs: accept failed; backing off",
-		"listener", l.name, "err", err, "delay", a.delay)
+	a.delay = a.l.shortage(err, a.delay)
 	if a.timer == nil {
 		a.timer = time.NewTimer(a.delay)
 	} else {

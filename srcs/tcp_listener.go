@@ -320,14 +320,7 @@ func (l *Listener) retryAccept(ctx context.Context, setDeadline func(time.Time) 
 		if !exhausted(err) {
 			return l.errorf(err)
 		}
-		delay = min(max(2*delay, acceptBackoffMin), acceptBackoffMax)
-		level, now := slog.LevelDebug, time.Now()
-		if l.lastShort.IsZero() || now.Sub(l.lastShort) > shortageQuiet {
-			level = slog.LevelWarn
-		}
-		l.lastShort = now
-		l.log.Log(context.Background(), level, "srcs: accept failed; backing off",
-			"listener", l.name, "err", err, "delay", delay)
+		delay = l.shortage(err, delay)
 		if timer == nil {
 			timer = time.NewTimer(delay)
 		} else {
@@ -343,6 +336,21 @@ func (l *Listener) retryAccept(ctx context.Context, setDeadline func(time.Time) 
 			return l.errorf(net.ErrClosed)
 		}
 	}
+}
+
+// shortage logs an accept that failed for lack of resources (err) and
+// returns the next back-off, doubling prev within its bounds: at Warn for
+// the first failure of a shortage, at Debug for the rest (shortageQuiet).
+func (l *Listener) shortage(err error, prev time.Duration) time.Duration {
+	delay := min(max(2*prev, acceptBackoffMin), acceptBackoffMax)
+	level, now := slog.LevelDebug, time.Now()
+	if l.lastShort.IsZero() || now.Sub(l.lastShort) > shortageQuiet {
+		level = slog.LevelWarn
+	}
+	l.lastShort = now
+	l.log.Log(context.Background(), level, "srcs: accept failed; backing off",
+		"listener", l.name, "err", err, "delay", delay)
+	return delay
 }
 
 // exhausted says whether an accept error is a shortage that passes once
