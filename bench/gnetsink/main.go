@@ -465,7 +465,7 @@ func cpuTime() time.Duration {
 }
 
 // sampler polls the thread count and RSS, keeping the maxima, as the
-// bench does for the engine.
+// bench does for the engine and as often (samplePeriod in bench/sys.go).
 type sampler struct {
 	mu         sync.Mutex
 	threadsMax int
@@ -478,7 +478,7 @@ func startSampler() *sampler {
 	s.sample()
 	go func() {
 		defer close(s.done)
-		t := time.NewTicker(50 * time.Millisecond)
+		t := time.NewTicker(500 * time.Millisecond)
 		defer t.Stop()
 		for {
 			select {
