@@ -458,7 +458,6 @@ func (r *Ring) SubmitAndWaitBatch(n uint32, minWait, timeout time.Duration) (int
 		return 0, &NotSupportedError{Op: "wait", Reason: "batched waits need IORING_FEAT_MIN_TIMEOUT (6.12)"}
 	}
 	n = min(n, r.cqEntries)
-	usec := uint32(min(max(minWait/time.Microsecond, 1), math.MaxUint32))
 	var deadline time.Time
 	if timeout >= 0 {
 		deadline = time.Now().Add(timeout)
@@ -468,11 +467,14 @@ func (r *Ring) SubmitAndWaitBatch(n uint32, minWait, timeout time.Duration) (int
 		// Without a timeout the kernel takes minWait for the whole wait:
 		// "no limit" is an hour, and the loop goes on after it.
 		left := time.Duration(-1)
-		wait := time.Hour
+		wait, batch := time.Hour, minWait
 		if timeout >= 0 {
+			// The kernel waits out minWait before it looks at the
+			// timeout: a batch must end by the deadline.
 			left = max(time.Until(deadline), 0)
-			wait = left
+			wait, batch = left, min(minWait, left)
 		}
+		usec := uint32(min(max(batch/time.Microsecond, 1), math.MaxUint32))
 		r.waitTS = Timespec{Sec: int64(wait / time.Second), Nsec: int64(wait % time.Second)}
 		r.waitArg = getEventsArg{sigmaskSz: nsigBytes, minWaitUsec: usec, ts: uint64(uintptr(unsafe.Pointer(&r.waitTS)))}
 		got, err := r.enter(r.flushSQ(), n, enterGetEvents|enterExtArg,

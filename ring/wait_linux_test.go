@@ -10,7 +10,7 @@ import (
 // TestSubmitAndWaitBatch checks the semantics the uring runner's load-paced
 // waits rely on: a batched wait returns what is ready after minWait, waits
 // on for the first completion when nothing came (however long, with no
-// timeout), and gives up at its timeout.
+// timeout), and gives up at its timeout, even one shorter than minWait.
 func TestSubmitAndWaitBatch(t *testing.T) {
 	runLocked(t, func(t *testing.T) {
 		requireFeature(t, "IORING_FEAT_MIN_TIMEOUT")
@@ -24,6 +24,16 @@ func TestSubmitAndWaitBatch(t *testing.T) {
 		}
 		if n := r.CQReady(); n != 0 || time.Since(start) < 5*time.Millisecond {
 			t.Fatalf("idle wait: %d ready after %v, want 0 after the 5ms timeout", n, time.Since(start))
+		}
+
+		// A timeout shorter than minWait ends the wait: the kernel would
+		// wait out minWait first, and then the loop once more.
+		start = time.Now()
+		if _, err := r.SubmitAndWaitBatch(8, time.Second, 20*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(start); took < 20*time.Millisecond || took > 500*time.Millisecond {
+			t.Fatalf("idle wait with a 20ms timeout and a 1s minWait took %v", took)
 		}
 
 		// A completion ready at submission is returned though fewer than
