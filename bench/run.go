@@ -127,7 +127,7 @@ func (f *EngineFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.Buf, "buf", "size of each pool buffer, e.g. 64KiB (default 64KiB)")
 	fs.IntVar(&f.Workers, "workers", f.Workers, "event-loop workers of uring and epoll (default GOMAXPROCS, at most 8)")
 	fs.DurationVar(&f.Flush, "flush", f.Flush, "flush timeout for partly filled buffers (default 5ms; negative: every read)")
-	fs.DurationVar(&f.BatchWait, "batch-wait", f.BatchWait, "latency the uring runner may add to batch completions (default 500µs or a tenth of --flush; negative: none)")
+	fs.DurationVar(&f.BatchWait, "batch-wait", f.BatchWait, "latency the uring runner may add to batch completions (default 2ms or two fifths of --flush; negative: none)")
 	fs.BoolVar(&f.Inline, "inline", f.Inline, "run the consumer (the CRC and record count) where each chunk was read, on the runner's worker or the source's goroutine, as gnet's handlers run (engine.WithInlineHandler); default: on the engine's processing goroutines")
 }
 

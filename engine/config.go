@@ -56,12 +56,16 @@ type Config struct {
 	// none waits for a pool buffer, so a lone busy stream is never held
 	// back; an idle worker still wakes at once for its first completion.
 	// Commands that arrive during a batch (adding or removing a source)
-	// may wait up to BatchWait too. Zero means the default: 500µs, or a
-	// tenth of Flush if that is less (the flush hold bounds latency
-	// anyway, and a tenth of it buys most of the batching: measured in
-	// the README's Targets); negative turns batching off. It must stay
-	// below Flush. It needs Linux 6.12 (IORING_FEAT_MIN_TIMEOUT); older
-	// kernels wake for every completion.
+	// may wait up to BatchWait too. The wait does not add to a socket's
+	// flush timeout: the uring runner holds its partial data for the
+	// timeout less BatchWait, so bytes are delivered within the timeout
+	// of their arrival, as under the other runners. Zero means the
+	// default: 2ms, or two fifths of Flush if that is less (a wider window
+	// batches more: under fio's paced load, 2ms took a third off the
+	// uring sink's CPU against 500µs; see the README's "Load-paced
+	// waits"); negative turns batching off. It must stay below Flush. It
+	// needs Linux 6.12 (IORING_FEAT_MIN_TIMEOUT); older kernels wake for
+	// every completion.
 	BatchWait time.Duration `yaml:"batch_wait"`
 	// QueueHigh and QueueLow are the delivery queue's watermarks, in
 	// chunks: above QueueHigh undelivered chunks the runner pauses new
@@ -109,7 +113,7 @@ const (
 	DefaultBufSize    = 64 << 10
 	DefaultBuffers    = 1024
 	DefaultFlush      = 5 * time.Millisecond
-	DefaultBatchWait  = 500 * time.Microsecond
+	DefaultBatchWait  = 2 * time.Millisecond
 	DefaultMaxThreads = 8000
 	// DefaultMaxFileSlots caps the default FileSlots.
 	DefaultMaxFileSlots = 1 << 16
@@ -160,7 +164,7 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	switch {
 	case c.BatchWait == 0:
-		c.BatchWait = min(DefaultBatchWait, c.Flush/10)
+		c.BatchWait = min(DefaultBatchWait, c.Flush*2/5)
 	case c.BatchWait < 0:
 		c.BatchWait = 0
 	case c.BatchWait >= c.Flush:

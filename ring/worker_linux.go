@@ -564,6 +564,18 @@ func (w *worker) lane(tok uint64) *lane {
 	return nil
 }
 
+// maxHold is how long a lane of mode, whose flush timeout is flush, may
+// hold partial data. A lane that polls may have waited up to batchWait
+// for its read (a batched wait), so it holds its data for that much less:
+// bytes are delivered within the flush timeout of their arrival, as the
+// other runners deliver them. Files do not wait to be read.
+func (w *worker) maxHold(flush time.Duration, mode readMode) time.Duration {
+	if mode == modeFile || mode == modeFileSeq || w.batchWait <= 0 || flush <= w.batchWait {
+		return flush
+	}
+	return flush - w.batchWait
+}
+
 func (w *worker) add(c *cmd) {
 	idx, gen := splitToken(c.tok)
 	ln := lanes.Slot(&w.slots, &w.spare, idx)
@@ -575,10 +587,10 @@ func (w *worker) add(c *cmd) {
 		readable: c.mode == modeFile, // files need no poll
 	}
 	w.live++
-	if c.mode == modeDgram {
-		ln.d.ResetDatagram(c.lane, c.lane.Flush)
+	if hold := w.maxHold(c.lane.Flush, c.mode); c.mode == modeDgram {
+		ln.d.ResetDatagram(c.lane, hold)
 	} else {
-		ln.d.Reset(c.lane, c.lane.Flush)
+		ln.d.Reset(c.lane, hold)
 	}
 	switch {
 	case c.mode == modeFile && ln.d.Framed():
