@@ -61,8 +61,8 @@ func TestConfigDefaults(t *testing.T) {
 		t.Fatalf("negative Flush should mean every read, with no batched waits: %v %v %v", c.Flush, c.BatchWait, err)
 	}
 	// A short flush shortens the default batch wait with it.
-	if c, err = (Config{Flush: 100 * time.Microsecond}).withDefaults(); err != nil || c.BatchWait != 10*time.Microsecond {
-		t.Fatalf("Flush 100µs: BatchWait %v, %v; want 10µs", c.BatchWait, err)
+	if c, err = (Config{Flush: 100 * time.Microsecond}).withDefaults(); err != nil || c.BatchWait != 40*time.Microsecond {
+		t.Fatalf("Flush 100µs: BatchWait %v, %v; want 40µs", c.BatchWait, err)
 	}
 	if c, err = (Config{BatchWait: -1}).withDefaults(); err != nil || c.BatchWait != 0 {
 		t.Fatalf("negative BatchWait should turn batching off: %v %v", c.BatchWait, err)
