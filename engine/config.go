@@ -58,7 +58,8 @@ type Config struct {
 	// Commands that arrive during a batch (adding or removing a source)
 	// may wait up to BatchWait too. The wait does not add to a socket's
 	// flush timeout: the uring runner holds its partial data for the
-	// timeout less BatchWait, so bytes are delivered within the timeout
+	// timeout less BatchWait (a source's own timeout no longer than
+	// BatchWait is kept whole), so bytes are delivered within the timeout
 	// of their arrival, as under the other runners. Zero means the
 	// default: 2ms, or two fifths of Flush if that is less (a wider window
 	// batches more: under fio's paced load, 2ms took a third off the
