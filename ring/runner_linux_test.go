@@ -135,9 +135,10 @@ func TestRunnerGrantNotHeldByBatchWait(t *testing.T) {
 // TestRunnerHoldLessBatchWait: a socket lane's partial data is delivered
 // within its flush timeout of its arrival, although a batched wait may
 // have held its read back by up to BatchWait: the lane holds the data for
-// the timeout less BatchWait. A message after a quiet spell is read at
-// once, so it comes out BatchWait before the timeout; holding it for the
-// whole timeout from its read would take the timeout or more.
+// the timeout less BatchWait. A message after a quiet spell longer than
+// BatchWait is read at once, so it comes out BatchWait before the
+// timeout; holding it for the whole timeout from its read would take the
+// timeout or more.
 func TestRunnerHoldLessBatchWait(t *testing.T) {
 	if requireURing(t).Features&FeatMinTimeout == 0 {
 		t.Skip("batched waits need IORING_FEAT_MIN_TIMEOUT (6.12)")
@@ -147,7 +148,7 @@ func TestRunnerHoldLessBatchWait(t *testing.T) {
 		pool.Config{BufSize: 16 << 10, Buffers: 8}, runnerOptions{})
 	c, l := g.Conn(flush)
 	g.Conn(flush) // a second lane polling, so that the worker batches its waits
-	time.Sleep(50 * time.Millisecond)
+	time.Sleep(batch * 3 / 2) // the quiet spell: the batch window has passed
 	start := time.Now()
 	if _, err := c.Write([]byte("one message")); err != nil {
 		t.Fatal(err)
