@@ -147,7 +147,7 @@ func TestRunnerHoldLessBatchWait(t *testing.T) {
 	g, _ := newRig(t, srcs.RunnerConfig{Workers: 1, BatchWait: batch},
 		pool.Config{BufSize: 16 << 10, Buffers: 8}, runnerOptions{})
 	c, l := g.Conn(flush)
-	g.Conn(flush) // a second lane polling, so that the worker batches its waits
+	g.Conn(flush)             // a second lane polling, so that the worker batches its waits
 	time.Sleep(batch * 3 / 2) // the quiet spell: the batch window has passed
 	start := time.Now()
 	if _, err := c.Write([]byte("one message")); err != nil {
