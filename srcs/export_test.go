@@ -4,6 +4,7 @@ package srcs
 var (
 	SplitRecords = splitRecords
 	RecordFlags  = recordFlags
+	LastByte     = lastByte
 )
 
 // ReadProxyHeader is readProxyHeader, for the fuzz target.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"strconv"
 	"strings"
 
@@ -48,6 +49,18 @@ type Framer interface {
 	Next(p []byte, seen, limit int) (int, error)
 	// String names the framer as ParseFraming reads it.
 	String() string
+}
+
+// A WholeFramer is a Framer that can step over many records at once,
+// which costs less than one call of Next per record when records are
+// short. Runners use it in place of Next when a framer has it.
+type WholeFramer interface {
+	// Whole returns the length of a prefix of p made of one or more whole
+	// records, as Next called from record to record would split them
+	// without an error, and the caller goes on from there. When p's first
+	// record is not whole it returns what Next returns for p: 0, with the
+	// error when the record is bad. p, seen and limit are as for Next.
+	Whole(p []byte, seen, limit int) (int, error)
 }
 
 // A Resyncer is a Framer that can find the next record boundary in the
@@ -230,6 +243,58 @@ func (f Newline) Next(p []byte, seen, limit int) (int, error) {
 		return 0, f.tooLong(n, mx)
 	}
 	return seen + i + 1, nil
+}
+
+// Whole implements WholeFramer. When a line may be as long as the limit
+// allows and p is no longer than the limit, no line in p can be too long,
+// and when lines are short it returns every line of p at once, up to its
+// last '\n'; otherwise it returns one line, as Next does.
+func (f Newline) Whole(p []byte, seen, limit int) (int, error) {
+	mx := capMax(f.Max, limit-1)
+	if len(p) > limit || mx < limit-1 {
+		return f.Next(p, seen, limit)
+	}
+	j := bytes.IndexByte(p[seen:], '\n')
+	if j < 0 {
+		if len(p) > mx {
+			return 0, f.tooLong(len(p), mx)
+		}
+		return 0, nil
+	}
+	// When the first line is short, the others probably are too, and the
+	// last '\n' is near the end: look back for it there. A long line costs
+	// little per byte to find on its own.
+	first := seen + j + 1
+	if first > shortLine {
+		return first, nil
+	}
+	return first + lastByte(p[first:], '\n') + 1, nil
+}
+
+// shortLine is the longest line Newline.Whole takes for short: one whose
+// end costs more to find with bytes.IndexByte than its bytes do.
+const shortLine = 256
+
+// lastByte is bytes.LastIndexByte eight bytes at a time, which the
+// standard library does one byte at a time.
+func lastByte(p []byte, c byte) int {
+	const ones, low7 = 0x0101010101010101, 0x7f7f7f7f7f7f7f7f
+	pat := ones * uint64(c)
+	i := len(p)
+	for ; i >= 8; i -= 8 {
+		v := binary.LittleEndian.Uint64(p[i-8:i]) ^ pat
+		// The high bit of each byte of z is set where v's byte is 0, and
+		// only there (no borrow crosses bytes).
+		if z := ^((v&low7 + low7) | v | low7); z != 0 {
+			return i - 8 + (63-bits.LeadingZeros64(z))/8
+		}
+	}
+	for i--; i >= 0; i-- {
+		if p[i] == c {
+			return i
+		}
+	}
+	return -1
 }
 
 func (f Newline) tooLong(size, mx int) error {
@@ -423,9 +488,10 @@ func CountRecords(f Framer, p []byte) (records, n int, err error) {
 }
 
 var (
-	_ Framer   = Newline{}
-	_ Resyncer = Newline{}
-	_ Framer   = LengthPrefix{}
-	_ Framer   = OctetCounting{}
-	_ Framer   = MQTTPackets{}
+	_ Framer      = Newline{}
+	_ Resyncer    = Newline{}
+	_ WholeFramer = Newline{}
+	_ Framer      = LengthPrefix{}
+	_ Framer      = OctetCounting{}
+	_ Framer      = MQTTPackets{}
 )

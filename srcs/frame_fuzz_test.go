@@ -102,3 +102,53 @@ func FuzzFramerNext(f *testing.F) {
 		}
 	})
 }
+
+// FuzzNewlineWhole checks Newline's Whole against Next called from record
+// to record: a prefix of one or more records Next would find without an
+// error, or, when p's first record is not whole, Next's own answer.
+func FuzzNewlineWhole(f *testing.F) {
+	f.Add([]byte("abc\ndef\ngh"), uint16(0), uint32(64), uint16(0))
+	f.Add([]byte("abc\ndef\ngh"), uint16(2), uint32(10), uint16(0))
+	f.Add([]byte("abc\ndefghijk\nl"), uint16(0), uint32(64), uint16(4))
+	f.Add([]byte("abcdefgh\n"), uint16(0), uint32(5), uint16(0))
+	f.Add([]byte("abcdefgh"), uint16(3), uint32(8), uint16(0))
+	f.Fuzz(func(t *testing.T, p []byte, seen uint16, limit uint32, max uint16) {
+		fr := srcs.Newline{Max: int(max % 200)}
+		lim := 1 + int(limit%1024)
+		s := int(seen) % (len(p) + 1)
+		if i := bytes.IndexByte(p, '\n'); i >= 0 && i < s {
+			s = i
+		}
+		k, err := fr.Whole(p, s, lim)
+		n, nerr := fr.Next(p, s, lim)
+		if n == 0 {
+			if k != 0 || (err == nil) != (nerr == nil) || err != nil && err.Error() != nerr.Error() {
+				t.Fatalf("Whole(%q, %d, %d) = %d, %v; Next gives 0, %v", p, s, lim, k, err, nerr)
+			}
+			return
+		}
+		if err != nil || k < n {
+			t.Fatalf("Whole(%q, %d, %d) = %d, %v; the first record is %d bytes", p, s, lim, k, err, n)
+		}
+		// k must end a record that Next reaches from record to record.
+		for off := n; off < k; {
+			m, err := fr.Next(p[off:k], 0, lim)
+			if err != nil || m == 0 {
+				t.Fatalf("Whole(%q, %d, %d) = %d: Next at %d gives %d, %v", p, s, lim, k, off, m, err)
+			}
+			off += m
+		}
+	})
+}
+
+// FuzzLastByte compares lastByte with bytes.LastIndexByte.
+func FuzzLastByte(f *testing.F) {
+	f.Add([]byte("abc\ndef\ngh"), byte('\n'))
+	f.Add([]byte("\x00\x01\x0b\x0a\x09\x8a\xff"), byte('\n'))
+	f.Add([]byte("0123456789abcdef0123456789"), byte('0'))
+	f.Fuzz(func(t *testing.T, p []byte, c byte) {
+		if got, want := srcs.LastByte(p, c), bytes.LastIndexByte(p, c); got != want {
+			t.Fatalf("lastByte(%q, %q) = %d, want %d", p, c, got, want)
+		}
+	})
+}

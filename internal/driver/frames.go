@@ -24,7 +24,8 @@ import (
 // Its zero value frames nothing (raw bytes).
 type frames struct {
 	f   srcs.Framer
-	rs  srcs.Resyncer // f's, if it has one
+	rs  srcs.Resyncer    // f's, if it has one
+	wf  srcs.WholeFramer // f's, if it has one
 	l   *srcs.Lane
 	rep srcs.RecordReporter // l.Out's, if it has one
 	sk  srcs.SkipCounter    // l.Out's, if it has one
@@ -50,6 +51,7 @@ func (s *frames) Reset(l *srcs.Lane) {
 	}
 	s.f = l.Framer
 	s.rs, _ = l.Framer.(srcs.Resyncer)
+	s.wf, _ = l.Framer.(srcs.WholeFramer)
 	s.rep, _ = l.Out.(srcs.RecordReporter)
 	s.sk, _ = l.Out.(srcs.SkipCounter)
 }
@@ -88,7 +90,13 @@ func (s *frames) Scan(buf []byte, n int) (int, error) {
 			s.skip, s.seen = 0, 0
 			continue
 		}
-		k, err := s.f.Next(buf[s.done:n], s.seen, len(buf))
+		var k int
+		var err error
+		if s.wf != nil {
+			k, err = s.wf.Whole(buf[s.done:n], s.seen, len(buf))
+		} else {
+			k, err = s.f.Next(buf[s.done:n], s.seen, len(buf))
+		}
 		if err != nil {
 			var re *srcs.RecordError
 			if errors.As(err, &re) && (re.Skip > 0 || re.Skip == srcs.SkipToBoundary && s.rs != nil) {

@@ -109,3 +109,15 @@ func BenchmarkFramesMQTT(b *testing.B) {
 func BenchmarkFramesNewlineSmallReads(b *testing.B) {
 	benchFramesReads(b, srcs.Newline{}, benchStreamOf(func(i int) []byte { return rt.Line(benchRecord, byte(i)) }), 1500)
 }
+
+// BenchmarkFramesNewline128 frames 128-byte lines, the size of many log
+// lines, where finding each line's end costs more than the line's bytes.
+func BenchmarkFramesNewline128(b *testing.B) {
+	benchFrames(b, srcs.Newline{}, benchStreamOf(func(i int) []byte { return rt.Line(128, byte(i)) }))
+}
+
+// BenchmarkFramesNewline128Max frames the same lines with a maximum line
+// length shorter than a buffer, so that every line is measured.
+func BenchmarkFramesNewline128Max(b *testing.B) {
+	benchFrames(b, srcs.Newline{Max: 4096}, benchStreamOf(func(i int) []byte { return rt.Line(128, byte(i)) }))
+}
