@@ -245,30 +245,18 @@ func (f Newline) Next(p []byte, seen, limit int) (int, error) {
 	return seen + i + 1, nil
 }
 
-// Whole implements WholeFramer. When a line may be as long as the limit
-// allows and p is no longer than the limit, no line in p can be too long,
-// and when lines are short it returns every line of p at once, up to its
-// last '\n'; otherwise it returns one line, as Next does.
+// Whole implements WholeFramer. It finds p's first line as Next does.
+// When that line is short, the others probably are too, and the last '\n'
+// of p is near its end: Whole looks back for it and returns every line up
+// to there, provided that no line in p can be too long (a line may be as
+// long as the limit allows, and p is no longer than the limit). A long
+// line costs little per byte to find on its own.
 func (f Newline) Whole(p []byte, seen, limit int) (int, error) {
-	mx := capMax(f.Max, limit-1)
-	if len(p) > limit || mx < limit-1 {
-		return f.Next(p, seen, limit)
+	n, err := f.Next(p, seen, limit)
+	if n == 0 || n > shortLine || len(p) > limit || capMax(f.Max, limit-1) < limit-1 {
+		return n, err
 	}
-	j := bytes.IndexByte(p[seen:], '\n')
-	if j < 0 {
-		if len(p) > mx {
-			return 0, f.tooLong(len(p), mx)
-		}
-		return 0, nil
-	}
-	// When the first line is short, the others probably are too, and the
-	// last '\n' is near the end: look back for it there. A long line costs
-	// little per byte to find on its own.
-	first := seen + j + 1
-	if first > shortLine {
-		return first, nil
-	}
-	return first + lastByte(p[first:], '\n') + 1, nil
+	return n + lastByte(p[n:], '\n') + 1, nil
 }
 
 // shortLine is the longest line Newline.Whole takes for short: one whose
