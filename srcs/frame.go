@@ -246,17 +246,18 @@ func (f Newline) Next(p []byte, seen, limit int) (int, error) {
 }
 
 // Whole implements WholeFramer. It finds p's first line as Next does.
-// When that line is short, the others probably are too, and the last '\n'
-// of p is near its end: Whole looks back for it and returns every line up
-// to there, provided that no line in p can be too long (a line may be as
-// long as the limit allows, and p is no longer than the limit). A long
-// line costs little per byte to find on its own.
+// When that line is short, the others probably are too, and Whole returns
+// every line up to the last '\n' it finds looking back from the end of
+// p's first Max+1 bytes (the limit's, when Max is 0 or more than a
+// buffer holds): no line within them can be too long. A long line costs
+// little per byte to find on its own.
 func (f Newline) Whole(p []byte, seen, limit int) (int, error) {
 	n, err := f.Next(p, seen, limit)
-	if n == 0 || n > shortLine || len(p) > limit || capMax(f.Max, limit-1) < limit-1 {
+	if n == 0 || n > shortLine {
 		return n, err
 	}
-	return n + lastByte(p[n:], '\n') + 1, nil
+	end := min(len(p), capMax(f.Max, limit-1)+1)
+	return n + lastByte(p[n:end], '\n') + 1, nil
 }
 
 // shortLine is the longest line Newline.Whole takes for short: one whose

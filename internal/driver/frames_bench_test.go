@@ -117,7 +117,8 @@ func BenchmarkFramesNewline128(b *testing.B) {
 }
 
 // BenchmarkFramesNewline128Max frames the same lines with a maximum line
-// length shorter than a buffer, so that every line is measured.
+// length shorter than a buffer, which bounds how far Newline.Whole may
+// step at once.
 func BenchmarkFramesNewline128Max(b *testing.B) {
 	benchFrames(b, srcs.Newline{Max: 4096}, benchStreamOf(func(i int) []byte { return rt.Line(128, byte(i)) }))
 }
