@@ -81,10 +81,12 @@
 // a runner, the gnet sink for gnet, both on the engine's CPUs; fio runs on
 // the others, pinned from its first instruction (forked from a thread
 // pinned for the purpose) and with cpus_allowed. A row's figures are the
-// sink's own report: CPU time of the whole time it listened over the
-// bytes, and the throughput while every connection was sending (or 90%
-// of them, or from first byte to last), since fio starts its jobs one by
-// one. They are reconciled with fio's JSON report, and any difference
+// sink's own report: the throughput while every connection was sending
+// (or 90% of them, or from first byte to last), since fio starts its jobs
+// one by one, and the CPU time per GiB over the same interval, from the
+// CPU time and bytes the sink samples every 100 ms (usage; over the whole
+// time it listened when the throughput is from first byte to last:
+// cpu_over says which, and cpu_s_per_gib_listened is always the latter). They are reconciled with fio's JSON report, and any difference
 // fails the run: the bytes of every connection (sorted, since fio's jobs
 // do not name their ports) against every job's io_bytes plus the 8-byte
 // trailer fio's net engine sends on close, the number of connections,

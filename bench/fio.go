@@ -443,10 +443,22 @@ func fioResult(row string, round int, c RunConfig, sr *SinkReport, fr *fioReport
 	// is what the sink could take, and failing that the time most of them
 	// were sending.
 	r.ThroughputOver = ThroughputFirstToLast
+	var a, b int64
 	if sr.SteadyS >= max(0.5, sr.DurationS/4) {
 		r.ThroughputBps, r.ThroughputOver = sr.SteadyBps, ThroughputAllSending
+		a, b = sendingWindow(sr.Streams, 1)
 	} else if bps, secs := concurrentThroughput(sr.Streams, 0.9); secs >= max(0.5, sr.DurationS/4) {
 		r.ThroughputBps, r.ThroughputOver = bps, ThroughputMostSending
+		a, b = sendingWindow(sr.Streams, 0.9)
+	}
+	// The CPU per GiB over the same interval, from the sink's usage
+	// samples: the ramp while fio starts its jobs, and the tail while the
+	// last ones finish, cost the sink CPU for few bytes and by varying
+	// amounts from round to round.
+	r.CPUSPerGiBListened, r.CPUOver = r.CPUSPerGiB, CPUOverListened
+	if cpu, n, ok := UsageOver(sr.Usage, a, b); ok && n > 0 {
+		r.CPUSPerGiB, r.CPUOver = cpuPerGiB(cpu.Seconds(), n), r.ThroughputOver
+		r.EngineCPUUtil = cpu.Seconds() / (time.Duration(b-a).Seconds() * float64(r.EngineCPUs))
 	}
 	xs := make([]float64, len(sr.Streams))
 	for i, s := range sr.Streams {
@@ -483,6 +495,10 @@ const (
 	ThroughputAllSending  = "all sending"        // while every connection sent
 	ThroughputMostSending = "90% sending"        // while 90% of them did
 	ThroughputFirstToLast = "first to last byte" // neither lasted long enough
+	// CPUOverListened is Result.CPUOver when the CPU per GiB covers the
+	// whole time the sink listened: the sink kept no usage samples, or
+	// the throughput was measured from the first byte to the last.
+	CPUOverListened = "listened"
 )
 
 // concurrentThroughput estimates the bytes per second received over the
@@ -491,19 +507,7 @@ const (
 // but that many were still sending, each stream's bytes in it taken at
 // its mean rate. It returns 0s when there is no such interval.
 func concurrentThroughput(ss []SinkStream, share float64) (bps, seconds float64) {
-	var firsts, lasts []int64
-	for _, s := range ss {
-		if s.Bytes > 0 && s.LastNs > s.FirstNs {
-			firsts, lasts = append(firsts, s.FirstNs), append(lasts, s.LastNs)
-		}
-	}
-	if len(firsts) == 0 {
-		return 0, 0
-	}
-	slices.Sort(firsts)
-	slices.Sort(lasts)
-	k := min(len(firsts)-1, int(share*float64(len(firsts))))
-	a, b := firsts[k], lasts[len(lasts)-1-k]
+	a, b := sendingWindow(ss, share)
 	if b <= a {
 		return 0, 0
 	}
@@ -518,6 +522,29 @@ func concurrentThroughput(ss []SinkStream, share float64) (bps, seconds float64)
 	}
 	seconds = time.Duration(b - a).Seconds()
 	return bytes / seconds, seconds
+}
+
+// sendingWindow returns the interval (UnixNano) when at least a fraction
+// share of the streams were sending (see concurrentThroughput): from the
+// moment that many had sent their first byte to the moment all but that
+// many were still sending. b <= a when there is none.
+func sendingWindow(ss []SinkStream, share float64) (a, b int64) {
+	var firsts, lasts []int64
+	for _, s := range ss {
+		if s.Bytes > 0 && s.LastNs > s.FirstNs {
+			firsts, lasts = append(firsts, s.FirstNs), append(lasts, s.LastNs)
+		}
+	}
+	if len(firsts) == 0 {
+		return 0, 0
+	}
+	slices.Sort(firsts)
+	slices.Sort(lasts)
+	k := min(len(firsts)-1, int(share*float64(len(firsts))))
+	if share >= 1 {
+		k = len(firsts) - 1
+	}
+	return firsts[k], lasts[len(lasts)-1-k]
 }
 
 // findFio returns the fio binary, or why there is none.

@@ -171,6 +171,10 @@ func TestFioClient(t *testing.T) {
 					t.Errorf("%s round %d: verified %v, %d bytes (fio sent %d), %.3f CPU-s/GiB, %.0f B/s: %v",
 						r.Runner, r.Round, r.Verified, r.Bytes, r.GenSentBytes, r.CPUSPerGiB, r.ThroughputBps, r.Mismatches)
 				}
+				if r.CPUSPerGiBListened <= 0 || (r.CPUOver != CPUOverListened && r.CPUOver != r.ThroughputOver) {
+					t.Errorf("%s round %d: CPU over %q, throughput over %q, %.3f CPU-s/GiB listened",
+						r.Runner, r.Round, r.CPUOver, r.ThroughputOver, r.CPUSPerGiBListened)
+				}
 				if slices.Contains(tc.args, "newline") && (r.Records == 0 || r.TruncatedBytes < fioTrailer*uint64(r.Sources)) {
 					t.Errorf("%s round %d: %d records, %d truncated bytes", r.Runner, r.Round, r.Records, r.TruncatedBytes)
 				}

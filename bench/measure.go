@@ -146,8 +146,14 @@ type Result struct {
 	ThroughputOver string  `json:"throughput_over,omitempty"`
 	CPUS           float64 `json:"cpu_s"`
 	CPUSPerGiB     float64 `json:"cpu_s_per_gib"`
-	ThreadsMax     int     `json:"threads_max"`
-	RSSMaxBytes    int64   `json:"rss_max_bytes"`
+	// CPUOver says, for a fio row, over which interval cpu_s_per_gib was
+	// measured: the throughput's (ThroughputOver) when the sink's usage
+	// samples cover it, else CPUOverListened; CPUSPerGiBListened is the
+	// figure over the whole time the sink listened (cpu_s over bytes).
+	CPUOver            string  `json:"cpu_over,omitempty"`
+	CPUSPerGiBListened float64 `json:"cpu_s_per_gib_listened,omitempty"`
+	ThreadsMax         int     `json:"threads_max"`
+	RSSMaxBytes        int64   `json:"rss_max_bytes"`
 	// LatencyNs is engine latency: delivery minus the time the generator
 	// actually wrote the message. E2ELatencyNs is delivery minus the
 	// message's scheduled time, so that a generator falling behind stays
@@ -539,6 +545,10 @@ func mergeResults(rs []*Result) *Result {
 			(r.ThroughputOver == ThroughputMostSending && s.ThroughputOver == ThroughputAllSending)) {
 			s.ThroughputOver = r.ThroughputOver // the worst round's
 		}
+		if r.CPUOver != "" && (s.CPUOver == "" || r.CPUOver == CPUOverListened ||
+			(r.CPUOver == ThroughputMostSending && s.CPUOver == ThroughputAllSending)) {
+			s.CPUOver = r.CPUOver // the worst round's
+		}
 		s.Mismatches = append(s.Mismatches, r.Mismatches...)
 		fair += r.FairnessJain
 		if r.hist != nil {
@@ -567,9 +577,13 @@ func mergeResults(rs []*Result) *Result {
 		s.RecordsPerS = float64(s.Records) / s.DurationS
 	}
 	s.CPUSPerGiB = cpuPerGiB(s.CPUS, s.Bytes)
+	if s.CPUOver != "" {
+		s.CPUSPerGiBListened = s.CPUSPerGiB
+	}
 	if len(rs) == 1 {
-		// A fio row measures its throughput over less than its duration.
-		s.ThroughputBps = rs[0].ThroughputBps
+		// A fio row measures its throughput, and its CPU, over less than
+		// its duration.
+		s.ThroughputBps, s.CPUSPerGiB = rs[0].ThroughputBps, rs[0].CPUSPerGiB
 	}
 	if len(rs) > 1 {
 		// Medians, as every comparison is made round by round: one round

@@ -316,8 +316,9 @@ func (c RunConfig) gen() GenConfig {
 
 // fioNote is the report's note on a run with --client fio.
 const fioNote = "client fio: latency not measured (latency_ns, e2e_latency_ns and the generator's lag are zero); " +
-	"CPU-s/GiB is each sink process's CPU time over the whole time it listened; throughput is over the time every connection " +
-	"was sending, or else 90% of them (fio starts its jobs one by one), or else from the first byte to the last; " +
+	"throughput is over the time every connection was sending, or else 90% of them (fio starts its jobs one by one), " +
+	"or else from the first byte to the last; CPU-s/GiB is each sink process's CPU time per GiB over the same interval " +
+	"(from its samples every 100 ms), or over the whole time it listened when the throughput is from first byte to last; " +
 	"verified means the bytes per connection, with fio's 8-byte trailers, the connection count and any records reconciled with fio's report"
 
 // gnetLatencyNote is the report's note on the gnet row under the

@@ -141,16 +141,20 @@ type SinkReport struct {
 	// SteadyBps is the throughput while every source was sending, from
 	// the last one's first byte to the first end of stream (SteadyS
 	// long); 0 when a source ended before the last one began.
-	SteadyBps    float64 `json:"steady_throughput_bps"`
-	SteadyS      float64 `json:"steady_s"`
-	CPUS         float64 `json:"cpu_s"`
-	CPUSPerGiB   float64 `json:"cpu_s_per_gib"`
-	ThreadsMax   int     `json:"threads_max"`
-	RSSMaxBytes  int64   `json:"rss_max_bytes"`
-	FairnessJain float64 `json:"fairness_jain"`
-	PoolWaits    uint64  `json:"pool_waits"`
-	Partials     uint64  `json:"partial_flushes"`
-	Errors       uint64  `json:"errors"`
+	SteadyBps  float64 `json:"steady_throughput_bps"`
+	SteadyS    float64 `json:"steady_s"`
+	CPUS       float64 `json:"cpu_s"`
+	CPUSPerGiB float64 `json:"cpu_s_per_gib"`
+	// Usage samples the process's CPU time and the bytes received every
+	// 100 ms while it listened, so that a reader can take the CPU over
+	// any interval of the run (UsageOver).
+	Usage        []UsageSample `json:"usage,omitempty"`
+	ThreadsMax   int           `json:"threads_max"`
+	RSSMaxBytes  int64         `json:"rss_max_bytes"`
+	FairnessJain float64       `json:"fairness_jain"`
+	PoolWaits    uint64        `json:"pool_waits"`
+	Partials     uint64        `json:"partial_flushes"`
+	Errors       uint64        `json:"errors"`
 	// ErrorSamples are the first errors' messages.
 	ErrorSamples []string `json:"error_samples,omitempty"`
 	StopReason   string   `json:"stop_reason"`
@@ -209,12 +213,13 @@ func Sink(ctx context.Context, c SinkConfig, ios IO) (*SinkReport, error) {
 		defer t.Stop()
 		limit = t.C
 	}
-	tick := 100 * time.Millisecond
+	tick := usageSampleEvery
 	if c.UntilIdle > 0 {
 		tick = min(tick, max(c.UntilIdle/4, 5*time.Millisecond))
 	}
 	ticker := time.NewTicker(tick)
 	defer ticker.Stop()
+	usage := []UsageSample{{UnixNs: t0.UnixNano()}}
 	lastReport := t0
 	var lastBytes, lastRecs uint64
 loop:
@@ -227,6 +232,7 @@ loop:
 			break loop
 		case now := <-ticker.C:
 			total := col.total.Load()
+			usage = append(usage, UsageSample{UnixNs: now.UnixNano(), CPUNs: int64(cpuTime() - cpu0), Bytes: total})
 			// The live count walks every source's stats: ask for it only
 			// once the bytes have stopped, not on every tick of a run.
 			if c.UntilIdle > 0 && total > 0 && now.Sub(time.Unix(0, col.last.Load())) >= c.UntilIdle &&
@@ -249,6 +255,7 @@ loop:
 		}
 	}
 	wall := time.Since(t0)
+	usage = append(usage, UsageSample{UnixNs: time.Now().UnixNano(), CPUNs: int64(cpuTime() - cpu0), Bytes: col.total.Load()})
 	rs1 := sumRunnerStats(sk.e.Stats().Runners)
 	waits := sk.e.Pool().Stats().Waits
 	runner := sk.e.Runner()
@@ -266,7 +273,7 @@ loop:
 	rep := &SinkReport{Command: "sink", Runner: runner, Listen: bound, Framing: framingName(framer), Bytes: col.total.Load(),
 		WallS: wall.Seconds(), CPUS: cpu.Seconds(), ThreadsMax: threads, RSSMaxBytes: rss,
 		PoolWaits: waits, Partials: col.partials.Load(), Errors: col.errs.Load(), StopReason: reason, Host: hostInfo(),
-		Profile: profPath, Streams: []SinkStream{}}
+		Profile: profPath, Usage: usage, Streams: []SinkStream{}}
 	if f, l := col.first.Load(), col.last.Load(); f > 0 && l > f {
 		rep.DurationS = time.Duration(l - f).Seconds()
 		rep.ThroughputBps = float64(rep.Bytes) / rep.DurationS

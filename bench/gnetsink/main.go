@@ -17,7 +17,8 @@
 //
 //   - Like `sluice-bench sink`: -until-idle D stops once bytes arrived,
 //     every connection is closed and nothing arrived for D; the report goes
-//     to -json. Its cpu_s covers the whole time listened.
+//     to -json. Its cpu_s covers the whole time listened; usage samples
+//     the CPU time and bytes every 100 ms.
 //   - -control: commands on stdin, one a line: "stats" (answers a stats
 //     line), "mark" (starts the measured interval: CPU, peak RSS and
 //     threads from here; answers a marked line), "stop" (answers with the
@@ -203,12 +204,22 @@ type Report struct {
 	SteadyS       float64  `json:"steady_s"`
 	CPUS          float64  `json:"cpu_s"`
 	CPUSPerGiB    float64  `json:"cpu_s_per_gib"`
+	Usage         []Usage  `json:"usage,omitempty"`
 	ThreadsMax    int      `json:"threads_max"`
 	RSSMaxBytes   int64    `json:"rss_max_bytes"`
 	Errors        uint64   `json:"errors"`
 	StopReason    string   `json:"stop_reason"`
 	EventLoops    int      `json:"event_loops"`
 	Streams       []Stream `json:"streams"`
+}
+
+// Usage is the CPU time since the start (or the mark) and the bytes
+// received at one moment, sampled every 100 ms (sluice-bench's
+// UsageSample).
+type Usage struct {
+	UnixNs int64  `json:"unix_ns"`
+	CPUNs  int64  `json:"cpu_ns"`
+	Bytes  uint64 `json:"bytes"`
 }
 
 // event is a control-mode line other than the report.
@@ -309,12 +320,13 @@ func run() error {
 		return event{Event: name, Open: s.open.Load(), Closed: s.closed.Load(), Bytes: s.total.Load(),
 			CPUNs: int64(cpuTime() - cpu0), UnixNs: time.Now().UnixNano()}
 	}
-	var ticks <-chan time.Time
+	tick := 100 * time.Millisecond
 	if *untilIdle > 0 {
-		t := time.NewTicker(min(100*time.Millisecond, max(*untilIdle/4, 5*time.Millisecond)))
-		defer t.Stop()
-		ticks = t.C
+		tick = min(tick, max(*untilIdle/4, 5*time.Millisecond))
 	}
+	ticker := time.NewTicker(tick)
+	defer ticker.Stop()
+	usage := []Usage{{UnixNs: t0.UnixNano()}}
 	ended := s.ended
 	reason := "interrupted"
 loop:
@@ -339,6 +351,7 @@ loop:
 				resetPeakRSS()
 				smp.reset()
 				cpu0, t0 = cpuTime(), time.Now()
+				usage = append(usage[:0], Usage{UnixNs: t0.UnixNano(), Bytes: s.total.Load()})
 				s.first.Store(0)
 				say(snap("marked"))
 			case "stop":
@@ -347,8 +360,9 @@ loop:
 			default:
 				fmt.Fprintf(os.Stderr, "gnetsink: unknown command %q\n", cmd)
 			}
-		case now := <-ticks:
-			if s.total.Load() > 0 && s.open.Load() == s.closed.Load() &&
+		case now := <-ticker.C:
+			usage = append(usage, Usage{UnixNs: now.UnixNano(), CPUNs: int64(cpuTime() - cpu0), Bytes: s.total.Load()})
+			if *untilIdle > 0 && s.total.Load() > 0 && s.open.Load() == s.closed.Load() &&
 				now.Sub(time.Unix(0, s.last.Load())) >= *untilIdle {
 				reason = "idle"
 				break loop
@@ -356,6 +370,7 @@ loop:
 		}
 	}
 	wall := time.Since(t0)
+	usage = append(usage, Usage{UnixNs: time.Now().UnixNano(), CPUNs: int64(cpuTime() - cpu0), Bytes: s.total.Load()})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := eng.Stop(ctx); err != nil {
@@ -371,7 +386,7 @@ loop:
 	rep := Report{Command: "sink", Runner: "gnet", Listen: []string{addr}, Framing: *framing,
 		Bytes: s.total.Load(), Records: s.records.Load(), WallS: wall.Seconds(), CPUS: cpu.Seconds(),
 		ThreadsMax: threads, RSSMaxBytes: rss, Errors: s.errs.Load(), StopReason: reason, EventLoops: n,
-		Streams: []Stream{}}
+		Usage: usage, Streams: []Stream{}}
 	if f, l := s.first.Load(), s.last.Load(); f > 0 && l > f {
 		rep.DurationS = time.Duration(l - f).Seconds()
 		rep.ThroughputBps = float64(rep.Bytes) / rep.DurationS
