@@ -52,9 +52,14 @@ type Config struct {
 	// completions while it is busy: a worker woken more often than this
 	// waits for a batch of completions, or BatchWait, before it wakes,
 	// instead of waking for each one (the Verona seed's load-paced
-	// polling). It batches only while several sources wait for data and
-	// none waits for a pool buffer, so a lone busy stream is never held
-	// back; an idle worker still wakes at once for its first completion.
+	// polling). It batches only while no source waits for a pool buffer,
+	// and either several sources wait for data, or one stream socket
+	// does and each wake-up brings it less than eight buffers: that
+	// stream is then held back for a time that doubles from 50µs up to
+	// BatchWait while wake-ups stay small and halves while they bring
+	// more than 32 buffers, so a stream fast enough to keep the worker
+	// busy is not held. An idle worker still wakes at once for its first
+	// completion.
 	// Commands that arrive during a batch (adding or removing a source)
 	// may wait up to BatchWait too. The wait does not add to a socket's
 	// flush timeout: the uring runner holds its partial data for the

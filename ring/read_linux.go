@@ -71,8 +71,11 @@ func (w *worker) readDone(ln *lane, res int32, flags CQEFlags) {
 		// drained.
 		ln.readable = true
 	case res > 0:
-		if ln.mode == modeFileSeq {
+		switch ln.mode {
+		case modeFileSeq:
 			ln.off += int64(res)
+		case modeSock:
+			w.cycleBytes += int64(res)
 		}
 		err := ln.d.Commit(int(res), time.Now())
 		w.settle(ln)
@@ -218,6 +221,9 @@ func (w *worker) advance(ln *lane) {
 		s.UserData = ln.userData(tagPoll)
 		ln.op = tagPoll
 		w.polling++
+		if ln.mode == modeSock {
+			w.pollingStreams++
+		}
 		return
 	}
 	if w.r.front.Paused.Load() {

@@ -98,7 +98,10 @@ import (
 // submits what is queued and sleeps until a completion or the nearest
 // flush deadline; while several lanes poll and none waits for a buffer, it
 // waits up to BatchWait for a batch of their completions (the Verona
-// seed's load-paced polling; see worker.loop and worker.wait).
+// seed's load-paced polling; see worker.loop and worker.wait), and while
+// one stream socket polls and keeps waking it for little, it holds that
+// lane back for up to BatchWait so that each wake-up brings more
+// (nextLoneHold).
 //
 // Remove cancels the lane's operations by descriptor (ASYNC_CANCEL with
 // CancelFd|CancelAll), waits for their CQEs, emits partial data, and only

@@ -22,8 +22,9 @@ type RunnerConfig struct {
 	// Logger receives start-up decisions and per-source trouble. Never nil.
 	Logger *slog.Logger
 	// BatchWait is the latency an event-loop worker may add to gather a
-	// batch of completions while several lanes wait for data; zero wakes
-	// for every one. The uring runner honours it (see
+	// batch of completions while several lanes wait for data, or more
+	// bytes from a lone stream that keeps waking it for little; zero
+	// wakes for every one. The uring runner honours it (see
 	// engine.Config.BatchWait).
 	BatchWait time.Duration
 	// Wakeups, when set, lets event-loop workers wake processing once per
