@@ -232,7 +232,7 @@ loop:
 			break loop
 		case now := <-ticker.C:
 			total := col.total.Load()
-			usage = append(usage, UsageSample{UnixNs: now.UnixNano(), CPUNs: int64(cpuTime() - cpu0), Bytes: total})
+			usage = appendUsage(usage, UsageSample{UnixNs: now.UnixNano(), CPUNs: int64(cpuTime() - cpu0), Bytes: total})
 			// The live count walks every source's stats: ask for it only
 			// once the bytes have stopped, not on every tick of a run.
 			if c.UntilIdle > 0 && total > 0 && now.Sub(time.Unix(0, col.last.Load())) >= c.UntilIdle &&
@@ -255,7 +255,7 @@ loop:
 		}
 	}
 	wall := time.Since(t0)
-	usage = append(usage, UsageSample{UnixNs: time.Now().UnixNano(), CPUNs: int64(cpuTime() - cpu0), Bytes: col.total.Load()})
+	usage = appendUsage(usage, UsageSample{UnixNs: time.Now().UnixNano(), CPUNs: int64(cpuTime() - cpu0), Bytes: col.total.Load()})
 	rs1 := sumRunnerStats(sk.e.Stats().Runners)
 	waits := sk.e.Pool().Stats().Waits
 	runner := sk.e.Runner()

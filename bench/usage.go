@@ -16,6 +16,27 @@ type UsageSample struct {
 // usageSampleEvery is how often a sink records a UsageSample.
 const usageSampleEvery = 100 * time.Millisecond
 
+// maxUsageSamples bounds a sink's samples (about 3 hours' worth at
+// usageSampleEvery); appendUsage thins them beyond it.
+const maxUsageSamples = 1 << 17
+
+// appendUsage adds u to us. Beyond maxUsageSamples it first drops every
+// other sample but the first and the last, so that a sink left running
+// for days keeps a bounded, evenly spread record.
+func appendUsage(us []UsageSample, u UsageSample) []UsageSample {
+	if len(us) >= maxUsageSamples {
+		k := 0
+		for i := range us {
+			if i%2 == 0 || i == len(us)-1 {
+				us[k] = us[i]
+				k++
+			}
+		}
+		us = us[:k]
+	}
+	return append(us, u)
+}
+
 // UsageOver returns the CPU time and the bytes received between a and b
 // (UnixNano), each end interpolated linearly between the samples around
 // it. ok is false when the samples do not cover [a, b] or the interval

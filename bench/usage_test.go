@@ -126,3 +126,24 @@ func TestFioResultCPUOverTheWindow(t *testing.T) {
 		t.Errorf("without samples: CPU over %q, %.3f CPU-s/GiB, want %q and %.3f", r.CPUOver, r.CPUSPerGiB, CPUOverListened, sr.CPUSPerGiB)
 	}
 }
+
+// TestAppendUsageThins: past maxUsageSamples the samples are thinned to
+// every other one, keeping the first and the latest, and stay in order.
+func TestAppendUsageThins(t *testing.T) {
+	var us []UsageSample
+	n := maxUsageSamples + 10
+	for i := range n {
+		us = appendUsage(us, UsageSample{UnixNs: int64(i), CPUNs: int64(i), Bytes: uint64(i)})
+	}
+	if len(us) > maxUsageSamples {
+		t.Fatalf("%d samples, want at most %d", len(us), maxUsageSamples)
+	}
+	if us[0].UnixNs != 0 || us[len(us)-1].UnixNs != int64(n-1) {
+		t.Errorf("first %d, last %d; want 0 and %d", us[0].UnixNs, us[len(us)-1].UnixNs, n-1)
+	}
+	for i := 1; i < len(us); i++ {
+		if us[i].UnixNs <= us[i-1].UnixNs {
+			t.Fatalf("samples %d and %d out of order: %d, %d", i-1, i, us[i-1].UnixNs, us[i].UnixNs)
+		}
+	}
+}
