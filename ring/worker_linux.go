@@ -496,9 +496,10 @@ const (
 // buffer meanwhile is slowed by TCP's flow control, and loses nothing.
 //
 // Under fio's one-stream load (64 KiB writes, about 1.5 GiB/s) the hold
-// took the uring sink from 1.39x-1.46x gnet's CPU-s/GiB to 0.75x-0.76x,
-// with 1,000-1,150 waits a second instead of 20,700; bounds of 2 and 8
-// buffers gave only 1.02x-1.10x (see the README's "Load-paced waits").
+// took the uring sink from 1.41x-1.50x gnet's CPU-s/GiB to 0.75x-0.78x,
+// with 790-1,130 waits a second instead of 14,700-21,800; bounds of 2
+// and 8 buffers gave only 1.02x-1.10x (see the README's "A lone stream
+// held while it brings little").
 func nextLoneHold(hold time.Duration, bytes int64, bufSize int, batchWait time.Duration) time.Duration {
 	switch {
 	case bytes < loneLow*int64(bufSize):
