@@ -52,14 +52,15 @@ type Config struct {
 	// completions while it is busy: a worker woken more often than this
 	// waits for a batch of completions, or BatchWait, before it wakes,
 	// instead of waking for each one (the Verona seed's load-paced
-	// polling). It batches only while no source waits for a pool buffer,
-	// and either several sources wait for data, or one stream socket
-	// does and each wake-up brings it less than eight buffers: that
-	// stream is then held back for a time that doubles from 50µs up to
-	// BatchWait while wake-ups stay small and halves while they bring
-	// more than 32 buffers, so a stream fast enough to keep the worker
-	// busy is not held. An idle worker still wakes at once for its first
-	// completion.
+	// polling). It batches only while no source waits for a pool buffer
+	// and several sources wait for data; an idle worker still wakes at
+	// once for its first completion. While fewer than 128 sources wait
+	// on a worker, all of them stream sockets, and each wake-up brings
+	// them less than eight buffers, the wait holds them back even when
+	// all of them have data (one stream too): for a time that doubles
+	// from 50µs up to BatchWait while wake-ups stay small and halves
+	// while they bring more than 32 buffers, so streams fast enough to
+	// keep the worker busy are not held.
 	// Commands that arrive during a batch (adding or removing a source)
 	// may wait up to BatchWait too. The wait does not add to a socket's
 	// flush timeout: the uring runner holds its partial data for the

@@ -99,9 +99,9 @@ import (
 // flush deadline; while several lanes poll and none waits for a buffer, it
 // waits up to BatchWait for a batch of their completions (the Verona
 // seed's load-paced polling; see worker.loop and worker.wait), and while
-// one stream socket polls and keeps waking it for little, it holds that
-// lane back for up to BatchWait so that each wake-up brings more
-// (nextLoneHold).
+// a few stream sockets poll and keep waking it for little, it holds them
+// back for up to BatchWait so that each wake-up brings more
+// (nextStreamHold).
 //
 // Remove cancels the lane's operations by descriptor (ASYNC_CANCEL with
 // CancelFd|CancelAll), waits for their CQEs, emits partial data, and only

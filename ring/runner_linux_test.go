@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"strings"
 	"testing"
@@ -326,10 +327,10 @@ func TestRunnerSteadyStateAllocs(t *testing.T) {
 	}
 }
 
-// TestNextLoneHold: a lone lane's hold doubles from loneHoldMin to the
+// TestNextStreamHold: a stream hold doubles from streamHoldMin to the
 // batch wait while each wake-up brings little, halves to none while each
 // brings much, and stays put in between.
-func TestNextLoneHold(t *testing.T) {
+func TestNextStreamHold(t *testing.T) {
 	const buf, batch = 64 << 10, 2 * time.Millisecond
 	for _, c := range []struct {
 		name  string
@@ -337,72 +338,88 @@ func TestNextLoneHold(t *testing.T) {
 		bytes int64
 		want  time.Duration
 	}{
-		{"nothing yet: start", 0, 0, loneHoldMin},
+		{"nothing yet: start", 0, 0, streamHoldMin},
 		{"little: double", 100 * time.Microsecond, buf, 200 * time.Microsecond},
 		{"little: at most the batch wait", 1500 * time.Microsecond, 1, batch},
-		{"enough: keep", 300 * time.Microsecond, loneLow * buf, 300 * time.Microsecond},
-		{"enough, none held: keep none", 0, loneHigh * buf, 0},
-		{"much: halve", 400 * time.Microsecond, loneHigh*buf + 1, 200 * time.Microsecond},
-		{"much: below the least, none", 80 * time.Microsecond, loneHigh*buf + 1, 0},
+		{"enough: keep", 300 * time.Microsecond, streamHoldLow * buf, 300 * time.Microsecond},
+		{"enough, none held: keep none", 0, streamHoldHigh * buf, 0},
+		{"much: halve", 400 * time.Microsecond, streamHoldHigh*buf + 1, 200 * time.Microsecond},
+		{"much: below the least, none", 80 * time.Microsecond, streamHoldHigh*buf + 1, 0},
 	} {
-		if got := nextLoneHold(c.hold, c.bytes, buf, batch); got != c.want {
-			t.Errorf("%s: nextLoneHold(%v, %d) = %v, want %v", c.name, c.hold, c.bytes, got, c.want)
+		if got := nextStreamHold(c.hold, c.bytes, buf, batch); got != c.want {
+			t.Errorf("%s: nextStreamHold(%v, %d) = %v, want %v", c.name, c.hold, c.bytes, got, c.want)
 		}
 	}
-	// From none, a lane that keeps bringing little reaches the batch
-	// wait, and one that then brings much lets go of it.
+	// From none, lanes that keep bringing little reach the batch wait,
+	// and lanes that then bring much let go of it.
 	hold := time.Duration(0)
 	for range 16 {
-		hold = nextLoneHold(hold, 1, buf, batch)
+		hold = nextStreamHold(hold, 1, buf, batch)
 	}
 	if hold != batch {
 		t.Errorf("after 16 small wake-ups the hold is %v, want %v", hold, batch)
 	}
 	for range 16 {
-		hold = nextLoneHold(hold, loneHigh*buf+1, buf, batch)
+		hold = nextStreamHold(hold, streamHoldHigh*buf+1, buf, batch)
 	}
 	if hold != 0 {
 		t.Errorf("after 16 large wake-ups the hold is %v, want none", hold)
 	}
 }
 
-// TestRunnerLoneHoldLessBatchWait: a lone lane's hold, grown to the
-// whole batch wait by a trickle of small messages, still delivers every
-// byte, in order, and within the flush timeout of its arrival.
-func TestRunnerLoneHoldLessBatchWait(t *testing.T) {
+// TestRunnerStreamHoldLessBatchWait: the hold of a worker's one stream,
+// or of its two, grown to the whole batch wait by a trickle of small
+// messages, still delivers every byte, in order, and within the flush
+// timeout of its arrival.
+func TestRunnerStreamHoldLessBatchWait(t *testing.T) {
 	if requireURing(t).Features&FeatMinTimeout == 0 {
 		t.Skip("batched waits need IORING_FEAT_MIN_TIMEOUT (6.12)")
 	}
-	const flush, batch = 400 * time.Millisecond, 100 * time.Millisecond
-	g, _ := newRig(t, srcs.RunnerConfig{Workers: 1, BatchWait: batch},
-		pool.Config{BufSize: 16 << 10, Buffers: 8}, runnerOptions{})
-	g.Rec.Keep = true
-	c, l := g.Conn(flush) // the worker's only lane
-	var sent []byte
-	write := func(p string) {
-		t.Helper()
-		if _, err := c.Write([]byte(p)); err != nil {
-			t.Fatal(err)
-		}
-		sent = append(sent, p...)
-	}
-	// Wake-ups that bring a few bytes each double the hold: from 50µs,
-	// eleven of them pass 100ms.
-	for i := range 24 {
-		write(fmt.Sprintf("trickle %02d;", i))
-		time.Sleep(5 * time.Millisecond)
-	}
-	start := time.Now()
-	write("last")
-	g.WaitUntil("every byte", func() bool { return g.Rec.Lane(l.ID).Bytes == int64(len(sent)) })
-	if took := time.Since(start); took >= flush {
-		t.Errorf("the last message was delivered %v after it was written; want under the flush timeout, %v", took, flush)
-	}
-	lr := g.Rec.Lane(l.ID)
-	if !bytes.Equal(lr.Data, sent) {
-		t.Errorf("delivered %q, want %q", lr.Data, sent)
-	}
-	if lr.MaxHoldTime >= flush {
-		t.Errorf("a chunk was emitted %v after its first byte was read; want under the flush timeout, %v", lr.MaxHoldTime, flush)
+	for _, lanes := range []int{1, 2} {
+		t.Run(fmt.Sprintf("%d lanes", lanes), func(t *testing.T) {
+			const flush, batch = 400 * time.Millisecond, 100 * time.Millisecond
+			g, _ := newRig(t, srcs.RunnerConfig{Workers: 1, BatchWait: batch},
+				pool.Config{BufSize: 16 << 10, Buffers: 8}, runnerOptions{})
+			g.Rec.Keep = true
+			conns := make([]*net.TCPConn, lanes)
+			ids := make([]srcs.ID, lanes)
+			sent := make([][]byte, lanes)
+			for i := range lanes {
+				c, l := g.Conn(flush) // the worker's only lanes
+				conns[i], ids[i] = c, l.ID
+			}
+			write := func(i int, p string) {
+				t.Helper()
+				if _, err := conns[i].Write([]byte(p)); err != nil {
+					t.Fatal(err)
+				}
+				sent[i] = append(sent[i], p...)
+			}
+			// Wake-ups that bring a few bytes each double the hold: from
+			// 50µs, eleven of them pass 100ms.
+			for k := range 24 {
+				write(k%lanes, fmt.Sprintf("trickle %02d;", k))
+				time.Sleep(5 * time.Millisecond)
+			}
+			start := time.Now()
+			for i := range lanes {
+				write(i, "last")
+			}
+			for i := range lanes {
+				g.WaitUntil("every byte", func() bool { return g.Rec.Lane(ids[i]).Bytes == int64(len(sent[i])) })
+			}
+			if took := time.Since(start); took >= flush {
+				t.Errorf("the last messages were delivered %v after they were written; want under the flush timeout, %v", took, flush)
+			}
+			for i := range lanes {
+				lr := g.Rec.Lane(ids[i])
+				if !bytes.Equal(lr.Data, sent[i]) {
+					t.Errorf("lane %d: delivered %q, want %q", i, lr.Data, sent[i])
+				}
+				if lr.MaxHoldTime >= flush {
+					t.Errorf("lane %d: a chunk was emitted %v after its first byte was read; want under the flush timeout, %v", i, lr.MaxHoldTime, flush)
+				}
+			}
+		})
 	}
 }

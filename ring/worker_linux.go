@@ -165,17 +165,17 @@ type worker struct {
 	readsIssued bool
 	// starved counts lanes waiting for a pool buffer, polling those with
 	// a poll in flight. A batched wait holds back every completion, the
-	// Waker's too, so it is used only while several lanes poll, or one
-	// stream socket does, and none waits for a grant.
+	// Waker's too, so it is used only while several lanes poll, or a few
+	// stream sockets do, and none waits for a grant.
 	starved int
 	polling int
 	// pollingStreams counts the polls of stream sockets among them.
 	pollingStreams int
 	// cycleBytes counts what stream sockets brought since the worker
-	// last woke from a wait, and loneHold is how long a wait may hold
-	// back a lone polling lane (see nextLoneHold).
+	// last woke from a wait, and streamHold is how long a wait may hold
+	// back a few polling stream lanes (see nextStreamHold).
 	cycleBytes int64
-	loneHold   time.Duration
+	streamHold time.Duration
 	unyielded  int   // chunks handed downstream since the worker last yielded its P
 	woken      bool  // the Waker's read completed: re-arm it
 	closing    bool  // Close was asked: finish every lane, then exit
@@ -427,13 +427,14 @@ func (w *worker) turn() (now time.Time, exit bool, err error) {
 // completion, the nearest flush deadline, or, when busy, a batch.
 func (w *worker) wait(now time.Time) error {
 	w.waits.Add(1)
-	// A datagram socket is never held: it drops what its receive
-	// buffer cannot hold.
-	lone := w.batchWait > 0 && w.polling == 1 && w.pollingStreams == 1
-	if lone {
-		w.loneHold = nextLoneHold(w.loneHold, w.cycleBytes, w.r.pool.BufSize(), w.batchWait)
+	// Fewer lanes poll than a batch asks for, all of them stream
+	// sockets (a datagram socket is never held: it drops what its
+	// receive buffer cannot hold).
+	few := w.batchWait > 0 && w.polling > 0 && w.polling < batchWaitNr && w.pollingStreams == w.polling
+	if few {
+		w.streamHold = nextStreamHold(w.streamHold, w.cycleBytes, w.r.pool.BufSize(), w.batchWait)
 	} else {
-		w.loneHold = 0
+		w.streamHold = 0
 	}
 	w.cycleBytes = 0
 	var err error
@@ -442,27 +443,28 @@ func (w *worker) wait(now time.Time) error {
 		// Only a failure to get an SQE leaves these: the Waker is not
 		// armed, or lanes wait to issue. Sleep briefly, not forever.
 		_, err = w.ring.SubmitAndWaitTimeout(1, time.Millisecond)
+	case few && w.streamHold > 0 && !w.readsIssued && w.starved == 0:
+		// A few stream sockets poll, and they keep bringing less than
+		// the worker could take in one wake-up: ask for a batch they
+		// cannot fill, so the wait lasts streamHold and the sockets
+		// gather more meanwhile. A completion after a quiet spell of
+		// streamHold still wakes the worker at once.
+		timeout := time.Duration(-1)
+		if d, ok := w.nextFlush(now); ok {
+			timeout = d
+		}
+		_, err = w.ring.SubmitAndWaitBatch(uint32(w.polling+1), w.streamHold, timeout)
 	case w.batchWait > 0 && !w.readsIssued && w.starved == 0 && w.polling > 1:
 		// Load-paced: completions closer together than batchWait share
 		// one wake-up; the first after a quiet spell wakes the worker at
 		// once. The batch is never larger than the polls that could fill
-		// it: a lone busy stream is not held back waiting for others.
+		// it, so that busy streams are not held back waiting for others
+		// (a few streams that bring little are held by the case above).
 		timeout := time.Duration(-1)
 		if d, ok := w.nextFlush(now); ok {
 			timeout = d
 		}
 		_, err = w.ring.SubmitAndWaitBatch(uint32(min(w.polling, batchWaitNr)), w.batchWait, timeout)
-	case lone && w.loneHold > 0 && !w.readsIssued && w.starved == 0:
-		// One lane polls, and it keeps bringing less than the worker
-		// could take in one wake-up: ask for a batch it cannot fill, so
-		// the wait lasts loneHold and the socket gathers more meanwhile.
-		// A completion after a quiet spell of loneHold still wakes the
-		// worker at once.
-		timeout := time.Duration(-1)
-		if d, ok := w.nextFlush(now); ok {
-			timeout = d
-		}
-		_, err = w.ring.SubmitAndWaitBatch(2, w.loneHold, timeout)
 	case w.flushes.Len() > 0:
 		d, _ := w.nextFlush(now)
 		_, err = w.ring.SubmitAndWaitTimeout(1, d)
@@ -475,37 +477,38 @@ func (w *worker) wait(now time.Time) error {
 	return nil
 }
 
-// Bounds of a lone lane's hold (nextLoneHold): the shortest hold worth a
+// Bounds of a stream hold (nextStreamHold): the shortest hold worth a
 // wait of its own, and the bytes, in buffers, that one wake-up should
 // bring.
 const (
-	loneHoldMin = 50 * time.Microsecond
-	loneLow     = 8
-	loneHigh    = 32
+	streamHoldMin  = 50 * time.Microsecond
+	streamHoldLow  = 8
+	streamHoldHigh = 32
 )
 
-// nextLoneHold adapts how long a wait may hold back a worker's one
-// polling lane, given the hold so far and the bytes the stream sockets
-// brought since the last wait. A worker that waits has caught up with
-// its lane; when each wake-up brings less than loneLow buffers, it pays
-// a wake-up, a yield to processing and a poll for little, so the hold
-// doubles, from loneHoldMin up to batchWait. When one brings more than
-// loneHigh buffers it halves, down to none: a stream fast enough to keep
-// the worker busy is not held back. What piles up in the socket during a
-// hold is about what one wake-up reads; a sender that fills the receive
-// buffer meanwhile is slowed by TCP's flow control, and loses nothing.
+// nextStreamHold adapts how long a wait may hold back a worker's few
+// polling stream lanes, given the hold so far and the bytes the stream
+// sockets brought since the last wait. A worker that waits has caught up
+// with its lanes; when each wake-up brings less than streamHoldLow
+// buffers, it pays a wake-up, a yield to processing and a poll for
+// little, so the hold doubles, from streamHoldMin up to batchWait. When
+// one brings more than streamHoldHigh buffers it halves, down to none:
+// streams fast enough to keep the worker busy are not held back. What
+// piles up in the sockets during a hold is about what one wake-up reads;
+// a sender that fills a receive buffer meanwhile is slowed by TCP's flow
+// control, and loses nothing.
 //
 // Under fio's one-stream load (64 KiB writes, about 1.5 GiB/s) the hold
 // took the uring sink from 1.41x-1.50x gnet's CPU-s/GiB to 0.75x-0.78x,
 // with 790-1,130 waits a second instead of 14,700-21,800; bounds of 2
-// and 8 buffers gave only 1.02x-1.10x (see the README's "A lone stream
-// held while it brings little").
-func nextLoneHold(hold time.Duration, bytes int64, bufSize int, batchWait time.Duration) time.Duration {
+// and 8 buffers gave only 1.02x-1.10x (see the README's "A few streams
+// held while they bring little").
+func nextStreamHold(hold time.Duration, bytes int64, bufSize int, batchWait time.Duration) time.Duration {
 	switch {
-	case bytes < loneLow*int64(bufSize):
-		return min(batchWait, max(2*hold, loneHoldMin))
-	case bytes > loneHigh*int64(bufSize):
-		if hold /= 2; hold < loneHoldMin {
+	case bytes < streamHoldLow*int64(bufSize):
+		return min(batchWait, max(2*hold, streamHoldMin))
+	case bytes > streamHoldHigh*int64(bufSize):
+		if hold /= 2; hold < streamHoldMin {
 			return 0
 		}
 	}

@@ -23,7 +23,7 @@ type RunnerConfig struct {
 	Logger *slog.Logger
 	// BatchWait is the latency an event-loop worker may add to gather a
 	// batch of completions while several lanes wait for data, or more
-	// bytes from a lone stream that keeps waking it for little; zero
+	// bytes from a few streams that keep waking it for little; zero
 	// wakes for every one. The uring runner honours it (see
 	// engine.Config.BatchWait).
 	BatchWait time.Duration
