@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"slices"
 	"time"
 )
@@ -57,15 +58,7 @@ func UsageOver(us []UsageSample, a, b int64) (cpu time.Duration, bytes uint64, o
 // usageAt interpolates the CPU time and bytes at t, which the samples
 // cover.
 func usageAt(us []UsageSample, t int64) (cpu, bytes float64) {
-	i, _ := slices.BinarySearchFunc(us, t, func(u UsageSample, t int64) int {
-		switch {
-		case u.UnixNs < t:
-			return -1
-		case u.UnixNs > t:
-			return 1
-		}
-		return 0
-	})
+	i, _ := slices.BinarySearchFunc(us, t, func(u UsageSample, t int64) int { return cmp.Compare(u.UnixNs, t) })
 	// us[i] is the first sample at or after t.
 	if i == 0 || us[i].UnixNs == t {
 		return float64(us[i].CPUNs), float64(us[i].Bytes)
