@@ -110,6 +110,14 @@
 // send until the last connection closed), its streams verified against
 // the generator's, without latency figures.
 //
+// --peers go adds the sink a user would write with Go's standard library
+// alone, the same program run with -net std: net.Listen and a goroutine
+// per connection reading into a 64 KiB buffer, the same work after every
+// read. With --tls it adds a go+tls row as well, that sink behind a
+// crypto/tls listener with the run's certificate, right after the
+// engine's TLS row, and the report compares go+tls with go: what TLS
+// costs when nothing but Go carries it.
+//
 // # Arrivals
 //
 // arrivals sends a paced load from the built-in generator and from fio

@@ -317,7 +317,7 @@ func (t *tailBuffer) String() string {
 type fioEnv struct {
 	fio      string // the fio binary
 	exe      string // sluice-bench, for `sink`
-	gnetSink string // the gnet sink's binary, with --peers gnet
+	gnetSink string // the reference sinks' binary, with --peers
 	cpus     []int  // fio's CPUs
 	sinkCPUs int    // how many CPUs the sinks may use
 }
@@ -348,10 +348,10 @@ func measureFio(ctx context.Context, c RunConfig, env fioEnv, row string, round 
 	}
 	var bin string
 	var args []string
-	if row == PeerGnet {
+	if isPeerRow(row) {
 		bin = env.gnetSink
-		args = []string{"-listen", "127.0.0.1:0", "-until-idle", fioSinkIdle.String(), "-json", sinkJSON,
-			"-framing", framingName(framer)}
+		args = append([]string{"-listen", "127.0.0.1:0", "-until-idle", fioSinkIdle.String(), "-json", sinkJSON,
+			"-framing", framingName(framer)}, peerArgs(workload{Runner: row})...)
 		if profile != "" {
 			args = append(args, "-cpuprofile", profile)
 		}

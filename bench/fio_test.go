@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"encoding/json"
 	"flag"
 	"math"
@@ -112,7 +113,7 @@ func TestReconcileFio(t *testing.T) {
 }
 
 // TestFioClient runs `run --client fio` briefly for one runner and the
-// gnet peer, raw and with newline records, and requires every row to
+// gnet peer (once Go's instead), raw and with newline records, and requires every row to
 // reconcile with fio's report: the check `make test` makes of the fio
 // mode.
 func TestFioClient(t *testing.T) {
@@ -128,28 +129,31 @@ func TestFioClient(t *testing.T) {
 		name   string
 		rounds int
 		args   []string
+		peer   string // default gnet
 	}{
-		{"bulk", 1, []string{"--sources", "20", "--msg-size", "64KiB"}},
-		{"paced", 2, []string{"--sources", "50", "--msg-size", "1KiB", "--rate", "64KiB/s"}},
-		{"lines", 1, []string{"--sources", "20", "--msg-size", "16KiB", "--framing", "newline"}},
+		{"bulk", 1, []string{"--sources", "20", "--msg-size", "64KiB"}, ""},
+		{"paced", 2, []string{"--sources", "50", "--msg-size", "1KiB", "--rate", "64KiB/s"}, ""},
+		{"lines", 1, []string{"--sources", "20", "--msg-size", "16KiB", "--framing", "newline"}, ""},
 		// The consumer inline on the runner's worker, as gnet's is.
-		{"lines-inline", 1, []string{"--sources", "20", "--msg-size", "16KiB", "--framing", "newline", "--inline"}},
+		{"lines-inline", 1, []string{"--sources", "20", "--msg-size", "16KiB", "--framing", "newline", "--inline"}, ""},
+		{"lines-go", 1, []string{"--sources", "20", "--msg-size", "16KiB", "--framing", "newline"}, PeerGo},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			peer := cmp.Or(tc.peer, PeerGnet)
 			jsonPath := filepath.Join(t.TempDir(), "run.json")
-			args := append([]string{"run", "--client", "fio", "--runners", runner, "--peers", "gnet", "--gnet-sink", gnet,
+			args := append([]string{"run", "--client", "fio", "--runners", runner, "--peers", peer, "--gnet-sink", gnet,
 				"--duration", "1s", "--rounds", strconv.Itoa(tc.rounds), "--json", jsonPath, "--plot", t.TempDir()}, tc.args...)
 			stdout, stderr, status := runCLI(t, bin, args...)
 			if status != 0 {
 				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", status, stdout, stderr)
 			}
-			for _, row := range []string{runner, PeerGnet} {
+			for _, row := range []string{runner, peer} {
 				if !regexp.MustCompile(`(?m)^\s*` + row + `\s+\d.*\sok\s*$`).MatchString(stdout) {
 					t.Errorf("no verified row for %s:\n%s", row, stdout)
 				}
 			}
-			if !strings.Contains(stdout, runner+"/gnet: ") {
-				t.Errorf("no ratio against gnet:\n%s", stdout)
+			if !strings.Contains(stdout, runner+"/"+peer+": ") {
+				t.Errorf("no ratio against %s:\n%s", peer, stdout)
 			}
 			raw, err := os.ReadFile(jsonPath)
 			if err != nil {
@@ -163,7 +167,7 @@ func TestFioClient(t *testing.T) {
 				t.Fatalf("report: ok %v client %q, %d runs, want %d", rep.OK, rep.Config.Client, len(rep.Runs), 2*tc.rounds)
 			}
 			// Rounds alternate the rows' order.
-			if tc.rounds == 2 && (rep.Runs[0].Runner != runner || rep.Runs[2].Runner != PeerGnet) {
+			if tc.rounds == 2 && (rep.Runs[0].Runner != runner || rep.Runs[2].Runner != peer) {
 				t.Errorf("round order %s, %s, %s, %s", rep.Runs[0].Runner, rep.Runs[1].Runner, rep.Runs[2].Runner, rep.Runs[3].Runner)
 			}
 			for _, r := range rep.Runs {
@@ -199,6 +203,68 @@ func TestRunPeersGnet(t *testing.T) {
 		if !regexp.MustCompile(`(?m)^\s*gnet\s+\d.*\sok\s*$`).MatchString(stdout) {
 			t.Errorf("%s: no verified gnet row:\n%s", framing, stdout)
 		}
+	}
+}
+
+// TestRunPeersGoTLS runs Go's reference sink beside the goroutine runner
+// under run --tls: the rows come in the order the report's ratios need
+// (the TLS rows first), every row receives exactly what the generator
+// sent on every stream, the go+tls row's sessions are TLS, and the report
+// compares go+tls with go.
+func TestRunPeersGoTLS(t *testing.T) {
+	bin := buildCLI(t)
+	sink := buildGnetSinkForTest(t)
+	const sources = 3
+	jsonPath := filepath.Join(t.TempDir(), "run.json")
+	stdout, stderr, status := runCLI(t, bin, "run", "--tls", "--runners", "goroutine", "--peers", "go", "--gnet-sink", sink,
+		"--sources", strconv.Itoa(sources), "--duration", "1s", "--msg-size", "64KiB", "--json", jsonPath)
+	if status != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", status, stdout, stderr)
+	}
+	raw, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		OK   bool `json:"ok"`
+		Runs []struct {
+			Runner          string `json:"runner"`
+			Bytes           uint64 `json:"bytes"`
+			GenSentBytes    uint64 `json:"gen_sent_bytes"`
+			TLS             string `json:"tls"`
+			StreamsVerified int    `json:"streams_verified"`
+			Verified        bool   `json:"verified"`
+		} `json:"runs"`
+		Ratios []struct {
+			A string `json:"a"`
+			B string `json:"b"`
+		} `json:"ratios"`
+	}
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatal(err)
+	}
+	var rows []string
+	for _, r := range rep.Runs {
+		rows = append(rows, r.Runner)
+		if r.Bytes == 0 || r.Bytes != r.GenSentBytes || r.StreamsVerified != sources || !r.Verified {
+			t.Errorf("%s: %+v: want every byte sent received, %d streams' bytes and CRC-32C reconciled", r.Runner, r, sources)
+		}
+		if tls := strings.HasPrefix(r.TLS, "TLS 1.3 "); tls != strings.HasSuffix(r.Runner, "+tls") {
+			t.Errorf("%s: sessions %q", r.Runner, r.TLS)
+		}
+	}
+	if want := []string{RowTLS, PeerGoTLS, "goroutine", PeerGo}; !rep.OK || !slices.Equal(rows, want) {
+		t.Fatalf("ok %v, rows %v, want %v", rep.OK, rows, want)
+	}
+	var pairs []string
+	for _, c := range rep.Ratios {
+		pairs = append(pairs, c.A+"/"+c.B)
+	}
+	if want := []string{RowTLS + "/" + PeerGoTLS, RowTLS + "/goroutine", RowTLS + "/" + PeerGo, PeerGoTLS + "/" + PeerGo}; !slices.Equal(pairs, want) {
+		t.Errorf("comparisons %v, want %v", pairs, want)
+	}
+	if !strings.Contains(stdout, PeerGoTLS+"/"+PeerGo+": ") {
+		t.Errorf("no go+tls/go line:\n%s", stdout)
 	}
 }
 

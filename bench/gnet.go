@@ -32,8 +32,39 @@ import (
 // is needed, or takes ready built from --gnet-sink.
 const PeerGnet = "gnet"
 
+// PeerGo names the row of the sink a user would write with Go's standard
+// library alone (`run --peers go`): the same program as PeerGnet's, run
+// with -net std, so a goroutine per connection reads into a 64 KiB buffer
+// of its own and does the same work after every read. With run --tls it
+// adds PeerGoTLS beside it: the same sink behind a crypto/tls listener
+// with the run's certificate, which is what TLS costs when nothing but Go
+// carries it.
+const PeerGo = "go"
+
+// PeerGoTLS is PeerGo behind a crypto/tls listener (run --tls --peers go).
+const PeerGoTLS = PeerGo + "+tls"
+
 // AllPeers returns every reference row `run --peers` knows.
-func AllPeers() []string { return []string{PeerGnet} }
+func AllPeers() []string { return []string{PeerGnet, PeerGo} }
+
+// isPeerRow reports whether a row of a run is a reference sink's.
+func isPeerRow(name string) bool {
+	return name == PeerGnet || name == PeerGo || name == PeerGoTLS
+}
+
+// peerArgs are the reference sink's flags for the row w measures: gnet's
+// event loops, or Go's net package, behind TLS when w has the run's
+// certificate.
+func peerArgs(w workload) []string {
+	if w.Runner == PeerGnet {
+		return nil
+	}
+	args := []string{"-net", "std"}
+	if w.TLS != nil {
+		args = append(args, "-tls-cert", w.TLS.CertFile, "-tls-key", w.TLS.KeyFile)
+	}
+	return args
+}
 
 // gnetSinkDir is the gnet sink's module, relative to the sluice module's
 // root.
@@ -152,12 +183,13 @@ type gnetProc struct {
 }
 
 // startGnet starts the gnet sink at bin in control mode, expecting n
-// connections, and waits until it listens. It inherits this process's
-// CPUs: the engine's.
-func startGnet(ctx context.Context, bin string, n int, framing string, crc bool, ios IO) (*gnetProc, error) {
+// connections, with extra flags (peerArgs), and waits until it listens.
+// It inherits this process's CPUs: the engine's.
+func startGnet(ctx context.Context, bin string, n int, framing string, crc bool, extra []string, ios IO) (*gnetProc, error) {
 	pctx, cancel := context.WithCancel(ctx)
-	cmd := exec.CommandContext(pctx, bin, "-control", "-expect", strconv.Itoa(n), "-framing", framing,
-		"-crc="+strconv.FormatBool(crc))
+	args := append([]string{"-control", "-expect", strconv.Itoa(n), "-framing", framing,
+		"-crc=" + strconv.FormatBool(crc)}, extra...)
+	cmd := exec.CommandContext(pctx, bin, args...)
 	cmd.Stderr = ios.Err
 	p := &gnetProc{cmd: cmd, cancel: cancel, replies: make(chan []byte, 4), ended: make(chan gnetEvent, 1)}
 	var err error
@@ -262,15 +294,16 @@ func sinkStreams(ss []SinkStream) []*stream {
 	return out
 }
 
-// measureGnet runs one workload of the built-in generator against the gnet
-// sink, measured as measure measures the engine: from the word to send
-// until the last connection closed, CPU time of the sink process.
+// measureGnet runs one workload of the built-in generator against a
+// reference sink (w.Runner is PeerGnet or PeerGo, with w.TLS for
+// PeerGoTLS), measured as measure measures the engine: from the word to
+// send until the last connection closed, CPU time of the sink process.
 func measureGnet(ctx context.Context, w workload, bin string, ios IO) (*Result, error) {
 	framer, err := w.Engine.framer()
 	if err != nil {
 		return nil, err
 	}
-	p, err := startGnet(ctx, bin, w.Sources, framingName(framer), w.Verify, ios)
+	p, err := startGnet(ctx, bin, w.Sources, framingName(framer), w.Verify, peerArgs(w), ios)
 	if err != nil {
 		return nil, err
 	}
@@ -289,7 +322,7 @@ func measureGnet(ctx context.Context, w workload, bin string, ios IO) (*Result, 
 			break
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("bench: gnet: only %d of %d connections accepted", st.Open, w.Sources)
+			return nil, fmt.Errorf("bench: %s: only %d of %d connections accepted", w.row(), st.Open, w.Sources)
 		}
 	}
 	var mark gnetEvent
@@ -326,7 +359,7 @@ func measureGnet(ctx context.Context, w workload, bin string, ios IO) (*Result, 
 			ended = &ev
 		case <-endLimit:
 			backlog.finish()
-			return nil, fmt.Errorf("bench: gnet: connections still open %v after the generator's duration", 60*time.Second)
+			return nil, fmt.Errorf("bench: %s: connections still open %v after the generator's duration", w.row(), 60*time.Second)
 		case <-ctx.Done():
 			backlog.finish()
 			return nil, ctx.Err()
@@ -343,7 +376,7 @@ func measureGnet(ctx context.Context, w workload, bin string, ios IO) (*Result, 
 	if err := p.wait(); err != nil {
 		return nil, err
 	}
-	r := &Result{Runner: PeerGnet, Round: w.Round, Sources: w.Sources, Bytes: sr.Bytes,
+	r := &Result{Runner: w.row(), Round: w.Round, Sources: w.Sources, Bytes: sr.Bytes,
 		DurationS: time.Duration(ended.UnixNs - t0.UnixNano()).Seconds(), CPUS: time.Duration(ended.CPUNs).Seconds(),
 		ThreadsMax: sr.ThreadsMax, RSSMaxBytes: sr.RSSMaxBytes, Errors: sr.Errors,
 		EngineCPUs: runtime.GOMAXPROCS(0), RxBacklogBytes: rxBacklog, hist: newHist(), e2e: newHist()}
@@ -362,6 +395,7 @@ func measureGnet(ctx context.Context, w workload, bin string, ios IO) (*Result, 
 	}
 	streams := sinkStreams(sr.Streams)
 	r.perSource, r.weights, r.Mismatches = reconcile(streams, rep.Streams, w.Verify, recSize)
+	r.StreamsVerified = streamsVerified(streams, rep.Streams, w.Verify)
 	for _, s := range streams {
 		r.Records += s.records
 		r.TruncatedBytes += s.truncated

@@ -62,7 +62,7 @@ type RunConfig struct {
 	// ClientFio (fio's net engine, one job and connection per source).
 	Client string
 	// Peers are reference rows measured in the same rounds as the
-	// runners, pinned like them: PeerGnet.
+	// runners, pinned like them: PeerGnet, PeerGo.
 	Peers StringList
 	// RecordSize is the line length fio writes with --framing newline
 	// (0: DefaultFioRecordSize); each --msg-size write holds whole lines.
@@ -110,9 +110,10 @@ func (c *RunConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.InProcess, "in-process", c.InProcess, "host every runner's engine in this process instead of a fresh child process per runner and round")
 	fs.StringVar(&c.Client, "client", c.Client, "what sends the load: gen (the built-in generator) or fio (fio's net engine, a job and TCP connection per source, "+
 		"--msg-size per write, --rate per job with Poisson or linear arrivals, TCP_NODELAY; its totals reconciled with fio's report)")
-	fs.Var(&c.Peers, "peers", "reference rows measured in the same rounds, pinned like the engine: gnet (a gnet v2 sink doing the consumer's job, built from bench/gnetsink)")
+	fs.Var(&c.Peers, "peers", "reference rows measured in the same rounds, pinned like the engine, each a sink doing the consumer's job, built from bench/gnetsink: "+
+		"gnet (on gnet v2's event loops), go (Go's net package, a goroutine per connection; with --tls also go+tls, behind crypto/tls)")
 	fs.Var(&c.RecordSize, "record-size", fmt.Sprintf("with --client fio --framing newline: the length of each line fio writes (default %d); --msg-size must hold whole lines", DefaultFioRecordSize))
-	fs.StringVar(&c.GnetSink, "gnet-sink", c.GnetSink, "the gnet sink's binary (default: go build bench/gnetsink into the user cache directory)")
+	fs.StringVar(&c.GnetSink, "gnet-sink", c.GnetSink, "the reference sinks' binary, for --peers (default: go build bench/gnetsink into the user cache directory)")
 	fs.BoolVar(&c.TLS, "tls", c.TLS, "add a row first: TLS ingestion (TLS 1.3 from the generator into a TLS listener, on the goroutine runner that carries TLS), "+
 		"with its ratios to every plaintext row; unpaced runs of the built-in generator only")
 	fs.Var(&c.Targets, "target", "judge ratios of the first runner to each other one, e.g. cpu_s_per_gib<=0.9,throughput>=1 (metrics: throughput, cpu_s_per_gib, p99, e2e_p99, rss, threads, syscalls_per_mib): met, missed or inconclusive over the rounds' min-max")
@@ -217,7 +218,7 @@ func (c RunConfig) Validate() error {
 	}
 	for _, p := range c.Peers {
 		if !slices.Contains(AllPeers(), p) {
-			return fmt.Errorf("--peers: %q: must be gnet", p)
+			return fmt.Errorf("--peers: %q: must be gnet or go", p)
 		}
 	}
 	if err := c.validateClient(); err != nil {
@@ -243,7 +244,7 @@ func (c RunConfig) validateClient() error {
 		return err
 	}
 	if _, ok := f.(srcs.Newline); f != nil && !ok && len(c.Peers) > 0 {
-		return fmt.Errorf("--peers gnet: the gnet sink counts newline records only, not %s", f)
+		return fmt.Errorf("--peers: the reference sinks count newline records only, not %s", f)
 	}
 	switch c.Client {
 	case ClientGen:
@@ -321,9 +322,9 @@ const fioNote = "client fio: latency not measured (latency_ns, e2e_latency_ns an
 	"(from its samples every 100 ms), or over the whole time it listened when the throughput is from first byte to last; " +
 	"verified means the bytes per connection, with fio's 8-byte trailers, the connection count and any records reconciled with fio's report"
 
-// gnetLatencyNote is the report's note on the gnet row under the
+// gnetLatencyNote is the report's note on the reference rows under the
 // built-in generator.
-const gnetLatencyNote = "gnet: latency not measured (its sink reads no timestamps)"
+const gnetLatencyNote = "peers: latency not measured (the reference sinks read no timestamps)"
 
 // noLatencyNote is the report's note on a framed run.
 const noLatencyNote = "latency not measured: with --framing the generator's messages are records without timestamps " +
@@ -404,7 +405,7 @@ func Run(ctx context.Context, c RunConfig, ios IO) (*RunReport, error) {
 		fenv.exe = exe
 	}
 	gnetBin := ""
-	if slices.Contains(c.Peers, PeerGnet) {
+	if len(c.Peers) > 0 {
 		if gnetBin = c.GnetSink; gnetBin == "" {
 			if gnetBin, err = buildGnetSink(ctx, ios); err != nil {
 				return nil, err
@@ -473,7 +474,7 @@ func Run(ctx context.Context, c RunConfig, ios IO) (*RunReport, error) {
 			switch {
 			case c.Client == ClientFio:
 				r, err = measureFio(ctx, c, fenv, name, round, ios)
-			case name == PeerGnet:
+			case isPeerRow(name):
 				r, err = measureGnet(ctx, w, gnetBin, ios)
 			default:
 				r, err = measureRunner(ctx, w, ios, !c.InProcess)
@@ -536,6 +537,10 @@ func Run(ctx context.Context, c RunConfig, ios IO) (*RunReport, error) {
 		measured = append(measured, s.Runner)
 	}
 	rep.Ratios = compareRounds(measured, rep.Runs)
+	if slices.Contains(measured, PeerGoTLS) && slices.Contains(measured, PeerGo) {
+		// What TLS costs Go's own sink: the floor under RowTLS's ratio.
+		rep.Ratios = append(rep.Ratios, compareRounds([]string{PeerGoTLS, PeerGo}, rep.Runs)...)
+	}
 	rep.Verdicts = judge(c.Targets, rep.Ratios)
 	rep.Notes = append(rep.Notes, c.tlsNotes(rep.Runs)...)
 	fmt.Fprintln(ios.Out)

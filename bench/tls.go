@@ -38,6 +38,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -53,6 +54,10 @@ const RowTLS = engine.RunnerGoroutine + "+tls"
 const tlsNote = "tls: the " + RowTLS + " row is the goroutine runner (which reads every TLS source: there is no kTLS) behind a TLS listener " +
 	"with a certificate made for the run; the generator dials and finishes every handshake before the interval, then writes through " +
 	"crypto/tls, one goroutine per connection; the ratios are that row's to each plaintext row of the same rounds"
+
+// goTLSNote is the report's note on a run with --tls --peers go.
+const goTLSNote = "tls: the " + PeerGoTLS + " row is the go row's sink (Go's net package, a goroutine per connection) behind a crypto/tls " +
+	"listener with the same certificate, fed by the same generator; " + PeerGoTLS + "/" + PeerGo + " is what TLS costs a sink written with Go alone"
 
 // TLSFiles are the PEM files of a run's certificate authority and of the
 // sink's certificate, signed by it for 127.0.0.1, ::1 and localhost.
@@ -193,8 +198,8 @@ func (c RunConfig) validateTLS() error {
 		return errors.New("--tls: with the built-in generator only (--client gen)")
 	case c.Rate > 0:
 		return errors.New("--tls: unpaced runs only (no --rate): the generator writes TLS with blocking writes, as fast as each connection takes them")
-	case len(c.Peers) > 0:
-		return errors.New("--tls: not with --peers (the gnet sink reads plaintext)")
+	case slices.Contains(c.Peers, PeerGnet):
+		return errors.New("--tls: not with --peers gnet (the gnet sink reads plaintext; --peers go adds a go+tls row)")
 	}
 	return nil
 }
@@ -206,6 +211,9 @@ func (c RunConfig) tlsNotes(runs []*Result) []string {
 		return nil
 	}
 	notes := []string{tlsNote}
+	if slices.Contains(c.Peers, PeerGo) {
+		notes = append(notes, goTLSNote)
+	}
 	for _, r := range runs {
 		if r.TLS != "" {
 			notes = append(notes, "tls: sessions of "+r.Runner+": "+r.TLS)
@@ -215,20 +223,29 @@ func (c RunConfig) tlsNotes(runs []*Result) []string {
 	return notes
 }
 
-// tlsRows puts RowTLS first when c asks for TLS.
+// tlsRows puts RowTLS first when c asks for TLS, and PeerGoTLS second
+// when c also asks for PeerGo.
 func (c RunConfig) tlsRows(rows []string) []string {
 	if !c.TLS {
 		return rows
 	}
-	return append([]string{RowTLS}, rows...)
+	first := []string{RowTLS}
+	if slices.Contains(rows, PeerGo) {
+		first = append(first, PeerGoTLS)
+	}
+	return append(first, rows...)
 }
 
 // tlsWorkload makes w the TLS row's when name is RowTLS: the goroutine
-// runner behind a TLS listener with the run's certificate.
+// runner behind a TLS listener with the run's certificate; and for
+// PeerGoTLS, Go's sink behind one.
 func tlsWorkload(w workload, name string, files *TLSFiles) workload {
-	if name == RowTLS {
+	switch name {
+	case RowTLS:
 		w.Runner, w.TLS = engine.RunnerGoroutine, files
 		w.Engine.TLS = files.listener()
+	case PeerGoTLS:
+		w.Runner, w.TLS = PeerGo, files
 	}
 	return w
 }

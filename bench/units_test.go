@@ -302,6 +302,8 @@ func TestFlagErrorsNameTheFlag(t *testing.T) {
 		{[]string{"--client", "fio", "--rate", "1MiB/s", "--gen-pacing", "batch"}, "--gen-pacing"},
 		{[]string{"--client", "fio", "--target", "p99<=1"}, "--target"},
 		{[]string{"--peers", "gnet", "--framing", "octet"}, "--peers"},
+		{[]string{"--peers", "go", "--framing", "octet"}, "--peers"},
+		{[]string{"--tls", "--peers", "gnet"}, "--peers gnet"},
 	} {
 		err := parseRun(tc.args...)
 		if err == nil {
@@ -317,6 +319,9 @@ func TestFlagErrorsNameTheFlag(t *testing.T) {
 	}
 	if err := parseRun("--client", "fio", "--peers", "gnet", "--framing", "newline", "--msg-size", "16KiB", "--record-size", "128"); err != nil {
 		t.Errorf("good fio flags rejected: %v", err)
+	}
+	if err := parseRun("--tls", "--peers", "go"); err != nil {
+		t.Errorf("--tls --peers go rejected: %v", err)
 	}
 
 	sink := func(args ...string) error {

@@ -8,6 +8,12 @@
 // loop per CPU it may use (GOMAXPROCS), as the engine runs one worker per
 // CPU.
 //
+// With -net std it is instead the sink a user would write with Go's
+// standard library alone: net.Listen, a goroutine per connection reading
+// into a 64 KiB buffer, the same work after each read, and with -tls-cert
+// and -tls-key a crypto/tls listener. It is the "go" and "go+tls" rows of
+// `run --peers go`.
+//
 // It lives in a module of its own so that gnet never enters the module
 // graph of sluice: sluice-bench builds it from this directory (go build,
 // into a cache directory) and runs it as the "gnet" row of `run --peers
@@ -35,6 +41,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -108,23 +115,39 @@ func (s *sink) OnBoot(eng gnet.Engine) gnet.Action {
 }
 
 func (s *sink) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
-	st := &stream{peer: c.RemoteAddr().String()}
-	s.mu.Lock()
-	st.id = uint64(len(s.streams))
-	s.streams = append(s.streams, st)
-	s.mu.Unlock()
-	c.SetContext(st)
-	s.open.Add(1)
+	c.SetContext(s.opened(c.RemoteAddr().String()))
 	return nil, gnet.None
 }
 
 func (s *sink) OnTraffic(c gnet.Conn) gnet.Action {
 	buf, _ := c.Next(-1)
-	n := len(buf)
-	if n == 0 {
-		return gnet.None
+	if len(buf) > 0 {
+		s.traffic(c.Context().(*stream), buf)
 	}
-	st := c.Context().(*stream)
+	return gnet.None
+}
+
+func (s *sink) OnClose(c gnet.Conn, err error) gnet.Action {
+	st, _ := c.Context().(*stream)
+	s.closedConn(st, err)
+	return gnet.None
+}
+
+// opened starts the record of a new connection from peer.
+func (s *sink) opened(peer string) *stream {
+	st := &stream{peer: peer}
+	s.mu.Lock()
+	st.id = uint64(len(s.streams))
+	s.streams = append(s.streams, st)
+	s.mu.Unlock()
+	s.open.Add(1)
+	return st
+}
+
+// traffic does the job for the bytes one read brought st: checksum them,
+// count the records, keep the times.
+func (s *sink) traffic(st *stream, buf []byte) {
+	n := len(buf)
 	now := time.Now().UnixNano()
 	if st.bytes == 0 {
 		st.first = now
@@ -155,11 +178,12 @@ func (s *sink) OnTraffic(c gnet.Conn) gnet.Action {
 	s.first.CompareAndSwap(0, now)
 	s.last.Store(now)
 	s.total.Add(uint64(n))
-	return gnet.None
 }
 
-func (s *sink) OnClose(c gnet.Conn, err error) gnet.Action {
-	if st, ok := c.Context().(*stream); ok && err != nil && !errors.Is(err, io.EOF) {
+// closedConn ends st's connection, which err ended (nil or io.EOF: the
+// peer closed it); st is nil for a connection that never opened.
+func (s *sink) closedConn(st *stream, err error) {
+	if st != nil && err != nil && !errors.Is(err, io.EOF) {
 		st.errors++
 		s.errs.Add(1)
 	}
@@ -169,7 +193,6 @@ func (s *sink) OnClose(c gnet.Conn, err error) gnet.Action {
 	if n := s.closed.Add(1); s.expect > 0 && n == s.expect {
 		s.endOnce.Do(func() { close(s.ended) })
 	}
-	return gnet.None
 }
 
 // Stream and Report mirror sluice-bench's SinkStream and SinkReport.
@@ -250,9 +273,20 @@ func run() error {
 	expect := flag.Int64("expect", 0, "with -control: announce when this many connections have closed")
 	jsonPath := flag.String("json", "-", "write the report to `FILE` (- for stdout)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile (pprof) of the time listened to `FILE`")
+	netName := flag.String("net", "gnet", "gnet, or std: Go's net package, a goroutine per connection")
+	tlsCert := flag.String("tls-cert", "", "with -net std: serve TLS with this PEM certificate `FILE`")
+	tlsKey := flag.String("tls-key", "", "with -net std: the certificate's PEM key `FILE`")
 	flag.Parse()
 	if *framing != "none" && *framing != "newline" {
 		return fmt.Errorf("-framing %q: must be none or newline", *framing)
+	}
+	switch {
+	case *netName != "gnet" && *netName != "std":
+		return fmt.Errorf("-net %q: must be gnet or std", *netName)
+	case (*tlsCert == "") != (*tlsKey == ""):
+		return errors.New("-tls-cert and -tls-key: give both or neither")
+	case *tlsCert != "" && *netName != "std":
+		return errors.New("-tls-cert: with -net std only (this sink's gnet reads plaintext)")
 	}
 	n := *loops
 	if n <= 0 {
@@ -261,21 +295,33 @@ func run() error {
 	s := &sink{newline: *framing == "newline", crc: *crc, expect: *expect,
 		booted: make(chan gnet.Engine, 1), ended: make(chan struct{})}
 
-	runErr := make(chan error, 1)
-	go func() {
-		runErr <- gnet.Run(s, "tcp://"+*listen, gnet.WithMulticore(true), gnet.WithNumEventLoop(n),
-			gnet.WithLogger(quietLogger{}))
-	}()
-	var eng gnet.Engine
-	select {
-	case eng = <-s.booted:
-	case err := <-runErr:
-		return fmt.Errorf("listen %s: %v", *listen, err)
+	runner := "gnet"
+	var srv server
+	var runErr <-chan error
+	if *netName == "std" {
+		runner, n = "go", 0
+		var cfg *tls.Config
+		if *tlsCert != "" {
+			runner = "go+tls"
+			cert, err := tls.LoadX509KeyPair(*tlsCert, *tlsKey)
+			if err != nil {
+				return fmt.Errorf("-tls-cert, -tls-key: %v", err)
+			}
+			cfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		}
+		ss, err := serveStd(s, *listen, cfg)
+		if err != nil {
+			return err
+		}
+		srv, runErr = ss, make(chan error) // never fails after it listens
+	} else {
+		gs, err := serveGnet(s, *listen, n)
+		if err != nil {
+			return err
+		}
+		srv, runErr = gs, gs.runErr
 	}
-	addr, err := boundAddr(eng)
-	if err != nil {
-		return err
-	}
+	addr := srv.addr()
 	out := json.NewEncoder(os.Stdout)
 	var outMu sync.Mutex
 	say := func(v any) {
@@ -286,7 +332,7 @@ func run() error {
 	if *control {
 		say(event{Event: "listening", Addr: addr, UnixNs: time.Now().UnixNano()})
 	} else {
-		fmt.Fprintf(os.Stderr, "gnetsink: listening on %s (gnet v2, %d event loops, framing %s)\n", addr, n, *framing)
+		fmt.Fprintf(os.Stderr, "gnetsink: listening on %s (%s, framing %s)\n", addr, srv, *framing)
 	}
 
 	if *cpuProfile != "" {
@@ -371,19 +417,14 @@ loop:
 	}
 	wall := time.Since(t0)
 	usage = append(usage, Usage{UnixNs: time.Now().UnixNano(), CPUNs: int64(cpuTime() - cpu0), Bytes: s.total.Load()})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := eng.Stop(ctx); err != nil {
-		return fmt.Errorf("stop: %v", err)
-	}
-	if err := <-runErr; err != nil {
-		return fmt.Errorf("gnet: %v", err)
+	if err := srv.stop(); err != nil {
+		return err
 	}
 	cpu := cpuTime() - cpu0
 	threads, rss := smp.finish()
 	pprof.StopCPUProfile()
 
-	rep := Report{Command: "sink", Runner: "gnet", Listen: []string{addr}, Framing: *framing,
+	rep := Report{Command: "sink", Runner: runner, Listen: []string{addr}, Framing: *framing,
 		Bytes: s.total.Load(), Records: s.records.Load(), WallS: wall.Seconds(), CPUS: cpu.Seconds(),
 		ThreadsMax: threads, RSSMaxBytes: rss, Errors: s.errs.Load(), StopReason: reason, EventLoops: n,
 		Usage: usage, Streams: []Stream{}}
@@ -431,6 +472,160 @@ loop:
 		return err
 	}
 	return os.WriteFile(*jsonPath, b, 0o644)
+}
+
+// server is a listening sink: gnet's event loops, or Go's net package.
+type server interface {
+	addr() string
+	stop() error
+	String() string
+}
+
+// gnetServer is the sink on gnet's event loops.
+type gnetServer struct {
+	eng    gnet.Engine
+	bound  string
+	loops  int
+	runErr chan error // gnet.Run's result
+}
+
+func serveGnet(s *sink, listen string, loops int) (*gnetServer, error) {
+	g := &gnetServer{loops: loops, runErr: make(chan error, 1)}
+	go func() {
+		g.runErr <- gnet.Run(s, "tcp://"+listen, gnet.WithMulticore(true), gnet.WithNumEventLoop(loops),
+			gnet.WithLogger(quietLogger{}))
+	}()
+	select {
+	case g.eng = <-s.booted:
+	case err := <-g.runErr:
+		return nil, fmt.Errorf("listen %s: %v", listen, err)
+	}
+	var err error
+	if g.bound, err = boundAddr(g.eng); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+func (g *gnetServer) addr() string   { return g.bound }
+func (g *gnetServer) String() string { return fmt.Sprintf("gnet v2, %d event loops", g.loops) }
+
+func (g *gnetServer) stop() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := g.eng.Stop(ctx); err != nil {
+		return fmt.Errorf("stop: %v", err)
+	}
+	if err := <-g.runErr; err != nil {
+		return fmt.Errorf("gnet: %v", err)
+	}
+	return nil
+}
+
+// stdBufSize is what each connection of the std sink reads into: the
+// engine's default pool buffer.
+const stdBufSize = 64 << 10
+
+// stdServer is the sink written with Go's net package (and crypto/tls): a
+// goroutine per connection, each reading into a buffer of its own and
+// doing the work after every read.
+type stdServer struct {
+	ln  net.Listener
+	tls bool
+	wg  sync.WaitGroup
+
+	mu      sync.Mutex
+	conns   map[net.Conn]struct{}
+	stopped bool
+}
+
+func serveStd(s *sink, listen string, cfg *tls.Config) (*stdServer, error) {
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %v", listen, err)
+	}
+	ss := &stdServer{ln: ln, tls: cfg != nil, conns: map[net.Conn]struct{}{}}
+	if cfg != nil {
+		ss.ln = tls.NewListener(ln, cfg)
+	}
+	ss.wg.Add(1)
+	go func() {
+		defer ss.wg.Done()
+		for {
+			c, err := ss.ln.Accept()
+			if err != nil {
+				return // closed by stop
+			}
+			if !ss.track(c) {
+				c.Close()
+				return
+			}
+			ss.wg.Add(1)
+			go func() {
+				defer ss.wg.Done()
+				defer ss.untrack(c)
+				st := s.opened(c.RemoteAddr().String())
+				buf := make([]byte, stdBufSize)
+				for {
+					n, err := c.Read(buf)
+					if n > 0 {
+						s.traffic(st, buf[:n])
+					}
+					if err != nil {
+						if errors.Is(err, net.ErrClosed) {
+							err = nil // closed by stop, not by a fault
+						}
+						s.closedConn(st, err)
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return ss, nil
+}
+
+func (ss *stdServer) track(c net.Conn) bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.stopped {
+		return false
+	}
+	ss.conns[c] = struct{}{}
+	return true
+}
+
+func (ss *stdServer) untrack(c net.Conn) {
+	ss.mu.Lock()
+	delete(ss.conns, c)
+	ss.mu.Unlock()
+	c.Close()
+}
+
+func (ss *stdServer) addr() string { return ss.ln.Addr().String() }
+
+func (ss *stdServer) String() string {
+	if ss.tls {
+		return "Go's net and crypto/tls, a goroutine per connection"
+	}
+	return "Go's net package, a goroutine per connection"
+}
+
+// stop closes the listener and every connection still open, and waits for
+// their goroutines.
+func (ss *stdServer) stop() error {
+	ss.mu.Lock()
+	ss.stopped = true
+	for c := range ss.conns {
+		c.Close()
+	}
+	ss.mu.Unlock()
+	err := ss.ln.Close()
+	ss.wg.Wait()
+	if err != nil {
+		return fmt.Errorf("stop: %v", err)
+	}
+	return nil
 }
 
 // boundAddr is the listener's address, port 0 resolved.
