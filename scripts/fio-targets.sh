@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# fio-targets.sh: the README's targets under fio, beside gnet. Each row is
-# one `sluice-bench run --client fio --peers gnet` command: every runner
-# and the gnet sink, each in a process of its own pinned to the first CPU,
-# fio on the others, over several rounds in alternating order, with every
-# row's bytes reconciled with fio's report. It prints each row's table
-# (median CPU-s/GiB and throughput, ratios of uring to every other row
-# with their min-max over the rounds) and keeps the reports and charts.
-# About 10 minutes with the defaults on a 2-CPU machine; run it on a quiet
-# one.
+# fio-targets.sh: the README's targets under fio, beside gnet and a sink
+# written with Go alone. Each row is one `sluice-bench run --client fio
+# --peers gnet,go` command: every runner, the gnet sink and the go sink
+# (a goroutine per connection), each in a process of its own pinned to
+# the first CPU, fio on the others, over several rounds in alternating
+# order, with every row's bytes reconciled with fio's report. It prints
+# each row's table (median CPU-s/GiB and throughput, ratios of uring to
+# every other row with their min-max over the rounds) and keeps the
+# reports and charts. About 15 minutes with the defaults on a 2-CPU
+# machine; run it on a quiet one.
 #
 # Usage: scripts/fio-targets.sh [-B BIN] [-o DIR] [-r ROUNDS] [-d DURATION] [-R RUNNERS] [ROW...]
 #   -B BIN       use this sluice-bench binary instead of building one
@@ -57,7 +58,7 @@ row() {
 	echo
 }
 
-common=(run --client fio --runners "$runners" --peers gnet --duration "$duration" --rounds "$rounds"
+common=(run --client fio --runners "$runners" --peers gnet,go --duration "$duration" --rounds "$rounds"
 	--target 'cpu_s_per_gib<=0.8')
 for r in "${rows[@]}"; do
 	case $r in

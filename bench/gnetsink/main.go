@@ -553,8 +553,15 @@ func serveStd(s *sink, listen string, cfg *tls.Config) (*stdServer, error) {
 		defer ss.wg.Done()
 		for {
 			c, err := ss.ln.Accept()
-			if err != nil {
+			if errors.Is(err, net.ErrClosed) {
 				return // closed by stop
+			}
+			if err != nil {
+				// Out of descriptors, say: the connection waits in the
+				// backlog, and the bench reports it if it never opens.
+				fmt.Fprintf(os.Stderr, "gnetsink: accept: %v\n", err)
+				time.Sleep(10 * time.Millisecond)
+				continue
 			}
 			if !ss.track(c) {
 				c.Close()
