@@ -155,14 +155,7 @@ func TestFioClient(t *testing.T) {
 			if !strings.Contains(stdout, runner+"/"+peer+": ") {
 				t.Errorf("no ratio against %s:\n%s", peer, stdout)
 			}
-			raw, err := os.ReadFile(jsonPath)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var rep RunReport
-			if err := json.Unmarshal(raw, &rep); err != nil {
-				t.Fatal(err)
-			}
+			rep := readRunReport(t, jsonPath)
 			if !rep.OK || rep.Config.Client != ClientFio || len(rep.Runs) != 2*tc.rounds {
 				t.Fatalf("report: ok %v client %q, %d runs, want %d", rep.OK, rep.Config.Client, len(rep.Runs), 2*tc.rounds)
 			}
@@ -206,6 +199,20 @@ func TestRunPeersGnet(t *testing.T) {
 	}
 }
 
+// readRunReport reads the report `run --json` wrote to path.
+func readRunReport(t *testing.T, path string) RunReport {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep RunReport
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
 // TestRunPeersGoTLS runs Go's reference sink beside the goroutine runner
 // under run --tls: the rows come in the order the report's ratios need
 // (the TLS rows first), every row receives exactly what the generator
@@ -221,33 +228,13 @@ func TestRunPeersGoTLS(t *testing.T) {
 	if status != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", status, stdout, stderr)
 	}
-	raw, err := os.ReadFile(jsonPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep struct {
-		OK   bool `json:"ok"`
-		Runs []struct {
-			Runner          string `json:"runner"`
-			Bytes           uint64 `json:"bytes"`
-			GenSentBytes    uint64 `json:"gen_sent_bytes"`
-			TLS             string `json:"tls"`
-			StreamsVerified int    `json:"streams_verified"`
-			Verified        bool   `json:"verified"`
-		} `json:"runs"`
-		Ratios []struct {
-			A string `json:"a"`
-			B string `json:"b"`
-		} `json:"ratios"`
-	}
-	if err := json.Unmarshal(raw, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep := readRunReport(t, jsonPath)
 	var rows []string
 	for _, r := range rep.Runs {
 		rows = append(rows, r.Runner)
 		if r.Bytes == 0 || r.Bytes != r.GenSentBytes || r.StreamsVerified != sources || !r.Verified {
-			t.Errorf("%s: %+v: want every byte sent received, %d streams' bytes and CRC-32C reconciled", r.Runner, r, sources)
+			t.Errorf("%s: %d bytes of %d sent, %d streams verified, verified %v: want every byte sent received, %d streams' bytes and CRC-32C reconciled",
+				r.Runner, r.Bytes, r.GenSentBytes, r.StreamsVerified, r.Verified, sources)
 		}
 		if tls := strings.HasPrefix(r.TLS, "TLS 1.3 "); tls != strings.HasSuffix(r.Runner, "+tls") {
 			t.Errorf("%s: sessions %q", r.Runner, r.TLS)
