@@ -16,7 +16,11 @@
 #   -r ROUNDS    rounds per row (default 3)
 #   -d DURATION  fio's runtime per row and round (default 6s)
 #   -R RUNNERS   runners to compare (default uring,goroutine,epoll,thread)
-#   ROW          bulk, paced, stream, lines (default: all)
+#   ROW          bulk, paced, stream, lines (default: these four), or
+#                bulk-rated: the bulk row's 1,000 connections held to 2 MiB/s
+#                each (2 GiB/s offered), below what the sinks can take, so
+#                that it measures each sink's own cost rather than a race
+#                with fio
 set -euo pipefail
 
 bin="" out="" rounds=3 duration=6s runners=uring,goroutine,epoll,thread
@@ -74,6 +78,9 @@ for r in "${rows[@]}"; do
 	lines)
 		# 200 connections writing 16 KiB blocks of 128-byte lines; the sinks count the lines.
 		row lines "${common[@]}" --sources 200 --msg-size 16KiB --framing newline --record-size 128 ;;
+	bulk-rated)
+		# 1,000 connections writing 64 KiB blocks at 2 MiB/s each, Poisson arrivals.
+		row bulk-rated "${common[@]}" --sources 1000 --rate 2MiB/s --msg-size 64KiB ;;
 	*)
 		echo "fio-targets.sh: unknown row $r" >&2
 		exit 2
