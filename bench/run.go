@@ -200,9 +200,12 @@ func engineFlag(field string) string {
 }
 
 func validRunners(names []string) error {
-	for _, r := range names {
+	for i, r := range names {
 		if !slices.Contains(AllRunners(), r) {
 			return fmt.Errorf("--runners: %q: must be among uring, epoll, goroutine, thread", r)
+		}
+		if slices.Contains(names[:i], r) {
+			return fmt.Errorf("--runners: %s is named twice: each runner is one row", r)
 		}
 	}
 	return nil
@@ -216,9 +219,12 @@ func (c RunConfig) Validate() error {
 	if c.Rounds < 1 {
 		return fmt.Errorf("--rounds: %d: must be at least 1", c.Rounds)
 	}
-	for _, p := range c.Peers {
+	for i, p := range c.Peers {
 		if !slices.Contains(AllPeers(), p) {
 			return fmt.Errorf("--peers: %q: must be gnet or go", p)
+		}
+		if slices.Contains(c.Peers[:i], p) {
+			return fmt.Errorf("--peers: %s is named twice: each peer is one row", p)
 		}
 	}
 	if err := c.validateClient(); err != nil {

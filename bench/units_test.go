@@ -285,12 +285,14 @@ func TestFlagErrorsNameTheFlag(t *testing.T) {
 		{[]string{"--skew", "0.2"}, "--skew"}, // needs --rate
 		{[]string{"--skew", "1.5", "--rate", "1MiB/s"}, "--skew"},
 		{[]string{"--runners", "uring,fibers"}, "--runners"},
+		{[]string{"--runners", "uring,goroutine,uring"}, "--runners: uring is named twice"},
 		{[]string{"--buf", "1000"}, "--buf"}, // not a power of two
 		{[]string{"--pool", "-1"}, "--pool"},
 		{[]string{"--max-dial", "0"}, "--max-dial"},
 		{[]string{"--nonsense"}, "-nonsense"},
 		{[]string{"--client", "wrk"}, "--client"},
 		{[]string{"--peers", "netty"}, "--peers"},
+		{[]string{"--peers", "go,gnet,go"}, "--peers: go is named twice"},
 		{[]string{"--gen-pacing", "lumpy", "--rate", "1MiB/s"}, "--pacing"},
 		{[]string{"--record-size", "64"}, "--record-size"},                    // fio's only
 		{[]string{"--client", "fio", "--record-size", "64"}, "--record-size"}, // needs --framing newline
