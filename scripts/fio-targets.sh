@@ -18,7 +18,7 @@
 #   -R RUNNERS   runners to compare (default uring,goroutine,epoll,thread)
 #   ROW          bulk, paced, stream, lines (default: these four), or
 #                bulk-rated: the bulk row's 1,000 connections held to 2 MiB/s
-#                each (2 GiB/s offered), below what the sinks can take, so
+#                each (2 GiB/s offered), a load the sinks mostly keep up with, so
 #                that it measures each sink's own cost rather than a race
 #                with fio
 set -euo pipefail
