@@ -424,57 +424,102 @@ func (w *worker) turn() (now time.Time, exit bool, err error) {
 }
 
 // wait submits what the turn queued and sleeps in the kernel until a
-// completion, the nearest flush deadline, or, when busy, a batch.
+// completion, the nearest flush deadline, or, when busy, a batch. How it
+// sleeps is planWait's choice.
 func (w *worker) wait(now time.Time) error {
 	w.waits.Add(1)
-	// Fewer lanes poll than a batch asks for, all of them stream
-	// sockets (a datagram socket is never held: it drops what its
-	// receive buffer cannot hold).
-	few := w.batchWait > 0 && w.polling > 0 && w.polling < batchWaitNr && w.pollingStreams == w.polling
-	if few {
+	if w.fewStreams() {
 		w.streamHold = nextStreamHold(w.streamHold, w.cycleBytes, w.r.pool.BufSize(), w.batchWait)
 	} else {
 		w.streamHold = 0
 	}
 	w.cycleBytes = 0
+	flush, flushing := w.nextFlush(now)
+	p := planWait(waitState{
+		stuck:       w.woken || len(w.ready) > 0,
+		readsIssued: w.readsIssued,
+		starved:     w.starved,
+		polling:     w.polling,
+		fewStreams:  w.fewStreams(),
+		batchWait:   w.batchWait,
+		streamHold:  w.streamHold,
+		flush:       flush,
+		flushing:    flushing,
+	})
 	var err error
 	switch {
-	case w.woken || len(w.ready) > 0:
-		// Only a failure to get an SQE leaves these: the Waker is not
-		// armed, or lanes wait to issue. Sleep briefly, not forever.
-		_, err = w.ring.SubmitAndWaitTimeout(1, time.Millisecond)
-	case few && w.streamHold > 0 && !w.readsIssued && w.starved == 0:
-		// A few stream sockets poll, and they keep bringing less than
-		// the worker could take in one wake-up: ask for a batch they
-		// cannot fill, so the wait lasts streamHold and the sockets
-		// gather more meanwhile. A completion after a quiet spell of
-		// streamHold still wakes the worker at once.
-		timeout := time.Duration(-1)
-		if d, ok := w.nextFlush(now); ok {
-			timeout = d
-		}
-		_, err = w.ring.SubmitAndWaitBatch(uint32(w.polling+1), w.streamHold, timeout)
-	case w.batchWait > 0 && !w.readsIssued && w.starved == 0 && w.polling > 1:
-		// Load-paced: completions closer together than batchWait share
-		// one wake-up; the first after a quiet spell wakes the worker at
-		// once. The batch is never larger than the polls that could fill
-		// it, so that busy streams are not held back waiting for others
-		// (a few streams that bring little are held by the case above).
-		timeout := time.Duration(-1)
-		if d, ok := w.nextFlush(now); ok {
-			timeout = d
-		}
-		_, err = w.ring.SubmitAndWaitBatch(uint32(min(w.polling, batchWaitNr)), w.batchWait, timeout)
-	case w.flushes.Len() > 0:
-		d, _ := w.nextFlush(now)
-		_, err = w.ring.SubmitAndWaitTimeout(1, d)
+	case p.batch > 0:
+		_, err = w.ring.SubmitAndWaitBatch(p.n, p.batch, p.timeout)
+	case p.timeout >= 0:
+		_, err = w.ring.SubmitAndWaitTimeout(p.n, p.timeout)
 	default:
-		_, err = w.ring.SubmitAndWait(1)
+		_, err = w.ring.SubmitAndWait(p.n)
 	}
 	if err != nil && !errors.Is(err, unix.EBUSY) && !errors.Is(err, unix.EAGAIN) {
 		return err
 	}
 	return nil
+}
+
+// fewStreams reports whether fewer lanes poll than a batch asks for, all
+// of them stream sockets (a datagram socket is never held: it drops what
+// its receive buffer cannot hold).
+func (w *worker) fewStreams() bool {
+	return w.batchWait > 0 && w.polling > 0 && w.polling < batchWaitNr && w.pollingStreams == w.polling
+}
+
+// waitState is what a worker's wait depends on.
+type waitState struct {
+	stuck       bool // the Waker is not armed, or lanes wait for an SQE
+	readsIssued bool // this turn issued reads, which may complete at once
+	starved     int  // lanes waiting for a pool buffer
+	polling     int  // polls in flight
+	fewStreams  bool // see worker.fewStreams
+	batchWait   time.Duration
+	streamHold  time.Duration
+	flush       time.Duration // until the nearest flush deadline, if flushing
+	flushing    bool          // some lane holds partial data
+}
+
+// waitPlan is how a worker waits: for n completions, at most timeout
+// (negative: no limit), and when batch is positive, for up to batch
+// before it settles for fewer than n (Ring.SubmitAndWaitBatch).
+type waitPlan struct {
+	n       uint32
+	batch   time.Duration
+	timeout time.Duration
+}
+
+// planWait chooses how a worker waits. A batched wait holds back every
+// completion, the Waker's too, so it is used only while no lane waits for
+// a pool grant, no read may be ready at once, and several lanes poll, or
+// a few stream sockets do.
+func planWait(s waitState) waitPlan {
+	timeout := time.Duration(-1)
+	if s.flushing {
+		timeout = s.flush
+	}
+	batching := s.batchWait > 0 && !s.readsIssued && s.starved == 0
+	switch {
+	case s.stuck:
+		// Only a failure to get an SQE leaves these: sleep briefly, not
+		// forever.
+		return waitPlan{n: 1, timeout: time.Millisecond}
+	case batching && s.fewStreams && s.streamHold > 0:
+		// A few stream sockets poll, and they keep bringing less than
+		// the worker could take in one wake-up: ask for a batch they
+		// cannot fill, so the wait lasts streamHold and the sockets
+		// gather more meanwhile. A completion after a quiet spell of
+		// streamHold still wakes the worker at once.
+		return waitPlan{n: uint32(s.polling + 1), batch: s.streamHold, timeout: timeout}
+	case batching && s.polling > 1:
+		// Load-paced: completions closer together than batchWait share
+		// one wake-up; the first after a quiet spell wakes the worker at
+		// once. The batch is never larger than the polls that could fill
+		// it, so that busy streams are not held back waiting for others.
+		return waitPlan{n: uint32(min(s.polling, batchWaitNr)), batch: s.batchWait, timeout: timeout}
+	}
+	return waitPlan{n: 1, timeout: timeout}
 }
 
 // Bounds of a stream hold (nextStreamHold): the shortest hold worth a
