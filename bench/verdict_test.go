@@ -74,7 +74,7 @@ func TestCompareRounds(t *testing.T) {
 	if tp.Median != 1.5 || tp.Min != 1 || tp.Max != 2 || len(tp.PerRound) != 3 {
 		t.Errorf("throughput ratio %+v", tp)
 	}
-	vs := judge([]Target{{Metric: "cpu_s_per_gib", Op: "<=", Bound: 0.9}}, cs)
+	vs := judge([]Target{{Metric: "cpu_s_per_gib", Op: "<=", Bound: 0.9}}, cs, false)
 	if vs[0].Verdict != VerdictInconclusive || vs[1].Verdict != VerdictNone {
 		t.Errorf("verdicts %+v", vs)
 	}
