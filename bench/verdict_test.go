@@ -180,3 +180,29 @@ func TestFloor(t *testing.T) {
 		t.Errorf("zero sources: %v", err)
 	}
 }
+
+// TestJudgeByCore checks that on the veth wire a target on cpu_s_per_gib
+// is judged by the receiving core's whole busy time, and by the sink
+// process's CPU elsewhere.
+func TestJudgeByCore(t *testing.T) {
+	res := func(runner string, round int, cpu, core float64) *Result {
+		return &Result{Runner: runner, Round: round, ThroughputBps: 1, CPUSPerGiB: cpu, CoreCPUSPerGiB: core}
+	}
+	// The process figures say uring is far cheaper; the cores say not.
+	runs := []*Result{res("uring", 0, 0.2, 0.55), res("epoll", 0, 0.4, 0.5), res("uring", 1, 0.2, 0.56), res("epoll", 1, 0.4, 0.52)}
+	cs := compareRounds([]string{"uring", "epoll"}, runs)
+	target := []Target{{Metric: "cpu_s_per_gib", Op: "<=", Bound: 0.9}}
+	for _, tc := range []struct {
+		byCore bool
+		want   string
+		by     string
+	}{{false, VerdictMet, ""}, {true, VerdictMissed, "core_cpu_s_per_gib"}} {
+		vs := judge(target, cs, tc.byCore)
+		if len(vs) != 1 || vs[0].Verdict != tc.want || vs[0].By != tc.by {
+			t.Errorf("byCore %v: %+v, want %s by %q", tc.byCore, vs, tc.want, tc.by)
+		}
+	}
+	if line := comparisonLine(cs[0]); !strings.Contains(line, "core CPU-s/GiB") {
+		t.Errorf("line %q lacks the core ratio", line)
+	}
+}

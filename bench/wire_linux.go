@@ -111,7 +111,7 @@ func buildWire(ctx context.Context, spec wireSpec) (*wireTopo, error) {
 		}
 		if err != nil {
 			t.Close()
-			return nil, unavailable("%s: %v", s.name, err)
+			return nil, unavailable("%s: %w", s.name, err)
 		}
 	}
 	return t, nil
