@@ -1,8 +1,10 @@
 package bench
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -244,5 +247,102 @@ func TestWireSweep(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(netnsDir, w.sinkNS)); err != nil {
 		t.Errorf("a live run's namespace was swept: %v", err)
+	}
+}
+
+// deadWires lists the namespaces of bench processes that have exited:
+// what a run failed to tear down.
+func deadWires(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	ents, _ := os.ReadDir(netnsDir)
+	for _, e := range ents {
+		m := wireNSRE.FindStringSubmatch(e.Name())
+		if m == nil {
+			continue
+		}
+		if pid, _ := strconv.Atoi(m[1]); unix.Kill(pid, 0) == unix.ESRCH {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// TestWireCLI runs `run --wire veth` and `wire-check` as a user would,
+// interrupts a run on the wire with SIGINT, and checks the reports and
+// that every run tore its wire down.
+func TestWireCLI(t *testing.T) {
+	buildTestWire(t, wireSpec{}).Close() // skips where no wire can be built
+	bin := buildCLI(t)
+	avail, _ := availableRunners(AllRunners())
+	jsonPath := filepath.Join(t.TempDir(), "run.json")
+	stdout, stderr, status := runCLI(t, bin, "run", "--wire", "veth", "--runners", avail[0], "--sources", "8",
+		"--duration", "1s", "--msg-size", "4KiB", "--json", jsonPath)
+	if status != 0 {
+		t.Fatalf("run: exit %d\nstdout:\n%s\nstderr:\n%s", status, stdout, stderr)
+	}
+	if !strings.Contains(stdout, "wire veth: sink "+WireSinkIP) || !strings.Contains(stdout, "core s/GiB") {
+		t.Errorf("the table does not name the wire or has no core column:\n%s", stdout)
+	}
+	raw, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Wire map[string]any   `json:"wire"`
+		Runs []map[string]any `json:"runs"`
+	}
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Wire["mode"] != WireVeth || rep.Wire["sink_rps_cpus"] != "1" || rep.Wire["load_rps_cpus"] != "2" {
+		t.Errorf("report's wire: %v", rep.Wire)
+	}
+	for _, r := range rep.Runs {
+		core, _ := r["core_cpu_s_per_gib"].(float64)
+		soft, _ := r["core_softirq_s_per_gib"].(float64)
+		load, _ := r["load_core_cpu_s_per_gib"].(float64)
+		if r["wire"] != WireVeth || core <= 0 || soft <= 0 || soft > core || load <= 0 {
+			t.Errorf("run %v: wire %v, core %v, softirq %v, load core %v", r["runner"], r["wire"], core, soft, load)
+		}
+	}
+	if left := deadWires(t); len(left) > 0 {
+		t.Fatalf("run left behind: %v", left)
+	}
+
+	stdout, stderr, status = runCLI(t, bin, "wire-check", "--duration", "1s", "--sources", "4")
+	if status != 0 || !strings.Contains(stdout, "took") || strings.Contains(stdout, "FAILED") {
+		t.Errorf("wire-check: exit %d\nstdout:\n%s\nstderr:\n%s", status, stdout, stderr)
+	}
+	if left := deadWires(t); len(left) > 0 {
+		t.Fatalf("wire-check left behind: %v", left)
+	}
+
+	// Interrupted while measuring: the wire goes with the run.
+	cmd := exec.Command(bin, "run", "--wire", "veth", "--runners", avail[0], "--sources", "4", "--duration", "60s")
+	errPipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(errPipe)
+	for sc.Scan() && !strings.Contains(sc.Text(), "wire veth") {
+	}
+	time.Sleep(time.Second) // into the measured round
+	cmd.Process.Signal(os.Interrupt)
+	go io.Copy(io.Discard, errPipe)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Fatal("run did not stop within 60s of SIGINT")
+	}
+	if left := deadWires(t); len(left) > 0 {
+		t.Fatalf("an interrupted run left behind: %v", left)
 	}
 }
