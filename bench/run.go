@@ -122,7 +122,7 @@ func (c *RunConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Wire, "wire", c.Wire, "how the load reaches the sinks: veth (the sink and the load in network namespaces of their own, joined by a veth pair, "+
 		"each side's receive work steered to its own CPU, as between two hosts; needs root and ip), loopback (127.0.0.1, where the sender's work lands on the sink's CPU), "+
 		"or auto (veth when it can be built, else loopback with the reason)")
-	fs.Var(&c.Targets, "target", "judge ratios of the first runner to each other one, e.g. cpu_s_per_gib<=0.9,throughput>=1 (metrics: throughput, cpu_s_per_gib, p99, e2e_p99, rss, threads, syscalls_per_mib): met, missed or inconclusive over the rounds' min-max")
+	fs.Var(&c.Targets, "target", "judge ratios of the first runner to each other one, e.g. cpu_s_per_gib<=0.9,throughput>=1 (metrics: throughput, cpu_s_per_gib, core_cpu_s_per_gib, p99, e2e_p99, rss, threads, syscalls_per_mib; on the veth wire cpu_s_per_gib is judged by the whole receiving core): met, missed or inconclusive over the rounds' min-max")
 	c.Engine.register(fs)
 	c.Engine.registerListen(fs)
 	c.Engine.registerFraming(fs, "; the generator sends each --msg-size message as one such record, without timestamps: "+

@@ -159,7 +159,8 @@ func (t Target) String() string {
 }
 
 // ParseTarget parses "METRIC<=X" or "METRIC>=X" (spaces allowed), where
-// METRIC is one of throughput, cpu_s_per_gib, p99, e2e_p99, rss, threads,
+// METRIC is one of throughput, cpu_s_per_gib,
+// core_cpu_s_per_gib, p99, e2e_p99, rss, threads,
 // syscalls_per_mib.
 func ParseTarget(s string) (Target, error) {
 	for _, op := range []string{"<=", ">="} {
