@@ -141,12 +141,14 @@ func applyCore(r *Result, u coreUse, bytes uint64, sinkCPUs, loadCPUs int) {
 	r.CoreCPUSPerGiB = cpuPerGiB(u.Sink, bytes)
 	r.CoreSoftirqSPerGiB = cpuPerGiB(u.Soft, bytes)
 	r.LoadCoreCPUSPerGiB = cpuPerGiB(u.Load, bytes)
+	// /proc/stat counts in 10 ms ticks, so a core busy throughout a short
+	// interval can read a tick or two over it.
 	if u.Seconds > 0 {
 		if sinkCPUs > 0 {
-			r.CoreUtil = u.Sink / (u.Seconds * float64(sinkCPUs))
+			r.CoreUtil = min(u.Sink/(u.Seconds*float64(sinkCPUs)), 1)
 		}
 		if loadCPUs > 0 {
-			r.LoadCoreUtil = u.Load / (u.Seconds * float64(loadCPUs))
+			r.LoadCoreUtil = min(u.Load/(u.Seconds*float64(loadCPUs)), 1)
 		}
 	}
 }

@@ -146,6 +146,14 @@ func TestApplyCore(t *testing.T) {
 	}
 }
 
+func TestApplyCoreUtilAtMostOne(t *testing.T) {
+	var r Result
+	applyCore(&r, coreUse{Seconds: 1, Sink: 1.02, Load: 1.01}, gibibyte, 1, 1)
+	if r.CoreUtil != 1 || r.LoadCoreUtil != 1 || r.CoreCPUS != 1.02 {
+		t.Errorf("util %v %v, core_cpu_s %v", r.CoreUtil, r.LoadCoreUtil, r.CoreCPUS)
+	}
+}
+
 func TestCPUMask(t *testing.T) {
 	tests := []struct {
 		cpus []int

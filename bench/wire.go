@@ -197,8 +197,8 @@ func openWire(ctx context.Context, mode string, sinkCPUs, loadCPUs []int, errOut
 		if mode == WireVeth || ctx.Err() != nil {
 			return wireEnv{}, "", nil, err
 		}
-		reason := err.Error()
-		fmt.Fprintf(errOut, "sluice-bench: wire: loopback, since the veth wire cannot be built here: %v\n", err)
+		reason := strings.TrimPrefix(err.Error(), ErrWireUnavailable.Error()+": ")
+		fmt.Fprintf(errOut, "sluice-bench: wire: loopback, since the veth wire cannot be built here: %s\n", reason)
 		return lo, reason, func() {}, nil
 	}
 	return t.env(), "", func() { t.Close() }, nil
