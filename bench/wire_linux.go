@@ -22,9 +22,12 @@ const netnsDir = "/run/netns"
 
 // Names of what buildWire creates carry the creating process's PID, so
 // that a run killed before it could tear down is recognised and removed
-// by the next one (sweepWires), and never one still running.
+// by the next one (sweepWires), and never one still running. A
+// namespace's name also carries the creator's PID namespace (its inode),
+// since /run/netns may be shared by containers whose PIDs are not ours to
+// look up: only namespaces made from our own PID namespace are swept.
 var (
-	wireNSRE   = regexp.MustCompile(`^sluice-bench-([0-9]+)-[0-9a-f]{4}-(sink|load)$`)
+	wireNSRE   = regexp.MustCompile(`^sluice-bench-([0-9a-f]+)\.([0-9]+)-[0-9a-f]{4}-(sink|load)$`)
 	wireLinkRE = regexp.MustCompile(`^sb([0-9]+)x[0-9a-f]{4}[sl]$`)
 )
 
@@ -50,8 +53,9 @@ func buildWire(ctx context.Context, spec wireSpec) (*wireTopo, error) {
 	sweepWires(ctx, ip)
 	pid := os.Getpid()
 	tag := fmt.Sprintf("%04x", rand.N(1<<16))
+	owner := fmt.Sprintf("%x.%d", pidNamespace(), pid)
 	t := &wireTopo{ip: ip, spec: spec,
-		sinkNS: fmt.Sprintf("sluice-bench-%d-%s-sink", pid, tag), loadNS: fmt.Sprintf("sluice-bench-%d-%s-load", pid, tag),
+		sinkNS: fmt.Sprintf("sluice-bench-%s-%s-sink", owner, tag), loadNS: fmt.Sprintf("sluice-bench-%s-%s-load", owner, tag),
 		sinkIf: fmt.Sprintf("sb%dx%ss", pid, tag), loadIf: fmt.Sprintf("sb%dx%sl", pid, tag)}
 	run := func(args ...string) error {
 		cmd := exec.CommandContext(ctx, ip, args...)
@@ -168,7 +172,7 @@ func sweepWires(ctx context.Context, ip string) {
 	}
 	if ents, err := os.ReadDir(netnsDir); err == nil {
 		for _, e := range ents {
-			if m := wireNSRE.FindStringSubmatch(e.Name()); m != nil && gone(m[1]) {
+			if m := wireNSRE.FindStringSubmatch(e.Name()); m != nil && m[1] == fmt.Sprintf("%x", pidNamespace()) && gone(m[2]) {
 				exec.CommandContext(ctx, ip, "netns", "del", e.Name()).Run()
 			}
 		}
@@ -180,4 +184,13 @@ func sweepWires(ctx context.Context, ip string) {
 			}
 		}
 	}
+}
+
+// pidNamespace is the inode of this process's PID namespace, 0 if unknown.
+func pidNamespace() uint64 {
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/self/ns/pid", &st); err != nil {
+		return 0
+	}
+	return st.Ino
 }

@@ -71,7 +71,7 @@ func inNetns(name string, f func() error) error {
 func wireLeftovers(t *testing.T) []string {
 	t.Helper()
 	var out []string
-	nsPrefix := fmt.Sprintf("sluice-bench-%d-", os.Getpid())
+	nsPrefix := fmt.Sprintf("sluice-bench-%x.%d-", pidNamespace(), os.Getpid())
 	ifPrefix := fmt.Sprintf("sb%dx", os.Getpid())
 	if ents, err := os.ReadDir(netnsDir); err == nil {
 		for _, e := range ents {
@@ -231,13 +231,20 @@ func TestWireSweep(t *testing.T) {
 	if dead == 0 {
 		t.Skip("no unused PID found")
 	}
-	stale := fmt.Sprintf("sluice-bench-%d-beef-sink", dead)
+	stale := fmt.Sprintf("sluice-bench-%x.%d-beef-sink", pidNamespace(), dead)
+	// A dead PID of another PID namespace's may be a live process there.
+	foreign := fmt.Sprintf("sluice-bench-%x.%d-beef-sink", pidNamespace()+1, dead)
 	if out, err := exec.Command(w.ip, "netns", "add", stale).CombinedOutput(); err != nil {
 		t.Fatalf("ip netns add %s: %v: %s", stale, err, out)
 	}
+	if out, err := exec.Command(w.ip, "netns", "add", foreign).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add %s: %v: %s", foreign, err, out)
+	}
 	t.Cleanup(func() {
-		if _, err := os.Stat(filepath.Join(netnsDir, stale)); err == nil {
-			exec.Command(w.ip, "netns", "del", stale).Run()
+		for _, ns := range []string{stale, foreign} {
+			if _, err := os.Stat(filepath.Join(netnsDir, ns)); err == nil {
+				exec.Command(w.ip, "netns", "del", ns).Run()
+			}
 		}
 	})
 	w2 := buildTestWire(t, wireSpec{})
@@ -247,6 +254,9 @@ func TestWireSweep(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(netnsDir, w.sinkNS)); err != nil {
 		t.Errorf("a live run's namespace was swept: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(netnsDir, foreign)); err != nil {
+		t.Errorf("another PID namespace's was swept: %v", err)
 	}
 }
 
@@ -261,7 +271,7 @@ func deadWires(t *testing.T) []string {
 		if m == nil {
 			continue
 		}
-		if pid, _ := strconv.Atoi(m[1]); unix.Kill(pid, 0) == unix.ESRCH {
+		if pid, _ := strconv.Atoi(m[2]); m[1] == fmt.Sprintf("%x", pidNamespace()) && unix.Kill(pid, 0) == unix.ESRCH {
 			out = append(out, e.Name())
 		}
 	}
