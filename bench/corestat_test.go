@@ -178,3 +178,15 @@ func closeUse(a, b coreUse) bool {
 	near := func(x, y float64) bool { return math.Abs(x-y) < 1e-9 }
 	return near(a.Seconds, b.Seconds) && near(a.Sink, b.Sink) && near(a.Soft, b.Soft) && near(a.Load, b.Load)
 }
+
+func TestBusyNote(t *testing.T) {
+	for _, tc := range []struct {
+		load float64
+		cpus int
+		want bool
+	}{{0.5, 2, false}, {2, 2, false}, {2.1, 2, true}, {63, 2, true}, {-1, 2, false}, {5, 0, false}} {
+		if got := busyNote(tc.load, tc.cpus) != ""; got != tc.want {
+			t.Errorf("load %v on %d CPUs: note %v, want %v", tc.load, tc.cpus, got, tc.want)
+		}
+	}
+}

@@ -579,6 +579,9 @@ func Run(ctx context.Context, c RunConfig, ios IO) (*RunReport, error) {
 	}
 	rep.Verdicts = judge(c.Targets, rep.Ratios, wire.veth())
 	rep.Notes = append(rep.Notes, c.tlsNotes(rep.Runs)...)
+	if n := busyNote(loadAverage(), rep.Host.CPUs); n != "" {
+		rep.Notes = append(rep.Notes, n)
+	}
 	fmt.Fprintln(ios.Out)
 	writeRunTable(ios.Out, rep)
 	if err := writeOutputs(rep, c.JSON, c.Plot, ios); err != nil {
