@@ -98,7 +98,9 @@ fuzz:
 
 # bench is the main job: every runner available here, side by side, on
 # the CLI's embedded default load (200 sources, 16 KiB messages, 5 s per
-# runner), printing the comparison table.
+# runner), printing the comparison table. As root it measures over a veth
+# wire between two network namespaces, each side's receive work on its
+# own CPU (run --wire auto); elsewhere over loopback, saying why.
 bench:
 	$(GO) run ./bench/cmd/sluice-bench run
 

@@ -242,7 +242,7 @@ func startArrivalSink(ctx context.Context, name string, c ArrivalsConfig, gnetBi
 		p, err := startProbe(int(c.MsgSize), stamped)
 		return p, p, err
 	case PeerGnet:
-		p, err := startGnet(ctx, gnetBin, c.Sources, "none", true, nil, ios)
+		p, err := startGnet(ctx, gnetBin, wireEnv{}, c.Sources, "none", true, nil, ios)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 )
@@ -98,7 +97,7 @@ func measureChild(ctx context.Context, w workload, ios IO) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bench: child: %w", err)
 	}
-	cmd := exec.CommandContext(ctx, w.Exe, ChildCommand)
+	cmd := w.Wire.command(ctx, sideSink, w.Exe, ChildCommand)
 	// On cancellation let the child stop its generator and engine itself;
 	// kill it only if it does not.
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }

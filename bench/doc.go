@@ -15,15 +15,45 @@
 // the engine. With two or more CPUs the engine process is pinned to the
 // first half of the allowed CPUs (rounded up) and the generator to the rest
 // (sched_setaffinity on every thread; GOMAXPROCS follows). On a 2-core
-// machine that is one core each, which is best effort: softirq work of the
-// loopback path still lands where the kernel puts it. --pin=false turns it
-// off.
+// machine that is one core each. --pin=false turns it off.
+//
+// # The wire
+//
+// run --wire auto (the default) puts the sink and the load on either end
+// of a veth wire when it can (as root, with iproute2's ip command): the
+// sink's process in one network namespace, the load's (the generator, fio,
+// or a reference peer's client) in another, joined by a veth pair with the
+// link-local addresses WireSinkIP and WireLoadIP, which exist nowhere
+// else. Each end's receive queue steers its packets to its own side's CPUs
+// (rps_cpus), so each side receives and transmits its own packets, as two
+// hosts do; on loopback the sender's packets are received on the sender's
+// CPU, and a window update from the sink runs the sender's transmit on the
+// sink's CPU, which hands a sink that batches the sender's work. Children
+// enter a namespace through `ip netns exec`, which execs them in place.
+// The namespaces are named after the run's PID, removed on every return
+// (a signal cancels the run; a panic on the run's goroutine unwinds
+// through the teardown), and a later run removes those of a run that died
+// without. Where the wire cannot be built, auto says why once and measures
+// over loopback, and the report says so (--wire loopback asks for it;
+// --wire veth fails instead). wire-check shows, per CPU, where one round's
+// packets were received.
+//
+// Every row gives, beside the sink process's CPU, the receiving core's
+// whole busy time over the same interval: user, nice, system, irq and
+// softirq of the sink's CPUs from /proc/stat (core_cpu_s, its softirq part
+// core_softirq_s), and the load's CPUs' busy time (load_core_cpu_s), each
+// also per GiB. A process's CPU time holds only the part of the kernel's
+// receive work that happened to run in its context; the core holds all of
+// it, and anything else that ran there, so it is read on a quiet machine.
+// On the veth wire a --target on cpu_s_per_gib is judged by the core
+// (core_cpu_s_per_gib), and the limit column reads the cores.
 //
 // Each runner, in each round (each load point of latency), is hosted in
 // a fresh child process (hidden subcommand measure-child) that inherits
 // the engine's CPUs, so one runner's threads, RSS and heap never inflate
 // the next one's; --in-process measures in the parent instead. The child
-// starts an engine listening on 127.0.0.1 and the generator, which dials
+// starts an engine listening on the wire's sink address (127.0.0.1 on
+// loopback) and the generator, which dials
 // every connection (at most --max-dial at a time), says ready, and waits;
 // once the engine has accepted every connection the measured interval
 // starts and the generator sends for --duration, then closes. The interval
@@ -189,7 +219,8 @@
 // takes about 25 s on a 2-core machine.
 //
 // Metric names of --target and of "ratios": throughput, cpu_s_per_gib,
-// p99 (engine), e2e_p99, rss, threads, syscalls_per_mib.
+// core_cpu_s_per_gib, p99 (engine), e2e_p99, rss, threads,
+// syscalls_per_mib.
 //
 // # JSON reports
 //
@@ -198,22 +229,27 @@
 //	{"command": "run", "ok": true,
 //	 "host": {"kernel", "go", "os", "arch", "cpus"},
 //	 "pinning": {"enabled", "engine_cpus", "gen_cpus", "note"},
+//	 "wire": {"mode", "asked", "reason", "sink_netns", "load_netns", "sink_addr", "load_addr",
+//	          "sink_cpus", "load_cpus", "sink_rps_cpus", "load_rps_cpus"},
 //	 "config": {"client", "peers", "record_size", "sources", "duration_s", "msg_size", "rate_bps",
 //	            "arrivals", "pacing", "skew", "rounds", "pool", "buf", "workers", "flush_ns", "verify", "framing"},
 //	 "runs": [RESULT, ...],     // one per row (runner or peer) and round, in the order measured
 //	 "summary": [RESULT, ...],  // one per row, rounds merged: throughput and CPU-s/GiB are
 //	                            // the rounds' medians, with "throughput_rounds" and
-//	                            // "cpu_s_per_gib_rounds": {"median", "min", "max", "per_round"}
+//	                            // "cpu_s_per_gib_rounds" and "core_cpu_s_per_gib_rounds":
+//	                            // {"median", "min", "max", "per_round"}
 //	 "ratios": [{"a", "b", "generator_bound",
 //	             "ratios": [{"metric", "median", "min", "max", "per_round"}]}],
-//	 "verdicts": [{"a", "b", "target", "spread", "verdict"}],  // with --target
+//	 "verdicts": [{"a", "b", "target", "spread", "verdict", "by"}],  // with --target
 //	 "skipped": [{"runner", "reason"}],
 //	 "notes": ["..."]}          // what a row does not measure, and how a fio row is measured
 //
 // where RESULT is
 //
 //	{"runner", "round", "sources", "bytes", "duration_s", "throughput_bps",
-//	 "cpu_s", "cpu_s_per_gib", "threads_max", "rss_max_bytes",
+//	 "cpu_s", "cpu_s_per_gib", "wire", "core_cpu_s", "core_cpu_s_per_gib", "core_softirq_s",
+//	 "core_softirq_s_per_gib", "core_util", "load_core_cpu_s", "load_core_cpu_s_per_gib", "load_core_util",
+//	 "threads_max", "rss_max_bytes",
 //	 "latency_ns": {"count", "p50", "p99", "p999", "max", "mean"},
 //	 "fairness_jain", "records", "records_per_s", "records_skipped", "truncated_bytes",
 //	 "pool_waits", "partial_flushes", "chunks", "errors",

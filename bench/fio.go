@@ -222,10 +222,11 @@ type sinkProc struct {
 // listeningRE finds the address in a sink's "listening on ADDR" line.
 var listeningRE = regexp.MustCompile(`listening on ([^ ,]+)`)
 
-// startSinkProc starts bin with args (inheriting this process's CPUs,
-// the engine's) and waits until it says where it listens.
-func startSinkProc(ctx context.Context, bin string, args []string) (*sinkProc, error) {
-	cmd := exec.CommandContext(ctx, bin, args...)
+// startSinkProc starts bin with args on the sink's side of wire
+// (inheriting this process's CPUs, the engine's) and waits until it says
+// where it listens.
+func startSinkProc(ctx context.Context, wire wireEnv, bin string, args []string) (*sinkProc, error) {
+	cmd := wire.command(ctx, sideSink, bin, args...)
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = shutdownTimeout
 	stderr, err := cmd.StderrPipe()
@@ -320,6 +321,7 @@ type fioEnv struct {
 	gnetSink string // the reference sinks' binary, with --peers
 	cpus     []int  // fio's CPUs
 	sinkCPUs int    // how many CPUs the sinks may use
+	wire     wireEnv
 }
 
 // measureFio measures one row (a runner's sink, or the gnet sink) under
@@ -350,20 +352,22 @@ func measureFio(ctx context.Context, c RunConfig, env fioEnv, row string, round 
 	var args []string
 	if isPeerRow(row) {
 		bin = env.gnetSink
-		args = append([]string{"-listen", "127.0.0.1:0", "-until-idle", fioSinkIdle.String(), "-json", sinkJSON,
+		args = append([]string{"-listen", env.wire.listenAddr(), "-until-idle", fioSinkIdle.String(), "-json", sinkJSON,
 			"-framing", framingName(framer)}, peerArgs(workload{Runner: row})...)
 		if profile != "" {
 			args = append(args, "-cpuprofile", profile)
 		}
 	} else {
 		bin = env.exe
-		args = append([]string{"sink", "--listen", "127.0.0.1:0", "--runner", row, "--until-idle", fioSinkIdle.String(),
+		args = append([]string{"sink", "--listen", env.wire.listenAddr(), "--runner", row, "--until-idle", fioSinkIdle.String(),
 			"--json", sinkJSON}, c.Engine.args()...)
 		if profile != "" {
 			args = append(args, "--profile", profile)
 		}
 	}
-	sp, err := startSinkProc(ctx, bin, args)
+	cores := startCoreSampler(env.wire.SinkCPUs, env.wire.LoadCPUs)
+	defer cores.finish()
+	sp, err := startSinkProc(ctx, env.wire, bin, args)
 	if err != nil {
 		return nil, err
 	}
@@ -377,7 +381,7 @@ func measureFio(ctx context.Context, c RunConfig, env fioEnv, row string, round 
 	}
 	fctx, cancel := context.WithTimeout(ctx, c.Duration+2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(fctx, env.fio, "--output-format=json", "--output="+fioJSON, jobFile)
+	cmd := env.wire.command(fctx, sideLoad, env.fio, "--output-format=json", "--output="+fioJSON, jobFile)
 	var fioErr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &fioErr, &fioErr
 	if err := startOnCPUs(cmd, env.cpus); err != nil {
@@ -395,6 +399,7 @@ func measureFio(ctx context.Context, c RunConfig, env fioEnv, row string, round 
 	if err := sp.wait(30 * time.Second); err != nil {
 		return nil, err
 	}
+	coreSamples := cores.finish()
 	b, err := os.ReadFile(fioJSON)
 	if err != nil {
 		return nil, fmt.Errorf("bench: fio: %w", err)
@@ -411,6 +416,13 @@ func measureFio(ctx context.Context, c RunConfig, env fioEnv, row string, round 
 		return nil, fmt.Errorf("bench: sink report: %w", err)
 	}
 	r := fioResult(row, round, c, &sr, fr, fioCPU, fioWall, env.sinkCPUs, len(env.cpus))
+	r.Wire = env.wire.name()
+	if u, ok := coreOver(coreSamples, r.cpuWin[0], r.cpuWin[1]); ok {
+		applyCore(r, u, r.cpuWinBytes, len(env.wire.SinkCPUs), len(env.wire.LoadCPUs))
+		if r.Bottleneck != "" {
+			r.Bottleneck = r.bottleneck()
+		}
+	}
 	r.Mismatches = reconcileFio(&sr, fr, c.Sources, recSize)
 	r.Verified = len(r.Mismatches) == 0
 	if profile != "" {
@@ -456,7 +468,11 @@ func fioResult(row string, round int, c RunConfig, sr *SinkReport, fr *fioReport
 	// last ones finish, cost the sink CPU for few bytes and by varying
 	// amounts from round to round.
 	r.CPUSPerGiBListened, r.CPUOver = r.CPUSPerGiB, CPUOverListened
+	if us := sr.Usage; len(us) >= 2 {
+		r.cpuWin, r.cpuWinBytes = [2]int64{us[0].UnixNs, us[len(us)-1].UnixNs}, sr.Bytes
+	}
 	if cpu, n, ok := UsageOver(sr.Usage, a, b); ok && n > 0 {
+		r.cpuWin, r.cpuWinBytes = [2]int64{a, b}, n
 		r.CPUSPerGiB, r.CPUOver = cpuPerGiB(cpu.Seconds(), n), r.ThroughputOver
 		r.EngineCPUUtil = cpu.Seconds() / (time.Duration(b-a).Seconds() * float64(r.EngineCPUs))
 	}
@@ -485,7 +501,7 @@ func fioResult(row string, round int, c RunConfig, sr *SinkReport, fr *fioReport
 			r.GenBoundWhy = fmt.Sprintf("fio sent %.1f%% of the offered load (< %.0f%%)", 100*r.GenHeld, 100*MinHeld)
 		}
 	} else {
-		r.Bottleneck = bottleneck(r.EngineCPUUtil, r.GenCPUUtil)
+		r.Bottleneck = r.bottleneck()
 	}
 	return r
 }

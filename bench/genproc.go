@@ -49,7 +49,7 @@ func startGen(ctx context.Context, w workload, addr string, framer srcs.Framer, 
 		args = append(args, "--tls-ca", w.TLS.CAFile)
 	}
 	gctx, cancel := context.WithCancel(ctx)
-	cmd := exec.CommandContext(gctx, w.Exe, args...)
+	cmd := w.Wire.command(gctx, sideLoad, w.Exe, args...)
 	cmd.Stderr = ios.Err
 	g := &genProc{cmd: cmd, cancel: cancel, lines: make(chan []byte, 2)}
 	var err error

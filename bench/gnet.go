@@ -183,13 +183,14 @@ type gnetProc struct {
 }
 
 // startGnet starts the gnet sink at bin in control mode, expecting n
-// connections, with extra flags (peerArgs), and waits until it listens.
-// It inherits this process's CPUs: the engine's.
-func startGnet(ctx context.Context, bin string, n int, framing string, crc bool, extra []string, ios IO) (*gnetProc, error) {
+// connections, with extra flags (peerArgs), on the sink's side of wire,
+// and waits until it listens. It inherits this process's CPUs: the
+// engine's.
+func startGnet(ctx context.Context, bin string, wire wireEnv, n int, framing string, crc bool, extra []string, ios IO) (*gnetProc, error) {
 	pctx, cancel := context.WithCancel(ctx)
-	args := append([]string{"-control", "-expect", strconv.Itoa(n), "-framing", framing,
+	args := append([]string{"-control", "-listen", wire.listenAddr(), "-expect", strconv.Itoa(n), "-framing", framing,
 		"-crc=" + strconv.FormatBool(crc)}, extra...)
-	cmd := exec.CommandContext(pctx, bin, args...)
+	cmd := wire.command(pctx, sideSink, bin, args...)
 	cmd.Stderr = ios.Err
 	p := &gnetProc{cmd: cmd, cancel: cancel, replies: make(chan []byte, 4), ended: make(chan gnetEvent, 1)}
 	var err error
@@ -303,7 +304,7 @@ func measureGnet(ctx context.Context, w workload, bin string, ios IO) (*Result, 
 	if err != nil {
 		return nil, err
 	}
-	p, err := startGnet(ctx, bin, w.Sources, framingName(framer), w.Verify, peerArgs(w), ios)
+	p, err := startGnet(ctx, bin, w.Wire, w.Sources, framingName(framer), w.Verify, peerArgs(w), ios)
 	if err != nil {
 		return nil, err
 	}
@@ -329,11 +330,14 @@ func measureGnet(ctx context.Context, w workload, bin string, ios IO) (*Result, 
 	if err := p.ask(ctx, "mark", "marked", &mark); err != nil {
 		return nil, err
 	}
+	core0, coreOK := readCores(w.Wire.SinkCPUs, w.Wire.LoadCPUs)
 	t0 := time.Now()
 	if err := g.send(); err != nil {
 		return nil, err
 	}
-	backlog := sampleBacklog(p.addr, w.Duration)
+	// The sink's sockets are in its own network namespace on the wire.
+	backlog := sampleBacklog(p.addr, w.Duration, p.cmd.Process.Pid)
+	var core1 coreSample
 	var rep GenReport
 	var ended *gnetEvent
 	got := false
@@ -357,6 +361,8 @@ func measureGnet(ctx context.Context, w workload, bin string, ios IO) (*Result, 
 			}
 		case ev := <-p.ended:
 			ended = &ev
+			c1, ok := readCores(w.Wire.SinkCPUs, w.Wire.LoadCPUs)
+			core1, coreOK = c1, coreOK && ok
 		case <-endLimit:
 			backlog.finish()
 			return nil, fmt.Errorf("bench: %s: connections still open %v after the generator's duration", w.row(), 60*time.Second)
@@ -381,12 +387,16 @@ func measureGnet(ctx context.Context, w workload, bin string, ios IO) (*Result, 
 		ThreadsMax: sr.ThreadsMax, RSSMaxBytes: sr.RSSMaxBytes, Errors: sr.Errors,
 		EngineCPUs: runtime.GOMAXPROCS(0), RxBacklogBytes: rxBacklog, hist: newHist(), e2e: newHist()}
 	applyGen(r, rep)
+	r.Wire = w.Wire.name()
+	if coreOK {
+		applyCore(r, coreBetween(core0, core1), r.Bytes, len(w.Wire.SinkCPUs), len(w.Wire.LoadCPUs))
+	}
 	if r.DurationS > 0 {
 		r.ThroughputBps = float64(r.Bytes) / r.DurationS
 		r.EngineCPUUtil = r.CPUS / (r.DurationS * float64(r.EngineCPUs))
 	}
 	if rep.OfferedBps == 0 {
-		r.Bottleneck = bottleneck(r.EngineCPUUtil, r.GenCPUUtil)
+		r.Bottleneck = r.bottleneck()
 	}
 	r.CPUSPerGiB = cpuPerGiB(r.CPUS, r.Bytes)
 	recSize := 0

@@ -122,6 +122,9 @@ type workload struct {
 	// TLS, when set, puts the engine's listener and the generator on TLS
 	// with these files (run --tls).
 	TLS *TLSFiles `json:",omitempty"`
+	// Wire is how the load reaches the sink; its zero value is loopback
+	// without whole-core accounting.
+	Wire wireEnv
 }
 
 // pacing is the generator's pacing in w.
@@ -152,6 +155,22 @@ type Result struct {
 	// figure over the whole time the sink listened (cpu_s over bytes).
 	CPUOver            string  `json:"cpu_over,omitempty"`
 	CPUSPerGiBListened float64 `json:"cpu_s_per_gib_listened,omitempty"`
+	// Wire is the wire the load crossed: WireVeth or WireLoopback.
+	Wire string `json:"wire,omitempty"`
+	// The receiving core's whole busy time over the same interval as
+	// cpu_s: user, nice, system, irq and softirq of the sink's CPUs from
+	// /proc/stat, whoever ran there (the sink, the kernel's receive work
+	// for it, and on loopback the sender's transmit that a window update
+	// hands it). core_softirq_s is its softirq part. load_core_cpu_s is
+	// the same for the load's CPUs. Zero when the sides were not pinned.
+	CoreCPUS           float64 `json:"core_cpu_s"`
+	CoreCPUSPerGiB     float64 `json:"core_cpu_s_per_gib"`
+	CoreSoftirqS       float64 `json:"core_softirq_s"`
+	CoreSoftirqSPerGiB float64 `json:"core_softirq_s_per_gib"`
+	CoreUtil           float64 `json:"core_util"`
+	LoadCoreCPUS       float64 `json:"load_core_cpu_s"`
+	LoadCoreCPUSPerGiB float64 `json:"load_core_cpu_s_per_gib"`
+	LoadCoreUtil       float64 `json:"load_core_util"`
 	ThreadsMax         int     `json:"threads_max"`
 	RSSMaxBytes        int64   `json:"rss_max_bytes"`
 	// LatencyNs is engine latency: delivery minus the time the generator
@@ -221,10 +240,15 @@ type Result struct {
 	// the summary's own figures are then their medians.
 	ThroughputRounds *RatioSpread `json:"throughput_rounds,omitempty"`
 	CPURounds        *RatioSpread `json:"cpu_s_per_gib_rounds,omitempty"`
+	CoreRounds       *RatioSpread `json:"core_cpu_s_per_gib_rounds,omitempty"`
 	hist             *hdrhistogram.Histogram
 	e2e              *hdrhistogram.Histogram
-	weights          []float64
-	perSource        []float64
+	// cpuWin is, for a fio row, the interval (UnixNano) cpu_s_per_gib is
+	// over and the bytes received in it, for the whole-core figures.
+	cpuWin      [2]int64
+	cpuWinBytes uint64
+	weights     []float64
+	perSource   []float64
 }
 
 // gibibyte in bytes.
@@ -255,7 +279,7 @@ func measure(ctx context.Context, w workload, ios IO) (*Result, error) {
 	if framer != nil {
 		records = col.records.Load
 	}
-	sk, err := startSink(w.Engine, w.Runner, []string{"127.0.0.1:0"}, col)
+	sk, err := startSink(w.Engine, w.Runner, []string{w.Wire.listenAddr()}, col)
 	if err != nil {
 		return nil, err
 	}
@@ -288,6 +312,7 @@ func measure(ctx context.Context, w workload, ios IO) (*Result, error) {
 	waits0 := sk.e.Pool().Stats().Waits
 	rs0 := sumRunnerStats(sk.e.Stats().Runners)
 	cpu0 := cpuTime()
+	core0, coreOK := readCores(w.Wire.SinkCPUs, w.Wire.LoadCPUs)
 	t0 := time.Now()
 	if err := g.send(); err != nil {
 		smp.finish()
@@ -295,7 +320,7 @@ func measure(ctx context.Context, w workload, ios IO) (*Result, error) {
 		return fail(err)
 	}
 	prog := startProgress(ios, w.Label, w.Duration, col.total.Load, records)
-	backlog := sampleBacklog(sk.addrs()[0], w.Duration)
+	backlog := sampleBacklog(sk.addrs()[0], w.Duration, 0)
 	var rep GenReport
 	var repErr error
 	got := false
@@ -339,6 +364,7 @@ func measure(ctx context.Context, w workload, ios IO) (*Result, error) {
 	// The interval ends when the last source ended; the report may come
 	// a moment later, but no engine work happens in between that matters.
 	t1 := time.Now()
+	core1, core1OK := readCores(w.Wire.SinkCPUs, w.Wire.LoadCPUs)
 	rxBacklog := backlog.finish()
 	cpu1 := cpuTime() - backlog.cpu // the sampler's reads of /proc are not the engine's
 	threads, rss := smp.finish()
@@ -367,6 +393,10 @@ func measure(ctx context.Context, w workload, ios IO) (*Result, error) {
 		Profile: profPath, EngineCPUs: runtime.GOMAXPROCS(0), RxBacklogBytes: rxBacklog,
 	}
 	applyGen(r, rep)
+	r.Wire = w.Wire.name()
+	if coreOK && core1OK {
+		applyCore(r, coreBetween(core0, core1), r.Bytes, len(w.Wire.SinkCPUs), len(w.Wire.LoadCPUs))
+	}
 	r.hist, r.e2e = col.latency()
 	r.E2ELatencyNs = summarize(r.e2e)
 	r.Counters = counterDeltas(rs0, rs1, r.Bytes, r.DurationS)
@@ -374,7 +404,7 @@ func measure(ctx context.Context, w workload, ios IO) (*Result, error) {
 		r.EngineCPUUtil = r.CPUS / (r.DurationS * float64(r.EngineCPUs))
 	}
 	if rep.OfferedBps == 0 {
-		r.Bottleneck = bottleneck(r.EngineCPUUtil, r.GenCPUUtil)
+		r.Bottleneck = r.bottleneck()
 	}
 	r.ThroughputBps = float64(r.Bytes) / r.DurationS
 	r.CPUSPerGiB = cpuPerGiB(r.CPUS, r.Bytes)
@@ -520,8 +550,9 @@ func mergeResults(rs []*Result) *Result {
 	}
 	s := &Result{Runner: rs[0].Runner, Sources: rs[0].Sources, Verified: true, Rounds: len(rs), hist: newHist(), e2e: newHist(),
 		GenHeld: 1, EngineCPUs: rs[0].EngineCPUs, GenCPUs: rs[0].GenCPUs}
+	s.Wire = rs[0].Wire
 	var cnt []Counters
-	var engUtil, genUtil float64
+	var engUtil, genUtil, coreUtil, loadUtil float64
 	var fair float64
 	for _, r := range rs {
 		s.Bytes += r.Bytes
@@ -570,6 +601,11 @@ func mergeResults(rs []*Result) *Result {
 		s.RxBacklogBytes += r.RxBacklogBytes
 		engUtil += r.EngineCPUUtil
 		genUtil += r.GenCPUUtil
+		s.CoreCPUS += r.CoreCPUS
+		s.CoreSoftirqS += r.CoreSoftirqS
+		s.LoadCoreCPUS += r.LoadCoreCPUS
+		coreUtil += r.CoreUtil
+		loadUtil += r.LoadCoreUtil
 		cnt = append(cnt, r.Counters)
 	}
 	if s.DurationS > 0 {
@@ -577,6 +613,9 @@ func mergeResults(rs []*Result) *Result {
 		s.RecordsPerS = float64(s.Records) / s.DurationS
 	}
 	s.CPUSPerGiB = cpuPerGiB(s.CPUS, s.Bytes)
+	s.CoreCPUSPerGiB = cpuPerGiB(s.CoreCPUS, s.Bytes)
+	s.CoreSoftirqSPerGiB = cpuPerGiB(s.CoreSoftirqS, s.Bytes)
+	s.LoadCoreCPUSPerGiB = cpuPerGiB(s.LoadCoreCPUS, s.Bytes)
 	if s.CPUOver != "" {
 		s.CPUSPerGiBListened = s.CPUSPerGiB
 	}
@@ -584,6 +623,7 @@ func mergeResults(rs []*Result) *Result {
 		// A fio row measures its throughput, and its CPU, over less than
 		// its duration.
 		s.ThroughputBps, s.CPUSPerGiB = rs[0].ThroughputBps, rs[0].CPUSPerGiB
+		s.CoreCPUSPerGiB, s.CoreSoftirqSPerGiB, s.LoadCoreCPUSPerGiB = rs[0].CoreCPUSPerGiB, rs[0].CoreSoftirqSPerGiB, rs[0].LoadCoreCPUSPerGiB
 	}
 	if len(rs) > 1 {
 		// Medians, as every comparison is made round by round: one round
@@ -595,6 +635,16 @@ func mergeResults(rs []*Result) *Result {
 		t, c := spread("throughput", tps), spread("cpu_s_per_gib", cpus)
 		s.ThroughputRounds, s.CPURounds = &t, &c
 		s.ThroughputBps, s.CPUSPerGiB = t.Median, c.Median
+		cores, softs, loads := make([]float64, len(rs)), make([]float64, len(rs)), make([]float64, len(rs))
+		for i, r := range rs {
+			cores[i], softs[i], loads[i] = r.CoreCPUSPerGiB, r.CoreSoftirqSPerGiB, r.LoadCoreCPUSPerGiB
+		}
+		if s.CoreCPUS > 0 {
+			cs := spread("core_cpu_s_per_gib", cores)
+			s.CoreRounds = &cs
+			s.CoreCPUSPerGiB = cs.Median
+			s.CoreSoftirqSPerGiB, s.LoadCoreCPUSPerGiB = spread("", softs).Median, spread("", loads).Median
+		}
 	}
 	s.FairnessJain = fair / float64(len(rs))
 	s.LatencyNs = summarize(s.hist)
@@ -602,8 +652,10 @@ func mergeResults(rs []*Result) *Result {
 	s.RxBacklogBytes /= int64(len(rs))
 	s.EngineCPUUtil = engUtil / float64(len(rs))
 	s.GenCPUUtil = genUtil / float64(len(rs))
+	s.CoreUtil = coreUtil / float64(len(rs))
+	s.LoadCoreUtil = loadUtil / float64(len(rs))
 	if s.OfferedBps == 0 {
-		s.Bottleneck = bottleneck(s.EngineCPUUtil, s.GenCPUUtil)
+		s.Bottleneck = s.bottleneck()
 	}
 	s.Counters = sumCounters(cnt, s.Bytes, s.DurationS)
 	return s

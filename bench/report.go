@@ -13,7 +13,7 @@ import (
 func writeRunTable(w io.Writer, rep *RunReport) {
 	c := rep.Config
 	framed := c.Framing != "" && c.Framing != "none"
-	writeResultTable(w, rep.Summary, tableKind{framed: framed, fio: c.Client == ClientFio})
+	writeResultTable(w, rep.Summary, tableKind{framed: framed, fio: c.Client == ClientFio, core: hasCore(rep.Summary)})
 	writeComparisons(w, rep.Ratios, rep.Verdicts)
 	for _, s := range rep.Failed {
 		fmt.Fprintf(w, "failed %s: %s\n", s.Runner, s.Reason)
@@ -21,7 +21,15 @@ func writeRunTable(w io.Writer, rep *RunReport) {
 	for _, s := range rep.Skipped {
 		fmt.Fprintf(w, "skipped %s: %s\n", s.Runner, s.Reason)
 	}
-	fmt.Fprintf(w, "kernel %s, %s, %d CPUs; %s\n", rep.Host.Kernel, rep.Host.Go, rep.Host.CPUs, pinNote(rep.Pinning))
+	fmt.Fprintf(w, "kernel %s, %s, %d CPUs; %s; %s\n", rep.Host.Kernel, rep.Host.Go, rep.Host.CPUs, pinNote(rep.Pinning), wireNote(rep.Wire))
+	if hasCore(rep.Summary) {
+		judged := "ratios and targets on cpu_s_per_gib use the sink process's CPU"
+		if rep.Wire.Mode == WireVeth {
+			judged = "targets on cpu_s_per_gib are judged by the whole core"
+		}
+		fmt.Fprintf(w, "CPU s/GiB is the sink process's (getrusage); core s/GiB the sink's CPUs' whole busy time (user, nice, system, irq, softirq from /proc/stat), "+
+			"softirq its softirq part, load core the load's CPUs' busy time, each per GiB received; %s\n", judged)
+	}
 	pacing := "unlimited rate"
 	if c.RateBps > 0 {
 		pacing = fmt.Sprintf("%s per source, %s arrivals, skew %g", FormatRate(c.RateBps), c.Arrivals, c.Skew)
@@ -56,6 +64,44 @@ func writeRunTable(w io.Writer, rep *RunReport) {
 type tableKind struct {
 	framed bool // records columns instead of latencies
 	fio    bool // the client was fio: no latencies and no generator lag
+	core   bool // whole-core columns
+}
+
+// hasCore reports whether any result has whole-core figures.
+func hasCore(rs []*Result) bool {
+	for _, r := range rs {
+		if r.CoreCPUS > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// coreCells are the whole-core cells of r, tab-separated, for the first
+// table: core CPU-s/GiB (with its range over rounds), its softirq part,
+// and the load's core.
+func coreCells(r *Result) string {
+	if r.CoreCPUS == 0 {
+		return "-\t-\t-"
+	}
+	core := fmt.Sprintf("%.3f", r.CoreCPUSPerGiB)
+	if c := r.CoreRounds; c != nil {
+		core = fmt.Sprintf("%s (%.3f-%.3f)", core, c.Min, c.Max)
+	}
+	return fmt.Sprintf("%s\t%.3f\t%.3f", core, r.CoreSoftirqSPerGiB, r.LoadCoreCPUSPerGiB)
+}
+
+// utilCells are the utilisation cells of the second table: the sink's and
+// the load's processes, then with whole-core figures their cores.
+func utilCells(r *Result, k tableKind) string {
+	s := fmt.Sprintf("%.0f%%\t%.0f%%", 100*r.EngineCPUUtil, 100*r.GenCPUUtil)
+	if k.core {
+		if r.CoreCPUS == 0 {
+			return s + "\t-\t-"
+		}
+		s += fmt.Sprintf("\t%.0f%%\t%.0f%%", 100*r.CoreUtil, 100*r.LoadCoreUtil)
+	}
+	return s
 }
 
 // writeResultTable prints one row per result: what the engine did, then
@@ -65,13 +111,18 @@ type tableKind struct {
 // peer) shows "-" in them.
 func writeResultTable(w io.Writer, rs []*Result, k tableKind) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	coreHead := ""
+	if k.core {
+		coreHead = "\tcore s/GiB\tsoftirq\tload core"
+	}
+	cpuHead := "CPU s/GiB" + coreHead
 	switch {
 	case k.framed:
-		fmt.Fprintln(tw, "runner\tthroughput\trecords/s\tbytes\trecords\tskipped\tCPU s/GiB\tthreads\tRSS\tfairness\tpool waits\tpartials\tverified\t")
+		fmt.Fprintln(tw, "runner\tthroughput\trecords/s\tbytes\trecords\tskipped\t"+cpuHead+"\tthreads\tRSS\tfairness\tpool waits\tpartials\tverified\t")
 	case k.fio:
-		fmt.Fprintln(tw, "runner\tthroughput\tbytes\tCPU s/GiB\tthreads\tRSS\tfairness\tpool waits\tpartials\tverified\t")
+		fmt.Fprintln(tw, "runner\tthroughput\tbytes\t"+cpuHead+"\tthreads\tRSS\tfairness\tpool waits\tpartials\tverified\t")
 	default:
-		fmt.Fprintln(tw, "runner\tthroughput\tbytes\tCPU s/GiB\tthreads\tRSS\tp50\tp99\tp99.9\tmax\te2e p99\te2e max\tfairness\tpool waits\tpartials\tverified\t")
+		fmt.Fprintln(tw, "runner\tthroughput\tbytes\t"+cpuHead+"\tthreads\tRSS\tp50\tp99\tp99.9\tmax\te2e p99\te2e max\tfairness\tpool waits\tpartials\tverified\t")
 	}
 	for _, r := range rs {
 		verified := "ok"
@@ -84,6 +135,9 @@ func writeResultTable(w io.Writer, rs []*Result, k tableKind) {
 		}
 		if c := r.CPURounds; c != nil {
 			cpu = fmt.Sprintf("%s (%.3f-%.3f)", cpu, c.Min, c.Max)
+		}
+		if k.core {
+			cpu += "\t" + coreCells(r)
 		}
 		switch {
 		case k.framed:
@@ -116,7 +170,11 @@ func writeResultTable(w io.Writer, rs []*Result, k tableKind) {
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	if k.fio {
-		fmt.Fprintln(tw, "runner\tfio held\tfio sent\tsink CPU\tfio CPU\tlimit\tthroughput over\treads/s\tcompl/enter\twaits/s\tsyscalls/MiB\t")
+		utilHead := "sink CPU\tfio CPU"
+		if k.core {
+			utilHead += "\tsink core\tfio core"
+		}
+		fmt.Fprintln(tw, "runner\tfio held\tfio sent\t"+utilHead+"\tlimit\tthroughput over\treads/s\tcompl/enter\twaits/s\tsyscalls/MiB\t")
 		for _, r := range rs {
 			limit := limitNote(r)
 			if r.GeneratorBound {
@@ -126,8 +184,8 @@ func writeResultTable(w io.Writer, rs []*Result, k tableKind) {
 			if r.Counters.Reads > 0 && r.DurationS > 0 {
 				reads = humanize.Comma(int64(float64(r.Counters.Reads) / r.DurationS))
 			}
-			fmt.Fprintf(tw, "%s\t%.1f%%\t%s\t%.0f%%\t%.0f%%\t%s\t%s\t%s\t%s\t%s\t%.1f\t\n", r.Runner, 100*r.GenHeld, FormatBytes(r.GenSentBytes),
-				100*r.EngineCPUUtil, 100*r.GenCPUUtil, limit, r.ThroughputOver, reads, perEnter(r.Counters),
+			fmt.Fprintf(tw, "%s\t%.1f%%\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t\n", r.Runner, 100*r.GenHeld, FormatBytes(r.GenSentBytes),
+				utilCells(r, k), limit, r.ThroughputOver, reads, perEnter(r.Counters),
 				humanize.Comma(int64(r.Counters.WaitsPerS)), r.Counters.SyscallsPerMiB)
 		}
 		tw.Flush()
@@ -138,11 +196,15 @@ func writeResultTable(w io.Writer, rs []*Result, k tableKind) {
 		}
 		return
 	}
-	fmt.Fprintln(tw, "runner\tgen held\tgen lag p50\tgen lag p99\tgen lag max\tengine CPU\tgen CPU\tlimit\trx backlog/src\tcompl/enter\twaits/s\twakeups/s\tsyscalls/MiB\t")
+	utilHead := "engine CPU\tgen CPU"
+	if k.core {
+		utilHead += "\tsink core\tgen core"
+	}
+	fmt.Fprintln(tw, "runner\tgen held\tgen lag p50\tgen lag p99\tgen lag max\t"+utilHead+"\tlimit\trx backlog/src\tcompl/enter\twaits/s\twakeups/s\tsyscalls/MiB\t")
 	for _, r := range rs {
-		fmt.Fprintf(tw, "%s\t%.1f%%\t%s\t%s\t%s\t%.0f%%\t%.0f%%\t%s\t%s\t%s\t%s\t%s\t%.1f\t\n",
+		fmt.Fprintf(tw, "%s\t%.1f%%\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t\n",
 			r.Runner, 100*r.GenHeld, FormatNanos(r.GenLagNs.P50), FormatNanos(r.GenLagNs.P99), FormatNanos(r.GenLagNs.Max),
-			100*r.EngineCPUUtil, 100*r.GenCPUUtil, limitNote(r), backlogPerSource(r),
+			utilCells(r, k), limitNote(r), backlogPerSource(r),
 			perEnter(r.Counters), humanize.Comma(int64(r.Counters.WaitsPerS)), humanize.Comma(int64(r.Counters.WakeupsPerS)),
 			r.Counters.SyscallsPerMiB)
 	}
@@ -205,7 +267,11 @@ func writeComparisons(w io.Writer, cs []Comparison, vs []TargetVerdict) {
 		fmt.Fprintln(w, comparisonLine(c))
 	}
 	for _, v := range vs {
-		fmt.Fprintf(w, "target %s/%s %s: %s (median %.2f, range %.2f-%.2f)\n", v.A, v.B, v.Target, v.Verdict,
+		by := ""
+		if v.By != "" {
+			by = " by " + v.By
+		}
+		fmt.Fprintf(w, "target %s/%s %s%s: %s (median %.2f, range %.2f-%.2f)\n", v.A, v.B, v.Target, by, v.Verdict,
 			v.Spread.Median, v.Spread.Min, v.Spread.Max)
 	}
 	fmt.Fprintln(w)

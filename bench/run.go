@@ -71,13 +71,16 @@ type RunConfig struct {
 	GnetSink string
 	// TLS adds the row RowTLS, measured first in every round (see tls.go).
 	TLS bool
+	// Wire is how the load reaches the sinks: WireAuto (the default),
+	// WireVeth or WireLoopback.
+	Wire string
 }
 
 // DefaultRunConfig returns the defaults documented on the flags.
 func DefaultRunConfig() RunConfig {
 	return RunConfig{
 		Rounds: 1, Sources: DefaultRunSources, Duration: DefaultRunDuration, MsgSize: DefaultRunMsgSize,
-		Arrivals: ArrivalsPoisson, MaxDial: DefaultMaxDial, Verify: true, Pin: true, Client: ClientGen,
+		Arrivals: ArrivalsPoisson, MaxDial: DefaultMaxDial, Verify: true, Pin: true, Client: ClientGen, Wire: WireAuto,
 	}
 }
 
@@ -116,7 +119,10 @@ func (c *RunConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.GnetSink, "gnet-sink", c.GnetSink, "the reference sinks' binary, for --peers (default: go build bench/gnetsink into the user cache directory)")
 	fs.BoolVar(&c.TLS, "tls", c.TLS, "add a row first: TLS ingestion (TLS 1.3 from the generator into a TLS listener, on the goroutine runner that carries TLS), "+
 		"with its ratios to every plaintext row; unpaced runs of the built-in generator only")
-	fs.Var(&c.Targets, "target", "judge ratios of the first runner to each other one, e.g. cpu_s_per_gib<=0.9,throughput>=1 (metrics: throughput, cpu_s_per_gib, p99, e2e_p99, rss, threads, syscalls_per_mib): met, missed or inconclusive over the rounds' min-max")
+	fs.StringVar(&c.Wire, "wire", c.Wire, "how the load reaches the sinks: veth (the sink and the load in network namespaces of their own, joined by a veth pair, "+
+		"each side's receive work steered to its own CPU, as between two hosts; needs root and ip), loopback (127.0.0.1, where the sender's work lands on the sink's CPU), "+
+		"or auto (veth when it can be built, else loopback with the reason)")
+	fs.Var(&c.Targets, "target", "judge ratios of the first runner to each other one, e.g. cpu_s_per_gib<=0.9,throughput>=1 (metrics: throughput, cpu_s_per_gib, core_cpu_s_per_gib, p99, e2e_p99, rss, threads, syscalls_per_mib; on the veth wire cpu_s_per_gib is judged by the whole receiving core): met, missed or inconclusive over the rounds' min-max")
 	c.Engine.register(fs)
 	c.Engine.registerListen(fs)
 	c.Engine.registerFraming(fs, "; the generator sends each --msg-size message as one such record, without timestamps: "+
@@ -218,6 +224,15 @@ func (c RunConfig) Validate() error {
 	}
 	if c.Rounds < 1 {
 		return fmt.Errorf("--rounds: %d: must be at least 1", c.Rounds)
+	}
+	if err := validWire(c.Wire); err != nil {
+		return err
+	}
+	if c.Wire == WireVeth && c.InProcess {
+		return errors.New("--wire veth: not with --in-process (the sink runs in a process of its own in the sink's namespace)")
+	}
+	if c.Wire == WireVeth && !c.Pin {
+		return errors.New("--wire veth: needs --pin (the sink and the load each on CPUs of their own)")
 	}
 	for i, p := range c.Peers {
 		if !slices.Contains(AllPeers(), p) {
@@ -338,9 +353,12 @@ const noLatencyNote = "latency not measured: with --framing the generator's mess
 
 // RunReport is the JSON report of `run` (see the package documentation).
 type RunReport struct {
-	Command string    `json:"command"` // "run"
-	Host    Host      `json:"host"`
-	Pinning Pinning   `json:"pinning"`
+	Command string  `json:"command"` // "run"
+	Host    Host    `json:"host"`
+	Pinning Pinning `json:"pinning"`
+	// Wire is the wire the load crossed, and why auto fell back to
+	// loopback.
+	Wire    WireInfo  `json:"wire"`
 	Config  runParams `json:"config"`
 	Runs    []*Result `json:"runs"`
 	Summary []*Result `json:"summary"`
@@ -427,7 +445,15 @@ func Run(ctx context.Context, c RunConfig, ios IO) (*RunReport, error) {
 	pin, unpin := pinApart(c.Pin)
 	defer unpin()
 	fenv.cpus, fenv.sinkCPUs = pin.GenCPUs, runtime.GOMAXPROCS(0)
-	rep := &RunReport{Command: "run", Host: hostInfo(), Pinning: pin, Skipped: skipped, OK: true,
+	wire, wireWhy, closeWire, err := c.openWire(ctx, pin, ios)
+	if err != nil {
+		return nil, err
+	}
+	// Deferred, so that an error, a signal (which cancels ctx) or a panic
+	// on this goroutine tears the namespaces down.
+	defer closeWire()
+	fenv.wire = wire
+	rep := &RunReport{Command: "run", Host: hostInfo(), Pinning: pin, Wire: wire.info(c.Wire, wireWhy), Skipped: skipped, OK: true,
 		Config: runParams{Client: c.Client, Peers: c.Peers, Sources: c.Sources, DurationS: c.Duration.Seconds(), MsgSize: int64(c.MsgSize),
 			RateBps: float64(c.Rate), Arrivals: c.Arrivals, Skew: c.Skew, Rounds: c.Rounds,
 			Pool: c.Engine.Pool, Buf: int64(c.Engine.Buf), Workers: c.Engine.Workers, FlushNs: int64(c.Engine.Flush), Verify: c.Verify,
@@ -456,8 +482,8 @@ func Run(ctx context.Context, c RunConfig, ios IO) (*RunReport, error) {
 		rep.Notes = append(rep.Notes, gnetLatencyNote)
 	}
 	rows := c.tlsRows(append(slices.Clone(runners), c.Peers...))
-	fmt.Fprintf(ios.Err, "sluice-bench run: %d sources, %s %s, rate %s per source, %v per row, rows %v, load from %s, %s\n",
-		c.Sources, FormatBytes(uint64(c.MsgSize)), msgs, rateOrUnlimited(c.Rate), c.Duration, rows, client, pinNote(pin))
+	fmt.Fprintf(ios.Err, "sluice-bench run: %d sources, %s %s, rate %s per source, %v per row, rows %v, load from %s, %s; %s\n",
+		c.Sources, FormatBytes(uint64(c.MsgSize)), msgs, rateOrUnlimited(c.Rate), c.Duration, rows, client, pinNote(pin), wireNote(rep.Wire))
 	byRunner := map[string][]*Result{}
 	failed := map[string]bool{}
 	for round := range c.Rounds {
@@ -471,7 +497,7 @@ func Run(ctx context.Context, c RunConfig, ios IO) (*RunReport, error) {
 			}
 			w := workload{Runner: name, Round: round, Sources: c.Sources, Duration: c.Duration, MsgSize: c.MsgSize,
 				Rate: c.Rate, Arrivals: c.Arrivals, Pacing: c.GenPacing, Skew: c.Skew, MaxDial: c.MaxDial, Verify: c.Verify,
-				Engine: c.Engine, Exe: exe, GenCPUs: pin.GenCPUs, Profile: c.Profile, Label: name}
+				Engine: c.Engine, Exe: exe, GenCPUs: pin.GenCPUs, Profile: c.Profile, Label: name, Wire: wire}
 			w = tlsWorkload(w, name, tlsFiles)
 			if c.Rounds > 1 {
 				w.Label = fmt.Sprintf("%s (round %d/%d)", name, round+1, c.Rounds)
@@ -500,8 +526,12 @@ func Run(ctx context.Context, c RunConfig, ios IO) (*RunReport, error) {
 			if framer != nil {
 				recs = fmt.Sprintf(", %s records (%s records/s)", humanize.Comma(int64(r.Records)), humanize.Comma(int64(r.RecordsPerS)))
 			}
-			fmt.Fprintf(ios.Err, "%s: %s in %.2fs, %s, %.3f CPU-s/GiB%s\n", w.Label, FormatBytes(r.Bytes), r.DurationS,
-				FormatRate(r.ThroughputBps), r.CPUSPerGiB, recs)
+			core := ""
+			if r.CoreCPUS > 0 {
+				core = fmt.Sprintf(" (sink process), %.3f whole core (%.3f softirq), load core %.3f", r.CoreCPUSPerGiB, r.CoreSoftirqSPerGiB, r.LoadCoreCPUSPerGiB)
+			}
+			fmt.Fprintf(ios.Err, "%s: %s in %.2fs, %s, %.3f CPU-s/GiB%s%s\n", w.Label, FormatBytes(r.Bytes), r.DurationS,
+				FormatRate(r.ThroughputBps), r.CPUSPerGiB, core, recs)
 			for _, m := range r.Mismatches {
 				fmt.Fprintf(ios.Err, "MISMATCH %s: %s\n", name, m)
 			}
@@ -547,8 +577,11 @@ func Run(ctx context.Context, c RunConfig, ios IO) (*RunReport, error) {
 		// What TLS costs Go's own sink: the floor under RowTLS's ratio.
 		rep.Ratios = append(rep.Ratios, compareRounds([]string{PeerGoTLS, PeerGo}, rep.Runs)...)
 	}
-	rep.Verdicts = judge(c.Targets, rep.Ratios)
+	rep.Verdicts = judge(c.Targets, rep.Ratios, wire.veth())
 	rep.Notes = append(rep.Notes, c.tlsNotes(rep.Runs)...)
+	if n := busyNote(loadAverage(), rep.Host.CPUs); n != "" {
+		rep.Notes = append(rep.Notes, n)
+	}
 	fmt.Fprintln(ios.Out)
 	writeRunTable(ios.Out, rep)
 	if err := writeOutputs(rep, c.JSON, c.Plot, ios); err != nil {
@@ -566,6 +599,29 @@ func rateOrUnlimited(r Rate) string {
 		return "unlimited"
 	}
 	return FormatRate(float64(r))
+}
+
+// openWire sets up c's wire between the engine's and the generator's
+// CPUs, with its teardown, and why auto fell back to loopback.
+func (c RunConfig) openWire(ctx context.Context, pin Pinning, ios IO) (wireEnv, string, func(), error) {
+	if c.Wire == WireAuto && c.InProcess {
+		why := "--in-process hosts the sink in this process, outside a sink namespace"
+		fmt.Fprintf(ios.Err, "sluice-bench: wire: loopback: %s\n", why)
+		return wireEnv{Mode: WireLoopback, SinkCPUs: pin.EngineCPUs, LoadCPUs: pin.GenCPUs}, why, func() {}, nil
+	}
+	return openWire(ctx, c.Wire, pin.EngineCPUs, pin.GenCPUs, ios.Err)
+}
+
+// wireNote is the progress line's and the table's account of the wire.
+func wireNote(w WireInfo) string {
+	if w.Mode == WireVeth {
+		return fmt.Sprintf("wire veth: sink %s in %s (CPUs %v, rps_cpus %s), load %s in %s (CPUs %v, rps_cpus %s)",
+			w.SinkAddr, w.SinkNS, w.SinkCPUs, w.SinkRPS, w.LoadAddr, w.LoadNS, w.LoadCPUs, w.LoadRPS)
+	}
+	if w.Reason != "" {
+		return "wire loopback (" + w.Reason + ")"
+	}
+	return "wire loopback"
 }
 
 func pinNote(p Pinning) string {

@@ -16,6 +16,9 @@ var ratioMetrics = []struct {
 }{
 	{"throughput", "throughput", func(r *Result) float64 { return r.ThroughputBps }},
 	{"cpu_s_per_gib", "CPU-s/GiB", func(r *Result) float64 { return r.CPUSPerGiB }},
+	// The receiving core's whole busy time per GiB: on the veth wire,
+	// what a target on cpu_s_per_gib is judged by (see judge).
+	{"core_cpu_s_per_gib", "core CPU-s/GiB", func(r *Result) float64 { return r.CoreCPUSPerGiB }},
 	{"p99", "p99", func(r *Result) float64 { return float64(r.LatencyNs.P99) }},
 	{"e2e_p99", "e2e p99", func(r *Result) float64 { return float64(r.E2ELatencyNs.P99) }},
 	{"rss", "RSS", func(r *Result) float64 { return float64(r.RSSMaxBytes) }},
@@ -156,7 +159,8 @@ func (t Target) String() string {
 }
 
 // ParseTarget parses "METRIC<=X" or "METRIC>=X" (spaces allowed), where
-// METRIC is one of throughput, cpu_s_per_gib, p99, e2e_p99, rss, threads,
+// METRIC is one of throughput, cpu_s_per_gib,
+// core_cpu_s_per_gib, p99, e2e_p99, rss, threads,
 // syscalls_per_mib.
 func ParseTarget(s string) (Target, error) {
 	for _, op := range []string{"<=", ">="} {
@@ -211,6 +215,9 @@ type TargetVerdict struct {
 	Target  string      `json:"target"`
 	Spread  RatioSpread `json:"spread"`
 	Verdict string      `json:"verdict"`
+	// By names the ratio judged when it is not the target's own metric:
+	// core_cpu_s_per_gib for a cpu_s_per_gib target on the veth wire.
+	By string `json:"by,omitempty"`
 }
 
 // TargetList is a comma-separated list of targets (a flag).
@@ -239,13 +246,24 @@ func (l *TargetList) Set(v string) error {
 	return nil
 }
 
-// judge applies every target to every comparison.
-func judge(ts []Target, cs []Comparison) []TargetVerdict {
+// judge applies every target to every comparison. With byCore (the veth
+// wire, where each side's core does its own receive work) a target on
+// cpu_s_per_gib is judged by the receiving core's whole busy time per
+// GiB: a process's CPU time holds only the part of the kernel's receive
+// work that happened to run in its context, and how much that is depends
+// on how the sink waits, not on what it costs.
+func judge(ts []Target, cs []Comparison, byCore bool) []TargetVerdict {
 	var out []TargetVerdict
 	for _, c := range cs {
 		for _, t := range ts {
-			s, _ := c.Ratio(t.Metric)
-			out = append(out, TargetVerdict{A: c.A, B: c.B, Target: t.String(), Spread: s, Verdict: Verdict(t, s, c.GeneratorBound)})
+			m, by := t.Metric, ""
+			if byCore && m == "cpu_s_per_gib" {
+				if _, ok := c.Ratio("core_cpu_s_per_gib"); ok {
+					m, by = "core_cpu_s_per_gib", "core_cpu_s_per_gib"
+				}
+			}
+			s, _ := c.Ratio(m)
+			out = append(out, TargetVerdict{A: c.A, B: c.B, Target: t.String(), Spread: s, Verdict: Verdict(t, s, c.GeneratorBound), By: by})
 		}
 	}
 	return out

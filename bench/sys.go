@@ -124,8 +124,9 @@ type backlogSampler struct {
 }
 
 // sampleBacklog starts sampling the receive queues of the connections
-// accepted on addr a quarter, half and three quarters into a run of d.
-func sampleBacklog(addr string, d time.Duration) *backlogSampler {
+// accepted on addr a quarter, half and three quarters into a run of d, in
+// the network namespace of process pid (0: this process's).
+func sampleBacklog(addr string, d time.Duration, pid int) *backlogSampler {
 	b := &backlogSampler{stop: make(chan struct{}), done: make(chan struct{})}
 	_, p, _ := net.SplitHostPort(addr)
 	port, _ := strconv.Atoi(p)
@@ -140,7 +141,7 @@ func sampleBacklog(addr string, d time.Duration) *backlogSampler {
 				return
 			}
 			t0 := threadCPU()
-			q, _ := rxBacklog(port)
+			q, _ := rxBacklogOf(pid, port)
 			b.cpu += threadCPU() - t0
 			b.sum += q
 			b.n++

@@ -159,10 +159,6 @@ func procCPU(pid int) (time.Duration, bool) {
 	return time.Duration(u+s) * time.Second / clockTicks, true
 }
 
-// clockTicks is the kernel's USER_HZ, the unit of /proc/PID/stat's times:
-// 100 on every Linux architecture Go supports.
-const clockTicks = 100
-
 // threadCPU is the user plus system CPU time of the calling thread
 // (getrusage RUSAGE_THREAD); the caller locks its goroutine to the thread.
 func threadCPU() time.Duration {
@@ -210,13 +206,21 @@ func runqueueWait() time.Duration {
 	return time.Duration(total)
 }
 
-// rxBacklog returns the bytes waiting in the receive queues of the
+// rxBacklog is rxBacklogOf this process's network namespace.
+func rxBacklog(port int) (queued int64, sockets int) { return rxBacklogOf(0, port) }
+
+// rxBacklogOf returns the bytes waiting in the receive queues of the
 // established TCP sockets whose local port is port, and how many such
 // sockets there are: for a sink's accepted connections, what the engine
 // has yet to read. It reads /proc/net/tcp and /proc/net/tcp6 (a text
-// line per socket), so it is sampled a few times a run, not often.
-func rxBacklog(port int) (queued int64, sockets int) {
-	for _, name := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+// line per socket), so it is sampled a few times a run, not often: those
+// of process pid's network namespace, or of this process's when pid is 0.
+func rxBacklogOf(pid, port int) (queued int64, sockets int) {
+	dir := "/proc/net"
+	if pid > 0 {
+		dir = "/proc/" + strconv.Itoa(pid) + "/net"
+	}
+	for _, name := range []string{dir + "/tcp", dir + "/tcp6"} {
 		b, err := os.ReadFile(name)
 		if err != nil {
 			continue

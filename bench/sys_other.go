@@ -64,3 +64,6 @@ func runqueueWait() time.Duration { return 0 }
 
 // rxBacklog is not available here (there is no /proc/net/tcp).
 func rxBacklog(int) (queued int64, sockets int) { return 0, 0 }
+
+// rxBacklogOf is not available here.
+func rxBacklogOf(int, int) (queued int64, sockets int) { return 0, 0 }

@@ -61,6 +61,17 @@ func bottleneck(engUtil, genUtil float64) string {
 	return BottleneckKernel
 }
 
+// bottleneck names what limited r: on the veth wire from each side's
+// whole core, since each does its own receive work there and a process's
+// CPU time holds only the part of it that happened to run in its context;
+// elsewhere from each process's CPU.
+func (r *Result) bottleneck() string {
+	if r.Wire == WireVeth && r.CoreUtil > 0 {
+		return bottleneck(r.CoreUtil, r.LoadCoreUtil)
+	}
+	return bottleneck(r.EngineCPUUtil, r.GenCPUUtil)
+}
+
 // Counters are a runner's own counters over the measured interval, and
 // what they say per unit of work.
 type Counters struct {

@@ -74,7 +74,7 @@ func TestCompareRounds(t *testing.T) {
 	if tp.Median != 1.5 || tp.Min != 1 || tp.Max != 2 || len(tp.PerRound) != 3 {
 		t.Errorf("throughput ratio %+v", tp)
 	}
-	vs := judge([]Target{{Metric: "cpu_s_per_gib", Op: "<=", Bound: 0.9}}, cs)
+	vs := judge([]Target{{Metric: "cpu_s_per_gib", Op: "<=", Bound: 0.9}}, cs, false)
 	if vs[0].Verdict != VerdictInconclusive || vs[1].Verdict != VerdictNone {
 		t.Errorf("verdicts %+v", vs)
 	}
@@ -178,5 +178,31 @@ func TestFloor(t *testing.T) {
 	}
 	if err := (FloorConfig{Sources: 0, Duration: time.Second}).Validate(); err == nil || !strings.Contains(err.Error(), "--sources") {
 		t.Errorf("zero sources: %v", err)
+	}
+}
+
+// TestJudgeByCore checks that on the veth wire a target on cpu_s_per_gib
+// is judged by the receiving core's whole busy time, and by the sink
+// process's CPU elsewhere.
+func TestJudgeByCore(t *testing.T) {
+	res := func(runner string, round int, cpu, core float64) *Result {
+		return &Result{Runner: runner, Round: round, ThroughputBps: 1, CPUSPerGiB: cpu, CoreCPUSPerGiB: core}
+	}
+	// The process figures say uring is far cheaper; the cores say not.
+	runs := []*Result{res("uring", 0, 0.2, 0.55), res("epoll", 0, 0.4, 0.5), res("uring", 1, 0.2, 0.56), res("epoll", 1, 0.4, 0.52)}
+	cs := compareRounds([]string{"uring", "epoll"}, runs)
+	target := []Target{{Metric: "cpu_s_per_gib", Op: "<=", Bound: 0.9}}
+	for _, tc := range []struct {
+		byCore bool
+		want   string
+		by     string
+	}{{false, VerdictMet, ""}, {true, VerdictMissed, "core_cpu_s_per_gib"}} {
+		vs := judge(target, cs, tc.byCore)
+		if len(vs) != 1 || vs[0].Verdict != tc.want || vs[0].By != tc.by {
+			t.Errorf("byCore %v: %+v, want %s by %q", tc.byCore, vs, tc.want, tc.by)
+		}
+	}
+	if line := comparisonLine(cs[0]); !strings.Contains(line, "core CPU-s/GiB") {
+		t.Errorf("line %q lacks the core ratio", line)
 	}
 }

@@ -4,18 +4,23 @@
 # --peers gnet,go` command: every runner, the gnet sink and the go sink
 # (a goroutine per connection), each in a process of its own pinned to
 # the first CPU, fio on the others, over several rounds in alternating
-# order, with every row's bytes reconciled with fio's report. It prints
-# each row's table (median CPU-s/GiB and throughput, ratios of uring to
-# every other row with their min-max over the rounds) and keeps the
-# reports and charts. About 15 minutes with the defaults on a 2-CPU
+# order, with every row's bytes reconciled with fio's report. As root the
+# sinks and fio sit on either end of a veth wire (--wire auto: two network
+# namespaces, each side's receive work on its own CPU, as between two
+# hosts), and every row gives the receiving core's whole busy time per GiB,
+# which the targets judge; elsewhere they fall back to loopback and say
+# so. It prints each row's table (median CPU-s/GiB and throughput, ratios
+# of uring to every other row with their min-max over the rounds) and
+# keeps the reports and charts. About 15 minutes with the defaults on a 2-CPU
 # machine; run it on a quiet one.
 #
-# Usage: scripts/fio-targets.sh [-B BIN] [-o DIR] [-r ROUNDS] [-d DURATION] [-R RUNNERS] [ROW...]
+# Usage: scripts/fio-targets.sh [-B BIN] [-o DIR] [-r ROUNDS] [-d DURATION] [-R RUNNERS] [-w WIRE] [ROW...]
 #   -B BIN       use this sluice-bench binary instead of building one
 #   -o DIR       keep the text and JSON reports and the charts here (default: a temp dir)
 #   -r ROUNDS    rounds per row (default 3)
 #   -d DURATION  fio's runtime per row and round (default 6s)
 #   -R RUNNERS   runners to compare (default uring,goroutine,epoll,thread)
+#   -w WIRE      auto, veth or loopback (default auto: veth where it can be built)
 #   ROW          bulk, paced, stream, lines (default: these four), or
 #                bulk-rated: the bulk row's 1,000 connections held to 2 MiB/s
 #                each (2 GiB/s offered), a load the sinks mostly keep up with, so
@@ -23,14 +28,15 @@
 #                with fio
 set -euo pipefail
 
-bin="" out="" rounds=3 duration=6s runners=uring,goroutine,epoll,thread
-while getopts "B:o:r:d:R:h" opt; do
+bin="" out="" rounds=3 duration=6s runners=uring,goroutine,epoll,thread wire=auto
+while getopts "B:o:r:d:R:w:h" opt; do
 	case $opt in
 	B) bin=$OPTARG ;;
 	o) out=$OPTARG ;;
 	r) rounds=$OPTARG ;;
 	d) duration=$OPTARG ;;
 	R) runners=$OPTARG ;;
+	w) wire=$OPTARG ;;
 	*)
 		sed -n '2,/^set -e/p' "$0" | sed 's/^# \{0,1\}//; /^set -e/d'
 		exit 2
@@ -62,7 +68,7 @@ row() {
 	echo
 }
 
-common=(run --client fio --runners "$runners" --peers gnet,go --duration "$duration" --rounds "$rounds"
+common=(run --client fio --wire "$wire" --runners "$runners" --peers gnet,go --duration "$duration" --rounds "$rounds"
 	--target 'cpu_s_per_gib<=0.8')
 for r in "${rows[@]}"; do
 	case $r in

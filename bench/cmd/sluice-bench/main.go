@@ -32,6 +32,7 @@ commands:
   jetstream  TCP sources into NATS JetStream: throughput, CPU per GiB of sluice and the server
   soak     every kind of source at once for a long time: exact delivery, and no leaks once the load stops
   idle     many idle connections beside a few active ones: memory, threads and accept time per connection, per runner
+  wire-check  one round over the veth wire (as root): on which CPU each side's packets are received
 
 Run 'sluice-bench <command> --help' for a command's flags.
 `
@@ -128,6 +129,12 @@ func run(args []string) int {
 		c := bench.DefaultIdleConfig()
 		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, ios bench.IO) error {
 			_, err := bench.Idle(ctx, c, ios)
+			return err
+		}}
+	case "wire-check":
+		c := bench.DefaultWireCheckConfig()
+		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, ios bench.IO) error {
+			_, err := bench.WireCheck(ctx, c, ios)
 			return err
 		}}
 	case "natsd": // hidden: the NATS server process that jetstream starts
