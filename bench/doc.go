@@ -230,7 +230,7 @@
 //	 "host": {"kernel", "go", "os", "arch", "cpus"},
 //	 "pinning": {"enabled", "engine_cpus", "gen_cpus", "note"},
 //	 "wire": {"mode", "asked", "reason", "sink_netns", "load_netns", "sink_addr", "load_addr",
-//	          "sink_cpus", "load_cpus", "sink_rps_cpus", "load_rps_cpus"},
+//	          "sink_cpus", "load_cpus", "sink_rps_cpus", "load_rps_cpus", "congestion"},
 //	 "config": {"client", "peers", "record_size", "sources", "duration_s", "msg_size", "rate_bps",
 //	            "arrivals", "pacing", "skew", "rounds", "pool", "buf", "workers", "flush_ns", "verify", "framing"},
 //	 "runs": [RESULT, ...],     // one per row (runner or peer) and round, in the order measured

@@ -615,8 +615,8 @@ func (c RunConfig) openWire(ctx context.Context, pin Pinning, ios IO) (wireEnv, 
 // wireNote is the progress line's and the table's account of the wire.
 func wireNote(w WireInfo) string {
 	if w.Mode == WireVeth {
-		return fmt.Sprintf("wire veth: sink %s in %s (CPUs %v, rps_cpus %s), load %s in %s (CPUs %v, rps_cpus %s)",
-			w.SinkAddr, w.SinkNS, w.SinkCPUs, w.SinkRPS, w.LoadAddr, w.LoadNS, w.LoadCPUs, w.LoadRPS)
+		return fmt.Sprintf("wire veth: sink %s in %s (CPUs %v, rps_cpus %s), load %s in %s (CPUs %v, rps_cpus %s), TCP congestion control %s",
+			w.SinkAddr, w.SinkNS, w.SinkCPUs, w.SinkRPS, w.LoadAddr, w.LoadNS, w.LoadCPUs, w.LoadRPS, w.Congestion)
 	}
 	if w.Reason != "" {
 		return "wire loopback (" + w.Reason + ")"

@@ -69,6 +69,8 @@ type WireInfo struct {
 	// receive queue.
 	SinkRPS string `json:"sink_rps_cpus,omitempty"`
 	LoadRPS string `json:"load_rps_cpus,omitempty"`
+	// Congestion is the TCP congestion control both sides use.
+	Congestion string `json:"congestion,omitempty"`
 }
 
 // wireEnv is what a measurement needs to know of the wire: where the sink
@@ -81,6 +83,8 @@ type wireEnv struct {
 	LoadNS   string `json:",omitempty"`
 	SinkCPUs []int  `json:",omitempty"` // the receiving core(s), for accounting
 	LoadCPUs []int  `json:",omitempty"`
+	// Congestion is the TCP congestion control of both namespaces.
+	Congestion string `json:",omitempty"`
 }
 
 // veth reports whether e is the veth wire.
@@ -132,6 +136,7 @@ func (e wireEnv) info(asked, reason string) WireInfo {
 	if e.veth() {
 		wi.SinkNS, wi.LoadNS, wi.LoadAddr = e.SinkNS, e.LoadNS, WireLoadIP
 		wi.SinkRPS, wi.LoadRPS = cpuMask(e.SinkCPUs), cpuMask(e.LoadCPUs)
+		wi.Congestion = e.Congestion
 	}
 	return wi
 }
@@ -165,6 +170,7 @@ type wireTopo struct {
 	sinkNS, loadNS string
 	sinkIf, loadIf string
 	spec           wireSpec
+	congestion     string // the namespaces' TCP congestion control
 	once           sync.Once
 	closeErr       error
 }
@@ -180,7 +186,7 @@ type wireSpec struct {
 
 // env is the wire as measurements see it.
 func (t *wireTopo) env() wireEnv {
-	return wireEnv{Mode: WireVeth, IP: t.ip, SinkNS: t.sinkNS, LoadNS: t.loadNS, SinkCPUs: t.spec.SinkCPUs, LoadCPUs: t.spec.LoadCPUs}
+	return wireEnv{Mode: WireVeth, IP: t.ip, SinkNS: t.sinkNS, LoadNS: t.loadNS, SinkCPUs: t.spec.SinkCPUs, LoadCPUs: t.spec.LoadCPUs, Congestion: t.congestion}
 }
 
 // openWire sets up the wire a run asked for (mode is WireAuto, WireVeth or

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -96,6 +97,21 @@ func buildWire(ctx context.Context, spec wireSpec) (*wireTopo, error) {
 			}
 			return run("-n", t.loadNS, "addr", "add", fmt.Sprintf("%s/%d", WireLoadIP, wirePrefix), "dev", t.loadIf)
 		}},
+		{"congestion", func() error {
+			cc, err := wireCongestion()
+			if err != nil {
+				return err
+			}
+			for _, ns := range []string{t.sinkNS, t.loadNS} {
+				cmd := exec.CommandContext(ctx, ip, "netns", "exec", ns, "sh", "-c",
+					"echo "+cc+" > /proc/sys/net/ipv4/tcp_congestion_control")
+				if out, err := cmd.CombinedOutput(); err != nil {
+					return fmt.Errorf("tcp_congestion_control %s in %s: %v: %s", cc, ns, err, bytes.TrimSpace(out))
+				}
+			}
+			t.congestion = cc
+			return nil
+		}},
 		{"up", func() error {
 			for _, a := range [][]string{
 				{"-n", t.sinkNS, "link", "set", "lo", "up"}, {"-n", t.loadNS, "link", "set", "lo", "up"},
@@ -119,6 +135,27 @@ func buildWire(ctx context.Context, spec wireSpec) (*wireTopo, error) {
 		}
 	}
 	return t, nil
+}
+
+// wireCongestion is the TCP congestion control both namespaces use:
+// cubic, Linux's own default, where the host allows it, and otherwise
+// reno; both back off on a loss and recover within round trips. A
+// namespace starts with the host's default, which may be one (bbr) that
+// after the drops of a sink whose receive queues overflow paces its
+// sender at a few kilobytes a second for a minute: a round then measures
+// the sender's recovery, not the sink.
+func wireCongestion() (string, error) {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
+	if err != nil {
+		return "", fmt.Errorf("congestion control: %w", err)
+	}
+	allowed := strings.Fields(string(b))
+	for _, cc := range []string{"cubic", "reno"} {
+		if slices.Contains(allowed, cc) {
+			return cc, nil
+		}
+	}
+	return "", fmt.Errorf("congestion control: neither cubic nor reno is allowed (tcp_allowed_congestion_control: %s)", bytes.TrimSpace(b))
 }
 
 // writeRPS steers the receive work of dev's only queue to cpus

@@ -170,6 +170,21 @@ func TestWireCarriesBytes(t *testing.T) {
 		}
 	}
 
+	// Both sides' TCP backs off on a loss as Linux ships it, whatever the
+	// host's default.
+	if w.congestion != "cubic" && w.congestion != "reno" {
+		t.Errorf("congestion control %q, want cubic or reno", w.congestion)
+	}
+	for _, side := range []string{sideSink, sideLoad} {
+		out, err := env.command(context.Background(), side, "cat", "/proc/sys/net/ipv4/tcp_congestion_control").Output()
+		if err != nil {
+			t.Fatalf("%s: read tcp_congestion_control: %v", side, err)
+		}
+		if got := strings.TrimSpace(string(out)); got != w.congestion {
+			t.Errorf("%s: tcp_congestion_control %q, want %q", side, got, w.congestion)
+		}
+	}
+
 	ln.Close()
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
@@ -186,7 +201,7 @@ func TestWireCarriesBytes(t *testing.T) {
 // panics with a built wire, and checks that nothing is left behind.
 func TestWireTeardownOnError(t *testing.T) {
 	buildTestWire(t, wireSpec{}).Close() // skips where no wire can be built
-	for _, step := range []string{"netns", "veth", "rps", "move", "address", "up"} {
+	for _, step := range []string{"netns", "veth", "rps", "move", "address", "congestion", "up"} {
 		t.Run(step, func(t *testing.T) {
 			injected := errors.New("injected")
 			_, err := buildWire(context.Background(), wireSpec{SinkCPUs: []int{0}, LoadCPUs: []int{1},
