@@ -24,8 +24,9 @@ const (
 	// budget is spent the lane goes to the back of the ready queue.
 	epReadsPerTurn = 4
 	// epDatagramsPerTurn is the same budget for datagram lanes, counted
-	// in datagrams, which are mostly far smaller than a stream read.
-	epDatagramsPerTurn = 32
+	// in datagrams, which are mostly far smaller than a stream read; it is
+	// also the most one recvmmsg(2) asks for.
+	epDatagramsPerTurn = 64
 	// epWakeFD marks the eventfd's readiness event; lane tokens carry a
 	// slot index, which is never negative.
 	epWakeFD = -1
@@ -44,11 +45,12 @@ const (
 // and the per-turn read budget, so no edge is lost. Regular files cannot be
 // registered with epoll: they are treated as always readable and read with
 // pread(2) from Desc.Offset, a bounded number of reads per loop turn.
-// Datagram descriptors (SOCK_DGRAM sockets) are read one datagram per
-// recvmsg(2) until EAGAIN, into buffers framed as srcs.ForEachDatagram
-// reads them; a datagram too large for the room left is dropped, reported
-// to the emitter if it is a srcs.DatagramDropReporter, and logged once per
-// lane, and the lane keeps running.
+// Datagram descriptors (SOCK_DGRAM sockets) are read many datagrams per
+// recvmmsg(2), as many as the buffer has rooms for, until one brings fewer
+// than it asked for, into buffers framed as srcs.ForEachDatagram reads
+// them; a datagram too large for its room is dropped, reported to the
+// emitter if it is a srcs.DatagramDropReporter, and logged once per lane,
+// and the lane keeps running.
 //
 // A listener's connections are accepted in a worker's loop (StartAccept,
 // srcs.Listener.AcceptThrough): one worker per listener watches a

@@ -119,11 +119,11 @@ func (w *epWorker) serve() {
 // service reads a readable lane until EAGAIN, a short socket read, the end
 // of its source, a wait for a buffer, or the end of its read budget.
 func (w *epWorker) service(ln *epLane) {
-	budget := epReadsPerTurn
 	if ln.kind == srcs.Datagram {
-		budget = epDatagramsPerTurn
+		w.serviceDatagrams(ln)
+		return
 	}
-	for range budget {
+	for range epReadsPerTurn {
 		if w.e.front.Paused.Load() {
 			// No new reads; the lane stays readable for the resume.
 			break
@@ -132,28 +132,15 @@ func (w *epWorker) service(ln *epLane) {
 			return
 		}
 		space := ln.f.Space()
-		var n int
-		var err error
-		truncated := false
-		if ln.kind == srcs.Datagram {
-			n, truncated, err = w.recv(ln, space)
-		} else {
-			n, err = w.read(ln, space)
-		}
+		n, err := w.read(ln, space)
 		switch {
 		case err == unix.EAGAIN:
-			ln.readable, ln.full = false, false
-			if ln.f.Pending() == 0 {
-				ln.f.Flush(time.Now()) // idle lanes hold no buffer
-			}
+			w.drained(ln)
 			return
 		case err != nil:
 			w.finish(ln, srcs.Classify(os.NewSyscallError(w.readOp(ln), err)))
 			return
-		case truncated:
-			ln.f.Drop(n, w.e.log, "fallback: epoll")
-			continue
-		case n == 0 && ln.kind != srcs.Datagram:
+		case n == 0:
 			w.finish(ln, io.EOF)
 			return
 		}
@@ -177,6 +164,51 @@ func (w *epWorker) service(ln *epLane) {
 	w.enqueue(ln)
 }
 
+// serviceDatagrams receives a readable datagram lane's datagrams, as many
+// at a time as its buffer has rooms for, until a receive brings fewer than
+// it asked for (the socket drained), a wait for a buffer, or the end of
+// its budget.
+func (w *epWorker) serviceDatagrams(ln *epLane) {
+	for budget := epDatagramsPerTurn; budget > 0; {
+		if w.e.front.Paused.Load() {
+			break
+		}
+		if ln.f.NeedsBuffer() && !w.acquire(ln) {
+			return
+		}
+		room, stride, k := ln.f.DatagramBatch()
+		k = min(k, budget)
+		n, err := w.recvBatch(ln, room, stride, k)
+		switch {
+		case err == unix.EAGAIN:
+			w.drained(ln)
+			return
+		case err != nil:
+			w.finish(ln, srcs.Classify(os.NewSyscallError("recvmmsg", err)))
+			return
+		}
+		ln.f.CommitDatagrams(n, w.mmsg, time.Now(), w.e.log, "fallback: epoll")
+		w.holdPartial(ln)
+		budget -= n
+		if n < k {
+			// The queue ran dry during the receive: the next datagram
+			// raises a new edge.
+			ln.readable = false
+			return
+		}
+	}
+	w.enqueue(ln)
+}
+
+// drained records that a lane's read said EAGAIN: it waits for its next
+// edge, and holds no empty buffer meanwhile.
+func (w *epWorker) drained(ln *epLane) {
+	ln.readable, ln.full = false, false
+	if ln.f.Pending() == 0 {
+		ln.f.Flush(time.Now()) // idle lanes hold no buffer
+	}
+}
+
 func (w *epWorker) readOp(ln *epLane) string {
 	switch ln.kind {
 	case srcs.File:
@@ -187,17 +219,11 @@ func (w *epWorker) readOp(ln *epLane) string {
 	return "read"
 }
 
-// recv receives one datagram; see recvDatagram.
-func (w *epWorker) recv(ln *epLane, p []byte) (int, bool, error) {
-	for {
-		n, truncated, err := recvDatagram(ln.fd, p)
-		w.reads.Add(1)
-		if err != unix.EINTR {
-			return n, truncated, err
-		}
-	}
+// recvBatch receives up to k datagrams into ln's rooms (DatagramBatch).
+func (w *epWorker) recvBatch(ln *epLane, room, stride, k int) (int, error) {
+	w.reads.Add(1)
+	return w.mmsg.Recv(ln.fd, ln.f.Space(), stride, room, k)
 }
-
 func (w *epWorker) read(ln *epLane, p []byte) (int, error) {
 	for {
 		var n int

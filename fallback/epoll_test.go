@@ -4,8 +4,11 @@ package fallback_test
 
 import (
 	"errors"
+	"fmt"
+	"net"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -39,5 +42,44 @@ func TestEpollAddErrors(t *testing.T) {
 	}
 	if _, err := fallback.NewEpoll(srcs.RunnerConfig{Workers: -1, Pool: g.Pool}); err == nil {
 		t.Error("NewEpoll with negative Workers succeeded")
+	}
+}
+
+// TestEpollDatagramBatches: datagrams queued while a lane could not read
+// come in with a few recvmmsg calls, not one call each.
+func TestEpollDatagramBatches(t *testing.T) {
+	g := runnertest.NewRig(t, newEpoll, runnertest.RigConfig{
+		Pool: pool.Config{BufSize: 64 << 10, Buffers: 4}, Runner: srcs.RunnerConfig{Workers: 1}, Datagrams: true,
+	})
+	s, err := srcs.ListenUDP(srcs.UDPConfig{Addr: "127.0.0.1:0", MaxDatagram: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.R.SetPaused(true)
+	l := g.Add(s, 5*time.Millisecond)
+	c, err := net.DialUDP("udp", nil, s.LocalAddr().(*net.UDPAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const total = 256
+	for i := range total {
+		if _, err := c.Write([]byte(fmt.Sprintf("datagram %d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := g.R.Stats().Reads
+	g.R.SetPaused(false)
+	g.WaitUntil("every datagram", func() bool { return len(g.Dgrams.Datagrams(l.ID)) >= total })
+	got := g.Dgrams.Datagrams(l.ID)
+	for i, p := range got {
+		if want := fmt.Sprintf("datagram %d", i); string(p) != want {
+			t.Fatalf("datagram %d is %q, want %q", i, p, want)
+		}
+	}
+	// 64 a call at most (the lane's turn budget), and one that finds the
+	// socket empty.
+	if reads := g.R.Stats().Reads - before; reads > total/64+2 {
+		t.Errorf("%d receives for %d queued datagrams, want batches", reads, total)
 	}
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/sluice-io/sluice/internal/flush"
 	"github.com/sluice-io/sluice/internal/lanes"
+	"github.com/sluice-io/sluice/internal/mmsg"
 	"github.com/sluice-io/sluice/srcs"
 )
 
@@ -84,8 +85,9 @@ type epWorker struct {
 	batch   []uint64            // the ready queue being served this turn
 	flushes flush.Heap[*epLane] // lanes holding partial data, by flush deadline
 	events  []unix.EpollEvent
-	drain   [8]byte // eventfd read buffer
-	fault   error   // an injected failure: the loop ends with it
+	mmsg    *mmsg.Receiver // receives a datagram lane's batches
+	drain   [8]byte        // eventfd read buffer
+	fault   error          // an injected failure: the loop ends with it
 	// acceptors are the listeners whose socket the worker watches, by
 	// the slot their readiness events carry; nil where one stopped.
 	acceptors []*epAcceptor
@@ -101,7 +103,7 @@ func newEpWorker(e *Epoll) (*epWorker, error) {
 		unix.Close(epfd)
 		return nil, fmt.Errorf("fallback: epoll: %w", os.NewSyscallError("eventfd", err))
 	}
-	w := &epWorker{e: e, epfd: epfd, efd: efd, events: make([]unix.EpollEvent, epMaxEvents)}
+	w := &epWorker{e: e, epfd: epfd, efd: efd, events: make([]unix.EpollEvent, epMaxEvents), mmsg: mmsg.NewReceiver(epDatagramsPerTurn)}
 	w.wake = w.wakeLocked
 	binary.NativeEndian.PutUint64(w.one[:], 1)
 	// Level-triggered: the worker reads the counter whenever it fires.

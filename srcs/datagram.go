@@ -52,7 +52,10 @@ var (
 // largest datagram they expect. Runners reserve that much room (plus the
 // header) for each receive, so a smaller limit packs more datagrams into a
 // buffer. Datagrams above the limit are still delivered when they happen to
-// fit the room left in the buffer, and dropped otherwise.
+// fit the room their receive was given, and dropped otherwise: a receive of
+// one datagram has the rest of the buffer, and a receive of several (the
+// epoll runner's recvmmsg) the limit for each but the last, whose room
+// runs to the end of the buffer.
 type DatagramSizer interface {
 	// MaxDatagram returns the limit in bytes, at least 1. It must not
 	// change while a runner drives the source.

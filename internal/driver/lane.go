@@ -249,6 +249,15 @@ func (d *Lane) release() {
 // or a lower bound. The first drop of a lane is logged, naming runner;
 // each is reported to the emitter if it counts them.
 func (d *Lane) Drop(size int, log *slog.Logger, runner string) {
+	d.dropped(size, len(d.Space()), log, runner)
+	if d.n == 0 {
+		d.release()
+	}
+}
+
+// dropped logs (the first time) and reports a datagram of size bytes that
+// did not fit its room.
+func (d *Lane) dropped(size, room int, log *slog.Logger, runner string) {
 	dg := d.dg
 	if dg == nil {
 		// Only a datagram read is cut short; a stray Drop is still logged.
@@ -257,12 +266,61 @@ func (d *Lane) Drop(size int, log *slog.Logger, runner string) {
 	if !dg.warned {
 		dg.warned = true
 		log.Warn(runner+": dropped a datagram larger than the buffer space (further drops on this lane are not logged)",
-			"lane", d.l.ID, "source", d.l.Name(), "size", size, "room", len(d.Space()))
+			"lane", d.l.ID, "source", d.l.Name(), "size", size, "room", room)
 	}
 	if dg.rep != nil {
 		dg.rep.DatagramDropped(d.l, size)
 	}
-	if d.n == 0 {
+}
+
+// DatagramBatch says how one receive of several datagrams may fill the
+// held buffer of a datagram lane: up to k of them, the i-th into
+// Space()[i*stride:][:room], room being the lane's datagram limit and
+// stride that plus the next datagram's length prefix, but the last, whose
+// room runs to the end of the buffer (as a lone receive's does, so that a
+// datagram above the limit that fits there is delivered). Every room lies
+// within the buffer, and CommitDatagrams keeps them in place: what it
+// commits never reaches a room not yet read. A lane that emits every
+// datagram at once takes one at a time (k is 1).
+func (d *Lane) DatagramBatch() (room, stride, k int) {
+	size := len(d.buf.Bytes())
+	room = min(d.dg.limit, size-srcs.DatagramHeaderLen)
+	stride = room + srcs.DatagramHeaderLen
+	if d.maxHold <= 0 {
+		return room, stride, 1
+	}
+	return room, stride, max(1, (size-d.n)/stride)
+}
+
+// Datagrams describes what one receive of several datagrams brought.
+type Datagrams interface {
+	// Size is the i-th datagram's length; it exceeds its room when the
+	// datagram was cut short.
+	Size(i int) int
+	// Truncated reports that the i-th datagram was longer than its room.
+	Truncated(i int) bool
+}
+
+// CommitDatagrams records the n datagrams one receive placed in the rooms
+// DatagramBatch gave, in order, at now: each is moved up behind the one
+// before it and committed as Commit does, and one cut short is dropped as
+// Drop does. Afterwards the lane may or may not hold a buffer; it holds no
+// empty one.
+func (d *Lane) CommitDatagrams(n int, got Datagrams, now time.Time, log *slog.Logger, runner string) {
+	room, stride, _ := d.DatagramBatch()
+	rooms := d.Space()
+	for i := range n {
+		size := got.Size(i)
+		if got.Truncated(i) {
+			d.dropped(size, room, log, runner)
+			continue
+		}
+		// The rooms before i hold datagrams committed already, each no
+		// longer than its room: the copy only ever moves down.
+		copy(d.Space(), rooms[i*stride:i*stride+size])
+		d.Commit(size, now) // a datagram lane is never framed: no error
+	}
+	if d.buf != nil && d.n == 0 {
 		d.release()
 	}
 }

@@ -3,9 +3,12 @@ package driver
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -349,4 +352,120 @@ func FuzzLane(f *testing.F) {
 			t.Fatal("a buffer did not come home")
 		}
 	})
+}
+
+// batch is what a fake batched receive brought: sizes and cuts.
+type batch struct {
+	sizes []int
+	cut   []bool
+}
+
+func (b *batch) Size(i int) int       { return b.sizes[i] }
+func (b *batch) Truncated(i int) bool { return b.cut[i] }
+
+// dropCounter is a sink that counts dropped datagrams.
+type dropCounter struct {
+	sink
+	drops []int
+}
+
+func (c *dropCounter) DatagramDropped(_ *srcs.Lane, size int) { c.drops = append(c.drops, size) }
+
+// TestLaneDatagramBatch receives datagrams of random sizes several at a
+// time, into the rooms DatagramBatch gives, some of them too long for
+// their room: every datagram that fit arrives once, in order, whole, the
+// others are reported dropped with their size, every buffer is filled
+// until the next datagram might not fit, and every buffer comes home.
+func TestLaneDatagramBatch(t *testing.T) {
+	for _, hold := range []time.Duration{time.Millisecond, 0} {
+		t0 := time.Unix(1000, 0)
+		p, err := pool.New(pool.Config{BufSize: 4096, Buffers: 4, MaxPerSource: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := &dropCounter{}
+		l := &srcs.Lane{ID: 1, Src: smallDatagrams{}, Account: p.Join(1), Flush: hold, Out: out}
+		var d Lane
+		d.ResetDatagram(l, hold)
+		rng := rand.New(rand.NewPCG(1, uint64(hold)))
+		var want []string
+		var wantDrops []int
+		seq := 0
+		for range 400 {
+			if !d.Held() {
+				b, ok := l.Account.TryAcquire()
+				if !ok {
+					t.Fatal("no buffer for the lane")
+				}
+				d.Hold(b, t0)
+			}
+			room, stride, k := d.DatagramBatch()
+			if room != 100 || stride != 100+srcs.DatagramHeaderLen {
+				t.Fatalf("room %d stride %d, want 100 and %d", room, stride, 100+srcs.DatagramHeaderLen)
+			}
+			if hold == 0 && k != 1 {
+				t.Fatalf("a lane that holds nothing is offered %d rooms", k)
+			}
+			rooms := d.Space()
+			if (k-1)*stride+room > len(rooms) {
+				t.Fatalf("%d rooms of %d do not fit in %d bytes", k, stride, len(rooms))
+			}
+			got := &batch{}
+			for i := range 1 + rng.IntN(k) {
+				size := rng.IntN(110) // some longer than the room
+				msg := fmt.Sprintf("%04d", seq) + strings.Repeat("x", max(0, size-4))
+				msg = msg[:size]
+				seq++
+				fits := room
+				if i == k-1 {
+					fits = len(rooms) - i*stride // the last room runs to the end
+				}
+				copy(rooms[i*stride:i*stride+min(size, fits)], msg)
+				got.sizes, got.cut = append(got.sizes, size), append(got.cut, size > fits)
+				if size > fits {
+					wantDrops = append(wantDrops, size)
+				} else {
+					want = append(want, msg)
+				}
+			}
+			d.CommitDatagrams(len(got.sizes), got, t0, slog.New(slog.DiscardHandler), "test")
+			if d.Held() && d.Pending() == 0 {
+				t.Fatal("an idle lane kept an empty buffer")
+			}
+		}
+		d.Finish(io.EOF)
+		var arrived []string
+		for i, c := range out.chunks {
+			if c.flags&srcs.Datagrams == 0 {
+				t.Fatalf("a chunk without the Datagrams flag: %v", c.flags)
+			}
+			if err := srcs.ForEachDatagram(c.data, func(p []byte) bool { arrived = append(arrived, string(p)); return true }); err != nil {
+				t.Fatal(err)
+			}
+			if hold > 0 && c.flags&srcs.Partial != 0 && i < len(out.chunks)-1 && 4096-len(c.data) >= stride(100) {
+				t.Fatalf("a chunk of %d bytes went out with room for another datagram", len(c.data))
+			}
+		}
+		if !slices.Equal(arrived, want) {
+			t.Fatalf("hold %v: %d datagrams arrived, want %d (first difference at %d)", hold, len(arrived), len(want), firstDiff(arrived, want))
+		}
+		if !slices.Equal(out.drops, wantDrops) {
+			t.Fatalf("hold %v: drops %v, want %v", hold, out.drops, wantDrops)
+		}
+		if st := p.Stats(); st.InUse != 0 {
+			t.Fatalf("hold %v: %d buffers still held", hold, st.InUse)
+		}
+		p.Close()
+	}
+}
+
+func stride(room int) int { return room + srcs.DatagramHeaderLen }
+
+func firstDiff(a, b []string) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
 }

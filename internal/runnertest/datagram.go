@@ -87,6 +87,7 @@ func TestDatagrams(t *testing.T, newRunner New, o Options) {
 		}
 	})
 	t.Run("Fill", func(t *testing.T) { testDatagramFill(t, newRunner) })
+	t.Run("Burst", func(t *testing.T) { testDatagramBurst(t, newRunner) })
 	t.Run("TooLarge", func(t *testing.T) { testDatagramTooLarge(t, newRunner, !o.DropLowerBound) })
 	t.Run("Flush", func(t *testing.T) { testDatagramFlush(t, newRunner) })
 	t.Run("RemoveIdle", func(t *testing.T) { testDatagramRemoveIdle(t, newRunner) })
@@ -279,5 +280,53 @@ func testDatagramFill(t *testing.T, newRunner New) {
 		if c.Datagrams != 16 || c.Flags != srcs.Datagrams|srcs.Partial {
 			t.Errorf("chunk %+v, want 16 datagrams, partial", c)
 		}
+	}
+}
+
+// testDatagramBurst sends a burst of datagrams of mixed sizes at once, some
+// above the source's limit, so that a runner that receives several per
+// call takes them in batches: each arrives whole and in order, or (above
+// the limit, where its receive had no room for it) is reported dropped
+// with its size. Nothing is lost without a word.
+func testDatagramBurst(t *testing.T, newRunner New) {
+	g := dgRig(t, newRunner, 16<<10, 8)
+	s, c, l := g.UDP(srcs.UDPConfig{MaxDatagram: 1000}, 5*time.Millisecond)
+	const total = 120
+	rng := rand.New(rand.NewPCG(11, 3))
+	sizes := make([]int, total)
+	for i := range total {
+		sizes[i] = 4 + rng.IntN(900)
+		if i%17 == 5 {
+			sizes[i] = 1001 + rng.IntN(2000) // above the limit
+		}
+		if _, err := c.Write(dgramPayload(i, sizes[i])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g.WaitUntil("every datagram delivered or dropped", func() bool {
+		return len(g.Dgrams.Datagrams(l.ID))+len(g.Dgrams.Drops(l.ID))+kernelDrops(t, s) >= total
+	})
+	if drops := kernelDrops(t, s); drops > 0 {
+		t.Skipf("the kernel dropped %d datagrams", drops)
+	}
+	got, dropped := g.Dgrams.Datagrams(l.ID), g.Dgrams.Drops(l.ID)
+	next, d := 0, 0
+	for _, p := range got {
+		i := int(binary.LittleEndian.Uint32(p))
+		for ; next < i; next++ {
+			// Skipped: it must be a drop, reported in order, of a datagram
+			// above the limit.
+			if sizes[next] <= 1000 || d >= len(dropped) || dropped[d] <= 1000 {
+				t.Fatalf("datagram %d (%d bytes) neither delivered nor reported dropped (drops %v)", next, sizes[next], dropped)
+			}
+			d++
+		}
+		if i != next || !bytes.Equal(p, dgramPayload(i, sizes[i])) {
+			t.Fatalf("datagram %d delivered as %d bytes of datagram %d: out of order or not whole", next, len(p), i)
+		}
+		next++
+	}
+	if len(got)+len(dropped) != total {
+		t.Fatalf("%d delivered and %d dropped of %d sent", len(got), len(dropped), total)
 	}
 }

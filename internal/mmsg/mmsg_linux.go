@@ -1,0 +1,86 @@
+//go:build linux
+
+package mmsg
+
+import (
+	"structs"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// mmsghdr is struct mmsghdr of <sys/socket.h>: a message header and the
+// length the kernel received into it.
+type mmsghdr struct {
+	_   structs.HostLayout
+	hdr unix.Msghdr
+	len uint32
+}
+
+// Flags are the recvmmsg(2) flags Recv passes: never wait, and report a
+// datagram's real length even when it was longer than its room, so that
+// a truncated datagram shows as one.
+const Flags = unix.MSG_DONTWAIT | unix.MSG_TRUNC
+
+// Receiver receives up to Max datagrams with one system call. It is not
+// safe for concurrent use: a worker owns one and uses it for each of its
+// datagram sockets in turn.
+type Receiver struct {
+	hdrs []mmsghdr
+	iovs []unix.Iovec
+}
+
+// NewReceiver returns a Receiver for batches of at most n datagrams (1 to 1,024).
+func NewReceiver(n int) *Receiver {
+	n = min(max(n, 1), 1024) // the kernel's UIO_MAXIOV caps a batch
+	return &Receiver{hdrs: make([]mmsghdr, n), iovs: make([]unix.Iovec, n)}
+}
+
+// Max returns the largest batch the Receiver takes.
+func (r *Receiver) Max() int { return len(r.hdrs) }
+
+// Recv receives up to k datagrams from the socket fd without waiting: the
+// i-th into space[i*stride : i*stride+room], but the last, which may take
+// the rest of space. It returns how many arrived, and unix.EAGAIN when
+// none was queued. k is capped by Max and by what fits in space. Size and
+// Truncated describe each datagram received.
+func (r *Receiver) Recv(fd int, space []byte, stride, room, k int) (int, error) {
+	if stride < room || room < 1 {
+		panic("mmsg: a datagram's room must be positive and fit in its stride")
+	}
+	k = min(k, len(r.hdrs), (len(space)-room)/stride+1)
+	if k < 1 {
+		panic("mmsg: no room for a datagram")
+	}
+	for i := range k {
+		iov := &r.iovs[i]
+		iov.Base = &space[i*stride]
+		iov.SetLen(room)
+		if i == k-1 {
+			iov.SetLen(len(space) - i*stride)
+		}
+		r.hdrs[i] = mmsghdr{hdr: unix.Msghdr{Iov: iov}}
+		r.hdrs[i].hdr.SetIovlen(1)
+	}
+	for {
+		n, _, errno := unix.Syscall6(unix.SYS_RECVMMSG, uintptr(fd), uintptr(unsafe.Pointer(&r.hdrs[0])),
+			uintptr(k), Flags, 0, 0)
+		switch errno {
+		case 0:
+			return int(n), nil
+		case unix.EINTR:
+			continue
+		}
+		return 0, errno
+	}
+}
+
+// Size returns the length of the i-th datagram of the last Recv: its real
+// length, which exceeds its room when it was truncated.
+func (r *Receiver) Size(i int) int { return int(r.hdrs[i].len) }
+
+// Truncated reports whether the i-th datagram of the last Recv was longer
+// than its room, so that only its head arrived.
+func (r *Receiver) Truncated(i int) bool {
+	return r.hdrs[i].hdr.Flags&unix.MSG_TRUNC != 0 || int(r.hdrs[i].len) > int(r.iovs[i].Len)
+}
