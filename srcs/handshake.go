@@ -38,8 +38,17 @@ type trust struct {
 	tls            *tls.Config
 }
 
-// newTrust checks the trust fields of cfg. Errors name the YAML keys.
-func newTrust(cfg ListenerConfig) (trust, error) {
+// CheckTrust checks the form of cfg's trust fields (handshake_timeout,
+// max_handshakes, allow, proxy_protocol) as ListenTCP would, without
+// listening or reading a file, so that a node file can be checked before
+// anything opens. Errors name the YAML keys (allow[1]: ...).
+func (cfg ListenerConfig) CheckTrust() error {
+	_, err := trustForm(cfg)
+	return err
+}
+
+// trustForm checks and parses the trust fields that need no file.
+func trustForm(cfg ListenerConfig) (trust, error) {
 	var t trust
 	var err error
 	switch {
@@ -60,6 +69,15 @@ func newTrust(cfg ListenerConfig) (trust, error) {
 		if t.trusted, err = parsePrefixes("proxy_protocol.trusted", cfg.ProxyProtocol.Trusted); err != nil {
 			return t, err
 		}
+	}
+	return t, nil
+}
+
+// newTrust checks the trust fields of cfg. Errors name the YAML keys.
+func newTrust(cfg ListenerConfig) (trust, error) {
+	t, err := trustForm(cfg)
+	if err != nil {
+		return t, err
 	}
 	if cfg.TLS != nil {
 		if t.tls, err = cfg.TLS.serverConfig(cfg.Logger); err != nil {

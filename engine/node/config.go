@@ -322,6 +322,9 @@ func (f *file) validate() error {
 		case s.MQTT != nil && len(s.MQTT.Topics) == 0:
 			return f.errorf(at("topics"), "required (at least one topic filter)")
 		}
+		if err := f.checkAddresses(i, kind, s); err != nil {
+			return err
+		}
 		// Let the sources check the rest of their fields now, before
 		// anything listens; their errors name Go fields, which
 		// sourceError turns into keys.
@@ -352,6 +355,11 @@ func (f *file) validate() error {
 	if js := c.Output.JetStream; js != nil && js.Subject == "" {
 		return f.errorf([]any{"output", "jetstream", "subject"}, "required")
 	}
+	if js := c.Output.JetStream; js != nil {
+		if err := f.checkJetStream(js); err != nil {
+			return err
+		}
+	}
 	if js := c.Output.JetStream; js != nil && js.CredsFile != "" {
 		if err := checkCredsFile(js.CredsFile); err != nil {
 			return f.errorf([]any{"output", "jetstream", "creds_file"}, "%v", err)
@@ -374,6 +382,11 @@ func (f *file) validate() error {
 			return f.errorf([]any{"output", "file", "path"}, "required")
 		case !slices.Contains([]string{FormatRecords, FormatChunks}, w.Format):
 			return f.errorf([]any{"output", "file", "format"}, "%q: must be records or chunks", w.Format)
+		}
+	}
+	if c.Metrics.Listen != "" {
+		if err := checkHostPort(c.Metrics.Listen); err != nil {
+			return f.errorf([]any{"metrics", "listen"}, "%v", err)
 		}
 	}
 	if c.Metrics.PerSource < 0 {
@@ -420,7 +433,8 @@ func (o Output) kinds() []string {
 
 // Resolved returns the configuration as the node would run it on this
 // machine: the engine's defaults filled in (its worker and handler counts
-// follow GOMAXPROCS), and secrets (passwords, tokens, credentials) masked.
+// follow GOMAXPROCS), and secrets (passwords, tokens, the credentials of
+// URLs) printed as [redacted].
 // `sluice check` prints it.
 func (c Config) Resolved() ([]byte, error) {
 	if rc, err := c.Engine.Resolved(); err == nil {
@@ -439,23 +453,4 @@ func (c Config) Resolved() ([]byte, error) {
 	}
 	enc.Close()
 	return b.Bytes(), nil
-}
-
-// maskSecrets replaces the values of keys that hold secrets.
-func maskSecrets(n *yaml.Node) {
-	if n.Kind == yaml.MappingNode {
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := n.Content[i].Value, n.Content[i+1]
-			secret := false
-			for _, s := range []string{"password", "token", "secret", "nkey", "creds", "credentials"} {
-				secret = secret || strings.Contains(k, s)
-			}
-			if secret && v.Kind == yaml.ScalarNode && v.Value != "" {
-				v.Value, v.Tag, v.Style = "(hidden)", "!!str", 0
-			}
-		}
-	}
-	for _, c := range n.Content {
-		maskSecrets(c)
-	}
 }

@@ -50,6 +50,20 @@ func TestConfigErrors(t *testing.T) {
 		{"output format", "sources:\n  - tcp: {listen: 127.0.0.1:0}\noutput:\n  stdout: {format: lines}\n", "node.yaml:4: output.stdout.format: \"lines\": must be records or chunks"},
 		{"log format", "sources:\n  - tcp: {listen: 127.0.0.1:0}\nlog: {format: xml}\n", "node.yaml:3: log.format: \"xml\": must be text or json"},
 		{"duplicate key", "engine: {}\nengine: {}\n", "node.yaml:2: key engine given twice (first at line 1)"},
+		{"listen without a port", "sources:\n  - tcp:\n      listen: 127.0.0.1\n", "node.yaml:3: sources[0].tcp.listen: \"127.0.0.1\": missing port in address"},
+		{"listen port out of range", "sources:\n  - tcp:\n      listen: :99999\n", "node.yaml:3: sources[0].tcp.listen: \":99999\": port 99999 is out of range"},
+		{"listen host alone", "sources:\n  - tcp:\n      listen: localhost\n", "node.yaml:3: sources[0].tcp.listen: \"localhost\": missing port"},
+		{"listen bad service", "sources:\n  - tcp:\n      listen: :nosuchservice\n", "node.yaml:3: sources[0].tcp.listen: \":nosuchservice\": \"nosuchservice\" is not a port number"},
+		{"udp address", "sources:\n  - udp:\n      addr: nonsense\n", "node.yaml:3: sources[0].udp.addr: \"nonsense\": missing port"},
+		{"unix path too long", "sources:\n  - unix:\n      listen: /" + strings.Repeat("x", 120) + "\n", "node.yaml:3: sources[0].unix.listen: 121 bytes: a unix socket path takes at most 107"},
+		{"allow CIDR", "sources:\n  - tcp:\n      listen: 127.0.0.1:0\n      allow: [127.0.0.1, 10.0.0.0/99]\n", "node.yaml:4: sources[0].tcp.allow[1]: \"10.0.0.0/99\": not a CIDR or an IP address"},
+		{"trusted CIDR", "sources:\n  - tcp:\n      listen: 127.0.0.1:0\n      proxy_protocol:\n        trusted:\n          - nowhere\n", "node.yaml:6: sources[0].tcp.proxy_protocol.trusted[0]: \"nowhere\": not a CIDR"},
+		{"no trusted proxy", "sources:\n  - tcp:\n      listen: 127.0.0.1:0\n      proxy_protocol: {}\n", "node.yaml:4: sources[0].tcp.proxy_protocol.trusted: no proxy address"},
+		{"negative handshake timeout", "sources:\n  - tcp:\n      listen: 127.0.0.1:0\n      handshake_timeout: -1s\n", "node.yaml:4: sources[0].tcp.handshake_timeout: -1s is negative"},
+		{"metrics address", "sources:\n  - tcp: {listen: 127.0.0.1:0}\nmetrics:\n  listen: nonsense\n", "node.yaml:4: metrics.listen: \"nonsense\": missing port"},
+		{"jetstream url port", "sources:\n  - tcp: {listen: 127.0.0.1:0}\noutput:\n  jetstream:\n    subject: x\n    url: nats://op:pw@127.0.0.1:99999\n", "node.yaml:6: output.jetstream.url: nats://[redacted]@127.0.0.1:99999: port \"99999\" is not a number"},
+		{"jetstream url scheme", "sources:\n  - tcp: {listen: 127.0.0.1:0}\noutput:\n  jetstream:\n    subject: x\n    url: http://127.0.0.1:4222\n", "node.yaml:6: output.jetstream.url: http://127.0.0.1:4222: scheme \"http\" is not nats"},
+		{"jetstream storage", "sources:\n  - tcp: {listen: 127.0.0.1:0}\noutput:\n  jetstream:\n    subject: x\n    storage: disk\n", "node.yaml:6: output.jetstream.storage: \"disk\": must be file or memory"},
 		{"syntax", "engine: [\n", "node.yaml:1: YAML syntax: did not find expected node content"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -78,19 +92,70 @@ func TestEmptyFileIsErrEmpty(t *testing.T) {
 }
 
 // TestResolvedMasksSecrets: check prints the configuration without
-// passwords.
+// passwords, tokens or the credentials of URLs, each as [redacted].
 func TestResolvedMasksSecrets(t *testing.T) {
-	cfg, err := Load(srcstest.WriteFile(t, t.TempDir(), "node.yaml", "sources:\n  - mqtt:\n      broker: 127.0.0.1:1883\n      client_id: x\n      username: u\n      password: hunter2\n      topics: [a]\n"))
+	const tcp = "sources:\n  - tcp: {listen: 127.0.0.1:0}\n"
+	for _, tc := range []struct {
+		name, yaml string
+		secrets    []string // must not appear
+		want       []string // must appear
+	}{
+		{"mqtt password", "sources:\n  - mqtt:\n      broker: 127.0.0.1:1883\n      client_id: x\n      username: u\n      password: hunter2\n      topics: [a]\n",
+			[]string{"hunter2"}, []string{"password: '[redacted]'", "username: u", "buf_size: 65536"}},
+		{"url with a password", tcp + "output:\n  jetstream:\n    subject: x\n    url: nats://op:urlpw-17@127.0.0.1:1\n",
+			[]string{"urlpw-17", "op:"}, []string{"url: nats://[redacted]@127.0.0.1:1"}},
+		{"url with a token", tcp + "output:\n  jetstream:\n    subject: x\n    url: nats://s3cr3t-tok@127.0.0.1:1, nats://u:p4ss@127.0.0.2:2\n",
+			[]string{"s3cr3t-tok", "p4ss"}, []string{"nats://[redacted]@127.0.0.1:1, nats://[redacted]@127.0.0.2:2"}},
+		{"inline token", tcp + "output:\n  jetstream:\n    subject: x\n    token: tok-99\n",
+			[]string{"tok-99"}, []string{"token: '[redacted]'"}},
+		{"where a secret is is not a secret", tcp + "output:\n  jetstream:\n    subject: x\n    user: u\n    password_env: NATS_PW\n",
+			nil, []string{"password_env: NATS_PW"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := Parse("node.yaml", []byte(tc.yaml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := cfg.Resolved()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range tc.secrets {
+				if strings.Contains(string(out), s) {
+					t.Errorf("resolved shows %q:\n%s", s, out)
+				}
+			}
+			for _, s := range tc.want {
+				if !strings.Contains(string(out), s) {
+					t.Errorf("resolved lacks %q:\n%s", s, out)
+				}
+			}
+			if strings.Contains(string(out), "(hidden)") {
+				t.Errorf("resolved says (hidden), not [redacted]:\n%s", out)
+			}
+		})
+	}
+}
+
+// TestRedactURLs: errors and log lines lose the credentials of URLs.
+func TestRedactURLs(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"jetstream: connect nats://op:urlpw@127.0.0.1:1: refused", "jetstream: connect nats://[redacted]@127.0.0.1:1: refused"},
+		{"connect nats://op:xxxxx@h:1,nats://tok@h:2", "connect nats://[redacted]@h:1,nats://[redacted]@h:2"},
+		{"mail op@example.org and nats://h:1", "mail op@example.org and nats://h:1"},
+	} {
+		if got := redactURLs(tc.in); got != tc.want {
+			t.Errorf("redactURLs(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+	var b strings.Builder
+	log, err := newLogger(Log{Format: "json"}, &b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := cfg.Resolved()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(string(out), "hunter2") || !strings.Contains(string(out), "password: (hidden)") ||
-		!strings.Contains(string(out), "buf_size: 65536") {
-		t.Fatalf("resolved:\n%s", out)
+	log.Warn("jetstream", "err", errors.New("nats: dial nats://op:pw-55@127.0.0.1:1"), "url", "nats://op:pw-55@127.0.0.1:1")
+	if strings.Contains(b.String(), "pw-55") || !strings.Contains(b.String(), "[redacted]@127.0.0.1:1") {
+		t.Errorf("log line %s", b.String())
 	}
 }
 
@@ -118,3 +183,4 @@ func TestByteUnits(t *testing.T) {
 		t.Errorf("an unknown key after a size: %v", err)
 	}
 }
+

@@ -25,7 +25,7 @@ func newLogger(c Log, w io.Writer) (*slog.Logger, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node: log.level: %q: must be debug, info, warn or error", c.Level)
 	}
-	opts := &slog.HandlerOptions{Level: lvl}
+	opts := &slog.HandlerOptions{Level: lvl, ReplaceAttr: redactAttr}
 	if c.Format == "json" {
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}

@@ -105,6 +105,8 @@ type Node struct {
 // background with backoff. cfg must come from Load or Parse. New logs
 // "node ready" when everything is open.
 func New(cfg Config, opts ...Option) (_ *Node, err error) {
+	// Errors may quote a server URL; its credentials never leave.
+	defer func() { err = redactError(err) }()
 	o := options{stderr: os.Stderr, stdout: os.Stdout, path: "node.yaml", startWait: 10 * time.Second}
 	for _, opt := range opts {
 		opt(&o)
@@ -268,7 +270,8 @@ func (n *Node) sourceError(err error) {
 // more after it began: a program may end ctx on the very signal sigs
 // then delivers. sigs may be nil. Run returns an error wrapping ErrSourcesFailed if any source
 // failed while the node ran.
-func (n *Node) Run(ctx context.Context, sigs <-chan os.Signal) (*Report, error) {
+func (n *Node) Run(ctx context.Context, sigs <-chan os.Signal) (_ *Report, err error) {
+	defer func() { err = redactError(err) }()
 	var first os.Signal
 wait:
 	for {

@@ -1,0 +1,97 @@
+package node
+
+import (
+	"log/slog"
+	"regexp"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/sluice-io/sluice/srcs"
+)
+
+// Redacted is the one word the node prints in place of a secret: in
+// `sluice check`, in its log and in its errors. It is srcs.Redacted, as
+// a srcs.Secret prints.
+const Redacted = srcs.Redacted
+
+// reUserinfo matches the credentials of a URL: the userinfo between
+// scheme:// and @ (nats://user:password@host, nats://token@host), also
+// when a library has already masked its password (user:xxxxx@).
+var reUserinfo = regexp.MustCompile(`\b([a-zA-Z][a-zA-Z0-9+.\-]*://)[^\s/?#@,"']+@`)
+
+// redactURLs replaces the credentials of every URL in s by Redacted.
+func redactURLs(s string) string {
+	if !strings.Contains(s, "@") {
+		return s
+	}
+	return reUserinfo.ReplaceAllString(s, "${1}"+Redacted+"@")
+}
+
+// redactedError is an error whose message has its URLs' credentials
+// redacted; it still unwraps to the original for errors.Is and As.
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
+
+// redactError returns err with the credentials in its message redacted.
+func redactError(err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	if r := redactURLs(msg); r != msg {
+		return &redactedError{r, err}
+	}
+	return err
+}
+
+// redactAttr is the log handlers' ReplaceAttr: strings and errors lose
+// their URLs' credentials.
+func redactAttr(_ []string, a slog.Attr) slog.Attr {
+	switch v := a.Value.Any().(type) {
+	case string:
+		if r := redactURLs(v); r != v {
+			a.Value = slog.StringValue(r)
+		}
+	case error:
+		if r := redactURLs(v.Error()); r != v.Error() {
+			a.Value = slog.StringValue(r)
+		}
+	}
+	return a
+}
+
+// secretKeys are the words of keys whose values are secrets. A key that
+// ends in _file or _env names where a secret is, not the secret, and
+// prints as it is.
+var secretKeys = []string{"password", "token", "secret", "nkey", "creds", "credentials", "authorization"}
+
+// maskSecrets replaces the values of keys that hold secrets, and the
+// credentials of URLs in any value, by Redacted.
+func maskSecrets(n *yaml.Node) {
+	if n.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := strings.ToLower(n.Content[i].Value), n.Content[i+1]
+			if strings.HasSuffix(k, "_file") || strings.HasSuffix(k, "_env") || v.Kind != yaml.ScalarNode || v.Value == "" {
+				continue
+			}
+			for _, s := range secretKeys {
+				if strings.Contains(k, s) {
+					v.Value, v.Tag, v.Style = Redacted, "!!str", 0
+					break
+				}
+			}
+		}
+	}
+	if n.Kind == yaml.ScalarNode {
+		n.Value = redactURLs(n.Value)
+	}
+	for _, c := range n.Content {
+		maskSecrets(c)
+	}
+}
