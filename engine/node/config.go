@@ -432,14 +432,13 @@ func (o Output) kinds() []string {
 }
 
 // Resolved returns the configuration as the node would run it on this
-// machine: the engine's defaults filled in (its worker and handler counts
-// follow GOMAXPROCS), and secrets (passwords, tokens, the credentials of
+// machine: every default filled in (the engine's worker and handler
+// counts follow GOMAXPROCS; sources, listeners and the output as their
+// code fills them), and secrets (passwords, tokens, the credentials of
 // URLs) printed as [redacted].
 // `sluice check` prints it.
 func (c Config) Resolved() ([]byte, error) {
-	if rc, err := c.Engine.Resolved(); err == nil {
-		c.Engine = rc
-	}
+	c = c.withDefaults()
 	var n yaml.Node
 	if err := n.Encode(c); err != nil {
 		return nil, fmt.Errorf("node: config: %w", err)

@@ -184,3 +184,39 @@ func TestByteUnits(t *testing.T) {
 	}
 }
 
+// TestResolvedDefaults: check prints every default the node runs with,
+// not the zero the file left.
+func TestResolvedDefaults(t *testing.T) {
+	cfg, err := Parse("node.yaml", []byte("engine: {buffers: 64}\n"+
+		"sources:\n  - tcp: {listen: 127.0.0.1:0}\n  - mqtt: {broker: 127.0.0.1:1883, client_id: x, topics: [a]}\n"+
+		"  - tcp_client: {addr: 127.0.0.1:1}\n  - udp: {addr: 127.0.0.1:0}\n  - tail: {path: /var/log/x.log}\n"+
+		"output:\n  jetstream: {subject: x, stream: S}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cfg.Resolved()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"max_per_source: 16\n", "max_pool_bytes: 4294967296\n",
+		"handshake_timeout: 10s\n", "max_handshakes: 1024\n",
+		"version: 4\n", "keep_alive: 30s\n", "max_message: 1048576\n", "dial_timeout: 5s\n",
+		"initial: 50ms\n", "max: 5s\n", "max_datagram: 65507\n", "poll: 250ms\n", "checkpoint_every: 1s\n",
+		"url: nats://127.0.0.1:4222\n", "max_pending: 256\n", "ack_timeout: 5s\n", "retry_wait: 100ms\n",
+		"storage: file\n", "replicas: 1\n", "duplicate_window: 2m0s\n",
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("resolved lacks %q", strings.TrimSpace(want))
+		}
+	}
+	for _, zero := range []string{"max_per_source: 0\n", "handshake_timeout: 0s\n", "max_handshakes: 0\n", "keep_alive: 0s\n",
+		"version: 0\n", "max_message: 0\n", "ack_timeout: 0s\n", "max_pending: 0\n", "dial_timeout: 0s\n"} {
+		if strings.Contains(string(out), zero) {
+			t.Errorf("resolved still prints %q:\n%s", strings.TrimSpace(zero), out)
+		}
+	}
+	if cfg.Sources[0].TCP.HandshakeTimeout != 0 || cfg.Output.JetStream.MaxPending != 0 {
+		t.Error("Resolved changed the configuration it was called on")
+	}
+}
