@@ -108,10 +108,15 @@ const (
 
 // Writer is the stdout output: how chunks are written.
 type Writer struct {
-	// Format is records (the default: the bytes as they arrived, with
-	// datagrams and MQTT messages one per line) or chunks (each chunk
-	// behind a header line naming its source, sequence number, flags and
-	// length). See the README's "Outputs".
+	// Format is records (the default: the bytes as they arrived, in
+	// whole lines, with datagrams and MQTT messages one per line) or
+	// chunks (each chunk behind a header line naming its source, sequence
+	// number, flags and length). In records, a line never holds two
+	// sources' bytes: an unframed source's unfinished line waits for its
+	// end, and a record a source never finished (closed, or cut by the
+	// drain, in its middle) is written on a line of its own behind a
+	// marker line, sluice-truncated source=ID bytes=N name="NAME", then
+	// exactly N bytes and a newline. See the README's "Outputs".
 	Format string `yaml:"format"`
 }
 
