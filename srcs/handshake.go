@@ -366,8 +366,21 @@ func (l *Listener) prepare(c net.Conn, deadline time.Time) (*AcceptedConn, refus
 				}
 				name = "tcp://" + src.String()
 			}
-		} else if err := sniffProxyHeader(c, deadline); err != nil {
-			return nil, classifyHandshake(err, refProxy), err
+		} else {
+			// A TLS handshake waits for the client's first bytes anyway;
+			// a plaintext connection is looked at only briefly, then
+			// becomes a source whose Read checks its first bytes.
+			until := deadline
+			if grace := time.Now().Add(sniffGrace); h.tls == nil && grace.Before(deadline) {
+				until = grace
+			}
+			res, err := sniffProxyHeader(c, until)
+			if err != nil {
+				return nil, classifyHandshake(err, refProxy), err
+			}
+			if res == sniffMaybe && h.tls == nil {
+				return &AcceptedConn{Conn: newConn(c, name), l: l, guard: &firstBytes{peer: c.RemoteAddr()}}, 0, nil
+			}
 		}
 	}
 	if h.tls == nil {
