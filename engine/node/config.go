@@ -222,6 +222,7 @@ func (s Source) Name() string {
 // lines, and the config decoded from it.
 type file struct {
 	name string
+	data []byte // the file as read
 	root *yaml.Node
 	cfg  Config
 }
@@ -243,7 +244,7 @@ func Load(path string) (Config, error) {
 
 // Parse is Load for a file already read; name is how errors name it.
 func Parse(name string, data []byte) (Config, error) {
-	f := &file{name: name, root: &yaml.Node{}}
+	f := &file{name: name, data: data, root: &yaml.Node{}}
 	if err := yaml.Unmarshal(data, f.root); err != nil {
 		return Config{}, f.yamlError(err)
 	}

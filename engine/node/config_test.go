@@ -64,7 +64,15 @@ func TestConfigErrors(t *testing.T) {
 		{"jetstream url port", "sources:\n  - tcp: {listen: 127.0.0.1:0}\noutput:\n  jetstream:\n    subject: x\n    url: nats://op:pw@127.0.0.1:99999\n", "node.yaml:6: output.jetstream.url: nats://[redacted]@127.0.0.1:99999: port \"99999\" is not a number"},
 		{"jetstream url scheme", "sources:\n  - tcp: {listen: 127.0.0.1:0}\noutput:\n  jetstream:\n    subject: x\n    url: http://127.0.0.1:4222\n", "node.yaml:6: output.jetstream.url: http://127.0.0.1:4222: scheme \"http\" is not nats"},
 		{"jetstream storage", "sources:\n  - tcp: {listen: 127.0.0.1:0}\noutput:\n  jetstream:\n    subject: x\n    storage: disk\n", "node.yaml:6: output.jetstream.storage: \"disk\": must be file or memory"},
-		{"syntax", "engine: [\n", "node.yaml:1: YAML syntax: did not find expected node content"},
+		{"syntax", "engine: [\n", "node.yaml:1: engine: YAML syntax: this [ or { is never closed (did not find expected node content)"},
+		{"unclosed list", "engine:\n  buffers: [64\nsources:\n  - tcp: {listen: 127.0.0.1:0}\n", "node.yaml:2: engine.buffers: YAML syntax: this [ or { is never closed (did not find expected ',' or ']')"},
+		{"unclosed mapping", "sources:\n  - tcp: {listen: 127.0.0.1:0\n  - udp: {addr: 127.0.0.1:0}\n", "node.yaml:2: sources[0].tcp: YAML syntax: this [ or { is never closed"},
+		{"over-indented key", "engine:\n  buffers: 64\n    flush: 5ms\nsources:\n  - tcp: {listen: 127.0.0.1:0}\n", "node.yaml:3: engine.flush: YAML syntax: this line is indented under buffers, which has its value on line 2 already"},
+		{"under-indented key", "engine:\n  buffers: 64\n flush: 5ms\n", "node.yaml:3: engine.flush: YAML syntax: indented 1 space where the rest of engine is indented 2"},
+		{"tab indentation", "engine:\n  buffers: 64\n\tflush: 5ms\n", "node.yaml:3: engine.flush: YAML syntax: a tab in the indentation: YAML indents with spaces"},
+		{"list item among keys", "engine:\n  flush: 5ms\n  - 3\n", "node.yaml:3: engine: YAML syntax: a list item among the keys of engine"},
+		{"misaligned list item", "sources:\n  - tcp: {listen: 127.0.0.1:0}\n   - udp: {addr: 127.0.0.1:0}\n", "node.yaml:3: sources[0].udp: YAML syntax: indented 3 spaces"},
+		{"unclosed quote", "sources:\n  - tcp:\n      listen: \"127.0.0.1:0\n", "node.yaml:3: sources[0].tcp.listen: YAML syntax: found unexpected end of stream"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Load(srcstest.WriteFile(t, dir, "node.yaml", tc.yaml))
