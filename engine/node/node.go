@@ -106,7 +106,7 @@ type Node struct {
 // "node ready" when everything is open.
 func New(cfg Config, opts ...Option) (_ *Node, err error) {
 	// Errors may quote a server URL; its credentials never leave.
-	defer func() { err = redactError(err) }()
+	defer func() { err = operatorError(err) }()
 	o := options{stderr: os.Stderr, stdout: os.Stdout, path: "node.yaml", startWait: 10 * time.Second}
 	for _, opt := range opts {
 		opt(&o)
@@ -271,7 +271,7 @@ func (n *Node) sourceError(err error) {
 // then delivers. sigs may be nil. Run returns an error wrapping ErrSourcesFailed if any source
 // failed while the node ran.
 func (n *Node) Run(ctx context.Context, sigs <-chan os.Signal) (_ *Report, err error) {
-	defer func() { err = redactError(err) }()
+	defer func() { err = operatorError(err) }()
 	var first os.Signal
 wait:
 	for {

@@ -38,16 +38,38 @@ type redactedError struct {
 func (e *redactedError) Error() string { return e.msg }
 func (e *redactedError) Unwrap() error { return e.err }
 
-// redactError returns err with the credentials in its message redacted.
-func redactError(err error) error {
+// operatorError returns err as the node reports it to the operator: the
+// credentials in its message redacted, without the Go package prefixes
+// of the layers it passed (node: srcs: ...), and each layer's words said
+// once (listen tcp: listen tcp 127.0.0.1:80 becomes listen tcp
+// 127.0.0.1:80). It unwraps to err.
+func operatorError(err error) error {
 	if err == nil {
 		return nil
 	}
 	msg := err.Error()
-	if r := redactURLs(msg); r != msg {
+	if r := operatorWords(redactURLs(msg)); r != msg {
 		return &redactedError{r, err}
 	}
 	return err
+}
+
+// goPackages are the prefixes the node's layers put on their errors.
+var goPackages = map[string]bool{"node": true, "srcs": true, "engine": true, "jetstream": true, "fallback": true, "ring": true}
+
+func operatorWords(msg string) string {
+	segs := strings.Split(msg, ": ")
+	out := segs[:0]
+	for i, s := range segs {
+		if goPackages[s] && i < len(segs)-1 {
+			continue
+		}
+		if i+1 < len(segs) && s != "" && strings.HasPrefix(segs[i+1], s) {
+			continue
+		}
+		out = append(out, s)
+	}
+	return strings.Join(out, ": ")
 }
 
 // redactAttr is the log handlers' ReplaceAttr: strings and errors lose

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -95,7 +97,7 @@ func entryKey(s Source) string {
 func (n *Node) add(i int, s Source) error {
 	kind := s.Kind()
 	en := &entry{index: i, cfg: s, key: entryKey(s), name: s.Name(), state: stateOpening, conns: map[srcs.ID]bool{}}
-	fail := func(err error) error { return fmt.Errorf("node: sources[%d] (%s): %w", i, en.name, err) }
+	fail := func(err error) error { return fmt.Errorf("sources[%d] (%s): %w", i, en.name, err) }
 	var opts []engine.SourceOption
 	if s.Flush > 0 {
 		opts = append(opts, engine.WithFlush(s.Flush))
@@ -126,7 +128,7 @@ func (n *Node) add(i int, s Source) error {
 			ln, err = srcs.ListenUnix(s.Unix.Listen, lc)
 		}
 		if err != nil {
-			return fail(err)
+			return fail(listenError(en.listen(), err))
 		}
 		en.ln, en.addr = ln, kind+"://"+ln.Addr().String()
 		// The engine announces each connection's id as it accepts it,
@@ -141,9 +143,10 @@ func (n *Node) add(i int, s Source) error {
 	case s.UDP != nil:
 		var u *srcs.UDPSource
 		u, err = srcs.ListenUDP(*s.UDP)
-		if err == nil {
-			en.addr = "udp://" + u.LocalAddr().String()
+		if err != nil {
+			return fail(listenError(s.UDP.Addr, err))
 		}
+		en.addr = "udp://" + u.LocalAddr().String()
 		src = u
 	case s.TCPClient != nil:
 		src, err = srcs.NewTCPClient(*s.TCPClient)
@@ -203,7 +206,7 @@ func (n *Node) addSource(en *entry, src srcs.Source, opts []engine.SourceOption)
 		src.Close()
 		en.setState(stateFailed)
 		en.setErr(err)
-		return fmt.Errorf("node: sources[%d] (%s): %w", en.index, en.name, err)
+		return fmt.Errorf("sources[%d] (%s): %w", en.index, en.name, err)
 	}
 	return nil
 }
@@ -260,13 +263,9 @@ func checkTail(t *Tail) (missing bool, err error) {
 	if t.Checkpoint == "" {
 		return missing, nil
 	}
-	dir := filepath.Dir(t.Checkpoint)
-	tmp, err := os.CreateTemp(dir, ".sluice-check-*")
-	if err != nil {
-		return missing, fmt.Errorf("checkpoint %s: its directory is not writable: %w", t.Checkpoint, err)
+	if err := checkCheckpointDir(t.Checkpoint); err != nil {
+		return missing, err
 	}
-	tmp.Close()
-	os.Remove(tmp.Name())
 	ck, _ := srcs.NewCheckpoint(t.Checkpoint, t.Path)
 	if _, err := ck.Load(); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return missing, fmt.Errorf("checkpoint: %w", err)
@@ -336,7 +335,7 @@ func (n *Node) awaitOpens(limit time.Duration) error {
 			en.mu.Unlock()
 			switch st {
 			case stateFailed:
-				return fmt.Errorf("node: sources[%d] (%s): cannot open: %w", en.index, en.name, unwrapSource(err))
+				return fmt.Errorf("sources[%d] (%s): cannot open: %w", en.index, en.name, unwrapSource(err))
 			case stateOpening:
 				pending++
 			}
@@ -345,7 +344,7 @@ func (n *Node) awaitOpens(limit time.Duration) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("node: %d sources did not open within %v", pending, limit)
+			return fmt.Errorf("%d sources did not open within %v", pending, limit)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -456,3 +455,72 @@ func Preflight(cfg Config) []string {
 	}
 	return out
 }
+
+// checkCheckpointDir says what stops a checkpoint file from being saved
+// in its directory: the directory missing, not a directory, or not
+// writable by this process (found by creating a file there and removing
+// it).
+func checkCheckpointDir(ck string) error {
+	dir := filepath.Dir(ck)
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("checkpoint %s: its directory %s does not exist", ck, dir)
+	case err != nil:
+		return fmt.Errorf("checkpoint %s: its directory %s: %w", ck, dir, pathReason(err))
+	case !fi.IsDir():
+		return fmt.Errorf("checkpoint %s: %s is not a directory", ck, dir)
+	}
+	tmp, err := os.CreateTemp(dir, ".sluice-check-*")
+	if err != nil {
+		return fmt.Errorf("checkpoint %s: its directory %s is not writable: %w", ck, dir, pathReason(err))
+	}
+	tmp.Close()
+	os.Remove(tmp.Name())
+	return nil
+}
+
+// pathReason is the cause of a *fs.PathError (permission denied), without
+// the operation and path the caller's message already gives.
+func pathReason(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// listenError says why a listener could not open, in the operator's
+// terms: the address and the reason once (address already in use),
+// without the layers of Go's network errors.
+func listenError(addr string, err error) error {
+	return &startError{msg: fmt.Sprintf("cannot listen on %s: %s", addr, netReason(err)), err: err}
+}
+
+// netReason is the cause of a network error, without its operation and
+// addresses: the system call's error, or a name lookup's.
+func netReason(err error) string {
+	var dns *net.DNSError
+	if errors.As(err, &dns) {
+		return fmt.Sprintf("cannot resolve %s: %s", dns.Name, dns.Err)
+	}
+	var se *os.SyscallError
+	if errors.As(err, &se) {
+		return se.Err.Error()
+	}
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Err != nil {
+		return oe.Err.Error()
+	}
+	return strings.TrimPrefix(err.Error(), "srcs: ")
+}
+
+// startError is an error whose message the node words itself; it unwraps
+// to the cause for errors.Is and errors.As.
+type startError struct {
+	msg string
+	err error
+}
+
+func (e *startError) Error() string { return e.msg }
+func (e *startError) Unwrap() error { return e.err }
