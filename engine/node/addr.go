@@ -102,13 +102,27 @@ func (f *file) checkAddresses(i int, kind string, s Source) error {
 		if err := s.TCP.CheckTrust(); err != nil {
 			return f.errorf(at(trustKey(err.Error())...), "%s", trustMsg(err.Error()))
 		}
+		if t := s.TCP.TLS; t != nil {
+			if key, msg := tlsForm(t, true); msg != "" {
+				return f.errorf(at(key...), "%s", msg)
+			}
+		}
 	case s.Unix != nil:
 		if err := checkUnixPath(s.Unix.Listen); err != nil {
 			return f.errorf(at("listen"), "%v", err)
 		}
+		if key, msg := unixListenerForm(s.Unix); msg != "" {
+			return f.errorf(at(key...), "%s", msg)
+		}
 	case s.UDP != nil:
 		if err := checkHostPort(s.UDP.Addr); err != nil {
 			return f.errorf(at("addr"), "%v", err)
+		}
+		switch u := s.UDP; {
+		case u.ReadBuffer < 0:
+			return f.errorf(at("read_buffer"), "%d: must not be negative", u.ReadBuffer)
+		case u.MaxDatagram < 0 || u.MaxDatagram > 65535:
+			return f.errorf(at("max_datagram"), "%d: must be from 0 (default) to 65535", u.MaxDatagram)
 		}
 	}
 	return nil
@@ -160,6 +174,14 @@ func (f *file) checkJetStream(js *jetstream.Config) error {
 		return f.errorf(at("storage"), "%q: must be file or memory", js.Storage)
 	case js.Replicas < 0 || js.Replicas > 5:
 		return f.errorf(at("replicas"), "%d: must be from 0 (default) to 5", js.Replicas)
+	}
+	if js.TLS != nil {
+		if key, msg := tlsForm(js.TLS, false); msg != "" {
+			return f.errorf(append([]any{"output", "jetstream"}, key...), "%s", msg)
+		}
+	}
+	if key, msg := jetStreamCredentials(js); msg != "" {
+		return f.errorf(append([]any{"output", "jetstream"}, key...), "%s", msg)
 	}
 	if js.URL != "" {
 		if err := checkServerURLs(js.URL); err != nil {

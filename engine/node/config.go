@@ -349,6 +349,9 @@ func (f *file) validate() error {
 		case s.Tail != nil:
 			_, err = srcs.NewTail(s.Tail.TailConfig)
 			typ = reflect.TypeFor[Tail]()
+		case s.File != nil:
+			_, err = srcs.NewFile(*s.File)
+			typ = reflect.TypeFor[srcs.FileConfig]()
 		}
 		if err != nil {
 			sub, msg := sourceError(typ, err)

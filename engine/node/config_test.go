@@ -64,6 +64,20 @@ func TestConfigErrors(t *testing.T) {
 		{"jetstream url port", "sources:\n  - tcp: {listen: 127.0.0.1:0}\noutput:\n  jetstream:\n    subject: x\n    url: nats://op:pw@127.0.0.1:99999\n", "node.yaml:6: output.jetstream.url: nats://[redacted]@127.0.0.1:99999: port \"99999\" is not a number"},
 		{"jetstream url scheme", "sources:\n  - tcp: {listen: 127.0.0.1:0}\noutput:\n  jetstream:\n    subject: x\n    url: http://127.0.0.1:4222\n", "node.yaml:6: output.jetstream.url: http://127.0.0.1:4222: scheme \"http\" is not nats"},
 		{"jetstream storage", "sources:\n  - tcp: {listen: 127.0.0.1:0}\noutput:\n  jetstream:\n    subject: x\n    storage: disk\n", "node.yaml:6: output.jetstream.storage: \"disk\": must be file or memory"},
+		{"listener tls version", "sources:\n  - tcp:\n      listen: 127.0.0.1:0\n      tls: {cert_file: c.pem, key_file: k.pem, min_version: \"1.1\"}\n", "node.yaml:4: sources[0].tcp.tls.min_version: \"1.1\": must be 1.2 or 1.3"},
+		{"listener tls without a certificate", "sources:\n  - tcp:\n      listen: 127.0.0.1:0\n      tls: {key_file: k.pem}\n", "node.yaml:4: sources[0].tcp.tls.cert_file: required on a listener"},
+		{"listener client_auth", "sources:\n  - tcp:\n      listen: 127.0.0.1:0\n      tls: {cert_file: c.pem, key_file: k.pem, client_auth: maybe}\n", "node.yaml:4: sources[0].tcp.tls.client_auth: \"maybe\": must be none, require or verify_if_given"},
+		{"listener client_auth without a CA", "sources:\n  - tcp:\n      listen: 127.0.0.1:0\n      tls: {cert_file: c.pem, key_file: k.pem, client_auth: require}\n", "node.yaml:4: sources[0].tcp.tls.ca_file: required with client_auth require"},
+		{"unix listener tls", "sources:\n  - unix:\n      listen: /tmp/x.sock\n      tls: {cert_file: c.pem, key_file: k.pem}\n", "node.yaml:4: sources[0].unix.tls: applies to tcp listeners only"},
+		{"unix listener allow", "sources:\n  - unix:\n      listen: /tmp/x.sock\n      allow: [127.0.0.1]\n", "node.yaml:4: sources[0].unix.allow: applies to tcp listeners only"},
+		{"udp datagram size", "sources:\n  - udp:\n      addr: 127.0.0.1:0\n      max_datagram: 70000\n", "node.yaml:4: sources[0].udp.max_datagram: 70000: must be from 0 (default) to 65535"},
+		{"udp buffer", "sources:\n  - udp:\n      addr: 127.0.0.1:0\n      read_buffer: -1\n", "node.yaml:4: sources[0].udp.read_buffer: -1: must not be negative"},
+		{"file offset", "sources:\n  - file:\n      path: /x\n      offset: -5\n", "node.yaml:4: sources[0].file.offset: -5 is negative"},
+		{"jetstream password without user", "sources:\n  - tcp: {listen: 127.0.0.1:0}\noutput:\n  jetstream:\n    subject: x\n    password: p\n", "node.yaml:6: output.jetstream.password: set without user"},
+		{"jetstream two kinds of credentials", "sources:\n  - tcp: {listen: 127.0.0.1:0}\noutput:\n  jetstream:\n    subject: x\n    user: u\n    token: t\n", "node.yaml:4: output.jetstream: user and password, token: set one kind of credentials at most"},
+		{"jetstream password twice", "sources:\n  - tcp: {listen: 127.0.0.1:0}\noutput:\n  jetstream:\n    subject: x\n    user: u\n    password: p\n    password_env: HOME\n", "node.yaml:4: output.jetstream: password, password_file and password_env: set at most one"},
+		{"jetstream password from nowhere", "sources:\n  - tcp: {listen: 127.0.0.1:0}\noutput:\n  jetstream:\n    subject: x\n    user: u\n    password_env: SLUICE_TEST_NO_SUCH_VARIABLE\n", "node.yaml:7: output.jetstream.password_env: $SLUICE_TEST_NO_SUCH_VARIABLE is not set or empty"},
+		{"jetstream tls version", "sources:\n  - tcp: {listen: 127.0.0.1:0}\noutput:\n  jetstream:\n    subject: x\n    tls: {min_version: \"1.0\"}\n", "node.yaml:6: output.jetstream.tls.min_version: \"1.0\": must be 1.2 or 1.3"},
 		{"syntax", "engine: [\n", "node.yaml:1: engine: YAML syntax: this [ or { is never closed (did not find expected node content)"},
 		{"unclosed list", "engine:\n  buffers: [64\nsources:\n  - tcp: {listen: 127.0.0.1:0}\n", "node.yaml:2: engine.buffers: YAML syntax: this [ or { is never closed (did not find expected ',' or ']')"},
 		{"unclosed mapping", "sources:\n  - tcp: {listen: 127.0.0.1:0\n  - udp: {addr: 127.0.0.1:0}\n", "node.yaml:2: sources[0].tcp: YAML syntax: this [ or { is never closed"},
@@ -117,9 +131,10 @@ func TestResolvedMasksSecrets(t *testing.T) {
 		{"inline token", tcp + "output:\n  jetstream:\n    subject: x\n    token: tok-99\n",
 			[]string{"tok-99"}, []string{"token: '[redacted]'"}},
 		{"where a secret is is not a secret", tcp + "output:\n  jetstream:\n    subject: x\n    user: u\n    password_env: NATS_PW\n",
-			nil, []string{"password_env: NATS_PW"}},
+			[]string{"pw-from-env"}, []string{"password_env: NATS_PW"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("NATS_PW", "pw-from-env")
 			cfg, err := Parse("node.yaml", []byte(tc.yaml))
 			if err != nil {
 				t.Fatal(err)
@@ -226,5 +241,29 @@ func TestResolvedDefaults(t *testing.T) {
 	}
 	if cfg.Sources[0].TCP.HandshakeTimeout != 0 || cfg.Output.JetStream.MaxPending != 0 {
 		t.Error("Resolved changed the configuration it was called on")
+	}
+}
+
+// TestPreflightWarnings: check warns of what run would refuse that
+// depends on the machine or the command line: a listener's certificate
+// that does not load, an endpoint option without an endpoint.
+func TestPreflightWarnings(t *testing.T) {
+	dir := t.TempDir()
+	notPEM := srcstest.WriteFile(t, dir, "cert.pem", "not a certificate\n")
+	for _, tc := range []struct{ name, yaml, want string }{
+		{"certificate", "sources:\n  - tcp:\n      listen: 127.0.0.1:0\n      tls: {cert_file: " + notPEM + ", key_file: " + notPEM + "}\n",
+			"sources[0] (tcp 127.0.0.1:0): tls.cert_file " + notPEM + ", tls.key_file " + notPEM + ": "},
+		{"pprof without an endpoint", "sources:\n  - tcp: {listen: 127.0.0.1:0}\nmetrics: {pprof: true}\n",
+			"metrics.pprof: needs an endpoint: run refuses to start unless metrics.listen or --metrics gives one"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := Parse("node.yaml", []byte(tc.yaml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if notes := strings.Join(Preflight(cfg), "\n"); !strings.Contains(notes, tc.want) {
+				t.Fatalf("warnings\n%s\nwant %q", notes, tc.want)
+			}
+		})
 	}
 }

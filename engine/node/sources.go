@@ -2,6 +2,8 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -443,9 +445,21 @@ func Preflight(cfg Config) []string {
 			err = checkReadable(s.File.Path)
 		case s.Tail != nil:
 			_, err = checkTail(s.Tail)
+		case s.TCP != nil && s.TCP.TLS != nil:
+			err = checkTLSFiles(s.TCP.TLS)
 		}
 		if err != nil {
 			out = append(out, fmt.Sprintf("sources[%d] (%s): %v", i, s.Name(), err))
+		}
+	}
+	if cfg.Metrics.Listen == "" {
+		for _, k := range []struct {
+			set bool
+			key string
+		}{{cfg.Metrics.Pprof, "metrics.pprof"}, {cfg.Metrics.WebConfigFile != "", "metrics.web_config_file"}} {
+			if k.set {
+				out = append(out, k.key+": needs an endpoint: run refuses to start unless metrics.listen or --metrics gives one")
+			}
 		}
 	}
 	if wc := cfg.Metrics.WebConfigFile; wc != "" {
@@ -494,7 +508,19 @@ func pathReason(err error) error {
 // terms: the address and the reason once (address already in use),
 // without the layers of Go's network errors.
 func listenError(addr string, err error) error {
-	return &startError{msg: fmt.Sprintf("cannot listen on %s: %s", addr, netReason(err)), err: err}
+	var oe *net.OpError
+	var dns *net.DNSError
+	if errors.As(err, &oe) || errors.As(err, &dns) {
+		return &startError{msg: fmt.Sprintf("cannot listen on %s: %s", addr, netReason(err)), err: err}
+	}
+	// A listener's own configuration: "srcs: listen tcp ADDR: tls: ...".
+	msg := strings.TrimPrefix(err.Error(), "srcs: ")
+	if strings.HasPrefix(msg, "listen ") {
+		if _, rest, ok := strings.Cut(msg, ": "); ok {
+			msg = rest
+		}
+	}
+	return &startError{msg: msg, err: err}
 }
 
 // netReason is the cause of a network error, without its operation and
@@ -524,3 +550,21 @@ type startError struct {
 
 func (e *startError) Error() string { return e.msg }
 func (e *startError) Unwrap() error { return e.err }
+
+// checkTLSFiles says whether a listener's certificate and key load, and
+// its client CA bundle holds a certificate.
+func checkTLSFiles(t *srcs.TLSConfig) error {
+	if _, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile); err != nil {
+		return fmt.Errorf("tls.cert_file %s, tls.key_file %s: %w", t.CertFile, t.KeyFile, pathReason(err))
+	}
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return fmt.Errorf("tls.ca_file: %w", err)
+		}
+		if !x509.NewCertPool().AppendCertsFromPEM(pem) {
+			return fmt.Errorf("tls.ca_file %s: no PEM certificate in it", t.CAFile)
+		}
+	}
+	return nil
+}
