@@ -2,11 +2,16 @@ package node
 
 import (
 	"errors"
+	"fmt"
+	"net"
+	"os"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/sluice-io/sluice/internal/srcstest"
+	"github.com/sluice-io/sluice/srcs"
 )
 
 // TestConfigErrors: every problem is reported as file:line: key: message,
@@ -263,6 +268,32 @@ func TestPreflightWarnings(t *testing.T) {
 			}
 			if notes := strings.Join(Preflight(cfg), "\n"); !strings.Contains(notes, tc.want) {
 				t.Fatalf("warnings\n%s\nwant %q", notes, tc.want)
+			}
+		})
+	}
+}
+
+// TestDescribeErr: a source's error reads as what went wrong, once: no
+// Go package prefixes, no layer repeating the source's name, no
+// credentials.
+func TestDescribeErr(t *testing.T) {
+	refused := &net.OpError{Op: "dial", Net: "tcp", Addr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1},
+		Err: &os.SyscallError{Syscall: "connect", Err: syscall.ECONNREFUSED}}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"dial refused", &srcs.SourceError{ID: 3, Name: "tcp://127.0.0.1:1", Op: "open",
+			Err: fmt.Errorf("srcs: open tcp://127.0.0.1:1: %w", refused)}, "cannot connect to 127.0.0.1:1: connection refused"},
+		{"name lookup", fmt.Errorf("srcs: open tcp://nowhere.invalid:1: %w",
+			&net.OpError{Op: "dial", Net: "tcp", Err: &net.DNSError{Name: "nowhere.invalid", Err: "no such host"}}), "cannot resolve nowhere.invalid: no such host"},
+		{"the source's name once", fmt.Errorf("srcs: mqtt mqtt://127.0.0.1:2: connack: %w", errors.New("not authorized")), "connack: not authorized"},
+		{"credentials", errors.New("jetstream: connect nats://op:pw@127.0.0.1:1: refused"), "connect nats://[redacted]@127.0.0.1:1: refused"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := describeErr(tc.err); got != tc.want {
+				t.Fatalf("describeErr(%v) = %q, want %q", tc.err, got, tc.want)
 			}
 		})
 	}

@@ -309,7 +309,7 @@ func (n *Node) Health() Health {
 		}
 		sh := SourceHealth{Source: en.name, State: st, Conns: len(en.conns)}
 		if en.err != nil && st != stateRunning {
-			sh.Err = unwrapSource(en.err).Error()
+			sh.Err = describeErr(en.err)
 		}
 		en.mu.Unlock()
 		switch {

@@ -248,7 +248,7 @@ func (n *Node) sourceError(err error) {
 			n.log.Debug("connection error", "listener", en.name, "name", se.Name, "op", se.Op, "err", se.Err)
 		case en != nil:
 			en.setErr(err)
-			n.log.Warn("source error", "source", en.name, "op", se.Op, "err", se.Err)
+			n.log.Warn("source error", "source", en.name, "op", se.Op, "err", describeErr(se.Err))
 		default:
 			n.log.Debug("connection error", "name", se.Name, "op", se.Op, "err", se.Err)
 		}
@@ -329,7 +329,7 @@ func (n *Node) report() *Report {
 	n.mu.Lock()
 	for _, en := range n.entries {
 		if st, err := en.status(); st == stateFailed {
-			rep.Failed = append(rep.Failed, fmt.Sprintf("%s: %v", en.name, err))
+			rep.Failed = append(rep.Failed, fmt.Sprintf("%s: %s", en.name, describeErr(err)))
 		}
 	}
 	n.mu.Unlock()

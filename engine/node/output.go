@@ -183,7 +183,7 @@ func (o *writerOutput) writeChunk(c engine.Chunk) {
 	if f := c.Final; f != nil {
 		w.WriteString(" state=" + f.State.String())
 		if f.State == engine.Failed && f.LastErr != nil {
-			w.WriteString(" err=" + strconv.Quote(unwrapSource(f.LastErr).Error()))
+			w.WriteString(" err=" + strconv.Quote(describeErr(f.LastErr)))
 		}
 	}
 	w.WriteByte('\n')

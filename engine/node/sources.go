@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -337,7 +338,7 @@ func (n *Node) awaitOpens(limit time.Duration) error {
 			en.mu.Unlock()
 			switch st {
 			case stateFailed:
-				return fmt.Errorf("sources[%d] (%s): cannot open: %w", en.index, en.name, unwrapSource(err))
+				return &startError{msg: fmt.Sprintf("sources[%d] (%s): cannot open: %s", en.index, en.name, describeErr(err)), err: err}
 			case stateOpening:
 				pending++
 			}
@@ -407,7 +408,7 @@ func (n *Node) sourceEnded(en *entry, c engine.Chunk) {
 	en.mu.Unlock()
 	switch {
 	case failed:
-		n.log.Error("source failed", "source", en.name, "err", unwrapSource(err))
+		n.log.Error("source failed", "source", en.name, "err", describeErr(err))
 	case !draining:
 		n.log.Info("source ended", "source", en.name)
 	}
@@ -567,4 +568,39 @@ func checkTLSFiles(t *srcs.TLSConfig) error {
 		}
 	}
 	return nil
+}
+
+// reSelfName matches the start srcs gives a source's errors: the
+// operation and the source's name (open tcp://127.0.0.1:1).
+var reSelfName = regexp.MustCompile(`^(open|mqtt) [a-z]+://\S+$`)
+
+// describeErr says what went wrong with a source in the operator's terms,
+// once: the cause without the layers of Go's errors (cannot connect to
+// ADDR: connection refused), without the source's own name, which the
+// caller gives, without Go package prefixes, and with the credentials of
+// URLs redacted.
+func describeErr(err error) string {
+	if err == nil {
+		return ""
+	}
+	var dns *net.DNSError
+	if errors.As(err, &dns) {
+		return fmt.Sprintf("cannot resolve %s: %s", dns.Name, dns.Err)
+	}
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Err != nil {
+		switch {
+		case oe.Op == "dial" && oe.Addr != nil:
+			return fmt.Sprintf("cannot connect to %s: %s", oe.Addr, netReason(err))
+		case oe.Op == "read" || oe.Op == "write":
+			return oe.Op + ": " + netReason(err)
+		}
+	}
+	segs := strings.Split(operatorWords(redactURLs(unwrapSource(err).Error())), ": ")
+	// Leading segments that name the source itself (open tcp://host:port,
+	// mqtt mqtt://host:port) repeat what the caller says.
+	for len(segs) > 1 && reSelfName.MatchString(segs[0]) {
+		segs = segs[1:]
+	}
+	return strings.Join(segs, ": ")
 }
