@@ -171,6 +171,10 @@ func TestRedactURLs(t *testing.T) {
 		{"jetstream: connect nats://op:urlpw@127.0.0.1:1: refused", "jetstream: connect nats://[redacted]@127.0.0.1:1: refused"},
 		{"connect nats://op:xxxxx@h:1,nats://tok@h:2", "connect nats://[redacted]@h:1,nats://[redacted]@h:2"},
 		{"mail op@example.org and nats://h:1", "mail op@example.org and nats://h:1"},
+		{"GET https://h/x?user=u&token=abc123&n=1", "GET https://h/x?user=u&token=[redacted]&n=1"},
+		{"header Authorization: Bearer abc.def refused", "header Authorization: Bearer [redacted] refused"},
+		{`{"authorization":"Basic dXNlcjpwdw=="}`, `{"authorization":"Basic [redacted]"}`},
+		{"proxy-authorization=s3cr3t", "proxy-authorization=[redacted]"},
 	} {
 		if got := redactURLs(tc.in); got != tc.want {
 			t.Errorf("redactURLs(%q) = %q, want %q", tc.in, got, tc.want)

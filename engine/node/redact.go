@@ -20,12 +20,34 @@ const Redacted = srcs.Redacted
 // when a library has already masked its password (user:xxxxx@).
 var reUserinfo = regexp.MustCompile(`\b([a-zA-Z][a-zA-Z0-9+.\-]*://)[^\s/?#@,"']+@`)
 
-// redactURLs replaces the credentials of every URL in s by Redacted.
+// reAuthHeader matches the value of an Authorization header as an error
+// or a dump may quote it (Authorization: Bearer abc, "authorization":"Basic
+// abc").
+var reAuthHeader = regexp.MustCompile(`(?i)((?:proxy-)?authorization["']?\s*[:=]\s*["']?)(?:(basic|bearer|token|nkey|jwt)\s+)?[^\s"',;]+`)
+
+// reQuerySecret matches a secret passed in a URL's query (?token=abc,
+// &password=abc).
+var reQuerySecret = regexp.MustCompile(`(?i)([?&](?:token|access_token|auth_token|password|pass|secret|key|jwt)=)[^&\s"']+`)
+
+// redactURLs replaces the credentials in s by Redacted: the userinfo of
+// URLs, secrets in URL queries, and the values of Authorization headers.
 func redactURLs(s string) string {
-	if !strings.Contains(s, "@") {
-		return s
+	if strings.Contains(s, "@") {
+		s = reUserinfo.ReplaceAllString(s, "${1}"+Redacted+"@")
 	}
-	return reUserinfo.ReplaceAllString(s, "${1}"+Redacted+"@")
+	if strings.Contains(s, "=") {
+		s = reQuerySecret.ReplaceAllString(s, "${1}"+Redacted)
+	}
+	if strings.Contains(strings.ToLower(s), "authorization") {
+		s = reAuthHeader.ReplaceAllStringFunc(s, func(m string) string {
+			sub := reAuthHeader.FindStringSubmatch(m)
+			if sub[2] != "" {
+				return sub[1] + sub[2] + " " + Redacted
+			}
+			return sub[1] + Redacted
+		})
+	}
+	return s
 }
 
 // redactedError is an error whose message has its URLs' credentials
