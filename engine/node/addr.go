@@ -190,3 +190,56 @@ func (f *file) checkJetStream(js *jetstream.Config) error {
 	}
 	return nil
 }
+
+// checkSharedAddresses refuses two entries that would bind the same
+// address, which run refuses when the second one cannot listen: tcp
+// listeners on one port (unless both set reuse_port), udp sources on one
+// port, unix listeners on one path. Port 0 picks a free port each time,
+// and a host left empty, 0.0.0.0 or :: takes every address.
+func (f *file) checkSharedAddresses() error {
+	type bound struct {
+		i          int
+		kind, addr string
+		reuse      bool
+	}
+	var seen []bound
+	for i, s := range f.cfg.Sources {
+		var b bound
+		switch {
+		case s.TCP != nil:
+			b = bound{i, "tcp", s.TCP.Listen, s.TCP.ReusePort}
+		case s.UDP != nil:
+			b = bound{i, "udp", s.UDP.Addr, false}
+		case s.Unix != nil:
+			b = bound{i, "unix", s.Unix.Listen, false}
+		default:
+			continue
+		}
+		for _, o := range seen {
+			if o.kind != b.kind || (b.reuse && o.reuse) || !sameBind(b.kind, o.addr, b.addr) {
+				continue
+			}
+			key := "listen"
+			if b.kind == "udp" {
+				key = "addr"
+			}
+			return f.errorf([]any{"sources", i, b.kind, key}, "%s: sources[%d] binds it already", b.addr, o.i)
+		}
+		seen = append(seen, b)
+	}
+	return nil
+}
+
+// sameBind says whether two addresses of kind would bind the same.
+func sameBind(kind, a, b string) bool {
+	if kind == "unix" {
+		return a == b
+	}
+	ha, pa, err1 := net.SplitHostPort(a)
+	hb, pb, err2 := net.SplitHostPort(b)
+	if err1 != nil || err2 != nil || pa != pb || pa == "0" {
+		return false
+	}
+	wildcard := func(h string) bool { return h == "" || h == "0.0.0.0" || h == "::" }
+	return ha == hb || wildcard(ha) || wildcard(hb)
+}

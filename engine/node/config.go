@@ -358,6 +358,9 @@ func (f *file) validate() error {
 			return f.errorf(append([]any{"sources", i, kind}, sub...), "%s", msg)
 		}
 	}
+	if err := f.checkSharedAddresses(); err != nil {
+		return err
+	}
 	if kinds := c.Output.kinds(); len(kinds) > 1 {
 		return f.errorf([]any{"output"}, "names several outputs (%s); a node has one", strings.Join(kinds, ", "))
 	}
