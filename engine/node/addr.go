@@ -71,19 +71,19 @@ func checkServerURLs(list string) error {
 		}
 		u, err := url.Parse(s)
 		if err != nil {
-			return fmt.Errorf("%s: not a URL", redactURLs(s))
+			return fmt.Errorf("%s: not a URL", redactSecrets(s))
 		}
 		switch u.Scheme {
 		case "nats", "tls", "ws", "wss":
 		default:
-			return fmt.Errorf("%s: scheme %q is not nats, tls, ws or wss", redactURLs(s), u.Scheme)
+			return fmt.Errorf("%s: scheme %q is not nats, tls, ws or wss", redactSecrets(s), u.Scheme)
 		}
 		if u.Hostname() == "" {
-			return fmt.Errorf("%s: no host", redactURLs(s))
+			return fmt.Errorf("%s: no host", redactSecrets(s))
 		}
 		if p := u.Port(); p != "" {
 			if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
-				return fmt.Errorf("%s: port %q is not a number from 1 to 65535", redactURLs(s), p)
+				return fmt.Errorf("%s: port %q is not a number from 1 to 65535", redactSecrets(s), p)
 			}
 		}
 	}

@@ -179,8 +179,8 @@ func TestRedactURLs(t *testing.T) {
 		{`{"authorization":"Basic dXNlcjpwdw=="}`, `{"authorization":"Basic [redacted]"}`},
 		{"proxy-authorization=s3cr3t", "proxy-authorization=[redacted]"},
 	} {
-		if got := redactURLs(tc.in); got != tc.want {
-			t.Errorf("redactURLs(%q) = %q, want %q", tc.in, got, tc.want)
+		if got := redactSecrets(tc.in); got != tc.want {
+			t.Errorf("redactSecrets(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
 	var b strings.Builder

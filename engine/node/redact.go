@@ -29,9 +29,9 @@ var reAuthHeader = regexp.MustCompile(`(?i)((?:proxy-)?authorization["']?\s*[:=]
 // &password=abc).
 var reQuerySecret = regexp.MustCompile(`(?i)([?&](?:token|access_token|auth_token|password|pass|secret|key|jwt)=)[^&\s"']+`)
 
-// redactURLs replaces the credentials in s by Redacted: the userinfo of
+// redactSecrets replaces the credentials in s by Redacted: the userinfo of
 // URLs, secrets in URL queries, and the values of Authorization headers.
-func redactURLs(s string) string {
+func redactSecrets(s string) string {
 	if strings.Contains(s, "@") {
 		s = reUserinfo.ReplaceAllString(s, "${1}"+Redacted+"@")
 	}
@@ -50,15 +50,16 @@ func redactURLs(s string) string {
 	return s
 }
 
-// redactedError is an error whose message has its URLs' credentials
-// redacted; it still unwraps to the original for errors.Is and As.
-type redactedError struct {
+// rewordedError is an error whose message the node reworded (secrets
+// redacted, layers said once); it unwraps to the original for errors.Is
+// and As.
+type rewordedError struct {
 	msg string
 	err error
 }
 
-func (e *redactedError) Error() string { return e.msg }
-func (e *redactedError) Unwrap() error { return e.err }
+func (e *rewordedError) Error() string { return e.msg }
+func (e *rewordedError) Unwrap() error { return e.err }
 
 // operatorError returns err as the node reports it to the operator: the
 // credentials in its message redacted, without the Go package prefixes
@@ -70,8 +71,8 @@ func operatorError(err error) error {
 		return nil
 	}
 	msg := err.Error()
-	if r := operatorWords(redactURLs(msg)); r != msg {
-		return &redactedError{r, err}
+	if r := operatorWords(redactSecrets(msg)); r != msg {
+		return &rewordedError{r, err}
 	}
 	return err
 }
@@ -94,16 +95,16 @@ func operatorWords(msg string) string {
 	return strings.Join(out, ": ")
 }
 
-// redactAttr is the log handlers' ReplaceAttr: strings and errors lose
-// their URLs' credentials.
+// redactAttr is the log handlers' ReplaceAttr for secrets: strings and
+// errors lose the credentials they quote.
 func redactAttr(_ []string, a slog.Attr) slog.Attr {
 	switch v := a.Value.Any().(type) {
 	case string:
-		if r := redactURLs(v); r != v {
+		if r := redactSecrets(v); r != v {
 			a.Value = slog.StringValue(r)
 		}
 	case error:
-		if r := redactURLs(v.Error()); r != v.Error() {
+		if r := redactSecrets(v.Error()); r != v.Error() {
 			a.Value = slog.StringValue(r)
 		}
 	}
@@ -133,7 +134,7 @@ func maskSecrets(n *yaml.Node) {
 		}
 	}
 	if n.Kind == yaml.ScalarNode {
-		n.Value = redactURLs(n.Value)
+		n.Value = redactSecrets(n.Value)
 	}
 	for _, c := range n.Content {
 		maskSecrets(c)

@@ -596,7 +596,7 @@ func describeErr(err error) string {
 			return oe.Op + ": " + netReason(err)
 		}
 	}
-	segs := strings.Split(operatorWords(redactURLs(unwrapSource(err).Error())), ": ")
+	segs := strings.Split(operatorWords(redactSecrets(unwrapSource(err).Error())), ": ")
 	// Leading segments that name the source itself (open tcp://host:port,
 	// mqtt mqtt://host:port) repeat what the caller says.
 	for len(segs) > 1 && reSelfName.MatchString(segs[0]) {
