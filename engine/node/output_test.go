@@ -60,3 +60,30 @@ func TestRecordsLinesStayWhole(t *testing.T) {
 		})
 	}
 }
+
+// TestRecordsDrainCutsALine: a line a connection has begun when the
+// drain stops it is written, marked, on a line of its own, framed or not.
+func TestRecordsDrainCutsALine(t *testing.T) {
+	for _, framing := range []string{"", "    framing: newline\n"} {
+		t.Run("framing "+strings.TrimSpace(strings.TrimPrefix(framing, "    framing:")), func(t *testing.T) {
+			tn := startNode(t, "sources:\n  - tcp: {listen: 127.0.0.1:0}\n"+framing+"engine: {flush: 1ms}\noutput:\n  stdout: {}\n")
+			c, err := net.Dial("tcp", tn.addr("tcp"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			// One small write is one read: once its whole line is out, the
+			// rest has been read too (held by the output, or by the engine
+			// for a framed source).
+			c.Write([]byte("whole\ncut sh"))
+			until(t, "the whole line", func() bool { return tn.stdout.String() == "whole\n" })
+			if _, err := tn.stop(); err != nil {
+				t.Fatal(err)
+			}
+			want := regexp.MustCompile(`^whole\nsluice-truncated source=\d+ bytes=6 name="tcp://127\.0\.0\.1:\d+"\ncut sh\n$`)
+			if got := tn.stdout.String(); !want.MatchString(got) {
+				t.Fatalf("output %q", got)
+			}
+		})
+	}
+}
