@@ -38,8 +38,17 @@ type trust struct {
 	tls            *tls.Config
 }
 
-// newTrust checks the trust fields of cfg. Errors name the YAML keys.
-func newTrust(cfg ListenerConfig) (trust, error) {
+// CheckTrust checks the form of cfg's trust fields (handshake_timeout,
+// max_handshakes, allow, proxy_protocol) as ListenTCP would, without
+// listening or reading a file, so that a node file can be checked before
+// anything opens. Errors name the YAML keys (allow[1]: ...).
+func (cfg ListenerConfig) CheckTrust() error {
+	_, err := trustForm(cfg)
+	return err
+}
+
+// trustForm checks and parses the trust fields that need no file.
+func trustForm(cfg ListenerConfig) (trust, error) {
 	var t trust
 	var err error
 	switch {
@@ -60,6 +69,15 @@ func newTrust(cfg ListenerConfig) (trust, error) {
 		if t.trusted, err = parsePrefixes("proxy_protocol.trusted", cfg.ProxyProtocol.Trusted); err != nil {
 			return t, err
 		}
+	}
+	return t, nil
+}
+
+// newTrust checks the trust fields of cfg. Errors name the YAML keys.
+func newTrust(cfg ListenerConfig) (trust, error) {
+	t, err := trustForm(cfg)
+	if err != nil {
+		return t, err
 	}
 	if cfg.TLS != nil {
 		if t.tls, err = cfg.TLS.serverConfig(cfg.Logger); err != nil {
@@ -348,8 +366,21 @@ func (l *Listener) prepare(c net.Conn, deadline time.Time) (*AcceptedConn, refus
 				}
 				name = "tcp://" + src.String()
 			}
-		} else if err := sniffProxyHeader(c, deadline); err != nil {
-			return nil, classifyHandshake(err, refProxy), err
+		} else {
+			// A TLS handshake waits for the client's first bytes anyway;
+			// a plaintext connection is looked at only briefly, then
+			// becomes a source whose Read checks its first bytes.
+			until := deadline
+			if grace := time.Now().Add(sniffGrace); h.tls == nil && grace.Before(deadline) {
+				until = grace
+			}
+			res, err := sniffProxyHeader(c, until)
+			if err != nil {
+				return nil, classifyHandshake(err, refProxy), err
+			}
+			if res == sniffMaybe && h.tls == nil {
+				return &AcceptedConn{Conn: newConn(c, name), l: l, guard: &firstBytes{peer: c.RemoteAddr()}}, 0, nil
+			}
 		}
 	}
 	if h.tls == nil {

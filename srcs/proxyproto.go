@@ -13,7 +13,10 @@ package srcs
 // header bytes. A connection from any other peer is looked at with
 // MSG_PEEK, which consumes nothing: if its first bytes are a PROXY
 // signature it is refused (a forged header), otherwise it goes on as it
-// is.
+// is. A peer whose first bytes are not there within sniffGrace is not
+// held for the handshake timeout: it becomes a source at once, and its
+// Read checks the first bytes whenever they come (see firstBytes), so a
+// header sent late is refused too.
 
 import (
 	"bufio"
@@ -37,8 +40,9 @@ type ProxyProtocolConfig struct {
 	// Trusted lists the proxies (CIDRs such as "10.0.0.0/8", or single
 	// addresses) whose PROXY headers are believed. Each must send a v1 or
 	// v2 header first on every connection; a connection from one that
-	// does not is refused. A connection from any other address that sends
-	// a header is refused too. Required.
+	// does not is refused. A connection from any other address whose
+	// first bytes are a header is refused too, however late they come.
+	// Required.
 	Trusted []string `yaml:"trusted"`
 }
 
@@ -175,21 +179,31 @@ func proxiedAddr(h *proxyproto.Header) *net.TCPAddr {
 // us, since the bytes already there keep the socket readable.
 const sniffPoll = 5 * time.Millisecond
 
+// sniffGrace is how long a plaintext listener looks at an untrusted
+// connection's first bytes before it hands the connection over anyway,
+// with a guard on its Read (see firstBytes): a client that writes as soon
+// as it connects is decided here and keeps its descriptor for the uring
+// or epoll runner, and one that stays silent is not held for the whole
+// handshake timeout.
+const sniffGrace = 50 * time.Millisecond
+
 // sniffProxyHeader looks at an untrusted connection's first bytes without
-// consuming them and fails with ErrProxyUntrusted if they are a PROXY
-// signature. A connection that sends nothing, or only a prefix of a
-// signature, until the deadline passes is let through: its bytes are data.
-func sniffProxyHeader(c net.Conn, deadline time.Time) error {
+// consuming them, until the deadline: it fails with ErrProxyUntrusted if
+// they are a PROXY signature, and returns sniffData once they cannot be
+// one. A connection that sends nothing, or only a prefix of a signature,
+// by the deadline is sniffMaybe; so is one that ended (its end is for the
+// reader to see). A connection that cannot be peeked at is sniffData.
+func sniffProxyHeader(c net.Conn, deadline time.Time) (sniffResult, error) {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
-		return nil
+		return sniffData, nil
 	}
 	rc, err := sc.SyscallConn()
 	if err != nil {
-		return err
+		return sniffMaybe, err
 	}
 	if err := c.SetReadDeadline(deadline); err != nil {
-		return err
+		return sniffMaybe, err
 	}
 	defer c.SetReadDeadline(time.Time{})
 	var buf [sigLen]byte
@@ -210,22 +224,72 @@ func sniffProxyHeader(c net.Conn, deadline time.Time) error {
 		})
 		switch {
 		case errors.Is(err, os.ErrDeadlineExceeded):
-			return nil // silent so far: whatever comes later is data
+			return sniffMaybe, nil // silent so far
 		case err != nil:
-			return err
+			return sniffMaybe, err
 		case perr != nil:
-			return os.NewSyscallError("recvfrom", perr)
+			return sniffMaybe, os.NewSyscallError("recvfrom", perr)
 		}
-		switch sniff(buf[:n]) {
+		switch r := sniff(buf[:n]); r {
 		case sniffHeader:
-			return fmt.Errorf("%w (first bytes %q)", ErrProxyUntrusted, buf[:n])
+			return r, fmt.Errorf("%w (first bytes %q)", ErrProxyUntrusted, buf[:n])
 		case sniffData:
-			return nil
+			return r, nil
 		}
 		if n == 0 || time.Now().Add(sniffPoll).After(deadline) {
-			return nil // the end of the stream, or out of time: data
+			return sniffMaybe, nil // the end of the stream, or out of time
 		}
 		time.Sleep(sniffPoll)
+	}
+}
+
+// firstBytes guards the Read of an untrusted connection whose first
+// bytes were not there when its listener looked (see sniffGrace): until
+// they show that the connection does not start with a PROXY signature,
+// Read takes them into head, a few at a time, and delivers nothing; a
+// signature fails Read with ErrProxyUntrusted, and the listener counts
+// the refusal. Because the check lives in Read, such a connection is
+// Encrypted (read through Read on the goroutine runner) and has no
+// descriptor to give. Only Read touches it.
+type firstBytes struct {
+	peer    net.Addr
+	head    []byte // bytes read and not yet delivered, at most sigLen
+	decided bool   // the first bytes are data: Read goes straight through
+}
+
+// read is AcceptedConn.Read while the first bytes are undecided.
+func (g *firstBytes) read(c *AcceptedConn, p []byte) (int, error) {
+	for {
+		switch sniff(g.head) {
+		case sniffHeader:
+			err := fmt.Errorf("%w (first bytes %q)", ErrProxyUntrusted, g.head)
+			c.l.refuse(refProxy, g.peer, err)
+			return 0, fmt.Errorf("srcs: %s: %w", c.Name(), err)
+		case sniffData:
+			if len(g.head) > 0 {
+				n := copy(p, g.head)
+				g.head = g.head[n:]
+				g.decided = len(g.head) == 0
+				return n, nil
+			}
+		}
+		var b [sigLen]byte
+		m, err := c.Conn.Read(b[:sigLen-len(g.head)])
+		g.head = append(g.head, b[:m]...)
+		if err == nil {
+			continue
+		}
+		if sniff(g.head) == sniffHeader {
+			continue // refused above
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return 0, err // keep head: the runner's flush or stop deadline
+		}
+		// The end of the stream, or an error: what came is data.
+		n := copy(p, g.head)
+		g.head = g.head[n:]
+		g.decided = len(g.head) == 0
+		return n, err
 	}
 }
 

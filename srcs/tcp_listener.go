@@ -405,6 +405,34 @@ type AcceptedConn struct {
 	*Conn
 	l    *Listener
 	once sync.Once
+	// guard checks the first bytes of an untrusted connection on a PROXY
+	// listener that had sent nothing decisive when it was accepted; nil
+	// for every other connection.
+	guard *firstBytes
+}
+
+// Read reads from the connection. On a connection with a guard, its first
+// bytes are checked before any is delivered: a PROXY signature from an
+// untrusted peer fails Read with an error wrapping ErrProxyUntrusted.
+func (c *AcceptedConn) Read(p []byte) (int, error) {
+	if g := c.guard; g != nil && !g.decided {
+		return g.read(c, p)
+	}
+	return c.Conn.Read(p)
+}
+
+// Encrypted implements the capability: true for a TLS session, and for a
+// connection whose first bytes its Read must still check, which a runner
+// must therefore not read raw.
+func (c *AcceptedConn) Encrypted() bool { return c.guard != nil || c.Conn.Encrypted() }
+
+// Desc returns the connection's descriptor; a connection whose first
+// bytes its Read must check has none to give (ErrNoDescriptor).
+func (c *AcceptedConn) Desc() (Desc, error) {
+	if c.guard != nil {
+		return Desc{}, fmt.Errorf("srcs: %s: its first bytes are checked by Read: %w", c.Name(), ErrNoDescriptor)
+	}
+	return c.Conn.Desc()
 }
 
 // Framer implements Framed: the listener's ListenerConfig.Framer.

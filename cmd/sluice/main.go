@@ -119,16 +119,23 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if name == "check" {
 		return check(cfg, path, stdout, stderr)
 	}
+	// From here on every line on standard error is a log line in the
+	// format the node file asks for.
+	log, err := node.NewLogger(cfg.Log, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice run: %v\n", err)
+		return exitUsage
+	}
 	if pprof && metrics == "" && cfg.Metrics.Listen == "" {
-		fmt.Fprintf(stderr, "sluice run: --pprof: needs --metrics or metrics.listen in %s\n", path)
+		log.Error("cannot start: --pprof: needs --metrics or metrics.listen", "config", path)
 		return exitUsage
 	}
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, node.Signals()...)
 	defer signal.Stop(sigs)
-	n, err := node.New(cfg, node.WithConfigPath(path), node.WithMetrics(metrics, pprof), node.WithLogOutput(stderr), node.WithStdout(stdout))
+	n, err := node.New(cfg, node.WithConfigPath(path), node.WithMetrics(metrics, pprof), node.WithLogger(log), node.WithStdout(stdout))
 	if err != nil {
-		fmt.Fprintf(stderr, "sluice run: %v\n", err)
+		log.Error("cannot start", "err", err)
 		var ce *node.ConfigError
 		if errors.As(err, &ce) {
 			return exitUsage
@@ -140,10 +147,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case err == nil:
 		return exitOK
 	case errors.Is(err, node.ErrSourcesFailed):
-		fmt.Fprintf(stderr, "sluice run: %v\n", err)
+		log.Error("exiting: sources failed", "err", err)
 		return exitSourcesFailed
 	default:
-		fmt.Fprintf(stderr, "sluice run: %v\n", err)
+		log.Error("exiting", "err", err)
 		return exitFailure
 	}
 }

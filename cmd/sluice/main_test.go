@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -342,5 +343,54 @@ func TestUnderTimeout(t *testing.T) {
 	out, err := exec.Command("timeout", "--preserve-status", "1", sluiceBin(t), "run", "-c", cfg).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "msg=drained") || strings.Contains(string(out), "second signal") {
 		t.Fatalf("%v:\n%s", err, out)
+	}
+}
+
+// TestJSONLogEveryLine: with log: {format: json}, every line on standard
+// error is a JSON object, a start-up failure's reason included, and
+// durations read as the node file writes them.
+func TestJSONLogEveryLine(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name     string
+		body     string
+		exit     int
+		want     []string // in some line
+		drainNow bool     // send SIGTERM once ready
+	}{
+		{"start-up failure", "sources:\n  - tail: {path: " + dir + "/missing.log}\nlog: {format: json}\n", exitFailure,
+			[]string{`"msg":"cannot start"`, `missing.log`}, false},
+		{"pprof without an endpoint", "sources:\n  - tcp: {listen: 127.0.0.1:0}\nlog: {format: json}\nmetrics: {pprof: true}\n", exitFailure,
+			[]string{`"msg":"cannot start"`, `metrics.pprof needs an endpoint`}, false},
+		{"drain", "sources:\n  - tcp: {listen: 127.0.0.1:0}\nlog: {format: json}\ndrain_timeout: 7s\n", exitOK,
+			[]string{`"msg":"node ready"`, `"timeout":"7s"`, `"msg":"drained"`}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := srcstest.WriteFile(t, t.TempDir(), "node.yaml", tc.body)
+			p := start(t, "run", "-c", cfg)
+			if tc.drainNow {
+				p.await(`"node ready"`)
+				p.signal(syscall.SIGTERM)
+			}
+			if code := p.wait(); code != tc.exit {
+				t.Fatalf("exit %d, want %d:\n%s", code, tc.exit, p.all())
+			}
+			for _, line := range p.log {
+				var m map[string]any
+				if err := json.Unmarshal([]byte(line), &m); err != nil {
+					t.Errorf("not a JSON line: %q", line)
+				}
+				for k, v := range m {
+					if f, ok := v.(float64); ok && f >= 1e6 && k != "bytes" && k != "pid" {
+						t.Errorf("%s: %v looks like a duration in nanoseconds: %s", k, f, line)
+					}
+				}
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(p.all(), w) {
+					t.Errorf("no line has %s:\n%s", w, p.all())
+				}
+			}
+		})
 	}
 }

@@ -108,10 +108,15 @@ const (
 
 // Writer is the stdout output: how chunks are written.
 type Writer struct {
-	// Format is records (the default: the bytes as they arrived, with
-	// datagrams and MQTT messages one per line) or chunks (each chunk
-	// behind a header line naming its source, sequence number, flags and
-	// length). See the README's "Outputs".
+	// Format is records (the default: the bytes as they arrived, in
+	// whole lines, with datagrams and MQTT messages one per line) or
+	// chunks (each chunk behind a header line naming its source, sequence
+	// number, flags and length). In records, a line never holds two
+	// sources' bytes: an unframed source's unfinished line waits for its
+	// end, and a record a source never finished (closed, or cut by the
+	// drain, in its middle) is written on a line of its own behind a
+	// marker line, sluice-truncated source=ID bytes=N name="NAME", then
+	// exactly N bytes and a newline. See the README's "Outputs".
 	Format string `yaml:"format"`
 }
 
@@ -217,6 +222,7 @@ func (s Source) Name() string {
 // lines, and the config decoded from it.
 type file struct {
 	name string
+	data []byte // the file as read
 	root *yaml.Node
 	cfg  Config
 }
@@ -238,7 +244,7 @@ func Load(path string) (Config, error) {
 
 // Parse is Load for a file already read; name is how errors name it.
 func Parse(name string, data []byte) (Config, error) {
-	f := &file{name: name, root: &yaml.Node{}}
+	f := &file{name: name, data: data, root: &yaml.Node{}}
 	if err := yaml.Unmarshal(data, f.root); err != nil {
 		return Config{}, f.yamlError(err)
 	}
@@ -322,6 +328,9 @@ func (f *file) validate() error {
 		case s.MQTT != nil && len(s.MQTT.Topics) == 0:
 			return f.errorf(at("topics"), "required (at least one topic filter)")
 		}
+		if err := f.checkAddresses(i, kind, s); err != nil {
+			return err
+		}
 		// Let the sources check the rest of their fields now, before
 		// anything listens; their errors name Go fields, which
 		// sourceError turns into keys.
@@ -340,17 +349,28 @@ func (f *file) validate() error {
 		case s.Tail != nil:
 			_, err = srcs.NewTail(s.Tail.TailConfig)
 			typ = reflect.TypeFor[Tail]()
+		case s.File != nil:
+			_, err = srcs.NewFile(*s.File)
+			typ = reflect.TypeFor[srcs.FileConfig]()
 		}
 		if err != nil {
 			sub, msg := sourceError(typ, err)
 			return f.errorf(append([]any{"sources", i, kind}, sub...), "%s", msg)
 		}
 	}
+	if err := f.checkSharedAddresses(); err != nil {
+		return err
+	}
 	if kinds := c.Output.kinds(); len(kinds) > 1 {
 		return f.errorf([]any{"output"}, "names several outputs (%s); a node has one", strings.Join(kinds, ", "))
 	}
 	if js := c.Output.JetStream; js != nil && js.Subject == "" {
 		return f.errorf([]any{"output", "jetstream", "subject"}, "required")
+	}
+	if js := c.Output.JetStream; js != nil {
+		if err := f.checkJetStream(js); err != nil {
+			return err
+		}
 	}
 	if js := c.Output.JetStream; js != nil && js.CredsFile != "" {
 		if err := checkCredsFile(js.CredsFile); err != nil {
@@ -374,6 +394,11 @@ func (f *file) validate() error {
 			return f.errorf([]any{"output", "file", "path"}, "required")
 		case !slices.Contains([]string{FormatRecords, FormatChunks}, w.Format):
 			return f.errorf([]any{"output", "file", "format"}, "%q: must be records or chunks", w.Format)
+		}
+	}
+	if c.Metrics.Listen != "" {
+		if err := checkHostPort(c.Metrics.Listen); err != nil {
+			return f.errorf([]any{"metrics", "listen"}, "%v", err)
 		}
 	}
 	if c.Metrics.PerSource < 0 {
@@ -419,13 +444,13 @@ func (o Output) kinds() []string {
 }
 
 // Resolved returns the configuration as the node would run it on this
-// machine: the engine's defaults filled in (its worker and handler counts
-// follow GOMAXPROCS), and secrets (passwords, tokens, credentials) masked.
+// machine: every default filled in (the engine's worker and handler
+// counts follow GOMAXPROCS; sources, listeners and the output as their
+// code fills them), and secrets (passwords, tokens, the credentials of
+// URLs) printed as [redacted].
 // `sluice check` prints it.
 func (c Config) Resolved() ([]byte, error) {
-	if rc, err := c.Engine.Resolved(); err == nil {
-		c.Engine = rc
-	}
+	c = c.withDefaults()
 	var n yaml.Node
 	if err := n.Encode(c); err != nil {
 		return nil, fmt.Errorf("node: config: %w", err)
@@ -439,23 +464,4 @@ func (c Config) Resolved() ([]byte, error) {
 	}
 	enc.Close()
 	return b.Bytes(), nil
-}
-
-// maskSecrets replaces the values of keys that hold secrets.
-func maskSecrets(n *yaml.Node) {
-	if n.Kind == yaml.MappingNode {
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := n.Content[i].Value, n.Content[i+1]
-			secret := false
-			for _, s := range []string{"password", "token", "secret", "nkey", "creds", "credentials"} {
-				secret = secret || strings.Contains(k, s)
-			}
-			if secret && v.Kind == yaml.ScalarNode && v.Value != "" {
-				v.Value, v.Tag, v.Style = "(hidden)", "!!str", 0
-			}
-		}
-	}
-	for _, c := range n.Content {
-		maskSecrets(c)
-	}
 }

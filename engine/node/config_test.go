@@ -2,11 +2,16 @@ package node
 
 import (
 	"errors"
+	"fmt"
+	"net"
+	"os"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/sluice-io/sluice/internal/srcstest"
+	"github.com/sluice-io/sluice/srcs"
 )
 
 // TestConfigErrors: every problem is reported as file:line: key: message,
@@ -50,7 +55,46 @@ func TestConfigErrors(t *testing.T) {
 		{"output format", "sources:\n  - tcp: {listen: 127.0.0.1:0}\noutput:\n  stdout: {format: lines}\n", "node.yaml:4: output.stdout.format: \"lines\": must be records or chunks"},
 		{"log format", "sources:\n  - tcp: {listen: 127.0.0.1:0}\nlog: {format: xml}\n", "node.yaml:3: log.format: \"xml\": must be text or json"},
 		{"duplicate key", "engine: {}\nengine: {}\n", "node.yaml:2: key engine given twice (first at line 1)"},
-		{"syntax", "engine: [\n", "node.yaml:1: YAML syntax: did not find expected node content"},
+		{"listen without a port", "sources:\n  - tcp:\n      listen: 127.0.0.1\n", "node.yaml:3: sources[0].tcp.listen: \"127.0.0.1\": missing port in address"},
+		{"listen port out of range", "sources:\n  - tcp:\n      listen: :99999\n", "node.yaml:3: sources[0].tcp.listen: \":99999\": port 99999 is out of range"},
+		{"listen host alone", "sources:\n  - tcp:\n      listen: localhost\n", "node.yaml:3: sources[0].tcp.listen: \"localhost\": missing port"},
+		{"listen bad service", "sources:\n  - tcp:\n      listen: :nosuchservice\n", "node.yaml:3: sources[0].tcp.listen: \":nosuchservice\": \"nosuchservice\" is not a port number"},
+		{"udp address", "sources:\n  - udp:\n      addr: nonsense\n", "node.yaml:3: sources[0].udp.addr: \"nonsense\": missing port"},
+		{"unix path too long", "sources:\n  - unix:\n      listen: /" + strings.Repeat("x", 120) + "\n", "node.yaml:3: sources[0].unix.listen: 121 bytes: a unix socket path takes at most 107"},
+		{"allow CIDR", "sources:\n  - tcp:\n      listen: 127.0.0.1:0\n      allow: [127.0.0.1, 10.0.0.0/99]\n", "node.yaml:4: sources[0].tcp.allow[1]: \"10.0.0.0/99\": not a CIDR or an IP address"},
+		{"trusted CIDR", "sources:\n  - tcp:\n      listen: 127.0.0.1:0\n      proxy_protocol:\n        trusted:\n          - nowhere\n", "node.yaml:6: sources[0].tcp.proxy_protocol.trusted[0]: \"nowhere\": not a CIDR"},
+		{"no trusted proxy", "sources:\n  - tcp:\n      listen: 127.0.0.1:0\n      proxy_protocol: {}\n", "node.yaml:4: sources[0].tcp.proxy_protocol.trusted: no proxy address"},
+		{"negative handshake timeout", "sources:\n  - tcp:\n      listen: 127.0.0.1:0\n      handshake_timeout: -1s\n", "node.yaml:4: sources[0].tcp.handshake_timeout: -1s is negative"},
+		{"metrics address", "sources:\n  - tcp: {listen: 127.0.0.1:0}\nmetrics:\n  listen: nonsense\n", "node.yaml:4: metrics.listen: \"nonsense\": missing port"},
+		{"jetstream url port", "sources:\n  - tcp: {listen: 127.0.0.1:0}\noutput:\n  jetstream:\n    subject: x\n    url: nats://op:pw@127.0.0.1:99999\n", "node.yaml:6: output.jetstream.url: nats://[redacted]@127.0.0.1:99999: port \"99999\" is not a number"},
+		{"jetstream url scheme", "sources:\n  - tcp: {listen: 127.0.0.1:0}\noutput:\n  jetstream:\n    subject: x\n    url: http://127.0.0.1:4222\n", "node.yaml:6: output.jetstream.url: http://127.0.0.1:4222: scheme \"http\" is not nats"},
+		{"jetstream storage", "sources:\n  - tcp: {listen: 127.0.0.1:0}\noutput:\n  jetstream:\n    subject: x\n    storage: disk\n", "node.yaml:6: output.jetstream.storage: \"disk\": must be file or memory"},
+		{"listener tls version", "sources:\n  - tcp:\n      listen: 127.0.0.1:0\n      tls: {cert_file: c.pem, key_file: k.pem, min_version: \"1.1\"}\n", "node.yaml:4: sources[0].tcp.tls.min_version: \"1.1\": must be 1.2 or 1.3"},
+		{"listener tls without a certificate", "sources:\n  - tcp:\n      listen: 127.0.0.1:0\n      tls: {key_file: k.pem}\n", "node.yaml:4: sources[0].tcp.tls.cert_file: required on a listener"},
+		{"listener client_auth", "sources:\n  - tcp:\n      listen: 127.0.0.1:0\n      tls: {cert_file: c.pem, key_file: k.pem, client_auth: maybe}\n", "node.yaml:4: sources[0].tcp.tls.client_auth: \"maybe\": must be none, require or verify_if_given"},
+		{"listener client_auth without a CA", "sources:\n  - tcp:\n      listen: 127.0.0.1:0\n      tls: {cert_file: c.pem, key_file: k.pem, client_auth: require}\n", "node.yaml:4: sources[0].tcp.tls.ca_file: required with client_auth require"},
+		{"unix listener tls", "sources:\n  - unix:\n      listen: /tmp/x.sock\n      tls: {cert_file: c.pem, key_file: k.pem}\n", "node.yaml:4: sources[0].unix.tls: applies to tcp listeners only"},
+		{"unix listener allow", "sources:\n  - unix:\n      listen: /tmp/x.sock\n      allow: [127.0.0.1]\n", "node.yaml:4: sources[0].unix.allow: applies to tcp listeners only"},
+		{"udp datagram size", "sources:\n  - udp:\n      addr: 127.0.0.1:0\n      max_datagram: 70000\n", "node.yaml:4: sources[0].udp.max_datagram: 70000: must be from 0 (default) to 65535"},
+		{"udp buffer", "sources:\n  - udp:\n      addr: 127.0.0.1:0\n      read_buffer: -1\n", "node.yaml:4: sources[0].udp.read_buffer: -1: must not be negative"},
+		{"file offset", "sources:\n  - file:\n      path: /x\n      offset: -5\n", "node.yaml:4: sources[0].file.offset: -5 is negative"},
+		{"jetstream password without user", "sources:\n  - tcp: {listen: 127.0.0.1:0}\noutput:\n  jetstream:\n    subject: x\n    password: p\n", "node.yaml:6: output.jetstream.password: set without user"},
+		{"jetstream two kinds of credentials", "sources:\n  - tcp: {listen: 127.0.0.1:0}\noutput:\n  jetstream:\n    subject: x\n    user: u\n    token: t\n", "node.yaml:4: output.jetstream: user and password, token: set one kind of credentials at most"},
+		{"jetstream password twice", "sources:\n  - tcp: {listen: 127.0.0.1:0}\noutput:\n  jetstream:\n    subject: x\n    user: u\n    password: p\n    password_env: HOME\n", "node.yaml:4: output.jetstream: password, password_file and password_env: set at most one"},
+		{"jetstream password from nowhere", "sources:\n  - tcp: {listen: 127.0.0.1:0}\noutput:\n  jetstream:\n    subject: x\n    user: u\n    password_env: SLUICE_TEST_NO_SUCH_VARIABLE\n", "node.yaml:7: output.jetstream.password_env: $SLUICE_TEST_NO_SUCH_VARIABLE is not set or empty"},
+		{"jetstream tls version", "sources:\n  - tcp: {listen: 127.0.0.1:0}\noutput:\n  jetstream:\n    subject: x\n    tls: {min_version: \"1.0\"}\n", "node.yaml:6: output.jetstream.tls.min_version: \"1.0\": must be 1.2 or 1.3"},
+		{"one port twice", "sources:\n  - tcp: {listen: 127.0.0.1:9400}\n  - tcp: {listen: \":9400\"}\n", "node.yaml:3: sources[1].tcp.listen: :9400: sources[0] binds it already"},
+		{"one udp port twice", "sources:\n  - udp: {addr: 127.0.0.1:514}\n  - udp: {addr: 127.0.0.1:514}\n", "node.yaml:3: sources[1].udp.addr: 127.0.0.1:514: sources[0] binds it already"},
+		{"one socket twice", "sources:\n  - unix: {listen: /tmp/s.sock}\n  - unix: {listen: /tmp/s.sock}\n", "node.yaml:3: sources[1].unix.listen: /tmp/s.sock: sources[0] binds it already"},
+		{"syntax", "engine: [\n", "node.yaml:1: engine: YAML syntax: this [ or { is never closed (did not find expected node content)"},
+		{"unclosed list", "engine:\n  buffers: [64\nsources:\n  - tcp: {listen: 127.0.0.1:0}\n", "node.yaml:2: engine.buffers: YAML syntax: this [ or { is never closed (did not find expected ',' or ']')"},
+		{"unclosed mapping", "sources:\n  - tcp: {listen: 127.0.0.1:0\n  - udp: {addr: 127.0.0.1:0}\n", "node.yaml:2: sources[0].tcp: YAML syntax: this [ or { is never closed"},
+		{"over-indented key", "engine:\n  buffers: 64\n    flush: 5ms\nsources:\n  - tcp: {listen: 127.0.0.1:0}\n", "node.yaml:3: engine.flush: YAML syntax: this line is indented under buffers, which has its value on line 2 already"},
+		{"under-indented key", "engine:\n  buffers: 64\n flush: 5ms\n", "node.yaml:3: engine.flush: YAML syntax: indented 1 space where the rest of engine is indented 2"},
+		{"tab indentation", "engine:\n  buffers: 64\n\tflush: 5ms\n", "node.yaml:3: engine.flush: YAML syntax: a tab in the indentation: YAML indents with spaces"},
+		{"list item among keys", "engine:\n  flush: 5ms\n  - 3\n", "node.yaml:3: engine: YAML syntax: a list item among the keys of engine"},
+		{"misaligned list item", "sources:\n  - tcp: {listen: 127.0.0.1:0}\n   - udp: {addr: 127.0.0.1:0}\n", "node.yaml:3: sources[0].udp: YAML syntax: indented 3 spaces"},
+		{"unclosed quote", "sources:\n  - tcp:\n      listen: \"127.0.0.1:0\n", "node.yaml:3: sources[0].tcp.listen: YAML syntax: found unexpected end of stream"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Load(srcstest.WriteFile(t, dir, "node.yaml", tc.yaml))
@@ -78,19 +122,75 @@ func TestEmptyFileIsErrEmpty(t *testing.T) {
 }
 
 // TestResolvedMasksSecrets: check prints the configuration without
-// passwords.
+// passwords, tokens or the credentials of URLs, each as [redacted].
 func TestResolvedMasksSecrets(t *testing.T) {
-	cfg, err := Load(srcstest.WriteFile(t, t.TempDir(), "node.yaml", "sources:\n  - mqtt:\n      broker: 127.0.0.1:1883\n      client_id: x\n      username: u\n      password: hunter2\n      topics: [a]\n"))
+	const tcp = "sources:\n  - tcp: {listen: 127.0.0.1:0}\n"
+	for _, tc := range []struct {
+		name, yaml string
+		secrets    []string // must not appear
+		want       []string // must appear
+	}{
+		{"mqtt password", "sources:\n  - mqtt:\n      broker: 127.0.0.1:1883\n      client_id: x\n      username: u\n      password: hunter2\n      topics: [a]\n",
+			[]string{"hunter2"}, []string{"password: '[redacted]'", "username: u", "buf_size: 65536"}},
+		{"url with a password", tcp + "output:\n  jetstream:\n    subject: x\n    url: nats://op:urlpw-17@127.0.0.1:1\n",
+			[]string{"urlpw-17", "op:"}, []string{"url: nats://[redacted]@127.0.0.1:1"}},
+		{"url with a token", tcp + "output:\n  jetstream:\n    subject: x\n    url: nats://s3cr3t-tok@127.0.0.1:1, nats://u:p4ss@127.0.0.2:2\n",
+			[]string{"s3cr3t-tok", "p4ss"}, []string{"nats://[redacted]@127.0.0.1:1, nats://[redacted]@127.0.0.2:2"}},
+		{"inline token", tcp + "output:\n  jetstream:\n    subject: x\n    token: tok-99\n",
+			[]string{"tok-99"}, []string{"token: '[redacted]'"}},
+		{"where a secret is is not a secret", tcp + "output:\n  jetstream:\n    subject: x\n    user: u\n    password_env: NATS_PW\n",
+			[]string{"pw-from-env"}, []string{"password_env: NATS_PW"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("NATS_PW", "pw-from-env")
+			cfg, err := Parse("node.yaml", []byte(tc.yaml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := cfg.Resolved()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range tc.secrets {
+				if strings.Contains(string(out), s) {
+					t.Errorf("resolved shows %q:\n%s", s, out)
+				}
+			}
+			for _, s := range tc.want {
+				if !strings.Contains(string(out), s) {
+					t.Errorf("resolved lacks %q:\n%s", s, out)
+				}
+			}
+			if strings.Contains(string(out), "(hidden)") {
+				t.Errorf("resolved says (hidden), not [redacted]:\n%s", out)
+			}
+		})
+	}
+}
+
+// TestRedactURLs: errors and log lines lose the credentials of URLs.
+func TestRedactURLs(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"jetstream: connect nats://op:urlpw@127.0.0.1:1: refused", "jetstream: connect nats://[redacted]@127.0.0.1:1: refused"},
+		{"connect nats://op:xxxxx@h:1,nats://tok@h:2", "connect nats://[redacted]@h:1,nats://[redacted]@h:2"},
+		{"mail op@example.org and nats://h:1", "mail op@example.org and nats://h:1"},
+		{"GET https://h/x?user=u&token=abc123&n=1", "GET https://h/x?user=u&token=[redacted]&n=1"},
+		{"header Authorization: Bearer abc.def refused", "header Authorization: Bearer [redacted] refused"},
+		{`{"authorization":"Basic dXNlcjpwdw=="}`, `{"authorization":"Basic [redacted]"}`},
+		{"proxy-authorization=s3cr3t", "proxy-authorization=[redacted]"},
+	} {
+		if got := redactSecrets(tc.in); got != tc.want {
+			t.Errorf("redactSecrets(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+	var b strings.Builder
+	log, err := newLogger(Log{Format: "json"}, &b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := cfg.Resolved()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(string(out), "hunter2") || !strings.Contains(string(out), "password: (hidden)") ||
-		!strings.Contains(string(out), "buf_size: 65536") {
-		t.Fatalf("resolved:\n%s", out)
+	log.Warn("jetstream", "err", errors.New("nats: dial nats://op:pw-55@127.0.0.1:1"), "url", "nats://op:pw-55@127.0.0.1:1")
+	if strings.Contains(b.String(), "pw-55") || !strings.Contains(b.String(), "[redacted]@127.0.0.1:1") {
+		t.Errorf("log line %s", b.String())
 	}
 }
 
@@ -116,5 +216,92 @@ func TestByteUnits(t *testing.T) {
 	_, err = Parse("node.yaml", []byte("engine:\n  buf_size: 64KiB\n  bufers: 16\n"))
 	if err == nil || !strings.HasPrefix(err.Error(), "node.yaml:3: engine.bufers: unknown key") {
 		t.Errorf("an unknown key after a size: %v", err)
+	}
+}
+
+// TestResolvedDefaults: check prints every default the node runs with,
+// not the zero the file left.
+func TestResolvedDefaults(t *testing.T) {
+	cfg, err := Parse("node.yaml", []byte("engine: {buffers: 64}\n"+
+		"sources:\n  - tcp: {listen: 127.0.0.1:0}\n  - mqtt: {broker: 127.0.0.1:1883, client_id: x, topics: [a]}\n"+
+		"  - tcp_client: {addr: 127.0.0.1:1}\n  - udp: {addr: 127.0.0.1:0}\n  - tail: {path: /var/log/x.log}\n"+
+		"output:\n  jetstream: {subject: x, stream: S}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cfg.Resolved()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"max_per_source: 16\n", "max_pool_bytes: 4294967296\n",
+		"handshake_timeout: 10s\n", "max_handshakes: 1024\n",
+		"version: 4\n", "keep_alive: 30s\n", "max_message: 1048576\n", "dial_timeout: 5s\n",
+		"initial: 50ms\n", "max: 5s\n", "max_datagram: 65507\n", "poll: 250ms\n", "checkpoint_every: 1s\n",
+		"url: nats://127.0.0.1:4222\n", "max_pending: 256\n", "ack_timeout: 5s\n", "retry_wait: 100ms\n",
+		"storage: file\n", "replicas: 1\n", "duplicate_window: 2m0s\n",
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("resolved lacks %q", strings.TrimSpace(want))
+		}
+	}
+	for _, zero := range []string{"max_per_source: 0\n", "handshake_timeout: 0s\n", "max_handshakes: 0\n", "keep_alive: 0s\n",
+		"version: 0\n", "max_message: 0\n", "ack_timeout: 0s\n", "max_pending: 0\n", "dial_timeout: 0s\n"} {
+		if strings.Contains(string(out), zero) {
+			t.Errorf("resolved still prints %q:\n%s", strings.TrimSpace(zero), out)
+		}
+	}
+	if cfg.Sources[0].TCP.HandshakeTimeout != 0 || cfg.Output.JetStream.MaxPending != 0 {
+		t.Error("Resolved changed the configuration it was called on")
+	}
+}
+
+// TestPreflightWarnings: check warns of what run would refuse that
+// depends on the machine or the command line: a listener's certificate
+// that does not load, an endpoint option without an endpoint.
+func TestPreflightWarnings(t *testing.T) {
+	dir := t.TempDir()
+	notPEM := srcstest.WriteFile(t, dir, "cert.pem", "not a certificate\n")
+	for _, tc := range []struct{ name, yaml, want string }{
+		{"certificate", "sources:\n  - tcp:\n      listen: 127.0.0.1:0\n      tls: {cert_file: " + notPEM + ", key_file: " + notPEM + "}\n",
+			"sources[0] (tcp 127.0.0.1:0): tls.cert_file " + notPEM + ", tls.key_file " + notPEM + ": "},
+		{"pprof without an endpoint", "sources:\n  - tcp: {listen: 127.0.0.1:0}\nmetrics: {pprof: true}\n",
+			"metrics.pprof: needs an endpoint: run refuses to start unless metrics.listen or --metrics gives one"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := Parse("node.yaml", []byte(tc.yaml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if notes := strings.Join(Preflight(cfg), "\n"); !strings.Contains(notes, tc.want) {
+				t.Fatalf("warnings\n%s\nwant %q", notes, tc.want)
+			}
+		})
+	}
+}
+
+// TestDescribeErr: a source's error reads as what went wrong, once: no
+// Go package prefixes, no layer repeating the source's name, no
+// credentials.
+func TestDescribeErr(t *testing.T) {
+	refused := &net.OpError{Op: "dial", Net: "tcp", Addr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1},
+		Err: &os.SyscallError{Syscall: "connect", Err: syscall.ECONNREFUSED}}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"dial refused", &srcs.SourceError{ID: 3, Name: "tcp://127.0.0.1:1", Op: "open",
+			Err: fmt.Errorf("srcs: open tcp://127.0.0.1:1: %w", refused)}, "cannot connect to 127.0.0.1:1: connection refused"},
+		{"name lookup", fmt.Errorf("srcs: open tcp://nowhere.invalid:1: %w",
+			&net.OpError{Op: "dial", Net: "tcp", Err: &net.DNSError{Name: "nowhere.invalid", Err: "no such host"}}), "cannot resolve nowhere.invalid: no such host"},
+		{"the source's name once", fmt.Errorf("srcs: mqtt mqtt://127.0.0.1:2: connack: %w", errors.New("not authorized")), "connack: not authorized"},
+		{"credentials", errors.New("jetstream: connect nats://op:pw@127.0.0.1:1: refused"), "connect nats://[redacted]@127.0.0.1:1: refused"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := describeErr(tc.err); got != tc.want {
+				t.Fatalf("describeErr(%v) = %q, want %q", tc.err, got, tc.want)
+			}
+		})
 	}
 }

@@ -175,6 +175,12 @@ func (f *file) translate(msg string) *ConfigError {
 		return ce
 	}
 	ce.Msg = "YAML syntax: " + rest
+	line, path, hint := syntaxLocation(f.data, ce.Line)
+	if line > 0 {
+		ce.Line = line
+		ce.Msg = "YAML syntax: " + hint + " (" + rest + ")"
+	}
+	ce.Key = keyPath(path)
 	return ce
 }
 

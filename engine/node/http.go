@@ -71,7 +71,7 @@ func (n *Node) serveHTTP(addr string, withPprof bool) (*httpServer, error) {
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("node: metrics endpoint: %w", err)
+		return nil, fmt.Errorf("metrics endpoint: %w", listenError(addr, err))
 	}
 	// The server's own complaints (failed TLS handshakes, mostly: a
 	// scanner, a plaintext scrape) go to the log at debug.
@@ -309,7 +309,7 @@ func (n *Node) Health() Health {
 		}
 		sh := SourceHealth{Source: en.name, State: st, Conns: len(en.conns)}
 		if en.err != nil && st != stateRunning {
-			sh.Err = unwrapSource(en.err).Error()
+			sh.Err = describeErr(en.err)
 		}
 		en.mu.Unlock()
 		switch {

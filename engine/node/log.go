@@ -16,6 +16,23 @@ func parseLevel(s string) (slog.Level, error) {
 	return l, err
 }
 
+// NewLogger builds the logger a node with the log section c writes to w:
+// text (key=value) or JSON lines, at c's level, with durations written as
+// the node file writes them ("5ms", not nanoseconds) and the credentials
+// of URLs redacted. `sluice run` logs through it from the moment the node
+// file is parsed, so that every line on standard error, a start-up
+// failure included, has the format the file asks for.
+func NewLogger(c Log, w io.Writer) (*slog.Logger, error) { return newLogger(c, w) }
+
+// replaceAttr is the node's log handlers' ReplaceAttr.
+func replaceAttr(groups []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+		return a
+	}
+	return redactAttr(groups, a)
+}
+
 // newLogger builds the node's logger from the node file's log section.
 func newLogger(c Log, w io.Writer) (*slog.Logger, error) {
 	lvl, err := parseLevel(c.Level)
@@ -25,7 +42,7 @@ func newLogger(c Log, w io.Writer) (*slog.Logger, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node: log.level: %q: must be debug, info, warn or error", c.Level)
 	}
-	opts := &slog.HandlerOptions{Level: lvl}
+	opts := &slog.HandlerOptions{Level: lvl, ReplaceAttr: replaceAttr}
 	if c.Format == "json" {
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}

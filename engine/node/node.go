@@ -105,6 +105,8 @@ type Node struct {
 // background with backoff. cfg must come from Load or Parse. New logs
 // "node ready" when everything is open.
 func New(cfg Config, opts ...Option) (_ *Node, err error) {
+	// Errors may quote a server URL; its credentials never leave.
+	defer func() { err = operatorError(err) }()
 	o := options{stderr: os.Stderr, stdout: os.Stdout, path: "node.yaml", startWait: 10 * time.Second}
 	for _, opt := range opts {
 		opt(&o)
@@ -246,7 +248,7 @@ func (n *Node) sourceError(err error) {
 			n.log.Debug("connection error", "listener", en.name, "name", se.Name, "op", se.Op, "err", se.Err)
 		case en != nil:
 			en.setErr(err)
-			n.log.Warn("source error", "source", en.name, "op", se.Op, "err", se.Err)
+			n.log.Warn("source error", "source", en.name, "op", se.Op, "err", describeErr(se.Err))
 		default:
 			n.log.Debug("connection error", "name", se.Name, "op", se.Op, "err", se.Err)
 		}
@@ -268,7 +270,8 @@ func (n *Node) sourceError(err error) {
 // more after it began: a program may end ctx on the very signal sigs
 // then delivers. sigs may be nil. Run returns an error wrapping ErrSourcesFailed if any source
 // failed while the node ran.
-func (n *Node) Run(ctx context.Context, sigs <-chan os.Signal) (*Report, error) {
+func (n *Node) Run(ctx context.Context, sigs <-chan os.Signal) (_ *Report, err error) {
+	defer func() { err = operatorError(err) }()
 	var first os.Signal
 wait:
 	for {
@@ -326,7 +329,7 @@ func (n *Node) report() *Report {
 	n.mu.Lock()
 	for _, en := range n.entries {
 		if st, err := en.status(); st == stateFailed {
-			rep.Failed = append(rep.Failed, fmt.Sprintf("%s: %v", en.name, err))
+			rep.Failed = append(rep.Failed, fmt.Sprintf("%s: %s", en.name, describeErr(err)))
 		}
 	}
 	n.mu.Unlock()

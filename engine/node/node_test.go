@@ -347,22 +347,23 @@ func TestNodeUnwritableCheckpoint(t *testing.T) {
 	dir := t.TempDir()
 	logf := srcstest.WriteFile(t, dir, "app.log", "x\n")
 	notDir := srcstest.WriteFile(t, dir, "plain", "")
-	cases := map[string]string{
-		"missing directory": filepath.Join(dir, "no", "such", "dir", "app.ckpt"),
-		"parent is a file":  filepath.Join(notDir, "app.ckpt"),
+	missing := filepath.Join(dir, "no", "such", "dir")
+	cases := map[string]struct{ ck, want string }{
+		"missing directory": {filepath.Join(missing, "app.ckpt"), "its directory " + missing + " does not exist"},
+		"parent is a file":  {filepath.Join(notDir, "app.ckpt"), notDir + " is not a directory"},
 	}
 	if os.Geteuid() != 0 { // root writes anywhere
 		ro := filepath.Join(dir, "ro")
 		if err := os.Mkdir(ro, 0o500); err != nil {
 			t.Fatal(err)
 		}
-		cases["read-only directory"] = filepath.Join(ro, "app.ckpt")
+		cases["read-only directory"] = struct{ ck, want string }{filepath.Join(ro, "app.ckpt"), "its directory " + ro + " is not writable: permission denied"}
 	}
-	for name, ck := range cases {
+	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			_, err := newTestNode(t, "sources:\n  - tail:\n      path: "+logf+"\n      checkpoint: "+ck+"\n")
-			if err == nil || !strings.Contains(err.Error(), "checkpoint "+ck+": its directory is not writable") {
-				t.Fatalf("error %v", err)
+			_, err := newTestNode(t, "sources:\n  - tail:\n      path: "+logf+"\n      checkpoint: "+tc.ck+"\n")
+			if err == nil || !strings.HasSuffix(err.Error(), "checkpoint "+tc.ck+": "+tc.want) || strings.Contains(err.Error(), ".sluice-check") {
+				t.Fatalf("error %v\nwant it to end %q", err, "checkpoint "+tc.ck+": "+tc.want)
 			}
 		})
 	}
@@ -597,4 +598,48 @@ func readIngest(t *testing.T, nc *nats.Conn, want int) int {
 		got += len(m.Data())
 	}
 	return got
+}
+
+// TestNodeStartErrors: what stops a node at start-up is said once, in the
+// operator's terms: the entry, what failed and why, with no Go package
+// prefixes and no layer repeating another.
+func TestNodeStartErrors(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	busyUDP, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busyUDP.Close()
+	dir := t.TempDir()
+	taken, udpTaken := busy.Addr().String(), busyUDP.LocalAddr().String()
+	for _, tc := range []struct{ name, body, want string }{
+		{"tcp address in use", "sources:\n  - tcp: {listen: " + taken + "}\n",
+			"sources[0] (tcp " + taken + "): cannot listen on " + taken + ": address already in use"},
+		{"udp address in use", "sources:\n  - udp: {addr: " + udpTaken + "}\n",
+			"sources[0] (udp " + udpTaken + "): cannot listen on " + udpTaken + ": address already in use"},
+		{"unix socket in a missing directory", "sources:\n  - unix: {listen: " + dir + "/no/s.sock}\n",
+			"sources[0] (unix " + dir + "/no/s.sock): cannot listen on " + dir + "/no/s.sock: no such file or directory"},
+		{"metrics address in use", "sources:\n  - tcp: {listen: 127.0.0.1:0}\nmetrics: {listen: " + taken + "}\n",
+			"metrics endpoint: cannot listen on " + taken + ": address already in use"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := srcstest.WriteFile(t, t.TempDir(), "node.yaml", tc.body)
+			cfg, err := Load(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, err := New(cfg, WithConfigPath(path), WithLogOutput(io.Discard), WithStdout(io.Discard))
+			if err == nil {
+				n.close(context.Background())
+				t.Fatal("the node started")
+			}
+			if err.Error() != tc.want {
+				t.Fatalf("error\n\t%v\nwant\n\t%s", err, tc.want)
+			}
+		})
+	}
 }

@@ -2,6 +2,7 @@ package node
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -71,14 +72,32 @@ type nopCloser struct{ io.Writer }
 
 func (nopCloser) Close() error { return nil }
 
+// maxOpenLine bounds the bytes of a line the records format holds for a
+// source while it waits for the line's end: a longer run without a
+// newline is written as a piece behind the truncated marker.
+const maxOpenLine = 1 << 20
+
 // writerOutput writes chunks to stdout or a file, one chunk at a time
 // under a lock, so chunks of different sources never interleave.
 //
-// Format records writes what arrived: a chunk's bytes as they are (a
-// framed source's chunks hold whole records, so lines stay whole), except
-// that datagrams (udp) and MQTT messages are written one per line, their
-// payload followed by a newline. Format chunks writes every chunk, data
-// or end of stream, behind a header line:
+// Format records writes what arrived, in whole lines: a line never holds
+// two sources' bytes. Datagrams (udp) and MQTT messages are written one
+// per line, their payload followed by a newline. A framed source's chunks
+// hold whole records and are written as they are. An unframed source's
+// bytes are written up to the last newline of each chunk; the bytes after
+// it are held (copied; the chunk is released) until the same source sends
+// the rest of the line. A record a source never finished (a framed
+// chunk's Truncated tail, or the bytes an unframed source held when it
+// ended or the drain cut it, or a run of maxOpenLine bytes without a
+// newline) is written on a line of its own, behind a marker line:
+//
+//	sluice-truncated source=7 bytes=3 name="127.0.0.1:40312"
+//	hel
+//
+// followed by exactly bytes bytes and one newline, as in the chunks format.
+//
+// Format chunks writes every chunk, data or end of stream, behind a
+// header line:
 //
 //	sluice-chunk source=7 seq=0 bytes=5 flags=records name="127.0.0.1:40312"
 //	hello
@@ -96,10 +115,20 @@ type writerOutput struct {
 	sync   bool
 	err    error // the first write error; later writes are skipped
 	log    *slog.Logger
+	// open holds, per unframed source, the bytes of a line it has begun
+	// and not yet ended (records format).
+	open map[srcs.ID]*openLine
+}
+
+// openLine is the start of a line an unframed source has not ended yet.
+type openLine struct {
+	name string
+	buf  []byte
 }
 
 func newWriterOutput(f io.WriteCloser, name, format string, sync bool, log *slog.Logger) *writerOutput {
-	return &writerOutput{w: bufio.NewWriterSize(f, 256<<10), f: f, name: name, chunks: format == FormatChunks, sync: sync, log: log}
+	return &writerOutput{w: bufio.NewWriterSize(f, 256<<10), f: f, name: name, chunks: format == FormatChunks, sync: sync, log: log,
+		open: map[srcs.ID]*openLine{}}
 }
 
 func (o *writerOutput) describe() string {
@@ -118,8 +147,13 @@ func (o *writerOutput) handle(en *entry, c engine.Chunk) {
 	}
 	if o.chunks {
 		o.writeChunk(c)
-	} else if len(c.Data) > 0 {
-		o.writeRecords(en, c)
+	} else {
+		if len(c.Data) > 0 {
+			o.writeRecords(en, c)
+		}
+		if c.Flags&srcs.EndOfStream != 0 {
+			o.endLine(c.Source)
+		}
 	}
 	// Flush before the release: a released chunk has left the process
 	// (a tail's checkpoint may move past it).
@@ -149,7 +183,7 @@ func (o *writerOutput) writeChunk(c engine.Chunk) {
 	if f := c.Final; f != nil {
 		w.WriteString(" state=" + f.State.String())
 		if f.State == engine.Failed && f.LastErr != nil {
-			w.WriteString(" err=" + strconv.Quote(unwrapSource(f.LastErr).Error()))
+			w.WriteString(" err=" + strconv.Quote(describeErr(f.LastErr)))
 		}
 	}
 	w.WriteByte('\n')
@@ -172,15 +206,93 @@ func (o *writerOutput) writeRecords(en *entry, c engine.Chunk) {
 			w.WriteByte('\n')
 			return nil
 		})
+	case c.Flags&srcs.Records != 0:
+		whole := len(c.Data)
+		if c.Flags&srcs.Truncated != 0 {
+			if en != nil && en.framer != nil {
+				_, whole, _ = srcs.CountRecords(en.framer, c.Data)
+			} else {
+				whole = bytes.LastIndexByte(c.Data, '\n') + 1
+			}
+		}
+		w.Write(c.Data[:whole])
+		if whole < len(c.Data) {
+			o.writeTruncated(c.Source, c.Name, c.Data[whole:])
+		}
 	default:
-		w.Write(c.Data)
+		o.writeLines(c)
 	}
+}
+
+// writeLines writes an unframed chunk up to its last newline, behind the
+// line its source had begun, and holds the rest.
+func (o *writerOutput) writeLines(c engine.Chunk) {
+	ol := o.open[c.Source]
+	i := bytes.LastIndexByte(c.Data, '\n')
+	if i < 0 {
+		if ol == nil {
+			ol = &openLine{name: c.Name}
+			o.open[c.Source] = ol
+		}
+		ol.buf = append(ol.buf, c.Data...)
+		for len(ol.buf) >= maxOpenLine {
+			o.writeTruncated(c.Source, ol.name, ol.buf[:maxOpenLine])
+			ol.buf = append(ol.buf[:0], ol.buf[maxOpenLine:]...)
+		}
+		return
+	}
+	if ol != nil {
+		o.w.Write(ol.buf)
+		ol.buf = ol.buf[:0]
+	}
+	o.w.Write(c.Data[:i+1])
+	if rest := c.Data[i+1:]; len(rest) > 0 {
+		if ol == nil {
+			ol = &openLine{name: c.Name}
+			o.open[c.Source] = ol
+		}
+		ol.buf = append(ol.buf, rest...)
+	} else if ol != nil {
+		delete(o.open, c.Source)
+	}
+}
+
+// endLine writes the line a source had begun and will never end, marked.
+func (o *writerOutput) endLine(id srcs.ID) {
+	if ol := o.open[id]; ol != nil {
+		if len(ol.buf) > 0 {
+			o.writeTruncated(id, ol.name, ol.buf)
+		}
+		delete(o.open, id)
+	}
+}
+
+// writeTruncated writes a record its source never finished on a line of
+// its own, behind the marker line.
+func (o *writerOutput) writeTruncated(id srcs.ID, name string, p []byte) {
+	w := o.w
+	w.WriteString("sluice-truncated source=")
+	w.WriteString(strconv.FormatUint(uint64(id), 10))
+	w.WriteString(" bytes=")
+	w.WriteString(strconv.Itoa(len(p)))
+	w.WriteString(" name=")
+	w.WriteString(strconv.Quote(name))
+	w.WriteByte('\n')
+	w.Write(p)
+	w.WriteByte('\n')
 }
 
 func (o *writerOutput) close(context.Context) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	err := o.err
+	if err == nil {
+		// Sources end before the output closes, so nothing should be
+		// left; whatever is was cut.
+		for id := range o.open {
+			o.endLine(id)
+		}
+	}
 	if ferr := o.w.Flush(); err == nil {
 		err = ferr
 	}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -106,7 +107,9 @@ test fails when this file and the code disagree. Keys are spelled with
 their path: ` + "`sources[].tcp.listen`" + ` is ` + "`listen`" + ` under ` + "`tcp:`" + ` in an entry
 of the ` + "`sources:`" + ` list. A zero or missing value takes the default the
 meaning names. Durations are written like ` + "`250ms`, `5s`, `1m30s`" + `;
-sizes are whole numbers of bytes. The meanings are the Go documentation
+sizes (` + sizeKeys() + `) are a number of bytes or a size with a
+unit: ` + "`65536`, `64KiB`, `1 MiB`, `256KB`" + ` (KiB, MiB, GiB are powers of
+1024; KB, MB, GB of 1000). The meanings are the Go documentation
 of the fields, with field names turned into keys. See
 [node.yaml](node.yaml) for a commented example.
 
@@ -128,7 +131,11 @@ of the fields, with field names turned into keys. See
 			for ft.Kind() == reflect.Pointer {
 				ft = ft.Elem()
 			}
-			fmt.Fprintf(&b, "| `%s` | %s | %s |\n", key, typeName(ft), strings.ReplaceAll(doc, "|", "\\|"))
+			tn := typeName(ft)
+			if byteKeys[f.key] && tn == "integer" {
+				tn = "size"
+			}
+			fmt.Fprintf(&b, "| `%s` | %s | %s |\n", key, tn, strings.ReplaceAll(doc, "|", "\\|"))
 			switch {
 			case ft.Kind() == reflect.Struct && ft != reflect.TypeFor[time.Duration]():
 				walk(key+".", ft)
@@ -193,4 +200,15 @@ func docWords(owner reflect.Type, name, key, doc string) string {
 		}
 	}
 	return doc
+}
+
+// sizeKeys lists the keys that take sizes with units, as the reference
+// names them.
+func sizeKeys() string {
+	var keys []string
+	for k := range byteKeys {
+		keys = append(keys, "`"+k+"`")
+	}
+	slices.Sort(keys)
+	return strings.Join(keys, ", ")
 }

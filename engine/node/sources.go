@@ -2,11 +2,16 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -95,7 +100,7 @@ func entryKey(s Source) string {
 func (n *Node) add(i int, s Source) error {
 	kind := s.Kind()
 	en := &entry{index: i, cfg: s, key: entryKey(s), name: s.Name(), state: stateOpening, conns: map[srcs.ID]bool{}}
-	fail := func(err error) error { return fmt.Errorf("node: sources[%d] (%s): %w", i, en.name, err) }
+	fail := func(err error) error { return fmt.Errorf("sources[%d] (%s): %w", i, en.name, err) }
 	var opts []engine.SourceOption
 	if s.Flush > 0 {
 		opts = append(opts, engine.WithFlush(s.Flush))
@@ -126,7 +131,7 @@ func (n *Node) add(i int, s Source) error {
 			ln, err = srcs.ListenUnix(s.Unix.Listen, lc)
 		}
 		if err != nil {
-			return fail(err)
+			return fail(listenError(en.listen(), err))
 		}
 		en.ln, en.addr = ln, kind+"://"+ln.Addr().String()
 		// The engine announces each connection's id as it accepts it,
@@ -141,9 +146,10 @@ func (n *Node) add(i int, s Source) error {
 	case s.UDP != nil:
 		var u *srcs.UDPSource
 		u, err = srcs.ListenUDP(*s.UDP)
-		if err == nil {
-			en.addr = "udp://" + u.LocalAddr().String()
+		if err != nil {
+			return fail(listenError(s.UDP.Addr, err))
 		}
+		en.addr = "udp://" + u.LocalAddr().String()
 		src = u
 	case s.TCPClient != nil:
 		src, err = srcs.NewTCPClient(*s.TCPClient)
@@ -203,7 +209,7 @@ func (n *Node) addSource(en *entry, src srcs.Source, opts []engine.SourceOption)
 		src.Close()
 		en.setState(stateFailed)
 		en.setErr(err)
-		return fmt.Errorf("node: sources[%d] (%s): %w", en.index, en.name, err)
+		return fmt.Errorf("sources[%d] (%s): %w", en.index, en.name, err)
 	}
 	return nil
 }
@@ -260,13 +266,9 @@ func checkTail(t *Tail) (missing bool, err error) {
 	if t.Checkpoint == "" {
 		return missing, nil
 	}
-	dir := filepath.Dir(t.Checkpoint)
-	tmp, err := os.CreateTemp(dir, ".sluice-check-*")
-	if err != nil {
-		return missing, fmt.Errorf("checkpoint %s: its directory is not writable: %w", t.Checkpoint, err)
+	if err := checkCheckpointDir(t.Checkpoint); err != nil {
+		return missing, err
 	}
-	tmp.Close()
-	os.Remove(tmp.Name())
 	ck, _ := srcs.NewCheckpoint(t.Checkpoint, t.Path)
 	if _, err := ck.Load(); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return missing, fmt.Errorf("checkpoint: %w", err)
@@ -336,7 +338,7 @@ func (n *Node) awaitOpens(limit time.Duration) error {
 			en.mu.Unlock()
 			switch st {
 			case stateFailed:
-				return fmt.Errorf("node: sources[%d] (%s): cannot open: %w", en.index, en.name, unwrapSource(err))
+				return &startError{msg: fmt.Sprintf("sources[%d] (%s): cannot open: %s", en.index, en.name, describeErr(err)), err: err}
 			case stateOpening:
 				pending++
 			}
@@ -345,7 +347,7 @@ func (n *Node) awaitOpens(limit time.Duration) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("node: %d sources did not open within %v", pending, limit)
+			return fmt.Errorf("%d sources did not open within %v", pending, limit)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -406,7 +408,7 @@ func (n *Node) sourceEnded(en *entry, c engine.Chunk) {
 	en.mu.Unlock()
 	switch {
 	case failed:
-		n.log.Error("source failed", "source", en.name, "err", unwrapSource(err))
+		n.log.Error("source failed", "source", en.name, "err", describeErr(err))
 	case !draining:
 		n.log.Info("source ended", "source", en.name)
 	}
@@ -444,9 +446,21 @@ func Preflight(cfg Config) []string {
 			err = checkReadable(s.File.Path)
 		case s.Tail != nil:
 			_, err = checkTail(s.Tail)
+		case s.TCP != nil && s.TCP.TLS != nil:
+			err = checkTLSFiles(s.TCP.TLS)
 		}
 		if err != nil {
 			out = append(out, fmt.Sprintf("sources[%d] (%s): %v", i, s.Name(), err))
+		}
+	}
+	if cfg.Metrics.Listen == "" {
+		for _, k := range []struct {
+			set bool
+			key string
+		}{{cfg.Metrics.Pprof, "metrics.pprof"}, {cfg.Metrics.WebConfigFile != "", "metrics.web_config_file"}} {
+			if k.set {
+				out = append(out, k.key+": needs an endpoint: run refuses to start unless metrics.listen or --metrics gives one")
+			}
 		}
 	}
 	if wc := cfg.Metrics.WebConfigFile; wc != "" {
@@ -455,4 +469,138 @@ func Preflight(cfg Config) []string {
 		}
 	}
 	return out
+}
+
+// checkCheckpointDir says what stops a checkpoint file from being saved
+// in its directory: the directory missing, not a directory, or not
+// writable by this process (found by creating a file there and removing
+// it).
+func checkCheckpointDir(ck string) error {
+	dir := filepath.Dir(ck)
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("checkpoint %s: its directory %s does not exist", ck, dir)
+	case err != nil:
+		return fmt.Errorf("checkpoint %s: its directory %s: %w", ck, dir, pathReason(err))
+	case !fi.IsDir():
+		return fmt.Errorf("checkpoint %s: %s is not a directory", ck, dir)
+	}
+	tmp, err := os.CreateTemp(dir, ".sluice-check-*")
+	if err != nil {
+		return fmt.Errorf("checkpoint %s: its directory %s is not writable: %w", ck, dir, pathReason(err))
+	}
+	tmp.Close()
+	os.Remove(tmp.Name())
+	return nil
+}
+
+// pathReason is the cause of a *fs.PathError (permission denied), without
+// the operation and path the caller's message already gives.
+func pathReason(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// listenError says why a listener could not open, in the operator's
+// terms: the address and the reason once (address already in use),
+// without the layers of Go's network errors.
+func listenError(addr string, err error) error {
+	var oe *net.OpError
+	var dns *net.DNSError
+	if errors.As(err, &oe) || errors.As(err, &dns) {
+		return &startError{msg: fmt.Sprintf("cannot listen on %s: %s", addr, netReason(err)), err: err}
+	}
+	// A listener's own configuration: "srcs: listen tcp ADDR: tls: ...".
+	msg := strings.TrimPrefix(err.Error(), "srcs: ")
+	if strings.HasPrefix(msg, "listen ") {
+		if _, rest, ok := strings.Cut(msg, ": "); ok {
+			msg = rest
+		}
+	}
+	return &startError{msg: msg, err: err}
+}
+
+// netReason is the cause of a network error, without its operation and
+// addresses: the system call's error, or a name lookup's.
+func netReason(err error) string {
+	var dns *net.DNSError
+	if errors.As(err, &dns) {
+		return fmt.Sprintf("cannot resolve %s: %s", dns.Name, dns.Err)
+	}
+	var se *os.SyscallError
+	if errors.As(err, &se) {
+		return se.Err.Error()
+	}
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Err != nil {
+		return oe.Err.Error()
+	}
+	return strings.TrimPrefix(err.Error(), "srcs: ")
+}
+
+// startError is an error whose message the node words itself; it unwraps
+// to the cause for errors.Is and errors.As.
+type startError struct {
+	msg string
+	err error
+}
+
+func (e *startError) Error() string { return e.msg }
+func (e *startError) Unwrap() error { return e.err }
+
+// checkTLSFiles says whether a listener's certificate and key load, and
+// its client CA bundle holds a certificate.
+func checkTLSFiles(t *srcs.TLSConfig) error {
+	if _, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile); err != nil {
+		return fmt.Errorf("tls.cert_file %s, tls.key_file %s: %w", t.CertFile, t.KeyFile, pathReason(err))
+	}
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return fmt.Errorf("tls.ca_file: %w", err)
+		}
+		if !x509.NewCertPool().AppendCertsFromPEM(pem) {
+			return fmt.Errorf("tls.ca_file %s: no PEM certificate in it", t.CAFile)
+		}
+	}
+	return nil
+}
+
+// reSelfName matches the start srcs gives a source's errors: the
+// operation and the source's name (open tcp://127.0.0.1:1).
+var reSelfName = regexp.MustCompile(`^(open|mqtt) [a-z]+://\S+$`)
+
+// describeErr says what went wrong with a source in the operator's terms,
+// once: the cause without the layers of Go's errors (cannot connect to
+// ADDR: connection refused), without the source's own name, which the
+// caller gives, without Go package prefixes, and with the credentials of
+// URLs redacted.
+func describeErr(err error) string {
+	if err == nil {
+		return ""
+	}
+	var dns *net.DNSError
+	if errors.As(err, &dns) {
+		return fmt.Sprintf("cannot resolve %s: %s", dns.Name, dns.Err)
+	}
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Err != nil {
+		switch {
+		case oe.Op == "dial" && oe.Addr != nil:
+			return fmt.Sprintf("cannot connect to %s: %s", oe.Addr, netReason(err))
+		case oe.Op == "read" || oe.Op == "write":
+			return oe.Op + ": " + netReason(err)
+		}
+	}
+	segs := strings.Split(operatorWords(redactSecrets(unwrapSource(err).Error())), ": ")
+	// Leading segments that name the source itself (open tcp://host:port,
+	// mqtt mqtt://host:port) repeat what the caller says.
+	for len(segs) > 1 && reSelfName.MatchString(segs[0]) {
+		segs = segs[1:]
+	}
+	return strings.Join(segs, ": ")
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	proxyproto "github.com/pires/go-proxyproto"
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/sluice-io/sluice/internal/testca"
@@ -204,5 +205,52 @@ func TestNodeListenerRefusals(t *testing.T) {
 	}
 	if _, err := tn.stop(); err != nil {
 		t.Fatalf("a listener's failed connection failed the node: %v", err)
+	}
+}
+
+// TestNodeLateForgedProxyHeader: on a listener that trusts one proxy, a
+// client from elsewhere that stays silent past handshake_timeout and only
+// then sends a PROXY header is refused and counted, and neither its
+// header nor what follows reaches the output.
+func TestNodeLateForgedProxyHeader(t *testing.T) {
+	tn := startNode(t, "sources:\n  - tcp:\n      listen: 127.0.0.1:0\n      handshake_timeout: 100ms\n"+
+		"      proxy_protocol: {trusted: [127.0.0.2/32]}\noutput:\n  stdout: {}\n")
+	addr := tn.addr("tcp")
+	const label = `{listener="127.0.0.1:0"}`
+	const refused = `sluice_listener_refused_total{listener="127.0.0.1:0",reason="proxy_refused"}`
+	for _, v := range []byte{1, 2} {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The silent client is a source before its first byte.
+		until(t, "the silent client accepted", func() bool {
+			return scrapeValue(t, tn.metricsURL(), "sluice_listener_connections"+label) == 1
+		})
+		hdr := &proxyproto.Header{Version: v, Command: proxyproto.PROXY, TransportProtocol: proxyproto.TCPv4,
+			SourceAddr: &net.TCPAddr{IP: net.IPv4(203, 0, 113, 9), Port: 1}, DestinationAddr: &net.TCPAddr{IP: net.IPv4(198, 51, 100, 1), Port: 443}}
+		b, err := hdr.Format()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Write(append(b, "forged line\n"...))
+		c.Close()
+		until(t, "the late header refused", func() bool { return scrapeValue(t, tn.metricsURL(), refused) == float64(v) })
+		until(t, "the connection gone", func() bool {
+			return scrapeValue(t, tn.metricsURL(), "sluice_listener_connections"+label) == 0
+		})
+	}
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Write([]byte("plain line\n"))
+	c.Close()
+	until(t, "a direct client's line", func() bool { return strings.Contains(tn.stdout.String(), "plain line\n") })
+	if _, err := tn.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if out := tn.stdout.String(); out != "plain line\n" {
+		t.Fatalf("output %q: a forged header went through as data", out)
 	}
 }
