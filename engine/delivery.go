@@ -13,6 +13,12 @@ import (
 // copies nothing: Data aliases the pool's memory, so the consumer owns the
 // chunk until it calls Release, and must not touch Data afterwards. A chunk
 // may be handed between goroutines but not used by several at once.
+//
+// A Chunk is a value, and copies of it share one loan of the buffer:
+// Release may be called on any copy, any number of times. The first call
+// returns the buffer; later ones, on that copy or another, do nothing, even
+// once the buffer holds another source's bytes. After the first, the Data
+// of every copy is off limits.
 type Chunk struct {
 	// Source is the id AddSource returned, or that an accepted connection
 	// was given.
@@ -37,7 +43,8 @@ type Chunk struct {
 	// its books on the source without polling Stats.
 	Final *SourceStats
 
-	buf *pool.Buf
+	buf   *pool.Buf
+	lease uint64 // buf's lease when the chunk was emitted
 	// heap marks a data chunk whose bytes live outside the pool: the part
 	// of a record a framed lane ended with when no buffer was free.
 	heap bool
@@ -48,20 +55,21 @@ type Chunk struct {
 	end  int64
 }
 
-// Release returns the chunk's buffer to the source pool. Releasing the same
-// Chunk value twice is harmless; releasing two copies of it panics, as any
-// double release does.
+// Release returns the chunk's buffer to the source pool. It is safe on
+// any copy of the chunk and idempotent: see Chunk.
 func (c *Chunk) Release() {
 	if !c.data() {
 		return
 	}
+	freed := true
 	if c.buf != nil {
-		c.buf.Release()
+		freed = c.buf.ReleaseLease(c.lease)
 	}
-	c.buf, c.heap = nil, false
+	rel := c.rel
+	c.buf, c.heap, c.rel = nil, false, nil
 	c.Data = nil
-	if c.rel != nil {
-		c.rel.done(c.dseq, c.end)
+	if freed && rel != nil {
+		rel.done(c.dseq, c.end)
 	}
 }
 
@@ -89,6 +97,9 @@ type releases struct {
 func (r *releases) done(dseq uint64, end int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if dseq < r.next {
+		return // a copy of a chunk released already (one outside the pool)
+	}
 	if dseq != r.next {
 		if r.pending == nil {
 			r.pending = map[uint64]int64{}

@@ -74,7 +74,7 @@ func TestDroppedChunksAreNotCounted(t *testing.T) {
 		if !ok {
 			t.Fatal("no buffer")
 		}
-		return Chunk{buf: b, rel: r, dseq: dseq, end: end}
+		return Chunk{buf: b, lease: b.Lease(), rel: r, dseq: dseq, end: end}
 	}
 	dropped := chunk(0, 10)
 	dropped.drop()

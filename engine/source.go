@@ -188,6 +188,9 @@ func (s *source) emit(b *pool.Buf, data []byte, flags srcs.Flags, first time.Tim
 		Source: s.lane.ID, Name: s.name, Seq: s.seq.Add(1) - 1, Flags: flags,
 		Data: data, FirstByte: first, Emitted: time.Now(), buf: b, heap: b == nil,
 	}
+	if b != nil {
+		c.lease = b.Lease()
+	}
 	if w != nil && w.rel != nil {
 		w.end += int64(n)
 		c.rel, c.dseq, c.end = w.rel, w.dseq, w.end

@@ -483,6 +483,10 @@ func (b *Buf) Index() int { return int(b.idx) }
 // Release returns the buffer to its pool; see Pool.Release.
 func (b *Buf) Release() { b.p.Release(b) }
 
+// ReleaseLease returns the buffer to its pool if lease is its current
+// lease; see Pool.ReleaseLease.
+func (b *Buf) ReleaseLease(lease uint64) bool { return b.p.ReleaseLease(b, lease) }
+
 func poison(b []byte) {
 	for i := range b {
 		b[i] = 0xdb
