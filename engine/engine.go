@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
 	"math"
 	"net"
@@ -566,25 +567,6 @@ func (e *Engine) take(q *queue) (c Chunk, ok, done bool) {
 	}
 }
 
-// discard releases every chunk left in q and returns how many held data.
-func (e *Engine) discard(q *queue) int {
-	n := 0
-	for {
-		it, ok, _ := q.pop()
-		if !ok {
-			return n
-		}
-		if it.err != nil {
-			e.reportError(it.err)
-		}
-		if it.chunk.data() {
-			e.flow.add(-1)
-			it.chunk.drop()
-			n++
-		}
-	}
-}
-
 // shortageQuiet is how long runners must go without refusing a lane for
 // lack of descriptors before the next refusal counts as a new shortage,
 // which is logged at Warn; refusals within a shortage are logged at Debug,
@@ -632,9 +614,11 @@ func (e *Engine) serve(q *queue) {
 // Next returns the next chunk in pull mode, blocking until one arrives, ctx
 // ends, or the engine has shut down and every chunk was taken (ErrClosed).
 // End-of-stream chunks are returned too, with no data. The caller must
-// Release every chunk, and should keep calling Next during Shutdown until
-// it returns ErrClosed, so that nothing read is left behind. Next is safe
-// for concurrent use; chunks of one source come out in order.
+// Release every chunk. Shutdown does not wait for a reader: after it, Next
+// goes on returning the chunks read before it, in order, and returns
+// ErrClosed only after the last of them, so nothing read is lost. Chunks
+// is the loop that does this and releases every chunk. Next is safe for
+// concurrent use; chunks of one source come out in order.
 func (e *Engine) Next(ctx context.Context) (Chunk, error) {
 	if e.handler != nil {
 		return Chunk{}, errors.New("engine: Next: the engine delivers to a handler (WithHandler or WithInlineHandler)")
@@ -657,9 +641,50 @@ func (e *Engine) Next(ctx context.Context) (Chunk, error) {
 	}
 }
 
+// Chunks returns the pull-mode loop over the engine's chunks, for range:
+//
+//	for c, err := range e.Chunks(ctx) {
+//		if err != nil {
+//			return err // ctx ended
+//		}
+//		process(c.Data)
+//	}
+//
+// It yields what Next returns, and releases each chunk when the loop body
+// is done with it, so the body must not keep the chunk or its Data (a
+// Release in the body is harmless). The loop ends by itself once the
+// engine has shut down and every chunk read before has been yielded,
+// whichever goroutine called Shutdown, before or during the loop. An error
+// (ctx ended, or the engine delivers to a handler) is yielded once, with
+// no chunk, and ends the loop. Several goroutines may range over Chunks at
+// once; each chunk reaches one of them.
+func (e *Engine) Chunks(ctx context.Context) iter.Seq2[Chunk, error] {
+	return func(yield func(Chunk, error) bool) {
+		for {
+			c, err := e.Next(ctx)
+			switch {
+			case errors.Is(err, ErrClosed):
+				return
+			case err != nil:
+				yield(Chunk{}, err)
+				return
+			}
+			if !yieldChunk(yield, c) {
+				return
+			}
+		}
+	}
+}
+
+// yieldChunk hands c to the loop body and releases it when the body
+// returns, or panics.
+func yieldChunk(yield func(Chunk, error) bool, c Chunk) bool {
+	defer c.Release()
+	return yield(c, nil)
+}
+
 // Run blocks until ctx ends or Shutdown is called, then shuts the engine
-// down (waiting for consumers to release their chunks) and returns the
-// shutdown's error.
+// down and returns the shutdown's error.
 func (e *Engine) Run(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
@@ -670,11 +695,21 @@ func (e *Engine) Run(ctx context.Context) error {
 }
 
 // Shutdown stops every source (each delivers what it read, then its
-// end-of-stream chunk), stops the runners, lets processing drain the
-// queues, waits until every chunk is released, and unmaps the pool. If ctx
-// ends first, it returns an error saying what was still outstanding; the
-// pool then stays mapped. Shutdown is idempotent; later calls return the
-// first one's result.
+// end-of-stream chunk) and the runners. Then:
+//
+//   - With a handler (WithHandler), it lets processing drain the queues,
+//     waits until every chunk is released, and unmaps the pool.
+//   - In pull mode (Next, Chunks) it returns once everything read is
+//     queued, without waiting for a reader, so it neither hangs nor drops
+//     chunks when nobody pulls. Next and Chunks go on returning the
+//     queued chunks, and the source errors behind them, until the last;
+//     the pool is unmapped when the last chunk is released, which may be
+//     after Shutdown returned. Chunks nobody ever takes keep their buffers.
+//
+// If ctx ends first, it returns an error saying what was still
+// outstanding; the pool then stays mapped while anything is held.
+// Shutdown is idempotent; later calls return the first one's result.
+// Every goroutine the engine started has ended when it returns.
 func (e *Engine) Shutdown(ctx context.Context) error {
 	e.shutdownOnce.Do(func() {
 		e.shutdownErr = e.shutdown(ctx)
@@ -727,19 +762,24 @@ func (e *Engine) shutdown(ctx context.Context) error {
 	if err := waitCtx(wctx, "processing handlers", func() error { e.handlers.Wait(); return nil }); err != nil {
 		return errors.Join(append(errs, err)...)
 	}
-	// Consumers may still be draining the queue or holding chunks: wait
-	// for them. When ctx ends first, chunks nobody took are released here,
-	// and chunks a consumer still holds keep the pool mapped.
+	if e.handler == nil {
+		// Pull mode: everything read is queued, for Next to hand out
+		// whenever the caller gets to it. Waiting here for a reader would
+		// hang a caller that reads and shuts down on one goroutine.
+		if err := e.pool.CloseWhenIdle(); err != nil {
+			errs = append(errs, err)
+		}
+		return errors.Join(errs...)
+	}
+	// The handlers have drained the queues but may still hold chunks:
+	// wait for their releases. Past ctx, the last release unmaps the pool.
 	if err := e.pool.WaitIdle(ctx); err != nil {
-		dropped := 0
-		for _, q := range e.shards {
-			dropped += e.discard(q)
+		held := e.pool.Stats().InUse
+		if cerr := e.pool.CloseWhenIdle(); cerr != nil {
+			errs = append(errs, cerr)
 		}
-		if held := e.pool.Stats().InUse; held > 0 {
-			errs = append(errs, fmt.Errorf("engine: shutdown: %d chunks still held by the consumer, pool left mapped: %w", held, err))
-			return errors.Join(errs...)
-		}
-		errs = append(errs, fmt.Errorf("engine: shutdown: %d undelivered chunks released: %w", dropped, err))
+		errs = append(errs, fmt.Errorf("engine: shutdown: %d chunks still held by the handler, pool unmapped at their release: %w", held, err))
+		return errors.Join(errs...)
 	}
 	if err := e.pool.Close(); err != nil {
 		errs = append(errs, err)

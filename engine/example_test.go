@@ -19,10 +19,14 @@ func Example() {
 	go send(ln.Addr().String(), strings.Repeat("x", 100000)) // some load
 
 	var total int
-	for total < 100000 {
-		c, _ := e.Next(context.Background())
+	for c, err := range e.Chunks(context.Background()) { // releases each chunk
+		if err != nil {
+			panic(err)
+		}
 		total += len(c.Data)
-		c.Release()
+		if c.Flags&srcs.EndOfStream != 0 {
+			break // the sender hung up
+		}
 	}
 	fmt.Println(total, "bytes")
 	e.Shutdown(context.Background())
