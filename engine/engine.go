@@ -31,6 +31,12 @@ type Handler func(c Chunk)
 // travel in the delivery queue behind those chunks, so the handler runs on
 // the consumer's side: on a processing goroutine in push mode, inside Next
 // in pull mode.
+//
+// A clean end of stream is not an error and never reaches the handler:
+// the source's end-of-stream chunk marks it (see ErrorKinds). What does
+// reach it: open failures (an unreachable peer, a missing file), resets,
+// timeouts and other read errors, datagrams and records too large to
+// deliver, and a close that fails.
 type ErrorHandler func(err error)
 
 // Option configures the injected pieces of an engine.
