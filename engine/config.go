@@ -30,6 +30,8 @@ type Config struct {
 	// "thread". Auto walks io_uring, then epoll, then goroutines, and logs
 	// why it skipped each step. An explicit runner that cannot work is an
 	// error, never a silent downgrade. SLUICE_RUNNER overrides it.
+	// Sources without a descriptor (a tail, srcs.NewTail) and TLS
+	// sessions always run on the goroutine runner, beside the chosen one.
 	Runner string `yaml:"runner"`
 	// Workers is the number of event-loop workers of the uring and epoll
 	// runners, each an OS-thread-locked goroutine. Default: GOMAXPROCS,

@@ -234,16 +234,47 @@ func WithAdded(f func(id srcs.ID, src srcs.Source)) SourceOption {
 	return func(o *sourceOpts) { o.added = f }
 }
 
-// AddSource registers src and starts opening it in the background. It
-// returns the id its chunks will carry. Open failures go to the error
-// handler; a srcs.Reconnector keeps retrying with backoff.
+// AddSource registers src and returns the id its chunks will carry.
+//
+// A source that can reconnect (a srcs.Reconnector: the TCP, unix and MQTT
+// clients) is opened in the background, and AddSource does not wait for
+// it: a failed open reaches the error handler and is retried with backoff
+// (Reconnector), as are the failures of later sessions, until the
+// source's attempts run out.
+//
+// Any other source (a file, a tail, a UDP socket, a source of the
+// caller's) is opened before AddSource returns, and a failed open is
+// AddSource's error, the source's own (for a missing file it wraps
+// fs.ErrNotExist); nothing is then registered, and the error handler
+// hears nothing. Such a source is never retried: what fails once it is
+// running (a read error, or for a repeated file a later open) reaches the
+// error handler behind its data, and ends the source, Failed, with its
+// end-of-stream chunk. Shutdown cuts a slow open short.
 func (e *Engine) AddSource(src srcs.Source, opts ...SourceOption) (srcs.ID, error) {
+	if _, ok := src.(srcs.Reconnector); ok {
+		s, added, err := e.newSource(src, opts)
+		if err != nil {
+			return 0, err
+		}
+		s.announce(added)
+		e.spawn(s.open)
+		return s.id(), nil
+	}
+	if e.ctx.Err() != nil {
+		return 0, ErrClosed
+	}
+	if err := src.Open(e.ctx); err != nil {
+		return 0, fmt.Errorf("engine: add source: %w", err)
+	}
 	s, added, err := e.newSource(src, opts)
 	if err != nil {
+		src.Close()
 		return 0, err
 	}
 	s.announce(added)
-	e.spawn(s.open)
+	// In the background, as the open would have been: a runner short of
+	// descriptors keeps the source waiting (addLater), not the caller.
+	e.spawn(func() { s.handle(evOpened, nil) })
 	return s.id(), nil
 }
 
