@@ -26,7 +26,8 @@ type Chunk struct {
 	// Name is the source's address or path.
 	Name string
 	// Seq numbers the source's chunks from 0, with no gaps, across
-	// reconnects; the end-of-stream chunk takes the next number.
+	// reconnects; a session-end chunk takes a number of its own, and the
+	// end-of-stream chunk the next one.
 	Seq uint64
 	// Flags: srcs.Partial, srcs.EndOfStream, srcs.Datagrams, and for a
 	// framed source srcs.Records and srcs.Truncated.
@@ -37,11 +38,20 @@ type Chunk struct {
 	// the runner handed the chunk to delivery.
 	FirstByte time.Time
 	Emitted   time.Time
-	// Final is set on the end-of-stream chunk only: the source's counters
-	// at its end (bytes, chunks, errors, records skipped), in order
-	// behind everything the source delivered, so a consumer can close
-	// its books on the source without polling Stats.
+	// Final is set on the end-of-stream chunk: the source's counters at
+	// its end (bytes, chunks, errors, records skipped), in order behind
+	// everything the source delivered, so a consumer can close its books
+	// on the source without polling Stats. It is set on a session-end
+	// chunk too, with the counters at the session's end.
 	Final *SourceStats
+	// SessionEnd marks the empty chunk that ends a session of a source
+	// that then opens again (a reconnecting client's connection, a
+	// repeated file's pass), for sources added WithSessionEnds: the next
+	// chunks come from a new session. Whatever ended the session, an
+	// error or the peer's clean close, reached the error handler (an
+	// error) before it. The source's last session ends with the
+	// end-of-stream chunk instead.
+	SessionEnd bool
 
 	buf   *pool.Buf
 	lease uint64 // buf's lease when the chunk was emitted

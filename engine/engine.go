@@ -200,10 +200,11 @@ func (e *Engine) Pool() *pool.Pool { return e.pool }
 type SourceOption func(*sourceOpts)
 
 type sourceOpts struct {
-	flush    time.Duration
-	framer   srcs.Framer
-	framerOK bool // WithFraming was given, maybe with nil
-	added    func(srcs.ID, srcs.Source)
+	flush       time.Duration
+	framer      srcs.Framer
+	framerOK    bool // WithFraming was given, maybe with nil
+	added       func(srcs.ID, srcs.Source)
+	sessionEnds bool
 }
 
 // WithFlush overrides the engine's flush timeout for one source. Zero
@@ -233,6 +234,17 @@ func WithFraming(f srcs.Framer) SourceOption {
 func WithAdded(f func(id srcs.ID, src srcs.Source)) SourceOption {
 	return func(o *sourceOpts) { o.added = f }
 }
+
+// WithSessionEnds makes a source that opens again after a session ends
+// (a srcs.Reconnector such as srcs.NewTCPClient, after the peer closed or
+// the connection failed; a repeated file, after each pass) deliver an
+// empty chunk with SessionEnd set, and Final holding its counters, at the
+// end of each session but its last, which ends with the end-of-stream
+// chunk. It comes after the session's data and after the error that
+// ended it, and before the next session's first chunk, so a consumer can
+// close its books per connection. Without it, a reconnecting source's
+// chunks run on across sessions with no mark between them.
+func WithSessionEnds() SourceOption { return func(o *sourceOpts) { o.sessionEnds = true } }
 
 // AddSource registers src and returns the id its chunks will carry.
 //
@@ -319,6 +331,9 @@ func (e *Engine) newSource(src srcs.Source, opts []SourceOption) (*source, func(
 		return nil, nil, err
 	}
 	s := &source{e: e, name: src.Name()}
+	if so.sessionEnds {
+		s.coldPart().sessionEnds = true
+	}
 	if rc, ok := src.(srcs.Reconnector); ok {
 		c := s.coldPart()
 		c.backoff = rc.Reconnect().WithDefaults()

@@ -39,6 +39,12 @@ type TCPClientConfig struct {
 // Reconnector). Between Open and Close it behaves as a Conn: Read goes
 // through the Go netpoller, and Desc detaches the socket for a runner.
 //
+// In an engine its sessions share one source id and one run of chunk
+// numbers, and only its last session ends with an end-of-stream chunk;
+// added with engine.WithSessionEnds, every earlier session ends with an
+// empty chunk marked SessionEnd, so a consumer can tell the connections
+// apart.
+//
 // TCPClient is not safe for concurrent use, except that Close and
 // SetReadDeadline may be called while Read blocks.
 type TCPClient struct {
