@@ -275,6 +275,10 @@ func (e *Engine) AddSource(src srcs.Source, opts ...SourceOption) (srcs.ID, erro
 	if e.ctx.Err() != nil {
 		return 0, ErrClosed
 	}
+	// Bad options fail before anything is opened.
+	if _, err := e.sourceOptions(src, opts); err != nil {
+		return 0, err
+	}
 	if err := src.Open(e.ctx); err != nil {
 		return 0, fmt.Errorf("engine: add source: %w", err)
 	}
@@ -302,15 +306,14 @@ func (e *Engine) addOpened(src srcs.Source, opts []SourceOption) error {
 	return nil
 }
 
-// newSource registers src, and returns it with its WithAdded hook, for
-// announce: the source keeps no field for a hook called once.
-func (e *Engine) newSource(src srcs.Source, opts []SourceOption) (*source, func(srcs.ID, srcs.Source), error) {
+// sourceOptions applies and checks a source's options.
+func (e *Engine) sourceOptions(src srcs.Source, opts []SourceOption) (sourceOpts, error) {
 	so := sourceOpts{flush: e.cfg.Flush}
 	for _, opt := range opts {
 		opt(&so)
 	}
 	if err := so.check(); err != nil {
-		return nil, nil, err
+		return so, err
 	}
 	if fs, ok := src.(srcs.Framed); ok && !so.framerOK {
 		so.framer = fs.Framer()
@@ -318,8 +321,18 @@ func (e *Engine) newSource(src srcs.Source, opts []SourceOption) (*source, func(
 	if so.framer != nil && e.pool.Config().MaxPerSource < 2 {
 		// A framed lane holds a full buffer while it takes the next one
 		// for the incomplete record at its end.
-		return nil, nil, &ConfigError{"MaxPerSource", e.pool.Config().MaxPerSource,
+		return so, &ConfigError{"MaxPerSource", e.pool.Config().MaxPerSource,
 			"must be at least 2 for a framed source (" + so.framer.String() + ")"}
+	}
+	return so, nil
+}
+
+// newSource registers src, and returns it with its WithAdded hook, for
+// announce: the source keeps no field for a hook called once.
+func (e *Engine) newSource(src srcs.Source, opts []SourceOption) (*source, func(srcs.ID, srcs.Source), error) {
+	so, err := e.sourceOptions(src, opts)
+	if err != nil {
+		return nil, nil, err
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
