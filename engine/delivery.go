@@ -86,12 +86,6 @@ func (c *Chunk) Release() {
 // data reports whether the chunk holds data not yet released.
 func (c *Chunk) data() bool { return c.buf != nil || c.heap }
 
-// drop releases the chunk's buffer without counting it as processed.
-func (c *Chunk) drop() {
-	c.rel = nil
-	c.Release()
-}
-
 // releases tells a srcs.ReleaseObserver, in order, how far its stream has
 // been released. Chunks may be released in any order; an early one waits
 // in pending until the chunks before it are released. Safe for concurrent
