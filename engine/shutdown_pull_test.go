@@ -46,14 +46,22 @@ func TestShutdownLeavesQueuedChunksToNext(t *testing.T) {
 		name   string
 		held   int  // chunks taken before Shutdown and held across it
 		ranged bool // drain with Chunks instead of Next
+		// paused shuts down while the watermarks hold reading paused,
+		// before the source has read everything.
+		paused bool
 	}{
-		{"nothing taken, then Next", 0, false},
-		{"three held across Shutdown, then Next", 3, false},
-		{"nothing taken, then Chunks", 0, true},
+		{"nothing taken, then Next", 0, false, false},
+		{"three held across Shutdown, then Next", 3, false, false},
+		{"nothing taken, then Chunks", 0, true, false},
+		{"paused, then Chunks", 0, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv(engine.EnvRunner, "")
-			e, err := engine.New(engine.Config{Buffers: 64, BufSize: bufSize, MaxPerSource: 64})
+			cfg := engine.Config{Buffers: 64, BufSize: bufSize, MaxPerSource: 64}
+			if tc.paused {
+				cfg.QueueHigh, cfg.QueueLow = 8, 4
+			}
+			e, err := engine.New(cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -81,7 +89,11 @@ func TestShutdownLeavesQueuedChunksToNext(t *testing.T) {
 				take(c)
 				held = append(held, c)
 			}
-			<-src.closed // the source read everything and ended
+			if tc.paused {
+				waitPaused(t, e)
+			} else {
+				<-src.closed // the source read everything and ended
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			if err := e.Shutdown(ctx); err != nil {
@@ -107,8 +119,15 @@ func TestShutdownLeavesQueuedChunksToNext(t *testing.T) {
 					c.Release()
 				}
 			}
-			if !bytes.Equal(got, data) || !eos {
-				t.Fatalf("after shutdown: %d bytes (end of stream %v), want all %d", len(got), eos, len(data))
+			want := data
+			if tc.paused {
+				want = data[:min(len(got), len(data))] // what was read before the stop
+				if len(got) < 8*bufSize {
+					t.Fatalf("after shutdown: %d bytes, want at least the %d queued when reading paused", len(got), 8*bufSize)
+				}
+			}
+			if !bytes.Equal(got, want) || !eos {
+				t.Fatalf("after shutdown: %d bytes (end of stream %v), want %d", len(got), eos, len(want))
 			}
 			for i, c := range held {
 				if e.Pool().Stats().Closed {
