@@ -30,6 +30,8 @@ type Config struct {
 	// "thread". Auto walks io_uring, then epoll, then goroutines, and logs
 	// why it skipped each step. An explicit runner that cannot work is an
 	// error, never a silent downgrade. SLUICE_RUNNER overrides it.
+	// Sources without a descriptor (a tail, srcs.NewTail) and TLS
+	// sessions always run on the goroutine runner, beside the chosen one.
 	Runner string `yaml:"runner"`
 	// Workers is the number of event-loop workers of the uring and epoll
 	// runners, each an OS-thread-locked goroutine. Default: GOMAXPROCS,
@@ -44,6 +46,15 @@ type Config struct {
 	MaxPerSource int `yaml:"max_per_source"`
 	// MaxPoolBytes caps Buffers*BufSize. Default pool.DefaultMaxBytes.
 	MaxPoolBytes int64 `yaml:"max_pool_bytes"`
+	// PrefaultPool maps the source pool populated (pool.Config.Prefault):
+	// every page resident from New on, so that no read waits for a page
+	// fault. By default a page becomes resident when a buffer first
+	// receives data, so an idle engine holds little memory (the default
+	// pool is 64 MiB) and a busy one grows to what its traffic uses. The
+	// uring runner registers the pool for fixed-buffer file reads, which
+	// pins, and so faults in, the whole pool where RLIMIT_MEMLOCK (or
+	// CAP_IPC_LOCK) allows the registration.
+	PrefaultPool bool `yaml:"prefault_pool"`
 	// Flush is the default flush timeout: a partly filled buffer is
 	// delivered (flag Partial) this long after its first byte. Zero means
 	// the default, 5ms; a negative value means deliver after every read.
@@ -227,7 +238,8 @@ func (c Config) withDefaults() (Config, error) {
 }
 
 func (c Config) poolConfig() pool.Config {
-	return pool.Config{BufSize: c.BufSize, Buffers: c.Buffers, MaxPerSource: c.MaxPerSource, MaxBytes: c.MaxPoolBytes}
+	return pool.Config{BufSize: c.BufSize, Buffers: c.Buffers, MaxPerSource: c.MaxPerSource, MaxBytes: c.MaxPoolBytes,
+		Prefault: c.PrefaultPool}
 }
 
 // Resolved returns c as New would run it: every zero field set to its

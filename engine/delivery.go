@@ -13,6 +13,12 @@ import (
 // copies nothing: Data aliases the pool's memory, so the consumer owns the
 // chunk until it calls Release, and must not touch Data afterwards. A chunk
 // may be handed between goroutines but not used by several at once.
+//
+// A Chunk is a value, and copies of it share one loan of the buffer:
+// Release may be called on any copy, any number of times. The first call
+// returns the buffer; later ones, on that copy or another, do nothing, even
+// once the buffer holds another source's bytes. After the first, the Data
+// of every copy is off limits.
 type Chunk struct {
 	// Source is the id AddSource returned, or that an accepted connection
 	// was given.
@@ -20,7 +26,8 @@ type Chunk struct {
 	// Name is the source's address or path.
 	Name string
 	// Seq numbers the source's chunks from 0, with no gaps, across
-	// reconnects; the end-of-stream chunk takes the next number.
+	// reconnects; a session-end chunk takes a number of its own, and the
+	// end-of-stream chunk the next one.
 	Seq uint64
 	// Flags: srcs.Partial, srcs.EndOfStream, srcs.Datagrams, and for a
 	// framed source srcs.Records and srcs.Truncated.
@@ -31,13 +38,23 @@ type Chunk struct {
 	// the runner handed the chunk to delivery.
 	FirstByte time.Time
 	Emitted   time.Time
-	// Final is set on the end-of-stream chunk only: the source's counters
-	// at its end (bytes, chunks, errors, records skipped), in order
-	// behind everything the source delivered, so a consumer can close
-	// its books on the source without polling Stats.
+	// Final is set on the end-of-stream chunk: the source's counters at
+	// its end (bytes, chunks, errors, records skipped), in order behind
+	// everything the source delivered, so a consumer can close its books
+	// on the source without polling Stats. It is set on a session-end
+	// chunk too, with the counters at the session's end.
 	Final *SourceStats
+	// SessionEnd marks the empty chunk that ends a session of a source
+	// that then opens again (a reconnecting client's connection, a
+	// repeated file's pass), for sources added WithSessionEnds: the next
+	// chunks come from a new session. Whatever ended the session, an
+	// error or the peer's clean close, reached the error handler (an
+	// error) before it. The source's last session ends with the
+	// end-of-stream chunk instead.
+	SessionEnd bool
 
-	buf *pool.Buf
+	buf   *pool.Buf
+	lease uint64 // buf's lease when the chunk was emitted
 	// heap marks a data chunk whose bytes live outside the pool: the part
 	// of a record a framed lane ended with when no buffer was free.
 	heap bool
@@ -48,31 +65,26 @@ type Chunk struct {
 	end  int64
 }
 
-// Release returns the chunk's buffer to the source pool. Releasing the same
-// Chunk value twice is harmless; releasing two copies of it panics, as any
-// double release does.
+// Release returns the chunk's buffer to the source pool. It is safe on
+// any copy of the chunk and idempotent: see Chunk.
 func (c *Chunk) Release() {
 	if !c.data() {
 		return
 	}
+	freed := true
 	if c.buf != nil {
-		c.buf.Release()
+		freed = c.buf.ReleaseLease(c.lease)
 	}
-	c.buf, c.heap = nil, false
+	rel := c.rel
+	c.buf, c.heap, c.rel = nil, false, nil
 	c.Data = nil
-	if c.rel != nil {
-		c.rel.done(c.dseq, c.end)
+	if freed && rel != nil {
+		rel.done(c.dseq, c.end)
 	}
 }
 
 // data reports whether the chunk holds data not yet released.
 func (c *Chunk) data() bool { return c.buf != nil || c.heap }
-
-// drop releases the chunk's buffer without counting it as processed.
-func (c *Chunk) drop() {
-	c.rel = nil
-	c.Release()
-}
 
 // releases tells a srcs.ReleaseObserver, in order, how far its stream has
 // been released. Chunks may be released in any order; an early one waits
@@ -89,6 +101,9 @@ type releases struct {
 func (r *releases) done(dseq uint64, end int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if dseq < r.next {
+		return // a copy of a chunk released already (one outside the pool)
+	}
 	if dseq != r.next {
 		if r.pending == nil {
 			r.pending = map[uint64]int64{}

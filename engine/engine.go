@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
 	"math"
 	"net"
@@ -30,6 +31,12 @@ type Handler func(c Chunk)
 // travel in the delivery queue behind those chunks, so the handler runs on
 // the consumer's side: on a processing goroutine in push mode, inside Next
 // in pull mode.
+//
+// A clean end of stream is not an error and never reaches the handler:
+// the source's end-of-stream chunk marks it (see ErrorKinds). What does
+// reach it: open failures (an unreachable peer, a missing file), resets,
+// timeouts and other read errors, datagrams and records too large to
+// deliver, and a close that fails.
 type ErrorHandler func(err error)
 
 // Option configures the injected pieces of an engine.
@@ -193,10 +200,11 @@ func (e *Engine) Pool() *pool.Pool { return e.pool }
 type SourceOption func(*sourceOpts)
 
 type sourceOpts struct {
-	flush    time.Duration
-	framer   srcs.Framer
-	framerOK bool // WithFraming was given, maybe with nil
-	added    func(srcs.ID, srcs.Source)
+	flush       time.Duration
+	framer      srcs.Framer
+	framerOK    bool // WithFraming was given, maybe with nil
+	added       func(srcs.ID, srcs.Source)
+	sessionEnds bool
 }
 
 // WithFlush overrides the engine's flush timeout for one source. Zero
@@ -227,16 +235,62 @@ func WithAdded(f func(id srcs.ID, src srcs.Source)) SourceOption {
 	return func(o *sourceOpts) { o.added = f }
 }
 
-// AddSource registers src and starts opening it in the background. It
-// returns the id its chunks will carry. Open failures go to the error
-// handler; a srcs.Reconnector keeps retrying with backoff.
+// WithSessionEnds makes a source that opens again after a session ends
+// (a srcs.Reconnector such as srcs.NewTCPClient, after the peer closed or
+// the connection failed; a repeated file, after each pass) deliver an
+// empty chunk with SessionEnd set, and Final holding its counters, at the
+// end of each session but its last, which ends with the end-of-stream
+// chunk. It comes after the session's data and after the error that
+// ended it, and before the next session's first chunk, so a consumer can
+// close its books per connection. Without it, a reconnecting source's
+// chunks run on across sessions with no mark between them.
+func WithSessionEnds() SourceOption { return func(o *sourceOpts) { o.sessionEnds = true } }
+
+// AddSource registers src and returns the id its chunks will carry.
+//
+// A source that can reconnect (a srcs.Reconnector: the TCP, unix and MQTT
+// clients) is opened in the background, and AddSource does not wait for
+// it: a failed open reaches the error handler and is retried with backoff
+// (Reconnector), as are the failures of later sessions, until the
+// source's attempts run out.
+//
+// Any other source (a file, a tail, a UDP socket, a source of the
+// caller's) is opened before AddSource returns, and a failed open is
+// AddSource's error, the source's own (for a missing file it wraps
+// fs.ErrNotExist); nothing is then registered, and the error handler
+// hears nothing. Such a source is never retried: what fails once it is
+// running (a read error, or for a repeated file a later open) reaches the
+// error handler behind its data, and ends the source, Failed, with its
+// end-of-stream chunk. Shutdown cuts a slow open short.
 func (e *Engine) AddSource(src srcs.Source, opts ...SourceOption) (srcs.ID, error) {
+	if _, ok := src.(srcs.Reconnector); ok {
+		s, added, err := e.newSource(src, opts)
+		if err != nil {
+			return 0, err
+		}
+		s.announce(added)
+		e.spawn(s.open)
+		return s.id(), nil
+	}
+	if e.ctx.Err() != nil {
+		return 0, ErrClosed
+	}
+	// Bad options fail before anything is opened.
+	if _, err := e.sourceOptions(src, opts); err != nil {
+		return 0, err
+	}
+	if err := src.Open(e.ctx); err != nil {
+		return 0, fmt.Errorf("engine: add source: %w", err)
+	}
 	s, added, err := e.newSource(src, opts)
 	if err != nil {
+		src.Close()
 		return 0, err
 	}
 	s.announce(added)
-	e.spawn(s.open)
+	// In the background, as the open would have been: a runner short of
+	// descriptors keeps the source waiting (addLater), not the caller.
+	e.spawn(func() { s.handle(evOpened, nil) })
 	return s.id(), nil
 }
 
@@ -252,15 +306,14 @@ func (e *Engine) addOpened(src srcs.Source, opts []SourceOption) error {
 	return nil
 }
 
-// newSource registers src, and returns it with its WithAdded hook, for
-// announce: the source keeps no field for a hook called once.
-func (e *Engine) newSource(src srcs.Source, opts []SourceOption) (*source, func(srcs.ID, srcs.Source), error) {
+// sourceOptions applies and checks a source's options.
+func (e *Engine) sourceOptions(src srcs.Source, opts []SourceOption) (sourceOpts, error) {
 	so := sourceOpts{flush: e.cfg.Flush}
 	for _, opt := range opts {
 		opt(&so)
 	}
 	if err := so.check(); err != nil {
-		return nil, nil, err
+		return so, err
 	}
 	if fs, ok := src.(srcs.Framed); ok && !so.framerOK {
 		so.framer = fs.Framer()
@@ -268,8 +321,18 @@ func (e *Engine) newSource(src srcs.Source, opts []SourceOption) (*source, func(
 	if so.framer != nil && e.pool.Config().MaxPerSource < 2 {
 		// A framed lane holds a full buffer while it takes the next one
 		// for the incomplete record at its end.
-		return nil, nil, &ConfigError{"MaxPerSource", e.pool.Config().MaxPerSource,
+		return so, &ConfigError{"MaxPerSource", e.pool.Config().MaxPerSource,
 			"must be at least 2 for a framed source (" + so.framer.String() + ")"}
+	}
+	return so, nil
+}
+
+// newSource registers src, and returns it with its WithAdded hook, for
+// announce: the source keeps no field for a hook called once.
+func (e *Engine) newSource(src srcs.Source, opts []SourceOption) (*source, func(srcs.ID, srcs.Source), error) {
+	so, err := e.sourceOptions(src, opts)
+	if err != nil {
+		return nil, nil, err
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -281,6 +344,9 @@ func (e *Engine) newSource(src srcs.Source, opts []SourceOption) (*source, func(
 		return nil, nil, err
 	}
 	s := &source{e: e, name: src.Name()}
+	if so.sessionEnds {
+		s.coldPart().sessionEnds = true
+	}
 	if rc, ok := src.(srcs.Reconnector); ok {
 		c := s.coldPart()
 		c.backoff = rc.Reconnect().WithDefaults()
@@ -566,25 +632,6 @@ func (e *Engine) take(q *queue) (c Chunk, ok, done bool) {
 	}
 }
 
-// discard releases every chunk left in q and returns how many held data.
-func (e *Engine) discard(q *queue) int {
-	n := 0
-	for {
-		it, ok, _ := q.pop()
-		if !ok {
-			return n
-		}
-		if it.err != nil {
-			e.reportError(it.err)
-		}
-		if it.chunk.data() {
-			e.flow.add(-1)
-			it.chunk.drop()
-			n++
-		}
-	}
-}
-
 // shortageQuiet is how long runners must go without refusing a lane for
 // lack of descriptors before the next refusal counts as a new shortage,
 // which is logged at Warn; refusals within a shortage are logged at Debug,
@@ -632,9 +679,11 @@ func (e *Engine) serve(q *queue) {
 // Next returns the next chunk in pull mode, blocking until one arrives, ctx
 // ends, or the engine has shut down and every chunk was taken (ErrClosed).
 // End-of-stream chunks are returned too, with no data. The caller must
-// Release every chunk, and should keep calling Next during Shutdown until
-// it returns ErrClosed, so that nothing read is left behind. Next is safe
-// for concurrent use; chunks of one source come out in order.
+// Release every chunk. Shutdown does not wait for a reader: after it, Next
+// goes on returning the chunks read before it, in order, and returns
+// ErrClosed only after the last of them, so nothing read is lost. Chunks
+// is the loop that does this and releases every chunk. Next is safe for
+// concurrent use; chunks of one source come out in order.
 func (e *Engine) Next(ctx context.Context) (Chunk, error) {
 	if e.handler != nil {
 		return Chunk{}, errors.New("engine: Next: the engine delivers to a handler (WithHandler or WithInlineHandler)")
@@ -657,9 +706,50 @@ func (e *Engine) Next(ctx context.Context) (Chunk, error) {
 	}
 }
 
+// Chunks returns the pull-mode loop over the engine's chunks, for range:
+//
+//	for c, err := range e.Chunks(ctx) {
+//		if err != nil {
+//			return err // ctx ended
+//		}
+//		process(c.Data)
+//	}
+//
+// It yields what Next returns, and releases each chunk when the loop body
+// is done with it, so the body must not keep the chunk or its Data (a
+// Release in the body is harmless). The loop ends by itself once the
+// engine has shut down and every chunk read before has been yielded,
+// whichever goroutine called Shutdown, before or during the loop. An error
+// (ctx ended, or the engine delivers to a handler) is yielded once, with
+// no chunk, and ends the loop. Several goroutines may range over Chunks at
+// once; each chunk reaches one of them.
+func (e *Engine) Chunks(ctx context.Context) iter.Seq2[Chunk, error] {
+	return func(yield func(Chunk, error) bool) {
+		for {
+			c, err := e.Next(ctx)
+			switch {
+			case errors.Is(err, ErrClosed):
+				return
+			case err != nil:
+				yield(Chunk{}, err)
+				return
+			}
+			if !yieldChunk(yield, c) {
+				return
+			}
+		}
+	}
+}
+
+// yieldChunk hands c to the loop body and releases it when the body
+// returns, or panics.
+func yieldChunk(yield func(Chunk, error) bool, c Chunk) bool {
+	defer c.Release()
+	return yield(c, nil)
+}
+
 // Run blocks until ctx ends or Shutdown is called, then shuts the engine
-// down (waiting for consumers to release their chunks) and returns the
-// shutdown's error.
+// down and returns the shutdown's error.
 func (e *Engine) Run(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
@@ -670,11 +760,21 @@ func (e *Engine) Run(ctx context.Context) error {
 }
 
 // Shutdown stops every source (each delivers what it read, then its
-// end-of-stream chunk), stops the runners, lets processing drain the
-// queues, waits until every chunk is released, and unmaps the pool. If ctx
-// ends first, it returns an error saying what was still outstanding; the
-// pool then stays mapped. Shutdown is idempotent; later calls return the
-// first one's result.
+// end-of-stream chunk) and the runners. Then:
+//
+//   - With a handler (WithHandler), it lets processing drain the queues,
+//     waits until every chunk is released, and unmaps the pool.
+//   - In pull mode (Next, Chunks) it returns once everything read is
+//     queued, without waiting for a reader, so it neither hangs nor drops
+//     chunks when nobody pulls. Next and Chunks go on returning the
+//     queued chunks, and the source errors behind them, until the last;
+//     the pool is unmapped when the last chunk is released, which may be
+//     after Shutdown returned. Chunks nobody ever takes keep their buffers.
+//
+// If ctx ends first, it returns an error saying what was still
+// outstanding; the pool then stays mapped while anything is held.
+// Shutdown is idempotent; later calls return the first one's result.
+// Every goroutine the engine started has ended when it returns.
 func (e *Engine) Shutdown(ctx context.Context) error {
 	e.shutdownOnce.Do(func() {
 		e.shutdownErr = e.shutdown(ctx)
@@ -727,19 +827,24 @@ func (e *Engine) shutdown(ctx context.Context) error {
 	if err := waitCtx(wctx, "processing handlers", func() error { e.handlers.Wait(); return nil }); err != nil {
 		return errors.Join(append(errs, err)...)
 	}
-	// Consumers may still be draining the queue or holding chunks: wait
-	// for them. When ctx ends first, chunks nobody took are released here,
-	// and chunks a consumer still holds keep the pool mapped.
+	if e.handler == nil {
+		// Pull mode: everything read is queued, for Next to hand out
+		// whenever the caller gets to it. Waiting here for a reader would
+		// hang a caller that reads and shuts down on one goroutine.
+		if err := e.pool.CloseWhenIdle(); err != nil {
+			errs = append(errs, err)
+		}
+		return errors.Join(errs...)
+	}
+	// The handlers have drained the queues but may still hold chunks:
+	// wait for their releases. Past ctx, the last release unmaps the pool.
 	if err := e.pool.WaitIdle(ctx); err != nil {
-		dropped := 0
-		for _, q := range e.shards {
-			dropped += e.discard(q)
+		held := e.pool.Stats().InUse
+		if cerr := e.pool.CloseWhenIdle(); cerr != nil {
+			errs = append(errs, cerr)
 		}
-		if held := e.pool.Stats().InUse; held > 0 {
-			errs = append(errs, fmt.Errorf("engine: shutdown: %d chunks still held by the consumer, pool left mapped: %w", held, err))
-			return errors.Join(errs...)
-		}
-		errs = append(errs, fmt.Errorf("engine: shutdown: %d undelivered chunks released: %w", dropped, err))
+		errs = append(errs, fmt.Errorf("engine: shutdown: %d chunks still held by the handler, pool unmapped at their release: %w", held, err))
+		return errors.Join(errs...)
 	}
 	if err := e.pool.Close(); err != nil {
 		errs = append(errs, err)

@@ -19,10 +19,14 @@ func Example() {
 	go send(ln.Addr().String(), strings.Repeat("x", 100000)) // some load
 
 	var total int
-	for total < 100000 {
-		c, _ := e.Next(context.Background())
+	for c, err := range e.Chunks(context.Background()) { // releases each chunk
+		if err != nil {
+			panic(err)
+		}
 		total += len(c.Data)
-		c.Release()
+		if c.Flags&srcs.EndOfStream != 0 {
+			break // the sender hung up
+		}
 	}
 	fmt.Println(total, "bytes")
 	e.Shutdown(context.Background())
@@ -36,4 +40,40 @@ func send(addr, msg string) {
 	}
 	c.Write([]byte(msg))
 	c.Close()
+}
+
+// Close the books per connection of a reconnecting client: each
+// connection but the last ends with a SessionEnd chunk.
+func ExampleWithSessionEnds() {
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	defer ln.Close()
+	go func() { // a server that hangs up after each message
+		for _, msg := range []string{"hello", "again"} {
+			c, _ := ln.Accept()
+			c.Write([]byte(msg))
+			c.Close()
+		}
+	}()
+	e, _ := engine.New(engine.Config{Buffers: 64})
+	client, _ := srcs.NewTCPClient(srcs.TCPClientConfig{Addr: ln.Addr().String()})
+	e.AddSource(client, engine.WithSessionEnds())
+
+	var bytes, sessions int
+	for c, err := range e.Chunks(context.Background()) {
+		if err != nil {
+			panic(err)
+		}
+		bytes += len(c.Data)
+		if c.SessionEnd {
+			fmt.Printf("session %d: %d bytes\n", sessions, bytes)
+			bytes = 0
+			if sessions++; sessions == 2 {
+				break
+			}
+		}
+	}
+	e.Shutdown(context.Background())
+	// Output:
+	// session 0: 5 bytes
+	// session 1: 5 bytes
 }

@@ -61,35 +61,52 @@ func TestReleasesInOrder(t *testing.T) {
 	}
 }
 
-func TestDroppedChunksAreNotCounted(t *testing.T) {
-	p, err := pool.New(pool.Config{BufSize: 4096, Buffers: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := p.Join(1)
-	obs := &observer{}
-	r := &releases{obs: obs}
-	chunk := func(dseq uint64, end int64) Chunk {
-		b, ok := a.TryAcquire()
-		if !ok {
-			t.Fatal("no buffer")
-		}
-		return Chunk{buf: b, rel: r, dseq: dseq, end: end}
-	}
-	dropped := chunk(0, 10)
-	dropped.drop()
-	kept := chunk(1, 20)
-	kept.Release()
-	if len(obs.calls) != 0 {
-		t.Fatalf("calls %v: a dropped chunk moved the mark", obs.calls)
-	}
-	released := chunk(0, 10)
-	released.Release()
-	if len(obs.calls) != 1 || obs.calls[0] != 20 {
-		t.Fatalf("calls %v, want [20]", obs.calls)
-	}
-	a.Leave()
-	if err := p.Close(); err != nil {
-		t.Fatal(err)
+// TestReleaseObserverHearsEachChunkOnce: releasing several copies of a
+// chunk moves a release observer's mark once, for chunks in pool buffers
+// and for those held outside the pool.
+func TestReleaseObserverHearsEachChunkOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		heap bool
+	}{
+		{"pool buffers", false},
+		{"outside the pool", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := pool.New(pool.Config{BufSize: 4096, Buffers: 2, MaxPerSource: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := p.Join(1)
+			obs := &observer{}
+			r := &releases{obs: obs}
+			chunk := func(dseq uint64, end int64) Chunk {
+				if tc.heap {
+					return Chunk{Data: make([]byte, 10), heap: true, rel: r, dseq: dseq, end: end}
+				}
+				b, ok := a.TryAcquire()
+				if !ok {
+					t.Fatal("no buffer")
+				}
+				return Chunk{buf: b, lease: b.Lease(), rel: r, dseq: dseq, end: end}
+			}
+			first, second := chunk(0, 10), chunk(1, 20)
+			firstCopy, secondCopy := first, second
+			second.Release()
+			secondCopy.Release()
+			firstCopy.Release()
+			first.Release()
+			firstCopy.Release()
+			if len(obs.calls) != 1 || obs.calls[0] != 20 {
+				t.Fatalf("calls %v, want [20]", obs.calls)
+			}
+			if len(r.pending) != 0 {
+				t.Fatalf("%d releases left pending", len(r.pending))
+			}
+			a.Leave()
+			if err := p.Close(); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }

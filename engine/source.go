@@ -64,6 +64,12 @@ type sourceCold struct {
 
 	backoff srcs.Backoff // a Reconnector's, set before the source starts
 
+	// sessionEnds is WithSessionEnds, set before the source starts;
+	// sessions counts the session-end chunks it delivered, which take
+	// Seq numbers but are not data chunks.
+	sessionEnds bool
+	sessions    atomic.Uint64
+
 	// The Open or backoff wait in progress runs under a context of its
 	// own, made only for it (most sources never wait, and thousands of
 	// idle ones should not each keep a context): stop or the source's end
@@ -188,6 +194,9 @@ func (s *source) emit(b *pool.Buf, data []byte, flags srcs.Flags, first time.Tim
 		Source: s.lane.ID, Name: s.name, Seq: s.seq.Add(1) - 1, Flags: flags,
 		Data: data, FirstByte: first, Emitted: time.Now(), buf: b, heap: b == nil,
 	}
+	if b != nil {
+		c.lease = b.Lease()
+	}
 	if w != nil && w.rel != nil {
 		w.end += int64(n)
 		c.rel, c.dseq, c.end = w.rel, w.dseq, w.end
@@ -288,6 +297,19 @@ func (s *source) step(ev event, err error) (short error) {
 				done()
 			}
 		})
+	}
+	if ev == evFinished && acts&(actOpen|actOpenAfter) != 0 {
+		// The session ended and the source goes on. Under s.mu, so the
+		// mark is queued before the next session can emit.
+		if c := s.cold.Load(); c != nil && c.sessionEnds {
+			// seq first: stats, which loads seq before sessions, may
+			// then count the mark as a chunk for a moment, but never
+			// count below zero.
+			seq := s.seq.Add(1) - 1
+			c.sessions.Add(1)
+			final := s.stats()
+			s.e.deliver(s, item{chunk: Chunk{Source: s.id(), Name: s.name, Seq: seq, SessionEnd: true, Emitted: time.Now(), Final: &final}})
+		}
 	}
 	if acts&actEOS != 0 {
 		s.lane.Account.Leave()
@@ -457,6 +479,7 @@ func (s *source) stats() SourceStats {
 		PoolWaits: ps.Waits, Held: ps.Held,
 	}
 	if c := s.cold.Load(); c != nil {
+		st.Chunks -= c.sessions.Load()
 		st.Partials = c.partials.Load()
 		st.Errors = c.errs.Load()
 		if e := c.lastErr.Load(); e != nil {

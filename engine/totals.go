@@ -2,7 +2,6 @@ package engine
 
 import (
 	"errors"
-	"io"
 	"os"
 	"sync/atomic"
 	"time"
@@ -34,14 +33,22 @@ type Totals struct {
 }
 
 // Error kinds, the label values of a source error's kind.
+//
+// A clean end of stream (the peer closed the connection, a file ended) is
+// not an error: it never reaches the ErrorHandler and is counted under no
+// kind. It is the source's chunk flagged srcs.EndOfStream, whose Final
+// says how the source ended (State Closed, no LastErr).
 const (
-	ErrorOpen     = iota // Open failed (dial, subscribe, open(2))
-	ErrorEOF             // the peer or file ended the stream cleanly
-	ErrorReset           // connection reset
-	ErrorTimeout         // a timeout
-	ErrorDatagram        // a datagram too large for a buffer was dropped
-	ErrorRecord          // a framed record too long for its framer or a buffer
-	ErrorOther           // any other read error
+	ErrorOpen = iota // Open failed (dial, subscribe, open(2))
+	// ErrorEOF is never counted: a clean end of stream is not an error.
+	// The kind stays so that the label set and the indices of the others
+	// do not change.
+	ErrorEOF
+	ErrorReset    // connection reset
+	ErrorTimeout  // a timeout
+	ErrorDatagram // a datagram too large for a buffer was dropped
+	ErrorRecord   // a framed record too long for its framer or a buffer
+	ErrorOther    // any other read error
 	NumErrorKinds
 )
 
@@ -56,8 +63,6 @@ func errorKind(op string, err error) int {
 		return ErrorDatagram
 	case errors.Is(err, srcs.ErrRecordTooLong):
 		return ErrorRecord
-	case errors.Is(err, io.EOF):
-		return ErrorEOF
 	case errors.Is(err, srcs.ErrReset):
 		return ErrorReset
 	case errors.Is(err, srcs.ErrTimeout), errors.Is(err, os.ErrDeadlineExceeded):

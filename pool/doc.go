@@ -20,6 +20,24 @@
 // buffer with [Account.Claim]. [Account.Acquire] blocks, honouring a
 // context, for the goroutine and thread runners.
 //
+// # Leases
+//
+// Each loan of a buffer is a lease, numbered by [Buf.Lease]. [Pool.Release]
+// trusts its caller to hold the buffer and panics on a second release.
+// [Pool.ReleaseLease] is for holders that give out copies of a lease (the
+// engine's chunks are values): the first release under a lease frees the
+// buffer, and any later one is a counted no-op
+// ([Stats].StaleReleases), even once the buffer is lent to someone else.
+//
+// # Memory
+//
+// The slab is mapped off the Go heap and its pages become resident as
+// buffers are first written, so an idle pool costs next to nothing;
+// [Config].Prefault maps it populated instead. A registration of the slab
+// as io_uring fixed buffers pins, and so faults in, every page.
+// [Pool.CloseWhenIdle] unmaps the slab when the last held buffer comes
+// home, for owners that stop before their consumers are done.
+//
 // The engine creates one source pool for all its sources. Processing stages
 // that need memory create their own pools, so nothing downstream ever waits
 // on the source pool (NebulaStream's G2).

@@ -58,6 +58,14 @@ type Config struct {
 	MaxPerSource int `yaml:"max_per_source"`
 	// MaxBytes caps Buffers*BufSize. Zero means DefaultMaxBytes.
 	MaxBytes int64 `yaml:"max_bytes"`
+	// Prefault touches every page of the slab when it is mapped
+	// (MAP_POPULATE), so that no read ever waits for the kernel to fault
+	// a page in, at the price of holding the whole slab resident from
+	// New on. Without it, a page becomes resident when it is first
+	// written, and an idle pool costs next to nothing; a page once
+	// touched stays resident until Close. Only Linux maps the slab; other
+	// systems ignore it.
+	Prefault bool `yaml:"prefault"`
 }
 
 // Validate checks c and returns it with defaults filled in. New calls it;
@@ -105,6 +113,7 @@ type Pool struct {
 
 	mu       sync.Mutex
 	closed   bool
+	closing  bool     // CloseWhenIdle was called: the last buffer home unmaps
 	free     []int32  // indices of free buffers, used as a stack
 	hungry   waitList // waiting accounts that hold no buffer
 	greedy   waitList // waiting accounts that hold some, but fewer than the cap
@@ -119,6 +128,7 @@ type Pool struct {
 
 type counters struct {
 	acquired, released, waits uint64
+	stale                     uint64
 	waitTotal                 time.Duration
 	hist                      Histogram
 }
@@ -129,7 +139,7 @@ func New(cfg Config) (*Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	slab, err := allocSlab(cfg.Buffers * cfg.BufSize)
+	slab, err := allocSlab(cfg.Buffers*cfg.BufSize, cfg.Prefault)
 	if err != nil {
 		return nil, err
 	}
@@ -177,6 +187,30 @@ func (p *Pool) Close() error {
 	if inUse := len(p.bufs) - len(p.free); inUse > 0 {
 		return fmt.Errorf("%w: %d of %d still held", ErrOutstanding, inUse, len(p.bufs))
 	}
+	return p.unmapLocked()
+}
+
+// CloseWhenIdle closes the pool now if no buffer is held, and otherwise
+// when the last held buffer is released: an owner that has stopped every
+// source calls it when the consumers may still be working through the
+// chunks they were given. From the call on, nothing more is lent out
+// (acquires fail as on a closed pool), and the buffers still held are
+// released as usual. It returns the error of an unmap done now. It is
+// idempotent, and Close may still be called.
+func (p *Pool) CloseWhenIdle() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil
+	}
+	p.closing = true
+	if len(p.free) < len(p.bufs) {
+		return nil
+	}
+	return p.unmapLocked()
+}
+
+func (p *Pool) unmapLocked() error {
 	p.closed = true
 	for i := range p.bufs {
 		p.bufs[i].data = nil
@@ -197,16 +231,43 @@ func (p *Pool) Join(id SourceID) *Account {
 
 // Release returns b to the pool. It panics if b belongs to another pool or
 // was already released: both are bugs that would otherwise corrupt data.
+// Holders that may keep copies of a lease release with ReleaseLease.
 func (p *Pool) Release(b *Buf) {
 	if b == nil || b.p != p {
 		panic("pool: release of a buffer that belongs to another pool")
 	}
 	p.mu.Lock()
-	a := b.owner
-	if a == nil {
+	if b.owner == nil {
 		p.mu.Unlock()
 		panic(fmt.Sprintf("pool: double release of buffer %d", b.idx))
 	}
+	p.releaseLocked(b)
+}
+
+// ReleaseLease returns b to the pool if lease (from Buf.Lease, taken
+// while b was held) is still b's current lease, and reports whether it
+// did. A release under a lease that has ended (b was released already,
+// and maybe lent out again since) is a no-op that returns false and is
+// counted in Stats.StaleReleases: it can never free a buffer someone
+// else now holds. It serves holders that hand out copies of a lease, any
+// of which may be released: the first release wins.
+func (p *Pool) ReleaseLease(b *Buf, lease uint64) bool {
+	if b == nil || b.p != p {
+		panic("pool: release of a buffer that belongs to another pool")
+	}
+	p.mu.Lock()
+	if b.owner == nil || b.lease != lease {
+		p.st.stale++
+		p.mu.Unlock()
+		return false
+	}
+	p.releaseLocked(b)
+	return true
+}
+
+// releaseLocked takes b home and hands it on. It unlocks p.mu.
+func (p *Pool) releaseLocked(b *Buf) {
+	a := b.owner
 	b.owner = nil
 	b.held.Store(false)
 	if invariants {
@@ -219,10 +280,25 @@ func (p *Pool) Release(b *Buf) {
 	}
 	p.free = append(p.free, b.idx)
 	notify := p.dispatchLocked()
-	p.wakeIdleLocked()
+	p.homeLocked()
 	p.mu.Unlock()
 	if notify != nil {
 		notify()
+	}
+}
+
+// homeLocked runs when a buffer came home and no waiter took it: once
+// every buffer is home, it tells WaitIdle callers, and unmaps the slab
+// after CloseWhenIdle.
+func (p *Pool) homeLocked() {
+	if len(p.free) != len(p.bufs) {
+		return
+	}
+	p.wakeIdleLocked()
+	if p.closing && !p.closed {
+		// The slab is mapped and unused: munmap cannot fail on it, and
+		// the release that got here has no one to report to.
+		_ = p.unmapLocked()
 	}
 }
 
@@ -314,6 +390,7 @@ func (p *Pool) takeLocked(a *Account) *Buf {
 	p.free = p.free[:len(p.free)-1]
 	b := &p.bufs[idx]
 	b.owner = a
+	b.lease++
 	b.held.Store(true)
 	a.held++
 	a.acquired++
@@ -340,6 +417,13 @@ type Stats struct {
 	Waits    uint64
 	WaitTime time.Duration
 	WaitHist Histogram
+	// StaleReleases counts releases under a lease that had already ended
+	// (ReleaseLease): a copy of a chunk released after another copy.
+	// They free nothing.
+	StaleReleases uint64
+	// Closed says the slab is unmapped: Close succeeded, or CloseWhenIdle
+	// was called and every buffer has come home since.
+	Closed bool
 }
 
 // Stats returns a consistent snapshot.
@@ -358,6 +442,9 @@ func (p *Pool) Stats() Stats {
 		Waits:    p.st.waits,
 		WaitTime: p.st.waitTotal,
 		WaitHist: p.st.hist,
+
+		StaleReleases: p.st.stale,
+		Closed:        p.closed,
 	}
 }
 
@@ -371,6 +458,10 @@ type Buf struct {
 	data  []byte
 	owner *Account    // guarded by p.mu
 	held  atomic.Bool // mirrors owner != nil, for lock-free misuse checks
+	// lease numbers the loans of the buffer: it changes at every grant,
+	// under p.mu, while the buffer is free, so its holder may read it
+	// without the lock.
+	lease uint64
 }
 
 // Bytes returns the whole buffer. It panics if the buffer is not held: a
@@ -382,11 +473,19 @@ func (b *Buf) Bytes() []byte {
 	return b.data
 }
 
+// Lease identifies the current loan of the buffer, for ReleaseLease. Only
+// its holder may call it, while it holds the buffer.
+func (b *Buf) Lease() uint64 { return b.lease }
+
 // Index returns the buffer's slot in the slab.
 func (b *Buf) Index() int { return int(b.idx) }
 
 // Release returns the buffer to its pool; see Pool.Release.
 func (b *Buf) Release() { b.p.Release(b) }
+
+// ReleaseLease returns the buffer to its pool if lease is its current
+// lease; see Pool.ReleaseLease.
+func (b *Buf) ReleaseLease(lease uint64) bool { return b.p.ReleaseLease(b, lease) }
 
 func poison(b []byte) {
 	for i := range b {
@@ -487,7 +586,7 @@ func (a *Account) tryLocked() (*Buf, bool) {
 	switch {
 	case a.state == granted:
 		return a.claimLocked(), true
-	case p.closed || a.left || a.state == waiting:
+	case p.closed || p.closing || a.left || a.state == waiting:
 		return nil, false
 	case len(p.free) == 0 || int(a.held) >= p.cfg.MaxPerSource:
 		return nil, false
@@ -507,7 +606,7 @@ func (a *Account) Wait(notify func()) (*Buf, bool, error) {
 	p := a.p
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed {
+	if p.closed || p.closing {
 		return nil, false, ErrClosed
 	}
 	if a.left {
@@ -579,7 +678,7 @@ func (a *Account) cancelLocked() func() {
 		a.acquired--
 		p.st.acquired--
 		p.free = append(p.free, b.idx)
-		p.wakeIdleLocked()
+		p.homeLocked()
 	default:
 		return nil
 	}

@@ -8,12 +8,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// allocSlab maps an anonymous, pre-faulted region off the Go heap. The
-// kernel may read and write it asynchronously (io_uring), which is why it
-// must never move or be collected.
-func allocSlab(size int) ([]byte, error) {
-	b, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE,
-		unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE)
+// allocSlab maps an anonymous region off the Go heap, pre-faulted if
+// prefault is set. The kernel may read and write it asynchronously
+// (io_uring), which is why it must never move or be collected.
+func allocSlab(size int, prefault bool) ([]byte, error) {
+	flags := unix.MAP_PRIVATE | unix.MAP_ANONYMOUS
+	if prefault {
+		flags |= unix.MAP_POPULATE
+	}
+	b, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, flags)
 	if err != nil {
 		return nil, fmt.Errorf("pool: mmap slab of %d bytes: %w", size, err)
 	}

@@ -3,6 +3,6 @@
 package pool
 
 // allocSlab uses the Go heap where the slab is never handed to io_uring.
-func allocSlab(size int) ([]byte, error) { return make([]byte, size), nil }
+func allocSlab(size int, _ bool) ([]byte, error) { return make([]byte, size), nil }
 
 func freeSlab([]byte) error { return nil }

@@ -39,6 +39,12 @@ type TCPClientConfig struct {
 // Reconnector). Between Open and Close it behaves as a Conn: Read goes
 // through the Go netpoller, and Desc detaches the socket for a runner.
 //
+// In an engine its sessions share one source id and one run of chunk
+// numbers, and only its last session ends with an end-of-stream chunk;
+// added with engine.WithSessionEnds, every earlier session ends with an
+// empty chunk marked SessionEnd, so a consumer can tell the connections
+// apart.
+//
 // TCPClient is not safe for concurrent use, except that Close and
 // SetReadDeadline may be called while Read blocks.
 type TCPClient struct {
@@ -51,6 +57,7 @@ func NewTCPClient(cfg TCPClientConfig) (*TCPClient, error) {
 		return nil, fmt.Errorf("srcs: tcp client: %w", err)
 	}
 	c := &TCPClient{newStreamClient("tcp", cfg.Addr, cfg.DialTimeout, cfg.Backoff)}
+	c.terse = true
 	if cfg.TLS != nil {
 		host, _, _ := net.SplitHostPort(cfg.Addr)
 		tc, err := cfg.TLS.clientConfig(host, nil)
@@ -87,6 +94,9 @@ type streamClient struct {
 	timeout       time.Duration
 	backoff       Backoff
 	tls           *tls.Config // nil without TLS
+	// terse leaves the address out of Open's errors (TCPClient): see
+	// dialError.
+	terse bool
 
 	mu   sync.Mutex
 	conn *Conn // the current session; nil between sessions
@@ -110,19 +120,29 @@ func (c *streamClient) Name() string { return c.name }
 // Open dials the server once, within DialTimeout and ctx. A timeout, from
 // either, wraps ErrTimeout; the cause (a *net.OpError, a *net.DNSError)
 // stays reachable with errors.As. Open fails if a session is already open.
+//
+// A TCPClient's error does not repeat the address: Name gives it, and
+// the engine reports the error in a *SourceError that names the source,
+// so that a refused redial reads "source 3 (tcp://10.0.0.7:9100): open:
+// srcs: dial: connect: connection refused". The *net.OpError inside
+// keeps it (its Addr). A UnixClient's error names the path.
 func (c *streamClient) Open(ctx context.Context) error {
 	c.mu.Lock()
 	open := c.conn != nil
 	c.mu.Unlock()
 	if open {
-		return fmt.Errorf("srcs: open %s: session already open", c.name)
+		return fmt.Errorf("srcs: open%s: session already open", c.where())
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, c.network, c.addr)
 	if err != nil {
-		return fmt.Errorf("srcs: open %s: %w", c.name, Classify(err))
+		var op *net.OpError
+		if c.terse && errors.As(err, &op) {
+			return fmt.Errorf("srcs: %w", Classify(&dialError{op}))
+		}
+		return fmt.Errorf("srcs: open%s: %w", c.where(), Classify(err))
 	}
 	conn := NewConn(nc)
 	if c.tls != nil {
@@ -132,7 +152,7 @@ func (c *streamClient) Open(ctx context.Context) error {
 			if ctx.Err() != nil {
 				err = fmt.Errorf("%w: %w", ErrTimeout, err)
 			}
-			return fmt.Errorf("srcs: open %s: tls handshake: %w", c.name, Classify(err))
+			return fmt.Errorf("srcs: open%s: tls handshake: %w", c.where(), Classify(err))
 		}
 		conn = NewTLSConn(tc, c.name)
 	}
@@ -140,11 +160,35 @@ func (c *streamClient) Open(ctx context.Context) error {
 	defer c.mu.Unlock()
 	if c.conn != nil { // a concurrent Open won, which the contract forbids
 		conn.Close()
-		return fmt.Errorf("srcs: open %s: session already open", c.name)
+		return fmt.Errorf("srcs: open%s: session already open", c.where())
 	}
 	c.conn = conn
 	return nil
 }
+
+// where is the source's name for Open's errors, with its leading space,
+// or nothing for a terse client.
+func (c *streamClient) where() string {
+	if c.terse {
+		return ""
+	}
+	return " " + c.name
+}
+
+// dialError is a failed dial that prints without the addresses its
+// *net.OpError repeats ("dial tcp 10.0.0.7:9100: connect: connection
+// refused" becomes "dial: connect: connection refused"): the source's
+// name already says where. Unwrap gives the *net.OpError whole.
+type dialError struct{ op *net.OpError }
+
+func (e *dialError) Error() string {
+	if e.op.Err == nil {
+		return e.op.Op
+	}
+	return e.op.Op + ": " + e.op.Err.Error()
+}
+
+func (e *dialError) Unwrap() error { return e.op }
 
 // Encrypted implements the capability: true when the client runs TLS.
 func (c *streamClient) Encrypted() bool { return c.tls != nil }

@@ -189,11 +189,45 @@ func TestTCPClientRefused(t *testing.T) {
 	if !errors.As(err, &op) || op.Op != "dial" {
 		t.Errorf("Open = %v, want a dial *net.OpError inside", err)
 	}
-	if !strings.Contains(err.Error(), addr) {
-		t.Errorf("error %q does not name the address", err)
+	if op != nil && (op.Addr == nil || op.Addr.String() != addr) {
+		t.Errorf("the *net.OpError inside names %v, want %s", op.Addr, addr)
 	}
 	if errors.Is(err, srcs.ErrTimeout) {
 		t.Errorf("refusal classified as a timeout: %v", err)
+	}
+}
+
+// TestTCPClientErrorNamesTheAddressOnce: an open error, as the engine
+// reports it (a *srcs.SourceError naming the source), names the address
+// once.
+func TestTCPClientErrorNamesTheAddressOnce(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	for _, tc := range []struct {
+		name string
+		cfg  srcs.TCPClientConfig
+	}{
+		{"refused", srcs.TCPClientConfig{Addr: addr}},
+		{"refused, TLS", srcs.TCPClientConfig{Addr: addr, TLS: &srcs.TLSConfig{}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newClient(t, tc.cfg)
+			err := c.Open(context.Background())
+			if err == nil {
+				t.Fatal("Open of a closed port succeeded")
+			}
+			msg := (&srcs.SourceError{ID: 3, Name: c.Name(), Op: "open", Err: err}).Error()
+			if n := strings.Count(msg, addr); n != 1 {
+				t.Fatalf("%q names the address %d times, want once", msg, n)
+			}
+			if !strings.HasSuffix(msg, "connection refused") {
+				t.Fatalf("%q does not end with the cause", msg)
+			}
+		})
 	}
 }
 
