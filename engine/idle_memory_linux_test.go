@@ -29,9 +29,9 @@ func residentBytes(t *testing.T) int64 {
 // pool of 64 MiB) leaves the pool's pages untouched, so an idle engine
 // holds little memory; PrefaultPool makes the whole pool resident. The
 // bounds are far apart (16 MiB against 48), so what else the process
-// touches meanwhile cannot decide the result. The uring runner is not
-// among the rows: where the memlock limit allows, it registers the pool
-// for fixed-buffer reads, which pins every page (Config.PrefaultPool).
+// touches meanwhile cannot decide the result. The uring runner registers
+// the pool for fixed-buffer reads, which pins every page, only once a
+// worker is given a file to read.
 func TestIdleEngineMemory(t *testing.T) {
 	const pool = engine.DefaultBuffers * engine.DefaultBufSize
 	for _, tc := range []struct {
@@ -39,6 +39,7 @@ func TestIdleEngineMemory(t *testing.T) {
 		prefault bool
 		min, max int64 // growth of RSS across New
 	}{
+		{engine.RunnerURing, false, 0, 16 << 20},
 		{engine.RunnerEpoll, false, 0, 16 << 20},
 		{engine.RunnerGoroutine, false, 0, 16 << 20},
 		{engine.RunnerGoroutine, true, pool * 3 / 4, 1 << 62},

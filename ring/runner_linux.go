@@ -81,7 +81,9 @@ import (
 //
 // # Buffers
 //
-// Each worker registers the pool's slab as fixed buffers. When the kernel
+// A worker registers the pool's slab as fixed buffers when it is first
+// given a file lane: registration pins every page of the slab, which a
+// worker that only receives from sockets has no use for. When the kernel
 // refuses (RLIMIT_MEMLOCK, 8 MiB without CAP_IPC_LOCK) the worker reads
 // files with plain READ, and the runner says so once in its log.
 //

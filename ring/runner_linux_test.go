@@ -76,16 +76,6 @@ func TestRunnerFile(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g, run := newRig(t, srcs.RunnerConfig{Workers: 2}, pool.Config{BufSize: 64 << 10, Buffers: 16}, runnerOptions{register: tc.register})
-			for _, w := range run.workers {
-				if w.fixed != tc.fixed {
-					t.Errorf("worker %d: fixed buffers %v, want %v", w.id, w.fixed, tc.fixed)
-				}
-			}
-			if logged := strings.Contains(g.Logged(), "fixed buffers unavailable"); logged == tc.fixed {
-				t.Errorf("log %q: want the READ fallback logged: %v", g.Logged(), !tc.fixed)
-			} else if n := strings.Count(g.Logged(), "fixed buffers unavailable"); n > 1 {
-				t.Errorf("fallback logged %d times", n)
-			}
 			f, err := os.Open(file.Name())
 			if err != nil {
 				t.Fatal(err)
@@ -94,6 +84,28 @@ func TestRunnerFile(t *testing.T) {
 			want := data[tc.off:]
 			if lr := g.Finish(l); lr.Err != io.EOF || lr.Bytes != int64(len(want)) || lr.CRC != runnertest.CRC(want) {
 				t.Errorf("Finish(%v) after %d bytes crc %08x; want io.EOF after %d crc %08x", lr.Err, lr.Bytes, lr.CRC, len(want), runnertest.CRC(want))
+			}
+			// Only the worker given the file registered the slab (or
+			// tried): the other never pinned the pool.
+			g.Shutdown()
+			tried := 0
+			for _, w := range run.workers {
+				if w.regd {
+					tried++
+					if w.fixed != tc.fixed {
+						t.Errorf("worker %d: fixed buffers %v, want %v", w.id, w.fixed, tc.fixed)
+					}
+				} else if w.fixed {
+					t.Errorf("worker %d registered the slab without a file lane", w.id)
+				}
+			}
+			if tried != 1 {
+				t.Errorf("%d workers registered the slab for one file lane, want 1", tried)
+			}
+			if logged := strings.Contains(g.Logged(), "fixed buffers unavailable"); logged == tc.fixed {
+				t.Errorf("log %q: want the READ fallback logged: %v", g.Logged(), !tc.fixed)
+			} else if n := strings.Count(g.Logged(), "fixed buffers unavailable"); n > 1 {
+				t.Errorf("fallback logged %d times", n)
 			}
 		})
 	}

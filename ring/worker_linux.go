@@ -139,6 +139,7 @@ type worker struct {
 	// Owned by the worker goroutine.
 	ring    *Ring
 	fixed   bool              // the slab is registered: files use READ_FIXED
+	regd    bool              // registering the slab was tried (registerSlab)
 	iovs    []unix.Iovec      // the registered slab, to check a buffer's index
 	slots   []*lane           // by slot index
 	spare   []lane            // the slab the next new slot's lane comes from
@@ -261,8 +262,8 @@ func (w *worker) run() {
 	w.shutdown(w.loop())
 }
 
-// start creates the ring, the Waker and the buffer registration on the
-// worker's locked thread, and arms the Waker.
+// start creates the ring and the Waker on the worker's locked thread, and
+// arms the Waker.
 func (w *worker) start() error {
 	rg, err := New(Config{Entries: runnerEntries, CQEntries: runnerCQEntries})
 	if err != nil {
@@ -278,21 +279,6 @@ func (w *worker) start() error {
 	w.waker = wk
 	w.Mu.Unlock()
 
-	iovs := w.r.pool.Iovecs()
-	switch err := w.r.opts.register(rg, iovs); {
-	case err == nil:
-		w.fixed, w.iovs = true, iovs
-	default:
-		var me *MemlockError
-		level := slog.LevelWarn
-		if errors.As(err, &me) {
-			level = slog.LevelInfo
-		}
-		w.r.noFixedOnce.Do(func() {
-			w.r.log.Log(context.Background(), level, "ring: runner: fixed buffers unavailable, using READ",
-				"err", err, "bytes", len(iovs)*w.r.pool.BufSize())
-		})
-	}
 	if !w.arm() {
 		err := w.fatal
 		if err == nil {
@@ -303,6 +289,36 @@ func (w *worker) start() error {
 		return fmt.Errorf("ring: runner: worker %d: arm waker: %w", w.id, err)
 	}
 	return nil
+}
+
+// registerSlab registers the pool's slab with the ring as fixed buffers,
+// for the READ_FIXED of file lanes, the first time a worker is given one.
+// Registration pins the whole slab in memory, and only files read into
+// fixed buffers (sockets receive into the buffer the lane holds), so a
+// worker that never reads a file leaves the pool's pages untouched until
+// data fills them. When the kernel refuses (RLIMIT_MEMLOCK: 8 MiB without
+// CAP_IPC_LOCK), files are read with plain READ, and the runner says so
+// once.
+func (w *worker) registerSlab() {
+	if w.regd {
+		return
+	}
+	w.regd = true
+	iovs := w.r.pool.Iovecs()
+	err := w.r.opts.register(w.ring, iovs)
+	if err == nil {
+		w.fixed, w.iovs = true, iovs
+		return
+	}
+	var me *MemlockError
+	level := slog.LevelWarn
+	if errors.As(err, &me) {
+		level = slog.LevelInfo
+	}
+	w.r.noFixedOnce.Do(func() {
+		w.r.log.Log(context.Background(), level, "ring: runner: fixed buffers unavailable, using READ",
+			"err", err, "bytes", len(iovs)*w.r.pool.BufSize())
+	})
 }
 
 // arm queues the Waker's eventfd read.
@@ -706,6 +722,9 @@ func (w *worker) add(c *cmd) {
 		ln.d.ResetDatagram(c.lane, hold)
 	} else {
 		ln.d.Reset(c.lane, hold)
+	}
+	if c.mode == modeFile {
+		w.registerSlab()
 	}
 	switch {
 	case c.mode == modeFile && ln.d.Framed():
