@@ -20,6 +20,10 @@ import (
 // net.ErrClosed.
 var ErrClosed = fmt.Errorf("engine: closed: %w", net.ErrClosed)
 
+// ErrIdleTimeout is the error of a source ended by its idle timeout
+// (WithIdleTimeout). It matches srcs.ErrTimeout, and counts as a timeout.
+var ErrIdleTimeout = fmt.Errorf("engine: no data: %w", srcs.ErrTimeout)
+
 // Handler processes one chunk and must Release it, now or later. It runs
 // on the engine's processing goroutines, apart from the I/O workers; a
 // source's chunks always reach the same goroutine, in order. An inline
@@ -205,6 +209,8 @@ type sourceOpts struct {
 	framerOK    bool // WithFraming was given, maybe with nil
 	added       func(srcs.ID, srcs.Source)
 	sessionEnds bool
+	rate, burst int64         // WithRateLimit
+	idle        time.Duration // WithIdleTimeout
 }
 
 // WithFlush overrides the engine's flush timeout for one source. Zero
@@ -245,6 +251,27 @@ func WithAdded(f func(id srcs.ID, src srcs.Source)) SourceOption {
 // close its books per connection. Without it, a reconnecting source's
 // chunks run on across sessions with no mark between them.
 func WithSessionEnds() SourceOption { return func(o *sourceOpts) { o.sessionEnds = true } }
+
+// WithRateLimit holds a source to bytesPerSecond by not reading it while
+// it is ahead: no buffer, no read, and the kernel's socket buffer fills,
+// so TCP's window slows that sender alone and nothing is lost (a datagram
+// socket drops what its buffer cannot hold, counted in KernelDrops). An
+// idle source may read burst bytes at once; a burst below one buffer is
+// one buffer, and a source may read up to a buffer past its limit before
+// it is held. Given to AddListener, it holds each connection to the rate
+// on its own. SourceStats.RateHeld says how long the limit held a source.
+func WithRateLimit(bytesPerSecond, burst int64) SourceOption {
+	return func(o *sourceOpts) { o.rate, o.burst = bytesPerSecond, burst }
+}
+
+// WithIdleTimeout ends a source that delivered no byte for d: it stops as
+// StopSource stops it, after ErrIdleTimeout reaches the error handler, and
+// counts in Totals.IdleTimeouts. A source's bytes count when the engine
+// delivers them, up to its flush timeout after they arrived. Given to
+// AddListener, it closes each connection that goes quiet, so that a
+// listener with a connection cap does not fill with dead peers. Zero
+// means no timeout.
+func WithIdleTimeout(d time.Duration) SourceOption { return func(o *sourceOpts) { o.idle = d } }
 
 // AddSource registers src and returns the id its chunks will carry.
 //
@@ -365,6 +392,13 @@ func (e *Engine) newSource(src srcs.Source, opts []SourceOption) (*source, func(
 	id := e.nextID
 	e.nextID++
 	s.lane = srcs.Lane{ID: id, Src: src, Account: e.pool.Join(id), Flush: so.flush, Framer: so.framer, Out: s}
+	if so.rate > 0 {
+		s.lane.Account.SetRate(so.rate, so.burst)
+		s.coldPart().limited = true
+	}
+	if so.idle > 0 {
+		s.watchIdle(so.idle)
+	}
 	e.sources.add(s)
 	return s, so.added, nil
 }
@@ -394,8 +428,15 @@ func (s *source) announce(added func(srcs.ID, srcs.Source)) {
 }
 
 func (so *sourceOpts) check() error {
-	if so.flush < 0 {
+	switch {
+	case so.flush < 0:
 		return &ConfigError{"Flush", so.flush, "must not be negative"}
+	case so.rate < 0:
+		return &ConfigError{"WithRateLimit", so.rate, "bytes per second must not be negative"}
+	case so.burst < 0:
+		return &ConfigError{"WithRateLimit", so.burst, "burst must not be negative"}
+	case so.idle < 0:
+		return &ConfigError{"WithIdleTimeout", so.idle, "must not be negative"}
 	}
 	return nil
 }
@@ -571,6 +612,9 @@ func (e *Engine) sourceDone(s *source) {
 	defer e.mu.Unlock()
 	e.sources.remove(s.id())
 	s.endOps()
+	if c := s.cold.Load(); c != nil && c.idle != nil {
+		c.idle.timer.Stop()
+	}
 	select {
 	case e.freed <- struct{}{}:
 	default:

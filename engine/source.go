@@ -70,6 +70,12 @@ type sourceCold struct {
 	sessionEnds bool
 	sessions    atomic.Uint64
 
+	// limited is WithRateLimit: every byte delivered is charged to the
+	// source's account. idle is WithIdleTimeout's watch. Both are set
+	// before the source starts.
+	limited bool
+	idle    *idleWatch
+
 	// The Open or backoff wait in progress runs under a context of its
 	// own, made only for it (most sources never wait, and thousands of
 	// idle ones should not each keep a context): stop or the source's end
@@ -182,6 +188,14 @@ func (s *source) EmitBytes(_ *srcs.Lane, data []byte, flags srcs.Flags, first ti
 func (s *source) emit(b *pool.Buf, data []byte, flags srcs.Flags, first time.Time) {
 	n := len(data)
 	s.bytes.Add(uint64(n))
+	if c := s.cold.Load(); c != nil {
+		if c.limited {
+			s.lane.Account.Charge(n)
+		}
+		if c.idle != nil {
+			c.idle.last.Store(int64(time.Since(c.idle.start)))
+		}
+	}
 	if flags&srcs.Partial != 0 {
 		s.coldPart().partials.Add(1)
 	}
@@ -431,6 +445,44 @@ func (s *source) stop() {
 	s.handle(evStop, nil)
 }
 
+// idleWatch is a source's idle timeout (WithIdleTimeout): the time of its
+// last delivery, and a timer that looks at it.
+type idleWatch struct {
+	d     time.Duration
+	start time.Time    // what last counts from
+	last  atomic.Int64 // when the source last delivered, since start
+	timer *time.Timer
+}
+
+// watchIdle starts s's idle timeout of d.
+func (s *source) watchIdle(d time.Duration) {
+	w := &idleWatch{d: d, start: time.Now()}
+	s.coldPart().idle = w
+	w.timer = time.AfterFunc(d, func() { s.idleCheck(w) })
+}
+
+// idleCheck runs when s may have gone d without a delivery: it stops s if
+// so, and looks again when it could next be.
+func (s *source) idleCheck(w *idleWatch) {
+	if State(s.state.Load()).Done() {
+		return
+	}
+	quiet := time.Since(w.start) - time.Duration(w.last.Load())
+	if quiet < w.d {
+		w.timer.Reset(w.d - quiet)
+		return
+	}
+	s.e.mu.Lock()
+	live := !s.e.closing && s.e.sources.get(s.id()) == s
+	s.e.mu.Unlock()
+	if !live {
+		return
+	}
+	s.e.totals.idleTimeouts.Add(1)
+	s.report("read", fmt.Errorf("%w after %v", ErrIdleTimeout, w.d))
+	s.e.spawn(s.stop)
+}
+
 // report queues an error behind the source's data, so the error handler
 // sees it only after every chunk read before it.
 func (s *source) report(op string, err error) {
@@ -469,6 +521,10 @@ type SourceStats struct {
 	// released by processing.
 	PoolWaits uint64
 	Held      int
+	// RateHolds counts the times its rate limit held the source
+	// (WithRateLimit), and RateHeld is the time it spent so held.
+	RateHolds uint64
+	RateHeld  time.Duration
 }
 
 func (s *source) stats() SourceStats {
@@ -476,7 +532,7 @@ func (s *source) stats() SourceStats {
 	st := SourceStats{
 		ID: s.id(), Name: s.name, Runner: s.runner().Name(), State: State(s.state.Load()),
 		Bytes: s.bytes.Load(), Chunks: s.seq.Load(),
-		PoolWaits: ps.Waits, Held: ps.Held,
+		PoolWaits: ps.Waits, Held: ps.Held, RateHolds: ps.RateHolds, RateHeld: ps.RateHeld,
 	}
 	if c := s.cold.Load(); c != nil {
 		st.Chunks -= c.sessions.Load()

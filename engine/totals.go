@@ -26,6 +26,9 @@ type Totals struct {
 	// RecordsSkipped counts the records of framed sources skipped for
 	// being too long, every one (the error handler sees one per source).
 	RecordsSkipped uint64
+	// IdleTimeouts counts the sources ended for delivering nothing for
+	// their idle timeout (WithIdleTimeout).
+	IdleTimeouts uint64
 	// Latency is the delivery latency of data chunks: from their first
 	// byte's arrival to the moment a consumer took them. It covers the
 	// flush hold and the engine's queueing, nothing of the consumer.
@@ -103,6 +106,7 @@ type LatencyHistogram struct {
 type totals struct {
 	bytes, chunks, partials, delivered atomic.Uint64
 	skipped                            atomic.Uint64
+	idleTimeouts                       atomic.Uint64
 	errs                               [NumErrorKinds]atomic.Uint64
 	lat                                [latencyBuckets + 1]atomic.Uint64
 	latCount                           atomic.Uint64
@@ -144,7 +148,7 @@ func (t *totals) took(c *Chunk, now time.Time) {
 func (t *totals) snapshot() Totals {
 	s := Totals{
 		Bytes: t.bytes.Load(), Chunks: t.chunks.Load(), Partials: t.partials.Load(),
-		Delivered: t.delivered.Load(), RecordsSkipped: t.skipped.Load(),
+		Delivered: t.delivered.Load(), RecordsSkipped: t.skipped.Load(), IdleTimeouts: t.idleTimeouts.Load(),
 	}
 	for i := range t.errs {
 		s.Errors[i] = t.errs[i].Load()

@@ -118,6 +118,7 @@ type Pool struct {
 	hungry   waitList // waiting accounts that hold no buffer
 	greedy   waitList // waiting accounts that hold some, but fewer than the cap
 	parked   int      // waiting accounts at the cap, in no list
+	rateHeld int      // waiting accounts held by their rate limit, in no list
 	accounts int
 	idle     chan struct{} // closed when no buffer is held; nil until WaitIdle asks
 	st       counters
@@ -130,6 +131,8 @@ type counters struct {
 	acquired, released, waits uint64
 	stale                     uint64
 	waitTotal                 time.Duration
+	rateHolds                 uint64
+	rateHeld                  time.Duration // holds that ended
 	hist                      Histogram
 }
 
@@ -408,9 +411,15 @@ type Stats struct {
 	InUse    int
 	Free     int
 	Waiters  int // accounts waiting for a buffer, at the cap or not
-	Accounts int // accounts that joined and have not left
-	Acquired uint64
-	Released uint64
+	RateHeld int // accounts their rate limit holds (among Waiters)
+	// RateHolds counts the times a rate limit held an account (SetRate),
+	// and RateHeldTime the time accounts spent so held, in holds that
+	// ended.
+	RateHolds    uint64
+	RateHeldTime time.Duration
+	Accounts     int // accounts that joined and have not left
+	Acquired     uint64
+	Released     uint64
 	// Waits counts acquires that had to queue, whether or not they were
 	// later cancelled. WaitTime and WaitHist cover the time from queueing
 	// to the grant, for those that were granted.
@@ -435,13 +444,17 @@ func (p *Pool) Stats() Stats {
 		BufSize:  p.cfg.BufSize,
 		InUse:    len(p.bufs) - len(p.free),
 		Free:     len(p.free),
-		Waiters:  p.hungry.n + p.greedy.n + p.parked,
-		Accounts: p.accounts,
-		Acquired: p.st.acquired,
-		Released: p.st.released,
-		Waits:    p.st.waits,
-		WaitTime: p.st.waitTotal,
-		WaitHist: p.st.hist,
+		Waiters:  p.hungry.n + p.greedy.n + p.parked + p.rateHeld,
+		RateHeld: p.rateHeld,
+
+		RateHolds:    p.st.rateHolds,
+		RateHeldTime: p.st.rateHeld,
+		Accounts:     p.accounts,
+		Acquired:     p.st.acquired,
+		Released:     p.st.released,
+		Waits:        p.st.waits,
+		WaitTime:     p.st.waitTotal,
+		WaitHist:     p.st.hist,
 
 		StaleReleases: p.st.stale,
 		Closed:        p.closed,
@@ -520,6 +533,10 @@ type Account struct {
 	prev, next *Account
 	acquired   uint64
 	w          *accountWait
+	lim        *limiter // SetRate's; nil without a rate limit
+
+	// limited mirrors lim != nil, so that Charge costs no lock without one.
+	limited atomic.Bool
 
 	// blk is what a blocking Acquire waits on, made on first use: the
 	// event-loop runners never block, and their idle sources are many.
@@ -542,6 +559,7 @@ const (
 	inNone listID = iota
 	inHungry
 	inGreedy
+	inRate // held by its rate limit (limit.go), in no list
 )
 
 // blocker is an Account's means of blocking: ch is signalled, without
@@ -590,6 +608,8 @@ func (a *Account) tryLocked() (*Buf, bool) {
 		return nil, false
 	case len(p.free) == 0 || int(a.held) >= p.cfg.MaxPerSource:
 		return nil, false
+	case a.lim != nil && a.lim.owed(time.Since(p.epoch)) > 0:
+		return nil, false
 	}
 	// Free buffers imply that nobody eligible waits (every release is
 	// dispatched at once), so first come, first served is fair here.
@@ -624,9 +644,23 @@ func (a *Account) Wait(notify func()) (*Buf, bool, error) {
 		a.w.waits++
 		p.st.waits++
 		a.w.notify = notify
-		p.enqueueLocked(a)
+		now := time.Since(p.epoch)
+		if d := a.owedLocked(now); d > 0 {
+			p.holdLocked(a, d, now)
+		} else {
+			p.enqueueLocked(a)
+		}
 	}
 	return nil, false, nil
+}
+
+// owedLocked returns how long a must wait for its rate limit at now: 0
+// without one, or when it owes nothing.
+func (a *Account) owedLocked(now time.Duration) time.Duration {
+	if a.lim == nil {
+		return 0
+	}
+	return a.lim.owed(now)
 }
 
 // Claim collects a buffer reserved for a pending Wait.
@@ -667,6 +701,8 @@ func (a *Account) cancelLocked() func() {
 			p.hungry.remove(a)
 		case inGreedy:
 			p.greedy.remove(a)
+		case inRate:
+			p.endHoldLocked(a, time.Since(p.epoch))
 		default:
 			p.parked--
 		}
@@ -740,6 +776,10 @@ type AccountStats struct {
 	Waits    uint64
 	WaitTime time.Duration
 	Waiting  bool
+	// RateHolds counts the times its rate limit held it (SetRate), and
+	// RateHeld is the time it spent so held, the hold in progress included.
+	RateHolds uint64
+	RateHeld  time.Duration
 }
 
 // Stats returns a snapshot of the account.
@@ -750,6 +790,12 @@ func (a *Account) Stats() AccountStats {
 	st := AccountStats{Held: int(a.held), Acquired: a.acquired, Waiting: a.state == waiting}
 	if w := a.w; w != nil {
 		st.Waits, st.WaitTime = w.waits, w.waitTotal
+	}
+	if l := a.lim; l != nil {
+		st.RateHolds, st.RateHeld = l.holds, l.heldTotal
+		if a.state == waiting && a.in == inRate {
+			st.RateHeld += time.Since(p.epoch) - l.heldSince
+		}
 	}
 	return st
 }

@@ -1,0 +1,128 @@
+package pool
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// TestRateLimitHolds: an account that read past its rate gets no buffer
+// until it has paid for what it read, then gets one without asking again;
+// an account without a limit beside it is never held; the time held is
+// counted.
+func TestRateLimitHolds(t *testing.T) {
+	p := newPool(t, Config{BufSize: 64 << 10, Buffers: 8, MaxPerSource: 8})
+	lim, free := p.Join(1), p.Join(2)
+	const rate = 1 << 20 // a buffer's worth in 62.5 ms
+	lim.SetRate(rate, 0) // burst: one buffer
+
+	b, ok := lim.TryAcquire()
+	if !ok {
+		t.Fatal("a fresh limited account got no buffer")
+	}
+	lim.Charge(64 << 10) // what its burst allows
+	b.Release()
+	b, ok = lim.TryAcquire()
+	if !ok {
+		t.Fatal("an account within its burst got no buffer")
+	}
+	lim.Charge(64 << 10) // a buffer past it: owes 62.5 ms
+	b.Release()
+	if _, ok := lim.TryAcquire(); ok {
+		t.Fatal("an account that owes bytes got a buffer")
+	}
+	for range 4 {
+		fb, ok := free.TryAcquire()
+		if !ok {
+			t.Fatal("an account without a limit was held beside a limited one")
+		}
+		free.Charge(64 << 10) // no limit: counts nothing
+		fb.Release()
+	}
+
+	granted := make(chan struct{}, 1)
+	start := time.Now()
+	if _, ok, err := lim.Wait(func() { granted <- struct{}{} }); ok || err != nil {
+		t.Fatalf("Wait of an account that owes: ok %v, err %v", ok, err)
+	}
+	if st := p.Stats(); st.RateHeld != 1 || st.Waiters != 1 {
+		t.Fatalf("pool stats while held: %+v", st)
+	}
+	select {
+	case <-granted:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the hold never ended")
+	}
+	if held := time.Since(start); held < 50*time.Millisecond {
+		t.Errorf("held %v, want about 62.5ms", held)
+	}
+	b, ok = lim.Claim()
+	if !ok {
+		t.Fatal("no buffer to claim after the hold")
+	}
+	b.Release()
+	st := lim.Stats()
+	if st.RateHolds != 1 || st.RateHeld < 50*time.Millisecond {
+		t.Errorf("account stats %+v: want one hold of about 62.5ms", st)
+	}
+	if fs := free.Stats(); fs.RateHolds != 0 || fs.RateHeld != 0 {
+		t.Errorf("the account without a limit shows holds: %+v", fs)
+	}
+	if st := p.Stats(); st.RateHeld != 0 || st.Waiters != 0 || st.RateHolds != 1 || st.RateHeldTime < 50*time.Millisecond {
+		t.Errorf("pool stats after the hold: %+v", st)
+	}
+}
+
+// TestRateLimitBlockingAcquire: the goroutine and thread runners' Acquire
+// waits out the hold, and a cancelled Acquire leaves nothing held.
+func TestRateLimitBlockingAcquire(t *testing.T) {
+	p := newPool(t, Config{BufSize: 64 << 10, Buffers: 4, MaxPerSource: 4})
+	a := p.Join(1)
+	a.SetRate(1<<20, 0)
+	a.Charge(128 << 10) // owes a buffer's worth: 62.5 ms
+	start := time.Now()
+	b, err := a.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held := time.Since(start); held < 50*time.Millisecond {
+		t.Errorf("Acquire returned after %v, want about 62.5ms", held)
+	}
+	b.Release()
+	a.Charge(1 << 20) // owes a second
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := a.Acquire(ctx); err != context.DeadlineExceeded {
+		t.Fatalf("Acquire while owing a second, with a 20ms deadline: %v", err)
+	}
+	if st := p.Stats(); st.RateHeld != 0 || st.Waiters != 0 {
+		t.Errorf("a cancelled Acquire left %+v", st)
+	}
+	a.Leave()
+}
+
+// TestRateLimitRate: an account charged a buffer for every buffer it gets
+// moves at its rate, within a buffer's worth.
+func TestRateLimitRate(t *testing.T) {
+	p := newPool(t, Config{BufSize: 64 << 10, Buffers: 4, MaxPerSource: 4})
+	a := p.Join(1)
+	const rate = 4 << 20
+	a.SetRate(rate, 0)
+	start := time.Now()
+	var got int64
+	for range 32 { // 2 MiB: half a second at the rate
+		b, err := a.Acquire(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.Charge(64 << 10)
+		got += 64 << 10
+		b.Release()
+	}
+	// The burst (a buffer) and the last buffer read ahead of the limit.
+	want := time.Duration(float64(got-2*(64<<10)) / rate * float64(time.Second))
+	if took := time.Since(start); took < want*95/100 {
+		t.Errorf("%d bytes in %v, want no sooner than %v at %d B/s", got, took, want, rate)
+	}
+	a.Leave()
+}
