@@ -39,7 +39,8 @@ type Collector struct {
 	runWaits, runWakeups, runEnters, runCompl, runSys *prometheus.Desc
 	runDirect, runAccepted                            *prometheus.Desc
 	srcBytes, srcChunks, srcErrs, srcHeld, srcWaits   *prometheus.Desc
-	srcOmitted                                        *prometheus.Desc
+	srcOmitted, srcRateHeld, srcKernelDrops           *prometheus.Desc
+	rateHeld, rateHolds, rateHeldSeconds, idleTimeout *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*Collector)(nil)
@@ -71,6 +72,10 @@ func NewCollector(e *engine.Engine, opts Options) *Collector {
 	c.poolAcquired = d("pool_acquired_total", "Buffers acquired from the source pool.")
 	c.poolWaitSeconds = d("pool_wait_seconds_total", "Total time granted acquires spent queued.")
 	c.sources = d("sources", "Live sources by state.", "state")
+	c.rateHeld = d("rate_limited_sources", "Sources their rate limit holds now (not read until they are back within it).")
+	c.rateHolds = d("rate_limit_holds_total", "Times a rate limit held a source.")
+	c.rateHeldSeconds = d("rate_limit_held_seconds_total", "Time sources spent held by their rate limit, in holds that ended.")
+	c.idleTimeout = d("idle_timeouts_total", "Sources ended for delivering nothing for their idle timeout.")
 	rl := []string{"runner"}
 	c.runWorkers = d("runner_workers", "Event-loop workers of the runner.", rl...)
 	c.runThreads = d("runner_threads", "OS threads the runner holds locked.", rl...)
@@ -90,6 +95,8 @@ func NewCollector(e *engine.Engine, opts Options) *Collector {
 	c.srcHeld = d("source_buffers_held", "Pool buffers charged to one source.", sl...)
 	c.srcWaits = d("source_pool_waits_total", "Times one source queued for a buffer.", sl...)
 	c.srcOmitted = d("sources_omitted", "Live sources left out of the per-source series by the cap.")
+	c.srcRateHeld = d("source_rate_limit_held_seconds_total", "Time one source spent held by its rate limit.", sl...)
+	c.srcKernelDrops = d("source_kernel_drops_total", "Datagrams the kernel dropped for one source before it could be read.", sl...)
 	return c
 }
 
@@ -98,12 +105,13 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.bytes, c.chunks, c.partials, c.delivered, c.errs, c.skipped, c.latency, c.queued, c.paused, c.pauses,
 		c.poolBuffers, c.poolInUse, c.poolWaiters, c.poolWaits, c.poolAcquired, c.poolWaitSeconds, c.sources,
+		c.rateHeld, c.rateHolds, c.rateHeldSeconds, c.idleTimeout,
 		c.runWorkers, c.runThreads, c.runLanes, c.runReads, c.runWaits, c.runWakeups, c.runEnters, c.runCompl, c.runSys, c.runDirect, c.runAccepted,
 	} {
 		ch <- d
 	}
 	if c.opts.PerSource > 0 {
-		for _, d := range []*prometheus.Desc{c.srcBytes, c.srcChunks, c.srcErrs, c.srcHeld, c.srcWaits, c.srcOmitted} {
+		for _, d := range []*prometheus.Desc{c.srcBytes, c.srcChunks, c.srcErrs, c.srcHeld, c.srcWaits, c.srcOmitted, c.srcRateHeld, c.srcKernelDrops} {
 			ch <- d
 		}
 	}
@@ -146,6 +154,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.poolWaits, float64(p.Waits))
 	counter(c.poolAcquired, float64(p.Acquired))
 	counter(c.poolWaitSeconds, p.WaitTime.Seconds())
+	gauge(c.rateHeld, float64(p.RateHeld))
+	counter(c.rateHolds, float64(p.RateHolds))
+	counter(c.rateHeldSeconds, p.RateHeldTime.Seconds())
+	counter(c.idleTimeout, float64(tot.IdleTimeouts))
 
 	for _, r := range st.Runners {
 		counter(c.runReads, float64(r.Reads), r.Runner)
@@ -187,6 +199,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.srcErrs, float64(s.Errors), id, s.Name)
 		gauge(c.srcHeld, float64(s.Held), id, s.Name)
 		counter(c.srcWaits, float64(s.PoolWaits), id, s.Name)
+		counter(c.srcRateHeld, s.RateHeld.Seconds(), id, s.Name)
+		counter(c.srcKernelDrops, float64(s.KernelDrops), id, s.Name)
 	}
 }
 

@@ -145,6 +145,12 @@ func TestScrapeLiveEngine(t *testing.T) {
 		{"sluice_sources", dto.MetricType_GAUGE, conns},
 		{"sluice_source_bytes_received_total", dto.MetricType_COUNTER, 1},
 		{"sluice_sources_omitted", dto.MetricType_GAUGE, conns - 2},
+		{"sluice_rate_limited_sources", dto.MetricType_GAUGE, 0},
+		{"sluice_rate_limit_holds_total", dto.MetricType_COUNTER, 0},
+		{"sluice_rate_limit_held_seconds_total", dto.MetricType_COUNTER, 0},
+		{"sluice_idle_timeouts_total", dto.MetricType_COUNTER, 0},
+		{"sluice_source_rate_limit_held_seconds_total", dto.MetricType_COUNTER, 0},
+		{"sluice_source_kernel_drops_total", dto.MetricType_COUNTER, 0},
 	} {
 		if v := value(t, after, tc.name, tc.typ); v < tc.min {
 			t.Errorf("%s = %v, want at least %v", tc.name, v, tc.min)

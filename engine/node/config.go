@@ -68,6 +68,25 @@ type Source struct {
 	// octet[:MAX] or mqtt[:MAX]. Not for udp, whose datagrams keep their
 	// own boundaries, nor mqtt, which frames its own packets.
 	Framing string `yaml:"framing,omitempty"`
+	// RateLimit holds the source (for a listener: each connection on its
+	// own) to a number of bytes a second by not reading it while it is
+	// ahead: TCP's window then slows that sender alone and nothing is
+	// lost (a udp socket drops what its buffer cannot hold, counted as
+	// kernel drops). Default: no limit.
+	RateLimit *RateLimit `yaml:"rate_limit,omitempty"`
+	// IdleTimeout closes the source (for a listener: each connection)
+	// once it has delivered nothing for this long, so that a listener
+	// with max_conns does not fill with dead peers. Default 0: never.
+	IdleTimeout time.Duration `yaml:"idle_timeout,omitempty"`
+}
+
+// RateLimit is a source's rate limit.
+type RateLimit struct {
+	// BytesPerSecond is the rate, a byte count such as 1MiB.
+	BytesPerSecond int64 `yaml:"bytes_per_second"`
+	// Burst is what a source that was quiet for a while may read at once.
+	// Default (and least): one pool buffer.
+	Burst int64 `yaml:"burst"`
 }
 
 // Listener is a tcp or unix listener entry: where to listen, and the
@@ -292,6 +311,12 @@ func (f *file) validate() error {
 			return f.errorf([]any{"sources", i}, "names several kinds (%s); use one entry per source", strings.Join(kinds, ", "))
 		case s.Flush < 0:
 			return f.errorf([]any{"sources", i, "flush"}, "%v: must not be negative", s.Flush)
+		case s.IdleTimeout < 0:
+			return f.errorf([]any{"sources", i, "idle_timeout"}, "%v: must not be negative", s.IdleTimeout)
+		case s.RateLimit != nil && s.RateLimit.BytesPerSecond <= 0:
+			return f.errorf([]any{"sources", i, "rate_limit", "bytes_per_second"}, "%d: must be a positive byte count (%s)", s.RateLimit.BytesPerSecond, byteUnitsHint)
+		case s.RateLimit != nil && s.RateLimit.Burst < 0:
+			return f.errorf([]any{"sources", i, "rate_limit", "burst"}, "%d: must not be negative", s.RateLimit.Burst)
 		case s.Framing != "" && (s.UDP != nil || s.MQTT != nil):
 			return f.errorf([]any{"sources", i, "framing"}, "%q: %s sources cannot be framed (udp keeps datagram boundaries; mqtt frames its own packets)", s.Framing, kinds[0])
 		}

@@ -42,6 +42,10 @@ func TestConfigErrors(t *testing.T) {
 		{"missing listen", "sources:\n  - tcp:\n      max_conns: 3\n", "node.yaml:2: sources[0].tcp.listen: required"},
 		{"unknown source key", "sources:\n  - tcp:\n      listen: 127.0.0.1:0\n      reuseport: true\n", "node.yaml:4: sources[0].tcp.reuseport: unknown key (did you mean reuse_port?)"},
 		{"negative cap", "sources:\n  - tcp:\n      listen: 127.0.0.1:0\n      max_conns: -1\n", "node.yaml:4: sources[0].tcp.max_conns: must not be negative"},
+		{"rate limit without a rate", "sources:\n  - tcp: {listen: 127.0.0.1:0}\n    rate_limit:\n      burst: 1MiB\n", "node.yaml:3: sources[0].rate_limit.bytes_per_second: 0: must be a positive byte count"},
+		{"rate limit not a size", "sources:\n  - tcp: {listen: 127.0.0.1:0}\n    rate_limit: {bytes_per_second: fast}\n", "node.yaml:3: sources[0].rate_limit.bytes_per_second: \"fast\" is not a byte count"},
+		{"rate limit unknown key", "sources:\n  - tcp: {listen: 127.0.0.1:0}\n    rate_limit: {rate: 1MiB}\n", "node.yaml:3: sources[0].rate_limit.rate: unknown key; sources[0].rate_limit takes bytes_per_second, burst"},
+		{"negative idle timeout", "sources:\n  - tcp: {listen: 127.0.0.1:0}\n    idle_timeout: -1s\n", "node.yaml:3: sources[0].idle_timeout: -1s: must not be negative"},
 		{"unix receive buffer", "sources:\n  - unix:\n      listen: /tmp/x.sock\n      recv_buffer: 65536\n", "node.yaml:4: sources[0].unix.recv_buffer: applies to tcp listeners only"},
 		{"bad framing", "sources:\n  - tcp:\n      listen: 127.0.0.1:0\n    framing: lines\n", "node.yaml:4: sources[0].framing: framing \"lines\": unknown"},
 		{"framed udp", "sources:\n  - udp:\n      addr: 127.0.0.1:0\n    framing: newline\n", "node.yaml:4: sources[0].framing: \"newline\": udp sources cannot be framed"},
@@ -223,7 +227,7 @@ func TestByteUnits(t *testing.T) {
 // not the zero the file left.
 func TestResolvedDefaults(t *testing.T) {
 	cfg, err := Parse("node.yaml", []byte("engine: {buffers: 64}\n"+
-		"sources:\n  - tcp: {listen: 127.0.0.1:0}\n  - mqtt: {broker: 127.0.0.1:1883, client_id: x, topics: [a]}\n"+
+		"sources:\n  - tcp: {listen: 127.0.0.1:0}\n    rate_limit: {bytes_per_second: 1MiB}\n    idle_timeout: 5m\n  - mqtt: {broker: 127.0.0.1:1883, client_id: x, topics: [a]}\n"+
 		"  - tcp_client: {addr: 127.0.0.1:1}\n  - udp: {addr: 127.0.0.1:0}\n  - tail: {path: /var/log/x.log}\n"+
 		"output:\n  jetstream: {subject: x, stream: S}\n"))
 	if err != nil {
@@ -240,6 +244,7 @@ func TestResolvedDefaults(t *testing.T) {
 		"initial: 50ms\n", "max: 5s\n", "max_datagram: 65507\n", "poll: 250ms\n", "checkpoint_every: 1s\n",
 		"url: nats://127.0.0.1:4222\n", "max_pending: 256\n", "ack_timeout: 5s\n", "retry_wait: 100ms\n",
 		"storage: file\n", "replicas: 1\n", "duplicate_window: 2m0s\n",
+		"bytes_per_second: 1048576\n", "burst: 65536\n", "idle_timeout: 5m0s\n",
 	} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("resolved lacks %q", strings.TrimSpace(want))

@@ -33,6 +33,12 @@ func (c Config) withDefaults() Config {
 	c.Sources = append([]Source(nil), c.Sources...)
 	for i := range c.Sources {
 		s := &c.Sources[i]
+		if s.RateLimit != nil && s.RateLimit.Burst < int64(c.Engine.BufSize) {
+			// The least burst a source is given: one buffer.
+			rl := *s.RateLimit
+			rl.Burst = int64(c.Engine.BufSize)
+			s.RateLimit = &rl
+		}
 		switch {
 		case s.TCP != nil:
 			l := *s.TCP

@@ -105,6 +105,12 @@ func (n *Node) add(i int, s Source) error {
 	if s.Flush > 0 {
 		opts = append(opts, engine.WithFlush(s.Flush))
 	}
+	if s.RateLimit != nil {
+		opts = append(opts, engine.WithRateLimit(s.RateLimit.BytesPerSecond, s.RateLimit.Burst))
+	}
+	if s.IdleTimeout > 0 {
+		opts = append(opts, engine.WithIdleTimeout(s.IdleTimeout))
+	}
 	framer, err := srcs.ParseFraming(s.Framing) // checked by Load
 	if err != nil {
 		return fail(err)

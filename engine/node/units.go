@@ -17,6 +17,7 @@ var byteKeys = map[string]bool{
 	"buf_size": true, "max_pool_bytes": true, // engine
 	"recv_buffer": true, "read_buffer": true, // tcp and udp sources
 	"max_datagram": true, "max_message": true, "offset": true,
+	"bytes_per_second": true, "burst": true, // rate limits
 }
 
 // byteUnitsHint is how an error says what a byte count may look like.
