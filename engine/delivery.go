@@ -53,6 +53,7 @@ type Chunk struct {
 	// end-of-stream chunk instead.
 	SessionEnd bool
 
+	src   *source // its source, for State
 	buf   *pool.Buf
 	lease uint64 // buf's lease when the chunk was emitted
 	// heap marks a data chunk whose bytes live outside the pool: the part
@@ -63,6 +64,19 @@ type Chunk struct {
 	rel  *releases
 	dseq uint64
 	end  int64
+}
+
+// State returns the value WithSourceState made for the chunk's source, or
+// nil. It is the same value on every chunk of the source, its
+// end-of-stream chunk included.
+func (c Chunk) State() any {
+	if c.src == nil {
+		return nil
+	}
+	if cold := c.src.cold.Load(); cold != nil {
+		return cold.user
+	}
+	return nil
 }
 
 // Release returns the chunk's buffer to the source pool. It is safe on

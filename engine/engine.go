@@ -211,6 +211,7 @@ type sourceOpts struct {
 	sessionEnds bool
 	rate, burst int64         // WithRateLimit
 	idle        time.Duration // WithIdleTimeout
+	state       func(srcs.ID, string) any
 }
 
 // WithFlush overrides the engine's flush timeout for one source. Zero
@@ -272,6 +273,19 @@ func WithRateLimit(bytesPerSecond, burst int64) SourceOption {
 // listener with a connection cap does not fill with dead peers. Zero
 // means no timeout.
 func WithIdleTimeout(d time.Duration) SourceOption { return func(o *sourceOpts) { o.idle = d } }
+
+// WithSourceState gives each source a value of the caller's, as gnet's
+// Conn.SetContext does: newState makes it when the source is registered
+// (for a listener, for each connection, on its accept loop), with the
+// source's id and name, and every chunk of the source carries it
+// (Chunk.State), its end-of-stream chunk too, which is where to close the
+// books. With a handler (WithHandler, WithInlineHandler) a source's chunks
+// are handled one at a time and in order, each after the one before has
+// returned, so the handler may change the value without a lock; with
+// Next, that is the caller's to arrange. newState must not block.
+func WithSourceState(newState func(id srcs.ID, name string) any) SourceOption {
+	return func(o *sourceOpts) { o.state = newState }
+}
 
 // AddSource registers src and returns the id its chunks will carry.
 //
@@ -398,6 +412,9 @@ func (e *Engine) newSource(src srcs.Source, opts []SourceOption) (*source, func(
 	}
 	if so.idle > 0 {
 		s.watchIdle(so.idle)
+	}
+	if so.state != nil {
+		s.coldPart().user = so.state(id, s.name)
 	}
 	e.sources.add(s)
 	return s, so.added, nil

@@ -77,3 +77,29 @@ func ExampleWithSessionEnds() {
 	// session 0: 5 bytes
 	// session 1: 5 bytes
 }
+
+// Count the records of each connection of a newline-framed listener, in
+// a state of the connection's own that the handler changes without a
+// lock, and close its books at its end.
+func ExampleWithSourceState() {
+	type conn struct{ records int }
+	ln, _ := srcs.ListenTCP("127.0.0.1:0", srcs.ListenerConfig{})
+	ended := make(chan int)
+	e, _ := engine.New(engine.Config{Buffers: 64}, engine.WithHandler(func(c engine.Chunk) {
+		defer c.Release()
+		st := c.State().(*conn)
+		if c.Flags&srcs.EndOfStream != 0 {
+			ended <- st.records
+			return
+		}
+		st.records += strings.Count(string(c.Data), "\n")
+	}))
+	lines, _ := srcs.ParseFraming("newline")
+	e.AddListener(ln, engine.WithFraming(lines),
+		engine.WithSourceState(func(srcs.ID, string) any { return new(conn) }))
+
+	send(ln.Addr().String(), strings.Repeat("a log line\n", 1000))
+	fmt.Println(<-ended, "records")
+	e.Shutdown(context.Background())
+	// Output: 1000 records
+}

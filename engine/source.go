@@ -75,6 +75,8 @@ type sourceCold struct {
 	// before the source starts.
 	limited bool
 	idle    *idleWatch
+	// user is WithSourceState's value for the source (Chunk.State).
+	user any
 
 	// The Open or backoff wait in progress runs under a context of its
 	// own, made only for it (most sources never wait, and thousands of
@@ -205,7 +207,7 @@ func (s *source) emit(b *pool.Buf, data []byte, flags srcs.Flags, first time.Tim
 		w.obs.Delivered(data, flags)
 	}
 	c := Chunk{
-		Source: s.lane.ID, Name: s.name, Seq: s.seq.Add(1) - 1, Flags: flags,
+		src: s, Source: s.lane.ID, Name: s.name, Seq: s.seq.Add(1) - 1, Flags: flags,
 		Data: data, FirstByte: first, Emitted: time.Now(), buf: b, heap: b == nil,
 	}
 	if b != nil {
@@ -322,14 +324,14 @@ func (s *source) step(ev event, err error) (short error) {
 			seq := s.seq.Add(1) - 1
 			c.sessions.Add(1)
 			final := s.stats()
-			s.e.deliver(s, item{chunk: Chunk{Source: s.id(), Name: s.name, Seq: seq, SessionEnd: true, Emitted: time.Now(), Final: &final}})
+			s.e.deliver(s, item{chunk: Chunk{src: s, Source: s.id(), Name: s.name, Seq: seq, SessionEnd: true, Emitted: time.Now(), Final: &final}})
 		}
 	}
 	if acts&actEOS != 0 {
 		s.lane.Account.Leave()
 		final := s.stats()
 		final.KernelDrops = max(final.KernelDrops, drops)
-		s.e.deliver(s, item{chunk: Chunk{Source: s.id(), Name: s.name, Seq: s.seq.Load(), Flags: srcs.EndOfStream, Emitted: time.Now(), Final: &final}})
+		s.e.deliver(s, item{chunk: Chunk{src: s, Source: s.id(), Name: s.name, Seq: s.seq.Load(), Flags: srcs.EndOfStream, Emitted: time.Now(), Final: &final}})
 		s.e.sourceDone(s)
 	}
 	return short
