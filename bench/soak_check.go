@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"net"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -86,6 +88,10 @@ type soakChecker struct {
 	// trustVerified counts the trust load's well-behaved streams checked
 	// (soak_trust.go), apart from the stream load's.
 	trustVerified atomic.Uint64
+	// lateRefused counts the forger's connections whose PROXY header came
+	// after the listener's first look: they became sources, which the
+	// header then ended with srcs.ErrProxyUntrusted before any byte.
+	lateRefused atomic.Uint64
 }
 
 func newSoakChecker(seed uint64) *soakChecker {
@@ -206,6 +212,13 @@ func (k *soakChecker) clientDone(r *clientRec) {
 // streamEnded takes an engine stream at its end-of-stream chunk; it is
 // checked if the client has ended the connection too.
 func (k *soakChecker) streamEnded(s *engStream) {
+	if s.bytes == 0 && errors.Is(s.err, srcs.ErrProxyUntrusted) && forgerName(s.name) {
+		k.mu.Lock()
+		delete(k.live, s.id)
+		k.mu.Unlock()
+		k.lateRefused.Add(1)
+		return
+	}
 	k.mu.Lock()
 	delete(k.live, s.id)
 	r := k.clients[s.name]
@@ -221,6 +234,17 @@ func (k *soakChecker) streamEnded(s *engStream) {
 	delete(k.closed, s.name)
 	k.mu.Unlock()
 	k.compare(r, s)
+}
+
+// forgerName reports whether a stream's name is a connection from the
+// trust load's forger (soakForgerIP).
+func forgerName(name string) bool {
+	hostport, ok := strings.CutPrefix(name, "tcp://")
+	if !ok {
+		return false
+	}
+	host, _, err := net.SplitHostPort(hostport)
+	return err == nil && net.ParseIP(host).Equal(soakForgerIP)
 }
 
 // compare checks one connection by the rule of its end (see connEnd).

@@ -371,7 +371,9 @@ func (l *trustLoad) want() (tlsWant, proxyWant srcs.ListenerStats) {
 	n := func(k hostileKind) uint64 { return l.sent[k].Load() }
 	tlsWant = srcs.ListenerStats{Accepted: l.good[0].Load(), TLSFailures: n(hostPlaintext) + n(hostGarbage),
 		HandshakeTimeouts: n(hostSilent) + n(hostSlow), CertRejected: n(hostAlien)}
-	proxyWant = srcs.ListenerStats{Accepted: l.good[1].Load(), ProxyRefused: n(hostForged)}
+	// A forged header that came after the listener's first look made a
+	// source before it was refused: counted both ways.
+	proxyWant = srcs.ListenerStats{Accepted: l.good[1].Load() + l.chk.lateRefused.Load(), ProxyRefused: n(hostForged)}
 	return tlsWant, proxyWant
 }
 
@@ -387,6 +389,10 @@ type SoakTrust struct {
 	GoodProxied   uint64            `json:"good_proxied"`
 	GoodVerified  uint64            `json:"good_verified"`
 	GoodBytes     uint64            `json:"good_bytes"`
+	// ForgedLate counts forged headers that came after the PROXY
+	// listener's first look at the connection: each made a source (an
+	// accept) that the header then ended, with no byte delivered.
+	ForgedLate uint64 `json:"forged_late"`
 }
 
 func listenerCounts(s srcs.ListenerStats) map[string]uint64 {
@@ -397,7 +403,7 @@ func listenerCounts(s srcs.ListenerStats) map[string]uint64 {
 func (l *trustLoad) report() SoakTrust {
 	t := SoakTrust{Enabled: true, Hostile: map[string]uint64{}, TLSListener: listenerCounts(l.s.tls.Stats()),
 		ProxyListener: listenerCounts(l.s.proxy.Stats()), GoodTLS: l.good[0].Load(), GoodProxied: l.good[1].Load(),
-		GoodVerified: l.chk.trustVerified.Load(), GoodBytes: l.bytes.Load()}
+		GoodVerified: l.chk.trustVerified.Load(), GoodBytes: l.bytes.Load(), ForgedLate: l.chk.lateRefused.Load()}
 	for k, name := range hostileNames {
 		t.Hostile[name] = l.sent[k].Load()
 	}
