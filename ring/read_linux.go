@@ -22,12 +22,12 @@ const (
 	modeSock    readMode = iota + 1 // poll, then RECV with MSG_DONTWAIT
 	modeStream                      // poll, then READ with RWF_NOWAIT (pipes, ttys)
 	modeFile                        // READ(_FIXED)s at advancing offsets, several in flight, no poll (file_linux.go)
-	modeDgram                       // poll, then one RECVMSG per datagram, framed
+	modeDgram                       // poll, then RECVMSGs into the rooms of a buffer, framed (dgram_linux.go)
 	modeFileSeq                     // a framed file: one READ(_FIXED) at a time into the lane's buffer (frame_linux.go)
 )
 
 // dgramArenaSize is the size of each arena that holds the slots' msghdrs:
-// about 900 datagram slots per 64 KiB.
+// about 28 datagram slots per 64 KiB.
 const dgramArenaSize = 64 << 10
 
 // dgramMsg is the kernel-visible part of a datagram receive: it lives in an
@@ -61,15 +61,6 @@ func (w *worker) polled(ln *lane, res int32) {
 func (w *worker) readDone(ln *lane, res int32, flags CQEFlags) {
 	w.reads.Add(1)
 	switch {
-	case ln.mode == modeDgram && res >= 0:
-		w.datagram(ln, int(res))
-		if ln.removing {
-			w.finish(ln, w.stopErr(ln))
-			return
-		}
-		// Datagrams are never short: only EAGAIN proves the socket
-		// drained.
-		ln.readable = true
 	case res > 0:
 		switch ln.mode {
 		case modeFileSeq:
@@ -127,17 +118,6 @@ func (m readMode) opName() string {
 		return "recvmsg"
 	}
 	return "read"
-}
-
-// datagram handles a datagram of size bytes received into ln's buffer: it
-// frames it, or drops it if it was cut short.
-func (w *worker) datagram(ln *lane, size int) {
-	if size > int(ln.want) || w.msgs[ln.slot].hdr.Flags&unix.MSG_TRUNC != 0 {
-		ln.d.Drop(size, w.r.log, "ring: runner")
-	} else {
-		ln.d.Commit(size, time.Now()) // a datagram lane is never framed
-	}
-	w.settle(ln)
 }
 
 // settle follows a step of ln's driver: it counts the chunks it emitted
@@ -245,6 +225,10 @@ func (w *worker) advance(ln *lane) {
 	if !ln.d.Held() && !w.acquire(ln) {
 		return
 	}
+	if ln.mode == modeDgram {
+		w.advanceDgram(ln)
+		return
+	}
 	s := w.sqe()
 	if s == nil {
 		w.enqueue(ln)
@@ -258,15 +242,6 @@ func (w *worker) advance(ln *lane) {
 		if ln.fixed {
 			s.Flags |= SQEFixedFile
 		}
-	case modeDgram:
-		// MSG_TRUNC: the result is the datagram's real length, so a
-		// datagram longer than space shows as one.
-		m := w.msgs[ln.slot]
-		m.iov.Base = &space[0]
-		m.iov.SetLen(len(space))
-		m.hdr = unix.Msghdr{Iov: &m.iov}
-		m.hdr.SetIovlen(1)
-		s.PrepRecvmsg(int(ln.fd), &m.hdr, unix.MSG_DONTWAIT|unix.MSG_TRUNC)
 	case modeStream:
 		s.PrepRead(int(ln.fd), space, 0)
 		s.OpFlags = unix.RWF_NOWAIT
@@ -346,35 +321,6 @@ func (w *worker) grant(ln *lane) {
 	w.starved--
 	w.take(ln, b)
 	w.enqueue(ln)
-}
-
-// allocMsg makes sure slot has its off-heap msghdr. A slot keeps it for
-// later lanes, so a worker's arenas grow with its peak number of datagram
-// lanes.
-func (w *worker) allocMsg(slot uint32) error {
-	for int(slot) >= len(w.msgs) {
-		w.msgs = append(w.msgs, nil)
-	}
-	if w.msgs[slot] != nil {
-		return nil
-	}
-	if n := len(w.arenas); n > 0 {
-		if m, err := ArenaAlloc[dgramMsg](w.arenas[n-1]); err == nil {
-			w.msgs[slot] = m
-			return nil
-		}
-	}
-	a, err := NewArena(dgramArenaSize)
-	if err != nil {
-		return err
-	}
-	w.arenas = append(w.arenas, a)
-	m, err := ArenaAlloc[dgramMsg](a)
-	if err != nil {
-		return err
-	}
-	w.msgs[slot] = m
-	return nil
 }
 
 // prepSeqRead prepares the read of a framed file lane into space, the free

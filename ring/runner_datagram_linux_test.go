@@ -7,8 +7,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"fmt"
 	"github.com/sluice-io/sluice/internal/runnertest"
+	"github.com/sluice-io/sluice/pool"
 	"github.com/sluice-io/sluice/srcs"
+	"net"
 )
 
 // TestRunnerDatagrams runs the runners' datagram suite (runnertest) on
@@ -57,5 +60,45 @@ func TestRunnerDatagramAllocs(t *testing.T) {
 	}
 	if allocs > 1 {
 		t.Errorf("%.1f allocations per %d datagrams in steady state, want 0", allocs, perRun)
+	}
+}
+
+// TestRunnerDatagramBatches: datagrams queued while a lane could not read
+// come in with a few io_uring_enter calls, many RECVMSGs each, not an
+// enter per datagram, and arrive whole and in order.
+func TestRunnerDatagramBatches(t *testing.T) {
+	requireURing(t)
+	g := runnertest.NewRig(t, newRunnerWith(runnerOptions{}), runnertest.RigConfig{
+		Pool: pool.Config{BufSize: 64 << 10, Buffers: 4}, Runner: srcs.RunnerConfig{Workers: 1}, Datagrams: true,
+	})
+	s, err := srcs.ListenUDP(srcs.UDPConfig{Addr: "127.0.0.1:0", MaxDatagram: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.R.SetPaused(true)
+	l := g.Add(s, 5*time.Millisecond)
+	c, err := net.DialUDP("udp", nil, s.LocalAddr().(*net.UDPAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const total = 256
+	for i := range total {
+		if _, err := c.Write([]byte(fmt.Sprintf("datagram %d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := g.R.Stats()
+	g.R.SetPaused(false)
+	g.WaitUntil("every datagram", func() bool { return len(g.Dgrams.Datagrams(l.ID)) >= total })
+	for i, p := range g.Dgrams.Datagrams(l.ID) {
+		if want := fmt.Sprintf("datagram %d", i); string(p) != want {
+			t.Fatalf("datagram %d is %q, want %q", i, p, want)
+		}
+	}
+	after := g.R.Stats()
+	// 32 receives a turn: 8 turns, and a few for the poll and the wakes.
+	if enters := after.Enters - before.Enters; enters > total/dgramDepth+8 {
+		t.Errorf("%d enters for %d queued datagrams, want batches of %d", enters, total, dgramDepth)
 	}
 }

@@ -88,7 +88,7 @@ func (w *worker) shutdown(cause error) {
 	if leaked == 0 {
 		// The kernel is done with every msghdr. Otherwise a RECVMSG may
 		// still write through one: the arenas stay mapped.
-		clear(w.msgs)
+		clear(w.dgrams)
 		for _, a := range w.arenas {
 			if err := a.Close(); err != nil {
 				errs = append(errs, fmt.Errorf("ring: runner: worker %d: %w", w.id, err))

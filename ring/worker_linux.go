@@ -148,10 +148,10 @@ type worker struct {
 	parked  []*lane           // readable lanes held back by a pause
 	flushes flush.Heap[*lane] // lanes holding partial data, by flush deadline
 	syncs   []chan struct{}
-	msgs    []*dgramMsg // by slot index; nil until a datagram lane uses it
-	arenas  []*Arena    // where msgs live; closed after the ring
-	files   fileTable   // accepted connections' sockets, as direct descriptors
-	live    int         // lanes added and not finished
+	dgrams  []*dgramBatch // by slot index; nil until a datagram lane uses it
+	arenas  []*Arena      // where their msghdrs live; closed after the ring
+	files   fileTable     // accepted connections' sockets, as direct descriptors
+	live    int           // lanes added and not finished
 	// The listeners' accepts on this worker (accept_linux.go): those with
 	// accepts armed or granted, the records of armed accepts by index,
 	// free records, and the number armed.
@@ -617,6 +617,12 @@ func (w *worker) handleCQE(c *CQE) {
 	if ln == nil || ln.gen != gen {
 		return
 	}
+	if tag == tagDgramRead {
+		if ln.op == tagRead && ln.mode == modeDgram && idx < dgramDepth {
+			w.dgramDone(ln, idx, c.Res)
+		}
+		return
+	}
 	if tag == tagFileRead {
 		if ln.fa != nil && ln.op == tagRead && idx < fileDepth {
 			w.fileDone(ln, idx, c.Res)
@@ -742,7 +748,7 @@ func (w *worker) add(c *cmd) {
 		w.direct(ln, c.lane.Src)
 	}
 	if c.mode == modeDgram {
-		if err := w.allocMsg(idx); err != nil {
+		if err := w.allocDgram(idx); err != nil {
 			w.finish(ln, fmt.Errorf("ring: runner: lane %d: %w", c.lane.ID, err))
 			return
 		}

@@ -294,6 +294,9 @@ func (d *Lane) DatagramBatch() (room, stride, k int) {
 
 // Datagrams describes what one receive of several datagrams brought.
 type Datagrams interface {
+	// Room is the room (of DatagramBatch's) the i-th datagram is in;
+	// rooms ascend with i.
+	Room(i int) int
 	// Size is the i-th datagram's length; it exceeds its room when the
 	// datagram was cut short.
 	Size(i int) int
@@ -301,10 +304,10 @@ type Datagrams interface {
 	Truncated(i int) bool
 }
 
-// CommitDatagrams records the n datagrams one receive placed in the rooms
-// DatagramBatch gave, in order, at now: each is moved up behind the one
-// before it and committed as Commit does, and one cut short is dropped as
-// Drop does. Afterwards the lane may or may not hold a buffer; it holds no
+// CommitDatagrams records the n datagrams one receive (or a batch of
+// receives) placed in the rooms DatagramBatch gave, in order, at now: each
+// is moved up behind the one before it and committed as Commit does, and
+// one cut short is dropped as Drop does. Afterwards the lane may or may not hold a buffer; it holds no
 // empty one.
 func (d *Lane) CommitDatagrams(n int, got Datagrams, now time.Time, log *slog.Logger, runner string) {
 	room, stride, _ := d.DatagramBatch()
@@ -317,7 +320,8 @@ func (d *Lane) CommitDatagrams(n int, got Datagrams, now time.Time, log *slog.Lo
 		}
 		// The rooms before i hold datagrams committed already, each no
 		// longer than its room: the copy only ever moves down.
-		copy(d.Space(), rooms[i*stride:i*stride+size])
+		at := got.Room(i) * stride
+		copy(d.Space(), rooms[at:at+size])
 		d.Commit(size, now) // a datagram lane is never framed: no error
 	}
 	if d.buf != nil && d.n == 0 {

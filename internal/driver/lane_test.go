@@ -360,6 +360,7 @@ type batch struct {
 	cut   []bool
 }
 
+func (b *batch) Room(i int) int       { return i }
 func (b *batch) Size(i int) int       { return b.sizes[i] }
 func (b *batch) Truncated(i int) bool { return b.cut[i] }
 

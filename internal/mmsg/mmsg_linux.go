@@ -75,6 +75,10 @@ func (r *Receiver) Recv(fd int, space []byte, stride, room, k int) (int, error) 
 	}
 }
 
+// Room returns the room of the i-th datagram of the last Recv: i, since a
+// receive fills its rooms in order.
+func (r *Receiver) Room(i int) int { return i }
+
 // Size returns the length of the i-th datagram of the last Recv: its real
 // length, which exceeds its room when it was truncated.
 func (r *Receiver) Size(i int) int { return int(r.hdrs[i].len) }

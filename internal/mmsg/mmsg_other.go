@@ -25,6 +25,9 @@ func (r *Receiver) Recv(fd int, space []byte, stride, room, k int) (int, error) 
 	return 0, errUnsupported
 }
 
+// Room returns i.
+func (r *Receiver) Room(i int) int { return i }
+
 // Size returns 0.
 func (r *Receiver) Size(i int) int { return 0 }
 
