@@ -93,12 +93,7 @@ type Counters struct {
 func sumRunnerStats(rs []srcs.RunnerStats) srcs.RunnerStats {
 	var t srcs.RunnerStats
 	for _, r := range rs {
-		t.Reads += r.Reads
-		t.Waits += r.Waits
-		t.Wakeups += r.Wakeups
-		t.Enters += r.Enters
-		t.Completions += r.Completions
-		t.Syscalls += r.Syscalls
+		t = t.Add(r)
 	}
 	return t
 }

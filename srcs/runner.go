@@ -90,3 +90,20 @@ type RunnerStats struct {
 	// writes. The netpoller's own calls (goroutine runner) are not in it.
 	Syscalls uint64
 }
+
+// Add returns s with o's figures added to its own (its Runner stays s's):
+// the sum of two workers' stats, or of two runners'.
+func (s RunnerStats) Add(o RunnerStats) RunnerStats {
+	s.Workers += o.Workers
+	s.Threads += o.Threads
+	s.Lanes += o.Lanes
+	s.DirectFiles += o.DirectFiles
+	s.Accepted += o.Accepted
+	s.Reads += o.Reads
+	s.Waits += o.Waits
+	s.Wakeups += o.Wakeups
+	s.Enters += o.Enters
+	s.Completions += o.Completions
+	s.Syscalls += o.Syscalls
+	return s
+}

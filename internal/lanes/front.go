@@ -237,14 +237,10 @@ func (c Control[W]) Stats() srcs.RunnerStats {
 		Threads: int(f.Threads.Load()), Lanes: int(f.Lanes.Load())}
 	for _, w := range f.Workers {
 		ws := f.Ops.Stats(w)
-		st.DirectFiles += ws.DirectFiles
-		st.Accepted += ws.Accepted
-		st.Reads += ws.Reads
-		st.Waits += ws.Waits
-		st.Wakeups += ws.Wakeups
-		st.Enters += ws.Enters
-		st.Completions += ws.Completions
-		st.Syscalls += ws.Syscalls
+		// A worker reports its counters; the runner counts its threads
+		// and lanes.
+		ws.Workers, ws.Threads, ws.Lanes = 0, 0, 0
+		st = st.Add(ws)
 	}
 	return st
 }
