@@ -154,74 +154,141 @@ func (w *worker) advanceReady() {
 	w.batch = batch[:0]
 }
 
-// advance issues ln's next operation: a cancel for a lane being removed, a
-// poll for a lane with nothing to read, or a read (after taking a buffer).
-// A lane with an operation in flight, or waiting for a buffer, waits for
-// that to finish.
+// laneStep is what a lane does next (nextStep).
+type laneStep uint8
+
+const (
+	stepNone   laneStep = iota // wait: an operation in flight, a pool wait, or a cancel issued
+	stepCancel                 // removing with an operation in flight: cancel it
+	stepCut                    // whole records wait for the buffer their tail moves into
+	stepPoll                   // nothing to read: poll for readability
+	stepPark                   // readable, but delivery paused reading
+	stepFile                   // a file lane: read ahead
+	stepRead                   // read, after taking a buffer if it holds none
+)
+
+// laneView is what nextStep looks at of a lane.
+type laneView struct {
+	removing, cancelled bool
+	inFlight            bool // an operation is in flight
+	file                bool // a file lane with read-ahead, which keeps reads in flight
+	waiting             bool // a pool wait is pending
+	cutting             bool // driver.Lane.Cutting
+	readable            bool
+	paused              bool // delivery paused reading
+}
+
+// nextStep decides a lane's next step.
+func nextStep(v laneView) laneStep {
+	switch {
+	case v.removing && v.inFlight && !v.cancelled:
+		return stepCancel
+	case v.removing, v.inFlight && !v.file, v.waiting:
+		return stepNone
+	case v.cutting:
+		return stepCut
+	case !v.readable:
+		return stepPoll
+	case v.paused:
+		return stepPark
+	case v.file:
+		return stepFile
+	}
+	return stepRead
+}
+
+func (w *worker) view(ln *lane) laneView {
+	return laneView{
+		removing: ln.removing, cancelled: ln.cancelled, inFlight: ln.op != tagNone, file: ln.fa != nil,
+		waiting: ln.waiting, cutting: ln.d.Cutting(), readable: ln.readable, paused: w.r.front.Paused.Load(),
+	}
+}
+
+// advance issues ln's next operation (nextStep): a cancel for a lane
+// being removed, a poll for a lane with nothing to read, or a read (after
+// taking a buffer). A lane with an operation in flight, or waiting for a
+// buffer, waits for that to finish.
 func (w *worker) advance(ln *lane) {
-	if ln.removing {
-		if ln.op != tagNone && !ln.cancelled {
-			s := w.sqe()
-			if s == nil {
-				w.enqueue(ln)
-				return
+	for {
+		switch nextStep(w.view(ln)) {
+		case stepCancel:
+			w.cancel(ln)
+		case stepCut:
+			if w.acquire(ln) {
+				continue // the buffer completed the cut
 			}
-			if ln.fixed {
-				// By the operation, not the slot: a slot is reused as
-				// soon as its lane ends, and a cancel the kernel takes
-				// late must find nothing rather than a newer lane.
-				s.PrepCancel(ln.userData(ln.op), 0)
-			} else {
-				s.PrepCancelFd(int(ln.fd), CancelAll)
-			}
-			s.UserData = ln.userData(tagCancel)
-			ln.cancelled = true
+		case stepPoll:
+			w.poll(ln)
+		case stepPark:
+			w.park(ln)
+		case stepFile:
+			w.advanceFile(ln)
+		case stepRead:
+			w.read(ln)
 		}
 		return
 	}
-	if ln.op != tagNone && ln.fa == nil || ln.waiting {
+}
+
+// cancel cancels a removed lane's operations.
+func (w *worker) cancel(ln *lane) {
+	s := w.sqe()
+	if s == nil {
+		w.enqueue(ln)
 		return
 	}
-	if ln.d.Cutting() && !w.acquire(ln) {
-		return // the grant completes the cut
+	if ln.fixed {
+		// By the operation, not the slot: a slot is reused as soon as its
+		// lane ends, and a cancel the kernel takes late must find nothing
+		// rather than a newer lane.
+		s.PrepCancel(ln.userData(ln.op), 0)
+	} else {
+		s.PrepCancelFd(int(ln.fd), CancelAll)
 	}
-	if !ln.readable {
-		if ln.d.Held() && ln.d.Pending() == 0 {
-			ln.d.Flush(time.Now()) // idle lanes hold no buffer
-		}
-		s := w.sqe()
-		if s == nil {
-			w.enqueue(ln)
-			return
-		}
-		s.PrepPollAdd(int(ln.fd), unix.POLLIN|unix.POLLRDHUP)
-		if ln.fixed {
-			s.Flags |= SQEFixedFile
-		}
-		s.UserData = ln.userData(tagPoll)
-		ln.op = tagPoll
-		w.polling++
-		if ln.mode == modeSock {
-			w.pollingStreams++
-		}
+	s.UserData = ln.userData(tagCancel)
+	ln.cancelled = true
+}
+
+// poll arms a one-shot poll for a lane with nothing to read; an idle lane
+// holds no buffer meanwhile.
+func (w *worker) poll(ln *lane) {
+	if ln.d.Held() && ln.d.Pending() == 0 {
+		ln.d.Flush(time.Now())
+	}
+	s := w.sqe()
+	if s == nil {
+		w.enqueue(ln)
 		return
 	}
-	if w.r.front.Paused.Load() {
-		if ln.d.Held() && ln.d.Pending() == 0 {
-			// A grant that arrived during the pause: the buffer serves the
-			// next waiter better, and the resume acquires again.
-			ln.d.Flush(time.Now())
-		}
-		if !ln.parked {
-			ln.parked = true
-			w.parked = append(w.parked, ln)
-		}
-		return
+	s.PrepPollAdd(int(ln.fd), unix.POLLIN|unix.POLLRDHUP)
+	if ln.fixed {
+		s.Flags |= SQEFixedFile
 	}
-	if ln.fa != nil {
-		w.advanceFile(ln)
-		return
+	s.UserData = ln.userData(tagPoll)
+	ln.op = tagPoll
+	w.polling++
+	if ln.mode == modeSock {
+		w.pollingStreams++
 	}
+}
+
+// park holds a readable lane back while delivery paused reading, until
+// the resume.
+func (w *worker) park(ln *lane) {
+	if ln.d.Held() && ln.d.Pending() == 0 {
+		// A grant that arrived during the pause: the buffer serves the
+		// next waiter better, and the resume acquires again.
+		ln.d.Flush(time.Now())
+	}
+	if !ln.parked {
+		ln.parked = true
+		w.parked = append(w.parked, ln)
+	}
+}
+
+// read issues a readable lane's read into the buffer it holds, taking one
+// first if it holds none.
+func (w *worker) read(ln *lane) {
 	if !ln.d.Held() && !w.acquire(ln) {
 		return
 	}

@@ -100,3 +100,32 @@ func TestPlanWait(t *testing.T) {
 		}
 	}
 }
+
+// TestNextStep: what a lane does next, for each state it can be in.
+func TestNextStep(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		v    laneView
+		want laneStep
+	}{
+		{"idle socket", laneView{}, stepPoll},
+		{"readable", laneView{readable: true}, stepRead},
+		{"a poll in flight", laneView{inFlight: true}, stepNone},
+		{"a read in flight", laneView{inFlight: true, readable: true}, stepNone},
+		{"waiting for a buffer", laneView{waiting: true, readable: true}, stepNone},
+		{"removed, a poll in flight", laneView{removing: true, inFlight: true}, stepCancel},
+		{"removed, cancel issued", laneView{removing: true, inFlight: true, cancelled: true}, stepNone},
+		{"removed, nothing in flight", laneView{removing: true}, stepNone},
+		{"records wait for a buffer", laneView{cutting: true, readable: true}, stepCut},
+		{"records wait, a pool wait pending", laneView{cutting: true, waiting: true}, stepNone},
+		{"readable while paused", laneView{readable: true, paused: true}, stepPark},
+		{"idle while paused: still polls", laneView{paused: true}, stepPoll},
+		{"file", laneView{file: true, readable: true}, stepFile},
+		{"file with reads in flight: reads ahead", laneView{file: true, readable: true, inFlight: true}, stepFile},
+		{"file while paused", laneView{file: true, readable: true, paused: true}, stepPark},
+	} {
+		if got := nextStep(c.v); got != c.want {
+			t.Errorf("%s: nextStep(%+v) = %d, want %d", c.name, c.v, got, c.want)
+		}
+	}
+}
