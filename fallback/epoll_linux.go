@@ -178,32 +178,23 @@ func (w *epWorker) register(c *epCmd) (bool, error) {
 // epAddCmd admits l (admit: the runner takes it) and decides how its
 // descriptor will be read.
 func epAddCmd(l *srcs.Lane, admit func(*srcs.Lane) error) (epCmd, error) {
-	d, ftype, err := driver.AdmitDescriptor("fallback: epoll", l, admit)
+	a, err := driver.AdmitDescriptor("fallback: epoll", l, admit)
 	if err != nil {
 		return epCmd{}, err
 	}
-	c := epCmd{op: epAdd, lane: l, fd: d.FD, kind: d.Kind, off: d.Offset}
-	if d.Kind == srcs.File {
-		c.always = true
+	c := epCmd{op: epAdd, lane: l, fd: a.FD, kind: a.Kind, off: a.Offset}
+	switch a.How {
+	case driver.ReadFile:
+		// epoll refuses regular files with EPERM; they never block
+		// anyway. A stream behind which a file stands is read like one.
+		c.kind, c.always = srcs.File, true
 		return c, nil
-	}
-	if d.Kind == srcs.Datagram {
-		if err := unix.SetNonblock(d.FD, true); err != nil {
-			return epCmd{}, fmt.Errorf("fallback: epoll: add lane %d (%s): %w", l.ID, l.Name(), os.NewSyscallError("fcntl", err))
-		}
-		return c, nil
-	}
-	switch ftype {
-	case unix.S_IFREG, unix.S_IFBLK, unix.S_IFDIR:
-		// epoll refuses these with EPERM; they never block anyway.
-		c.always = true
-		return c, nil
-	case unix.S_IFSOCK:
+	case driver.ReadSocket:
 		// Sockets raise a new edge for every arrival, so a short read
 		// proves the socket drained (pipes only do so on recent kernels).
 		c.sock = true
 	}
-	if err := unix.SetNonblock(d.FD, true); err != nil {
+	if err := unix.SetNonblock(a.FD, true); err != nil {
 		return epCmd{}, fmt.Errorf("fallback: epoll: add lane %d (%s): %w", l.ID, l.Name(), os.NewSyscallError("fcntl", err))
 	}
 	return c, nil

@@ -78,3 +78,13 @@ func TestDatagrams(t *testing.T) {
 		}
 	}
 }
+
+// TestDescriptorAdmission runs the descriptor runners' admission cases
+// (runnertest) on the thread and epoll runners.
+func TestDescriptorAdmission(t *testing.T) {
+	for _, rc := range runners {
+		if rc.name == "thread" || rc.name == "epoll" {
+			t.Run(rc.name, func(t *testing.T) { runnertest.TestDescriptorAdmission(t, rc.newRunner) })
+		}
+	}
+}

@@ -113,20 +113,24 @@ type threadLane struct {
 // source that is no srcs.Descriptor, for a datagram descriptor that is no
 // SOCK_DGRAM socket, and after Close.
 func (t *Thread) Add(l *srcs.Lane) error {
-	d, err := driver.CheckDescriptor("fallback: thread", l)
-	if err != nil {
+	// The thread is reserved before the source is touched: Desc may
+	// detach a connection from the netpoller, which cannot be undone.
+	reserved := false
+	a, err := driver.AdmitDescriptor("fallback: thread", l, func(l *srcs.Lane) error {
+		err := t.reserve(l)
+		reserved = err == nil
 		return err
+	})
+	var tl *threadLane
+	if err == nil {
+		tl, err = newThreadLane(l, a)
 	}
-	// Reserve the thread before touching the source: Desc may detach a
-	// connection from the netpoller, which cannot be undone.
-	if err := t.reserve(l); err != nil {
-		return err
-	}
-	tl, err := newThreadLane(l, d)
 	if err != nil {
-		t.mu.Lock()
-		t.threads--
-		t.mu.Unlock()
+		if reserved {
+			t.mu.Lock()
+			t.threads--
+			t.mu.Unlock()
+		}
 		return err
 	}
 	t.mu.Lock()
@@ -164,31 +168,15 @@ func (t *Thread) reserve(l *srcs.Lane) error {
 	return nil
 }
 
-func newThreadLane(l *srcs.Lane, d srcs.Descriptor) (*threadLane, error) {
-	desc, err := d.Desc()
-	if err != nil {
-		return nil, fmt.Errorf("fallback: thread: add lane %d (%s): %w", l.ID, l.Name(), err)
-	}
-	if err := srcs.CheckFraming(l, desc.Kind); err != nil {
-		return nil, fmt.Errorf("fallback: thread: add %w", err)
-	}
-	switch desc.Kind {
-	case srcs.Stream, srcs.File:
-	case srcs.Datagram:
-		if err := driver.CheckDatagramSocket(desc.FD); err != nil {
-			return nil, fmt.Errorf("fallback: thread: add lane %d (%s): %w", l.ID, l.Name(), err)
-		}
-	default:
-		return nil, fmt.Errorf("fallback: thread: add lane %d (%s): unknown descriptor kind %v", l.ID, l.Name(), desc.Kind)
-	}
-	if desc.FD < 0 {
-		return nil, fmt.Errorf("fallback: thread: add lane %d (%s): invalid descriptor %d", l.ID, l.Name(), desc.FD)
-	}
+func newThreadLane(l *srcs.Lane, desc driver.Admitted) (*threadLane, error) {
 	wake, err := newThreadWaker()
 	if err != nil {
 		return nil, fmt.Errorf("fallback: thread: add lane %d (%s): wake descriptor: %w", l.ID, l.Name(), err)
 	}
 	tl := &threadLane{fd: desc.FD, kind: desc.Kind, off: desc.Offset, wake: wake}
+	if desc.How == driver.ReadFile {
+		tl.kind = srcs.File // a stream behind which a file stands reads like one
+	}
 	if desc.Kind == srcs.Datagram {
 		tl.f.ResetDatagram(l, l.Flush)
 	} else {

@@ -3,9 +3,7 @@ package ring
 import (
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"os"
 	"sync"
 	"time"
 
@@ -290,32 +288,18 @@ func (r *Runner) queueAdd(w *worker, l *srcs.Lane, c cmd) (tok uint64, ok bool, 
 // addCmd admits l (admit: the runner takes it) and decides how its
 // descriptor will be read.
 func addCmd(l *srcs.Lane, admit func(*srcs.Lane) error) (cmd, error) {
-	d, ftype, err := driver.AdmitDescriptor("ring: runner", l, admit)
+	a, err := driver.AdmitDescriptor("ring: runner", l, admit)
 	if err != nil {
 		return cmd{}, err
 	}
-	c := cmd{op: cmdAdd, lane: l, fd: d.FD, off: d.Offset}
-	switch d.Kind {
-	case srcs.File:
+	c := cmd{op: cmdAdd, lane: l, fd: a.FD, off: a.Offset}
+	switch a.How {
+	case driver.ReadFile:
 		c.mode = modeFile
-		return c, nil
-	case srcs.Datagram:
+	case driver.ReadDatagrams:
 		c.mode = modeDgram
-		return c, nil
-	}
-	switch ftype {
-	case unix.S_IFSOCK:
+	case driver.ReadSocket:
 		c.mode = modeSock
-	case unix.S_IFREG, unix.S_IFBLK:
-		// Never "not ready", so a poll would only spin: read it like a
-		// File from where its position stands.
-		pos, err := unix.Seek(d.FD, 0, io.SeekCurrent)
-		if err != nil {
-			return cmd{}, fmt.Errorf("ring: runner: add lane %d (%s): %w", l.ID, l.Name(), os.NewSyscallError("lseek", err))
-		}
-		c.mode, c.off = modeFile, pos
-	case unix.S_IFDIR:
-		return cmd{}, fmt.Errorf("ring: runner: add lane %d (%s): %w", l.ID, l.Name(), unix.EISDIR)
 	default:
 		c.mode = modeStream
 	}

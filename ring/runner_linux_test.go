@@ -435,3 +435,10 @@ func TestRunnerStreamHoldLessBatchWait(t *testing.T) {
 		})
 	}
 }
+
+// TestRunnerDescriptorAdmission runs the descriptor runners' admission
+// cases (runnertest) on the uring runner.
+func TestRunnerDescriptorAdmission(t *testing.T) {
+	requireURing(t)
+	runnertest.TestDescriptorAdmission(t, newRunnerWith(runnerOptions{}))
+}

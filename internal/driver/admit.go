@@ -2,6 +2,7 @@ package driver
 
 import (
 	"fmt"
+	"io"
 	"os"
 
 	"golang.org/x/sys/unix"
@@ -9,53 +10,96 @@ import (
 	"github.com/sluice-io/sluice/srcs"
 )
 
+// How says how a runner reads a descriptor it admitted.
+type How uint8
+
+const (
+	// ReadSocket: a stream socket. Poll, then receive; a short receive
+	// proves it drained (every arrival raises a new edge).
+	ReadSocket How = iota + 1
+	// ReadStream: a pipe, a tty or another stream that may not be ready.
+	// Poll, then read.
+	ReadStream
+	// ReadFile: a regular file or a block device (a File, or a Stream
+	// behind which one stands), which is never "not ready": read at
+	// advancing offsets from Offset, without polling.
+	ReadFile
+	// ReadDatagrams: a SOCK_DGRAM socket. Poll, then receive datagrams.
+	ReadDatagrams
+)
+
+// Admitted is a descriptor a runner admitted, and how to read it.
+type Admitted struct {
+	srcs.Desc
+	How How
+}
+
 // AdmitDescriptor is CheckDescriptor for a runner that reads the
 // descriptor itself, followed by the runner's own admission (admit: it is
 // open and does not drive l already), asked before Desc, which may detach
 // a connection from Go's netpoller for good. It returns the descriptor,
-// checked: a valid number, framing its kind allows, a File's offset not
-// negative, a Datagram descriptor a SOCK_DGRAM socket; and for a Stream,
-// its file type (the S_IFMT bits of its mode), which tells a socket from
-// a pipe, a regular file or a directory.
-func AdmitDescriptor(runner string, l *srcs.Lane, admit func(*srcs.Lane) error) (d srcs.Desc, ftype uint32, err error) {
-	fail := func(err error) (srcs.Desc, uint32, error) {
-		return srcs.Desc{}, 0, fmt.Errorf("%s: add lane %d (%s): %w", runner, l.ID, l.Name(), err)
+// checked (a valid number, framing its kind allows, a File's offset not
+// negative, a Datagram descriptor a SOCK_DGRAM socket, a Stream no
+// directory), and how every runner reads it: the decision is made here
+// once, so that a descriptor reads the same whichever runner has it.
+func AdmitDescriptor(runner string, l *srcs.Lane, admit func(*srcs.Lane) error) (Admitted, error) {
+	fail := func(err error) (Admitted, error) {
+		return Admitted{}, fmt.Errorf("%s: add lane %d (%s): %w", runner, l.ID, l.Name(), err)
 	}
 	ds, err := CheckDescriptor(runner, l)
 	if err != nil {
-		return srcs.Desc{}, 0, err
+		return Admitted{}, err
 	}
 	if err := admit(l); err != nil {
-		return srcs.Desc{}, 0, err
+		return Admitted{}, err
 	}
-	if d, err = ds.Desc(); err != nil {
+	d, err := ds.Desc()
+	if err != nil {
 		return fail(err)
 	}
 	if d.FD < 0 {
 		return fail(fmt.Errorf("invalid descriptor %d", d.FD))
 	}
 	if err := srcs.CheckFraming(l, d.Kind); err != nil {
-		return srcs.Desc{}, 0, fmt.Errorf("%s: add %w", runner, err)
+		return Admitted{}, fmt.Errorf("%s: add %w", runner, err)
 	}
+	a := Admitted{Desc: d}
 	switch d.Kind {
 	case srcs.File:
 		if d.Offset < 0 {
 			return fail(fmt.Errorf("negative offset %d", d.Offset))
 		}
+		a.How = ReadFile
 	case srcs.Datagram:
 		if err := CheckDatagramSocket(d.FD); err != nil {
 			return fail(err)
 		}
+		a.How = ReadDatagrams
 	case srcs.Stream:
 		var st unix.Stat_t
 		if err := unix.Fstat(d.FD, &st); err != nil {
 			return fail(os.NewSyscallError("fstat", err))
 		}
-		ftype = uint32(st.Mode) & unix.S_IFMT
+		switch uint32(st.Mode) & unix.S_IFMT {
+		case unix.S_IFSOCK:
+			a.How = ReadSocket
+		case unix.S_IFREG, unix.S_IFBLK:
+			// Never "not ready", so a poll would only spin: read it like
+			// a File from where its position stands.
+			pos, err := unix.Seek(d.FD, 0, io.SeekCurrent)
+			if err != nil {
+				return fail(os.NewSyscallError("lseek", err))
+			}
+			a.How, a.Offset = ReadFile, pos
+		case unix.S_IFDIR:
+			return fail(unix.EISDIR)
+		default:
+			a.How = ReadStream
+		}
 	default:
 		return fail(fmt.Errorf("unknown descriptor kind %v", d.Kind))
 	}
-	return d, ftype, nil
+	return a, nil
 }
 
 // CheckDatagramSocket checks that a Datagram descriptor is a SOCK_DGRAM

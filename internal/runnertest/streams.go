@@ -6,6 +6,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -611,5 +612,46 @@ func (s suite) addErrors(t *testing.T) {
 	g.R.Remove(l)
 	if lr := g.Finish(l); !errors.Is(lr.Err, srcs.ErrStopped) {
 		t.Errorf("finished with %v, want srcs.ErrStopped", lr.Err)
+	}
+}
+
+// TestDescriptorAdmission checks what a runner that reads descriptors
+// itself (uring, epoll, thread) refuses and how it reads what it admits,
+// the same on each: a directory is refused with EISDIR, and a regular
+// file given as a Stream is read from where its position stands, like a
+// File.
+func TestDescriptorAdmission(t *testing.T, newRunner New) {
+	g := NewRig(t, newRunner, RigConfig{Pool: pool.Config{Buffers: 8}})
+	dir, err := os.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dir.Close()
+	dfd, err := unix.Dup(int(dir.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.R.Add(g.Lane(&FDSource{FD: dfd, Kind: srcs.Stream}, 0)); !errors.Is(err, unix.EISDIR) {
+		t.Errorf("a directory as a Stream: %v, want EISDIR", err)
+	} else {
+		unix.Close(dfd) // refused: still the test's
+	}
+	if st := g.R.Stats(); st.Lanes != 0 {
+		t.Errorf("after a refused Add: %d lanes", st.Lanes)
+	}
+	data := RandomBytes(5, 200<<10)
+	f := TempFile(t, data)
+	if _, err := f.Seek(1000, io.SeekStart); err != nil {
+		t.Fatal(err)
+	}
+	ffd, err := unix.Dup(int(f.Fd())) // the source closes its own
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := g.Add(&FDSource{FD: ffd, Kind: srcs.Stream}, 0)
+	want := data[1000:]
+	if lr := g.Finish(l); lr.Err != io.EOF || lr.Bytes != int64(len(want)) || lr.CRC != CRC(want) {
+		t.Errorf("a file as a Stream, from offset 1000: Finish(%v) after %d bytes crc %08x; want io.EOF after %d crc %08x",
+			lr.Err, lr.Bytes, lr.CRC, len(want), CRC(want))
 	}
 }
