@@ -13,11 +13,12 @@ func (w *epWorker) holdPartial(ln *epLane) {
 	w.flushes.Set(&ln.fl, ln, due, ok)
 }
 
-// flushDue flushes the lanes whose deadline has passed.
+// flushDue flushes the lanes whose deadline has passed or is within its
+// slack (driver.Lane.FlushSlack).
 func (w *epWorker) flushDue(now time.Time) {
 	for w.flushes.Len() > 0 {
 		ln, due := w.flushes.Min()
-		if now.Before(due) {
+		if now.Before(due.Add(-ln.f.FlushSlack())) {
 			return
 		}
 		// The deadline may have moved on a path that did not say so:

@@ -4,19 +4,13 @@ package ring
 
 import "time"
 
-// flushSlack is how early before its deadline a partial buffer may go out
-// with others that are due. Flush bounds how long data is held, so going
-// early is always allowed; coalescing lets one wake-up flush every buffer
-// due within the slack, instead of a timer wake-up per buffer when each
-// message of a lightly loaded source becomes a chunk of its own.
-func flushSlack(ln *lane) time.Duration { return ln.lane().Flush / 4 }
-
 // flushDue flushes the lanes whose deadline has passed or is within its
-// slack. A lane with a read in flight flushes when the read completes.
+// slack (driver.Lane.FlushSlack). A lane with a read in flight flushes
+// when the read completes.
 func (w *worker) flushDue(now time.Time) {
 	for w.flushes.Len() > 0 {
 		ln, due := w.flushes.Min()
-		if now.Before(due.Add(-flushSlack(ln))) {
+		if now.Before(due.Add(-ln.d.FlushSlack())) {
 			return
 		}
 		w.flushes.Remove(&ln.fl)

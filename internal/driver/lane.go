@@ -344,10 +344,18 @@ func (d *Lane) Due() (t time.Time, ok bool) {
 	return d.first.time().Add(d.maxHold), true
 }
 
-// FlushIfDue flushes the lane if its deadline has passed at now, and
-// reports whether it did.
+// FlushSlack is how early before its deadline (Due) a lane's partial data
+// may go out together with others that are due: a runner that wakes for
+// one deadline flushes every lane due within its slack, rather than waking
+// once for each when every message of a lightly loaded source becomes a
+// chunk of its own. Flush bounds how long data is held, so going early is
+// always allowed. Every runner uses it.
+func (d *Lane) FlushSlack() time.Duration { return d.maxHold / 4 }
+
+// FlushIfDue flushes the lane if its deadline is within FlushSlack of
+// now, and reports whether it did.
 func (d *Lane) FlushIfDue(now time.Time) bool {
-	if due, ok := d.Due(); ok && !now.Before(due) {
+	if due, ok := d.Due(); ok && !now.Before(due.Add(-d.FlushSlack())) {
 		d.Flush(now)
 		return true
 	}
