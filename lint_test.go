@@ -216,7 +216,7 @@ func TestLintGoleakInEveryTestMain(t *testing.T) {
 // files of each room may import. A package follows the rule of the longest
 // room that holds it, and naming a room admits every package under it, so
 // "internal" admits internal/lanes. A package with no room here fails the
-// lint: a new room gets a row (and a line in the README's layout table)
+// lint: a new room gets a row (and a line in docs/layout.md's table)
 // before it gets code.
 var layering = []struct {
 	room string

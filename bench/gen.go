@@ -87,8 +87,8 @@ const (
 	// (50 µs), then writes every message due by then, back to back, with
 	// the messages due on one connection in one write. Its load comes in
 	// bursts of back-to-back writes, which a batching engine serves with
-	// fewer wake-ups than independent senders allow (README, "The
-	// generator against independent senders").
+	// fewer wake-ups than independent senders allow
+	// (docs/decisions/0009-generator-spread-pacing.md).
 	PacingBatch = "batch"
 	// DefaultPacing is the generator's default.
 	DefaultPacing = PacingSpread

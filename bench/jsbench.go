@@ -44,7 +44,7 @@ type JetStreamConfig struct {
 }
 
 // DefaultJetStreamBufSize is the engine's buffer size in the jetstream
-// command: 256 KiB, as the README recommends for a JetStream output. Each
+// command: 256 KiB, as docs/jetstream.md recommends for a JetStream output. Each
 // chunk is one message, and a message costs both ends the same whatever
 // its size (a publish, an acknowledgement, a wake-up of the client's
 // flusher), so larger buffers cost less per byte; larger still, up to the

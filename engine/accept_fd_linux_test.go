@@ -110,7 +110,7 @@ func TestListenerIdleCrowdIsBare(t *testing.T) {
 
 // idleHeapBound is what an idle accepted connection may cost the Go heap:
 // its source record, lane, pool account, name and table entries come to
-// about 550 bytes (README: Idle connections); with a net.Conn behind each
+// about 550 bytes (docs/decisions/0013-accept-on-the-rings.md); with a net.Conn behind each
 // and the records as they were, they came to about 1,150.
 const idleHeapBound = 800
 

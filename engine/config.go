@@ -80,8 +80,8 @@ type Config struct {
 	// of their arrival, as under the other runners. Zero means the
 	// default: 2ms, or two fifths of Flush if that is less (a wider window
 	// batches more: under fio's paced load, 2ms took a third off the
-	// uring sink's CPU against 500µs; see the README's "Load-paced
-	// waits"); negative turns batching off. It must stay below Flush. It
+	// uring sink's CPU against 500µs; see
+	// docs/decisions/0005-load-paced-waits.md); negative turns batching off. It must stay below Flush. It
 	// needs Linux 6.12 (IORING_FEAT_MIN_TIMEOUT); older kernels wake for
 	// every completion.
 	BatchWait time.Duration `yaml:"batch_wait"`

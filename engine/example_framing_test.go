@@ -12,7 +12,7 @@ import (
 )
 
 // Ingest newline-delimited logs over TCP, one whole line at a time: the
-// README's framing example. The client writes lines in pieces that cut
+// example of docs/framing.md. The client writes lines in pieces that cut
 // them anywhere; every chunk still holds whole lines.
 func Example_newlineLogs() {
 	ln, _ := srcs.ListenTCP("127.0.0.1:0", srcs.ListenerConfig{

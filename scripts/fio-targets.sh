@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# fio-targets.sh: the README's targets under fio, beside gnet and a sink
+# fio-targets.sh: the targets under fio (docs/benchmarking.md and
+# docs/decisions/0016-targets-under-fio.md), beside gnet and a sink
 # written with Go alone. Each row is one `sluice-bench run --client fio
 # --peers gnet,go` command: every runner, the gnet sink and the go sink
 # (a goroutine per connection), each in a process of its own pinned to

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # gen-capacity.sh: how close the built-in load generator gets to the
-# offered load of each scenario of the README's "Generator capacity" table.
+# offered load of each scenario of the "Generator capacity" table in
+# docs/benchmarking.md.
 #
 # Each row is one short `sluice-bench run` (or `latency`) against the
 # goroutine runner, engine and generator pinned to different CPUs, and the

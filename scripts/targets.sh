@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# targets.sh: measures every row of the README's performance targets table
-# (the io_uring runner against the fallbacks) and keeps each report.
+# targets.sh: measures every row of the performance targets table in
+# docs/decisions/0010-bulk-row-on-loopback.md (the io_uring runner against
+# the fallbacks) and keeps each report.
 #
 # Every row runs its runners side by side in one command, over several
 # rounds in alternating order, and prints each ratio's median and min-max;
@@ -52,7 +53,7 @@ for r in "${rows[@]}"; do
     bulk)
       # With the kernel's autotuned receive buffers, then with 1 MiB ones:
       # the first can lock an event loop into doing the senders' transmit
-      # work on loopback (README, Targets).
+      # work on loopback (docs/decisions/0010-bulk-row-on-loopback.md).
       row bulk run --runners uring,goroutine,epoll --sources 1000 --msg-size 64KiB --duration 5s \
         --rounds "$rounds" --verify=false --target 'cpu_s_per_gib<=0.75'
       row bulk-rcvbuf run --runners uring,goroutine,epoll --sources 1000 --msg-size 64KiB --duration 5s \

@@ -49,8 +49,8 @@ type ListenerConfig struct {
 	// Many busy senders into small receive buffers can lock an engine on
 	// loopback into doing the senders' transmit work: each read that
 	// reopens a closed window sends an ACK whose processing transmits
-	// the sender's queued data from the reader's CPU. See the README's
-	// Targets.
+	// the sender's queued data from the reader's CPU. See
+	// docs/decisions/0010-bulk-row-on-loopback.md.
 	RecvBuffer int `yaml:"recv_buffer"`
 	// TLS, when set, makes every accepted connection a TLS session
 	// (TLS 1.2 or 1.3), optionally verifying client certificates. A TLS

@@ -135,7 +135,7 @@ type Writer struct {
 	// end, and a record a source never finished (closed, or cut by the
 	// drain, in its middle) is written on a line of its own behind a
 	// marker line, sluice-truncated source=ID bytes=N name="NAME", then
-	// exactly N bytes and a newline. See the README's "Outputs".
+	// exactly N bytes and a newline. See docs/node.md, "Outputs".
 	Format string `yaml:"format"`
 }
 

@@ -7,7 +7,7 @@ import (
 )
 
 // TestLaneSize holds the lane machine to its size: a runner keeps one per
-// connection, most of them idle (README: Idle connections).
+// connection, most of them idle (docs/decisions/0013-accept-on-the-rings.md).
 func TestLaneSize(t *testing.T) {
 	// The invariants build's checks take room of their own.
 	if n, checks := reflect.TypeFor[Lane]().Size(), reflect.TypeFor[invariants]().Size(); n-checks > 64 {
