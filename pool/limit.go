@@ -53,24 +53,33 @@ func (a *Account) SetRate(bytesPerSecond, burst int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if bytesPerSecond <= 0 {
-		a.lim = nil
-		a.limited.Store(false)
+		if a.w != nil {
+			a.w.lim = nil
+		}
 		return
 	}
+	if a.w == nil {
+		a.w = new(accountWait)
+	}
 	b := float64(max(burst, int64(p.cfg.BufSize)))
-	a.lim = &limiter{rate: float64(bytesPerSecond), burst: b, tokens: b, at: time.Since(p.epoch)}
-	a.limited.Store(true)
+	a.w.lim = &limiter{rate: float64(bytesPerSecond), burst: b, tokens: b, at: time.Since(p.epoch)}
+}
+
+// limiter returns a's rate limit, or nil. Under p.mu.
+func (a *Account) limiter() *limiter {
+	if a.w == nil {
+		return nil
+	}
+	return a.w.lim
 }
 
 // Charge records n bytes the account's source read, against its rate
-// limit. Without one it does nothing (and takes no lock).
+// limit. Without one it does nothing; it takes the pool's lock, so a
+// caller without a limit should not call it per chunk.
 func (a *Account) Charge(n int) {
-	if !a.limited.Load() {
-		return
-	}
 	p := a.p
 	p.mu.Lock()
-	if l := a.lim; l != nil {
+	if l := a.limiter(); l != nil {
 		l.refill(time.Since(p.epoch))
 		l.tokens -= float64(n)
 	}
@@ -80,7 +89,7 @@ func (a *Account) Charge(n int) {
 // holdLocked starts holding a waiting account until it has paid what it
 // owes, d from now.
 func (p *Pool) holdLocked(a *Account, d time.Duration, now time.Duration) {
-	l := a.lim
+	l := a.w.lim
 	a.in = inRate
 	p.rateHeld++
 	p.st.rateHolds++
@@ -102,9 +111,9 @@ func (p *Pool) unhold(a *Account) {
 		return
 	}
 	now := time.Since(p.epoch)
-	if d := a.lim.owed(now); d > 0 {
+	if d := a.w.lim.owed(now); d > 0 {
 		// Charged meanwhile: hold on.
-		a.lim.timer.Reset(d)
+		a.w.lim.timer.Reset(d)
 		p.mu.Unlock()
 		return
 	}
@@ -119,7 +128,7 @@ func (p *Pool) unhold(a *Account) {
 
 // endHoldLocked records the end of a's hold at now.
 func (p *Pool) endHoldLocked(a *Account, now time.Duration) {
-	l := a.lim
+	l := a.w.lim
 	l.heldTotal += now - l.heldSince
 	p.st.rateHeld += now - l.heldSince
 	a.in = inNone

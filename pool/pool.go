@@ -533,18 +533,16 @@ type Account struct {
 	prev, next *Account
 	acquired   uint64
 	w          *accountWait
-	lim        *limiter // SetRate's; nil without a rate limit
-
-	// limited mirrors lim != nil, so that Charge costs no lock without one.
-	limited atomic.Bool
 
 	// blk is what a blocking Acquire waits on, made on first use: the
 	// event-loop runners never block, and their idle sources are many.
 	blk atomic.Pointer[blocker]
 }
 
-// accountWait is the part of an Account that waits use. Guarded by p.mu.
+// accountWait is the part of an Account that waits use, and a rate limit
+// (which only an account that waits for its limit needs). Guarded by p.mu.
 type accountWait struct {
+	lim       *limiter // SetRate's; nil without a rate limit
 	since     time.Duration // when the pending wait began, since p.epoch
 	notify    func()
 	granted   *Buf
@@ -608,7 +606,7 @@ func (a *Account) tryLocked() (*Buf, bool) {
 		return nil, false
 	case len(p.free) == 0 || int(a.held) >= p.cfg.MaxPerSource:
 		return nil, false
-	case a.lim != nil && a.lim.owed(time.Since(p.epoch)) > 0:
+	case a.owedLocked(time.Since(p.epoch)) > 0:
 		return nil, false
 	}
 	// Free buffers imply that nobody eligible waits (every release is
@@ -657,10 +655,10 @@ func (a *Account) Wait(notify func()) (*Buf, bool, error) {
 // owedLocked returns how long a must wait for its rate limit at now: 0
 // without one, or when it owes nothing.
 func (a *Account) owedLocked(now time.Duration) time.Duration {
-	if a.lim == nil {
+	if a.w == nil || a.w.lim == nil {
 		return 0
 	}
-	return a.lim.owed(now)
+	return a.w.lim.owed(now)
 }
 
 // Claim collects a buffer reserved for a pending Wait.
@@ -791,7 +789,7 @@ func (a *Account) Stats() AccountStats {
 	if w := a.w; w != nil {
 		st.Waits, st.WaitTime = w.waits, w.waitTotal
 	}
-	if l := a.lim; l != nil {
+	if l := a.limiter(); l != nil {
 		st.RateHolds, st.RateHeld = l.holds, l.heldTotal
 		if a.state == waiting && a.in == inRate {
 			st.RateHeld += time.Since(p.epoch) - l.heldSince

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -648,4 +649,13 @@ func TestJoinAllocatesOnlyTheAccount(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.Release()
+}
+
+// TestAccountSize holds an account to its size class: an engine keeps one
+// per connection, most of them idle and never waiting; what waits and
+// rate limits use lives in accountWait, made on first use.
+func TestAccountSize(t *testing.T) {
+	if n := reflect.TypeFor[Account]().Size(); n > 64 {
+		t.Errorf("an Account is %d bytes, more than 64", n)
+	}
 }
