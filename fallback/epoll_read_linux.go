@@ -8,7 +8,6 @@ package fallback
 import (
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -133,14 +132,16 @@ func (w *epWorker) service(ln *epLane) {
 		}
 		space := ln.f.Space()
 		n, err := w.read(ln, space)
-		switch {
-		case err == unix.EAGAIN:
+		switch errno := driver.Errno(err); driver.Result(n, errno, false) {
+		case driver.ReadDrained:
 			w.drained(ln)
 			return
-		case err != nil:
-			w.finish(ln, srcs.Classify(os.NewSyscallError(w.readOp(ln), err)))
+		case driver.ReadAgain:
+			continue
+		case driver.ReadFailed:
+			w.finish(ln, driver.ReadError(w.readOp(ln), errno))
 			return
-		case n == 0:
+		case driver.ReadEnd:
 			w.finish(ln, io.EOF)
 			return
 		}
@@ -179,12 +180,14 @@ func (w *epWorker) serviceDatagrams(ln *epLane) {
 		room, stride, k := ln.f.DatagramBatch()
 		k = min(k, budget)
 		n, err := w.recvBatch(ln, room, stride, k)
-		switch {
-		case err == unix.EAGAIN:
+		switch errno := driver.Errno(err); driver.Result(n, errno, true) {
+		case driver.ReadDrained:
 			w.drained(ln)
 			return
-		case err != nil:
-			w.finish(ln, srcs.Classify(os.NewSyscallError("recvmmsg", err)))
+		case driver.ReadAgain:
+			continue
+		case driver.ReadFailed:
+			w.finish(ln, driver.ReadError("recvmmsg", errno))
 			return
 		}
 		ln.f.CommitDatagrams(n, w.mmsg, time.Now(), w.e.log, "fallback: epoll")

@@ -339,27 +339,26 @@ func (t *Thread) drive(tl *threadLane) error {
 			n, err = tl.read(f.Space())
 		}
 		tl.reads.Add(1)
-		switch {
-		case err == unix.EINTR || err == unix.EAGAIN:
-			if err == unix.EAGAIN && tl.kind == srcs.Datagram && f.Pending() == 0 {
+		errno := driver.Errno(err)
+		switch r := driver.Result(n, errno, tl.kind == srcs.Datagram); {
+		case r == driver.ReadAgain:
+			continue
+		case r == driver.ReadDrained:
+			if tl.kind == srcs.Datagram && f.Pending() == 0 {
 				// A datagram that failed its checksum made poll report
 				// readable; an idle lane holds no buffer.
 				f.Flush(time.Now())
 			}
 			continue
-		case err != nil:
-			if tl.stop.Load() {
-				return srcs.ErrStopped
-			}
-			return srcs.Classify(os.NewSyscallError(tl.readOp(), err))
+		case (r == driver.ReadFailed || r == driver.ReadEnd) && tl.stop.Load():
+			return srcs.ErrStopped
+		case r == driver.ReadFailed:
+			return driver.ReadError(tl.readOp(), errno)
+		case r == driver.ReadEnd:
+			return io.EOF
 		case truncated:
 			f.Drop(n, t.log, "fallback: thread")
 			continue
-		case n == 0 && tl.kind != srcs.Datagram:
-			if tl.stop.Load() {
-				return srcs.ErrStopped
-			}
-			return io.EOF
 		}
 		now := time.Now()
 		if err := f.Commit(n, now); err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-io/sluice/internal/driver"
 	"github.com/sluice-io/sluice/pool"
 	"github.com/sluice-io/sluice/srcs"
 )
@@ -60,54 +61,55 @@ func (w *worker) polled(ln *lane, res int32) {
 // readDone handles a read completion.
 func (w *worker) readDone(ln *lane, res int32, flags CQEFlags) {
 	w.reads.Add(1)
-	switch {
-	case res > 0:
-		switch ln.mode {
-		case modeFileSeq:
-			ln.off += int64(res)
-		case modeSock:
-			w.cycleBytes += int64(res)
-		}
-		err := ln.d.Commit(int(res), time.Now())
-		w.settle(ln)
-		if err != nil {
-			w.finish(ln, err)
+	n, errno := max(int(res), 0), unix.Errno(max(-res, 0))
+	switch r := driver.Result(n, errno, false); {
+	case ln.removing:
+		// Bytes that arrived with the cancel are still delivered.
+		if r == driver.ReadData && !w.commit(ln, n, flags) {
 			return
 		}
-		if ln.removing {
-			w.finish(ln, w.stopErr(ln))
-			return
-		}
-		// A short read from a socket means it drained; a poll, which
-		// checks the level when armed, tells when to read again. A file
-		// is always readable: its end reads as 0.
-		ln.readable = flags&CQEFSockNonempty != 0 || int(res) == int(ln.want) || ln.mode == modeFileSeq
-	case res == 0:
-		if ln.removing {
-			w.finish(ln, w.stopErr(ln))
-		} else {
-			w.finish(ln, io.EOF)
-		}
+		w.finish(ln, w.stopErr(ln))
 		return
-	default:
-		if ln.removing {
-			w.finish(ln, w.stopErr(ln))
+	case r == driver.ReadData:
+		if !w.commit(ln, n, flags) {
 			return
 		}
-		switch errno := unix.Errno(-res); errno {
-		case unix.EAGAIN:
-			ln.readable = false
-		case unix.EINTR, unix.ECANCELED:
-		default:
-			w.finish(ln, srcs.Classify(os.NewSyscallError(ln.mode.opName(), errno)))
-			return
-		}
+	case r == driver.ReadEnd:
+		w.finish(ln, io.EOF)
+		return
+	case r == driver.ReadDrained:
+		ln.readable = false
+	case r == driver.ReadFailed:
+		w.finish(ln, driver.ReadError(ln.mode.opName(), errno))
+		return
 	}
 	if ln.flushNow {
 		ln.flushNow = false
 		w.flushLane(ln, time.Now())
 	}
 	w.enqueue(ln)
+}
+
+// commit hands n bytes a read brought to ln's driver, and notes whether the
+// lane is still readable: a short read from a socket means it drained (a
+// poll, which checks the level when armed, tells when to read again); a
+// file is always readable, its end reading as 0. It reports false when the
+// bytes could not be framed, which finished the lane.
+func (w *worker) commit(ln *lane, n int, flags CQEFlags) bool {
+	switch ln.mode {
+	case modeFileSeq:
+		ln.off += int64(n)
+	case modeSock:
+		w.cycleBytes += int64(n)
+	}
+	err := ln.d.Commit(n, time.Now())
+	w.settle(ln)
+	if err != nil {
+		w.finish(ln, err)
+		return false
+	}
+	ln.readable = flags&CQEFSockNonempty != 0 || n == int(ln.want) || ln.mode == modeFileSeq
+	return true
 }
 
 func (m readMode) opName() string {
