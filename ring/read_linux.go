@@ -98,7 +98,7 @@ func (w *worker) readDone(ln *lane, res int32, flags CQEFlags) {
 func (w *worker) commit(ln *lane, n int, flags CQEFlags) bool {
 	switch ln.mode {
 	case modeFileSeq:
-		ln.off += int64(n)
+		ln.fa.next += int64(n)
 	case modeSock:
 		w.cycleBytes += int64(n)
 	}
@@ -201,7 +201,7 @@ func nextStep(v laneView) laneStep {
 
 func (w *worker) view(ln *lane) laneView {
 	return laneView{
-		removing: ln.removing, cancelled: ln.cancelled, inFlight: ln.op != tagNone, file: ln.fa != nil,
+		removing: ln.removing, cancelled: ln.cancelled, inFlight: ln.op != tagNone, file: ln.mode == modeFile,
 		waiting: ln.waiting, cutting: ln.d.Cutting(), readable: ln.readable, paused: w.r.front.Paused.Load(),
 	}
 }
@@ -348,7 +348,7 @@ func (w *worker) acquire(ln *lane) bool {
 // read-ahead goes into it; any other lane's driver holds it (and a pending
 // cut moves its incomplete record into it).
 func (w *worker) take(ln *lane, b *pool.Buf) {
-	if ln.fa != nil {
+	if ln.mode == modeFile {
 		ln.fa.grant = b
 		return
 	}
@@ -356,14 +356,25 @@ func (w *worker) take(ln *lane, b *pool.Buf) {
 	w.settle(ln)
 }
 
-// notifier returns ln's grant notification, made on its first pool wait:
-// most lanes never wait, and an idle one should not keep a closure.
+// notifier returns ln's grant notification, made on its first pool wait
+// and kept by its slot, for its generation: most lanes never wait, and an
+// idle one should not keep a closure.
 func (w *worker) notifier(ln *lane) func() {
-	if ln.notify == nil {
-		tok := token(ln.slot, ln.gen)
-		ln.notify = func() { w.post(cmd{op: cmdGrant, tok: tok}) }
+	for int(ln.slot) >= len(w.notifies) {
+		w.notifies = append(w.notifies, notifier{})
 	}
-	return ln.notify
+	n := &w.notifies[ln.slot]
+	if n.f == nil || n.gen != ln.gen {
+		tok := token(ln.slot, ln.gen)
+		n.gen, n.f = ln.gen, func() { w.post(cmd{op: cmdGrant, tok: tok}) }
+	}
+	return n.f
+}
+
+// notifier is a slot's grant notification, for the lane of generation gen.
+type notifier struct {
+	gen uint32
+	f   func()
 }
 
 // grant collects a buffer the pool reserved for a waiting lane. Grants may
@@ -398,8 +409,8 @@ func (w *worker) grant(ln *lane) {
 func (w *worker) prepSeqRead(s *SQE, ln *lane, space []byte) {
 	b := ln.d.Buf()
 	if idx := b.Index(); w.fixed && idx < len(w.iovs) && w.iovs[idx].Base == &b.Bytes()[0] {
-		s.PrepReadFixed(int(ln.fd), space, uint64(ln.off), uint16(idx))
+		s.PrepReadFixed(int(ln.fd), space, uint64(ln.fa.next), uint16(idx))
 	} else {
-		s.PrepRead(int(ln.fd), space, uint64(ln.off))
+		s.PrepRead(int(ln.fd), space, uint64(ln.fa.next))
 	}
 }

@@ -155,7 +155,7 @@ func (w *worker) busy() bool {
 // it stays charged to the lane's account. Held data goes with it. It
 // reports whether there was a buffer to abandon.
 func (w *worker) abandon(ln *lane) bool {
-	if ln.fa != nil && ln.op == tagRead {
+	if ln.mode == modeFile && ln.op == tagRead {
 		return w.abandonFile(ln)
 	}
 	return ln.op == tagRead && ln.d.Abandon()

@@ -137,21 +137,22 @@ type worker struct {
 	accepted atomic.Uint64 // connections accepted on the ring
 
 	// Owned by the worker goroutine.
-	ring    *Ring
-	fixed   bool              // the slab is registered: files use READ_FIXED
-	regd    bool              // registering the slab was tried (registerSlab)
-	iovs    []unix.Iovec      // the registered slab, to check a buffer's index
-	slots   []*lane           // by slot index
-	spare   []lane            // the slab the next new slot's lane comes from
-	ready   []*lane           // lanes to advance this turn
-	batch   []*lane           // the ready queue being advanced
-	parked  []*lane           // readable lanes held back by a pause
-	flushes flush.Heap[*lane] // lanes holding partial data, by flush deadline
-	syncs   []chan struct{}
-	dgrams  []*dgramBatch // by slot index; nil until a datagram lane uses it
-	arenas  []*Arena      // where their msghdrs live; closed after the ring
-	files   fileTable     // accepted connections' sockets, as direct descriptors
-	live    int           // lanes added and not finished
+	ring     *Ring
+	fixed    bool              // the slab is registered: files use READ_FIXED
+	regd     bool              // registering the slab was tried (registerSlab)
+	iovs     []unix.Iovec      // the registered slab, to check a buffer's index
+	slots    []*lane           // by slot index
+	spare    []lane            // the slab the next new slot's lane comes from
+	ready    []*lane           // lanes to advance this turn
+	batch    []*lane           // the ready queue being advanced
+	parked   []*lane           // readable lanes held back by a pause
+	flushes  flush.Heap[*lane] // lanes holding partial data, by flush deadline
+	syncs    []chan struct{}
+	dgrams   []*dgramBatch // by slot index; nil until a datagram lane uses it
+	notifies []notifier    // by slot index; grown when a lane first waits for a buffer
+	arenas   []*Arena      // where their msghdrs live; closed after the ring
+	files    fileTable     // accepted connections' sockets, as direct descriptors
+	live     int           // lanes added and not finished
 	// The listeners' accepts on this worker (accept_linux.go): those with
 	// accepts armed or granted, the records of armed accepts by index,
 	// free records, and the number armed.
@@ -198,9 +199,7 @@ type lane struct {
 	d  driver.Lane
 	fl flush.Mark[*lane] // the lane's place in the flush heap, while d has a deadline
 
-	fa     *fileAhead // a file lane's read-ahead; nil for other lanes
-	off    int64      // a modeFileSeq lane's next read offset
-	notify func()     // posts a grant for this incarnation; made on the first pool wait
+	fa *fileAhead // a file lane's read-ahead (for modeFileSeq, fa.next alone: its next read's offset); nil for other lanes
 
 	slot uint32
 	gen  uint32 // zero when the slot is free
@@ -624,7 +623,7 @@ func (w *worker) handleCQE(c *CQE) {
 		return
 	}
 	if tag == tagFileRead {
-		if ln.fa != nil && ln.op == tagRead && idx < fileDepth {
+		if ln.mode == modeFile && ln.op == tagRead && idx < fileDepth {
 			w.fileDone(ln, idx, c.Res)
 		}
 		return
@@ -736,7 +735,7 @@ func (w *worker) add(c *cmd) {
 	case c.mode == modeFile && ln.d.Framed():
 		// Read-ahead fills buffers the tail of a record could not be
 		// carried into: a framed file is read one buffer at a time.
-		ln.mode, ln.off = modeFileSeq, c.off
+		ln.mode, ln.fa = modeFileSeq, &fileAhead{next: c.off} // fa.next: the next read's offset
 	case c.mode == modeFile:
 		ln.fa = &fileAhead{next: c.off}
 	}
@@ -787,7 +786,7 @@ func (w *worker) finish(ln *lane, err error) {
 		panic("ring: runner: finishing a lane with an operation in flight")
 	}
 	w.flushes.Remove(&ln.fl)
-	if ln.fa != nil {
+	if ln.mode == modeFile {
 		// Reads completed in order go out before the end; the kernel is
 		// done with the rest.
 		w.emitFileReads(ln)
