@@ -16,7 +16,7 @@ endif
 # Debian packages the tests and load scripts need; installed when missing:
 # fio and jq for the load scripts, mosquitto for the MQTT tests, haproxy as
 # the real proxy in front of the PROXY protocol tests, curl, nats-server and
-# openssl for the README's node commands (cmd/sluice's TestREADME).
+# openssl for the node commands of README.md and docs/ (cmd/sluice's TestREADME).
 DEB_PKGS ?= fio jq mosquitto haproxy curl nats-server openssl
 
 # FUZZTIME is each fuzz target's budget: a count of executions rather than a
