@@ -16,9 +16,15 @@ import (
 	"github.com/sluice-io/sluice/srcs"
 )
 
-// ErrClosed is returned by an engine that has shut down. It wraps
-// net.ErrClosed.
-var ErrClosed = fmt.Errorf("engine: closed: %w", net.ErrClosed)
+// ErrClosed is returned by an engine that has shut down. It matches
+// net.ErrClosed (errors.Is), and says only that the engine is closed.
+var ErrClosed error = closedError{}
+
+// closedError is ErrClosed.
+type closedError struct{}
+
+func (closedError) Error() string        { return "engine: closed" }
+func (closedError) Is(target error) bool { return target == net.ErrClosed }
 
 // ErrIdleTimeout is the error of a source ended by its idle timeout
 // (WithIdleTimeout). It matches srcs.ErrTimeout, and counts as a timeout.

@@ -287,3 +287,19 @@ func TestLimitOptionErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestErrClosed: an engine's ErrClosed matches net.ErrClosed and says only
+// that the engine is closed, not that a network connection was used.
+func TestErrClosed(t *testing.T) {
+	if !errors.Is(engine.ErrClosed, net.ErrClosed) || engine.ErrClosed.Error() != "engine: closed" {
+		t.Errorf("ErrClosed: %q, matches net.ErrClosed: %v", engine.ErrClosed, errors.Is(engine.ErrClosed, net.ErrClosed))
+	}
+	e, err := engine.New(engine.Config{Runner: engine.RunnerGoroutine, Buffers: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Shutdown(context.Background())
+	if _, err := e.Next(context.Background()); !errors.Is(err, engine.ErrClosed) || !errors.Is(err, net.ErrClosed) {
+		t.Errorf("Next after Shutdown: %v", err)
+	}
+}
