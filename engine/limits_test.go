@@ -303,3 +303,28 @@ func TestErrClosed(t *testing.T) {
 		t.Errorf("Next after Shutdown: %v", err)
 	}
 }
+
+// TestIdleTimeoutSparesHeldSources: a sender that writes all the time but
+// is held by its rate limit for longer than its idle timeout (a buffer's
+// worth at the rate takes 2 s here) is held back, not idle: the timeout
+// does not end it.
+func TestIdleTimeoutSparesHeldSources(t *testing.T) {
+	forEachRunner(t, func(t *testing.T, runner string) {
+		r := newLimitRig(t, runner)
+		addr := r.listen("held", engine.WithRateLimit(32<<10, 0), engine.WithIdleTimeout(600*time.Millisecond))
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		blast(t, addr, stop, &wg)
+		time.Sleep(2500 * time.Millisecond)
+		close(stop)
+		wg.Wait()
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if errs := r.errs["held"]; len(errs) > 0 || r.ended["held"] {
+			t.Errorf("a sender held by its rate limit was ended: %v", errs)
+		}
+		if tot := r.e.Totals(); tot.IdleTimeouts != 0 {
+			t.Errorf("%d idle timeouts, want none", tot.IdleTimeouts)
+		}
+	})
+}

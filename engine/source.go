@@ -469,20 +469,38 @@ func (s *source) idleCheck(w *idleWatch) {
 	if State(s.state.Load()).Done() {
 		return
 	}
-	quiet := time.Since(w.start) - time.Duration(w.last.Load())
-	if quiet < w.d {
+	now := time.Since(w.start)
+	if _, paused, _ := s.e.flow.snapshot(); paused || s.lane.Account.Stats().Waiting {
+		// Held back, not idle: its rate limit or the pool lends it no
+		// buffer, or delivery paused reading. It counts as active.
+		w.last.Store(int64(now))
+	}
+	if quiet := now - time.Duration(w.last.Load()); quiet < w.d {
 		w.timer.Reset(w.d - quiet)
 		return
 	}
+	// As StopSource does, under the engine's lock, so that Shutdown
+	// waits for the task.
 	s.e.mu.Lock()
-	live := !s.e.closing && s.e.sources.get(s.id()) == s
-	s.e.mu.Unlock()
-	if !live {
+	defer s.e.mu.Unlock()
+	if s.e.closing || s.e.sources.get(s.id()) != s {
+		return
+	}
+	s.e.spawn(func() { s.idleEnd(w) })
+}
+
+// idleEnd ends a source that went idle: the error goes behind its data and
+// before its end, unless the source ended or was stopped meanwhile.
+func (s *source) idleEnd(w *idleWatch) {
+	s.mu.Lock()
+	if s.lc.state.Done() || s.lc.stopping {
+		s.mu.Unlock()
 		return
 	}
 	s.e.totals.idleTimeouts.Add(1)
 	s.report("read", fmt.Errorf("%w after %v", ErrIdleTimeout, w.d))
-	s.e.spawn(s.stop)
+	s.mu.Unlock()
+	s.stop()
 }
 
 // report queues an error behind the source's data, so the error handler

@@ -179,7 +179,7 @@ func (w *epWorker) serviceDatagrams(ln *epLane) {
 		}
 		room, stride, k := ln.f.DatagramBatch()
 		k = min(k, budget)
-		n, err := w.recvBatch(ln, room, stride, k)
+		n, k, err := w.recvBatch(ln, room, stride, k)
 		switch errno := driver.Errno(err); driver.Result(n, errno, true) {
 		case driver.ReadDrained:
 			w.drained(ln)
@@ -222,8 +222,9 @@ func (w *epWorker) readOp(ln *epLane) string {
 	return "read"
 }
 
-// recvBatch receives up to k datagrams into ln's rooms (DatagramBatch).
-func (w *epWorker) recvBatch(ln *epLane, room, stride, k int) (int, error) {
+// recvBatch receives up to k datagrams into ln's rooms (DatagramBatch); it
+// returns how many came, and how many it asked for.
+func (w *epWorker) recvBatch(ln *epLane, room, stride, k int) (int, int, error) {
 	w.reads.Add(1)
 	return w.mmsg.Recv(ln.fd, ln.f.Space(), stride, room, k)
 }

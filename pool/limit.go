@@ -118,6 +118,7 @@ func (p *Pool) unhold(a *Account) {
 		return
 	}
 	p.endHoldLocked(a, now)
+	a.w.since = now // its wait for a buffer starts now: the hold is not pool contention
 	p.enqueueLocked(a)
 	notify := p.dispatchLocked()
 	p.mu.Unlock()

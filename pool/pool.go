@@ -542,7 +542,7 @@ type Account struct {
 // accountWait is the part of an Account that waits use, and a rate limit
 // (which only an account that waits for its limit needs). Guarded by p.mu.
 type accountWait struct {
-	lim       *limiter // SetRate's; nil without a rate limit
+	lim       *limiter      // SetRate's; nil without a rate limit
 	since     time.Duration // when the pending wait began, since p.epoch
 	notify    func()
 	granted   *Buf

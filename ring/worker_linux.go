@@ -728,9 +728,6 @@ func (w *worker) add(c *cmd) {
 	} else {
 		ln.d.Reset(c.lane, hold)
 	}
-	if c.mode == modeFile {
-		w.registerSlab()
-	}
 	switch {
 	case c.mode == modeFile && ln.d.Framed():
 		// Read-ahead fills buffers the tail of a record could not be
@@ -755,6 +752,9 @@ func (w *worker) add(c *cmd) {
 	if w.closing {
 		w.remove(ln)
 		return
+	}
+	if c.mode == modeFile {
+		w.registerSlab() // only for a file that will be read
 	}
 	w.enqueue(ln)
 }

@@ -41,10 +41,11 @@ func (r *Receiver) Max() int { return len(r.hdrs) }
 
 // Recv receives up to k datagrams from the socket fd without waiting: the
 // i-th into space[i*stride : i*stride+room], but the last, which may take
-// the rest of space. It returns how many arrived, and unix.EAGAIN when
-// none was queued. k is capped by Max and by what fits in space. Size and
-// Truncated describe each datagram received.
-func (r *Receiver) Recv(fd int, space []byte, stride, room, k int) (int, error) {
+// the rest of space. It returns how many arrived, how many it asked for
+// (k, capped by Max and by what fits in space: fewer arriving than asked
+// means the socket ran dry), and unix.EAGAIN when none was queued. Size
+// and Truncated describe each datagram received.
+func (r *Receiver) Recv(fd int, space []byte, stride, room, k int) (n, asked int, err error) {
 	if stride < room || room < 1 {
 		panic("mmsg: a datagram's room must be positive and fit in its stride")
 	}
@@ -63,15 +64,15 @@ func (r *Receiver) Recv(fd int, space []byte, stride, room, k int) (int, error) 
 		r.hdrs[i].hdr.SetIovlen(1)
 	}
 	for {
-		n, _, errno := unix.Syscall6(unix.SYS_RECVMMSG, uintptr(fd), uintptr(unsafe.Pointer(&r.hdrs[0])),
+		got, _, errno := unix.Syscall6(unix.SYS_RECVMMSG, uintptr(fd), uintptr(unsafe.Pointer(&r.hdrs[0])),
 			uintptr(k), Flags, 0, 0)
 		switch errno {
 		case 0:
-			return int(n), nil
+			return int(got), k, nil
 		case unix.EINTR:
 			continue
 		}
-		return 0, errno
+		return 0, k, errno
 	}
 }
 

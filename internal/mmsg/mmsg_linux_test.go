@@ -53,7 +53,7 @@ func TestRecv(t *testing.T) {
 	space := make([]byte, 8*stride)
 	r := NewReceiver(8)
 
-	if _, err := r.Recv(rx, space, stride, room, 8); !errors.Is(err, unix.EAGAIN) {
+	if _, _, err := r.Recv(rx, space, stride, room, 8); !errors.Is(err, unix.EAGAIN) {
 		t.Fatalf("empty socket: err %v, want EAGAIN", err)
 	}
 	sent := [][]byte{[]byte("one"), {}, []byte("a datagram longer than its room"), bytes.Repeat([]byte("x"), room), []byte("five")}
@@ -62,11 +62,11 @@ func TestRecv(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Three rooms fit in this space: the batch is capped by it. The last
-	// room takes the rest of the space, here just a room.
-	n, err := r.Recv(rx, space[:2*stride+room], stride, room, 8)
-	if err != nil || n != 3 {
-		t.Fatalf("Recv into three rooms: %d, %v; want 3", n, err)
+	// Three rooms fit in this space: the batch is capped by it, and says
+	// so. The last room takes the rest of the space, here just a room.
+	n, asked, err := r.Recv(rx, space[:2*stride+room], stride, room, 8)
+	if err != nil || n != 3 || asked != 3 {
+		t.Fatalf("Recv into three rooms: %d of %d, %v; want 3 of 3", n, asked, err)
 	}
 	for i, d := range sent[:3] {
 		trunc := len(d) > room
@@ -77,7 +77,7 @@ func TestRecv(t *testing.T) {
 			t.Errorf("datagram %d: %q, want %q", i, got, d)
 		}
 	}
-	n, err = r.Recv(rx, space, stride, room, 8)
+	n, _, err = r.Recv(rx, space, stride, room, 8)
 	if err != nil || n != 2 {
 		t.Fatalf("second Recv: %d, %v; want the 2 left", n, err)
 	}
@@ -91,7 +91,7 @@ func TestRecv(t *testing.T) {
 	long := bytes.Repeat([]byte("y"), 2*room)
 	unix.Write(tx, []byte("short"))
 	unix.Write(tx, long)
-	if n, err := r.Recv(rx, space[:stride+len(long)], stride, room, 2); err != nil || n != 2 || r.Truncated(1) ||
+	if n, _, err := r.Recv(rx, space[:stride+len(long)], stride, room, 2); err != nil || n != 2 || r.Truncated(1) ||
 		r.Size(1) != len(long) || !bytes.Equal(space[stride:stride+len(long)], long) {
 		t.Fatalf("a long datagram into the last room: %d, %v, truncated %v", n, err, r.Truncated(1))
 	}
@@ -118,7 +118,7 @@ func BenchmarkRecv(b *testing.B) {
 		for range k {
 			unix.Write(tx, msg)
 		}
-		n, _ := r.Recv(rx, space, stride, room, k)
+		n, _, _ := r.Recv(rx, space, stride, room, k)
 		got += n
 	}
 	b.ReportMetric(float64(got)/float64(b.N), "datagrams/op")

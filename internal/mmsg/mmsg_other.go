@@ -21,8 +21,8 @@ func NewReceiver(n int) *Receiver { return &Receiver{max: min(max(n, 1), 1024)} 
 func (r *Receiver) Max() int { return r.max }
 
 // Recv fails: there is no recvmmsg(2) here.
-func (r *Receiver) Recv(fd int, space []byte, stride, room, k int) (int, error) {
-	return 0, errUnsupported
+func (r *Receiver) Recv(fd int, space []byte, stride, room, k int) (n, asked int, err error) {
+	return 0, 0, errUnsupported
 }
 
 // Room returns i.
