@@ -233,8 +233,28 @@ type UDPSustained struct {
 	Runner string `json:"runner"`
 	// RateDps is 0 when the row lost too much at the lowest rate.
 	RateDps float64 `json:"rate_dps"`
+	// OfferedDps is the median rate fio reached at RateDps. When it fell
+	// short of what was asked (below MinHeld of it), LoadBound is set: the
+	// row was not put to the rate asked for.
+	OfferedDps float64 `json:"offered_dps,omitempty"`
+	LoadBound  bool    `json:"load_bound,omitempty"`
 	// FailedAt is the first rate at which it lost too much, 0 if none.
 	FailedAt float64 `json:"failed_at_dps,omitempty"`
+}
+
+// step judges one rate of a sweep, s, the row's figures there: a rate
+// whose median loss is at most maxLoss is sustained, and the first one
+// that is not ends the row's sweep.
+func (u *UDPSustained) step(s UDPSummary, maxLoss float64) {
+	if u.FailedAt > 0 {
+		return
+	}
+	if s.Lost.Median > maxLoss {
+		u.FailedAt = s.RateDps
+		return
+	}
+	u.RateDps, u.OfferedDps = s.RateDps, s.OfferedDps.Median
+	u.LoadBound = s.OfferedDps.Median < MinHeld*s.RateDps
 }
 
 // UDPRunReport is the JSON report of `run --proto udp`.
@@ -378,13 +398,8 @@ func RunUDP(ctx context.Context, c RunConfig, ios IO) (*UDPRunReport, error) {
 			s := summarizeUDP(byRow[name])
 			rep.Summary = append(rep.Summary, s)
 			rep.OK = rep.OK && s.Verified
-			if !sweep {
-				continue
-			}
-			if s.Lost.Median <= c.UDPMaxLoss {
-				sustained[name].RateDps = rate
-			} else {
-				sustained[name].FailedAt = rate
+			if sweep {
+				sustained[name].step(s, c.UDPMaxLoss)
 			}
 		}
 	}
@@ -657,13 +672,17 @@ func writeUDPTable(w io.Writer, rep *UDPRunReport) {
 	if len(rep.Sustained) > 0 {
 		fmt.Fprintf(w, "\nsustained with at most %.2f%% lost (median over the rounds):\n", 100*rep.Config.MaxLoss)
 		for _, s := range rep.Sustained {
+			rate := udpRateName(s.RateDps)
+			if s.LoadBound {
+				rate = fmt.Sprintf("%s asked, but fio offered only %s", rate, udpRateName(s.OfferedDps))
+			}
 			switch {
 			case s.RateDps == 0:
 				fmt.Fprintf(w, "  %s: none of the rates (lost more at %s)\n", s.Runner, udpRateName(s.FailedAt))
 			case s.FailedAt > 0:
-				fmt.Fprintf(w, "  %s: %s (lost more at %s)\n", s.Runner, udpRateName(s.RateDps), udpRateName(s.FailedAt))
+				fmt.Fprintf(w, "  %s: %s (lost more at %s)\n", s.Runner, rate, udpRateName(s.FailedAt))
 			default:
-				fmt.Fprintf(w, "  %s: %s, the highest rate tried\n", s.Runner, udpRateName(s.RateDps))
+				fmt.Fprintf(w, "  %s: %s, the highest rate tried\n", s.Runner, rate)
 			}
 		}
 	}

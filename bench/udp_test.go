@@ -196,3 +196,33 @@ func TestUDPAccounting(t *testing.T) {
 		})
 	}
 }
+
+func TestUDPSweepStep(t *testing.T) {
+	at := func(rate, offered, lost float64) UDPSummary {
+		return UDPSummary{RateDps: rate, OfferedDps: RatioSpread{Median: offered}, Lost: RatioSpread{Median: lost}}
+	}
+	for _, tc := range []struct {
+		name  string
+		steps []UDPSummary
+		want  UDPSustained
+	}{
+		{"every rate kept", []UDPSummary{at(1e5, 1e5, 0), at(2e5, 1.99e5, 0.0005)},
+			UDPSustained{RateDps: 2e5, OfferedDps: 1.99e5}},
+		{"lost at the second", []UDPSummary{at(1e5, 1e5, 0), at(2e5, 2e5, 0.02), at(3e5, 3e5, 0)},
+			UDPSustained{RateDps: 1e5, OfferedDps: 1e5, FailedAt: 2e5}},
+		{"lost at the first", []UDPSummary{at(1e5, 1e5, 0.5)}, UDPSustained{FailedAt: 1e5}},
+		{"exactly the mark", []UDPSummary{at(1e5, 1e5, 0.001)}, UDPSustained{RateDps: 1e5, OfferedDps: 1e5}},
+		{"fio short of the rate", []UDPSummary{at(1e5, 1e5, 0), at(1e6, 1.8e5, 0)},
+			UDPSustained{RateDps: 1e6, OfferedDps: 1.8e5, LoadBound: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var u UDPSustained
+			for _, s := range tc.steps {
+				u.step(s, DefaultUDPMaxLoss)
+			}
+			if u != tc.want {
+				t.Errorf("got %+v, want %+v", u, tc.want)
+			}
+		})
+	}
+}
