@@ -83,12 +83,14 @@ func udpUsageSamples(us []UDPUsage) []UsageSample {
 // each chunk, by whether they have the load's size, and their bytes. Safe
 // for concurrent use.
 type udpTally struct {
-	size        int
-	datagrams   atomic.Uint64
-	others      atomic.Uint64
-	bytes       atomic.Uint64
-	first, last atomic.Int64
-	errs        atomic.Uint64
+	size      int
+	datagrams atomic.Uint64
+	others    atomic.Uint64
+	bytes     atomic.Uint64
+	// first and last are when the first and latest datagram of the load's
+	// size was delivered, seen when any datagram was (UnixNano).
+	first, last, seen atomic.Int64
+	errs              atomic.Uint64
 
 	mu         sync.Mutex
 	errSamples []string
@@ -116,12 +118,13 @@ func (u *udpTally) chunk(c engine.Chunk) {
 	if err != nil {
 		u.onError(err)
 	}
+	now := time.Now().UnixNano()
 	if n > 0 {
-		now := time.Now().UnixNano()
 		u.first.CompareAndSwap(0, now)
 		u.last.Store(now)
 		u.datagrams.Add(n)
 	}
+	u.seen.Store(now)
 	u.others.Add(other)
 	u.bytes.Add(bytes)
 }
@@ -214,7 +217,9 @@ loop:
 		case now := <-ticker.C:
 			n := tally.datagrams.Load()
 			usage = append(usage, UDPUsage{UnixNs: now.UnixNano(), CPUNs: int64(cpuTime() - cpu0), Datagrams: n})
-			if c.UntilIdle > 0 && n > 0 && now.Sub(time.Unix(0, tally.last.Load())) >= c.UntilIdle {
+			// Any datagram starts the count to idle, fio's open message
+			// too, so that a sink which lost every one of the load's stops.
+			if seen := tally.seen.Load(); c.UntilIdle > 0 && seen > 0 && now.Sub(time.Unix(0, seen)) >= c.UntilIdle {
 				reason = "idle"
 				break loop
 			}

@@ -63,23 +63,26 @@ type UDPUsage struct {
 // udpCount is the job of a UDP sink: count every datagram, by whether it
 // has the load's size, and its bytes. Safe for concurrent use.
 type udpCount struct {
-	size        int
-	datagrams   atomic.Uint64
-	others      atomic.Uint64
-	bytes       atomic.Uint64
-	first, last atomic.Int64
+	size      int
+	datagrams atomic.Uint64
+	others    atomic.Uint64
+	bytes     atomic.Uint64
+	// first and last are when the first and latest datagram of the load's
+	// size arrived, seen when any datagram did (UnixNano).
+	first, last, seen atomic.Int64
 }
 
 func (u *udpCount) add(n int) {
 	now := time.Now().UnixNano()
 	if n == u.size {
 		u.datagrams.Add(1)
+		u.first.CompareAndSwap(0, now)
+		u.last.Store(now)
 	} else {
 		u.others.Add(1)
 	}
 	u.bytes.Add(uint64(n))
-	u.first.CompareAndSwap(0, now)
-	u.last.Store(now)
+	u.seen.Store(now)
 }
 
 // udpServer is a bound UDP sink: gnet's event loops, or one goroutine
@@ -337,7 +340,9 @@ loop:
 			return fmt.Errorf("gnet: %v", err)
 		case now := <-ticker.C:
 			usage = append(usage, UDPUsage{UnixNs: now.UnixNano(), CPUNs: int64(cpuTime() - cpu0), Datagrams: cnt.datagrams.Load()})
-			if untilIdle > 0 && cnt.datagrams.Load() > 0 && now.Sub(time.Unix(0, cnt.last.Load())) >= untilIdle {
+			// Any datagram starts the count to idle, fio's open message
+			// too, so that a sink which lost every one of the load's stops.
+			if seen := cnt.seen.Load(); untilIdle > 0 && seen > 0 && now.Sub(time.Unix(0, seen)) >= untilIdle {
 				reason = "idle"
 				break loop
 			}
