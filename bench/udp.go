@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -101,16 +102,18 @@ func (c RunConfig) validateUDP() error {
 		return err
 	}
 	switch {
-	case c.Client != ClientFio:
-		return fmt.Errorf("--client: %s: --proto udp needs --client fio (fio's net engine sends the datagrams)", c.Client)
+	case c.Client != ClientFio && c.Client != ClientGen:
+		return fmt.Errorf("--client: %q: must be gen or fio", c.Client)
 	case c.MsgSize < 1 || int(c.MsgSize) > srcs.MaxUDPPayload:
 		return fmt.Errorf("--msg-size: %d: a UDP datagram holds from 1 to %d bytes", c.MsgSize, srcs.MaxUDPPayload)
 	case int(c.MsgSize) > pc.BufSize-srcs.DatagramHeaderLen:
 		return fmt.Errorf("--msg-size: a %d-byte datagram and its %d-byte header do not fit a %d-byte pool buffer (--buf)",
 			c.MsgSize, srcs.DatagramHeaderLen, pc.BufSize)
-	case c.Sources < 1 || c.Sources > udpMaxSenders:
-		return fmt.Errorf("--sources: %d: with --proto udp each source is a fio thread sending on the load's CPU: from 1 to %d (say 4)",
+	case c.Client == ClientFio && (c.Sources < 1 || c.Sources > udpMaxSenders):
+		return fmt.Errorf("--sources: %d: with --proto udp --client fio each source is a fio thread sending on the load's CPU: from 1 to %d (say 4)",
 			c.Sources, udpMaxSenders)
+	case c.Sources < 1 || c.Sources > udpGenMaxSenders:
+		return fmt.Errorf("--sources: %d: with --proto udp --client gen each source is a socket: from 1 to %d", c.Sources, udpGenMaxSenders)
 	case c.Rate != 0:
 		return errors.New("--rate: with --proto udp, give --udp-rate: datagrams per second over all sources")
 	case f != nil:
@@ -136,6 +139,17 @@ func (c RunConfig) validateUDP() error {
 			return fmt.Errorf("--udp-rate: %v: under one byte per second per fio job", r)
 		}
 	}
+	if c.Client == ClientGen {
+		switch {
+		case c.GenPacing != "":
+			return errors.New("--gen-pacing: the UDP generator sends what has come due every millisecond")
+		case c.Skew != 0:
+			return errors.New("--skew: the UDP generator's senders take turns")
+		case c.Arrivals != ArrivalsPoisson && c.Arrivals != "":
+			return errors.New("--arrivals: the UDP generator sends what has come due every millisecond")
+		}
+		return nil
+	}
 	return c.validateClient()
 }
 
@@ -148,6 +162,35 @@ func udpJob(addr string, c RunConfig, dps float64, cpus []int) fioJob {
 		j.Rate = dps * float64(c.MsgSize) / float64(c.Sources)
 	}
 	return j
+}
+
+// udpSent is what a UDP load says it sent.
+type udpSent struct {
+	Datagrams uint64  // of the load's size
+	Control   uint64  // small messages besides (fio's open and close)
+	Seconds   float64 // the longest sender's time sending
+	Errors    []string
+}
+
+// fioUDPSent is what fio's report says its UDP jobs sent.
+func fioUDPSent(fr *fioReport) udpSent {
+	s := udpSent{Control: fioUDPMessages * uint64(len(fr.Jobs))}
+	var ms int64
+	for _, j := range fr.Jobs {
+		s.Datagrams += j.Write.TotalIOs
+		ms = max(ms, j.JobRuntime)
+		if j.Error != 0 {
+			s.Errors = append(s.Errors, fmt.Sprintf("fio job %s: error %d", j.Name, j.Error))
+		}
+	}
+	s.Seconds = float64(ms) / 1e3
+	return s
+}
+
+// genUDPSent is what the UDP generator says it sent. A datagram the
+// kernel refused was not sent, and is no mismatch.
+func genUDPSent(g *UDPGenReport) udpSent {
+	return udpSent{Datagrams: g.Sent, Seconds: g.Secs}
 }
 
 // UDPResult is one UDP row in one round at one offered rate.
@@ -199,10 +242,11 @@ type UDPResult struct {
 	// and the load's cores were busy.
 	CoreUtil     float64 `json:"core_util,omitempty"`
 	LoadCoreUtil float64 `json:"load_core_util,omitempty"`
-	FioCPUS      float64 `json:"fio_cpu_s"`
-	ThreadsMax   int     `json:"threads_max"`
-	RSSMaxBytes  int64   `json:"rss_max_bytes"`
-	Wire         string  `json:"wire"`
+	// LoadCPUS is the CPU time of the load's process (fio, or udpgen).
+	LoadCPUS    float64 `json:"load_cpu_s"`
+	ThreadsMax  int     `json:"threads_max"`
+	RSSMaxBytes int64   `json:"rss_max_bytes"`
+	Wire        string  `json:"wire"`
 	// Mismatches are the ways the counts do not add up; Verified is true
 	// when there are none.
 	Mismatches []string `json:"mismatches,omitempty"`
@@ -276,6 +320,7 @@ type UDPRunReport struct {
 }
 
 type udpRunParams struct {
+	Client       string    `json:"client"` // "fio" or "gen"
 	Peers        []string  `json:"peers,omitempty"`
 	Sources      int       `json:"sources"`
 	DurationS    float64   `json:"duration_s"`
@@ -293,8 +338,8 @@ type udpRunParams struct {
 }
 
 // udpNote is the report's account of its figures.
-const udpNote = "udp: offered is the datagrams fio sent (its total_ios), delivered those of the load's size the sink received; " +
-	"each fio job also sends an 8-byte open and close message, counted apart; socket drops is the kernel's per-socket counter " +
+const udpNote = "udp: offered is the datagrams the load sent (fio's total_ios, or those the generator's sockets took), " +
+	"delivered those of the load's size the sink received; each fio job also sends an 8-byte open and close message, counted apart; socket drops is the kernel's per-socket counter " +
 	"(/proc/net/udp), snmp the sink namespace's Udp counters; CPU figures are over the time from the first datagram delivered " +
 	"to the last, per million delivered; the sink's job is to count each datagram and its bytes"
 
@@ -339,7 +384,7 @@ func RunUDP(ctx context.Context, c RunConfig, ios IO) (*UDPRunReport, error) {
 	env.wire = wire
 	rep := &UDPRunReport{Command: "run", Proto: ProtoUDP, Host: hostInfo(), Pinning: pin, Wire: wire.info(c.Wire, wireWhy),
 		Skipped: skipped, OK: true, Notes: []string{udpNote},
-		Config: udpRunParams{Peers: c.Peers, Sources: c.Sources, DurationS: c.Duration.Seconds(), DatagramSize: int64(c.MsgSize),
+		Config: udpRunParams{Client: c.Client, Peers: c.Peers, Sources: c.Sources, DurationS: c.Duration.Seconds(), DatagramSize: int64(c.MsgSize),
 			RatesDps: c.UDPRates, Arrivals: c.Arrivals, ReadBuffer: int64(c.UDPReadBuffer), MaxLoss: c.UDPMaxLoss, Rounds: c.Rounds,
 			Pool: c.Engine.Pool, Buf: int64(c.Engine.Buf), Workers: c.Engine.Workers, FlushNs: int64(c.Engine.Flush), Inline: c.Engine.Inline}}
 	rows := append(slices.Clone(runners), c.Peers...)
@@ -348,8 +393,8 @@ func RunUDP(ctx context.Context, c RunConfig, ios IO) (*UDPRunReport, error) {
 		rates = []float64{0}
 	}
 	sweep := len(rates) > 1
-	fmt.Fprintf(ios.Err, "sluice-bench run: udp, %d fio senders of %s datagrams, offered %s, %v per row, rows %v, SO_RCVBUF %s; %s; %s\n",
-		c.Sources, FormatBytes(uint64(c.MsgSize)), udpRatesNote(rates), c.Duration, rows, FormatBytes(uint64(c.UDPReadBuffer)),
+	fmt.Fprintf(ios.Err, "sluice-bench run: udp, %d %s of %s datagrams, offered %s, %v per row, rows %v, SO_RCVBUF %s; %s; %s\n",
+		c.Sources, udpSendersName(c.Client), FormatBytes(uint64(c.MsgSize)), udpRatesNote(rates), c.Duration, rows, FormatBytes(uint64(c.UDPReadBuffer)),
 		pinNote(pin), wireNote(rep.Wire))
 	failed := map[string]bool{}
 	sustained := map[string]*UDPSustained{}
@@ -430,6 +475,14 @@ func RunUDP(ctx context.Context, c RunConfig, ios IO) (*UDPRunReport, error) {
 	return rep, nil
 }
 
+// udpSendersName names a UDP load's senders.
+func udpSendersName(client string) string {
+	if client == ClientGen {
+		return "generator sockets"
+	}
+	return "fio jobs"
+}
+
 func udpRateName(dps float64) string {
 	if dps == 0 {
 		return "flat out"
@@ -488,27 +541,11 @@ func measureUDP(ctx context.Context, c RunConfig, env fioEnv, row string, rate f
 	if err != nil {
 		return nil, err
 	}
-	job := udpJob(sp.addr, c, rate, env.cpus)
-	jobFile := filepath.Join(dir, "job.fio")
-	fioJSON := filepath.Join(dir, "fio.json")
-	if err := os.WriteFile(jobFile, []byte(job.file()), 0o644); err != nil {
+	sent, loadCPU, err := runUDPLoad(ctx, c, env, sp.addr, rate, dir)
+	if err != nil {
 		sp.stop()
-		return nil, fmt.Errorf("bench: fio: %w", err)
+		return nil, err
 	}
-	fctx, cancel := context.WithTimeout(ctx, c.Duration+2*time.Minute)
-	defer cancel()
-	cmd := env.wire.command(fctx, sideLoad, env.fio, "--output-format=json", "--output="+fioJSON, jobFile)
-	var fioErr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &fioErr, &fioErr
-	if err := startOnCPUs(cmd, env.cpus); err != nil {
-		sp.stop()
-		return nil, fmt.Errorf("bench: start fio: %w", err)
-	}
-	if err := cmd.Wait(); err != nil {
-		sp.stop()
-		return nil, fmt.Errorf("bench: fio: %w\n%s", err, fioErr.Bytes())
-	}
-	fioCPU := (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds()
 	if err := sp.wait(30 * time.Second); err != nil {
 		return nil, err
 	}
@@ -517,23 +554,16 @@ func measureUDP(ctx context.Context, c RunConfig, env fioEnv, row string, rate f
 	if err != nil {
 		return nil, err
 	}
-	b, err := os.ReadFile(fioJSON)
+	b, err := os.ReadFile(sinkJSON)
 	if err != nil {
-		return nil, fmt.Errorf("bench: fio: %w", err)
-	}
-	fr, err := parseFioNet(b)
-	if err != nil {
-		return nil, err
-	}
-	if b, err = os.ReadFile(sinkJSON); err != nil {
 		return nil, fmt.Errorf("bench: sink report: %w", err)
 	}
 	var sr UDPSinkReport
 	if err := json.Unmarshal(b, &sr); err != nil {
 		return nil, fmt.Errorf("bench: sink report: %w", err)
 	}
-	r := udpResult(row, round, rate, int(c.MsgSize), &sr, fr, mib1.sub(mib0), env.wire.veth())
-	r.FioCPUS, r.Wire = fioCPU, env.wire.name()
+	r := udpResult(row, round, rate, int(c.MsgSize), &sr, sent, mib1.sub(mib0), env.wire.veth())
+	r.LoadCPUS, r.Wire = loadCPU, env.wire.name()
 	if u, ok := coreOver(samples, sr.FirstNs, sr.LastNs); ok && r.Delivered > 0 {
 		r.CoreCPUS, r.CoreSoftirqS = u.Sink, u.Soft
 		r.CoreSPerM = u.Sink / (float64(r.Delivered) / 1e6)
@@ -545,19 +575,62 @@ func measureUDP(ctx context.Context, c RunConfig, env fioEnv, row string, rate f
 	return r, nil
 }
 
+// runUDPLoad sends a row's load to addr from the load's side of the wire:
+// fio, or the built-in generator with --client gen. It returns what the
+// load says it sent and its CPU time.
+func runUDPLoad(ctx context.Context, c RunConfig, env fioEnv, addr string, rate float64, dir string) (udpSent, float64, error) {
+	lctx, cancel := context.WithTimeout(ctx, c.Duration+2*time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	var cmd *exec.Cmd
+	fioJSON := filepath.Join(dir, "fio.json")
+	if c.Client == ClientGen {
+		cmd = env.wire.command(lctx, sideLoad, env.exe, "udpgen", "--addr", addr, "--senders", strconv.Itoa(c.Sources),
+			"--duration", c.Duration.String(), "--msg-size", strconv.Itoa(int(c.MsgSize)), "--rate", strconv.FormatFloat(rate, 'f', -1, 64))
+		cmd.Stdout = &out
+		cmd.Stderr = &out
+	} else {
+		jobFile := filepath.Join(dir, "job.fio")
+		if err := os.WriteFile(jobFile, []byte(udpJob(addr, c, rate, env.cpus).file()), 0o644); err != nil {
+			return udpSent{}, 0, fmt.Errorf("bench: fio: %w", err)
+		}
+		cmd = env.wire.command(lctx, sideLoad, env.fio, "--output-format=json", "--output="+fioJSON, jobFile)
+		cmd.Stdout, cmd.Stderr = &out, &out
+	}
+	if err := startOnCPUs(cmd, env.cpus); err != nil {
+		return udpSent{}, 0, fmt.Errorf("bench: start %s: %w", c.Client, err)
+	}
+	if err := cmd.Wait(); err != nil {
+		return udpSent{}, 0, fmt.Errorf("bench: %s: %w\n%s", c.Client, err, out.Bytes())
+	}
+	cpu := (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds()
+	if c.Client == ClientGen {
+		var g UDPGenReport
+		if err := json.Unmarshal(out.Bytes(), &g); err != nil {
+			return udpSent{}, 0, fmt.Errorf("bench: udpgen: bad report: %w\n%s", err, out.Bytes())
+		}
+		return genUDPSent(&g), cpu, nil
+	}
+	b, err := os.ReadFile(fioJSON)
+	if err != nil {
+		return udpSent{}, 0, fmt.Errorf("bench: fio: %w", err)
+	}
+	fr, err := parseFioNet(b)
+	if err != nil {
+		return udpSent{}, 0, err
+	}
+	return fioUDPSent(fr), cpu, nil
+}
+
 // udpResult is a row's figures from the sink's report, fio's, and the
 // growth of the sink namespace's Udp counters; veth says those counters
 // are the sink's alone.
-func udpResult(row string, round int, rate float64, size int, sr *UDPSinkReport, fr *fioReport, mib udpMIB, veth bool) *UDPResult {
+func udpResult(row string, round int, rate float64, size int, sr *UDPSinkReport, sent udpSent, mib udpMIB, veth bool) *UDPResult {
 	r := &UDPResult{Runner: row, Round: round, RateDps: rate, DatagramSize: size, Delivered: sr.Datagrams, Others: sr.Others,
 		SocketDrops: sr.Drops, SNMP: mib, ReadBuffer: sr.ReadBuffer, ThreadsMax: sr.ThreadsMax, RSSMaxBytes: sr.RSSMaxBytes, BeforeUDP: -1}
-	var runtimeMs int64
-	for _, j := range fr.Jobs {
-		r.Offered += j.Write.TotalIOs
-		runtimeMs = max(runtimeMs, j.JobRuntime)
-	}
-	if runtimeMs > 0 {
-		r.OfferedDps = float64(r.Offered) / (float64(runtimeMs) / 1e3)
+	r.Offered = sent.Datagrams
+	if sent.Seconds > 0 {
+		r.OfferedDps = float64(r.Offered) / sent.Seconds
 	}
 	if r.Offered > 0 {
 		r.DeliveredFraction = float64(r.Delivered) / float64(r.Offered)
@@ -577,35 +650,31 @@ func udpResult(row string, round int, rate float64, size int, sr *UDPSinkReport,
 	if r.Delivered > 0 {
 		r.SinkSPerM = r.SinkCPUS / (float64(r.Delivered) / 1e6)
 	}
-	sent := r.Offered + fioUDPMessages*uint64(len(fr.Jobs))
+	all := sent.Datagrams + sent.Control
 	if veth {
-		r.BeforeUDP = int64(sent) - int64(mib.InDatagrams+mib.InErrors+mib.NoPorts)
+		r.BeforeUDP = int64(all) - int64(mib.InDatagrams+mib.InErrors+mib.NoPorts)
 	}
-	r.Mismatches = udpMismatches(r, sr, fr, sent, veth)
+	r.Mismatches = udpMismatches(r, sr, sent, veth)
 	r.Verified = len(r.Mismatches) == 0
 	return r
 }
 
 // udpMismatches lists every way a row's counts do not add up: every
-// datagram fio sent was delivered, or dropped by the kernel where a
+// datagram the load sent was delivered, or dropped by the kernel where a
 // counter saw it.
-func udpMismatches(r *UDPResult, sr *UDPSinkReport, fr *fioReport, sent uint64, veth bool) []string {
-	var out []string
-	for _, j := range fr.Jobs {
-		if j.Error != 0 {
-			out = append(out, fmt.Sprintf("fio job %s: error %d", j.Name, j.Error))
-		}
-	}
+func udpMismatches(r *UDPResult, sr *UDPSinkReport, load udpSent, veth bool) []string {
+	out := slices.Clone(load.Errors)
+	sent := load.Datagrams + load.Control
 	if sr.Errors > 0 {
 		out = append(out, fmt.Sprintf("the sink reported %d errors: %s", sr.Errors, strings.Join(sr.ErrorSamples, "; ")))
 	}
 	got := r.Delivered + r.Others
 	if r.Delivered > r.Offered || got > sent {
-		out = append(out, fmt.Sprintf("the sink received %d datagrams of %d bytes and %d others, fio sent %d and %d small messages",
-			r.Delivered, r.DatagramSize, r.Others, r.Offered, sent-r.Offered))
+		out = append(out, fmt.Sprintf("the sink received %d datagrams of %d bytes and %d others, the load sent %d and %d small messages",
+			r.Delivered, r.DatagramSize, r.Others, r.Offered, load.Control))
 	}
 	if r.SocketDrops >= 0 && got+uint64(r.SocketDrops) > sent {
-		out = append(out, fmt.Sprintf("%d received and %d dropped by the socket, more than the %d fio sent", got, r.SocketDrops, sent))
+		out = append(out, fmt.Sprintf("%d received and %d dropped by the socket, more than the %d the load sent", got, r.SocketDrops, sent))
 	}
 	if !veth {
 		return out
@@ -620,7 +689,7 @@ func udpMismatches(r *UDPResult, sr *UDPSinkReport, fr *fioReport, sent uint64, 
 		out = append(out, fmt.Sprintf("the sink received %d datagrams, the namespace's Udp InDatagrams %d", got, r.SNMP.InDatagrams))
 	}
 	if r.BeforeUDP < 0 {
-		out = append(out, fmt.Sprintf("the namespace's Udp counters saw %d more datagrams than fio sent", -r.BeforeUDP))
+		out = append(out, fmt.Sprintf("the namespace's Udp counters saw %d more datagrams than the load sent", -r.BeforeUDP))
 	}
 	return out
 }
@@ -655,8 +724,8 @@ func summarizeUDP(rs []*UDPResult) UDPSummary {
 // writeUDPTable prints the summary: a line per row and rate, medians with
 // the rounds' min-max.
 func writeUDPTable(w io.Writer, rep *UDPRunReport) {
-	fmt.Fprintf(w, "udp, %d-byte datagrams from %d fio senders, %d round(s), SO_RCVBUF %s; %s\n",
-		rep.Config.DatagramSize, rep.Config.Sources, rep.Config.Rounds, FormatBytes(uint64(rep.Config.ReadBuffer)), wireNote(rep.Wire))
+	fmt.Fprintf(w, "udp, %d-byte datagrams from %d %s, %d round(s), SO_RCVBUF %s; %s\n",
+		rep.Config.DatagramSize, rep.Config.Sources, udpSendersName(rep.Config.Client), rep.Config.Rounds, FormatBytes(uint64(rep.Config.ReadBuffer)), wireNote(rep.Wire))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "row\trate\toffered/s\tdelivered/s\tdelivered\tsocket drops\tRcvbufErrors\tcore s/M\tsink s/M\tcore busy\tload core\tok\t")
 	for _, s := range rep.Summary {

@@ -26,7 +26,13 @@ func TestRunConfigUDP(t *testing.T) {
 		{"sweep", func(c *RunConfig) { c.UDPRates = DatagramRates{1e5, 2e5, 3e5} }, ""},
 		{"peers", func(c *RunConfig) { c.Peers = StringList{PeerGo, PeerGnet} }, ""},
 		{"unknown proto", func(c *RunConfig) { c.Proto = "sctp" }, "--proto"},
-		{"generator", func(c *RunConfig) { c.Client = ClientGen }, "--client"},
+		{"generator", func(c *RunConfig) { c.Client = ClientGen }, ""},
+		{"generator, many senders", func(c *RunConfig) { c.Client, c.Sources = ClientGen, 5000 }, ""},
+		{"generator, too many senders", func(c *RunConfig) { c.Client, c.Sources = ClientGen, 20000 }, "--sources"},
+		{"fio, many senders", func(c *RunConfig) { c.Sources = 5000 }, "--sources"},
+		{"generator, uniform", func(c *RunConfig) { c.Client, c.Arrivals = ClientGen, ArrivalsUniform }, "--arrivals"},
+		{"generator, skew", func(c *RunConfig) { c.Client, c.Skew = ClientGen, 0.2 }, "--skew"},
+		{"unknown client", func(c *RunConfig) { c.Client = "iperf" }, "--client"},
 		{"empty datagram", func(c *RunConfig) { c.MsgSize = 0 }, "--msg-size"},
 		{"datagram too large", func(c *RunConfig) { c.MsgSize = 65508 }, "--msg-size"},
 		{"datagram over the buffer", func(c *RunConfig) { c.MsgSize, c.Engine.Buf = 8<<10, 8<<10 }, "--msg-size"},
@@ -140,7 +146,7 @@ func TestFioUDPJobFile(t *testing.T) {
 
 // TestUDPAccounting checks the row's sums and the mismatches they find.
 func TestUDPAccounting(t *testing.T) {
-	fio := func(ios ...uint64) *fioReport {
+	fio := func(ios ...uint64) udpSent {
 		r := &fioReport{}
 		for _, n := range ios {
 			var j fioJobReport
@@ -148,12 +154,13 @@ func TestUDPAccounting(t *testing.T) {
 			j.Write.TotalIOs = n
 			r.Jobs = append(r.Jobs, j)
 		}
-		return r
+		return fioUDPSent(r)
 	}
+	gen := func(sent uint64) udpSent { return genUDPSent(&UDPGenReport{Sent: sent, Errors: 3, Secs: 1}) }
 	for _, tc := range []struct {
 		name     string
 		sink     UDPSinkReport
-		fio      *fioReport
+		load     udpSent
 		mib      udpMIB
 		veth     bool
 		wantLost uint64
@@ -169,7 +176,7 @@ func TestUDPAccounting(t *testing.T) {
 		{"a close message dropped", UDPSinkReport{Datagrams: 2000, Others: 3, Drops: 1}, fio(1000, 1000),
 			udpMIB{InDatagrams: 2003, InErrors: 1, RcvbufErrors: 1}, true, 0, 0, ""},
 		{"more than sent", UDPSinkReport{Datagrams: 2001, Others: 4}, fio(1000, 1000),
-			udpMIB{InDatagrams: 2005}, true, 0, -1, "fio sent 2000"},
+			udpMIB{InDatagrams: 2005}, true, 0, -1, "the load sent 2000"},
 		{"drops disagree", UDPSinkReport{Datagrams: 1900, Others: 4, Drops: 50}, fio(1000, 1000),
 			udpMIB{InDatagrams: 1904, InErrors: 100, RcvbufErrors: 100}, true, 100, 0, "InErrors 100"},
 		{"received disagrees", UDPSinkReport{Datagrams: 1900, Others: 4}, fio(1000, 1000),
@@ -178,11 +185,20 @@ func TestUDPAccounting(t *testing.T) {
 			udpMIB{InDatagrams: 1904, InErrors: 100}, true, 100, 0, ""},
 		{"loopback: counters not compared", UDPSinkReport{Datagrams: 1900, Others: 4, Drops: 100}, fio(1000, 1000),
 			udpMIB{InDatagrams: 123456, InErrors: 7}, false, 100, -1, ""},
+		{"the generator: no small messages", UDPSinkReport{Datagrams: 1990, Drops: 10}, gen(2000),
+			udpMIB{InDatagrams: 1990, InErrors: 10, RcvbufErrors: 10}, true, 10, 0, ""},
+		{"the generator: others are a mismatch", UDPSinkReport{Datagrams: 2000, Others: 1}, gen(2000),
+			udpMIB{InDatagrams: 2001}, true, 0, -1, "0 small messages"},
+		{"a fio job's error", UDPSinkReport{Datagrams: 2000, Others: 4}, func() udpSent {
+			s := fio(1000, 1000)
+			s.Errors = []string{"fio job s2: error 5"}
+			return s
+		}(), udpMIB{InDatagrams: 2004}, true, 0, 0, "error 5"},
 		{"sink errors", UDPSinkReport{Datagrams: 2000, Others: 4, Errors: 1, ErrorSamples: []string{"malformed"}}, fio(1000, 1000),
 			udpMIB{InDatagrams: 2004}, true, 0, 0, "malformed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := udpResult("uring", 0, 0, 512, &tc.sink, tc.fio, tc.mib, tc.veth)
+			r := udpResult("uring", 0, 0, 512, &tc.sink, tc.load, tc.mib, tc.veth)
 			if r.Offered != 2000 || r.Lost != tc.wantLost || r.BeforeUDP != tc.wantBUDP {
 				t.Errorf("offered %d, lost %d, before UDP %d; want 2000, %d, %d", r.Offered, r.Lost, r.BeforeUDP, tc.wantLost, tc.wantBUDP)
 			}

@@ -160,6 +160,11 @@ func run(args []string) int {
 		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, _ bench.IO) error {
 			return bench.RunGen(ctx, c, os.Stdin, os.Stdout)
 		}}
+	case "udpgen": // hidden: the UDP load that run --proto udp --client gen starts
+		var c bench.UDPGenConfig
+		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, _ bench.IO) error {
+			return bench.RunUDPGen(ctx, c, os.Stdout)
+		}}
 	case bench.ChildCommand: // hidden: one runner's engine, in a fresh process
 		cmd = command{func(*flag.FlagSet) {}, func() error { return nil }, func(ctx context.Context, _ bench.IO) error {
 			return bench.RunChild(ctx, os.Stdin, os.Stdout, os.Stderr)
