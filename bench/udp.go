@@ -277,7 +277,7 @@ type UDPSustained struct {
 	Runner string `json:"runner"`
 	// RateDps is 0 when the row lost too much at the lowest rate.
 	RateDps float64 `json:"rate_dps"`
-	// OfferedDps is the median rate fio reached at RateDps. When it fell
+	// OfferedDps is the median rate the load reached at RateDps. When it fell
 	// short of what was asked (below MinHeld of it), LoadBound is set: the
 	// row was not put to the rate asked for.
 	OfferedDps float64 `json:"offered_dps,omitempty"`
@@ -743,7 +743,7 @@ func writeUDPTable(w io.Writer, rep *UDPRunReport) {
 		for _, s := range rep.Sustained {
 			rate := udpRateName(s.RateDps)
 			if s.LoadBound {
-				rate = fmt.Sprintf("%s asked, but fio offered only %s", rate, udpRateName(s.OfferedDps))
+				rate = fmt.Sprintf("%s asked, but the load offered only %s", rate, udpRateName(s.OfferedDps))
 			}
 			switch {
 			case s.RateDps == 0:
