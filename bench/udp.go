@@ -126,6 +126,10 @@ func (c RunConfig) validateUDP() error {
 		return errors.New("--in-process: not with --proto udp (every UDP sink runs in a process of its own)")
 	case len(c.Targets) > 0:
 		return errors.New("--target: not with --proto udp; a --udp-rate sweep finds the rate each sink sustains")
+	case c.Plot != "":
+		return errors.New("--plot: not with --proto udp (the JSON report has every round)")
+	case c.Profile != "":
+		return errors.New("--profile: not with --proto udp")
 	case c.UDPReadBuffer < 0 || c.UDPReadBuffer > 1<<30:
 		return fmt.Errorf("--udp-read-buffer: %d: must be from 0 to 1GiB", c.UDPReadBuffer)
 	case c.UDPMaxLoss < 0 || c.UDPMaxLoss >= 1:

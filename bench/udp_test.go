@@ -47,6 +47,8 @@ func TestRunConfigUDP(t *testing.T) {
 		{"iperf3", func(c *RunConfig) { c.IPerf3 = true }, "--iperf3"},
 		{"in process", func(c *RunConfig) { c.InProcess = true }, "--in-process"},
 		{"target", func(c *RunConfig) { c.Targets = TargetList{{Metric: "throughput", Op: ">=", Bound: 1}} }, "--target"},
+		{"plot", func(c *RunConfig) { c.Plot = "out" }, "--plot"},
+		{"profile", func(c *RunConfig) { c.Profile = "out" }, "--profile"},
 		{"negative buffer", func(c *RunConfig) { c.UDPReadBuffer = -1 }, "--udp-read-buffer"},
 		{"huge buffer", func(c *RunConfig) { c.UDPReadBuffer = 2 << 30 }, "--udp-read-buffer"},
 		{"loss of one", func(c *RunConfig) { c.UDPMaxLoss = 1 }, "--udp-max-loss"},
