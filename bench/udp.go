@@ -20,9 +20,10 @@ import (
 	"github.com/sluice-io/sluice/srcs"
 )
 
-// UDP rows of `run` (--proto udp): fio's net engine sends fixed-size
-// datagrams from the load's side of the wire to one UDP port on the
-// sink's, and a row is what the sink delivered of what fio sent. A
+// UDP rows of `run` (--proto udp): fio's net engine, or the bench's own
+// UDP generator (udpgen.go), sends fixed-size datagrams from the load's
+// side of the wire to one UDP port on the sink's, and a row is what the
+// sink delivered of what the load sent. A
 // datagram the sink is too slow for is dropped by the kernel when the
 // socket's receive buffer is full, so a row's figures are the delivered
 // fraction, where the rest went (the socket's drop counter, and the sink
@@ -30,8 +31,8 @@ import (
 // datagram delivered. A list of rates is a sweep: each row is measured at
 // each rate in turn until it loses more than --udp-max-loss.
 
-// udpMaxSenders bounds --sources with --proto udp: each is a fio thread
-// on the load's CPU.
+// udpMaxSenders bounds --sources with --proto udp --client fio: each is
+// a fio thread on the load's CPU.
 const udpMaxSenders = 64
 
 // fioUDPMessages is how many small datagrams each fio UDP job sends besides
@@ -365,11 +366,12 @@ func RunUDP(ctx context.Context, c RunConfig, ios IO) (*UDPRunReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	var env fioEnv
-	if env.fio, err = findFio(); err != nil {
-		return nil, err
+	env := fioEnv{exe: exe}
+	if c.Client == ClientFio {
+		if env.fio, err = findFio(); err != nil {
+			return nil, err
+		}
 	}
-	env.exe = exe
 	if len(c.Peers) > 0 {
 		if env.gnetSink = c.GnetSink; env.gnetSink == "" {
 			if env.gnetSink, err = buildGnetSink(ctx, ios); err != nil {

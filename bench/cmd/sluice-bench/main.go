@@ -22,8 +22,8 @@ import (
 const usage = `usage: sluice-bench <command> [flags]
 
 commands:
-  run      compare runners under the built-in load generator (what make bench runs)
-  sink     the engine alone, listening for external load generators (fio)
+  run      compare runners under the built-in load generator (what make bench runs); --proto udp for datagrams
+  sink     the engine alone, listening for external load generators (fio); --proto udp for datagrams
   file     ingest files through each runner; compare with a read loop and fio
   latency  open-loop sweep of offered load: p50/p99/p99.9 latency against throughput
   arrivals how a paced load's messages reach a sink, from the built-in generator and from fio
