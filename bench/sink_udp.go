@@ -59,6 +59,9 @@ type UDPSinkReport struct {
 	Errors       uint64     `json:"errors"`
 	ErrorSamples []string   `json:"error_samples,omitempty"`
 	StopReason   string     `json:"stop_reason"`
+	// Counters are the runner's own over the time listened (the engine's
+	// sink only), the rates over first_ns to last_ns.
+	Counters *Counters `json:"counters,omitempty"`
 }
 
 // UDPUsage is a UDP sink's CPU time since it began listening, and the
@@ -188,6 +191,7 @@ func sinkUDP(ctx context.Context, c SinkConfig, ios IO) (*UDPSinkReport, error) 
 		return nil, err
 	}
 	smp := startSampler()
+	rs0 := sumRunnerStats(e.Stats().Runners)
 	cpu0 := cpuTime()
 	t0 := time.Now()
 	fmt.Fprintf(ios.Err, "sluice-bench sink: listening on %s (runner %s, udp, %d-byte datagrams, SO_RCVBUF %d)\n",
@@ -233,6 +237,7 @@ loop:
 	} else {
 		fmt.Fprintf(ios.Err, "sluice-bench sink: %v\n", err)
 	}
+	rs1 := sumRunnerStats(e.Stats().Runners)
 	runner := e.Runner()
 	if err := shutdownEngine(e); err != nil {
 		return nil, err
@@ -246,6 +251,8 @@ loop:
 		Datagrams: tally.datagrams.Load(), Others: tally.others.Load(), Bytes: tally.bytes.Load(), Drops: drops, ReadBuffer: rcvbuf,
 		FirstNs: tally.first.Load(), LastNs: tally.last.Load(), WallS: wall.Seconds(), CPUS: cpu.Seconds(), Usage: usage,
 		ThreadsMax: threads, RSSMaxBytes: rss, Errors: tally.errs.Load(), ErrorSamples: samples, StopReason: reason}
+	counters := counterDeltas(rs0, rs1, rep.Bytes, time.Duration(rep.LastNs-rep.FirstNs).Seconds())
+	rep.Counters = &counters
 	fmt.Fprintf(ios.Err, "sluice-bench sink: stopped (%s): %d datagrams of %d bytes, %d others, %d dropped by the kernel\n",
 		reason, rep.Datagrams, rep.DatagramSize, rep.Others, rep.Drops)
 	path := c.JSON

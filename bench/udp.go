@@ -251,7 +251,12 @@ type UDPResult struct {
 	LoadCPUS    float64 `json:"load_cpu_s"`
 	ThreadsMax  int     `json:"threads_max"`
 	RSSMaxBytes int64   `json:"rss_max_bytes"`
-	Wire        string  `json:"wire"`
+	// Counters are the runner's (engine rows only), and DatagramsPerRead
+	// the datagrams delivered per receive it made: the batching of
+	// recvmmsg or of a multishot receive.
+	Counters         *Counters `json:"counters,omitempty"`
+	DatagramsPerRead float64   `json:"datagrams_per_read,omitempty"`
+	Wire             string    `json:"wire"`
 	// Mismatches are the ways the counts do not add up; Verified is true
 	// when there are none.
 	Mismatches []string `json:"mismatches,omitempty"`
@@ -273,7 +278,9 @@ type UDPSummary struct {
 	CoreSPerM    RatioSpread `json:"core_cpu_s_per_million"`
 	CoreUtil     RatioSpread `json:"core_util"`
 	LoadCoreUtil RatioSpread `json:"load_core_util"`
-	Verified     bool        `json:"verified"`
+	// PerRead is the datagrams per receive of an engine row.
+	PerRead  RatioSpread `json:"datagrams_per_read"`
+	Verified bool        `json:"verified"`
 }
 
 // UDPSustained is a sweep's verdict on one row: the highest rate asked
@@ -635,6 +642,9 @@ func udpResult(row string, round int, rate float64, size int, sr *UDPSinkReport,
 	r := &UDPResult{Runner: row, Round: round, RateDps: rate, DatagramSize: size, Delivered: sr.Datagrams, Others: sr.Others,
 		SocketDrops: sr.Drops, SNMP: mib, ReadBuffer: sr.ReadBuffer, ThreadsMax: sr.ThreadsMax, RSSMaxBytes: sr.RSSMaxBytes, BeforeUDP: -1}
 	r.Offered = sent.Datagrams
+	if r.Counters = sr.Counters; r.Counters != nil && r.Counters.Reads > 0 {
+		r.DatagramsPerRead = float64(r.Delivered) / float64(r.Counters.Reads)
+	}
 	if sent.Seconds > 0 {
 		r.OfferedDps = float64(r.Offered) / sent.Seconds
 	}
@@ -720,6 +730,7 @@ func summarizeUDP(rs []*UDPResult) UDPSummary {
 		CoreSPerM:    spread("core_cpu_s_per_million", col(func(r *UDPResult) float64 { return r.CoreSPerM })),
 		CoreUtil:     spread("core_util", col(func(r *UDPResult) float64 { return r.CoreUtil })),
 		LoadCoreUtil: spread("load_core_util", col(func(r *UDPResult) float64 { return r.LoadCoreUtil })),
+		PerRead:      spread("datagrams_per_read", col(func(r *UDPResult) float64 { return r.DatagramsPerRead })),
 	}
 	for _, r := range rs {
 		s.Verified = s.Verified && r.Verified
@@ -733,15 +744,19 @@ func writeUDPTable(w io.Writer, rep *UDPRunReport) {
 	fmt.Fprintf(w, "udp, %d-byte datagrams from %d %s, %d round(s), SO_RCVBUF %s; %s\n",
 		rep.Config.DatagramSize, rep.Config.Sources, udpSendersName(rep.Config.Client), rep.Config.Rounds, FormatBytes(uint64(rep.Config.ReadBuffer)), wireNote(rep.Wire))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "row\trate\toffered/s\tdelivered/s\tdelivered\tsocket drops\tRcvbufErrors\tcore s/M\tsink s/M\tcore busy\tload core\tok\t")
+	fmt.Fprintln(tw, "row\trate\toffered/s\tdelivered/s\tdelivered\tsocket drops\tRcvbufErrors\tcore s/M\tsink s/M\tcore busy\tload core\tper read\tok\t")
 	for _, s := range rep.Summary {
 		ok := "yes"
 		if !s.Verified {
 			ok = "NO"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", s.Runner, udpRateName(s.RateDps),
+		perRead := "-" // a reference sink's reads are its own
+		if s.PerRead.Max > 0 {
+			perRead = numSpread(s.PerRead)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", s.Runner, udpRateName(s.RateDps),
 			countSpread(s.OfferedDps), countSpread(s.DeliveredDps), pctSpread(s.Delivered), countSpread(s.SocketDrops),
-			countSpread(s.RcvbufErrors), numSpread(s.CoreSPerM), numSpread(s.SinkSPerM), pctSpread(s.CoreUtil), pctSpread(s.LoadCoreUtil), ok)
+			countSpread(s.RcvbufErrors), numSpread(s.CoreSPerM), numSpread(s.SinkSPerM), pctSpread(s.CoreUtil), pctSpread(s.LoadCoreUtil), perRead, ok)
 	}
 	tw.Flush()
 	if len(rep.Sustained) > 0 {

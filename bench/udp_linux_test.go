@@ -93,6 +93,8 @@ func checkUDPAccounting(t *testing.T, rep *UDPRunReport, small uint64) map[strin
 			t.Errorf("%s at %v: socket drops %d, got %d; the namespace's Udp counters %+v", r.Runner, r.RateDps, r.SocketDrops, got, r.SNMP)
 		case r.CoreSPerM <= 0 || r.SinkSPerM <= 0 || r.LoadCoreUtil <= 0:
 			t.Errorf("%s at %v: core %v and sink %v s per million, load core %v", r.Runner, r.RateDps, r.CoreSPerM, r.SinkSPerM, r.LoadCoreUtil)
+		case !isPeerRow(r.Runner) && (r.Counters == nil || r.Counters.Reads == 0 || r.DatagramsPerRead <= 0):
+			t.Errorf("%s at %v: the runner's counters %+v, %v datagrams per read", r.Runner, r.RateDps, r.Counters, r.DatagramsPerRead)
 		}
 	}
 	return rows
