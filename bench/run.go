@@ -134,8 +134,9 @@ func (c *RunConfig) RegisterFlags(fs *flag.FlagSet) {
 		"each side's receive work steered to its own CPU, as between two hosts; needs root and ip), loopback (127.0.0.1, where the sender's work lands on the sink's CPU), "+
 		"or auto (veth when it can be built, else loopback with the reason)")
 	fs.Var(&c.Targets, "target", "judge ratios of the first runner to each other one, e.g. cpu_s_per_gib<=0.9,throughput>=1 (metrics: throughput, cpu_s_per_gib, core_cpu_s_per_gib, p99, e2e_p99, rss, threads, syscalls_per_mib; on the veth wire cpu_s_per_gib is judged by the whole receiving core): met, missed or inconclusive over the rounds' min-max")
-	fs.StringVar(&c.Proto, "proto", c.Proto, "tcp, or udp: fio (--client fio) sends --msg-size datagrams from --sources jobs to one UDP port, "+
-		"and each row reports the datagrams delivered, the kernel's drops and the core-seconds per million delivered")
+	fs.StringVar(&c.Proto, "proto", c.Proto, "tcp, or udp: the load (--client fio: a thread per source, at most 64; gen: a socket per source, at most 10000) "+
+		"sends --msg-size datagrams to one UDP port, and each row reports the datagrams delivered, the kernel's drops "+
+		"and the core-seconds per million delivered")
 	fs.Var(&c.UDPRates, "udp-rate", "with --proto udp: datagrams per second offered over all sources, e.g. 200k (default flat out); "+
 		"a comma-separated rising list is a sweep that reports the highest rate each row sustains within --udp-max-loss")
 	fs.Var(&c.UDPReadBuffer, "udp-read-buffer", "with --proto udp: every sink's SO_RCVBUF; the kernel doubles it, capped at net.core.rmem_max")
