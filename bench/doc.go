@@ -148,6 +148,25 @@
 // engine's TLS row, and the report compares go+tls with go: what TLS
 // costs when nothing but Go carries it.
 //
+// # Datagrams
+//
+// run --proto udp measures UDP sinks (udp.go): with --client fio, fio's net
+// engine with protocol=udp sends --msg-size datagrams from --sources jobs
+// (at most 64) to one UDP port at --udp-rate datagrams per second over them
+// all, or flat out; with --client gen, the hidden udpgen command does from
+// up to 10,000 sockets, for the shape fio cannot make. Each row's sink
+// receives on that port in a process of its own, with --udp-read-buffer as
+// SO_RCVBUF: `sink --proto udp` for a runner (one engine UDP source; its
+// chunks' datagrams counted with srcs.ForEachDatagram), gnetsink -proto udp
+// for the peers (gnet's udp:// loops, or one ReadFromUDP loop with -net
+// std). A row reports the datagrams the load offered (fio's total_ios) and
+// the sink delivered, the socket's drop counter, the growth of the sink
+// namespace's Udp counters (/proc/net/snmp), and per million datagrams
+// delivered the receiving core's busy time and the sink process's CPU; any
+// count that does not add up fails the run (ErrUDPAccounting). A rising
+// list of rates is a sweep: the report's sustained gives, per row, the
+// highest rate whose median loss was at most --udp-max-loss.
+//
 // # Arrivals
 //
 // arrivals sends a paced load from the built-in generator and from fio

@@ -52,6 +52,9 @@ const (
 // (0: flat out) with Poisson or evenly spaced arrivals, filled with
 // '\n'-terminated lines of RecordSize bytes when RecordSize > 0.
 type fioJob struct {
+	// Proto is ProtoTCP ("": the same) or ProtoUDP: each job then sends
+	// BS-byte datagrams from a socket of its own.
+	Proto      string
 	Addr       string
 	Sources    int
 	Duration   time.Duration
@@ -70,9 +73,13 @@ type fioJob struct {
 func (j fioJob) file() string {
 	host, port, _ := net.SplitHostPort(j.Addr)
 	var b strings.Builder
-	fmt.Fprintf(&b, "[global]\nioengine=net\nprotocol=tcp\nhostname=%s\nport=%s\nrw=write\nbs=%d\nsize=1t\n", host, port, j.BS)
+	proto := ProtoTCP
+	if j.Proto == ProtoUDP {
+		proto = ProtoUDP
+	}
+	fmt.Fprintf(&b, "[global]\nioengine=net\nprotocol=%s\nhostname=%s\nport=%s\nrw=write\nbs=%d\nsize=1t\n", proto, host, port, j.BS)
 	fmt.Fprintf(&b, "time_based=1\nruntime=%dms\nthread=1\ngroup_reporting=0\n", j.Duration.Milliseconds())
-	if j.NoDelay {
+	if j.NoDelay && proto == ProtoTCP {
 		b.WriteString("nodelay=1\n")
 	}
 	if j.Rate > 0 {
@@ -110,6 +117,9 @@ type fioJobReport struct {
 	JobRuntime int64  `json:"job_runtime"` // ms
 	Write      struct {
 		IOBytes uint64 `json:"io_bytes"`
+		// TotalIOs is the writes fio made: with protocol=udp, the
+		// datagrams it sent.
+		TotalIOs uint64 `json:"total_ios"`
 	} `json:"write"`
 }
 

@@ -74,6 +74,16 @@ type RunConfig struct {
 	// Wire is how the load reaches the sinks: WireAuto (the default),
 	// WireVeth or WireLoopback.
 	Wire string
+	// Proto is what the load speaks: ProtoTCP, or ProtoUDP (fio's
+	// datagrams to one UDP port; see RunUDP).
+	Proto string
+	// UDPRates are the datagrams per second offered over all fio jobs
+	// with --proto udp, one sweep step each; none: flat out.
+	UDPRates DatagramRates
+	// UDPReadBuffer is the UDP sinks' SO_RCVBUF.
+	UDPReadBuffer Size
+	// UDPMaxLoss is a sweep's pass mark (DefaultUDPMaxLoss).
+	UDPMaxLoss float64
 }
 
 // DefaultRunConfig returns the defaults documented on the flags.
@@ -81,6 +91,7 @@ func DefaultRunConfig() RunConfig {
 	return RunConfig{
 		Rounds: 1, Sources: DefaultRunSources, Duration: DefaultRunDuration, MsgSize: DefaultRunMsgSize,
 		Arrivals: ArrivalsPoisson, MaxDial: DefaultMaxDial, Verify: true, Pin: true, Client: ClientGen, Wire: WireAuto,
+		Proto: ProtoTCP, UDPReadBuffer: DefaultUDPReadBuffer, UDPMaxLoss: DefaultUDPMaxLoss,
 	}
 }
 
@@ -123,6 +134,13 @@ func (c *RunConfig) RegisterFlags(fs *flag.FlagSet) {
 		"each side's receive work steered to its own CPU, as between two hosts; needs root and ip), loopback (127.0.0.1, where the sender's work lands on the sink's CPU), "+
 		"or auto (veth when it can be built, else loopback with the reason)")
 	fs.Var(&c.Targets, "target", "judge ratios of the first runner to each other one, e.g. cpu_s_per_gib<=0.9,throughput>=1 (metrics: throughput, cpu_s_per_gib, core_cpu_s_per_gib, p99, e2e_p99, rss, threads, syscalls_per_mib; on the veth wire cpu_s_per_gib is judged by the whole receiving core): met, missed or inconclusive over the rounds' min-max")
+	fs.StringVar(&c.Proto, "proto", c.Proto, "tcp, or udp: the load (--client fio: a thread per source, at most 64; gen: a socket per source, at most 10000) "+
+		"sends --msg-size datagrams to one UDP port, and each row reports the datagrams delivered, the kernel's drops "+
+		"and the core-seconds per million delivered")
+	fs.Var(&c.UDPRates, "udp-rate", "with --proto udp: datagrams per second offered over all sources, e.g. 200k (default flat out); "+
+		"a comma-separated rising list is a sweep that reports the highest rate each row sustains within --udp-max-loss")
+	fs.Var(&c.UDPReadBuffer, "udp-read-buffer", "with --proto udp: every sink's SO_RCVBUF; the kernel doubles it, capped at net.core.rmem_max")
+	fs.Float64Var(&c.UDPMaxLoss, "udp-max-loss", c.UDPMaxLoss, "with a --udp-rate sweep: the largest median fraction lost at which a rate counts as sustained")
 	c.Engine.register(fs)
 	c.Engine.registerListen(fs)
 	c.Engine.registerFraming(fs, "; the generator sends each --msg-size message as one such record, without timestamps: "+
@@ -241,6 +259,12 @@ func (c RunConfig) Validate() error {
 		if slices.Contains(c.Peers[:i], p) {
 			return fmt.Errorf("--peers: %s is named twice: each peer is one row", p)
 		}
+	}
+	if err := c.validateUDP(); err != nil {
+		return err
+	}
+	if c.Proto == ProtoUDP {
+		return c.Engine.validate()
 	}
 	if err := c.validateClient(); err != nil {
 		return err
@@ -408,8 +432,14 @@ var ErrMismatch = errors.New("bench: received bytes differ from those sent")
 
 // Run runs the `run` command: every runner in turn, the table on ios.Out,
 // and the optional JSON, plots and profiles.
+//
+// With --proto udp it runs RunUDP instead, and returns no RunReport.
 func Run(ctx context.Context, c RunConfig, ios IO) (*RunReport, error) {
 	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	if c.Proto == ProtoUDP {
+		_, err := RunUDP(ctx, c, ios)
 		return nil, err
 	}
 	exe, err := executable(c.Exe)

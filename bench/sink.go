@@ -27,11 +27,19 @@ type SinkConfig struct {
 	JSON      string        // report file; "-" or "" for stdout
 	Profile   string        // CPU profile file, from listening to the report; "" for none
 	Node      NodeFlags     // --config: run as an ingest node instead (node.go)
+	// Proto is ProtoTCP (listeners) or ProtoUDP (one UDP source on
+	// Listen; see sinkUDP).
+	Proto string
+	// DatagramSize is the load's datagram size with --proto udp: the
+	// source's MaxDatagram, and what the sink counts as the load's.
+	DatagramSize int
+	// UDPReadBuffer is the UDP socket's SO_RCVBUF.
+	UDPReadBuffer Size
 }
 
 // DefaultSinkConfig returns the documented defaults.
 func DefaultSinkConfig() SinkConfig {
-	return SinkConfig{Listen: "127.0.0.1:9000", Ports: 1, Runner: engine.RunnerAuto, JSON: "-"}
+	return SinkConfig{Listen: "127.0.0.1:9000", Ports: 1, Runner: engine.RunnerAuto, JSON: "-", Proto: ProtoTCP, UDPReadBuffer: DefaultUDPReadBuffer}
 }
 
 // RegisterFlags defines c's flags on fs.
@@ -48,11 +56,17 @@ func (c *SinkConfig) RegisterFlags(fs *flag.FlagSet) {
 	c.Engine.registerFraming(fs, "")
 	fs.IntVar(&c.Engine.MaxConns, "max-conns", c.Engine.MaxConns, "cap on open connections per listener (default: none)")
 	c.Node.register(fs)
+	fs.StringVar(&c.Proto, "proto", c.Proto, "tcp (listeners), or udp: one UDP source on --listen, counting its datagrams until --until-idle")
+	fs.IntVar(&c.DatagramSize, "datagram-size", c.DatagramSize, "with --proto udp: the load's datagram size, the source's MaxDatagram; datagrams of other sizes are counted apart")
+	fs.Var(&c.UDPReadBuffer, "udp-read-buffer", "with --proto udp: the socket's SO_RCVBUF; the kernel doubles it, capped at net.core.rmem_max")
 }
 
 // Validate checks c, naming the flag at fault.
 func (c SinkConfig) Validate() error {
 	if err := c.Node.validate(); err != nil {
+		return err
+	}
+	if err := c.validateUDP(); err != nil {
 		return err
 	}
 	if _, err := c.addrs(); err != nil {
@@ -174,6 +188,10 @@ func Sink(ctx context.Context, c SinkConfig, ios IO) (*SinkReport, error) {
 		return nil, err
 	}
 	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	if c.Proto == ProtoUDP {
+		_, err := sinkUDP(ctx, c, ios)
 		return nil, err
 	}
 	addrs, _ := c.addrs()

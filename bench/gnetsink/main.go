@@ -8,6 +8,13 @@
 // loop per CPU it may use (GOMAXPROCS), as the engine runs one worker per
 // CPU.
 //
+// With -proto udp it counts the datagrams sent to -listen instead, and
+// their bytes, apart by whether they have the load's -datagram-size: on
+// gnet v2's udp:// event loops, or with -net std in one goroutine calling
+// net.UDPConn.ReadFromUDP, both with -read-buffer as SO_RCVBUF. It stops
+// as -until-idle says and reports the kernel's drop counter of its
+// sockets (see UDPReport).
+//
 // With -net std it is instead the sink a user would write with Go's
 // standard library alone: net.Listen, a goroutine per connection reading
 // into a 64 KiB buffer, the same work after each read, and with -tls-cert
@@ -276,7 +283,30 @@ func run() error {
 	netName := flag.String("net", "gnet", "gnet, or std: Go's net package, a goroutine per connection")
 	tlsCert := flag.String("tls-cert", "", "with -net std: serve TLS with this PEM certificate `FILE`")
 	tlsKey := flag.String("tls-key", "", "with -net std: the certificate's PEM key `FILE`")
+	proto := flag.String("proto", "tcp", "tcp, or udp: count the datagrams sent to -listen (see -datagram-size)")
+	dgSize := flag.Int("datagram-size", 0, "with -proto udp: the load's datagram size; datagrams of other sizes are counted apart")
+	readBuffer := flag.Int("read-buffer", 0, "with -proto udp: SO_RCVBUF in bytes (default: the system's)")
 	flag.Parse()
+	switch {
+	case *proto != "tcp" && *proto != "udp":
+		return fmt.Errorf("-proto %q: must be tcp or udp", *proto)
+	case *proto == "udp" && (*dgSize < 1 || *dgSize > 65507):
+		return fmt.Errorf("-datagram-size %d: with -proto udp, must be from 1 to 65507", *dgSize)
+	case *proto == "udp" && (*control || *tlsCert != "" || *framing != "none"):
+		return errors.New("-proto udp: not with -control, -tls-cert or -framing")
+	case *readBuffer < 0:
+		return fmt.Errorf("-read-buffer %d: must not be negative", *readBuffer)
+	}
+	if *proto == "udp" {
+		if *netName != "gnet" && *netName != "std" {
+			return fmt.Errorf("-net %q: must be gnet or std", *netName)
+		}
+		loops := *loops
+		if loops <= 0 {
+			loops = runtime.GOMAXPROCS(0)
+		}
+		return runUDP(*netName, *listen, loops, *dgSize, *readBuffer, *untilIdle, *jsonPath)
+	}
 	if *framing != "none" && *framing != "newline" {
 		return fmt.Errorf("-framing %q: must be none or newline", *framing)
 	}

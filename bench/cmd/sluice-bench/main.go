@@ -22,8 +22,8 @@ import (
 const usage = `usage: sluice-bench <command> [flags]
 
 commands:
-  run      compare runners under the built-in load generator (what make bench runs)
-  sink     the engine alone, listening for external load generators (fio)
+  run      compare runners under the built-in load generator (what make bench runs); --proto udp for datagrams
+  sink     the engine alone, listening for external load generators (fio); --proto udp for datagrams
   file     ingest files through each runner; compare with a read loop and fio
   latency  open-loop sweep of offered load: p50/p99/p99.9 latency against throughput
   arrivals how a paced load's messages reach a sink, from the built-in generator and from fio
@@ -159,6 +159,11 @@ func run(args []string) int {
 		c := bench.DefaultGenConfig()
 		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, _ bench.IO) error {
 			return bench.RunGen(ctx, c, os.Stdin, os.Stdout)
+		}}
+	case "udpgen": // hidden: the UDP load that run --proto udp --client gen starts
+		var c bench.UDPGenConfig
+		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, _ bench.IO) error {
+			return bench.RunUDPGen(ctx, c, os.Stdout)
 		}}
 	case bench.ChildCommand: // hidden: one runner's engine, in a fresh process
 		cmd = command{func(*flag.FlagSet) {}, func() error { return nil }, func(ctx context.Context, _ bench.IO) error {
