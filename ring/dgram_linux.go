@@ -13,11 +13,13 @@ import (
 	"github.com/sluice-io/sluice/srcs"
 )
 
-// dgramDepth is how many RECVMSGs a datagram lane issues in one turn, each
+// dgramDepth is the most RECVMSGs a datagram lane issues in one turn, each
 // into a room of its buffer (driver.Lane.DatagramBatch). One at a time, a
 // busy socket cost a loop turn and an io_uring_enter per datagram; with
 // several, one enter receives them all (they complete at submission while
-// the socket has datagrams queued).
+// the socket has datagrams queued). How many a turn issues follows what
+// the last turn found (nextDgramBatch): a receive that finds the socket
+// empty costs a completion for nothing.
 const dgramDepth = 32
 
 // tagDgramRead marks a datagram lane's RECVMSG; the receive's room is in
@@ -34,6 +36,7 @@ type dgramBatch struct {
 	msgs    *dgramMsgs
 	issued  int // receives in the batch
 	pending int // of them, not completed
+	next    int // receives the next batch issues (nextDgramBatch)
 	res     [dgramDepth]int32
 	// The datagrams received, for driver.Lane.CommitDatagrams: the room
 	// and result of each, in order.
@@ -58,7 +61,7 @@ func dgramUserData(ln *lane, i int) uint64 {
 func (w *worker) advanceDgram(ln *lane) {
 	b := w.dgrams[ln.slot]
 	room, stride, k := ln.d.DatagramBatch()
-	k = min(k, dgramDepth)
+	k = min(k, max(b.next, 1))
 	space := ln.d.Space()
 	b.issued, b.pending = 0, 0
 	for i := range k {
@@ -129,6 +132,7 @@ func (w *worker) dgramBatchDone(ln *lane, b *dgramBatch) {
 			failed = srcs.Classify(os.NewSyscallError("recvmsg", unix.Errno(-res)))
 		}
 	}
+	b.next = nextDgramBatch(b.issued, n)
 	b.issued = 0
 	if n > 0 {
 		ln.d.CommitDatagrams(n, b, time.Now(), w.r.log, "ring: runner")
@@ -153,6 +157,18 @@ func (w *worker) dgramBatchDone(ln *lane, b *dgramBatch) {
 	w.enqueue(ln)
 }
 
+// nextDgramBatch is how many receives a datagram lane's next batch
+// issues, given that the last issued issued and got datagrams: twice as
+// many when every receive brought one (more are likely queued), else one
+// more than it got, so that a trickle costs a receive or two a turn and a
+// flood grows to dgramDepth in a few turns.
+func nextDgramBatch(issued, got int) int {
+	if got >= issued {
+		return min(dgramDepth, 2*max(issued, 1))
+	}
+	return min(dgramDepth, got+1)
+}
+
 // allocDgram makes sure slot has its datagram batch and off-heap msghdrs.
 // A slot keeps them for later lanes, so a worker's arenas grow with its
 // peak number of datagram lanes.
@@ -165,7 +181,7 @@ func (w *worker) allocDgram(slot uint32) error {
 	}
 	if n := len(w.arenas); n > 0 {
 		if m, err := ArenaAlloc[dgramMsgs](w.arenas[n-1]); err == nil {
-			w.dgrams[slot] = &dgramBatch{msgs: m}
+			w.dgrams[slot] = &dgramBatch{msgs: m, next: dgramDepth}
 			return nil
 		}
 	}
@@ -178,6 +194,6 @@ func (w *worker) allocDgram(slot uint32) error {
 	if err != nil {
 		return fmt.Errorf("datagram msghdrs: %w", err)
 	}
-	w.dgrams[slot] = &dgramBatch{msgs: m}
+	w.dgrams[slot] = &dgramBatch{msgs: m, next: dgramDepth}
 	return nil
 }
