@@ -53,9 +53,10 @@ mkdir -p "$dir"
 data=$in
 if [ -z "$data" ]; then
 	data=$dir/perf.data
-	perf record -q -o "$data" -p "$pid" \
+	# perf stops at SIGINT after SECONDS, or when the process exits first.
+	timeout -s INT "$secs" perf record -q -o "$data" -p "$pid" \
 		-e io_uring:io_uring_complete -e io_uring:io_uring_task_add -e io_uring:io_uring_submit_req \
-		-e syscalls:sys_enter_io_uring_enter -e syscalls:sys_exit_io_uring_enter -- sleep "$secs" 2>/dev/null
+		-e syscalls:sys_enter_io_uring_enter -e syscalls:sys_exit_io_uring_enter 2>/dev/null || true
 fi
 perf script -i "$data" -F tid,time,event,trace 2>/dev/null | awk -v thresh="$thresh" '
 function hex(s,   i, c, v) { v = 0; s = tolower(s); for (i = 1; i <= length(s); i++) { c = index("0123456789abcdef", substr(s, i, 1)) - 1; v = v * 16 + c }; return v }
@@ -68,12 +69,17 @@ function hex(s,   i, c, v) { v = 0; s = tolower(s); for (i = 1; i <= length(s); 
 		if (waiting && enter > 0) { ws[nw] = enter; we[nw] = t; nw++ }
 		enter = 0
 	} else if (ev ~ /io_uring_task_add/) {
-		match($0, /user_data 0x[0-9a-f]+/); ud = substr($0, RSTART + 12, RLENGTH - 12)
-		if (!(ud in tw)) tw[ud] = t
+		# By request: user_data repeats (the waker), and a wake-up that
+		# brings no completion is followed by another task work.
+		match($0, /req 0x[0-9a-f]+/); tw[substr($0, RSTART + 4, RLENGTH - 4)] = t
 	} else if (ev ~ /io_uring_complete/) {
 		match($0, /user_data 0x[0-9a-f]+/); ud = substr($0, RSTART + 12, RLENGTH - 12)
 		match($0, /result -?[0-9]+/); res = substr($0, RSTART + 7, RLENGTH - 7) + 0
-		if (ud in tw) { if ((t - tw[ud]) * 1000 > thresh) late++; delete tw[ud] }
+		match($0, /req 0x[0-9a-f]+/); req = substr($0, RSTART + 4, RLENGTH - 4)
+		if (req in tw) {
+			if ((t - tw[req]) * 1000 > thresh && ++late <= 5) printf "late: user_data 0x%s completed %.0f ms after its task work, at %.6f\n", ud, (t - tw[req]) * 1000, t
+			delete tw[req]
+		}
 		# user_data: the tag in its top 4 bits (2: a poll), the slot in its low 32.
 		slot = substr(ud, length(ud) - 7)
 		if (length(ud) == 16 && substr(ud, 1, 1) == "2" && res > 0) readable[slot] = t
