@@ -85,6 +85,28 @@ func (c SinkConfig) Validate() error {
 	return c.Engine.validate()
 }
 
+// clocks returns what a sink's loop waits on besides its context: the end
+// of --duration (nil without one) and the ticker that samples its usage,
+// often enough to see --until-idle; stop releases both.
+func (c SinkConfig) clocks() (limit <-chan time.Time, ticker *time.Ticker, stop func()) {
+	var timer *time.Timer
+	if c.Duration > 0 {
+		timer = time.NewTimer(c.Duration)
+		limit = timer.C
+	}
+	tick := usageSampleEvery
+	if c.UntilIdle > 0 {
+		tick = min(tick, max(c.UntilIdle/4, 5*time.Millisecond))
+	}
+	ticker = time.NewTicker(tick)
+	return limit, ticker, func() {
+		if timer != nil {
+			timer.Stop()
+		}
+		ticker.Stop()
+	}
+}
+
 // addrs expands Listen and Ports into listen addresses.
 func (c SinkConfig) addrs() ([]string, error) {
 	host, port, err := net.SplitHostPort(c.Listen)
@@ -225,18 +247,8 @@ func Sink(ctx context.Context, c SinkConfig, ios IO) (*SinkReport, error) {
 	fmt.Fprintf(ios.Err, "sluice-bench sink: listening on %s (runner %s%s)\n", joinStrings(bound), sk.e.Runner(), framing)
 
 	reason := "interrupted"
-	var limit <-chan time.Time
-	if c.Duration > 0 {
-		t := time.NewTimer(c.Duration)
-		defer t.Stop()
-		limit = t.C
-	}
-	tick := usageSampleEvery
-	if c.UntilIdle > 0 {
-		tick = min(tick, max(c.UntilIdle/4, 5*time.Millisecond))
-	}
-	ticker := time.NewTicker(tick)
-	defer ticker.Stop()
+	limit, ticker, stopClocks := c.clocks()
+	defer stopClocks()
 	usage := []UsageSample{{UnixNs: t0.UnixNano()}}
 	lastReport := t0
 	var lastBytes, lastRecs uint64

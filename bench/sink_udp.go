@@ -197,18 +197,8 @@ func sinkUDP(ctx context.Context, c SinkConfig, ios IO) (*UDPSinkReport, error) 
 	fmt.Fprintf(ios.Err, "sluice-bench sink: listening on %s (runner %s, udp, %d-byte datagrams, SO_RCVBUF %d)\n",
 		src.LocalAddr(), e.Runner(), c.DatagramSize, rcvbuf)
 	reason := "interrupted"
-	var limit <-chan time.Time
-	if c.Duration > 0 {
-		t := time.NewTimer(c.Duration)
-		defer t.Stop()
-		limit = t.C
-	}
-	tick := usageSampleEvery
-	if c.UntilIdle > 0 {
-		tick = min(tick, max(c.UntilIdle/4, 5*time.Millisecond))
-	}
-	ticker := time.NewTicker(tick)
-	defer ticker.Stop()
+	limit, ticker, stopClocks := c.clocks()
+	defer stopClocks()
 	usage := []UDPUsage{{UnixNs: t0.UnixNano()}}
 loop:
 	for {
