@@ -5,12 +5,11 @@ package ring
 
 import (
 	"fmt"
-	"os"
 	"time"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sluice-io/sluice/srcs"
+	"github.com/sluice-io/sluice/internal/driver"
 )
 
 // dgramDepth is the most RECVMSGs a datagram lane issues in one turn, each
@@ -119,17 +118,20 @@ func (w *worker) dgramBatchDone(ln *lane, b *dgramBatch) {
 	n, drained := 0, false
 	var failed error
 	for i := range b.issued {
-		switch res := b.res[i]; {
-		case res >= 0:
+		res := b.res[i]
+		errno := unix.Errno(max(-res, 0))
+		switch driver.Result(int(max(res, 0)), errno, true) {
+		case driver.ReadData:
 			m := &b.msgs[i]
 			b.rooms[n], b.sizes[n] = i, res
 			b.cut[n] = m.hdr.Flags&unix.MSG_TRUNC != 0 || int64(res) > int64(m.iov.Len)
 			n++
-		case res == -int32(unix.EAGAIN):
+		case driver.ReadDrained:
 			drained = true
-		case res == -int32(unix.EINTR), res == -int32(unix.ECANCELED):
-		case failed == nil:
-			failed = srcs.Classify(os.NewSyscallError("recvmsg", unix.Errno(-res)))
+		case driver.ReadFailed:
+			if failed == nil {
+				failed = driver.ReadError(ln.mode.opName(), errno)
+			}
 		}
 	}
 	b.next = nextDgramBatch(b.issued, n)
