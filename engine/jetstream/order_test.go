@@ -330,3 +330,241 @@ func TestOrderLifecycle(t *testing.T) {
 		t.Fatalf("tick after shut: %q, wake %v", got, r.o.wake)
 	}
 }
+
+// fakeStream is a JetStream stream as the order's promises depend on it:
+// it drops a message whose id it holds (a duplicate window longer than
+// any test), refuses a pipelined one whose Nats-Expected-Last-Msg-Id is
+// not its last message, and stores the rest.
+type fakeStream struct {
+	stored map[chunkID]bool
+	last   chunkID           // the last message stored; src 0: none, or another publisher's
+	seq    map[srcs.ID]int64 // per source, the last sequence stored
+}
+
+// A publish in flight, and its reply on the way back.
+type (
+	flight struct {
+		slot   int
+		gen    uint32
+		c      chunkID
+		expect *chunkID // pipelined behind it
+	}
+	reply struct {
+		slot     int
+		gen      uint32
+		dup      bool
+		err      error
+		rejected bool
+	}
+)
+
+var errWrongLast = errors.New("wrong last msg ID")
+
+// store takes the publish f and returns JetStream's reply. A chunk stored
+// out of its source's order fails the test.
+func (s *fakeStream) store(t *testing.T, f flight) reply {
+	r := reply{slot: f.slot, gen: f.gen}
+	switch {
+	case s.stored[f.c]:
+		r.dup = true
+	case f.expect != nil && *f.expect != s.last:
+		r.err, r.rejected = errWrongLast, true
+	default:
+		prev, ok := s.seq[f.c.src]
+		if !ok {
+			prev = -1
+		}
+		if prev != f.c.seq-1 {
+			t.Fatalf("%v stored when the last of its source is %d: out of order", f.c, prev)
+		}
+		s.stored[f.c], s.last, s.seq[f.c.src] = true, f.c, f.c.seq
+	}
+	return r
+}
+
+// FuzzOrder runs an order against a fake stream through a network that
+// loses, repeats and reorders publishes and replies, with refused
+// publishes, server errors, reconnects, another publisher on the stream
+// and a clock that jumps, then lets everything through. Throughout, each
+// source's chunks are stored in order and once, released in order, once,
+// and only once stored, and pipelined only behind the previous chunk of
+// their source; a chunk's failure is reported once. At the end every
+// chunk is stored and released, and Close's idle comes once.
+func FuzzOrder(f *testing.F) {
+	f.Add([]byte{0, 0, 0, 1, 0, 3, 0, 3, 0})
+	f.Add([]byte{0, 0x10, 0, 0x20, 1, 1, 1, 2, 3, 3, 3, 7, 6, 9, 0, 0, 0})
+	f.Add([]byte{0, 0, 0, 0, 2, 9, 1, 1, 1, 4, 3, 3, 6, 0x16, 10, 0, 0, 11, 3})
+	f.Add([]byte{8, 0, 0, 5, 1, 0x26, 7, 0x35, 3, 1, 3, 0x46, 0, 12, 0})
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		w := newOrderWorld(t)
+		for _, b := range ops {
+			w.apply(b%13, int(b>>4))
+			w.checkReports()
+		}
+		w.drain()
+		w.checkEnd()
+	})
+}
+
+// orderWorld is an orderRig with a stream and the network between them,
+// keeping what the invariants need.
+type orderWorld struct {
+	t           *testing.T
+	r           *orderRig
+	st          *fakeStream
+	flights     []flight
+	replies     []reply
+	released    map[chunkID]bool
+	reported    map[chunkID]bool
+	nextRelease map[srcs.ID]int64
+}
+
+const worldSlots, worldSources = 4, 3
+
+func newOrderWorld(t *testing.T) *orderWorld {
+	w := &orderWorld{t: t, r: newOrderRig(t, worldSlots, true),
+		st:       &fakeStream{stored: map[chunkID]bool{}, seq: map[srcs.ID]int64{}},
+		released: map[chunkID]bool{}, reported: map[chunkID]bool{}, nextRelease: map[srcs.ID]int64{}}
+	w.r.onSend, w.r.onRelease = w.sent, w.release
+	return w
+}
+
+// sent puts a publish on the wire, unless the client refuses it.
+func (w *orderWorld) sent(snd send, c chunkID) {
+	fl := flight{slot: int(snd.slot), gen: w.r.o.gen(snd.slot), c: c}
+	if snd.expect >= 0 {
+		prev := w.r.chunk[snd.expect]
+		if prev.src != c.src || prev.seq != c.seq-1 {
+			w.t.Fatalf("%v pipelined behind %v", c, prev)
+		}
+		fl.expect = &prev
+	}
+	if w.r.failNext == 0 {
+		w.flights = append(w.flights, fl)
+	}
+}
+
+func (w *orderWorld) release(c chunkID) {
+	if w.released[c] || !w.st.stored[c] || c.seq != w.nextRelease[c.src] {
+		w.t.Fatalf("%v released: released before %v, stored %v, next of its source %d",
+			c, w.released[c], w.st.stored[c], w.nextRelease[c.src])
+	}
+	w.released[c] = true
+	w.nextRelease[c.src]++
+}
+
+func (w *orderWorld) deliver(rp reply) {
+	if rp.err == nil {
+		w.r.ack(rp.slot, rp.gen, rp.dup)
+		return
+	}
+	w.r.o.nack(rp.slot, rp.gen, rp.err, rp.rejected, w.r.now)
+	w.r.step()
+}
+
+// take removes and returns the publish (or reply) arg picks.
+func take[T any](s *[]T, arg int) T {
+	i := arg % len(*s)
+	v := (*s)[i]
+	*s = append((*s)[:i], (*s)[i+1:]...)
+	return v
+}
+
+// apply runs event op with its argument arg.
+func (w *orderWorld) apply(op byte, arg int) {
+	r := w.r
+	switch {
+	case op == 0 && r.o.held < worldSlots:
+		r.add(srcs.ID(1 + arg%worldSources))
+	case op == 1 && len(w.flights) > 0: // the stream takes a publish
+		w.replies = append(w.replies, w.st.store(w.t, take(&w.flights, arg)))
+	case op == 2 && len(w.flights) > 0: // a publish is lost
+		take(&w.flights, arg)
+	case op == 3 && len(w.replies) > 0: // a reply arrives
+		w.deliver(take(&w.replies, arg))
+	case op == 4 && len(w.replies) > 0: // a reply is lost
+		take(&w.replies, arg)
+	case op == 5 && len(w.flights) > 0: // no responders
+		fl := take(&w.flights, arg)
+		w.replies = append(w.replies, reply{slot: fl.slot, gen: fl.gen, err: errNoResponders})
+	case op == 6: // time passes; the timer fires
+		r.now = r.now.Add([]time.Duration{time.Millisecond, rigRetryWait, rigAckTimeout, pipelinePause}[arg%4])
+		r.o.tick(false)
+		r.step()
+	case op == 7: // a reconnect
+		r.o.tick(true)
+		r.step()
+	case op == 8:
+		r.failNext = 1 + arg%2
+	case op == 9: // another publisher
+		w.st.last = chunkID{}
+	case op == 10:
+		r.o.solo = !r.o.solo
+	case op == 11 && len(w.replies) > 0: // a reply arrives twice
+		w.deliver(w.replies[arg%len(w.replies)])
+	case op == 12 && !r.o.closing:
+		r.do("close")
+	}
+}
+
+// checkReports checks that no chunk's failure is reported twice.
+func (w *orderWorld) checkReports() {
+	for _, o := range w.r.out {
+		if name, ok := strings.CutPrefix(o, "report "); ok {
+			id, _, _ := strings.Cut(name, ":")
+			c := parseChunkID(id)
+			if w.reported[c] {
+				w.t.Fatalf("%v reported twice", c)
+			}
+			w.reported[c] = true
+		}
+	}
+	w.r.out = w.r.out[:0]
+}
+
+// drain closes, then lets everything through: the stream takes every
+// publish, every reply arrives, and the timer fires at the order's
+// deadlines, until nothing is held.
+func (w *orderWorld) drain() {
+	r := w.r
+	r.failNext = 0
+	if !r.o.closing {
+		r.do("close")
+	}
+	for n := 0; r.o.held > 0; n++ {
+		switch {
+		case n > 10000:
+			w.t.Fatalf("chunks held for good: %s", w.describe())
+		case len(w.flights) > 0:
+			w.replies = append(w.replies, w.st.store(w.t, take(&w.flights, 0)))
+		case len(w.replies) > 0:
+			w.deliver(take(&w.replies, 0))
+		case r.o.wake.IsZero():
+			w.t.Fatalf("chunks held with no publish in flight and no deadline: %s", w.describe())
+		default:
+			if r.o.wake.After(r.now) {
+				r.now = r.o.wake
+			}
+			r.o.tick(false)
+			r.step()
+		}
+		w.checkReports()
+	}
+}
+
+func (w *orderWorld) describe() string {
+	return w.r.o.describe(w.r.now, func(i int32) uint64 { return uint64(w.r.chunk[i].seq) })
+}
+
+// checkEnd checks that every chunk was stored and released, and that
+// nothing is left of them.
+func (w *orderWorld) checkEnd() {
+	for src, n := range w.r.seqs {
+		if w.nextRelease[src] != n || w.st.seq[src] != n-1 {
+			w.t.Fatalf("source %d: %d chunks added, %d released, last stored %d", src, n, w.nextRelease[src], w.st.seq[src])
+		}
+	}
+	if o := w.r.o; len(o.sources) != 0 || len(o.free) != worldSlots || w.r.idles != 1 {
+		w.t.Fatalf("at the end: %d sources, %d slots free, idle %d times", len(o.sources), len(o.free), w.r.idles)
+	}
+}
