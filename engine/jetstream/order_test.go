@@ -3,6 +3,7 @@ package jetstream
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -131,6 +132,68 @@ func (r *orderRig) step() {
 		r.out = append(r.out, "report "+r.chunk[rep.slot].String()+": "+rep.cause.Error())
 	}
 	r.o.takeKick()
+	if err := r.o.consistent(); err != nil {
+		r.t.Fatalf("%v\n%s", err, r.o.describe(r.now, func(i int32) uint64 { return uint64(r.chunk[i].seq) }))
+	}
+}
+
+// consistent checks o's bookkeeping once an event's decisions are carried
+// out: every slot held is in exactly one queue, its source's; a queue's
+// head has been sent and awaits its acknowledgement or its retry, the
+// chunks after it up to last were pipelined, and the rest were never
+// sent; and the publisher wakes up by every deadline.
+func (o *order) consistent() error {
+	held := 0
+	for i := range o.slots {
+		if o.slots[i].state != slotFree {
+			held++
+		}
+	}
+	if held+len(o.free) != len(o.slots) || held > o.held {
+		return fmt.Errorf("%d slots held, %d free of %d, %d chunks held", held, len(o.free), len(o.slots), o.held)
+	}
+	for src, q := range o.sources {
+		n, err := o.consistentQueue(src, q)
+		if err != nil {
+			return fmt.Errorf("source %d: %w", src, err)
+		}
+		held -= n
+	}
+	if held != 0 {
+		return fmt.Errorf("%d slots held in no queue", held)
+	}
+	if t := o.earliest(); !o.closed && !o.aborted && !t.IsZero() && (o.wake.IsZero() || o.wake.After(t)) {
+		return fmt.Errorf("a deadline at %v, the publisher wakes at %v", t, o.wake)
+	}
+	return nil
+}
+
+// consistentQueue checks q, src's queue, and returns its length.
+func (o *order) consistentQueue(src srcs.ID, q *queue) (int, error) {
+	n, sent := 0, true // sent: up to q.last
+	for i := q.head; i >= 0; i = o.slots[i].next {
+		e := &o.slots[i]
+		want := []slotState{slotSent, slotWaiting, slotDone}
+		switch {
+		case i == q.head:
+			want = []slotState{slotSent, slotRetry}
+		case !sent:
+			want = []slotState{slotQueued}
+		}
+		if n++; n > len(o.slots) || e.src != src || !slices.Contains(want, e.state) {
+			return n, fmt.Errorf("slot %d, chunk %d of the queue: source %d, state %d", i, n, e.src, e.state)
+		}
+		if i == q.last {
+			sent = false
+		}
+		if e.next < 0 && i != q.tail {
+			return n, fmt.Errorf("ends at slot %d, its tail is %d", i, q.tail)
+		}
+	}
+	if sent {
+		return n, fmt.Errorf("last %d is not in the queue", q.last)
+	}
+	return n, nil
 }
 
 // do runs one line of a script (see TestOrder) and returns what the
