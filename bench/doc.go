@@ -380,7 +380,7 @@
 // # Ingest node
 //
 // `sink --config FILE` is not a benchmark: it runs RunNode, the ingest
-// node of package engine/node (what `sluice run -c FILE` runs), configured
+// node of package internal/node (what `sluice run -c FILE` runs), configured
 // by a YAML file (examples/node.yaml), with Prometheus metrics
 // (--metrics), an optional output, and a drain on SIGINT or SIGTERM. `jetstream` measures that output: the NATS
 // server (hidden subcommand `natsd`) and the generator (`jsgen`) run as

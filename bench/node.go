@@ -7,11 +7,11 @@ import (
 	"os"
 	"os/signal"
 
-	"github.com/sluice-io/sluice/engine/node"
+	"github.com/sluice-io/sluice/internal/node"
 )
 
 // NodeFlags are the `sink` flags that turn it into a long-running ingest
-// node driven by a YAML file: the node of package engine/node, which the
+// node driven by a YAML file: the node of package internal/node, which the
 // `sluice` command runs too (`sluice run -c FILE`).
 type NodeFlags struct {
 	Config  string // the node's YAML file; empty: the plain benchmark sink

@@ -11,17 +11,22 @@ import (
 func (p *Publisher) Held() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.order.describe(time.Now(), func(i int32) uint64 { return p.msgs[i].c.Seq })
+}
+
+// describe lists every chunk o holds, per source, with its sequence
+// number as seq tells it.
+func (o *order) describe(now time.Time, seq func(int32) uint64) string {
 	var b strings.Builder
 	names := [...]string{"free", "queued", "sent", "retry", "waiting", "done"}
-	now := time.Now()
-	for src, q := range p.sources {
+	for src, q := range o.sources {
 		fmt.Fprintf(&b, "source %d (head %d last %d):", src, q.head, q.last)
-		for j := q.head; j >= 0; j = p.slots[j].next {
-			s := &p.slots[j]
-			fmt.Fprintf(&b, " %d:%s(seq %d, due %v)", j, names[s.state], s.c.Seq, s.deadline.Sub(now).Round(time.Millisecond))
+		for j := q.head; j >= 0; j = o.slots[j].next {
+			e := &o.slots[j]
+			fmt.Fprintf(&b, " %d:%s(seq %d, due %v)", j, names[e.state], seq(j), e.deadline.Sub(now).Round(time.Millisecond))
 		}
 		b.WriteString("; ")
 	}
-	fmt.Fprintf(&b, "wake %v, paused %v", p.wake.Sub(now).Round(time.Millisecond), p.pauseTill.Sub(now).Round(time.Millisecond))
+	fmt.Fprintf(&b, "wake %v, paused %v", o.wake.Sub(now).Round(time.Millisecond), o.pauseTill.Sub(now).Round(time.Millisecond))
 	return b.String()
 }

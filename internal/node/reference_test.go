@@ -37,7 +37,7 @@ func TestReference(t *testing.T) {
 		t.Fatal(err)
 	}
 	if string(want) != got {
-		t.Fatalf("%s is out of date: run go test ./engine/node -run TestReference -update", referencePath)
+		t.Fatalf("%s is out of date: run go test ./internal/node -run TestReference -update", referencePath)
 	}
 }
 
@@ -46,9 +46,9 @@ func TestReference(t *testing.T) {
 func fieldDocs(t *testing.T) map[string]string {
 	docs := map[string]string{}
 	for pkg, dir := range map[string]string{
-		"github.com/sluice-io/sluice/engine/node":      ".",
-		"github.com/sluice-io/sluice/engine":           "..",
-		"github.com/sluice-io/sluice/engine/jetstream": "../jetstream",
+		"github.com/sluice-io/sluice/internal/node":    ".",
+		"github.com/sluice-io/sluice/engine":           "../../engine",
+		"github.com/sluice-io/sluice/engine/jetstream": "../../engine/jetstream",
 		"github.com/sluice-io/sluice/srcs":             "../../srcs",
 	} {
 		fset := token.NewFileSet()
@@ -102,7 +102,7 @@ func reference(t *testing.T) string {
 	b.WriteString(`# Node file reference
 
 Every key of a node file (` + "`sluice run -c FILE`" + `), generated from the
-code by ` + "`go test ./engine/node -run TestReference -update`" + `; the
+code by ` + "`go test ./internal/node -run TestReference -update`" + `; the
 test fails when this file and the code disagree. Keys are spelled with
 their path: ` + "`sources[].tcp.listen`" + ` is ` + "`listen`" + ` under ` + "`tcp:`" + ` in an entry
 of the ` + "`sources:`" + ` list. A zero or missing value takes the default the
