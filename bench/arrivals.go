@@ -16,6 +16,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/sluice-io/sluice/bench/harness"
+	"github.com/sluice-io/sluice/bench/report"
+
 	"github.com/dustin/go-humanize"
 )
 
@@ -30,16 +33,16 @@ import (
 // the sink does. Two messages with one stamp came in one segment: the
 // sender coalesced them into one write.
 type ArrivalsConfig struct {
-	Clients StringList // gen, fio
+	Clients report.StringList // gen, fio
 	// Sinks are what the load is sent to: SinkProbe, a runner, or
 	// PeerGnet. Every sink but the probe needs the packet capture.
-	Sinks    StringList
+	Sinks    report.StringList
 	Engine   EngineFlags
 	GnetSink string
 	Sources  int
 	Duration time.Duration
-	MsgSize  Size
-	Rate     Rate // per source
+	MsgSize  report.Size
+	Rate     report.Rate // per source
 	Arrivals string
 	// GenPacing is the built-in generator's pacing (GenConfig.Pacing).
 	GenPacing string
@@ -53,7 +56,7 @@ type ArrivalsConfig struct {
 // DefaultArrivalsConfig returns the documented defaults: the paced row of
 // the targets, 1,000 sources at 64 KiB/s in 1 KiB messages, for 3 s.
 func DefaultArrivalsConfig() ArrivalsConfig {
-	return ArrivalsConfig{Clients: StringList{ClientGen, ClientFio}, Sinks: StringList{SinkProbe}, Sources: 1000, Duration: 3 * time.Second,
+	return ArrivalsConfig{Clients: report.StringList{ClientGen, ClientFio}, Sinks: report.StringList{SinkProbe}, Sources: 1000, Duration: 3 * time.Second,
 		MsgSize: 1 << 10, Rate: 64 << 10, Arrivals: ArrivalsPoisson, MaxDial: DefaultMaxDial, Pin: true}
 }
 
@@ -181,7 +184,7 @@ type ArrivalStats struct {
 // (what independent senders would make), then one entry per client.
 type ArrivalsReport struct {
 	Command string         `json:"command"` // "arrivals"
-	Host    Host           `json:"host"`
+	Host    harness.Host   `json:"host"`
 	Pinning Pinning        `json:"pinning"`
 	Poisson ArrivalStats   `json:"poisson"`
 	Clients []ArrivalStats `json:"clients"`
@@ -199,7 +202,7 @@ type arrival struct {
 var dispersionWindows = []time.Duration{20 * time.Microsecond, 100 * time.Microsecond, time.Millisecond}
 
 // ArrivalsStudy runs the `arrivals` command.
-func ArrivalsStudy(ctx context.Context, c ArrivalsConfig, ios IO) (*ArrivalsReport, error) {
+func ArrivalsStudy(ctx context.Context, c ArrivalsConfig, ios harness.IO) (*ArrivalsReport, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -221,7 +224,7 @@ func ArrivalsStudy(ctx context.Context, c ArrivalsConfig, ios IO) (*ArrivalsRepo
 	}
 	pin, unpin := pinApart(c.Pin)
 	defer unpin()
-	rep := &ArrivalsReport{Command: "arrivals", Host: hostInfo(), Pinning: pin,
+	rep := &ArrivalsReport{Command: "arrivals", Host: harness.HostInfo(), Pinning: pin,
 		Poisson: poissonReference(c.Sources, float64(c.Rate), int(c.MsgSize))}
 	env := arrivalsEnv{exe: exe, fio: fioBin, gnet: gnetBin, cpus: pin.GenCPUs}
 	for _, sink := range c.Sinks {
@@ -254,7 +257,7 @@ type arrivalsEnv struct {
 }
 
 // watchArrivals sends one client's load to one sink and analyses what came.
-func watchArrivals(ctx context.Context, c ArrivalsConfig, client, sinkName string, env arrivalsEnv, ios IO) (*ArrivalStats, error) {
+func watchArrivals(ctx context.Context, c ArrivalsConfig, client, sinkName string, env arrivalsEnv, ios harness.IO) (*ArrivalStats, error) {
 	// The capture needs the port before the first segment, and the probe
 	// reads stamps itself only when there is no capture: the probe is
 	// started on a port the capture then watches, a runner's or gnet's
@@ -275,7 +278,7 @@ func watchArrivals(ctx context.Context, c ArrivalsConfig, client, sinkName strin
 		defer cp.finish()
 	}
 	fmt.Fprintf(ios.Err, "sluice-bench arrivals: %s into %s, %d sources at %s in %s messages for %v\n",
-		client, sinkName, c.Sources, FormatRate(float64(c.Rate)), FormatBytes(uint64(c.MsgSize)), c.Duration)
+		client, sinkName, c.Sources, report.FormatRate(float64(c.Rate)), report.FormatBytes(uint64(c.MsgSize)), c.Duration)
 	st := &ArrivalStats{Client: client, Sink: sinkName, Sources: c.Sources, OfferedBps: float64(c.Rate) * float64(c.Sources)}
 	switch client {
 	case ClientGen:
@@ -319,7 +322,7 @@ func watchArrivals(ctx context.Context, c ArrivalsConfig, client, sinkName strin
 		// fio's jobs connect one by one as they start, and on a busy
 		// machine the first may end before the last connects: its exit,
 		// not its connections, says when the load is over.
-		if err := startOnCPUs(cmd, env.cpus); err != nil {
+		if err := harness.StartOnCPUs(cmd, env.cpus); err != nil {
 			return nil, err
 		}
 		if err := cmd.Wait(); err != nil {
@@ -509,7 +512,7 @@ func writeArrivalsTable(w io.Writer, rep *ArrivalsReport) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "client\tsink\treceived\tsegments/s\tsegment\tcoalesced\tconn gap mean\tCV\tp50\tp99\tmerged gap mean\tCV\tp10\tp50\tp90\t< 5µs\t")
 	for _, d := range rep.Poisson.Dispersion {
-		fmt.Fprintf(tw, "disp %s\t", FormatNanos(d.WindowNs))
+		fmt.Fprintf(tw, "disp %s\t", report.FormatNanos(d.WindowNs))
 	}
 	fmt.Fprint(tw, "reader lag p99\t\n")
 	row := func(st ArrivalStats) {
@@ -519,16 +522,16 @@ func writeArrivalsTable(w io.Writer, rep *ArrivalsReport) {
 		}
 		lag := "-"
 		if st.Method == "stamped reads" {
-			lag = FormatNanos(st.ReaderLagP99)
+			lag = report.FormatNanos(st.ReaderLagP99)
 		}
 		sink := st.Sink
 		if sink == "" {
 			sink = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.1f%%\t%s\t%.2f\t%s\t%s\t%s\t%.2f\t%s\t%s\t%s\t%.0f%%\t", name, sink, FormatRate(st.ReceivedBps),
-			humanize.Comma(int64(st.SegmentsPerS)), FormatBytes(uint64(st.SegmentBytes)), 100*st.Coalesced, FormatNanos(int64(st.PerConn.Mean)), st.PerConn.CV, FormatNanos(st.PerConn.P50), FormatNanos(st.PerConn.P99),
-			FormatNanos(int64(st.Merged.Mean)), st.Merged.CV, FormatNanos(st.Merged.P10), FormatNanos(st.Merged.P50),
-			FormatNanos(st.Merged.P90), 100*st.Merged.Under)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.1f%%\t%s\t%.2f\t%s\t%s\t%s\t%.2f\t%s\t%s\t%s\t%.0f%%\t", name, sink, report.FormatRate(st.ReceivedBps),
+			humanize.Comma(int64(st.SegmentsPerS)), report.FormatBytes(uint64(st.SegmentBytes)), 100*st.Coalesced, report.FormatNanos(int64(st.PerConn.Mean)), st.PerConn.CV, report.FormatNanos(st.PerConn.P50), report.FormatNanos(st.PerConn.P99),
+			report.FormatNanos(int64(st.Merged.Mean)), st.Merged.CV, report.FormatNanos(st.Merged.P10), report.FormatNanos(st.Merged.P50),
+			report.FormatNanos(st.Merged.P90), 100*st.Merged.Under)
 		for _, d := range st.Dispersion {
 			fmt.Fprintf(tw, "%.2f\t", d.Index)
 		}

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-io/sluice/bench/harness"
+
 	"github.com/sluice-io/sluice/engine"
 )
 
@@ -236,13 +238,13 @@ func (g gnetArrivals) close() {
 }
 
 // startArrivalSink starts the named sink: the probe, a runner, or gnet.
-func startArrivalSink(ctx context.Context, name string, c ArrivalsConfig, gnetBin string, stamped bool, ios IO) (arrivalSink, *arrivalProbe, error) {
+func startArrivalSink(ctx context.Context, name string, c ArrivalsConfig, gnetBin string, stamped bool, ios harness.IO) (arrivalSink, *arrivalProbe, error) {
 	switch name {
 	case SinkProbe:
 		p, err := startProbe(int(c.MsgSize), stamped)
 		return p, p, err
 	case PeerGnet:
-		p, err := startGnet(ctx, gnetBin, wireEnv{}, c.Sources, "none", true, nil, ios)
+		p, err := startGnet(ctx, gnetBin, harness.WireEnv{}, c.Sources, "none", true, nil, ios)
 		if err != nil {
 			return nil, nil, err
 		}

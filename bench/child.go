@@ -9,6 +9,9 @@ import (
 	"io"
 	"os"
 
+	"github.com/sluice-io/sluice/bench/harness"
+	"github.com/sluice-io/sluice/bench/report"
+
 	"github.com/HdrHistogram/hdrhistogram-go"
 )
 
@@ -62,7 +65,7 @@ func decodeChild(b []byte) (*Result, error) {
 		return nil, errors.New("bench: child: report without a result")
 	}
 	r := rep.Result
-	r.hist, r.e2e = newHist(), newHist()
+	r.hist, r.e2e = report.NewHist(), report.NewHist()
 	if rep.Hist != nil {
 		r.hist = hdrhistogram.Import(rep.Hist)
 	}
@@ -80,7 +83,7 @@ func RunChild(ctx context.Context, in io.Reader, out, errOut io.Writer) error {
 	if err := json.NewDecoder(in).Decode(&w); err != nil {
 		return fmt.Errorf("bench: child: bad workload: %w", err)
 	}
-	ios := IO{Out: errOut, Err: errOut}
+	ios := harness.IO{Out: errOut, Err: errOut}
 	if f, ok := errOut.(*os.File); ok {
 		if fi, err := f.Stat(); err == nil {
 			ios.ErrIsTTY = fi.Mode()&os.ModeCharDevice != 0
@@ -92,12 +95,12 @@ func RunChild(ctx context.Context, in io.Reader, out, errOut io.Writer) error {
 
 // measureChild runs w in a fresh child process of w.Exe and returns its
 // measurement.
-func measureChild(ctx context.Context, w workload, ios IO) (*Result, error) {
+func measureChild(ctx context.Context, w workload, ios harness.IO) (*Result, error) {
 	in, err := json.Marshal(w)
 	if err != nil {
 		return nil, fmt.Errorf("bench: child: %w", err)
 	}
-	cmd := w.Wire.command(ctx, sideSink, w.Exe, ChildCommand)
+	cmd := w.Wire.Command(ctx, harness.SideSink, w.Exe, ChildCommand)
 	// On cancellation let the child stop its generator and engine itself;
 	// kill it only if it does not.
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
@@ -118,7 +121,7 @@ func measureChild(ctx context.Context, w workload, ios IO) (*Result, error) {
 }
 
 // measureRunner measures w in a fresh process, or in this one.
-func measureRunner(ctx context.Context, w workload, ios IO, fresh bool) (*Result, error) {
+func measureRunner(ctx context.Context, w workload, ios harness.IO, fresh bool) (*Result, error) {
 	if fresh {
 		return measureChild(ctx, w, ios)
 	}

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/sluice-io/sluice/bench/report"
 )
 
 func TestChildProtocol(t *testing.T) {
-	h, e2e := newHist(), newHist()
+	h, e2e := report.NewHist(), report.NewHist()
 	for _, v := range []int64{1000, 2000, 3000, 1e6} {
 		h.RecordValue(v)
 		e2e.RecordValue(2 * v)

@@ -22,6 +22,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/bench/report"
+
 	"github.com/dustin/go-humanize"
 )
 
@@ -565,15 +567,15 @@ func testCLIRunFramed(t *testing.T, bin string) {
 				Config map[string]any `json:"config"`
 				Notes  []string       `json:"notes"`
 				Runs   []struct {
-					Runner         string  `json:"runner"`
-					Bytes          uint64  `json:"bytes"`
-					GenSentBytes   uint64  `json:"gen_sent_bytes"`
-					Records        uint64  `json:"records"`
-					RecordsPerS    float64 `json:"records_per_s"`
-					RecordsSkipped uint64  `json:"records_skipped"`
-					TruncatedBytes uint64  `json:"truncated_bytes"`
-					Verified       bool    `json:"verified"`
-					Latency        Latency `json:"latency_ns"`
+					Runner         string         `json:"runner"`
+					Bytes          uint64         `json:"bytes"`
+					GenSentBytes   uint64         `json:"gen_sent_bytes"`
+					Records        uint64         `json:"records"`
+					RecordsPerS    float64        `json:"records_per_s"`
+					RecordsSkipped uint64         `json:"records_skipped"`
+					TruncatedBytes uint64         `json:"truncated_bytes"`
+					Verified       bool           `json:"verified"`
+					Latency        report.Latency `json:"latency_ns"`
 				} `json:"runs"`
 			}
 			if err := json.Unmarshal(raw, &rep); err != nil {

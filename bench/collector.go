@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-io/sluice/bench/report"
+
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/sluice-io/sluice/engine"
 	"github.com/sluice-io/sluice/srcs"
@@ -23,7 +25,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // take the engine's defaults (see engine.Config).
 type EngineFlags struct {
 	Pool    int           // buffers in the source pool (--pool)
-	Buf     Size          // size of each buffer (--buf)
+	Buf     report.Size   // size of each buffer (--buf)
 	Workers int           // event-loop workers (--workers)
 	Flush   time.Duration // flush timeout (--flush); negative: every read
 	// BatchWait bounds what the uring runner may wait to batch
@@ -32,7 +34,7 @@ type EngineFlags struct {
 	MaxConns  int // listener connection cap (--max-conns)
 	// RecvBuffer is SO_RCVBUF of the engine's TCP listeners, inherited by
 	// the connections they accept (--recv-buffer); zero: autotuned.
-	RecvBuffer Size
+	RecvBuffer report.Size
 	// Framing names the listeners' framer, as srcs.ParseFraming reads it
 	// (--framing, on the commands that take it); "" or "none": raw bytes.
 	Framing string
@@ -141,7 +143,7 @@ func newCollector(msgSize int, crc bool, framer srcs.Framer) *collector {
 	if msgSize > 0 {
 		c.stripes = make([]latStripe, 2*runtime.GOMAXPROCS(0))
 		for i := range c.stripes {
-			c.stripes[i].eng, c.stripes[i].e2e = newHist(), newHist()
+			c.stripes[i].eng, c.stripes[i].e2e = report.NewHist(), report.NewHist()
 		}
 	}
 	return c
@@ -303,7 +305,7 @@ func (c *collector) expect(n int) <-chan struct{} {
 // latency merges the stripes: engine latencies (delivery minus actual
 // send) and end-to-end ones (delivery minus schedule).
 func (c *collector) latency() (eng, e2e *hdrhistogram.Histogram) {
-	eng, e2e = newHist(), newHist()
+	eng, e2e = report.NewHist(), report.NewHist()
 	for i := range c.stripes {
 		st := &c.stripes[i]
 		st.mu.Lock()

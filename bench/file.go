@@ -17,17 +17,20 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/sluice-io/sluice/bench/harness"
+	"github.com/sluice-io/sluice/bench/report"
+
 	"github.com/sluice-io/sluice/engine"
 	"github.com/sluice-io/sluice/srcs"
 )
 
 // FileConfig configures the `file` command.
 type FileConfig struct {
-	Files   StringList // files to read; empty: a generated temporary file
-	Size    Size       // size of the generated file
-	Passes  int        // reads of each file; 0: enough for MinBytes
-	Rounds  int        // measure every method this many times, alternating the order
-	Runners StringList
+	Files   report.StringList // files to read; empty: a generated temporary file
+	Size    report.Size       // size of the generated file
+	Passes  int               // reads of each file; 0: enough for MinBytes
+	Rounds  int               // measure every method this many times, alternating the order
+	Runners report.StringList
 	Engine  EngineFlags
 	Fio     bool // compare with fio when it is on PATH
 	JSON    string
@@ -98,7 +101,7 @@ type FileResult struct {
 // FileReport is the JSON report of `file`.
 type FileReport struct {
 	Command string       `json:"command"` // "file"
-	Host    Host         `json:"host"`
+	Host    harness.Host `json:"host"`
 	Files   []string     `json:"files"`
 	Passes  int          `json:"passes"`
 	Buf     int64        `json:"buf"`
@@ -111,7 +114,7 @@ type FileReport struct {
 }
 
 // File runs the `file` command.
-func File(ctx context.Context, c FileConfig, ios IO) (*FileReport, error) {
+func File(ctx context.Context, c FileConfig, ios harness.IO) (*FileReport, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -148,8 +151,8 @@ func File(ctx context.Context, c FileConfig, ios IO) (*FileReport, error) {
 		want = AllRunners()
 	}
 	runners, skipped := availableRunners(want)
-	rep := &FileReport{Command: "file", Host: hostInfo(), Files: files, Passes: passes, Buf: int64(buf), Skipped: skipped}
-	fmt.Fprintf(ios.Err, "sluice-bench file: %d file(s), %s, %d passes, %s buffers\n", len(files), FormatBytes(uint64(total)), passes, FormatBytes(uint64(buf)))
+	rep := &FileReport{Command: "file", Host: harness.HostInfo(), Files: files, Passes: passes, Buf: int64(buf), Skipped: skipped}
+	fmt.Fprintf(ios.Err, "sluice-bench file: %d file(s), %s, %d passes, %s buffers\n", len(files), report.FormatBytes(uint64(total)), passes, report.FormatBytes(uint64(buf)))
 
 	// Warm the page cache, so that every method reads cached pages.
 	if _, err := readLoop(files, 1, buf); err != nil {
@@ -202,7 +205,7 @@ func File(ctx context.Context, c FileConfig, ios IO) (*FileReport, error) {
 			}
 			r.Round = round
 			if rounds > 1 {
-				fmt.Fprintf(ios.Err, "%s (round %d/%d): %s\n", m, round+1, rounds, FormatRate(r.ThroughputBps))
+				fmt.Fprintf(ios.Err, "%s (round %d/%d): %s\n", m, round+1, rounds, report.FormatRate(r.ThroughputBps))
 			}
 			res = append(res, r)
 		}
@@ -291,7 +294,7 @@ func writeFileTable(w io.Writer, rep *FileReport) {
 		if r.VsFio > 0 {
 			vf = strconv.FormatFloat(r.VsFio, 'f', 2, 64) + "x"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%.3f\t%.2fx\t%s\t\n", r.Method, r.Round+1, FormatRate(r.ThroughputBps), FormatBytes(r.Bytes), r.CPUSPerGiB, r.VsReadLoop, vf)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%.3f\t%.2fx\t%s\t\n", r.Method, r.Round+1, report.FormatRate(r.ThroughputBps), report.FormatBytes(r.Bytes), r.CPUSPerGiB, r.VsReadLoop, vf)
 	}
 	tw.Flush()
 	if rep.FioNote != "" {
@@ -300,16 +303,16 @@ func writeFileTable(w io.Writer, rep *FileReport) {
 	for _, s := range rep.Skipped {
 		fmt.Fprintf(w, "skipped %s: %s\n", s.Runner, s.Reason)
 	}
-	fmt.Fprintf(w, "kernel %s, %s; %d passes over %d file(s), %s reads\n", rep.Host.Kernel, rep.Host.Go, rep.Passes, len(rep.Files), FormatBytes(uint64(rep.Buf)))
+	fmt.Fprintf(w, "kernel %s, %s; %d passes over %d file(s), %s reads\n", rep.Host.Kernel, rep.Host.Go, rep.Passes, len(rep.Files), report.FormatBytes(uint64(rep.Buf)))
 }
 
 // timed measures f's wall and CPU time.
 func timed(method string, f func() (uint64, error)) (FileResult, error) {
-	cpu0 := cpuTime()
+	cpu0 := harness.CPUTime()
 	t0 := time.Now()
 	n, err := f()
 	d := time.Since(t0)
-	cpu := cpuTime() - cpu0
+	cpu := harness.CPUTime() - cpu0
 	if err != nil {
 		return FileResult{}, err
 	}

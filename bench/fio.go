@@ -17,6 +17,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/sluice-io/sluice/bench/harness"
+	"github.com/sluice-io/sluice/bench/report"
 )
 
 // Clients of `run`: what sends the load.
@@ -235,8 +238,8 @@ var listeningRE = regexp.MustCompile(`listening on ([^ ,]+)`)
 // startSinkProc starts bin with args on the sink's side of wire
 // (inheriting this process's CPUs, the engine's) and waits until it says
 // where it listens.
-func startSinkProc(ctx context.Context, wire wireEnv, bin string, args []string) (*sinkProc, error) {
-	cmd := wire.command(ctx, sideSink, bin, args...)
+func startSinkProc(ctx context.Context, wire harness.WireEnv, bin string, args []string) (*sinkProc, error) {
+	cmd := wire.Command(ctx, harness.SideSink, bin, args...)
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = shutdownTimeout
 	stderr, err := cmd.StderrPipe()
@@ -331,7 +334,7 @@ type fioEnv struct {
 	gnetSink string // the reference sinks' binary, with --peers
 	cpus     []int  // fio's CPUs
 	sinkCPUs int    // how many CPUs the sinks may use
-	wire     wireEnv
+	wire     harness.WireEnv
 }
 
 // measureFio measures one row (a runner's sink, or the gnet sink) under
@@ -339,7 +342,7 @@ type fioEnv struct {
 // fio runs on the client's, and the row's figures are the sink's own
 // report (CPU time over the time it listened, throughput from its first
 // byte to its last) reconciled with fio's.
-func measureFio(ctx context.Context, c RunConfig, env fioEnv, row string, round int, ios IO) (*Result, error) {
+func measureFio(ctx context.Context, c RunConfig, env fioEnv, row string, round int, ios harness.IO) (*Result, error) {
 	dir, err := os.MkdirTemp("", "sluice-bench-fio-")
 	if err != nil {
 		return nil, fmt.Errorf("bench: fio: %w", err)
@@ -362,21 +365,21 @@ func measureFio(ctx context.Context, c RunConfig, env fioEnv, row string, round 
 	var args []string
 	if isPeerRow(row) {
 		bin = env.gnetSink
-		args = append([]string{"-listen", env.wire.listenAddr(), "-until-idle", fioSinkIdle.String(), "-json", sinkJSON,
+		args = append([]string{"-listen", env.wire.ListenAddr(), "-until-idle", fioSinkIdle.String(), "-json", sinkJSON,
 			"-framing", framingName(framer)}, peerArgs(workload{Runner: row})...)
 		if profile != "" {
 			args = append(args, "-cpuprofile", profile)
 		}
 	} else {
 		bin = env.exe
-		args = append([]string{"sink", "--listen", env.wire.listenAddr(), "--runner", row, "--until-idle", fioSinkIdle.String(),
+		args = append([]string{"sink", "--listen", env.wire.ListenAddr(), "--runner", row, "--until-idle", fioSinkIdle.String(),
 			"--json", sinkJSON}, c.Engine.args()...)
 		if profile != "" {
 			args = append(args, "--profile", profile)
 		}
 	}
-	cores := startCoreSampler(env.wire.SinkCPUs, env.wire.LoadCPUs)
-	defer cores.finish()
+	cores := harness.StartCoreSampler(env.wire.SinkCPUs, env.wire.LoadCPUs)
+	defer cores.Finish()
 	sp, err := startSinkProc(ctx, env.wire, bin, args)
 	if err != nil {
 		return nil, err
@@ -391,10 +394,10 @@ func measureFio(ctx context.Context, c RunConfig, env fioEnv, row string, round 
 	}
 	fctx, cancel := context.WithTimeout(ctx, c.Duration+2*time.Minute)
 	defer cancel()
-	cmd := env.wire.command(fctx, sideLoad, env.fio, "--output-format=json", "--output="+fioJSON, jobFile)
+	cmd := env.wire.Command(fctx, harness.SideLoad, env.fio, "--output-format=json", "--output="+fioJSON, jobFile)
 	var fioErr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &fioErr, &fioErr
-	if err := startOnCPUs(cmd, env.cpus); err != nil {
+	if err := harness.StartOnCPUs(cmd, env.cpus); err != nil {
 		sp.stop()
 		return nil, fmt.Errorf("bench: start fio: %w", err)
 	}
@@ -409,7 +412,7 @@ func measureFio(ctx context.Context, c RunConfig, env fioEnv, row string, round 
 	if err := sp.wait(30 * time.Second); err != nil {
 		return nil, err
 	}
-	coreSamples := cores.finish()
+	coreSamples := cores.Finish()
 	b, err := os.ReadFile(fioJSON)
 	if err != nil {
 		return nil, fmt.Errorf("bench: fio: %w", err)
@@ -426,8 +429,8 @@ func measureFio(ctx context.Context, c RunConfig, env fioEnv, row string, round 
 		return nil, fmt.Errorf("bench: sink report: %w", err)
 	}
 	r := fioResult(row, round, c, &sr, fr, fioCPU, fioWall, env.sinkCPUs, len(env.cpus))
-	r.Wire = env.wire.name()
-	if u, ok := coreOver(coreSamples, r.cpuWin[0], r.cpuWin[1]); ok {
+	r.Wire = env.wire.Name()
+	if u, ok := harness.CoreOver(coreSamples, r.cpuWin[0], r.cpuWin[1]); ok {
 		applyCore(r, u, r.cpuWinBytes, len(env.wire.SinkCPUs), len(env.wire.LoadCPUs))
 		if r.Bottleneck != "" {
 			r.Bottleneck = r.bottleneck()
@@ -437,7 +440,7 @@ func measureFio(ctx context.Context, c RunConfig, env fioEnv, row string, round 
 	r.Verified = len(r.Mismatches) == 0
 	if profile != "" {
 		r.Profile = profile
-		if r.TopFunctions, err = topFunctions(profile, 10); err != nil {
+		if r.TopFunctions, err = report.TopFunctions(profile, 10); err != nil {
 			return nil, err
 		}
 	}
@@ -453,7 +456,7 @@ func fioResult(row string, round int, c RunConfig, sr *SinkReport, fr *fioReport
 		TruncatedBytes: sr.Truncated, PoolWaits: sr.PoolWaits, PartialFlushes: sr.Partials, Errors: sr.Errors,
 		GenSentBytes: fr.sent() + fioTrailer*uint64(len(fr.Jobs)), GenCPUS: fioCPU,
 		GenHeld: 1, EngineCPUs: max(sinkCPUs, 1), GenCPUs: max(clientCPUs, 1), Counters: sr.Counters,
-		hist: newHist(), e2e: newHist()}
+		hist: report.NewHist(), e2e: report.NewHist()}
 	if sr.DurationS > 0 {
 		// The sink's CPU time covers the whole time it listened; its
 		// utilisation is judged over the time bytes flowed.
@@ -481,7 +484,7 @@ func fioResult(row string, round int, c RunConfig, sr *SinkReport, fr *fioReport
 	if us := sr.Usage; len(us) >= 2 {
 		r.cpuWin, r.cpuWinBytes = [2]int64{us[0].UnixNs, us[len(us)-1].UnixNs}, sr.Bytes
 	}
-	if cpu, n, ok := UsageOver(sr.Usage, a, b); ok && n > 0 {
+	if cpu, n, ok := harness.UsageOver(sr.Usage, a, b); ok && n > 0 {
 		r.cpuWin, r.cpuWinBytes = [2]int64{a, b}, n
 		r.CPUSPerGiB, r.CPUOver = cpuPerGiB(cpu.Seconds(), n), r.ThroughputOver
 		r.EngineCPUUtil = cpu.Seconds() / (time.Duration(b-a).Seconds() * float64(r.EngineCPUs))
@@ -490,7 +493,7 @@ func fioResult(row string, round int, c RunConfig, sr *SinkReport, fr *fioReport
 	for i, s := range sr.Streams {
 		xs[i] = float64(s.Bytes)
 	}
-	r.FairnessJain = JainIndex(xs)
+	r.FairnessJain = report.JainIndex(xs)
 	if fioWall > 0 {
 		r.GenCPUUtil = fioCPU / (fioWall * float64(r.GenCPUs))
 	}

@@ -10,6 +10,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-io/sluice/bench/harness"
+	"github.com/sluice-io/sluice/bench/report"
+
 	"github.com/sluice-io/sluice/engine"
 	"github.com/sluice-io/sluice/srcs"
 )
@@ -56,17 +59,17 @@ func (c FloorConfig) Validate() error {
 
 // FloorReport is the JSON report of `floor`.
 type FloorReport struct {
-	Command       string  `json:"command"` // "floor"
-	Runner        string  `json:"runner"`  // the runner that drove the sources
-	Sources       int     `json:"sources"`
-	Chunks        uint64  `json:"chunks"`
-	Bytes         uint64  `json:"bytes"`
-	DurationS     float64 `json:"duration_s"`
-	CPUS          float64 `json:"cpu_s"`
-	CPUNsPerChunk float64 `json:"cpu_ns_per_chunk"`
-	ChunksPerS    float64 `json:"chunks_per_s"`
-	Pinning       Pinning `json:"pinning"`
-	Host          Host    `json:"host"`
+	Command       string       `json:"command"` // "floor"
+	Runner        string       `json:"runner"`  // the runner that drove the sources
+	Sources       int          `json:"sources"`
+	Chunks        uint64       `json:"chunks"`
+	Bytes         uint64       `json:"bytes"`
+	DurationS     float64      `json:"duration_s"`
+	CPUS          float64      `json:"cpu_s"`
+	CPUNsPerChunk float64      `json:"cpu_ns_per_chunk"`
+	ChunksPerS    float64      `json:"chunks_per_s"`
+	Pinning       Pinning      `json:"pinning"`
+	Host          harness.Host `json:"host"`
 }
 
 // memSource is a source that fills whatever buffer it is given, at once
@@ -88,7 +91,7 @@ func (m *memSource) Read(p []byte) (int, error) {
 }
 
 // Floor runs the `floor` command.
-func Floor(ctx context.Context, c FloorConfig, ios IO) (*FloorReport, error) {
+func Floor(ctx context.Context, c FloorConfig, ios harness.IO) (*FloorReport, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -113,7 +116,7 @@ func Floor(ctx context.Context, c FloorConfig, ios IO) (*FloorReport, error) {
 	}
 	defer shutdownEngine(e)
 	var stop atomic.Bool
-	cpu0 := cpuTime()
+	cpu0 := harness.CPUTime()
 	t0 := time.Now()
 	for i := range c.Sources {
 		if _, err := e.AddSource(&memSource{name: "mem://" + strconv.Itoa(i), stop: &stop}); err != nil {
@@ -131,15 +134,15 @@ func Floor(ctx context.Context, c FloorConfig, ios IO) (*FloorReport, error) {
 		return nil, errors.New("bench: floor: sources did not end")
 	}
 	el := time.Since(t0)
-	cpu := cpuTime() - cpu0
+	cpu := harness.CPUTime() - cpu0
 	rep := &FloorReport{Command: "floor", Runner: e.Stats().Runners[len(e.Stats().Runners)-1].Runner, Sources: c.Sources,
-		Chunks: chunks.Load(), Bytes: bytes.Load(), DurationS: el.Seconds(), CPUS: cpu.Seconds(), Pinning: pin, Host: hostInfo()}
+		Chunks: chunks.Load(), Bytes: bytes.Load(), DurationS: el.Seconds(), CPUS: cpu.Seconds(), Pinning: pin, Host: harness.HostInfo()}
 	if rep.Chunks > 0 {
 		rep.CPUNsPerChunk = float64(cpu.Nanoseconds()) / float64(rep.Chunks)
 		rep.ChunksPerS = float64(rep.Chunks) / rep.DurationS
 	}
 	fmt.Fprintf(ios.Out, "floor: %d in-memory sources, runner %s: %s chunks (%s) in %.2fs, %.0f chunks/s, %.0f ns of CPU per chunk; %s\n",
-		rep.Sources, rep.Runner, strconv.FormatUint(rep.Chunks, 10), FormatBytes(rep.Bytes), rep.DurationS, rep.ChunksPerS, rep.CPUNsPerChunk, floorPinNote(pin))
+		rep.Sources, rep.Runner, strconv.FormatUint(rep.Chunks, 10), report.FormatBytes(rep.Bytes), rep.DurationS, rep.ChunksPerS, rep.CPUNsPerChunk, floorPinNote(pin))
 	if c.JSON != "" {
 		if err := writeJSON(c.JSON, rep, ios); err != nil {
 			return rep, err

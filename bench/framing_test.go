@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/bench/report"
+
 	"github.com/sluice-io/sluice/engine"
 	"github.com/sluice-io/sluice/srcs"
 )
@@ -127,7 +129,7 @@ func len64(s string) uint64 { return uint64(len(s)) }
 func TestGenFramed(t *testing.T) {
 	for _, tc := range []struct {
 		framing string
-		rate    Rate
+		rate    report.Rate
 	}{
 		{"newline", 0},
 		{"length:4le", 0},

@@ -18,6 +18,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-io/sluice/bench/harness"
+	"github.com/sluice-io/sluice/bench/report"
+
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/sluice-io/sluice/srcs"
 	"golang.org/x/sys/unix"
@@ -30,8 +33,8 @@ type GenConfig struct {
 	Addr     string        // the sink's host:port
 	Sources  int           // TCP connections
 	Duration time.Duration // how long to send
-	MsgSize  Size          // fixed message size, at least TimestampSize
-	Rate     Rate          // mean bytes per second per source; 0: as fast as possible
+	MsgSize  report.Size   // fixed message size, at least TimestampSize
+	Rate     report.Rate   // mean bytes per second per source; 0: as fast as possible
 	Arrivals string        // ArrivalsPoisson or ArrivalsUniform, when Rate > 0
 	Skew     float64       // biased connections, see SkewWeights; needs Rate
 	MaxDial  int           // concurrent dials
@@ -139,8 +142,8 @@ type GenReport struct {
 	Writes uint64 `json:"writes"`
 	// Lag is each message's actual write time minus its scheduled time
 	// (HdrHistogram), the generator's own lateness.
-	LagNs    Latency `json:"lag_ns"`
-	LagMaxNs int64   `json:"lag_max_ns"`
+	LagNs    report.Latency `json:"lag_ns"`
+	LagMaxNs int64          `json:"lag_max_ns"`
 	// TLS is the sessions' TLS version and cipher suite, with TLSCA.
 	TLS     string      `json:"tls,omitempty"`
 	Streams []GenStream `json:"streams"`
@@ -255,7 +258,7 @@ func RunGen(ctx context.Context, cfg GenConfig, in io.Reader, out io.Writer) err
 	}
 	framer, _ := srcs.ParseFraming(cfg.Framing)
 	if len(cfg.CPUs) > 0 {
-		if err := pinProcess(cfg.CPUs); err != nil {
+		if err := harness.PinProcess(cfg.CPUs); err != nil {
 			return err
 		}
 		runtime.GOMAXPROCS(len(cfg.CPUs))
@@ -301,12 +304,12 @@ func RunGen(ctx context.Context, cfg GenConfig, in io.Reader, out io.Writer) err
 	if cfg.Rate > 0 {
 		rep.OfferedBps = float64(cfg.Rate) * float64(cfg.Sources)
 	}
-	cpu0, pre0, rq0 := cpuTime(), preemptions(), runqueueWait()
+	cpu0, pre0, rq0 := harness.CPUTime(), harness.Preemptions(), harness.RunqueueWait()
 	start := time.Now()
 	shards := make([]*genShard, nShards)
 	for i := range shards {
 		shards[i] = &genShard{size: size, base: start.UnixNano(), dur: cfg.Duration.Nanoseconds(),
-			paced: cfg.Rate > 0, spread: cfg.Pacing != PacingBatch, framed: framer != nil, crc: !cfg.NoCRC, lag: newHist()}
+			paced: cfg.Rate > 0, spread: cfg.Pacing != PacingBatch, framed: framer != nil, crc: !cfg.NoCRC, lag: report.NewHist()}
 	}
 	for i, gc := range gcs {
 		if nShards > 0 {
@@ -321,7 +324,7 @@ func RunGen(ctx context.Context, cfg GenConfig, in io.Reader, out io.Writer) err
 			if sh.paced && sh.spread {
 				// Sleep until each arrival, not up to 50 µs past it,
 				// which would gather the arrivals into bursts.
-				setTimerSlack(1)
+				harness.SetTimerSlack(1)
 			}
 			sh.run(ctx)
 		})
@@ -335,16 +338,16 @@ func RunGen(ctx context.Context, cfg GenConfig, in io.Reader, out io.Writer) err
 		c.Close()
 	}
 	rep.ElapsedS = time.Since(start).Seconds()
-	rep.CPUS = (cpuTime() - cpu0).Seconds()
-	rep.Preemptions = preemptions() - pre0
-	rep.RunqueueWaitS = (runqueueWait() - rq0).Seconds()
-	lag := newHist()
+	rep.CPUS = (harness.CPUTime() - cpu0).Seconds()
+	rep.Preemptions = harness.Preemptions() - pre0
+	rep.RunqueueWaitS = (harness.RunqueueWait() - rq0).Seconds()
+	lag := report.NewHist()
 	for _, sh := range shards {
 		lag.Merge(sh.lag)
 		rep.Writes += sh.writes
 	}
 	lag.RecordValues(0, int64(tlsMsgs)) // unpaced: each written when offered
-	rep.LagNs = summarize(lag)
+	rep.LagNs = report.Summarize(lag)
 	rep.LagMaxNs = rep.LagNs.Max
 	for i, gc := range gcs {
 		rep.Streams[i] = GenStream{Local: gc.local, Bytes: gc.bytes, Messages: gc.msgs, Weight: gc.weight}
@@ -697,7 +700,7 @@ func (sh *genShard) runPaced(ctx context.Context) {
 			// Block this locked thread in the kernel rather than park the
 			// goroutine on a Go timer: a timer wake-up comes hundreds of
 			// microseconds late, and that would be generator lag.
-			pollFds(nil, time.Duration(wait))
+			harness.PollFds(nil, time.Duration(wait))
 		}
 	}
 }
@@ -754,7 +757,7 @@ func (sh *genShard) waitWritable(cs []*genConn, d int64) {
 	if len(sh.pfds) == 0 {
 		return
 	}
-	pollFds(sh.pfds, time.Duration(d))
+	harness.PollFds(sh.pfds, time.Duration(d))
 }
 
 // The shard's min-heap of paced connections by due time.

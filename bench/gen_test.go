@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluice-io/sluice/bench/report"
 )
 
 // TestGenReportsWhatItSent runs the generator in-process against a plain
@@ -21,7 +23,7 @@ import (
 func TestGenReportsWhatItSent(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
-		rate     Rate
+		rate     report.Rate
 		arrivals string
 		skew     float64
 	}{

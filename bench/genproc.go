@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sluice-io/sluice/bench/harness"
+
 	"github.com/sluice-io/sluice/srcs"
 )
 
@@ -30,7 +32,7 @@ func dialLimit(n int) time.Duration { return 30*time.Second + time.Duration(n)*t
 
 // startGen starts the generator for w against addr, and returns once it
 // has dialled every connection and waits for the word to send.
-func startGen(ctx context.Context, w workload, addr string, framer srcs.Framer, ios IO) (*genProc, error) {
+func startGen(ctx context.Context, w workload, addr string, framer srcs.Framer, ios harness.IO) (*genProc, error) {
 	args := []string{"gen", "--addr", addr, "--sources", strconv.Itoa(w.Sources),
 		"--duration", w.Duration.String(), "--msg-size", strconv.Itoa(int(w.MsgSize)),
 		"--rate", strconv.FormatFloat(float64(w.Rate), 'f', 0, 64), "--arrivals", w.Arrivals,
@@ -49,7 +51,7 @@ func startGen(ctx context.Context, w workload, addr string, framer srcs.Framer, 
 		args = append(args, "--tls-ca", w.TLS.CAFile)
 	}
 	gctx, cancel := context.WithCancel(ctx)
-	cmd := w.Wire.command(gctx, sideLoad, w.Exe, args...)
+	cmd := w.Wire.Command(gctx, harness.SideLoad, w.Exe, args...)
 	cmd.Stderr = ios.Err
 	g := &genProc{cmd: cmd, cancel: cancel, lines: make(chan []byte, 2)}
 	var err error

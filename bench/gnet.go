@@ -17,6 +17,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluice-io/sluice/bench/harness"
+	"github.com/sluice-io/sluice/bench/report"
 )
 
 // PeerGnet names the gnet v2 reference row of `run --peers gnet`: a sink
@@ -107,7 +110,7 @@ func goTool() string {
 // buildGnetSink returns the gnet sink's binary, building it on first use
 // into the user's cache directory under a name that hashes its sources,
 // so a changed sink is rebuilt and an unchanged one is not.
-func buildGnetSink(ctx context.Context, ios IO) (string, error) {
+func buildGnetSink(ctx context.Context, ios harness.IO) (string, error) {
 	src, err := findGnetSource()
 	if err != nil {
 		return "", err
@@ -186,11 +189,11 @@ type gnetProc struct {
 // connections, with extra flags (peerArgs), on the sink's side of wire,
 // and waits until it listens. It inherits this process's CPUs: the
 // engine's.
-func startGnet(ctx context.Context, bin string, wire wireEnv, n int, framing string, crc bool, extra []string, ios IO) (*gnetProc, error) {
+func startGnet(ctx context.Context, bin string, wire harness.WireEnv, n int, framing string, crc bool, extra []string, ios harness.IO) (*gnetProc, error) {
 	pctx, cancel := context.WithCancel(ctx)
-	args := append([]string{"-control", "-listen", wire.listenAddr(), "-expect", strconv.Itoa(n), "-framing", framing,
+	args := append([]string{"-control", "-listen", wire.ListenAddr(), "-expect", strconv.Itoa(n), "-framing", framing,
 		"-crc=" + strconv.FormatBool(crc)}, extra...)
-	cmd := wire.command(pctx, sideSink, bin, args...)
+	cmd := wire.Command(pctx, harness.SideSink, bin, args...)
 	cmd.Stderr = ios.Err
 	p := &gnetProc{cmd: cmd, cancel: cancel, replies: make(chan []byte, 4), ended: make(chan gnetEvent, 1)}
 	var err error
@@ -299,7 +302,7 @@ func sinkStreams(ss []SinkStream) []*stream {
 // reference sink (w.Runner is PeerGnet or PeerGo, with w.TLS for
 // PeerGoTLS), measured as measure measures the engine: from the word to
 // send until the last connection closed, CPU time of the sink process.
-func measureGnet(ctx context.Context, w workload, bin string, ios IO) (*Result, error) {
+func measureGnet(ctx context.Context, w workload, bin string, ios harness.IO) (*Result, error) {
 	framer, err := w.Engine.framer()
 	if err != nil {
 		return nil, err
@@ -330,14 +333,14 @@ func measureGnet(ctx context.Context, w workload, bin string, ios IO) (*Result, 
 	if err := p.ask(ctx, "mark", "marked", &mark); err != nil {
 		return nil, err
 	}
-	core0, coreOK := readCores(w.Wire.SinkCPUs, w.Wire.LoadCPUs)
+	core0, coreOK := harness.ReadCores(w.Wire.SinkCPUs, w.Wire.LoadCPUs)
 	t0 := time.Now()
 	if err := g.send(); err != nil {
 		return nil, err
 	}
 	// The sink's sockets are in its own network namespace on the wire.
-	backlog := sampleBacklog(p.addr, w.Duration, p.cmd.Process.Pid)
-	var core1 coreSample
+	backlog := harness.SampleBacklog(p.addr, w.Duration, p.cmd.Process.Pid)
+	var core1 harness.CoreSample
 	var rep GenReport
 	var ended *gnetEvent
 	got := false
@@ -349,29 +352,29 @@ func measureGnet(ctx context.Context, w workload, bin string, ios IO) (*Result, 
 			if !ok {
 				pending = nil
 				if !got {
-					backlog.finish()
+					backlog.Finish()
 					return nil, errors.New("bench: generator exited without a report")
 				}
 				continue
 			}
 			got = true
 			if rep, err = decodeGenReport(l); err != nil {
-				backlog.finish()
+				backlog.Finish()
 				return nil, err
 			}
 		case ev := <-p.ended:
 			ended = &ev
-			c1, ok := readCores(w.Wire.SinkCPUs, w.Wire.LoadCPUs)
+			c1, ok := harness.ReadCores(w.Wire.SinkCPUs, w.Wire.LoadCPUs)
 			core1, coreOK = c1, coreOK && ok
 		case <-endLimit:
-			backlog.finish()
+			backlog.Finish()
 			return nil, fmt.Errorf("bench: %s: connections still open %v after the generator's duration", w.row(), 60*time.Second)
 		case <-ctx.Done():
-			backlog.finish()
+			backlog.Finish()
 			return nil, ctx.Err()
 		}
 	}
-	rxBacklog := backlog.finish()
+	rxBacklog := backlog.Finish()
 	if err := g.wait(); err != nil {
 		return nil, err
 	}
@@ -385,11 +388,11 @@ func measureGnet(ctx context.Context, w workload, bin string, ios IO) (*Result, 
 	r := &Result{Runner: w.row(), Round: w.Round, Sources: w.Sources, Bytes: sr.Bytes,
 		DurationS: time.Duration(ended.UnixNs - t0.UnixNano()).Seconds(), CPUS: time.Duration(ended.CPUNs).Seconds(),
 		ThreadsMax: sr.ThreadsMax, RSSMaxBytes: sr.RSSMaxBytes, Errors: sr.Errors,
-		EngineCPUs: runtime.GOMAXPROCS(0), RxBacklogBytes: rxBacklog, hist: newHist(), e2e: newHist()}
+		EngineCPUs: runtime.GOMAXPROCS(0), RxBacklogBytes: rxBacklog, hist: report.NewHist(), e2e: report.NewHist()}
 	applyGen(r, rep)
-	r.Wire = w.Wire.name()
+	r.Wire = w.Wire.Name()
 	if coreOK {
-		applyCore(r, coreBetween(core0, core1), r.Bytes, len(w.Wire.SinkCPUs), len(w.Wire.LoadCPUs))
+		applyCore(r, harness.CoreBetween(core0, core1), r.Bytes, len(w.Wire.SinkCPUs), len(w.Wire.LoadCPUs))
 	}
 	if r.DurationS > 0 {
 		r.ThroughputBps = float64(r.Bytes) / r.DurationS

@@ -77,6 +77,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/sluice-io/sluice/bench/harness"
+	"github.com/sluice-io/sluice/bench/report"
+
 	"github.com/dustin/go-humanize"
 	"github.com/sluice-io/sluice/engine"
 )
@@ -183,7 +186,7 @@ func (f idleLevelsFlag) Set(v string) error {
 
 // IdleConfig configures the `idle` command.
 type IdleConfig struct {
-	Runners StringList // empty: uring, epoll and goroutine, those available
+	Runners report.StringList // empty: uring, epoll and goroutine, those available
 	// Idle lists the idle levels, ascending; the figures per connection
 	// are taken between the first and the last.
 	Idle CountList
@@ -197,8 +200,8 @@ type IdleConfig struct {
 	// once without the idle connections and once beside them. 0: no
 	// active phases.
 	Active   int
-	Rate     Rate
-	MsgSize  Size
+	Rate     report.Rate
+	MsgSize  report.Size
 	Duration time.Duration
 	// Burst is how many idle connections are opened at once to time the
 	// sink's accept; 0: DefaultIdleBurst, or the first level if lower.
@@ -374,16 +377,16 @@ func idleSourceAddrs(n int) []string {
 
 // IdleReport is the JSON report of `idle`.
 type IdleReport struct {
-	Command string      `json:"command"` // "idle"
-	Host    Host        `json:"host"`
-	Pinning Pinning     `json:"pinning"`
-	Config  idleParams  `json:"config"`
-	Runs    []*IdleRun  `json:"runs"`
-	Skipped []Skipped   `json:"skipped"`
-	Failed  []Skipped   `json:"failed"`
-	Notes   []string    `json:"notes,omitempty"`
-	Targets []IdleCheck `json:"targets"`
-	OK      bool        `json:"ok"` // every active stream verified
+	Command string       `json:"command"` // "idle"
+	Host    harness.Host `json:"host"`
+	Pinning Pinning      `json:"pinning"`
+	Config  idleParams   `json:"config"`
+	Runs    []*IdleRun   `json:"runs"`
+	Skipped []Skipped    `json:"skipped"`
+	Failed  []Skipped    `json:"failed"`
+	Notes   []string     `json:"notes,omitempty"`
+	Targets []IdleCheck  `json:"targets"`
+	OK      bool         `json:"ok"` // every active stream verified
 }
 
 type idleParams struct {
@@ -628,7 +631,7 @@ type IdleCheck struct {
 
 // Idle runs the `idle` command: every runner in turn, the table on
 // ios.Out, and the optional JSON.
-func Idle(ctx context.Context, c IdleConfig, ios IO) (*IdleReport, error) {
+func Idle(ctx context.Context, c IdleConfig, ios harness.IO) (*IdleReport, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -657,7 +660,7 @@ func Idle(ctx context.Context, c IdleConfig, ios IO) (*IdleReport, error) {
 	for _, s := range unfit {
 		fmt.Fprintf(ios.Err, "sluice-bench idle: runner %s skipped: %s\n", s.Runner, s.Reason)
 	}
-	rep := &IdleReport{Command: "idle", Host: hostInfo(), Pinning: pin, Skipped: append(skipped, unfit...), Failed: []Skipped{}, Runs: []*IdleRun{}, OK: true,
+	rep := &IdleReport{Command: "idle", Host: harness.HostInfo(), Pinning: pin, Skipped: append(skipped, unfit...), Failed: []Skipped{}, Runs: []*IdleRun{}, OK: true,
 		Config: idleParams{Idle: c.Idle, Active: c.Active, RateBps: float64(c.Rate), MsgSize: int64(c.MsgSize), DurationS: c.Duration.Seconds(),
 			Burst: c.burst(), Listeners: idleListenAddrs(c.Listeners), SourceAddrs: idleSourceAddrs(c.sourceAddrs()), PerPair: c.perPair(),
 			NoFileHard: hard, ClientConns: c.ClientConns, FileSlots: c.Engine.FileSlots,
@@ -665,7 +668,7 @@ func Idle(ctx context.Context, c IdleConfig, ios IO) (*IdleReport, error) {
 	rep.Notes = append(rep.Notes, idleNotes...)
 	active := "no active sources"
 	if c.Active > 0 {
-		active = fmt.Sprintf("%d active sources at %s (%s messages, %v per phase)", c.Active, rateOrUnlimited(c.Rate), FormatBytes(uint64(c.MsgSize)), c.Duration)
+		active = fmt.Sprintf("%d active sources at %s (%s messages, %v per phase)", c.Active, rateOrUnlimited(c.Rate), report.FormatBytes(uint64(c.MsgSize)), c.Duration)
 	}
 	fmt.Fprintf(ios.Err, "sluice-bench idle: idle levels %s over %d listeners x %d source addresses (at most %s per pair), %s, hard RLIMIT_NOFILE %s, %s\n",
 		commaList(c.Idle), c.Listeners, c.sourceAddrs(), humanize.Comma(int64(c.perPair())), active, humanize.Comma(int64(hard)), pinNote(pin))
@@ -771,7 +774,7 @@ func (c IdleConfig) sinkWorkers(runner string) int {
 
 // idleRunner measures one runner as plan says: see the comment at the
 // top of the file.
-func idleRunner(ctx context.Context, c IdleConfig, plan idleRunnerPlan, exe string, pin Pinning, ios IO) (*IdleRun, error) {
+func idleRunner(ctx context.Context, c IdleConfig, plan idleRunnerPlan, exe string, pin Pinning, ios harness.IO) (*IdleRun, error) {
 	runner, top := plan.Runner, plan.top()
 	eng := c.Engine
 	eng.Workers = plan.Workers
@@ -859,7 +862,7 @@ type idlePhase struct {
 	runner string
 	exe    string
 	pin    Pinning
-	ios    IO
+	ios    harness.IO
 	sk     *idleSink
 	cl     *idleClients
 	// activeSeen is the active sources the sink has registered so far.
@@ -1026,9 +1029,9 @@ func (p *idlePhase) level(ctx context.Context, idle int, took time.Duration) (*I
 		return nil, fmt.Errorf("bench: at %d idle connections the sink holds %d", idle, l.Sink.Sources)
 	}
 	fmt.Fprintf(p.ios.Err, "%s: %s idle: RSS %s (%s scavenged), Go heap %s, stacks %s, %s goroutines, %d threads, %s descriptors; kernel: %s sockets, slab %s\n",
-		p.runner, humanize.Comma(int64(idle)), FormatBytes(uint64(l.Sink.RSS)), FormatBytes(uint64(l.Scavenged.RSS)),
-		FormatBytes(l.Scavenged.HeapInuse), FormatBytes(l.Scavenged.StackInuse), humanize.Comma(int64(l.Scavenged.Goroutines)),
-		l.Sink.Threads, humanize.Comma(int64(l.Sink.FDs)), humanize.Comma(k.SocketsUsed), FormatBytes(uint64(k.Slab)))
+		p.runner, humanize.Comma(int64(idle)), report.FormatBytes(uint64(l.Sink.RSS)), report.FormatBytes(uint64(l.Scavenged.RSS)),
+		report.FormatBytes(l.Scavenged.HeapInuse), report.FormatBytes(l.Scavenged.StackInuse), humanize.Comma(int64(l.Scavenged.Goroutines)),
+		l.Sink.Threads, humanize.Comma(int64(l.Sink.FDs)), humanize.Comma(k.SocketsUsed), report.FormatBytes(uint64(k.Slab)))
 	return l, nil
 }
 
@@ -1136,8 +1139,8 @@ func (p *idlePhase) active(ctx context.Context, round, idle int) (*IdleActive, e
 			return fail(fmt.Errorf("bench: %d of %d active sources ended a minute after the generator's duration", cn.ActiveEnded-(want-int64(c.Active)), c.Active))
 		}
 		if now.Sub(lastLine) >= idleQuietLine {
-			fmt.Fprintf(p.ios.Err, "%s: %s elapsed, %s, %s\n", label, now.Sub(t0).Round(time.Second), FormatBytes(cn.Bytes-c0.Bytes),
-				FormatRate(float64(cn.Bytes-lastBytes)/now.Sub(lastLine).Seconds()))
+			fmt.Fprintf(p.ios.Err, "%s: %s elapsed, %s, %s\n", label, now.Sub(t0).Round(time.Second), report.FormatBytes(cn.Bytes-c0.Bytes),
+				report.FormatRate(float64(cn.Bytes-lastBytes)/now.Sub(lastLine).Seconds()))
 			lastLine, lastBytes = now, cn.Bytes
 		}
 	}
@@ -1165,8 +1168,8 @@ func (p *idlePhase) active(ctx context.Context, round, idle int) (*IdleActive, e
 	for _, m := range a.Mismatches {
 		fmt.Fprintf(p.ios.Err, "MISMATCH %s: %s\n", p.runner, m)
 	}
-	fmt.Fprintf(p.ios.Err, "%s: %s in %.2fs, %s, %.3f CPU-s/GiB, generator held %.1f%%, verified %v\n", label, FormatBytes(a.Bytes), a.DurationS,
-		FormatRate(a.ThroughputBps), a.CPUSPerGiB, 100*a.GenHeld, a.Verified)
+	fmt.Fprintf(p.ios.Err, "%s: %s in %.2fs, %s, %.3f CPU-s/GiB, generator held %.1f%%, verified %v\n", label, report.FormatBytes(a.Bytes), a.DurationS,
+		report.FormatRate(a.ThroughputBps), a.CPUSPerGiB, 100*a.GenHeld, a.Verified)
 	return a, nil
 }
 
@@ -1288,7 +1291,7 @@ func writeIdleTable(w io.Writer, rep *IdleReport) {
 		fmt.Fprintf(w, "%s levels:", r.Runner)
 		for _, l := range r.Levels {
 			fmt.Fprintf(w, "  %s idle: RSS %s (scavenged %s, heap %s, stacks %s), %s descriptors;", humanize.Comma(int64(l.Idle)),
-				FormatBytes(uint64(l.Sink.RSS)), FormatBytes(uint64(l.Scavenged.RSS)), FormatBytes(l.Scavenged.HeapInuse), FormatBytes(l.Scavenged.StackInuse),
+				report.FormatBytes(uint64(l.Sink.RSS)), report.FormatBytes(uint64(l.Scavenged.RSS)), report.FormatBytes(l.Scavenged.HeapInuse), report.FormatBytes(l.Scavenged.StackInuse),
 				humanize.Comma(int64(l.Sink.FDs)))
 		}
 		fmt.Fprintln(w)
@@ -1322,7 +1325,7 @@ func writeIdleTable(w io.Writer, rep *IdleReport) {
 	}
 	fmt.Fprintf(w, "kernel %s, %s, %d CPUs; %s\n", rep.Host.Kernel, rep.Host.Go, rep.Host.CPUs, pinNote(rep.Pinning))
 	fmt.Fprintf(w, "workload: idle %s over %d listeners x %d source addresses; %d active at %s, %s messages, %.1fs per phase; hard RLIMIT_NOFILE %s\n",
-		commaList(c.Idle), len(c.Listeners), len(c.SourceAddrs), c.Active, rateOrUnlimited(Rate(c.RateBps)), FormatBytes(uint64(c.MsgSize)), c.DurationS,
+		commaList(c.Idle), len(c.Listeners), len(c.SourceAddrs), c.Active, rateOrUnlimited(report.Rate(c.RateBps)), report.FormatBytes(uint64(c.MsgSize)), c.DurationS,
 		humanize.Comma(int64(c.NoFileHard)))
 	for _, n := range rep.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)

@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-io/sluice/bench/harness"
+
 	"github.com/sluice-io/sluice/engine"
 	"github.com/sluice-io/sluice/srcs"
 )
@@ -160,7 +162,7 @@ type idleProc struct {
 
 // startIdleChild starts `exe idle role`, sends spec and reads its ready
 // line into ready.
-func startIdleChild(ctx context.Context, exe, role string, spec any, cpus []int, ready *idleReady, ios IO) (*idleProc, error) {
+func startIdleChild(ctx context.Context, exe, role string, spec any, cpus []int, ready *idleReady, ios harness.IO) (*idleProc, error) {
 	cctx, cancel := context.WithCancel(ctx)
 	cmd := exec.CommandContext(cctx, exe, "idle", role)
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
@@ -179,7 +181,7 @@ func startIdleChild(ctx context.Context, exe, role string, spec any, cpus []int,
 	}
 	p.out = bufio.NewScanner(stdout)
 	p.out.Buffer(nil, 64<<20)
-	if err := startOnCPUs(cmd, cpus); err != nil {
+	if err := harness.StartOnCPUs(cmd, cpus); err != nil {
 		cancel()
 		return nil, fmt.Errorf("bench: start %s: %w", p.name, err)
 	}
@@ -258,7 +260,7 @@ type idleSink struct {
 	ready idleReady
 }
 
-func startIdleSink(ctx context.Context, exe string, spec idleSinkSpec, ios IO) (*idleSink, error) {
+func startIdleSink(ctx context.Context, exe string, spec idleSinkSpec, ios harness.IO) (*idleSink, error) {
 	s := &idleSink{}
 	p, err := startIdleChild(ctx, exe, IdleSinkChild, spec, nil, &s.ready, ios)
 	if err != nil {
@@ -307,7 +309,7 @@ type idleClients struct {
 
 // startIdleClients starts n clients on cpus, each with spec's addresses
 // and the descriptors for its share of top connections.
-func startIdleClients(ctx context.Context, exe string, spec idleClientSpec, n, top int, cpus []int, ios IO) (*idleClients, error) {
+func startIdleClients(ctx context.Context, exe string, spec idleClientSpec, n, top int, cpus []int, ios harness.IO) (*idleClients, error) {
 	cs := &idleClients{}
 	for i := range n {
 		sp := spec
@@ -466,7 +468,7 @@ type idleHandler interface {
 type idleSinkChild struct {
 	e       *engine.Engine
 	col     *collector
-	smp     *sampler
+	smp     *harness.Sampler
 	closed  bool // the engine is shut down
 	sampled bool // smp is finished
 
@@ -549,7 +551,7 @@ func newIdleSinkChild(spec idleSinkSpec) (*idleSinkChild, idleReady, error) {
 		return nil, ready, err
 	}
 	ready.Runner, ready.Workers = s.e.Runner(), resolved.Workers
-	s.smp = startSampler()
+	s.smp = harness.StartSampler()
 	return s, ready, nil
 }
 
@@ -608,7 +610,7 @@ func (s *idleSinkChild) handle(_ context.Context, req idleReq) (*idleResp, error
 		s.mu.Unlock()
 		cn.IdleAdded, cn.IdleEnded = s.idleAdded.Load(), s.idleEnded.Load()
 		cn.FirstNs, cn.ReachedNs = s.first.Load(), s.reached.Load()
-		cn.Bytes, cn.CPUNs, cn.Goroutines = s.col.total.Load(), cpuTime().Nanoseconds(), runtime.NumGoroutine()
+		cn.Bytes, cn.CPUNs, cn.Goroutines = s.col.total.Load(), harness.CPUTime().Nanoseconds(), runtime.NumGoroutine()
 		cn.Errors, cn.ErrorSamples = s.col.errs.Load(), s.col.errorSamples()
 		if req.FDs {
 			cn.FDs = countFDs()
@@ -664,14 +666,14 @@ func (s *idleSinkChild) sample(heap string) (*idleResp, error) {
 		}
 		smp.HeapProfile = heap
 	}
-	s.smp.sample()
+	s.smp.Sample()
 	return &idleResp{Sample: smp}, nil
 }
 
 func (s *idleSinkChild) mem() IdleMem {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	threads, rss := procUsage()
+	threads, rss := harness.ProcUsage()
 	return IdleMem{RSS: rss, RSSAnon: rssAnon(), HeapInuse: ms.HeapInuse, HeapAlloc: ms.HeapAlloc, HeapObjs: ms.HeapObjects,
 		StackInuse: ms.StackInuse, RuntimeMeta: ms.MSpanInuse + ms.MCacheInuse + ms.GCSys + ms.OtherSys + ms.BuckHashSys,
 		GoSys: ms.Sys, Goroutines: runtime.NumGoroutine(), Threads: threads, FDs: countFDs(), Sources: s.idleAdded.Load() - s.idleEnded.Load()}
@@ -692,7 +694,7 @@ func (s *idleSinkChild) finishSampler() (threads int, rss int64) {
 		return 0, 0
 	}
 	s.sampled = true
-	return s.smp.finish()
+	return s.smp.Finish()
 }
 
 func (s *idleSinkChild) close() {

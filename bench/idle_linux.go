@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-io/sluice/bench/harness"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -101,7 +103,7 @@ func rssAnon() int64 {
 	}
 	for line := range bytes.SplitSeq(b, []byte("\n")) {
 		if v, ok := bytes.CutPrefix(line, []byte("RssAnon:")); ok {
-			return kbField(v)
+			return harness.KBField(v)
 		}
 	}
 	return 0
@@ -123,7 +125,7 @@ func readKernelMem() (KernelMem, error) {
 	}
 	for line := range bytes.SplitSeq(b, []byte("\n")) {
 		if v, ok := bytes.CutPrefix(line, []byte("Slab:")); ok {
-			k.Slab = kbField(v)
+			k.Slab = harness.KBField(v)
 		}
 	}
 	if b, err := os.ReadFile("/proc/slabinfo"); err == nil {

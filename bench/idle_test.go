@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-io/sluice/bench/report"
 )
 
 func TestCountList(t *testing.T) {
@@ -49,7 +51,7 @@ func TestIdleConfigValidate(t *testing.T) {
 		{"burst above the first level", func(c *IdleConfig) { c.Idle, c.Burst = CountList{100, 200}, 150 }, "--burst"},
 		{"no active", func(c *IdleConfig) { c.Active = 0 }, ""},
 		{"tiny messages", func(c *IdleConfig) { c.MsgSize = 8 }, "--msg-size"},
-		{"bad runner", func(c *IdleConfig) { c.Runners = StringList{"fibre"} }, "--runners"},
+		{"bad runner", func(c *IdleConfig) { c.Runners = report.StringList{"fibre"} }, "--runners"},
 		{"too many per pair", func(c *IdleConfig) { c.SourceAddrs, c.Listeners = 1, 1 }, "per (source, listener) pair"},
 		{"too many addresses", func(c *IdleConfig) { c.Idle, c.Listeners = CountList{5_000_000}, 1 }, "source addresses"},
 		{"rate without profile", func(c *IdleConfig) { c.MemProfileRate = 1 }, "--memprofile-rate"},

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluice-io/sluice/bench/report"
 )
 
 // RunnerIPerf3 names the reference row of `run --iperf3`: iperf3's own
@@ -54,7 +56,7 @@ func parseIPerf3(b []byte) (*Result, error) {
 	r := &Result{Runner: RunnerIPerf3, Sources: 1, Bytes: uint64(s.Bytes), DurationS: s.Seconds,
 		ThroughputBps: s.Bytes / s.Seconds, CPUS: ir.End.CPU.RemoteTotal / 100 * s.Seconds, Verified: true,
 		GenHeld: 1, GenCPUUtil: ir.End.CPU.HostTotal / 100, EngineCPUUtil: ir.End.CPU.RemoteTotal / 100,
-		hist: newHist(), e2e: newHist()}
+		hist: report.NewHist(), e2e: report.NewHist()}
 	r.CPUSPerGiB = cpuPerGiB(r.CPUS, r.Bytes)
 	r.Bottleneck = bottleneck(r.EngineCPUUtil, r.GenCPUUtil)
 	return r, nil

@@ -16,6 +16,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-io/sluice/bench/harness"
+	"github.com/sluice-io/sluice/bench/report"
+
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/sluice-io/sluice/engine"
@@ -28,16 +31,16 @@ import (
 // load generator in processes of their own, so that each process's CPU
 // time is its own.
 type JetStreamConfig struct {
-	Conns   int    // TCP connections
-	PerConn Size   // bytes each connection sends
-	Write   Size   // bytes per write
-	Runner  string // engine runner
-	Pending int    // jetstream max_pending
-	BufSize Size   // the engine's buffer size: the largest chunk, and so message
-	Workers int    // the engine's workers; 0 for its default
-	Storage string // file or memory
-	Inline  bool   // publish from where each chunk was read (engine.WithInlineHandler)
-	JSON    string // report file; "-" for stdout, "" for none
+	Conns   int         // TCP connections
+	PerConn report.Size // bytes each connection sends
+	Write   report.Size // bytes per write
+	Runner  string      // engine runner
+	Pending int         // jetstream max_pending
+	BufSize report.Size // the engine's buffer size: the largest chunk, and so message
+	Workers int         // the engine's workers; 0 for its default
+	Storage string      // file or memory
+	Inline  bool        // publish from where each chunk was read (engine.WithInlineHandler)
+	JSON    string      // report file; "-" for stdout, "" for none
 	// Check, if set, replaces the benchmark: read this stream and check
 	// it (see StreamCheckConfig).
 	Check StreamCheckConfig
@@ -125,14 +128,14 @@ type JetStreamReport struct {
 	// TransferSluiceCPUSPerGiB and TransferServerCPUSPerGiB: CPU-s/GiB
 	// over the transfer alone; zero where the server's CPU cannot be read
 	// while it runs.
-	TransferSluiceCPUSPerGiB float64 `json:"transfer_sluice_cpu_s_per_gib,omitempty"`
-	TransferServerCPUSPerGiB float64 `json:"transfer_server_cpu_s_per_gib,omitempty"`
-	GeneratorCPUSPerGiB      float64 `json:"generator_cpu_s_per_gib"`
-	Host                     Host    `json:"host"`
+	TransferSluiceCPUSPerGiB float64      `json:"transfer_sluice_cpu_s_per_gib,omitempty"`
+	TransferServerCPUSPerGiB float64      `json:"transfer_server_cpu_s_per_gib,omitempty"`
+	GeneratorCPUSPerGiB      float64      `json:"generator_cpu_s_per_gib"`
+	Host                     harness.Host `json:"host"`
 }
 
 // JetStream runs the `jetstream` command.
-func JetStream(ctx context.Context, c JetStreamConfig, ios IO) (*JetStreamReport, error) {
+func JetStream(ctx context.Context, c JetStreamConfig, ios harness.IO) (*JetStreamReport, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -169,7 +172,7 @@ func JetStream(ctx context.Context, c JetStreamConfig, ios IO) (*JetStreamReport
 	url = strings.TrimSpace(url)
 	go io.Copy(io.Discard, srvOut)
 
-	cpu0 := cpuTime()
+	cpu0 := harness.CPUTime()
 	pub, err := jetstream.New(ctx, jetstream.Config{URL: url, Subject: "bench.ingest", Stream: "BENCH", Storage: c.Storage, MaxPending: c.Pending})
 	if err != nil {
 		return nil, err
@@ -200,11 +203,11 @@ func JetStream(ctx context.Context, c JetStreamConfig, ios IO) (*JetStreamReport
 		return nil, err
 	}
 	fmt.Fprintf(ios.Err, "sluice-bench jetstream: %d connections x %s into %s (runner %s, %s storage)\n",
-		c.Conns, FormatBytes(uint64(c.PerConn)), url, e.Runner(), c.Storage)
+		c.Conns, report.FormatBytes(uint64(c.PerConn)), url, e.Runner(), c.Storage)
 
 	t0 := time.Now()
-	sluiceT0 := cpuTime()
-	srvT0, srvTOK := procCPU(srv.Process.Pid)
+	sluiceT0 := harness.CPUTime()
+	srvT0, srvTOK := harness.ProcCPU(srv.Process.Pid)
 	gen := exec.CommandContext(ctx, self, "jsgen", "--addr", ln.Addr().String(), "--conns", strconv.Itoa(c.Conns),
 		"--per-conn", strconv.FormatInt(int64(c.PerConn), 10), "--write", strconv.FormatInt(int64(c.Write), 10))
 	gen.Stderr = ios.Err
@@ -230,11 +233,11 @@ func JetStream(ctx context.Context, c JetStreamConfig, ios IO) (*JetStreamReport
 	sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	shutErr := e.Shutdown(sctx)
-	sluiceT := cpuTime() - sluiceT0
-	srvT1, srvT1OK := procCPU(srv.Process.Pid)
+	sluiceT := harness.CPUTime() - sluiceT0
+	srvT1, srvT1OK := harness.ProcCPU(srv.Process.Pid)
 	err = errors.Join(genErr, waitErr, shutErr, pub.Close(sctx))
 	d := time.Since(t0)
-	cpu := cpuTime() - cpu0
+	cpu := harness.CPUTime() - cpu0
 	if err != nil {
 		return nil, fmt.Errorf("bench: jetstream: %w", err)
 	}
@@ -252,7 +255,7 @@ func JetStream(ctx context.Context, c JetStreamConfig, ios IO) (*JetStreamReport
 		Bytes: tot.Bytes, BufSize: int64(c.BufSize), Messages: st.Acked, Retries: st.Retries, Pipelined: st.Pipelined, Rejected: st.Rejected,
 		DurationS: d.Seconds(), ThroughputBps: float64(tot.Bytes) / d.Seconds(),
 		SluiceCPUS: cpu.Seconds(), ServerCPUS: srvCPU.Seconds(), GeneratorCPUS: genCPU.Seconds(),
-		Host: hostInfo(),
+		Host: harness.HostInfo(),
 	}
 	if gib > 0 {
 		rep.SluiceCPUSPerGiB = rep.SluiceCPUS / gib
@@ -267,7 +270,7 @@ func JetStream(ctx context.Context, c JetStreamConfig, ios IO) (*JetStreamReport
 		return rep, fmt.Errorf("bench: jetstream: received %d bytes, sent %d", tot.Bytes, want)
 	}
 	fmt.Fprintf(ios.Err, "sluice-bench jetstream: %s in %.2fs, %s, %d messages (%d pipelined, %d rejected); CPU-s/GiB: sluice %.2f, nats-server %.2f, generator %.2f\n",
-		FormatBytes(rep.Bytes), rep.DurationS, FormatRate(rep.ThroughputBps), rep.Messages, rep.Pipelined, rep.Rejected,
+		report.FormatBytes(rep.Bytes), rep.DurationS, report.FormatRate(rep.ThroughputBps), rep.Messages, rep.Pipelined, rep.Rejected,
 		rep.SluiceCPUSPerGiB, rep.ServerCPUSPerGiB, rep.GeneratorCPUSPerGiB)
 	if rep.TransferServerCPUSPerGiB > 0 {
 		fmt.Fprintf(ios.Err, "sluice-bench jetstream: the transfer alone: sluice %.2f, nats-server %.2f CPU-s/GiB, sluice/server %.2f (whole run %.2f)\n",

@@ -9,18 +9,21 @@ import (
 	"slices"
 	"text/tabwriter"
 	"time"
+
+	"github.com/sluice-io/sluice/bench/harness"
+	"github.com/sluice-io/sluice/bench/report"
 )
 
 // LatencyConfig configures the `latency` command: an open-loop sweep of
 // offered load with Poisson arrivals of timestamped fixed-size records,
 // the Verona seed's latency-against-throughput curve.
 type LatencyConfig struct {
-	Loads    RateList // total offered loads, ascending
-	Runners  StringList
+	Loads    report.RateList // total offered loads, ascending
+	Runners  report.StringList
 	Rounds   int // sweeps, alternating the runners' order
 	Sources  int
 	Duration time.Duration // per point
-	MsgSize  Size
+	MsgSize  report.Size
 	Arrivals string
 	// GenPacing is the generator's pacing (GenConfig.Pacing).
 	GenPacing string
@@ -39,7 +42,7 @@ type LatencyConfig struct {
 // 1 KiB records, 2 s per point, offered 8, 32, 128 and 512 MiB/s in all.
 func DefaultLatencyConfig() LatencyConfig {
 	return LatencyConfig{
-		Loads:   RateList{8 << 20, 32 << 20, 128 << 20, 512 << 20},
+		Loads:   report.RateList{8 << 20, 32 << 20, 128 << 20, 512 << 20},
 		Sources: 100, Duration: 2 * time.Second, MsgSize: 1 << 10, Arrivals: ArrivalsPoisson,
 		MaxDial: DefaultMaxDial, Pin: true, Rounds: 1,
 	}
@@ -106,7 +109,7 @@ type LatencyRatio struct {
 // LatencyReport is the JSON report of `latency`.
 type LatencyReport struct {
 	Command  string         `json:"command"` // "latency"
-	Host     Host           `json:"host"`
+	Host     harness.Host   `json:"host"`
 	Pinning  Pinning        `json:"pinning"`
 	Sources  int            `json:"sources"`
 	MsgSize  int64          `json:"msg_size"`
@@ -119,7 +122,7 @@ type LatencyReport struct {
 }
 
 // LatencySweep runs the `latency` command.
-func LatencySweep(ctx context.Context, c LatencyConfig, ios IO) (*LatencyReport, error) {
+func LatencySweep(ctx context.Context, c LatencyConfig, ios harness.IO) (*LatencyReport, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -133,7 +136,7 @@ func LatencySweep(ctx context.Context, c LatencyConfig, ios IO) (*LatencyReport,
 	}
 	pin, unpin := pinApart(c.Pin)
 	defer unpin()
-	rep := &LatencyReport{Command: "latency", Host: hostInfo(), Pinning: pin, Sources: c.Sources,
+	rep := &LatencyReport{Command: "latency", Host: harness.HostInfo(), Pinning: pin, Sources: c.Sources,
 		MsgSize: int64(c.MsgSize), Arrivals: c.Arrivals, Pacing: workload{Pacing: c.GenPacing}.pacing(), Skipped: skipped, OK: true}
 	loads := slices.Clone(c.Loads)
 	slices.Sort(loads)
@@ -146,19 +149,19 @@ func LatencySweep(ctx context.Context, c LatencyConfig, ios IO) (*LatencyReport,
 			}
 			for _, name := range order {
 				w := workload{Runner: name, Round: round*len(loads) + li, Sources: c.Sources, Duration: c.Duration, MsgSize: c.MsgSize,
-					Rate: load / Rate(c.Sources), Arrivals: c.Arrivals, Pacing: c.GenPacing, Skew: c.Skew, MaxDial: c.MaxDial, Verify: true,
+					Rate: load / report.Rate(c.Sources), Arrivals: c.Arrivals, Pacing: c.GenPacing, Skew: c.Skew, MaxDial: c.MaxDial, Verify: true,
 					Engine: c.Engine, Exe: exe, GenCPUs: pin.GenCPUs,
-					Label: fmt.Sprintf("%s @ %s", name, FormatRate(float64(load)))}
+					Label: fmt.Sprintf("%s @ %s", name, report.FormatRate(float64(load)))}
 				r, err := measureRunner(ctx, w, ios, !c.InProcess)
 				if err != nil {
-					return nil, fmt.Errorf("bench: runner %s at %s: %w", name, FormatRate(float64(load)), err)
+					return nil, fmt.Errorf("bench: runner %s at %s: %w", name, report.FormatRate(float64(load)), err)
 				}
 				note := ""
 				if r.GeneratorBound {
 					note = ", generator-bound: " + r.GenBoundWhy
 				}
-				fmt.Fprintf(ios.Err, "%s: achieved %s, engine p99 %s, e2e p99 %s, gen lag p99 %s%s\n", w.Label, FormatRate(r.ThroughputBps),
-					FormatNanos(r.LatencyNs.P99), FormatNanos(r.E2ELatencyNs.P99), FormatNanos(r.GenLagNs.P99), note)
+				fmt.Fprintf(ios.Err, "%s: achieved %s, engine p99 %s, e2e p99 %s, gen lag p99 %s%s\n", w.Label, report.FormatRate(r.ThroughputBps),
+					report.FormatNanos(r.LatencyNs.P99), report.FormatNanos(r.E2ELatencyNs.P99), report.FormatNanos(r.GenLagNs.P99), note)
 				for _, m := range r.Mismatches {
 					fmt.Fprintf(ios.Err, "MISMATCH %s: %s\n", w.Label, m)
 				}
@@ -170,7 +173,7 @@ func LatencySweep(ctx context.Context, c LatencyConfig, ios IO) (*LatencyReport,
 	rep.Ratios = latencyRatios(runners, loads, rep.Points)
 	writeLatencyTable(ios.Out, rep, runners)
 	for _, lr := range rep.Ratios {
-		fmt.Fprintf(ios.Out, "%s/%s at %s:", lr.A, lr.B, FormatRate(lr.OfferedBps))
+		fmt.Fprintf(ios.Out, "%s/%s at %s:", lr.A, lr.B, report.FormatRate(lr.OfferedBps))
 		for _, r := range lr.Ratios {
 			fmt.Fprintf(ios.Out, " %.2fx %s (%.2f-%.2f),", r.Median, r.Metric, r.Min, r.Max)
 		}
@@ -197,8 +200,8 @@ func LatencySweep(ctx context.Context, c LatencyConfig, ios IO) (*LatencyReport,
 
 // latencyRatios compares the first runner with each other one at every
 // load: engine p99, end-to-end p99 and CPU-s/GiB, round by round.
-func latencyRatios(runners []string, loads []Rate, points []LatencyPoint) []LatencyRatio {
-	find := func(name string, load Rate, round int) *LatencyPoint {
+func latencyRatios(runners []string, loads []report.Rate, points []LatencyPoint) []LatencyRatio {
+	find := func(name string, load report.Rate, round int) *LatencyPoint {
 		for i := range points {
 			p := &points[i]
 			if p.Runner == name && p.OfferedBps == float64(load) && p.Sweep == round {
@@ -252,18 +255,18 @@ func writeLatencyTable(w io.Writer, rep *LatencyReport, runners []string) {
 				held += " (generator-bound)"
 				bound++
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.3f\t%s\t\n", FormatRate(p.OfferedBps), p.Runner, FormatRate(p.ThroughputBps),
-				FormatNanos(p.LatencyNs.P50), FormatNanos(p.LatencyNs.P99), FormatNanos(p.LatencyNs.P999), FormatNanos(p.LatencyNs.Max),
-				FormatNanos(p.E2ELatencyNs.P50), FormatNanos(p.E2ELatencyNs.P99), FormatNanos(p.E2ELatencyNs.Max),
-				held, FormatNanos(p.GenLagNs.P99), p.CPUSPerGiB, v)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.3f\t%s\t\n", report.FormatRate(p.OfferedBps), p.Runner, report.FormatRate(p.ThroughputBps),
+				report.FormatNanos(p.LatencyNs.P50), report.FormatNanos(p.LatencyNs.P99), report.FormatNanos(p.LatencyNs.P999), report.FormatNanos(p.LatencyNs.Max),
+				report.FormatNanos(p.E2ELatencyNs.P50), report.FormatNanos(p.E2ELatencyNs.P99), report.FormatNanos(p.E2ELatencyNs.Max),
+				held, report.FormatNanos(p.GenLagNs.P99), p.CPUSPerGiB, v)
 		}
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "p50-max: engine latency (delivery minus actual send); e2e: delivery minus scheduled send; gen lag: actual minus scheduled send")
 	if bound > 0 {
 		fmt.Fprintf(w, "%d point(s) generator-bound (held < %.0f%% of the offered load or gen lag p99 > %s): they measure the generator, not the engine\n",
-			bound, 100*MinHeld, FormatNanos(MaxGenLagP99))
+			bound, 100*MinHeld, report.FormatNanos(MaxGenLagP99))
 	}
 	fmt.Fprintf(w, "kernel %s, %s; %d sources, %s records, %s arrivals; %s\n", rep.Host.Kernel, rep.Host.Go,
-		rep.Sources, FormatBytes(uint64(rep.MsgSize)), rep.Arrivals, pinNote(rep.Pinning))
+		rep.Sources, report.FormatBytes(uint64(rep.MsgSize)), rep.Arrivals, pinNote(rep.Pinning))
 }

@@ -13,6 +13,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-io/sluice/bench/harness"
+	"github.com/sluice-io/sluice/bench/report"
+
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/sluice-io/sluice/engine"
 )
@@ -81,7 +84,7 @@ type Pinning struct {
 // function that undoes it. With fewer than two CPUs, or off, it does
 // nothing. GOMAXPROCS follows the engine's share.
 func pinApart(enabled bool) (Pinning, func()) {
-	cpus := allowedCPUs()
+	cpus := harness.AllowedCPUs()
 	if !enabled {
 		return Pinning{Note: "disabled (--pin=false)"}, func() {}
 	}
@@ -90,12 +93,12 @@ func pinApart(enabled bool) (Pinning, func()) {
 	}
 	k := (len(cpus) + 1) / 2
 	eng, gen := cpus[:k], cpus[k:]
-	if err := pinProcess(eng); err != nil {
+	if err := harness.PinProcess(eng); err != nil {
 		return Pinning{Note: err.Error()}, func() {}
 	}
 	prev := runtime.GOMAXPROCS(len(eng))
 	return Pinning{Enabled: true, EngineCPUs: eng, GenCPUs: gen}, func() {
-		pinProcess(cpus)
+		harness.PinProcess(cpus)
 		runtime.GOMAXPROCS(prev)
 	}
 }
@@ -107,8 +110,8 @@ type workload struct {
 	Round    int
 	Sources  int
 	Duration time.Duration
-	MsgSize  Size
-	Rate     Rate // per source
+	MsgSize  report.Size
+	Rate     report.Rate // per source
 	Arrivals string
 	Pacing   string // the generator's; "" for DefaultPacing
 	Skew     float64
@@ -124,7 +127,7 @@ type workload struct {
 	TLS *TLSFiles `json:",omitempty"`
 	// Wire is how the load reaches the sink; its zero value is loopback
 	// without whole-core accounting.
-	Wire wireEnv
+	Wire harness.WireEnv
 }
 
 // pacing is the generator's pacing in w.
@@ -177,27 +180,27 @@ type Result struct {
 	// actually wrote the message. E2ELatencyNs is delivery minus the
 	// message's scheduled time, so that a generator falling behind stays
 	// visible (no coordinated omission).
-	LatencyNs    Latency `json:"latency_ns"`
-	E2ELatencyNs Latency `json:"e2e_latency_ns"`
-	FairnessJain float64 `json:"fairness_jain"`
+	LatencyNs    report.Latency `json:"latency_ns"`
+	E2ELatencyNs report.Latency `json:"e2e_latency_ns"`
+	FairnessJain float64        `json:"fairness_jain"`
 	// With --framing: the whole records delivered, and records_per_s
 	// over the interval; those too long to deliver (records_skipped,
 	// none when the generator's records fit), and the bytes of records a
 	// stream ended inside (truncated_bytes, none when the generator could
 	// finish its last records). All 0 for raw bytes.
-	Records        uint64  `json:"records"`
-	RecordsPerS    float64 `json:"records_per_s"`
-	RecordsSkipped uint64  `json:"records_skipped"`
-	TruncatedBytes uint64  `json:"truncated_bytes"`
-	PoolWaits      uint64  `json:"pool_waits"`
-	PartialFlushes uint64  `json:"partial_flushes"`
-	Chunks         uint64  `json:"chunks"`
-	Errors         uint64  `json:"errors"`
-	OfferedBps     float64 `json:"offered_bps"` // 0: unlimited
-	GenSentBytes   uint64  `json:"gen_sent_bytes"`
-	GenCPUS        float64 `json:"gen_cpu_s"`
-	GenLagMaxNs    int64   `json:"gen_lag_max_ns"`
-	GenLagNs       Latency `json:"gen_lag_ns"` // actual minus scheduled send, per message
+	Records        uint64         `json:"records"`
+	RecordsPerS    float64        `json:"records_per_s"`
+	RecordsSkipped uint64         `json:"records_skipped"`
+	TruncatedBytes uint64         `json:"truncated_bytes"`
+	PoolWaits      uint64         `json:"pool_waits"`
+	PartialFlushes uint64         `json:"partial_flushes"`
+	Chunks         uint64         `json:"chunks"`
+	Errors         uint64         `json:"errors"`
+	OfferedBps     float64        `json:"offered_bps"` // 0: unlimited
+	GenSentBytes   uint64         `json:"gen_sent_bytes"`
+	GenCPUS        float64        `json:"gen_cpu_s"`
+	GenLagMaxNs    int64          `json:"gen_lag_max_ns"`
+	GenLagNs       report.Latency `json:"gen_lag_ns"` // actual minus scheduled send, per message
 	// GenHeld is the fraction of the load scheduled within the duration
 	// that the generator wrote within it (1 when unpaced).
 	GenHeld float64 `json:"gen_held"`
@@ -229,12 +232,12 @@ type Result struct {
 	TLS string `json:"tls,omitempty"`
 	// StreamsVerified counts the generator's streams whose byte count, and
 	// CRC-32C when verifying, the engine's stream matched.
-	StreamsVerified int        `json:"streams_verified"`
-	Verified        bool       `json:"verified"`
-	Mismatches      []string   `json:"mismatches,omitempty"`
-	Profile         string     `json:"profile,omitempty"`
-	TopFunctions    []FuncCost `json:"top_functions,omitempty"`
-	Rounds          int        `json:"rounds,omitempty"` // summaries only
+	StreamsVerified int               `json:"streams_verified"`
+	Verified        bool              `json:"verified"`
+	Mismatches      []string          `json:"mismatches,omitempty"`
+	Profile         string            `json:"profile,omitempty"`
+	TopFunctions    []report.FuncCost `json:"top_functions,omitempty"`
+	Rounds          int               `json:"rounds,omitempty"` // summaries only
 	// ThroughputRounds and CPURounds are, in a summary of several
 	// rounds, the spread of throughput_bps and cpu_s_per_gib over them;
 	// the summary's own figures are then their medians.
@@ -264,7 +267,7 @@ func cpuPerGiB(cpu float64, bytes uint64) float64 {
 // measure runs one workload: it starts the sink engine, starts the
 // generator process, waits until every connection is accepted, then
 // measures from the generator's first byte until every source has ended.
-func measure(ctx context.Context, w workload, ios IO) (*Result, error) {
+func measure(ctx context.Context, w workload, ios harness.IO) (*Result, error) {
 	msgSize := int(w.MsgSize)
 	framer, err := w.Engine.framer()
 	if err != nil {
@@ -279,7 +282,7 @@ func measure(ctx context.Context, w workload, ios IO) (*Result, error) {
 	if framer != nil {
 		records = col.records.Load
 	}
-	sk, err := startSink(w.Engine, w.Runner, []string{w.Wire.listenAddr()}, col)
+	sk, err := startSink(w.Engine, w.Runner, []string{w.Wire.ListenAddr()}, col)
 	if err != nil {
 		return nil, err
 	}
@@ -308,19 +311,19 @@ func measure(ctx context.Context, w workload, ios IO) (*Result, error) {
 			return fail(err)
 		}
 	}
-	smp := startSampler()
+	smp := harness.StartSampler()
 	waits0 := sk.e.Pool().Stats().Waits
 	rs0 := sumRunnerStats(sk.e.Stats().Runners)
-	cpu0 := cpuTime()
-	core0, coreOK := readCores(w.Wire.SinkCPUs, w.Wire.LoadCPUs)
+	cpu0 := harness.CPUTime()
+	core0, coreOK := harness.ReadCores(w.Wire.SinkCPUs, w.Wire.LoadCPUs)
 	t0 := time.Now()
 	if err := g.send(); err != nil {
-		smp.finish()
+		smp.Finish()
 		prof.stop()
 		return fail(err)
 	}
-	prog := startProgress(ios, w.Label, w.Duration, col.total.Load, records)
-	backlog := sampleBacklog(sk.addrs()[0], w.Duration, 0)
+	prog := harness.StartProgress(ios, w.Label, w.Duration, col.total.Load, records)
+	backlog := harness.SampleBacklog(sk.addrs()[0], w.Duration, 0)
 	var rep GenReport
 	var repErr error
 	got := false
@@ -344,16 +347,16 @@ func measure(ctx context.Context, w workload, ios IO) (*Result, error) {
 			ended = true
 			allEnded = nil
 		case <-endLimit:
-			prog.finish()
-			backlog.finish()
-			smp.finish()
+			prog.Finish()
+			backlog.Finish()
+			smp.Finish()
 			prof.stop()
 			return fail(fmt.Errorf("bench: %s: %d of %d sources ended %v after the generator's duration",
 				w.Runner, col.ended.Load(), w.Sources, 60*time.Second))
 		case <-ctx.Done():
-			prog.finish()
-			backlog.finish()
-			smp.finish()
+			prog.Finish()
+			backlog.Finish()
+			smp.Finish()
 			prof.stop()
 			return fail(ctx.Err())
 		}
@@ -364,11 +367,11 @@ func measure(ctx context.Context, w workload, ios IO) (*Result, error) {
 	// The interval ends when the last source ended; the report may come
 	// a moment later, but no engine work happens in between that matters.
 	t1 := time.Now()
-	core1, core1OK := readCores(w.Wire.SinkCPUs, w.Wire.LoadCPUs)
-	rxBacklog := backlog.finish()
-	cpu1 := cpuTime() - backlog.cpu // the sampler's reads of /proc are not the engine's
-	threads, rss := smp.finish()
-	prog.finish()
+	core1, core1OK := harness.ReadCores(w.Wire.SinkCPUs, w.Wire.LoadCPUs)
+	rxBacklog := backlog.Finish()
+	cpu1 := harness.CPUTime() - backlog.CPU // the sampler's reads of /proc are not the engine's
+	threads, rss := smp.Finish()
+	prog.Finish()
 	profPath, profErr := prof.stop()
 	waits := sk.e.Pool().Stats().Waits - waits0
 	rs1 := sumRunnerStats(sk.e.Stats().Runners)
@@ -393,12 +396,12 @@ func measure(ctx context.Context, w workload, ios IO) (*Result, error) {
 		Profile: profPath, EngineCPUs: runtime.GOMAXPROCS(0), RxBacklogBytes: rxBacklog,
 	}
 	applyGen(r, rep)
-	r.Wire = w.Wire.name()
+	r.Wire = w.Wire.Name()
 	if coreOK && core1OK {
-		applyCore(r, coreBetween(core0, core1), r.Bytes, len(w.Wire.SinkCPUs), len(w.Wire.LoadCPUs))
+		applyCore(r, harness.CoreBetween(core0, core1), r.Bytes, len(w.Wire.SinkCPUs), len(w.Wire.LoadCPUs))
 	}
 	r.hist, r.e2e = col.latency()
-	r.E2ELatencyNs = summarize(r.e2e)
+	r.E2ELatencyNs = report.Summarize(r.e2e)
 	r.Counters = counterDeltas(rs0, rs1, r.Bytes, r.DurationS)
 	if r.DurationS > 0 && r.EngineCPUs > 0 {
 		r.EngineCPUUtil = r.CPUS / (r.DurationS * float64(r.EngineCPUs))
@@ -408,7 +411,7 @@ func measure(ctx context.Context, w workload, ios IO) (*Result, error) {
 	}
 	r.ThroughputBps = float64(r.Bytes) / r.DurationS
 	r.CPUSPerGiB = cpuPerGiB(r.CPUS, r.Bytes)
-	r.LatencyNs = summarize(r.hist)
+	r.LatencyNs = report.Summarize(r.hist)
 	recSize := 0
 	if framer != nil {
 		recSize = msgSize
@@ -425,7 +428,7 @@ func measure(ctx context.Context, w workload, ios IO) (*Result, error) {
 	r.FairnessJain = weightedJain(r.perSource, r.weights)
 	r.Verified = len(r.Mismatches) == 0
 	if profPath != "" {
-		if r.TopFunctions, err = topFunctions(profPath, 10); err != nil {
+		if r.TopFunctions, err = report.TopFunctions(profPath, 10); err != nil {
 			return nil, err
 		}
 	}
@@ -498,7 +501,7 @@ func weightedJain(bytes, weights []float64) float64 {
 	for i := range bytes {
 		xs[i] = bytes[i] / weights[i]
 	}
-	return JainIndex(xs)
+	return report.JainIndex(xs)
 }
 
 func joinInts(xs []int) string {
@@ -548,7 +551,7 @@ func mergeResults(rs []*Result) *Result {
 	if len(rs) == 0 {
 		return nil
 	}
-	s := &Result{Runner: rs[0].Runner, Sources: rs[0].Sources, Verified: true, Rounds: len(rs), hist: newHist(), e2e: newHist(),
+	s := &Result{Runner: rs[0].Runner, Sources: rs[0].Sources, Verified: true, Rounds: len(rs), hist: report.NewHist(), e2e: report.NewHist(),
 		GenHeld: 1, EngineCPUs: rs[0].EngineCPUs, GenCPUs: rs[0].GenCPUs}
 	s.Wire = rs[0].Wire
 	var cnt []Counters
@@ -647,8 +650,8 @@ func mergeResults(rs []*Result) *Result {
 		}
 	}
 	s.FairnessJain = fair / float64(len(rs))
-	s.LatencyNs = summarize(s.hist)
-	s.E2ELatencyNs = summarize(s.e2e)
+	s.LatencyNs = report.Summarize(s.hist)
+	s.E2ELatencyNs = report.Summarize(s.e2e)
 	s.RxBacklogBytes /= int64(len(rs))
 	s.EngineCPUUtil = engUtil / float64(len(rs))
 	s.GenCPUUtil = genUtil / float64(len(rs))
@@ -671,4 +674,22 @@ func executable(exe string) (string, error) {
 		return "", fmt.Errorf("bench: cannot find my own binary to start the generator: %w", err)
 	}
 	return p, nil
+}
+
+// applyCore fills r's whole-core figures from u, over bytes received.
+func applyCore(r *Result, u harness.CoreUse, bytes uint64, sinkCPUs, loadCPUs int) {
+	r.CoreCPUS, r.CoreSoftirqS, r.LoadCoreCPUS = u.Sink, u.Soft, u.Load
+	r.CoreCPUSPerGiB = cpuPerGiB(u.Sink, bytes)
+	r.CoreSoftirqSPerGiB = cpuPerGiB(u.Soft, bytes)
+	r.LoadCoreCPUSPerGiB = cpuPerGiB(u.Load, bytes)
+	// /proc/stat counts in 10 ms ticks, so a core busy throughout a short
+	// interval can read a tick or two over it.
+	if u.Seconds > 0 {
+		if sinkCPUs > 0 {
+			r.CoreUtil = min(u.Sink/(u.Seconds*float64(sinkCPUs)), 1)
+		}
+		if loadCPUs > 0 {
+			r.LoadCoreUtil = min(u.Load/(u.Seconds*float64(loadCPUs)), 1)
+		}
+	}
 }

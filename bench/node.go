@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/signal"
 
+	"github.com/sluice-io/sluice/bench/harness"
+
 	"github.com/sluice-io/sluice/engine/node"
 )
 
@@ -39,7 +41,7 @@ func (f NodeFlags) validate() error {
 // Node.Run) until ctx ends or SIGINT or SIGTERM arrives, then drains; see
 // node.Node.Run for the signals. Its log goes to ios.Err, the stdout
 // output to ios.Out.
-func RunNode(ctx context.Context, fl NodeFlags, ios IO) (*node.Report, error) {
+func RunNode(ctx context.Context, fl NodeFlags, ios harness.IO) (*node.Report, error) {
 	cfg, err := node.Load(fl.Config)
 	if err != nil {
 		return nil, err

@@ -8,6 +8,9 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/sluice-io/sluice/bench/harness"
+	"github.com/sluice-io/sluice/bench/report"
+
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
@@ -118,13 +121,13 @@ func runRows(rep *RunReport, get func(*Result) float64) []spreadSeries {
 
 // writeRunPlots draws a run's throughput and CPU per GiB, each row with
 // its spread over the rounds.
-func writeRunPlots(dir string, rep *RunReport, ios IO) error {
+func writeRunPlots(dir string, rep *RunReport, ios harness.IO) error {
 	client := "built-in generator"
 	if rep.Config.Client == ClientFio {
 		client = "fio"
 	}
 	sub := fmt.Sprintf("%d sources, %s, from %s; median of %d round(s), min-max", rep.Config.Sources,
-		FormatBytes(uint64(rep.Config.MsgSize)), client, rep.Config.Rounds)
+		report.FormatBytes(uint64(rep.Config.MsgSize)), client, rep.Config.Rounds)
 	gib := func(v float64) string { return fmt.Sprintf("%.2f", v) }
 	p, err := spreadChart("Throughput\n"+sub, "GiB/s", runRows(rep, func(r *Result) float64 { return r.ThroughputBps / gibibyte }), gib)
 	if err != nil {
@@ -145,10 +148,10 @@ func writeRunPlots(dir string, rep *RunReport, ios IO) error {
 // runner, both axes logarithmic: the median over the sweeps, with an
 // error bar over their min-max, and a cross where a sweep was
 // generator-bound.
-func writeLatencyPlot(dir string, rep *LatencyReport, runners []string, ios IO) error {
+func writeLatencyPlot(dir string, rep *LatencyReport, runners []string, ios harness.IO) error {
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("p99 engine latency against offered load\n%d sources, %s records, %s arrivals, %s pacing",
-		rep.Sources, FormatBytes(uint64(rep.MsgSize)), rep.Arrivals, rep.Pacing)
+		rep.Sources, report.FormatBytes(uint64(rep.MsgSize)), rep.Arrivals, rep.Pacing)
 	p.X.Label.Text = "offered load (MiB/s)"
 	p.Y.Label.Text = "p99 latency (ms)"
 	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
@@ -262,7 +265,7 @@ var cdfQuantiles = func() []float64 {
 // writeArrivalsPlots draws the distribution (CDF, log time axis) of the
 // gaps between arrivals, merged over all connections and per connection,
 // for every client and sink beside the Poisson reference.
-func writeArrivalsPlots(dir string, rep *ArrivalsReport, ios IO) error {
+func writeArrivalsPlots(dir string, rep *ArrivalsReport, ios harness.IO) error {
 	for _, chart := range []struct {
 		file, title, unit string
 		scale             float64
@@ -275,7 +278,7 @@ func writeArrivalsPlots(dir string, rep *ArrivalsReport, ios IO) error {
 	} {
 		p := plot.New()
 		p.Title.Text = fmt.Sprintf("%s\n%d sources at %s in %s messages", chart.title, rep.Poisson.Sources,
-			FormatRate(rep.Poisson.OfferedBps/float64(max(rep.Poisson.Sources, 1))), FormatBytes(uint64(rep.Poisson.SegmentBytes)))
+			report.FormatRate(rep.Poisson.OfferedBps/float64(max(rep.Poisson.Sources, 1))), report.FormatBytes(uint64(rep.Poisson.SegmentBytes)))
 		p.X.Label.Text = "gap (" + chart.unit + ")"
 		p.Y.Label.Text = "fraction of gaps at most this long"
 		p.X.Scale = plot.LogScale{}
@@ -348,7 +351,7 @@ func expQuantiles(m float64) []int64 {
 }
 
 // savePlot writes p into dir under name.
-func savePlot(p *plot.Plot, dir, name string, ios IO) error {
+func savePlot(p *plot.Plot, dir, name string, ios harness.IO) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("bench: --plot: %w", err)
 	}

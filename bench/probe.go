@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/sluice-io/sluice/bench/harness"
+
 	"github.com/sluice-io/sluice/engine"
 )
 
@@ -79,7 +81,7 @@ func (c *ProbeConfig) RegisterFlags(fs *flag.FlagSet) {
 // Probe runs the `probe` command: it prints the io_uring probe, then
 // starts an engine with runner auto, reports the runner decisions it
 // logged, and shuts it down; then it tries every runner explicitly.
-func Probe(c ProbeConfig, ios IO) (*ProbeReport, error) {
+func Probe(c ProbeConfig, ios harness.IO) (*ProbeReport, error) {
 	report, _ := engine.ProbeURing()
 	rep := &ProbeReport{IOURing: report}
 	h := newCaptureHandler()

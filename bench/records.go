@@ -1,6 +1,10 @@
 package bench
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"github.com/sluice-io/sluice/bench/report"
+)
 
 // TimestampSize is the length of the header at the start of every
 // generated message: two little-endian UnixNano times, the message's
@@ -35,7 +39,7 @@ type recordTracker struct {
 
 // clampLat keeps a latency within the histograms' range, so that a clock
 // step neither drops a record nor makes the histogram return an error.
-func clampLat(v int64) int64 { return min(max(v, 0), histMax) }
+func clampLat(v int64) int64 { return min(max(v, 0), report.HistMax) }
 
 // feed consumes p, and for every header completed in it records the
 // engine latency now - sent into eng and the end-to-end latency

@@ -5,6 +5,9 @@ import (
 	"io"
 	"text/tabwriter"
 
+	"github.com/sluice-io/sluice/bench/harness"
+	"github.com/sluice-io/sluice/bench/report"
+
 	"github.com/dustin/go-humanize"
 )
 
@@ -24,7 +27,7 @@ func writeRunTable(w io.Writer, rep *RunReport) {
 	fmt.Fprintf(w, "kernel %s, %s, %d CPUs; %s; %s\n", rep.Host.Kernel, rep.Host.Go, rep.Host.CPUs, pinNote(rep.Pinning), wireNote(rep.Wire))
 	if hasCore(rep.Summary) {
 		judged := "ratios and targets on cpu_s_per_gib use the sink process's CPU"
-		if rep.Wire.Mode == WireVeth {
+		if rep.Wire.Mode == harness.WireVeth {
 			judged = "targets on cpu_s_per_gib are judged by the whole core"
 		}
 		fmt.Fprintf(w, "CPU s/GiB is the sink process's (getrusage); core s/GiB the sink's CPUs' whole busy time (user, nice, system, irq, softirq from /proc/stat), "+
@@ -32,7 +35,7 @@ func writeRunTable(w io.Writer, rep *RunReport) {
 	}
 	pacing := "unlimited rate"
 	if c.RateBps > 0 {
-		pacing = fmt.Sprintf("%s per source, %s arrivals, skew %g", FormatRate(c.RateBps), c.Arrivals, c.Skew)
+		pacing = fmt.Sprintf("%s per source, %s arrivals, skew %g", report.FormatRate(c.RateBps), c.Arrivals, c.Skew)
 		if c.Pacing != "" {
 			pacing += ", " + c.Pacing + " pacing"
 		}
@@ -54,7 +57,7 @@ func writeRunTable(w io.Writer, rep *RunReport) {
 		consumer = "inline, where each chunk was read (--inline)"
 	}
 	fmt.Fprintf(w, "workload: %d sources, %s %s, %s, %.1fs x %d round(s) per row, from %s; consumer %s\n",
-		c.Sources, FormatBytes(uint64(c.MsgSize)), msgs, pacing, c.DurationS, c.Rounds, client, consumer)
+		c.Sources, report.FormatBytes(uint64(c.MsgSize)), msgs, pacing, c.DurationS, c.Rounds, client, consumer)
 	for _, n := range rep.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}
@@ -129,7 +132,7 @@ func writeResultTable(w io.Writer, rs []*Result, k tableKind) {
 		if !r.Verified {
 			verified = fmt.Sprintf("FAIL(%d)", len(r.Mismatches))
 		}
-		tput, cpu := FormatRate(r.ThroughputBps), fmt.Sprintf("%.3f", r.CPUSPerGiB)
+		tput, cpu := report.FormatRate(r.ThroughputBps), fmt.Sprintf("%.3f", r.CPUSPerGiB)
 		if t := r.ThroughputRounds; t != nil {
 			tput = fmt.Sprintf("%s (%s)", tput, rateRange(t))
 		}
@@ -142,25 +145,25 @@ func writeResultTable(w io.Writer, rs []*Result, k tableKind) {
 		switch {
 		case k.framed:
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%.4f\t%s\t%s\t%s\t\n",
-				r.Runner, tput, humanize.Comma(int64(r.RecordsPerS)), FormatBytes(r.Bytes),
+				r.Runner, tput, humanize.Comma(int64(r.RecordsPerS)), report.FormatBytes(r.Bytes),
 				humanize.Comma(int64(r.Records)), humanize.Comma(int64(r.RecordsSkipped)), cpu, r.ThreadsMax,
-				FormatBytes(uint64(max(r.RSSMaxBytes, 0))),
+				report.FormatBytes(uint64(max(r.RSSMaxBytes, 0))),
 				r.FairnessJain, humanize.Comma(int64(r.PoolWaits)), humanize.Comma(int64(r.PartialFlushes)), verified)
 		case k.fio:
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%.4f\t%s\t%s\t%s\t\n",
-				r.Runner, tput, FormatBytes(r.Bytes), cpu, r.ThreadsMax,
-				FormatBytes(uint64(max(r.RSSMaxBytes, 0))),
+				r.Runner, tput, report.FormatBytes(r.Bytes), cpu, r.ThreadsMax,
+				report.FormatBytes(uint64(max(r.RSSMaxBytes, 0))),
 				r.FairnessJain, humanize.Comma(int64(r.PoolWaits)), humanize.Comma(int64(r.PartialFlushes)), verified)
 		default:
 			lat := func(ns int64) string {
 				if r.LatencyNs.Count == 0 {
 					return "-"
 				}
-				return FormatNanos(ns)
+				return report.FormatNanos(ns)
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.4f\t%s\t%s\t%s\t\n",
-				r.Runner, tput, FormatBytes(r.Bytes), cpu, r.ThreadsMax,
-				FormatBytes(uint64(max(r.RSSMaxBytes, 0))),
+				r.Runner, tput, report.FormatBytes(r.Bytes), cpu, r.ThreadsMax,
+				report.FormatBytes(uint64(max(r.RSSMaxBytes, 0))),
 				lat(r.LatencyNs.P50), lat(r.LatencyNs.P99), lat(r.LatencyNs.P999), lat(r.LatencyNs.Max),
 				lat(r.E2ELatencyNs.P99), lat(r.E2ELatencyNs.Max),
 				r.FairnessJain, humanize.Comma(int64(r.PoolWaits)), humanize.Comma(int64(r.PartialFlushes)), verified)
@@ -184,7 +187,7 @@ func writeResultTable(w io.Writer, rs []*Result, k tableKind) {
 			if r.Counters.Reads > 0 && r.DurationS > 0 {
 				reads = humanize.Comma(int64(float64(r.Counters.Reads) / r.DurationS))
 			}
-			fmt.Fprintf(tw, "%s\t%.1f%%\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t\n", r.Runner, 100*r.GenHeld, FormatBytes(r.GenSentBytes),
+			fmt.Fprintf(tw, "%s\t%.1f%%\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t\n", r.Runner, 100*r.GenHeld, report.FormatBytes(r.GenSentBytes),
 				utilCells(r, k), limit, r.ThroughputOver, reads, perEnter(r.Counters),
 				humanize.Comma(int64(r.Counters.WaitsPerS)), r.Counters.SyscallsPerMiB)
 		}
@@ -203,7 +206,7 @@ func writeResultTable(w io.Writer, rs []*Result, k tableKind) {
 	fmt.Fprintln(tw, "runner\tgen held\tgen lag p50\tgen lag p99\tgen lag max\t"+utilHead+"\tlimit\trx backlog/src\tcompl/enter\twaits/s\twakeups/s\tsyscalls/MiB\t")
 	for _, r := range rs {
 		fmt.Fprintf(tw, "%s\t%.1f%%\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t\n",
-			r.Runner, 100*r.GenHeld, FormatNanos(r.GenLagNs.P50), FormatNanos(r.GenLagNs.P99), FormatNanos(r.GenLagNs.Max),
+			r.Runner, 100*r.GenHeld, report.FormatNanos(r.GenLagNs.P50), report.FormatNanos(r.GenLagNs.P99), report.FormatNanos(r.GenLagNs.Max),
 			utilCells(r, k), limitNote(r), backlogPerSource(r),
 			perEnter(r.Counters), humanize.Comma(int64(r.Counters.WaitsPerS)), humanize.Comma(int64(r.Counters.WakeupsPerS)),
 			r.Counters.SyscallsPerMiB)
@@ -233,7 +236,7 @@ func backlogPerSource(r *Result) string {
 	if r.Runner == RunnerIPerf3 || r.Sources <= 0 {
 		return "-"
 	}
-	return FormatBytes(uint64(max(r.RxBacklogBytes, 0)) / uint64(r.Sources))
+	return report.FormatBytes(uint64(max(r.RxBacklogBytes, 0)) / uint64(r.Sources))
 }
 
 // limitNote is the limit column: generator-bound, or the bottleneck of an

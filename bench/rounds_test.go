@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/sluice-io/sluice/bench/report"
 )
 
 func TestFileRatiosPerRound(t *testing.T) {
@@ -28,7 +30,7 @@ func TestFileRatiosPerRound(t *testing.T) {
 }
 
 func TestLatencyRatiosMatchRoundsAndLoads(t *testing.T) {
-	pt := func(runner string, load Rate, sweep int, p99 int64, cpu float64, bound bool) LatencyPoint {
+	pt := func(runner string, load report.Rate, sweep int, p99 int64, cpu float64, bound bool) LatencyPoint {
 		r := &Result{Runner: runner, CPUSPerGiB: cpu, GeneratorBound: bound}
 		r.LatencyNs.P99, r.E2ELatencyNs.P99 = p99, 2*p99
 		return LatencyPoint{OfferedBps: float64(load), Sweep: sweep, Result: r}
@@ -38,7 +40,7 @@ func TestLatencyRatiosMatchRoundsAndLoads(t *testing.T) {
 		pt("uring", 8, 1, 120, 1, false), pt("goroutine", 8, 1, 100, 2, false),
 		pt("uring", 64, 0, 50, 1, false), pt("goroutine", 64, 0, 100, 1, true),
 	}
-	got := latencyRatios([]string{"uring", "goroutine"}, []Rate{8, 64}, points)
+	got := latencyRatios([]string{"uring", "goroutine"}, []report.Rate{8, 64}, points)
 	if len(got) != 2 {
 		t.Fatalf("%d comparisons, want one per load: %+v", len(got), got)
 	}

@@ -11,6 +11,9 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sluice-io/sluice/bench/harness"
+	"github.com/sluice-io/sluice/bench/report"
+
 	"github.com/dustin/go-humanize"
 	"github.com/sluice-io/sluice/engine"
 	"github.com/sluice-io/sluice/pool"
@@ -31,12 +34,12 @@ const (
 
 // RunConfig configures the `run` command.
 type RunConfig struct {
-	Runners  StringList // empty: every runner available here
+	Runners  report.StringList // empty: every runner available here
 	Rounds   int
 	Sources  int
 	Duration time.Duration
-	MsgSize  Size
-	Rate     Rate // per source; 0 unlimited
+	MsgSize  report.Size
+	Rate     report.Rate // per source; 0 unlimited
 	Arrivals string
 	// GenPacing is the built-in generator's pacing (GenConfig.Pacing).
 	GenPacing string
@@ -63,10 +66,10 @@ type RunConfig struct {
 	Client string
 	// Peers are reference rows measured in the same rounds as the
 	// runners, pinned like them: PeerGnet, PeerGo.
-	Peers StringList
+	Peers report.StringList
 	// RecordSize is the line length fio writes with --framing newline
 	// (0: DefaultFioRecordSize); each --msg-size write holds whole lines.
-	RecordSize Size
+	RecordSize report.Size
 	// GnetSink is a ready-built gnet sink (bench/gnetsink); "" builds it.
 	GnetSink string
 	// TLS adds the row RowTLS, measured first in every round (see tls.go).
@@ -81,7 +84,7 @@ type RunConfig struct {
 	// with --proto udp, one sweep step each; none: flat out.
 	UDPRates DatagramRates
 	// UDPReadBuffer is the UDP sinks' SO_RCVBUF.
-	UDPReadBuffer Size
+	UDPReadBuffer report.Size
 	// UDPMaxLoss is a sweep's pass mark (DefaultUDPMaxLoss).
 	UDPMaxLoss float64
 }
@@ -90,7 +93,7 @@ type RunConfig struct {
 func DefaultRunConfig() RunConfig {
 	return RunConfig{
 		Rounds: 1, Sources: DefaultRunSources, Duration: DefaultRunDuration, MsgSize: DefaultRunMsgSize,
-		Arrivals: ArrivalsPoisson, MaxDial: DefaultMaxDial, Verify: true, Pin: true, Client: ClientGen, Wire: WireAuto,
+		Arrivals: ArrivalsPoisson, MaxDial: DefaultMaxDial, Verify: true, Pin: true, Client: ClientGen, Wire: harness.WireAuto,
 		Proto: ProtoTCP, UDPReadBuffer: DefaultUDPReadBuffer, UDPMaxLoss: DefaultUDPMaxLoss,
 	}
 }
@@ -243,13 +246,13 @@ func (c RunConfig) Validate() error {
 	if c.Rounds < 1 {
 		return fmt.Errorf("--rounds: %d: must be at least 1", c.Rounds)
 	}
-	if err := validWire(c.Wire); err != nil {
+	if err := harness.ValidWire(c.Wire); err != nil {
 		return err
 	}
-	if c.Wire == WireVeth && c.InProcess {
+	if c.Wire == harness.WireVeth && c.InProcess {
 		return errors.New("--wire veth: not with --in-process (the sink runs in a process of its own in the sink's namespace)")
 	}
-	if c.Wire == WireVeth && !c.Pin {
+	if c.Wire == harness.WireVeth && !c.Pin {
 		return errors.New("--wire veth: needs --pin (the sink and the load each on CPUs of their own)")
 	}
 	for i, p := range c.Peers {
@@ -377,15 +380,15 @@ const noLatencyNote = "latency not measured: with --framing the generator's mess
 
 // RunReport is the JSON report of `run` (see the package documentation).
 type RunReport struct {
-	Command string  `json:"command"` // "run"
-	Host    Host    `json:"host"`
-	Pinning Pinning `json:"pinning"`
+	Command string       `json:"command"` // "run"
+	Host    harness.Host `json:"host"`
+	Pinning Pinning      `json:"pinning"`
 	// Wire is the wire the load crossed, and why auto fell back to
 	// loopback.
-	Wire    WireInfo  `json:"wire"`
-	Config  runParams `json:"config"`
-	Runs    []*Result `json:"runs"`
-	Summary []*Result `json:"summary"`
+	Wire    harness.WireInfo `json:"wire"`
+	Config  runParams        `json:"config"`
+	Runs    []*Result        `json:"runs"`
+	Summary []*Result        `json:"summary"`
 	// Ratios compare the first runner with each other one, round by
 	// round: median and min-max of every ratio.
 	Ratios   []Comparison    `json:"ratios"`
@@ -434,7 +437,7 @@ var ErrMismatch = errors.New("bench: received bytes differ from those sent")
 // and the optional JSON, plots and profiles.
 //
 // With --proto udp it runs RunUDP instead, and returns no RunReport.
-func Run(ctx context.Context, c RunConfig, ios IO) (*RunReport, error) {
+func Run(ctx context.Context, c RunConfig, ios harness.IO) (*RunReport, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -483,7 +486,7 @@ func Run(ctx context.Context, c RunConfig, ios IO) (*RunReport, error) {
 	// on this goroutine tears the namespaces down.
 	defer closeWire()
 	fenv.wire = wire
-	rep := &RunReport{Command: "run", Host: hostInfo(), Pinning: pin, Wire: wire.info(c.Wire, wireWhy), Skipped: skipped, OK: true,
+	rep := &RunReport{Command: "run", Host: harness.HostInfo(), Pinning: pin, Wire: wire.Info(c.Wire, wireWhy), Skipped: skipped, OK: true,
 		Config: runParams{Client: c.Client, Peers: c.Peers, Sources: c.Sources, DurationS: c.Duration.Seconds(), MsgSize: int64(c.MsgSize),
 			RateBps: float64(c.Rate), Arrivals: c.Arrivals, Skew: c.Skew, Rounds: c.Rounds,
 			Pool: c.Engine.Pool, Buf: int64(c.Engine.Buf), Workers: c.Engine.Workers, FlushNs: int64(c.Engine.Flush), Verify: c.Verify,
@@ -513,7 +516,7 @@ func Run(ctx context.Context, c RunConfig, ios IO) (*RunReport, error) {
 	}
 	rows := c.tlsRows(append(slices.Clone(runners), c.Peers...))
 	fmt.Fprintf(ios.Err, "sluice-bench run: %d sources, %s %s, rate %s per source, %v per row, rows %v, load from %s, %s; %s\n",
-		c.Sources, FormatBytes(uint64(c.MsgSize)), msgs, rateOrUnlimited(c.Rate), c.Duration, rows, client, pinNote(pin), wireNote(rep.Wire))
+		c.Sources, report.FormatBytes(uint64(c.MsgSize)), msgs, rateOrUnlimited(c.Rate), c.Duration, rows, client, pinNote(pin), wireNote(rep.Wire))
 	byRunner := map[string][]*Result{}
 	failed := map[string]bool{}
 	for round := range c.Rounds {
@@ -560,13 +563,13 @@ func Run(ctx context.Context, c RunConfig, ios IO) (*RunReport, error) {
 			if r.CoreCPUS > 0 {
 				core = fmt.Sprintf(" (sink process), %.3f whole core (%.3f softirq), load core %.3f", r.CoreCPUSPerGiB, r.CoreSoftirqSPerGiB, r.LoadCoreCPUSPerGiB)
 			}
-			fmt.Fprintf(ios.Err, "%s: %s in %.2fs, %s, %.3f CPU-s/GiB%s%s\n", w.Label, FormatBytes(r.Bytes), r.DurationS,
-				FormatRate(r.ThroughputBps), r.CPUSPerGiB, core, recs)
+			fmt.Fprintf(ios.Err, "%s: %s in %.2fs, %s, %.3f CPU-s/GiB%s%s\n", w.Label, report.FormatBytes(r.Bytes), r.DurationS,
+				report.FormatRate(r.ThroughputBps), r.CPUSPerGiB, core, recs)
 			for _, m := range r.Mismatches {
 				fmt.Fprintf(ios.Err, "MISMATCH %s: %s\n", name, m)
 			}
 			if r.Profile != "" {
-				writeTop(ios.Out, w.Label, r.Profile, r.TopFunctions)
+				report.WriteTop(ios.Out, w.Label, r.Profile, r.TopFunctions)
 			}
 			rep.Runs = append(rep.Runs, r)
 			byRunner[name] = append(byRunner[name], r)
@@ -582,7 +585,7 @@ func Run(ctx context.Context, c RunConfig, ios IO) (*RunReport, error) {
 				rep.Skipped = append(rep.Skipped, Skipped{Runner: RunnerIPerf3, Reason: err.Error()})
 				continue
 			}
-			fmt.Fprintf(ios.Err, "%s (round %d/%d): %s in %.2fs, %s\n", RunnerIPerf3, round+1, c.Rounds, FormatBytes(r.Bytes), r.DurationS, FormatRate(r.ThroughputBps))
+			fmt.Fprintf(ios.Err, "%s (round %d/%d): %s in %.2fs, %s\n", RunnerIPerf3, round+1, c.Rounds, report.FormatBytes(r.Bytes), r.DurationS, report.FormatRate(r.ThroughputBps))
 			rep.Runs = append(rep.Runs, r)
 			byRunner[RunnerIPerf3] = append(byRunner[RunnerIPerf3], r)
 		}
@@ -607,9 +610,9 @@ func Run(ctx context.Context, c RunConfig, ios IO) (*RunReport, error) {
 		// What TLS costs Go's own sink: the floor under RowTLS's ratio.
 		rep.Ratios = append(rep.Ratios, compareRounds([]string{PeerGoTLS, PeerGo}, rep.Runs)...)
 	}
-	rep.Verdicts = judge(c.Targets, rep.Ratios, wire.veth())
+	rep.Verdicts = judge(c.Targets, rep.Ratios, wire.Veth())
 	rep.Notes = append(rep.Notes, c.tlsNotes(rep.Runs)...)
-	if n := busyNote(loadAverage(), rep.Host.CPUs); n != "" {
+	if n := harness.BusyNote(harness.LoadAverage(), rep.Host.CPUs); n != "" {
 		rep.Notes = append(rep.Notes, n)
 	}
 	fmt.Fprintln(ios.Out)
@@ -624,27 +627,27 @@ func Run(ctx context.Context, c RunConfig, ios IO) (*RunReport, error) {
 	return rep, nil
 }
 
-func rateOrUnlimited(r Rate) string {
+func rateOrUnlimited(r report.Rate) string {
 	if r == 0 {
 		return "unlimited"
 	}
-	return FormatRate(float64(r))
+	return report.FormatRate(float64(r))
 }
 
-// openWire sets up c's wire between the engine's and the generator's
+// OpenWire sets up c's wire between the engine's and the generator's
 // CPUs, with its teardown, and why auto fell back to loopback.
-func (c RunConfig) openWire(ctx context.Context, pin Pinning, ios IO) (wireEnv, string, func(), error) {
-	if c.Wire == WireAuto && c.InProcess {
+func (c RunConfig) openWire(ctx context.Context, pin Pinning, ios harness.IO) (harness.WireEnv, string, func(), error) {
+	if c.Wire == harness.WireAuto && c.InProcess {
 		why := "--in-process hosts the sink in this process, outside a sink namespace"
 		fmt.Fprintf(ios.Err, "sluice-bench: wire: loopback: %s\n", why)
-		return wireEnv{Mode: WireLoopback, SinkCPUs: pin.EngineCPUs, LoadCPUs: pin.GenCPUs}, why, func() {}, nil
+		return harness.WireEnv{Mode: harness.WireLoopback, SinkCPUs: pin.EngineCPUs, LoadCPUs: pin.GenCPUs}, why, func() {}, nil
 	}
-	return openWire(ctx, c.Wire, pin.EngineCPUs, pin.GenCPUs, ios.Err)
+	return harness.OpenWire(ctx, c.Wire, pin.EngineCPUs, pin.GenCPUs, ios.Err)
 }
 
 // wireNote is the progress line's and the table's account of the wire.
-func wireNote(w WireInfo) string {
-	if w.Mode == WireVeth {
+func wireNote(w harness.WireInfo) string {
+	if w.Mode == harness.WireVeth {
 		return fmt.Sprintf("wire veth: sink %s in %s (CPUs %v, rps_cpus %s), load %s in %s (CPUs %v, rps_cpus %s), TCP congestion control %s",
 			w.SinkAddr, w.SinkNS, w.SinkCPUs, w.SinkRPS, w.LoadAddr, w.LoadNS, w.LoadCPUs, w.LoadRPS, w.Congestion)
 	}
@@ -662,7 +665,7 @@ func pinNote(p Pinning) string {
 }
 
 // writeOutputs writes the JSON report and the charts.
-func writeOutputs(rep *RunReport, jsonPath, plotDir string, ios IO) error {
+func writeOutputs(rep *RunReport, jsonPath, plotDir string, ios harness.IO) error {
 	if jsonPath != "" {
 		if err := writeJSON(jsonPath, rep, ios); err != nil {
 			return err
@@ -675,7 +678,7 @@ func writeOutputs(rep *RunReport, jsonPath, plotDir string, ios IO) error {
 }
 
 // writeJSON writes v indented to path, or to ios.Out for "-".
-func writeJSON(path string, v any, ios IO) error {
+func writeJSON(path string, v any, ios harness.IO) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return fmt.Errorf("bench: json: %w", err)

@@ -11,6 +11,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sluice-io/sluice/bench/harness"
+	"github.com/sluice-io/sluice/bench/report"
+
 	"github.com/dustin/go-humanize"
 	"github.com/sluice-io/sluice/engine"
 )
@@ -34,7 +37,7 @@ type SinkConfig struct {
 	// source's MaxDatagram, and what the sink counts as the load's.
 	DatagramSize int
 	// UDPReadBuffer is the UDP socket's SO_RCVBUF.
-	UDPReadBuffer Size
+	UDPReadBuffer report.Size
 }
 
 // DefaultSinkConfig returns the documented defaults.
@@ -94,7 +97,7 @@ func (c SinkConfig) clocks() (limit <-chan time.Time, ticker *time.Ticker, stop 
 		timer = time.NewTimer(c.Duration)
 		limit = timer.C
 	}
-	tick := usageSampleEvery
+	tick := harness.UsageSampleEvery
 	if c.UntilIdle > 0 {
 		tick = min(tick, max(c.UntilIdle/4, 5*time.Millisecond))
 	}
@@ -184,13 +187,13 @@ type SinkReport struct {
 	// Usage samples the process's CPU time and the bytes received every
 	// 100 ms while it listened, so that a reader can take the CPU over
 	// any interval of the run (UsageOver).
-	Usage        []UsageSample `json:"usage,omitempty"`
-	ThreadsMax   int           `json:"threads_max"`
-	RSSMaxBytes  int64         `json:"rss_max_bytes"`
-	FairnessJain float64       `json:"fairness_jain"`
-	PoolWaits    uint64        `json:"pool_waits"`
-	Partials     uint64        `json:"partial_flushes"`
-	Errors       uint64        `json:"errors"`
+	Usage        []harness.UsageSample `json:"usage,omitempty"`
+	ThreadsMax   int                   `json:"threads_max"`
+	RSSMaxBytes  int64                 `json:"rss_max_bytes"`
+	FairnessJain float64               `json:"fairness_jain"`
+	PoolWaits    uint64                `json:"pool_waits"`
+	Partials     uint64                `json:"partial_flushes"`
+	Errors       uint64                `json:"errors"`
 	// ErrorSamples are the first errors' messages.
 	ErrorSamples []string `json:"error_samples,omitempty"`
 	StopReason   string   `json:"stop_reason"`
@@ -198,13 +201,13 @@ type SinkReport struct {
 	// over duration_s.
 	Counters Counters     `json:"counters"`
 	Profile  string       `json:"profile,omitempty"` // --profile
-	Host     Host         `json:"host"`
+	Host     harness.Host `json:"host"`
 	Streams  []SinkStream `json:"streams"`
 }
 
 // Sink runs the `sink` command until ctx ends (SIGINT), Duration passes,
 // or UntilIdle holds, then writes its report.
-func Sink(ctx context.Context, c SinkConfig, ios IO) (*SinkReport, error) {
+func Sink(ctx context.Context, c SinkConfig, ios harness.IO) (*SinkReport, error) {
 	if c.Node.Config != "" {
 		_, err := RunNode(ctx, c.Node, ios)
 		return nil, err
@@ -236,9 +239,9 @@ func Sink(ctx context.Context, c SinkConfig, ios IO) (*SinkReport, error) {
 			return nil, err
 		}
 	}
-	smp := startSampler()
+	smp := harness.StartSampler()
 	rs0 := sumRunnerStats(sk.e.Stats().Runners)
-	cpu0 := cpuTime()
+	cpu0 := harness.CPUTime()
 	t0 := time.Now()
 	framing := ""
 	if framer != nil {
@@ -249,7 +252,7 @@ func Sink(ctx context.Context, c SinkConfig, ios IO) (*SinkReport, error) {
 	reason := "interrupted"
 	limit, ticker, stopClocks := c.clocks()
 	defer stopClocks()
-	usage := []UsageSample{{UnixNs: t0.UnixNano()}}
+	usage := []harness.UsageSample{{UnixNs: t0.UnixNano()}}
 	lastReport := t0
 	var lastBytes, lastRecs uint64
 loop:
@@ -262,7 +265,7 @@ loop:
 			break loop
 		case now := <-ticker.C:
 			total := col.total.Load()
-			usage = appendUsage(usage, UsageSample{UnixNs: now.UnixNano(), CPUNs: int64(cpuTime() - cpu0), Bytes: total})
+			usage = harness.AppendUsage(usage, harness.UsageSample{UnixNs: now.UnixNano(), CPUNs: int64(harness.CPUTime() - cpu0), Bytes: total})
 			// The live count walks every source's stats: ask for it only
 			// once the bytes have stopped, not on every tick of a run.
 			if c.UntilIdle > 0 && total > 0 && now.Sub(time.Unix(0, col.last.Load())) >= c.UntilIdle &&
@@ -278,14 +281,14 @@ loop:
 					recs = fmt.Sprintf(", %s records, %s records/s", humanize.Comma(int64(n)), humanize.Comma(int64(float64(n-lastRecs)/secs)))
 					lastRecs = n
 				}
-				fmt.Fprintf(ios.Err, "sluice-bench sink: %d sources live, %s received, %s%s\n", sk.live(), FormatBytes(total),
-					FormatRate(float64(total-lastBytes)/secs), recs)
+				fmt.Fprintf(ios.Err, "sluice-bench sink: %d sources live, %s received, %s%s\n", sk.live(), report.FormatBytes(total),
+					report.FormatRate(float64(total-lastBytes)/secs), recs)
 				lastReport, lastBytes = now, total
 			}
 		}
 	}
 	wall := time.Since(t0)
-	usage = appendUsage(usage, UsageSample{UnixNs: time.Now().UnixNano(), CPUNs: int64(cpuTime() - cpu0), Bytes: col.total.Load()})
+	usage = harness.AppendUsage(usage, harness.UsageSample{UnixNs: time.Now().UnixNano(), CPUNs: int64(harness.CPUTime() - cpu0), Bytes: col.total.Load()})
 	rs1 := sumRunnerStats(sk.e.Stats().Runners)
 	waits := sk.e.Pool().Stats().Waits
 	runner := sk.e.Runner()
@@ -293,8 +296,8 @@ loop:
 	if err := sk.close(); err != nil {
 		return nil, err
 	}
-	cpu := cpuTime() - cpu0
-	threads, rss := smp.finish()
+	cpu := harness.CPUTime() - cpu0
+	threads, rss := smp.Finish()
 	profPath, err := prof.stop()
 	if err != nil {
 		return nil, err
@@ -302,7 +305,7 @@ loop:
 
 	rep := &SinkReport{Command: "sink", Runner: runner, Listen: bound, Framing: framingName(framer), Bytes: col.total.Load(),
 		WallS: wall.Seconds(), CPUS: cpu.Seconds(), ThreadsMax: threads, RSSMaxBytes: rss,
-		PoolWaits: waits, Partials: col.partials.Load(), Errors: col.errs.Load(), StopReason: reason, Host: hostInfo(),
+		PoolWaits: waits, Partials: col.partials.Load(), Errors: col.errs.Load(), StopReason: reason, Host: harness.HostInfo(),
 		Profile: profPath, Usage: usage, Streams: []SinkStream{}}
 	if f, l := col.first.Load(), col.last.Load(); f > 0 && l > f {
 		rep.DurationS = time.Duration(l - f).Seconds()
@@ -327,14 +330,14 @@ loop:
 		rep.RecordsPerS = float64(rep.Records) / rep.DurationS
 	}
 	rep.Sources = len(rep.Streams)
-	rep.FairnessJain = JainIndex(xs)
+	rep.FairnessJain = report.JainIndex(xs)
 	recs := ""
 	if framer != nil {
 		recs = fmt.Sprintf("; %s records (%s records/s), %s skipped, %s truncated",
-			humanize.Comma(int64(rep.Records)), humanize.Comma(int64(rep.RecordsPerS)), humanize.Comma(int64(rep.Skipped)), FormatBytes(rep.Truncated))
+			humanize.Comma(int64(rep.Records)), humanize.Comma(int64(rep.RecordsPerS)), humanize.Comma(int64(rep.Skipped)), report.FormatBytes(rep.Truncated))
 	}
 	fmt.Fprintf(ios.Err, "sluice-bench sink: stopped (%s): %d sources, %s in %.2fs, %s, %.3f CPU-s/GiB%s\n",
-		reason, rep.Sources, FormatBytes(rep.Bytes), rep.DurationS, FormatRate(rep.ThroughputBps), rep.CPUSPerGiB, recs)
+		reason, rep.Sources, report.FormatBytes(rep.Bytes), rep.DurationS, report.FormatRate(rep.ThroughputBps), rep.CPUSPerGiB, recs)
 	path := c.JSON
 	if path == "" {
 		path = "-"

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-io/sluice/bench/harness"
+
 	"github.com/sluice-io/sluice/engine"
 	"github.com/sluice-io/sluice/srcs"
 	"golang.org/x/sys/unix"
@@ -74,10 +76,10 @@ type UDPUsage struct {
 
 // usage returns us as UsageSamples whose Bytes count datagrams, for
 // UsageOver.
-func udpUsageSamples(us []UDPUsage) []UsageSample {
-	out := make([]UsageSample, len(us))
+func udpUsageSamples(us []UDPUsage) []harness.UsageSample {
+	out := make([]harness.UsageSample, len(us))
 	for i, u := range us {
-		out[i] = UsageSample{UnixNs: u.UnixNs, CPUNs: u.CPUNs, Bytes: u.Datagrams}
+		out[i] = harness.UsageSample{UnixNs: u.UnixNs, CPUNs: u.CPUNs, Bytes: u.Datagrams}
 	}
 	return out
 }
@@ -166,7 +168,7 @@ func (c SinkConfig) validateUDP() error {
 
 // sinkUDP is `sink --proto udp`: the engine with one UDP source, counting
 // datagrams until idle, Duration or ctx ends.
-func sinkUDP(ctx context.Context, c SinkConfig, ios IO) (*UDPSinkReport, error) {
+func sinkUDP(ctx context.Context, c SinkConfig, ios harness.IO) (*UDPSinkReport, error) {
 	src, err := srcs.ListenUDP(srcs.UDPConfig{Addr: c.Listen, ReadBuffer: int(c.UDPReadBuffer), MaxDatagram: c.DatagramSize})
 	if err != nil {
 		return nil, err
@@ -190,9 +192,9 @@ func sinkUDP(ctx context.Context, c SinkConfig, ios IO) (*UDPSinkReport, error) 
 		src.Close()
 		return nil, err
 	}
-	smp := startSampler()
+	smp := harness.StartSampler()
 	rs0 := sumRunnerStats(e.Stats().Runners)
-	cpu0 := cpuTime()
+	cpu0 := harness.CPUTime()
 	t0 := time.Now()
 	fmt.Fprintf(ios.Err, "sluice-bench sink: listening on %s (runner %s, udp, %d-byte datagrams, SO_RCVBUF %d)\n",
 		src.LocalAddr(), e.Runner(), c.DatagramSize, rcvbuf)
@@ -210,7 +212,7 @@ loop:
 			break loop
 		case now := <-ticker.C:
 			n := tally.datagrams.Load()
-			usage = append(usage, UDPUsage{UnixNs: now.UnixNano(), CPUNs: int64(cpuTime() - cpu0), Datagrams: n})
+			usage = append(usage, UDPUsage{UnixNs: now.UnixNano(), CPUNs: int64(harness.CPUTime() - cpu0), Datagrams: n})
 			// Any datagram starts the count to idle, fio's open message
 			// too, so that a sink which lost every one of the load's stops.
 			if seen := tally.seen.Load(); c.UntilIdle > 0 && seen > 0 && now.Sub(time.Unix(0, seen)) >= c.UntilIdle {
@@ -220,7 +222,7 @@ loop:
 		}
 	}
 	wall := time.Since(t0)
-	usage = append(usage, UDPUsage{UnixNs: time.Now().UnixNano(), CPUNs: int64(cpuTime() - cpu0), Datagrams: tally.datagrams.Load()})
+	usage = append(usage, UDPUsage{UnixNs: time.Now().UnixNano(), CPUNs: int64(harness.CPUTime() - cpu0), Datagrams: tally.datagrams.Load()})
 	drops := int64(-1)
 	if d, err := src.Drops(); err == nil {
 		drops = int64(d)
@@ -232,8 +234,8 @@ loop:
 	if err := shutdownEngine(e); err != nil {
 		return nil, err
 	}
-	cpu := cpuTime() - cpu0
-	threads, rss := smp.finish()
+	cpu := harness.CPUTime() - cpu0
+	threads, rss := smp.Finish()
 	tally.mu.Lock()
 	samples := tally.errSamples
 	tally.mu.Unlock()

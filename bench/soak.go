@@ -53,6 +53,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-io/sluice/bench/harness"
+	"github.com/sluice-io/sluice/bench/report"
+
 	"github.com/dustin/go-humanize"
 	"github.com/sluice-io/sluice/engine"
 	"github.com/sluice-io/sluice/internal/mosquitto"
@@ -94,7 +97,7 @@ type SoakConfig struct {
 	// ConnBytes bounds what one connection writes (log-uniform, and a
 	// tenth of them write nothing). UnixShare is the fraction of
 	// connections made over the unix socket.
-	ConnBytes Size
+	ConnBytes report.Size
 	UnixShare float64
 	// UDPRate is datagrams per second over all senders; 0 turns UDP off.
 	UDPRate float64
@@ -214,7 +217,7 @@ const soakFDMargin = 512
 // soakRun is one soak: the engine, its sources, the loads and the checker.
 type soakRun struct {
 	cfg SoakConfig
-	ios IO
+	ios harness.IO
 	dir string
 
 	e      *engine.Engine
@@ -247,7 +250,7 @@ type soakRun struct {
 // every stream to be delivered and checked and for every level to come
 // back, then writes the summary on ios.Err and the JSON report. A
 // mismatch or a leak makes it return ErrSoakFailed, after the report.
-func Soak(ctx context.Context, c SoakConfig, ios IO) (*SoakReport, error) {
+func Soak(ctx context.Context, c SoakConfig, ios harness.IO) (*SoakReport, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -435,7 +438,7 @@ func (r *soakRun) teardown() {
 // last deliveries, takes the final levels and fills the report.
 func (r *soakRun) run(ctx context.Context) *SoakReport {
 	c := r.cfg
-	rep := &SoakReport{Command: "soak", Runner: r.e.Runner(), Seed: c.Seed, Host: hostInfo(), Config: soakParams{
+	rep := &SoakReport{Command: "soak", Runner: r.e.Runner(), Seed: c.Seed, Host: harness.HostInfo(), Config: soakParams{
 		PeakConns: c.PeakConns, LowConns: c.LowConns, CycleS: c.Cycle.Seconds(), Churn: c.Churn,
 		ConnBytes: int64(c.ConnBytes), UnixShare: c.UnixShare, UDPRate: c.UDPRate, TailRate: c.TailRate,
 		RotateS: c.Rotate.Seconds(), MQTTRate: c.MQTTRate, MQTTPubs: c.MQTTPubs, MQTTRestart: c.MQTTRestart.Seconds(), TrustRate: c.TrustRate,

@@ -9,6 +9,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-io/sluice/bench/harness"
+	"github.com/sluice-io/sluice/bench/report"
+
 	"github.com/dustin/go-humanize"
 )
 
@@ -75,7 +78,7 @@ func (r *soakRun) levels() SoakLevels {
 	for _, rs := range r.e.Stats().Runners {
 		lanes += rs.Lanes
 	}
-	threads, rss := procUsage()
+	threads, rss := harness.ProcUsage()
 	fds, _ := openFDs()
 	ms := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/heap/stacks:bytes"}}
 	metrics.Read(ms)
@@ -138,10 +141,10 @@ func compareLevels(start, warm, end SoakLevels) []string {
 	if float64(b) > float64(a)*(1+soakRSSSlack)+slack {
 		more := fmt.Sprintf("%.0f%%", 100*soakRSSSlack)
 		if slack > 0 {
-			more += " and " + FormatBytes(uint64(slack))
+			more += " and " + report.FormatBytes(uint64(slack))
 		}
 		leaks = append(leaks, fmt.Sprintf("%s: %s after the warm-up, %s after the load (more than %s above)",
-			what, FormatBytes(uint64(a)), FormatBytes(uint64(b)), more))
+			what, report.FormatBytes(uint64(a)), report.FormatBytes(uint64(b)), more))
 	}
 	return leaks
 }
@@ -163,8 +166,8 @@ func fdDiff(a, b map[string]int) string {
 
 func formatLevels(l SoakLevels) string {
 	return fmt.Sprintf("fds %s, goroutines %s, threads %d, RSS %s (Go %s), pool in use %d, sources %s, lanes %s",
-		humanize.Comma(int64(l.FDs)), humanize.Comma(int64(l.Goroutines)), l.Threads, FormatBytes(uint64(max(l.RSSBytes, 0))),
-		FormatBytes(uint64(max(l.GoBytes, 0))),
+		humanize.Comma(int64(l.FDs)), humanize.Comma(int64(l.Goroutines)), l.Threads, report.FormatBytes(uint64(max(l.RSSBytes, 0))),
+		report.FormatBytes(uint64(max(l.GoBytes, 0))),
 		l.PoolInUse, humanize.Comma(int64(l.Sources)), humanize.Comma(int64(l.Lanes)))
 }
 
@@ -191,7 +194,7 @@ func (r *soakRun) startProgress(t0 time.Time) *soakProgress {
 				fmt.Fprintf(r.ios.Err, "soak %5.0fs: conns %s open (peak %s), +%s/s -%s/s, %s received; %s%s\n",
 					s.T, humanize.Comma(s.ConnsOpen), humanize.Comma(r.streams.peak.Load()),
 					humanize.Comma(int64(float64(s.Opened-last.Opened)/secs)), humanize.Comma(int64(float64(s.Closed-last.Closed)/secs)),
-					FormatBytes(s.EngineBytes), formatLevels(s.SoakLevels), r.otherNote())
+					report.FormatBytes(s.EngineBytes), formatLevels(s.SoakLevels), r.otherNote())
 				last = s
 			}
 		}

@@ -5,6 +5,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/sluice-io/sluice/bench/harness"
+	"github.com/sluice-io/sluice/bench/report"
+
 	"github.com/dustin/go-humanize"
 	"github.com/sluice-io/sluice/engine"
 )
@@ -99,22 +102,22 @@ type SoakEngine struct {
 
 // SoakReport is the soak's JSON report.
 type SoakReport struct {
-	Command    string     `json:"command"` // "soak"
-	OK         bool       `json:"ok"`
-	Runner     string     `json:"runner"`
-	Seed       uint64     `json:"seed"`
-	DurationS  float64    `json:"duration_s"` // the load's
-	WallS      float64    `json:"wall_s"`     // set-up to teardown
-	StopReason string     `json:"stop_reason"`
-	Host       Host       `json:"host"`
-	Config     soakParams `json:"config"`
-	Conns      SoakConns  `json:"conns"`
-	UDP        SoakUDP    `json:"udp"`
-	Tail       SoakTail   `json:"tail"`
-	MQTT       SoakMQTT   `json:"mqtt"`
-	Trust      SoakTrust  `json:"trust"`
-	Engine     SoakEngine `json:"engine"`
-	Warmup     SoakWarmup `json:"warmup"`
+	Command    string       `json:"command"` // "soak"
+	OK         bool         `json:"ok"`
+	Runner     string       `json:"runner"`
+	Seed       uint64       `json:"seed"`
+	DurationS  float64      `json:"duration_s"` // the load's
+	WallS      float64      `json:"wall_s"`     // set-up to teardown
+	StopReason string       `json:"stop_reason"`
+	Host       harness.Host `json:"host"`
+	Config     soakParams   `json:"config"`
+	Conns      SoakConns    `json:"conns"`
+	UDP        SoakUDP      `json:"udp"`
+	Tail       SoakTail     `json:"tail"`
+	MQTT       SoakMQTT     `json:"mqtt"`
+	Trust      SoakTrust    `json:"trust"`
+	Engine     SoakEngine   `json:"engine"`
+	Warmup     SoakWarmup   `json:"warmup"`
 	Levels     struct {
 		Start SoakLevels `json:"start"` // before any load
 		Warm  SoakLevels `json:"warm"`  // after the warm-up
@@ -224,7 +227,7 @@ func (r *soakRun) summary(rep *SoakReport) {
 		rep.Runner, rep.DurationS, humanize.Comma(int64(cs.Opened)), humanize.Comma(int64(cs.Closed)),
 		humanize.Comma(int64(cs.OpenRate)), humanize.Comma(int64(cs.CloseRate)),
 		humanize.Comma(int64(cs.OpenRateMax)), humanize.Comma(int64(cs.CloseRateMax)),
-		humanize.Comma(cs.PeakClient), humanize.Comma(cs.PeakEngine), FormatBytes(cs.Bytes), humanize.Comma(int64(cs.Verified)))
+		humanize.Comma(cs.PeakClient), humanize.Comma(cs.PeakEngine), report.FormatBytes(cs.Bytes), humanize.Comma(int64(cs.Verified)))
 	fmt.Fprintf(w, "sluice-bench soak: ends %s; tcp %s, unix %s; %d aborted before the engine saw them (listen overflows on the host: %s)\n",
 		formatEnds(cs.Ends), humanize.Comma(int64(cs.TCP)), humanize.Comma(int64(cs.Unix)), cs.Unseen, humanize.Comma(int64(cs.ListenOverflows)))
 	if u := rep.UDP; u.Enabled {
@@ -243,14 +246,14 @@ func (r *soakRun) summary(rep *SoakReport) {
 		fmt.Fprintf(w, "sluice-bench soak: trust: hostile peers %s refused; the TLS listener counted %s, the PROXY listener %s; "+
 			"%s well-behaved TLS and %s proxied streams (%s), %s verified\n",
 			formatCounts(t.Hostile, hostileNames[:]), formatCounts(t.TLSListener, nil), formatCounts(t.ProxyListener, nil),
-			humanize.Comma(int64(t.GoodTLS)), humanize.Comma(int64(t.GoodProxied)), FormatBytes(t.GoodBytes), humanize.Comma(int64(t.GoodVerified)))
+			humanize.Comma(int64(t.GoodTLS)), humanize.Comma(int64(t.GoodProxied)), report.FormatBytes(t.GoodBytes), humanize.Comma(int64(t.GoodVerified)))
 	}
 	verdict := "OK"
 	if !rep.OK {
 		verdict = fmt.Sprintf("FAILED: %d mismatches, %d leaks", rep.MismatchCount, len(rep.Leaks))
 	}
 	fmt.Fprintf(w, "sluice-bench soak: %s (engine %s received, %s chunks, %s pool waits)\n", verdict,
-		FormatBytes(rep.Engine.Bytes), humanize.Comma(int64(rep.Engine.Chunks)), humanize.Comma(int64(rep.Engine.PoolWaits)))
+		report.FormatBytes(rep.Engine.Bytes), humanize.Comma(int64(rep.Engine.Chunks)), humanize.Comma(int64(rep.Engine.PoolWaits)))
 }
 
 // formatCounts prints m's counts, in the order of names, or of its sorted

@@ -15,6 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/bench/harness"
+	"github.com/sluice-io/sluice/bench/report"
+
 	"github.com/dustin/go-humanize"
 	"github.com/sluice-io/sluice/engine"
 	"github.com/sluice-io/sluice/internal/mosquitto"
@@ -91,7 +94,7 @@ func TestSoak(t *testing.T) {
 			c.JSON = filepath.Join(t.TempDir(), "soak.json")
 			var log bytes.Buffer
 			start := time.Now()
-			rep, err := Soak(context.Background(), c, IO{Out: io.Discard, Err: &syncWriter{w: &log}})
+			rep, err := Soak(context.Background(), c, harness.IO{Out: io.Discard, Err: &syncWriter{w: &log}})
 			if err != nil {
 				t.Fatalf("soak: %v\n%s", err, log.String())
 			}
@@ -194,10 +197,10 @@ func soakLine(rep *SoakReport) string {
 	c := rep.Conns
 	return strings.Join([]string{
 		"opened " + itoa(c.Opened), "peak " + itoa(uint64(c.PeakClient)), "opens/s " + itoa(uint64(c.OpenRate)),
-		"bytes " + FormatBytes(c.Bytes), "udp drops " + itoa(rep.UDP.KernelDrops) + "/" + itoa(rep.UDP.Sent),
+		"bytes " + report.FormatBytes(c.Bytes), "udp drops " + itoa(rep.UDP.KernelDrops) + "/" + itoa(rep.UDP.Sent),
 		"tail lines " + itoa(rep.Tail.Lines), "mqtt " + itoa(rep.MQTT.Received) + " (" + itoa(rep.MQTT.Restarts) + " restarts)",
-		"after the warm-up and the load: RSS " + FormatBytes(uint64(rep.Levels.Warm.RSSBytes)) + " -> " + FormatBytes(uint64(rep.Levels.End.RSSBytes)) +
-			", Go heap and stacks " + FormatBytes(uint64(rep.Levels.Warm.GoBytes)) + " -> " + FormatBytes(uint64(rep.Levels.End.GoBytes)),
+		"after the warm-up and the load: RSS " + report.FormatBytes(uint64(rep.Levels.Warm.RSSBytes)) + " -> " + report.FormatBytes(uint64(rep.Levels.End.RSSBytes)) +
+			", Go heap and stacks " + report.FormatBytes(uint64(rep.Levels.Warm.GoBytes)) + " -> " + report.FormatBytes(uint64(rep.Levels.End.GoBytes)),
 		"threads " + itoa(uint64(rep.Levels.Start.Threads)) + " -> " + itoa(uint64(rep.Levels.End.Threads)),
 	}, ", ")
 }

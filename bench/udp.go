@@ -16,6 +16,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/sluice-io/sluice/bench/harness"
+	"github.com/sluice-io/sluice/bench/report"
+
 	"github.com/dustin/go-humanize"
 	"github.com/sluice-io/sluice/srcs"
 )
@@ -225,7 +228,7 @@ type UDPResult struct {
 	SocketDrops int64 `json:"socket_drops"`
 	// SNMP is the growth of the sink namespace's Udp counters over the
 	// row (on loopback, of the whole host's, other traffic included).
-	SNMP udpMIB `json:"snmp"`
+	SNMP harness.UDPMIB `json:"snmp"`
 	// BeforeUDP is the datagrams fio sent that UDP never took in (lost on
 	// the wire or in the receive backlog), from the counters, on the veth
 	// wire only.
@@ -315,14 +318,14 @@ func (u *UDPSustained) step(s UDPSummary, maxLoss float64) {
 
 // UDPRunReport is the JSON report of `run --proto udp`.
 type UDPRunReport struct {
-	Command string       `json:"command"` // "run"
-	Proto   string       `json:"proto"`   // "udp"
-	Host    Host         `json:"host"`
-	Pinning Pinning      `json:"pinning"`
-	Wire    WireInfo     `json:"wire"`
-	Config  udpRunParams `json:"config"`
-	Runs    []*UDPResult `json:"runs"`
-	Summary []UDPSummary `json:"summary"`
+	Command string           `json:"command"` // "run"
+	Proto   string           `json:"proto"`   // "udp"
+	Host    harness.Host     `json:"host"`
+	Pinning Pinning          `json:"pinning"`
+	Wire    harness.WireInfo `json:"wire"`
+	Config  udpRunParams     `json:"config"`
+	Runs    []*UDPResult     `json:"runs"`
+	Summary []UDPSummary     `json:"summary"`
 	// Sustained is set by a sweep (more than one --udp-rate).
 	Sustained []UDPSustained `json:"sustained,omitempty"`
 	Skipped   []Skipped      `json:"skipped"`
@@ -361,7 +364,7 @@ var ErrUDPAccounting = errors.New("bench: udp: delivered and dropped datagrams d
 
 // RunUDP runs `run --proto udp`: every row at every rate, round by round,
 // the table on ios.Out and the optional JSON.
-func RunUDP(ctx context.Context, c RunConfig, ios IO) (*UDPRunReport, error) {
+func RunUDP(ctx context.Context, c RunConfig, ios harness.IO) (*UDPRunReport, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -395,7 +398,7 @@ func RunUDP(ctx context.Context, c RunConfig, ios IO) (*UDPRunReport, error) {
 	}
 	defer closeWire()
 	env.wire = wire
-	rep := &UDPRunReport{Command: "run", Proto: ProtoUDP, Host: hostInfo(), Pinning: pin, Wire: wire.info(c.Wire, wireWhy),
+	rep := &UDPRunReport{Command: "run", Proto: ProtoUDP, Host: harness.HostInfo(), Pinning: pin, Wire: wire.Info(c.Wire, wireWhy),
 		Skipped: skipped, OK: true, Notes: []string{udpNote},
 		Config: udpRunParams{Client: c.Client, Peers: c.Peers, Sources: c.Sources, DurationS: c.Duration.Seconds(), DatagramSize: int64(c.MsgSize),
 			RatesDps: c.UDPRates, Arrivals: c.Arrivals, ReadBuffer: int64(c.UDPReadBuffer), MaxLoss: c.UDPMaxLoss, Rounds: c.Rounds,
@@ -407,7 +410,7 @@ func RunUDP(ctx context.Context, c RunConfig, ios IO) (*UDPRunReport, error) {
 	}
 	sweep := len(rates) > 1
 	fmt.Fprintf(ios.Err, "sluice-bench run: udp, %d %s of %s datagrams, offered %s, %v per row, rows %v, SO_RCVBUF %s; %s; %s\n",
-		c.Sources, udpSendersName(c.Client), FormatBytes(uint64(c.MsgSize)), udpRatesNote(rates), c.Duration, rows, FormatBytes(uint64(c.UDPReadBuffer)),
+		c.Sources, udpSendersName(c.Client), report.FormatBytes(uint64(c.MsgSize)), udpRatesNote(rates), c.Duration, rows, report.FormatBytes(uint64(c.UDPReadBuffer)),
 		pinNote(pin), wireNote(rep.Wire))
 	failed := map[string]bool{}
 	sustained := map[string]*UDPSustained{}
@@ -471,7 +474,7 @@ func RunUDP(ctx context.Context, c RunConfig, ios IO) (*UDPRunReport, error) {
 			}
 		}
 	}
-	if n := busyNote(loadAverage(), rep.Host.CPUs); n != "" {
+	if n := harness.BusyNote(harness.LoadAverage(), rep.Host.CPUs); n != "" {
 		rep.Notes = append(rep.Notes, n)
 	}
 	fmt.Fprintln(ios.Out)
@@ -537,19 +540,19 @@ func measureUDP(ctx context.Context, c RunConfig, env fioEnv, row string, rate f
 	var args []string
 	if isPeerRow(row) {
 		bin = env.gnetSink
-		args = append([]string{"-proto", "udp", "-listen", env.wire.listenAddr(), "-until-idle", fioSinkIdle.String(), "-json", sinkJSON,
+		args = append([]string{"-proto", "udp", "-listen", env.wire.ListenAddr(), "-until-idle", fioSinkIdle.String(), "-json", sinkJSON,
 			"-datagram-size", size, "-read-buffer", rbuf}, peerArgs(workload{Runner: row})...)
 	} else {
 		bin = env.exe
-		args = append([]string{"sink", "--proto", "udp", "--listen", env.wire.listenAddr(), "--runner", row, "--until-idle", fioSinkIdle.String(),
+		args = append([]string{"sink", "--proto", "udp", "--listen", env.wire.ListenAddr(), "--runner", row, "--until-idle", fioSinkIdle.String(),
 			"--json", sinkJSON, "--datagram-size", size, "--udp-read-buffer", rbuf}, c.Engine.args()...)
 	}
-	mib0, err := readUDPMIB(ctx, env.wire)
+	mib0, err := harness.ReadUDPMIB(ctx, env.wire)
 	if err != nil {
 		return nil, err
 	}
-	cores := startCoreSampler(env.wire.SinkCPUs, env.wire.LoadCPUs)
-	defer cores.finish()
+	cores := harness.StartCoreSampler(env.wire.SinkCPUs, env.wire.LoadCPUs)
+	defer cores.Finish()
 	sp, err := startSinkProc(ctx, env.wire, bin, args)
 	if err != nil {
 		return nil, err
@@ -562,8 +565,8 @@ func measureUDP(ctx context.Context, c RunConfig, env fioEnv, row string, rate f
 	if err := sp.wait(30 * time.Second); err != nil {
 		return nil, err
 	}
-	samples := cores.finish()
-	mib1, err := readUDPMIB(ctx, env.wire)
+	samples := cores.Finish()
+	mib1, err := harness.ReadUDPMIB(ctx, env.wire)
 	if err != nil {
 		return nil, err
 	}
@@ -575,9 +578,9 @@ func measureUDP(ctx context.Context, c RunConfig, env fioEnv, row string, rate f
 	if err := json.Unmarshal(b, &sr); err != nil {
 		return nil, fmt.Errorf("bench: sink report: %w", err)
 	}
-	r := udpResult(row, round, rate, int(c.MsgSize), &sr, sent, mib1.sub(mib0), env.wire.veth())
-	r.LoadCPUS, r.Wire = loadCPU, env.wire.name()
-	if u, ok := coreOver(samples, sr.FirstNs, sr.LastNs); ok && r.Delivered > 0 {
+	r := udpResult(row, round, rate, int(c.MsgSize), &sr, sent, mib1.Sub(mib0), env.wire.Veth())
+	r.LoadCPUS, r.Wire = loadCPU, env.wire.Name()
+	if u, ok := harness.CoreOver(samples, sr.FirstNs, sr.LastNs); ok && r.Delivered > 0 {
 		r.CoreCPUS, r.CoreSoftirqS = u.Sink, u.Soft
 		r.CoreSPerM = u.Sink / (float64(r.Delivered) / 1e6)
 		if u.Seconds > 0 {
@@ -598,7 +601,7 @@ func runUDPLoad(ctx context.Context, c RunConfig, env fioEnv, addr string, rate 
 	var cmd *exec.Cmd
 	fioJSON := filepath.Join(dir, "fio.json")
 	if c.Client == ClientGen {
-		cmd = env.wire.command(lctx, sideLoad, env.exe, "udpgen", "--addr", addr, "--senders", strconv.Itoa(c.Sources),
+		cmd = env.wire.Command(lctx, harness.SideLoad, env.exe, "udpgen", "--addr", addr, "--senders", strconv.Itoa(c.Sources),
 			"--duration", c.Duration.String(), "--msg-size", strconv.Itoa(int(c.MsgSize)), "--rate", strconv.FormatFloat(rate, 'f', -1, 64))
 		cmd.Stdout = &out
 		cmd.Stderr = &out
@@ -607,10 +610,10 @@ func runUDPLoad(ctx context.Context, c RunConfig, env fioEnv, addr string, rate 
 		if err := os.WriteFile(jobFile, []byte(udpJob(addr, c, rate, env.cpus).file()), 0o644); err != nil {
 			return udpSent{}, 0, fmt.Errorf("bench: fio: %w", err)
 		}
-		cmd = env.wire.command(lctx, sideLoad, env.fio, "--output-format=json", "--output="+fioJSON, jobFile)
+		cmd = env.wire.Command(lctx, harness.SideLoad, env.fio, "--output-format=json", "--output="+fioJSON, jobFile)
 		cmd.Stdout, cmd.Stderr = &out, &out
 	}
-	if err := startOnCPUs(cmd, env.cpus); err != nil {
+	if err := harness.StartOnCPUs(cmd, env.cpus); err != nil {
 		return udpSent{}, 0, fmt.Errorf("bench: start %s: %w", c.Client, err)
 	}
 	if err := cmd.Wait(); err != nil {
@@ -638,7 +641,7 @@ func runUDPLoad(ctx context.Context, c RunConfig, env fioEnv, addr string, rate 
 // udpResult is a row's figures from the sink's report, fio's, and the
 // growth of the sink namespace's Udp counters; veth says those counters
 // are the sink's alone.
-func udpResult(row string, round int, rate float64, size int, sr *UDPSinkReport, sent udpSent, mib udpMIB, veth bool) *UDPResult {
+func udpResult(row string, round int, rate float64, size int, sr *UDPSinkReport, sent udpSent, mib harness.UDPMIB, veth bool) *UDPResult {
 	r := &UDPResult{Runner: row, Round: round, RateDps: rate, DatagramSize: size, Delivered: sr.Datagrams, Others: sr.Others,
 		SocketDrops: sr.Drops, SNMP: mib, ReadBuffer: sr.ReadBuffer, ThreadsMax: sr.ThreadsMax, RSSMaxBytes: sr.RSSMaxBytes, BeforeUDP: -1}
 	r.Offered = sent.Datagrams
@@ -660,7 +663,7 @@ func udpResult(row string, round int, rate float64, size int, sr *UDPSinkReport,
 		r.DeliveredDps = float64(r.Delivered) / r.DurationS
 	}
 	r.SinkCPUS = sr.CPUS
-	if cpu, _, ok := UsageOver(udpUsageSamples(sr.Usage), sr.FirstNs, sr.LastNs); ok {
+	if cpu, _, ok := harness.UsageOver(udpUsageSamples(sr.Usage), sr.FirstNs, sr.LastNs); ok {
 		r.SinkCPUS = cpu.Seconds()
 	}
 	if r.Delivered > 0 {
@@ -742,7 +745,7 @@ func summarizeUDP(rs []*UDPResult) UDPSummary {
 // the rounds' min-max.
 func writeUDPTable(w io.Writer, rep *UDPRunReport) {
 	fmt.Fprintf(w, "udp, %d-byte datagrams from %d %s, %d round(s), SO_RCVBUF %s; %s\n",
-		rep.Config.DatagramSize, rep.Config.Sources, udpSendersName(rep.Config.Client), rep.Config.Rounds, FormatBytes(uint64(rep.Config.ReadBuffer)), wireNote(rep.Wire))
+		rep.Config.DatagramSize, rep.Config.Sources, udpSendersName(rep.Config.Client), rep.Config.Rounds, report.FormatBytes(uint64(rep.Config.ReadBuffer)), wireNote(rep.Wire))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "row\trate\toffered/s\tdelivered/s\tdelivered\tsocket drops\tRcvbufErrors\tcore s/M\tsink s/M\tcore busy\tload core\tper read\tok\t")
 	for _, s := range rep.Summary {

@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/sluice-io/sluice/bench/harness"
 )
 
 // TestUDPWire runs short UDP rows on the veth wire, a runner's sink and
@@ -17,7 +19,7 @@ import (
 // must be there.
 func TestUDPWire(t *testing.T) {
 	needFio(t)
-	buildTestWire(t, wireSpec{}).Close() // skips where no wire can be built
+	buildTestWire(t, harness.WireSpec{}).Close() // skips where no wire can be built
 	bin := buildCLI(t)
 	gnetBin := buildGnetSinkForTest(t)
 	avail, _ := availableRunners(AllRunners())
@@ -63,7 +65,7 @@ func readUDPReport(t *testing.T, path, stdout string) *UDPRunReport {
 	if err := json.Unmarshal(raw, &rep); err != nil {
 		t.Fatal(err)
 	}
-	if !rep.OK || rep.Wire.Mode != WireVeth || len(rep.Runs) == 0 {
+	if !rep.OK || rep.Wire.Mode != harness.WireVeth || len(rep.Runs) == 0 {
 		t.Fatalf("ok %v, wire %q, %d runs\n%s", rep.OK, rep.Wire.Mode, len(rep.Runs), stdout)
 	}
 	return &rep

@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-io/sluice/bench/harness"
+	"github.com/sluice-io/sluice/bench/report"
 )
 
 // udpRunConfig is a valid `run --proto udp`.
@@ -24,7 +27,7 @@ func TestRunConfigUDP(t *testing.T) {
 		{"valid", func(*RunConfig) {}, ""},
 		{"8KiB", func(c *RunConfig) { c.MsgSize = 8 << 10 }, ""},
 		{"sweep", func(c *RunConfig) { c.UDPRates = DatagramRates{1e5, 2e5, 3e5} }, ""},
-		{"peers", func(c *RunConfig) { c.Peers = StringList{PeerGo, PeerGnet} }, ""},
+		{"peers", func(c *RunConfig) { c.Peers = report.StringList{PeerGo, PeerGnet} }, ""},
 		{"unknown proto", func(c *RunConfig) { c.Proto = "sctp" }, "--proto"},
 		{"generator", func(c *RunConfig) { c.Client = ClientGen }, ""},
 		{"generator, many senders", func(c *RunConfig) { c.Client, c.Sources = ClientGen, 5000 }, ""},
@@ -55,8 +58,8 @@ func TestRunConfigUDP(t *testing.T) {
 		{"negative loss", func(c *RunConfig) { c.UDPMaxLoss = -0.1 }, "--udp-max-loss"},
 		{"gen pacing", func(c *RunConfig) { c.GenPacing = "burst" }, "--gen-pacing"},
 		{"skew", func(c *RunConfig) { c.Skew = 0.2 }, "--skew"},
-		{"bad runner", func(c *RunConfig) { c.Runners = StringList{"kqueue"} }, "--runners"},
-		{"bad peer", func(c *RunConfig) { c.Peers = StringList{"netty"} }, "--peers"},
+		{"bad runner", func(c *RunConfig) { c.Runners = report.StringList{"kqueue"} }, "--runners"},
+		{"bad peer", func(c *RunConfig) { c.Peers = report.StringList{"netty"} }, "--peers"},
 		{"tcp with a datagram rate", func(c *RunConfig) {
 			c.Proto, c.Client, c.Sources, c.UDPRates = ProtoTCP, ClientGen, 8, DatagramRates{1e5}
 		}, "--udp-rate"},
@@ -163,41 +166,41 @@ func TestUDPAccounting(t *testing.T) {
 		name     string
 		sink     UDPSinkReport
 		load     udpSent
-		mib      udpMIB
+		mib      harness.UDPMIB
 		veth     bool
 		wantLost uint64
 		wantBUDP int64
 		wantBad  string // a mismatch holding this, or none
 	}{
 		{"all delivered", UDPSinkReport{Datagrams: 2000, Others: 4}, fio(1000, 1000),
-			udpMIB{InDatagrams: 2004}, true, 0, 0, ""},
+			harness.UDPMIB{InDatagrams: 2004}, true, 0, 0, ""},
 		{"socket drops", UDPSinkReport{Datagrams: 1900, Others: 4, Drops: 100}, fio(1000, 1000),
-			udpMIB{InDatagrams: 1904, InErrors: 100, RcvbufErrors: 100}, true, 100, 0, ""},
+			harness.UDPMIB{InDatagrams: 1904, InErrors: 100, RcvbufErrors: 100}, true, 100, 0, ""},
 		{"lost before UDP", UDPSinkReport{Datagrams: 1990, Others: 4}, fio(1000, 1000),
-			udpMIB{InDatagrams: 1994}, true, 10, 10, ""},
+			harness.UDPMIB{InDatagrams: 1994}, true, 10, 10, ""},
 		{"a close message dropped", UDPSinkReport{Datagrams: 2000, Others: 3, Drops: 1}, fio(1000, 1000),
-			udpMIB{InDatagrams: 2003, InErrors: 1, RcvbufErrors: 1}, true, 0, 0, ""},
+			harness.UDPMIB{InDatagrams: 2003, InErrors: 1, RcvbufErrors: 1}, true, 0, 0, ""},
 		{"more than sent", UDPSinkReport{Datagrams: 2001, Others: 4}, fio(1000, 1000),
-			udpMIB{InDatagrams: 2005}, true, 0, -1, "the load sent 2000"},
+			harness.UDPMIB{InDatagrams: 2005}, true, 0, -1, "the load sent 2000"},
 		{"drops disagree", UDPSinkReport{Datagrams: 1900, Others: 4, Drops: 50}, fio(1000, 1000),
-			udpMIB{InDatagrams: 1904, InErrors: 100, RcvbufErrors: 100}, true, 100, 0, "InErrors 100"},
+			harness.UDPMIB{InDatagrams: 1904, InErrors: 100, RcvbufErrors: 100}, true, 100, 0, "InErrors 100"},
 		{"received disagrees", UDPSinkReport{Datagrams: 1900, Others: 4}, fio(1000, 1000),
-			udpMIB{InDatagrams: 2004}, true, 100, 0, "InDatagrams 2004"},
+			harness.UDPMIB{InDatagrams: 2004}, true, 100, 0, "InDatagrams 2004"},
 		{"drops unknown", UDPSinkReport{Datagrams: 1900, Others: 4, Drops: -1}, fio(1000, 1000),
-			udpMIB{InDatagrams: 1904, InErrors: 100}, true, 100, 0, ""},
+			harness.UDPMIB{InDatagrams: 1904, InErrors: 100}, true, 100, 0, ""},
 		{"loopback: counters not compared", UDPSinkReport{Datagrams: 1900, Others: 4, Drops: 100}, fio(1000, 1000),
-			udpMIB{InDatagrams: 123456, InErrors: 7}, false, 100, -1, ""},
+			harness.UDPMIB{InDatagrams: 123456, InErrors: 7}, false, 100, -1, ""},
 		{"the generator: no small messages", UDPSinkReport{Datagrams: 1990, Drops: 10}, gen(2000),
-			udpMIB{InDatagrams: 1990, InErrors: 10, RcvbufErrors: 10}, true, 10, 0, ""},
+			harness.UDPMIB{InDatagrams: 1990, InErrors: 10, RcvbufErrors: 10}, true, 10, 0, ""},
 		{"the generator: others are a mismatch", UDPSinkReport{Datagrams: 2000, Others: 1}, gen(2000),
-			udpMIB{InDatagrams: 2001}, true, 0, -1, "0 small messages"},
+			harness.UDPMIB{InDatagrams: 2001}, true, 0, -1, "0 small messages"},
 		{"a fio job's error", UDPSinkReport{Datagrams: 2000, Others: 4}, func() udpSent {
 			s := fio(1000, 1000)
 			s.Errors = []string{"fio job s2: error 5"}
 			return s
-		}(), udpMIB{InDatagrams: 2004}, true, 0, 0, "error 5"},
+		}(), harness.UDPMIB{InDatagrams: 2004}, true, 0, 0, "error 5"},
 		{"sink errors", UDPSinkReport{Datagrams: 2000, Others: 4, Errors: 1, ErrorSamples: []string{"malformed"}}, fio(1000, 1000),
-			udpMIB{InDatagrams: 2004}, true, 0, 0, "malformed"},
+			harness.UDPMIB{InDatagrams: 2004}, true, 0, 0, "malformed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := udpResult("uring", 0, 0, 512, &tc.sink, tc.load, tc.mib, tc.veth)

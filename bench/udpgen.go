@@ -10,6 +10,8 @@ import (
 	"net"
 	"time"
 
+	"github.com/sluice-io/sluice/bench/harness"
+
 	"github.com/sluice-io/sluice/srcs"
 )
 
@@ -120,7 +122,7 @@ func RunUDPGen(ctx context.Context, c UDPGenConfig, out io.Writer) error {
 			}
 		}
 	}
-	cpu0 := cpuTime()
+	cpu0 := harness.CPUTime()
 	start := time.Now()
 	end := start.Add(c.Duration)
 	var begun uint64 // sent or refused
@@ -141,6 +143,6 @@ func RunUDPGen(ctx context.Context, c UDPGenConfig, out io.Writer) error {
 		time.Sleep(udpGenStep - now.Sub(start)%udpGenStep)
 	}
 	rep.Secs = time.Since(start).Seconds()
-	rep.CPUS = (cpuTime() - cpu0).Seconds()
+	rep.CPUS = (harness.CPUTime() - cpu0).Seconds()
 	return json.NewEncoder(out).Encode(rep)
 }

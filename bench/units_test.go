@@ -13,6 +13,9 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/sluice-io/sluice/bench/harness"
+	"github.com/sluice-io/sluice/bench/report"
 )
 
 func TestJainIndex(t *testing.T) {
@@ -29,7 +32,7 @@ func TestJainIndex(t *testing.T) {
 		{"textbook", []float64{1, 2, 3}, 36.0 / 42.0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := JainIndex(tc.xs); math.Abs(got-tc.want) > 1e-12 {
+			if got := report.JainIndex(tc.xs); math.Abs(got-tc.want) > 1e-12 {
 				t.Errorf("JainIndex(%v) = %v, want %v", tc.xs, got, tc.want)
 			}
 		})
@@ -45,7 +48,7 @@ func TestWeightedJainUndoesSkew(t *testing.T) {
 	if got := weightedJain(bytes, w); math.Abs(got-1) > 1e-12 {
 		t.Errorf("weightedJain = %v, want 1", got)
 	}
-	if plain := JainIndex(bytes); plain > 0.6 {
+	if plain := report.JainIndex(bytes); plain > 0.6 {
 		t.Errorf("plain Jain of a skewed split = %v, want well below 1", plain)
 	}
 }
@@ -127,9 +130,9 @@ func TestRecordTrackerClampsFutureTimestamps(t *testing.T) {
 
 func BenchmarkRecordTracker(b *testing.B) {
 	for _, size := range []int{64, 1024, 16 << 10} {
-		b.Run(FormatBytes(uint64(size)), func(b *testing.B) {
+		b.Run(report.FormatBytes(uint64(size)), func(b *testing.B) {
 			chunk := stampedStream((64<<10)/size, size)
-			h, h2 := newHist(), newHist()
+			h, h2 := report.NewHist(), report.NewHist()
 			tr := recordTracker{size: size}
 			now := time.Now().UnixNano()
 			b.SetBytes(int64(len(chunk)))
@@ -145,7 +148,7 @@ func BenchmarkRecordTracker(b *testing.B) {
 
 func TestRecordTrackerAllocs(t *testing.T) {
 	chunk := stampedStream(64, 1024)
-	h, h2 := newHist(), newHist()
+	h, h2 := report.NewHist(), report.NewHist()
 	tr := recordTracker{size: 1024}
 	if n := testing.AllocsPerRun(100, func() { tr.feed(chunk[5:], 1<<30, h, h2) }); n != 0 {
 		t.Errorf("feed allocates %v times per chunk, want 0", n)
@@ -240,18 +243,18 @@ func TestSkewWeights(t *testing.T) {
 }
 
 func TestParseSizeAndRate(t *testing.T) {
-	for in, want := range map[string]Size{"4096": 4096, "64KiB": 64 << 10, "16 KiB": 16 << 10, "1MiB": 1 << 20, "1MB": 1e6} {
-		if got, err := ParseSize(in); err != nil || got != want {
+	for in, want := range map[string]report.Size{"4096": 4096, "64KiB": 64 << 10, "16 KiB": 16 << 10, "1MiB": 1 << 20, "1MB": 1e6} {
+		if got, err := report.ParseSize(in); err != nil || got != want {
 			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
 		}
 	}
-	for in, want := range map[string]Rate{"1MiB/s": 1 << 20, "500KB/s": 500e3, "0": 0, "unlimited": 0, "10MiB": 10 << 20} {
-		if got, err := ParseRate(in); err != nil || got != want {
+	for in, want := range map[string]report.Rate{"1MiB/s": 1 << 20, "500KB/s": 500e3, "0": 0, "unlimited": 0, "10MiB": 10 << 20} {
+		if got, err := report.ParseRate(in); err != nil || got != want {
 			t.Errorf("ParseRate(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
 	for _, bad := range []string{"lots", "-5", "1XB"} {
-		if _, err := ParseSize(bad); err == nil {
+		if _, err := report.ParseSize(bad); err == nil {
 			t.Errorf("ParseSize(%q) succeeded", bad)
 		}
 	}
@@ -355,10 +358,10 @@ func TestFlagErrorsNameTheFlag(t *testing.T) {
 
 func TestResultTable(t *testing.T) {
 	a := &Result{Runner: "uring", ThroughputBps: 1.5 * (1 << 30), Bytes: 3 << 30, CPUSPerGiB: 0.4, ThreadsMax: 5,
-		RSSMaxBytes: 80 << 20, LatencyNs: Latency{Count: 10, P50: 1500, P99: 812_345, P999: 2_000_000, Max: 1_500_000_000},
+		RSSMaxBytes: 80 << 20, LatencyNs: report.Latency{Count: 10, P50: 1500, P99: 812_345, P999: 2_000_000, Max: 1_500_000_000},
 		FairnessJain: 0.99, PoolWaits: 12345, PartialFlushes: 7, Verified: true}
 	b := &Result{Runner: "goroutine", ThroughputBps: 1 << 30, Bytes: 2 << 30, CPUSPerGiB: 0.5, ThreadsMax: 10,
-		RSSMaxBytes: 80 << 20, LatencyNs: Latency{Count: 10, P50: 3000, P99: 1_624_690, P999: 3e6, Max: 2e9},
+		RSSMaxBytes: 80 << 20, LatencyNs: report.Latency{Count: 10, P50: 3000, P99: 1_624_690, P999: 3e6, Max: 2e9},
 		FairnessJain: 0.9, Mismatches: []string{"x"}}
 	var buf bytes.Buffer
 	writeResultTable(&buf, []*Result{a, b}, tableKind{})
@@ -395,7 +398,7 @@ func TestParseFio(t *testing.T) {
 
 func TestPlots(t *testing.T) {
 	dir := t.TempDir()
-	ios := IO{Out: io.Discard, Err: io.Discard}
+	ios := harness.IO{Out: io.Discard, Err: io.Discard}
 	run := func(runner string, round int, bps, cpu float64) *Result {
 		return &Result{Runner: runner, Round: round, ThroughputBps: bps, CPUSPerGiB: cpu}
 	}

@@ -4,6 +4,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/sluice-io/sluice/bench/harness"
 )
 
 // TestUsageOver: the CPU and bytes over an interval are interpolated
@@ -13,7 +15,7 @@ func TestUsageOver(t *testing.T) {
 	ms := int64(time.Millisecond)
 	// 1 ms of CPU and 1,000 bytes per ms for the first second, then
 	// 3 ms and 500 bytes per ms.
-	var us []UsageSample
+	var us []harness.UsageSample
 	for i := int64(0); i <= 20; i++ {
 		at := i * 100 * ms
 		cpu, bytes := at, uint64(i*100_000)
@@ -21,7 +23,7 @@ func TestUsageOver(t *testing.T) {
 			cpu = 1000*ms + (i-10)*300*ms
 			bytes = 1_000_000 + uint64(i-10)*50_000
 		}
-		us = append(us, UsageSample{UnixNs: 1e12 + at, CPUNs: cpu, Bytes: bytes})
+		us = append(us, harness.UsageSample{UnixNs: 1e12 + at, CPUNs: cpu, Bytes: bytes})
 	}
 	cases := []struct {
 		name     string
@@ -41,7 +43,7 @@ func TestUsageOver(t *testing.T) {
 		{"backwards", 800, 200, 0, 0, false, 0},
 	}
 	for _, c := range cases {
-		cpu, bytes, ok := UsageOver(us, 1e12+c.a*ms, 1e12+c.b*ms)
+		cpu, bytes, ok := harness.UsageOver(us, 1e12+c.a*ms, 1e12+c.b*ms)
 		if ok != c.ok {
 			t.Errorf("%s: ok %v, want %v", c.name, ok, c.ok)
 			continue
@@ -56,7 +58,7 @@ func TestUsageOver(t *testing.T) {
 			t.Errorf("%s: %d bytes, want %d", c.name, bytes, c.bytes)
 		}
 	}
-	if _, _, ok := UsageOver(us[:1], 1e12, 1e12+500*ms); ok {
+	if _, _, ok := harness.UsageOver(us[:1], 1e12, 1e12+500*ms); ok {
 		t.Error("one sample gave an interval")
 	}
 }
@@ -92,7 +94,7 @@ func TestFioResultCPUOverTheWindow(t *testing.T) {
 	// Two streams: the second starts 1 s late, both end at 5 s. The
 	// ramp costs 1 CPU-second for 0.1 GiB; the steady 4 s cost 0.2 s per
 	// 0.5 GiB.
-	var us []UsageSample
+	var us []harness.UsageSample
 	for i := int64(0); i <= 50; i++ {
 		at := i * 100 * ms
 		cpu, bytes := i*100*ms, uint64(i)*gib/100
@@ -100,7 +102,7 @@ func TestFioResultCPUOverTheWindow(t *testing.T) {
 			cpu = 1000*ms + (i-10)*20*ms
 			bytes = gib/10 + uint64(i-10)*gib/80
 		}
-		us = append(us, UsageSample{UnixNs: t0 + at, CPUNs: cpu, Bytes: bytes})
+		us = append(us, harness.UsageSample{UnixNs: t0 + at, CPUNs: cpu, Bytes: bytes})
 	}
 	last := us[len(us)-1]
 	sr := &SinkReport{Sources: 2, Bytes: last.Bytes, DurationS: 5, WallS: 5, CPUS: float64(last.CPUNs) / 1e9,
@@ -127,16 +129,16 @@ func TestFioResultCPUOverTheWindow(t *testing.T) {
 	}
 }
 
-// TestAppendUsageThins: past maxUsageSamples the samples are thinned to
+// TestAppendUsageThins: past MaxUsageSamples the samples are thinned to
 // every other one, keeping the first and the latest, and stay in order.
 func TestAppendUsageThins(t *testing.T) {
-	var us []UsageSample
-	n := maxUsageSamples + 10
+	var us []harness.UsageSample
+	n := harness.MaxUsageSamples + 10
 	for i := range n {
-		us = appendUsage(us, UsageSample{UnixNs: int64(i), CPUNs: int64(i), Bytes: uint64(i)})
+		us = harness.AppendUsage(us, harness.UsageSample{UnixNs: int64(i), CPUNs: int64(i), Bytes: uint64(i)})
 	}
-	if len(us) > maxUsageSamples {
-		t.Fatalf("%d samples, want at most %d", len(us), maxUsageSamples)
+	if len(us) > harness.MaxUsageSamples {
+		t.Fatalf("%d samples, want at most %d", len(us), harness.MaxUsageSamples)
 	}
 	if us[0].UnixNs != 0 || us[len(us)-1].UnixNs != int64(n-1) {
 		t.Errorf("first %d, last %d; want 0 and %d", us[0].UnixNs, us[len(us)-1].UnixNs, n-1)

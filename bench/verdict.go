@@ -3,6 +3,9 @@ package bench
 import (
 	"fmt"
 
+	"github.com/sluice-io/sluice/bench/harness"
+	"github.com/sluice-io/sluice/bench/report"
+
 	"github.com/sluice-io/sluice/srcs"
 )
 
@@ -22,7 +25,7 @@ func generatorBound(paced bool, held float64, lagP99 int64) (bool, string) {
 	case paced && held < MinHeld:
 		return true, fmt.Sprintf("sent %.1f%% of the offered load (< %.0f%%)", 100*held, 100*MinHeld)
 	case lagP99 > MaxGenLagP99:
-		return true, fmt.Sprintf("generator lag p99 %s (> %s)", FormatNanos(lagP99), FormatNanos(MaxGenLagP99))
+		return true, fmt.Sprintf("generator lag p99 %s (> %s)", report.FormatNanos(lagP99), report.FormatNanos(MaxGenLagP99))
 	}
 	return false, ""
 }
@@ -66,7 +69,7 @@ func bottleneck(engUtil, genUtil float64) string {
 // CPU time holds only the part of it that happened to run in its context;
 // elsewhere from each process's CPU.
 func (r *Result) bottleneck() string {
-	if r.Wire == WireVeth && r.CoreUtil > 0 {
+	if r.Wire == harness.WireVeth && r.CoreUtil > 0 {
 		return bottleneck(r.CoreUtil, r.LoadCoreUtil)
 	}
 	return bottleneck(r.EngineCPUUtil, r.GenCPUUtil)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-io/sluice/bench/harness"
 )
 
 func TestSpread(t *testing.T) {
@@ -166,7 +168,7 @@ func TestFloor(t *testing.T) {
 	c.Sources, c.Duration, c.Pin = 2, 50*time.Millisecond, false
 	c.Engine.Pool, c.Engine.Buf = 16, 4096
 	var out strings.Builder
-	rep, err := Floor(context.Background(), c, IO{Out: &out, Err: io.Discard})
+	rep, err := Floor(context.Background(), c, harness.IO{Out: &out, Err: io.Discard})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/bench/harness"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-io/sluice/internal/srcstest"
@@ -27,14 +29,14 @@ import (
 // this machine cannot build one (not root, no ip, no network namespaces),
 // failing it instead under SLUICE_REQUIRE_URING=1, which CI sets: CI runs
 // the bench as root, so the wire must be there.
-func buildTestWire(t *testing.T, spec wireSpec) *wireTopo {
+func buildTestWire(t *testing.T, spec harness.WireSpec) *harness.WireTopo {
 	t.Helper()
 	if spec.SinkCPUs == nil {
 		spec.SinkCPUs, spec.LoadCPUs = []int{0}, []int{1}
 	}
-	w, err := buildWire(context.Background(), spec)
+	w, err := harness.BuildWire(context.Background(), spec)
 	if err != nil {
-		if errors.Is(err, ErrWireUnavailable) && !srcstest.Required(srcstest.EnvRequireURing) {
+		if errors.Is(err, harness.ErrWireUnavailable) && !srcstest.Required(srcstest.EnvRequireURing) {
 			t.Skipf("%v; %s=1 fails instead", err, srcstest.EnvRequireURing)
 		}
 		t.Fatalf("build the wire: %v", err)
@@ -51,7 +53,7 @@ func inNetns(name string, f func() error) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
-		fd, err := unix.Open(filepath.Join(netnsDir, name), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		fd, err := unix.Open(filepath.Join(harness.NetnsDir, name), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			errc <- err
 			return
@@ -71,9 +73,9 @@ func inNetns(name string, f func() error) error {
 func wireLeftovers(t *testing.T) []string {
 	t.Helper()
 	var out []string
-	nsPrefix := fmt.Sprintf("sluice-bench-%x.%d-", pidNamespace(), os.Getpid())
+	nsPrefix := fmt.Sprintf("sluice-bench-%x.%d-", harness.PidNamespace(), os.Getpid())
 	ifPrefix := fmt.Sprintf("sb%dx", os.Getpid())
-	if ents, err := os.ReadDir(netnsDir); err == nil {
+	if ents, err := os.ReadDir(harness.NetnsDir); err == nil {
 		for _, e := range ents {
 			if strings.HasPrefix(e.Name(), nsPrefix) {
 				out = append(out, "netns "+e.Name())
@@ -97,19 +99,19 @@ func wireLeftovers(t *testing.T) []string {
 // that each end steers its receive work to its own side's CPU, and that
 // tearing it down leaves no namespace or veth behind.
 func TestWireCarriesBytes(t *testing.T) {
-	w := buildTestWire(t, wireSpec{})
-	env := w.env()
+	w := buildTestWire(t, harness.WireSpec{})
+	env := w.Env()
 
 	var ln net.Listener
-	if err := inNetns(w.sinkNS, func() (err error) {
-		ln, err = net.Listen("tcp", env.listenAddr())
+	if err := inNetns(w.SinkNS, func() (err error) {
+		ln, err = net.Listen("tcp", env.ListenAddr())
 		return err
 	}); err != nil {
 		t.Fatalf("listen in the sink's namespace: %v", err)
 	}
 	defer ln.Close()
-	if h, _, _ := net.SplitHostPort(ln.Addr().String()); h != WireSinkIP {
-		t.Fatalf("listening on %s, want %s", ln.Addr(), WireSinkIP)
+	if h, _, _ := net.SplitHostPort(ln.Addr().String()); h != harness.WireSinkIP {
+		t.Fatalf("listening on %s, want %s", ln.Addr(), harness.WireSinkIP)
 	}
 	// Nothing listens there from this namespace: the address exists only
 	// inside the wire.
@@ -131,7 +133,7 @@ func TestWireCarriesBytes(t *testing.T) {
 		got <- b
 	}()
 	var peer string
-	if err := inNetns(w.loadNS, func() error {
+	if err := inNetns(w.LoadNS, func() error {
 		c, err := net.Dial("tcp", ln.Addr().String())
 		if err != nil {
 			return err
@@ -151,17 +153,17 @@ func TestWireCarriesBytes(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("nothing arrived in 30s")
 	}
-	if h, _, _ := net.SplitHostPort(peer); h != WireLoadIP {
-		t.Errorf("the load sent from %s, want %s", peer, WireLoadIP)
+	if h, _, _ := net.SplitHostPort(peer); h != harness.WireLoadIP {
+		t.Errorf("the load sent from %s, want %s", peer, harness.WireLoadIP)
 	}
 
 	// Each end's receive queue is steered to its own side's CPU, as seen
 	// from inside its namespace (where a process started on that side
-	// runs, through wireEnv.command).
+	// runs, through WireEnv.command).
 	for _, c := range []struct {
 		side, dev, want string
-	}{{sideSink, w.sinkIf, "1"}, {sideLoad, w.loadIf, "2"}} {
-		out, err := env.command(context.Background(), c.side, "cat", filepath.Join("/sys/class/net", c.dev, "queues/rx-0/rps_cpus")).Output()
+	}{{harness.SideSink, w.SinkIf, "1"}, {harness.SideLoad, w.LoadIf, "2"}} {
+		out, err := env.Command(context.Background(), c.side, "cat", filepath.Join("/sys/class/net", c.dev, "queues/rx-0/rps_cpus")).Output()
 		if err != nil {
 			t.Fatalf("%s: read rps_cpus: %v", c.side, err)
 		}
@@ -172,16 +174,16 @@ func TestWireCarriesBytes(t *testing.T) {
 
 	// Both sides' TCP backs off on a loss as Linux ships it, whatever the
 	// host's default.
-	if w.congestion != "cubic" && w.congestion != "reno" {
-		t.Errorf("congestion control %q, want cubic or reno", w.congestion)
+	if w.Congestion != "cubic" && w.Congestion != "reno" {
+		t.Errorf("congestion control %q, want cubic or reno", w.Congestion)
 	}
-	for _, side := range []string{sideSink, sideLoad} {
-		out, err := env.command(context.Background(), side, "cat", "/proc/sys/net/ipv4/tcp_congestion_control").Output()
+	for _, side := range []string{harness.SideSink, harness.SideLoad} {
+		out, err := env.Command(context.Background(), side, "cat", "/proc/sys/net/ipv4/tcp_congestion_control").Output()
 		if err != nil {
 			t.Fatalf("%s: read tcp_congestion_control: %v", side, err)
 		}
-		if got := strings.TrimSpace(string(out)); got != w.congestion {
-			t.Errorf("%s: tcp_congestion_control %q, want %q", side, got, w.congestion)
+		if got := strings.TrimSpace(string(out)); got != w.Congestion {
+			t.Errorf("%s: tcp_congestion_control %q, want %q", side, got, w.Congestion)
 		}
 	}
 
@@ -200,18 +202,18 @@ func TestWireCarriesBytes(t *testing.T) {
 // TestWireTeardownOnError fails the build after each of its steps, and
 // panics with a built wire, and checks that nothing is left behind.
 func TestWireTeardownOnError(t *testing.T) {
-	buildTestWire(t, wireSpec{}).Close() // skips where no wire can be built
+	buildTestWire(t, harness.WireSpec{}).Close() // skips where no wire can be built
 	for _, step := range []string{"netns", "veth", "rps", "move", "address", "congestion", "up"} {
 		t.Run(step, func(t *testing.T) {
 			injected := errors.New("injected")
-			_, err := buildWire(context.Background(), wireSpec{SinkCPUs: []int{0}, LoadCPUs: []int{1},
-				fail: func(s string) error {
+			_, err := harness.BuildWire(context.Background(), harness.WireSpec{SinkCPUs: []int{0}, LoadCPUs: []int{1},
+				Fail: func(s string) error {
 					if s == step {
 						return injected
 					}
 					return nil
 				}})
-			if !errors.Is(err, injected) || !errors.Is(err, ErrWireUnavailable) {
+			if !errors.Is(err, injected) || !errors.Is(err, harness.ErrWireUnavailable) {
 				t.Fatalf("build failing at %s: %v", step, err)
 			}
 			if left := wireLeftovers(t); len(left) > 0 {
@@ -222,7 +224,7 @@ func TestWireTeardownOnError(t *testing.T) {
 	t.Run("panic", func(t *testing.T) {
 		func() {
 			defer func() { recover() }()
-			w := buildTestWire(t, wireSpec{})
+			w := buildTestWire(t, harness.WireSpec{})
 			defer w.Close()
 			panic("measuring went wrong")
 		}()
@@ -235,7 +237,7 @@ func TestWireTeardownOnError(t *testing.T) {
 // TestWireSweep checks that a wire left by a run that died is removed by
 // the next build, and that one whose process lives is not.
 func TestWireSweep(t *testing.T) {
-	w := buildTestWire(t, wireSpec{})
+	w := buildTestWire(t, harness.WireSpec{})
 	dead := 0
 	for pid := 4_000_000; pid > 3_000_000; pid-- {
 		if unix.Kill(pid, 0) == unix.ESRCH {
@@ -246,31 +248,31 @@ func TestWireSweep(t *testing.T) {
 	if dead == 0 {
 		t.Skip("no unused PID found")
 	}
-	stale := fmt.Sprintf("sluice-bench-%x.%d-beef-sink", pidNamespace(), dead)
+	stale := fmt.Sprintf("sluice-bench-%x.%d-beef-sink", harness.PidNamespace(), dead)
 	// A dead PID of another PID namespace's may be a live process there.
-	foreign := fmt.Sprintf("sluice-bench-%x.%d-beef-sink", pidNamespace()+1, dead)
-	if out, err := exec.Command(w.ip, "netns", "add", stale).CombinedOutput(); err != nil {
+	foreign := fmt.Sprintf("sluice-bench-%x.%d-beef-sink", harness.PidNamespace()+1, dead)
+	if out, err := exec.Command(w.IP, "netns", "add", stale).CombinedOutput(); err != nil {
 		t.Fatalf("ip netns add %s: %v: %s", stale, err, out)
 	}
-	if out, err := exec.Command(w.ip, "netns", "add", foreign).CombinedOutput(); err != nil {
+	if out, err := exec.Command(w.IP, "netns", "add", foreign).CombinedOutput(); err != nil {
 		t.Fatalf("ip netns add %s: %v: %s", foreign, err, out)
 	}
 	t.Cleanup(func() {
 		for _, ns := range []string{stale, foreign} {
-			if _, err := os.Stat(filepath.Join(netnsDir, ns)); err == nil {
-				exec.Command(w.ip, "netns", "del", ns).Run()
+			if _, err := os.Stat(filepath.Join(harness.NetnsDir, ns)); err == nil {
+				exec.Command(w.IP, "netns", "del", ns).Run()
 			}
 		}
 	})
-	w2 := buildTestWire(t, wireSpec{})
+	w2 := buildTestWire(t, harness.WireSpec{})
 	defer w2.Close()
-	if _, err := os.Stat(filepath.Join(netnsDir, stale)); err == nil {
+	if _, err := os.Stat(filepath.Join(harness.NetnsDir, stale)); err == nil {
 		t.Errorf("the stale namespace %s is still there", stale)
 	}
-	if _, err := os.Stat(filepath.Join(netnsDir, w.sinkNS)); err != nil {
+	if _, err := os.Stat(filepath.Join(harness.NetnsDir, w.SinkNS)); err != nil {
 		t.Errorf("a live run's namespace was swept: %v", err)
 	}
-	if _, err := os.Stat(filepath.Join(netnsDir, foreign)); err != nil {
+	if _, err := os.Stat(filepath.Join(harness.NetnsDir, foreign)); err != nil {
 		t.Errorf("another PID namespace's was swept: %v", err)
 	}
 }
@@ -280,13 +282,13 @@ func TestWireSweep(t *testing.T) {
 func deadWires(t *testing.T) []string {
 	t.Helper()
 	var out []string
-	ents, _ := os.ReadDir(netnsDir)
+	ents, _ := os.ReadDir(harness.NetnsDir)
 	for _, e := range ents {
-		m := wireNSRE.FindStringSubmatch(e.Name())
+		m := harness.WireNSRE.FindStringSubmatch(e.Name())
 		if m == nil {
 			continue
 		}
-		if pid, _ := strconv.Atoi(m[2]); m[1] == fmt.Sprintf("%x", pidNamespace()) && unix.Kill(pid, 0) == unix.ESRCH {
+		if pid, _ := strconv.Atoi(m[2]); m[1] == fmt.Sprintf("%x", harness.PidNamespace()) && unix.Kill(pid, 0) == unix.ESRCH {
 			out = append(out, e.Name())
 		}
 	}
@@ -297,7 +299,7 @@ func deadWires(t *testing.T) []string {
 // interrupts a run on the wire with SIGINT, and checks the reports and
 // that every run tore its wire down.
 func TestWireCLI(t *testing.T) {
-	buildTestWire(t, wireSpec{}).Close() // skips where no wire can be built
+	buildTestWire(t, harness.WireSpec{}).Close() // skips where no wire can be built
 	bin := buildCLI(t)
 	avail, _ := availableRunners(AllRunners())
 	jsonPath := filepath.Join(t.TempDir(), "run.json")
@@ -306,7 +308,7 @@ func TestWireCLI(t *testing.T) {
 	if status != 0 {
 		t.Fatalf("run: exit %d\nstdout:\n%s\nstderr:\n%s", status, stdout, stderr)
 	}
-	if !strings.Contains(stdout, "wire veth: sink "+WireSinkIP) || !strings.Contains(stdout, "core s/GiB") {
+	if !strings.Contains(stdout, "wire veth: sink "+harness.WireSinkIP) || !strings.Contains(stdout, "core s/GiB") {
 		t.Errorf("the table does not name the wire or has no core column:\n%s", stdout)
 	}
 	raw, err := os.ReadFile(jsonPath)
@@ -320,14 +322,14 @@ func TestWireCLI(t *testing.T) {
 	if err := json.Unmarshal(raw, &rep); err != nil {
 		t.Fatal(err)
 	}
-	if rep.Wire["mode"] != WireVeth || rep.Wire["sink_rps_cpus"] != "1" || rep.Wire["load_rps_cpus"] != "2" {
+	if rep.Wire["mode"] != harness.WireVeth || rep.Wire["sink_rps_cpus"] != "1" || rep.Wire["load_rps_cpus"] != "2" {
 		t.Errorf("report's wire: %v", rep.Wire)
 	}
 	for _, r := range rep.Runs {
 		core, _ := r["core_cpu_s_per_gib"].(float64)
 		soft, _ := r["core_softirq_s_per_gib"].(float64)
 		load, _ := r["load_core_cpu_s_per_gib"].(float64)
-		if r["wire"] != WireVeth || core <= 0 || soft <= 0 || soft > core || load <= 0 {
+		if r["wire"] != harness.WireVeth || core <= 0 || soft <= 0 || soft > core || load <= 0 {
 			t.Errorf("run %v: wire %v, core %v, softirq %v, load core %v", r["runner"], r["wire"], core, soft, load)
 		}
 	}

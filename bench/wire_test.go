@@ -6,6 +6,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/sluice-io/sluice/bench/harness"
 )
 
 // TestOpenWireFallback checks what each --wire asks for where no veth wire
@@ -17,15 +19,15 @@ func TestOpenWireFallback(t *testing.T) {
 		wantErr  bool
 		wantNote bool
 	}{
-		{WireAuto, false, true},
-		{WireVeth, true, false},
-		{WireLoopback, false, false},
+		{harness.WireAuto, false, true},
+		{harness.WireVeth, true, false},
+		{harness.WireLoopback, false, false},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
 			var errOut bytes.Buffer
-			env, why, closeWire, err := openWire(context.Background(), tc.mode, nil, nil, &errOut)
+			env, why, closeWire, err := harness.OpenWire(context.Background(), tc.mode, nil, nil, &errOut)
 			if tc.wantErr {
-				if !errors.Is(err, ErrWireUnavailable) {
+				if !errors.Is(err, harness.ErrWireUnavailable) {
 					t.Fatalf("err %v, want ErrWireUnavailable", err)
 				}
 				return
@@ -34,13 +36,13 @@ func TestOpenWireFallback(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer closeWire()
-			if env.veth() || env.listenAddr() != "127.0.0.1:0" || env.name() != WireLoopback {
+			if env.Veth() || env.ListenAddr() != "127.0.0.1:0" || env.Name() != harness.WireLoopback {
 				t.Errorf("env %+v, want loopback", env)
 			}
 			if got := strings.Count(errOut.String(), "\n"); (got == 1) != tc.wantNote || (why != "") != tc.wantNote {
 				t.Errorf("stderr %q, reason %q; want a note: %v", errOut.String(), why, tc.wantNote)
 			}
-			if wi := env.info(tc.mode, why); wi.Mode != WireLoopback || wi.Asked != tc.mode || wi.SinkNS != "" {
+			if wi := env.Info(tc.mode, why); wi.Mode != harness.WireLoopback || wi.Asked != tc.mode || wi.SinkNS != "" {
 				t.Errorf("info %+v", wi)
 			}
 		})
@@ -54,15 +56,15 @@ func TestRunConfigWire(t *testing.T) {
 		wantErr string
 	}{
 		{"default auto", func(*RunConfig) {}, ""},
-		{"loopback", func(c *RunConfig) { c.Wire = WireLoopback }, ""},
+		{"loopback", func(c *RunConfig) { c.Wire = harness.WireLoopback }, ""},
 		{"unknown", func(c *RunConfig) { c.Wire = "ethernet" }, "--wire"},
-		{"veth in process", func(c *RunConfig) { c.Wire, c.InProcess = WireVeth, true }, "--in-process"},
-		{"veth unpinned", func(c *RunConfig) { c.Wire, c.Pin = WireVeth, false }, "--pin"},
+		{"veth in process", func(c *RunConfig) { c.Wire, c.InProcess = harness.WireVeth, true }, "--in-process"},
+		{"veth unpinned", func(c *RunConfig) { c.Wire, c.Pin = harness.WireVeth, false }, "--pin"},
 		{"auto in process", func(c *RunConfig) { c.InProcess = true }, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := DefaultRunConfig()
-			if c.Wire != WireAuto {
+			if c.Wire != harness.WireAuto {
 				t.Fatalf("default --wire %q, want auto", c.Wire)
 			}
 			tc.edit(&c)
@@ -78,17 +80,17 @@ func TestRunConfigWire(t *testing.T) {
 // namespace through ip netns exec, and runs as it is on loopback.
 func TestWireCommand(t *testing.T) {
 	ctx := context.Background()
-	lo := wireEnv{}
-	if got := lo.command(ctx, sideSink, "/bin/x", "a").Args; strings.Join(got, " ") != "/bin/x a" {
+	lo := harness.WireEnv{}
+	if got := lo.Command(ctx, harness.SideSink, "/bin/x", "a").Args; strings.Join(got, " ") != "/bin/x a" {
 		t.Errorf("loopback: %v", got)
 	}
-	v := wireEnv{Mode: WireVeth, IP: "/sbin/ip", SinkNS: "s", LoadNS: "l"}
-	for side, want := range map[string]string{sideSink: "/sbin/ip netns exec s /bin/x a", sideLoad: "/sbin/ip netns exec l /bin/x a"} {
-		if got := v.command(ctx, side, "/bin/x", "a").Args; strings.Join(got, " ") != want {
+	v := harness.WireEnv{Mode: harness.WireVeth, IP: "/sbin/ip", SinkNS: "s", LoadNS: "l"}
+	for side, want := range map[string]string{harness.SideSink: "/sbin/ip netns exec s /bin/x a", harness.SideLoad: "/sbin/ip netns exec l /bin/x a"} {
+		if got := v.Command(ctx, side, "/bin/x", "a").Args; strings.Join(got, " ") != want {
 			t.Errorf("%s: %v, want %s", side, got, want)
 		}
 	}
-	if v.listenAddr() != WireSinkIP+":0" {
-		t.Errorf("listen %s", v.listenAddr())
+	if v.ListenAddr() != harness.WireSinkIP+":0" {
+		t.Errorf("listen %s", v.ListenAddr())
 	}
 }

@@ -17,6 +17,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/sluice-io/sluice/bench/harness"
+	"github.com/sluice-io/sluice/bench/report"
+
 	"github.com/dustin/go-humanize"
 	"github.com/sluice-io/sluice/engine"
 )
@@ -28,7 +31,7 @@ type WireCheckConfig struct {
 	Runner   string
 	Sources  int
 	Duration time.Duration
-	MsgSize  Size
+	MsgSize  report.Size
 	JSON     string
 	Exe      string // binary that runs `measure-child` and `gen`; default os.Executable
 }
@@ -81,9 +84,9 @@ type CPURx struct {
 
 // WireCheckReport is the JSON report of `wire-check`.
 type WireCheckReport struct {
-	Command string   `json:"command"` // "wire-check"
-	Wire    WireInfo `json:"wire"`
-	Result  *Result  `json:"result"`
+	Command string           `json:"command"` // "wire-check"
+	Wire    harness.WireInfo `json:"wire"`
+	Result  *Result          `json:"result"`
 	// SinkRxPackets are the packets the sink's veth end received (the
 	// load's data), LoadRxPackets the load's end (the sink's ACKs and
 	// window updates).
@@ -103,7 +106,7 @@ var ErrWireCheck = errors.New("bench: wire-check: receive work is not on each si
 // WireCheck runs the `wire-check` command: it builds the veth wire, runs
 // one round through it, and shows on which CPU each side's packets were
 // received.
-func WireCheck(ctx context.Context, c WireCheckConfig, ios IO) (*WireCheckReport, error) {
+func WireCheck(ctx context.Context, c WireCheckConfig, ios harness.IO) (*WireCheckReport, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -114,14 +117,14 @@ func WireCheck(ctx context.Context, c WireCheckConfig, ios IO) (*WireCheckReport
 	pin, unpin := pinApart(true)
 	defer unpin()
 	if !pin.Enabled {
-		return nil, fmt.Errorf("%w: %s", ErrWireUnavailable, pin.Note)
+		return nil, fmt.Errorf("%w: %s", harness.ErrWireUnavailable, pin.Note)
 	}
-	wire, _, closeWire, err := openWire(ctx, WireVeth, pin.EngineCPUs, pin.GenCPUs, ios.Err)
+	wire, _, closeWire, err := harness.OpenWire(ctx, harness.WireVeth, pin.EngineCPUs, pin.GenCPUs, ios.Err)
 	if err != nil {
 		return nil, err
 	}
 	defer closeWire()
-	rep := &WireCheckReport{Command: "wire-check", Wire: wire.info(WireVeth, "")}
+	rep := &WireCheckReport{Command: "wire-check", Wire: wire.Info(harness.WireVeth, "")}
 	fmt.Fprintf(ios.Err, "sluice-bench wire-check: %s\n", wireNote(rep.Wire))
 
 	before, err := readRxCounters(ctx, wire)
@@ -144,7 +147,7 @@ func WireCheck(ctx context.Context, c WireCheckConfig, ios IO) (*WireCheckReport
 	for _, cpu := range append(append([]int(nil), wire.SinkCPUs...), wire.LoadCPUs...) {
 		a, b := before.cpus[cpu], after.cpus[cpu]
 		rep.CPUs = append(rep.CPUs, CPURx{CPU: cpu, NetRx: b.netRx - a.netRx, Backlog: b.backlog - a.backlog, RPSIPIs: b.rpsIPIs - a.rpsIPIs,
-			BusyS: float64(b.busy-a.busy) / clockTicks, SoftS: float64(b.soft-a.soft) / clockTicks})
+			BusyS: float64(b.busy-a.busy) / harness.ClockTicks, SoftS: float64(b.soft-a.soft) / harness.ClockTicks})
 	}
 	rep.OK = true
 	check := func(side string, cpus []int, packets uint64, what string) {
@@ -161,8 +164,8 @@ func WireCheck(ctx context.Context, c WireCheckConfig, ios IO) (*WireCheckReport
 		rep.Checks = append(rep.Checks, fmt.Sprintf("%s: the %s end received %s packets (%s); CPUs %v took %s from their backlog: %s",
 			side, side, humanize.Comma(int64(packets)), what, cpus, humanize.Comma(int64(got)), verdict))
 	}
-	check(sideSink, wire.SinkCPUs, rep.SinkRxPackets, "the load's data")
-	check(sideLoad, wire.LoadCPUs, rep.LoadRxPackets, "the sink's ACKs")
+	check(harness.SideSink, wire.SinkCPUs, rep.SinkRxPackets, "the load's data")
+	check(harness.SideLoad, wire.LoadCPUs, rep.LoadRxPackets, "the sink's ACKs")
 	writeWireCheck(ios.Out, rep)
 	if c.JSON != "" {
 		if err := writeJSON(c.JSON, rep, ios); err != nil {
@@ -177,16 +180,16 @@ func WireCheck(ctx context.Context, c WireCheckConfig, ios IO) (*WireCheckReport
 
 func writeWireCheck(w io.Writer, rep *WireCheckReport) {
 	r := rep.Result
-	fmt.Fprintf(w, "\n%s over the veth wire: %s in %.2fs, %s; verified %v\n", r.Runner, FormatBytes(r.Bytes), r.DurationS, FormatRate(r.ThroughputBps), r.Verified)
+	fmt.Fprintf(w, "\n%s over the veth wire: %s in %.2fs, %s; verified %v\n", r.Runner, report.FormatBytes(r.Bytes), r.DurationS, report.FormatRate(r.ThroughputBps), r.Verified)
 	fmt.Fprintf(w, "packets received by the sink's end %s (the load's data), by the load's end %s (the sink's ACKs)\n\n",
 		humanize.Comma(int64(rep.SinkRxPackets)), humanize.Comma(int64(rep.LoadRxPackets)))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "CPU\tside\tNET_RX softirqs\tbacklog packets\tRPS IPIs\tbusy s\tsoftirq s\t")
 	for _, c := range rep.CPUs {
-		side := sideLoad
+		side := harness.SideLoad
 		for _, s := range rep.Wire.SinkCPUs {
 			if s == c.CPU {
-				side = sideSink
+				side = harness.SideSink
 			}
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%.2f\t%.2f\t\n", c.CPU, side, humanize.Comma(int64(c.NetRx)), humanize.Comma(int64(c.Backlog)),
@@ -211,13 +214,13 @@ type cpuRx struct {
 	busy, soft              uint64
 }
 
-func readRxCounters(ctx context.Context, wire wireEnv) (rxCounters, error) {
+func readRxCounters(ctx context.Context, wire harness.WireEnv) (rxCounters, error) {
 	var rc rxCounters
 	var err error
-	if rc.sinkRx, err = vethRxPackets(ctx, wire, sideSink); err != nil {
+	if rc.sinkRx, err = vethRxPackets(ctx, wire, harness.SideSink); err != nil {
 		return rc, err
 	}
-	if rc.loadRx, err = vethRxPackets(ctx, wire, sideLoad); err != nil {
+	if rc.loadRx, err = vethRxPackets(ctx, wire, harness.SideLoad); err != nil {
 		return rc, err
 	}
 	b, err := os.ReadFile("/proc/softirqs")
@@ -238,22 +241,22 @@ func readRxCounters(ctx context.Context, wire wireEnv) (rxCounters, error) {
 	if b, err = os.ReadFile("/proc/stat"); err != nil {
 		return rc, fmt.Errorf("bench: wire-check: %w", err)
 	}
-	st, err := parseProcStat(b)
+	st, err := harness.ParseProcStat(b)
 	if err != nil {
 		return rc, err
 	}
 	rc.cpus = map[int]cpuRx{}
 	for cpu := range st {
-		rc.cpus[cpu] = cpuRx{netRx: netRx[cpu], backlog: backlog[cpu], rpsIPIs: ipis[cpu], busy: st[cpu].busy(), soft: st[cpu].SoftIRQ}
+		rc.cpus[cpu] = cpuRx{netRx: netRx[cpu], backlog: backlog[cpu], rpsIPIs: ipis[cpu], busy: st[cpu].Busy(), soft: st[cpu].SoftIRQ}
 	}
 	return rc, nil
 }
 
 // vethRxPackets reads the packets side's veth end has received, from
 // inside its namespace.
-func vethRxPackets(ctx context.Context, wire wireEnv, side string) (uint64, error) {
+func vethRxPackets(ctx context.Context, wire harness.WireEnv, side string) (uint64, error) {
 	ns := wire.SinkNS
-	if side == sideLoad {
+	if side == harness.SideLoad {
 		ns = wire.LoadNS
 	}
 	out, err := exec.CommandContext(ctx, wire.IP, "-j", "-s", "-n", ns, "link", "show").Output()

@@ -17,6 +17,7 @@ import (
 	"syscall"
 
 	"github.com/sluice-io/sluice/bench"
+	"github.com/sluice-io/sluice/bench/harness"
 )
 
 const usage = `usage: sluice-bench <command> [flags]
@@ -50,11 +51,11 @@ func main() { os.Exit(run(os.Args[1:])) }
 type command struct {
 	register func(*flag.FlagSet)
 	validate func() error
-	exec     func(ctx context.Context, ios bench.IO) error
+	exec     func(ctx context.Context, ios harness.IO) error
 }
 
 func run(args []string) int {
-	ios := bench.StdIO()
+	ios := harness.StdIO()
 	if len(args) == 0 {
 		fmt.Fprint(os.Stderr, usage)
 		return exitUsage
@@ -64,55 +65,55 @@ func run(args []string) int {
 	switch name {
 	case "run":
 		c := bench.DefaultRunConfig()
-		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, ios bench.IO) error {
+		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, ios harness.IO) error {
 			_, err := bench.Run(ctx, c, ios)
 			return err
 		}}
 	case "sink":
 		c := bench.DefaultSinkConfig()
-		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, ios bench.IO) error {
+		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, ios harness.IO) error {
 			_, err := bench.Sink(ctx, c, ios)
 			return err
 		}}
 	case "file":
 		c := bench.DefaultFileConfig()
-		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, ios bench.IO) error {
+		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, ios harness.IO) error {
 			_, err := bench.File(ctx, c, ios)
 			return err
 		}}
 	case "latency":
 		c := bench.DefaultLatencyConfig()
-		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, ios bench.IO) error {
+		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, ios harness.IO) error {
 			_, err := bench.LatencySweep(ctx, c, ios)
 			return err
 		}}
 	case "arrivals":
 		c := bench.DefaultArrivalsConfig()
-		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, ios bench.IO) error {
+		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, ios harness.IO) error {
 			_, err := bench.ArrivalsStudy(ctx, c, ios)
 			return err
 		}}
 	case "floor":
 		c := bench.DefaultFloorConfig()
-		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, ios bench.IO) error {
+		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, ios harness.IO) error {
 			_, err := bench.Floor(ctx, c, ios)
 			return err
 		}}
 	case "probe":
 		var c bench.ProbeConfig
-		cmd = command{c.RegisterFlags, func() error { return nil }, func(_ context.Context, ios bench.IO) error {
+		cmd = command{c.RegisterFlags, func() error { return nil }, func(_ context.Context, ios harness.IO) error {
 			_, err := bench.Probe(c, ios)
 			return err
 		}}
 	case "jetstream":
 		c := bench.DefaultJetStreamConfig()
-		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, ios bench.IO) error {
+		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, ios harness.IO) error {
 			_, err := bench.JetStream(ctx, c, ios)
 			return err
 		}}
 	case "soak":
 		c := bench.DefaultSoakConfig()
-		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, ios bench.IO) error {
+		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, ios harness.IO) error {
 			_, err := bench.Soak(ctx, c, ios)
 			return err
 		}}
@@ -121,26 +122,26 @@ func run(args []string) int {
 			// hidden: the sink and the idle client that idle starts
 			role := args[0]
 			args = args[1:]
-			cmd = command{func(*flag.FlagSet) {}, func() error { return nil }, func(ctx context.Context, _ bench.IO) error {
+			cmd = command{func(*flag.FlagSet) {}, func() error { return nil }, func(ctx context.Context, _ harness.IO) error {
 				return bench.RunIdleChild(ctx, role, os.Stdin, os.Stdout, os.Stderr)
 			}}
 			break
 		}
 		c := bench.DefaultIdleConfig()
-		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, ios bench.IO) error {
+		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, ios harness.IO) error {
 			_, err := bench.Idle(ctx, c, ios)
 			return err
 		}}
 	case "wire-check":
 		c := bench.DefaultWireCheckConfig()
-		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, ios bench.IO) error {
+		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, ios harness.IO) error {
 			_, err := bench.WireCheck(ctx, c, ios)
 			return err
 		}}
 	case "natsd": // hidden: the NATS server process that jetstream starts
 		var store string
 		cmd = command{func(fs *flag.FlagSet) { fs.StringVar(&store, "store", "", "JetStream store directory") },
-			func() error { return nil }, func(_ context.Context, _ bench.IO) error {
+			func() error { return nil }, func(_ context.Context, _ harness.IO) error {
 				return bench.RunNatsd(store, os.Stdin, os.Stdout)
 			}}
 	case "jsgen": // hidden: the load generator process that jetstream starts
@@ -152,21 +153,21 @@ func run(args []string) int {
 			fs.IntVar(&conns, "conns", 1, "connections")
 			fs.Int64Var(&per, "per-conn", 1, "bytes per connection")
 			fs.Int64Var(&write, "write", 1, "bytes per write")
-		}, func() error { return nil }, func(ctx context.Context, _ bench.IO) error {
+		}, func() error { return nil }, func(ctx context.Context, _ harness.IO) error {
 			return bench.RunJSGen(ctx, addr, conns, per, write)
 		}}
 	case "gen": // hidden: the load generator process that run and latency start
 		c := bench.DefaultGenConfig()
-		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, _ bench.IO) error {
+		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, _ harness.IO) error {
 			return bench.RunGen(ctx, c, os.Stdin, os.Stdout)
 		}}
 	case "udpgen": // hidden: the UDP load that run --proto udp --client gen starts
 		var c bench.UDPGenConfig
-		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, _ bench.IO) error {
+		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, _ harness.IO) error {
 			return bench.RunUDPGen(ctx, c, os.Stdout)
 		}}
 	case bench.ChildCommand: // hidden: one runner's engine, in a fresh process
-		cmd = command{func(*flag.FlagSet) {}, func() error { return nil }, func(ctx context.Context, _ bench.IO) error {
+		cmd = command{func(*flag.FlagSet) {}, func() error { return nil }, func(ctx context.Context, _ harness.IO) error {
 			return bench.RunChild(ctx, os.Stdin, os.Stdout, os.Stderr)
 		}}
 	case "help", "-h", "-help", "--help":

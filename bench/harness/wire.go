@@ -1,4 +1,4 @@
-package bench
+package harness
 
 import (
 	"context"
@@ -42,8 +42,8 @@ const (
 // CPUs.
 var ErrWireUnavailable = errors.New("bench: wire: veth topology unavailable")
 
-// validWire checks a --wire value.
-func validWire(mode string) error {
+// ValidWire checks a --wire value.
+func ValidWire(mode string) error {
 	switch mode {
 	case WireAuto, WireVeth, WireLoopback:
 		return nil
@@ -73,10 +73,10 @@ type WireInfo struct {
 	Congestion string `json:"congestion,omitempty"`
 }
 
-// wireEnv is what a measurement needs to know of the wire: where the sink
+// WireEnv is what a measurement needs to know of the wire: where the sink
 // listens, and how to start a process on either side. Its zero value is
 // loopback with no accounting of cores, which every command but run uses.
-type wireEnv struct {
+type WireEnv struct {
 	Mode     string `json:",omitempty"` // "" or WireLoopback, or WireVeth
 	IP       string `json:",omitempty"` // the ip command, for WireVeth
 	SinkNS   string `json:",omitempty"`
@@ -87,63 +87,63 @@ type wireEnv struct {
 	Congestion string `json:",omitempty"`
 }
 
-// veth reports whether e is the veth wire.
-func (e wireEnv) veth() bool { return e.Mode == WireVeth }
+// Veth reports whether e is the veth wire.
+func (e WireEnv) Veth() bool { return e.Mode == WireVeth }
 
-// name is the wire's label in reports.
-func (e wireEnv) name() string {
-	if e.veth() {
+// Name is the wire's label in reports.
+func (e WireEnv) Name() string {
+	if e.Veth() {
 		return WireVeth
 	}
 	return WireLoopback
 }
 
 // sinkHost is the address sinks listen on.
-func (e wireEnv) sinkHost() string {
-	if e.veth() {
+func (e WireEnv) sinkHost() string {
+	if e.Veth() {
 		return WireSinkIP
 	}
 	return "127.0.0.1"
 }
 
-// listenAddr is a sink's listen address with a port the kernel picks.
-func (e wireEnv) listenAddr() string { return e.sinkHost() + ":0" }
+// ListenAddr is a sink's listen address with a port the kernel picks.
+func (e WireEnv) ListenAddr() string { return e.sinkHost() + ":0" }
 
-// Sides of the wire, for wireEnv.command.
+// Sides of the wire, for WireEnv.command.
 const (
-	sideSink = "sink"
-	sideLoad = "load"
+	SideSink = "sink"
+	SideLoad = "load"
 )
 
-// command returns a command that runs bin on side's end of the wire: in
+// Command returns a command that runs bin on side's end of the wire: in
 // its namespace, through `ip netns exec`, which switches namespace and
 // then execs bin itself (so the process, its PID and its signals are
 // bin's). On loopback it is bin as it is.
-func (e wireEnv) command(ctx context.Context, side, bin string, args ...string) *exec.Cmd {
-	if !e.veth() {
+func (e WireEnv) Command(ctx context.Context, side, bin string, args ...string) *exec.Cmd {
+	if !e.Veth() {
 		return exec.CommandContext(ctx, bin, args...)
 	}
 	ns := e.SinkNS
-	if side == sideLoad {
+	if side == SideLoad {
 		ns = e.LoadNS
 	}
 	return exec.CommandContext(ctx, e.IP, append([]string{"netns", "exec", ns, bin}, args...)...)
 }
 
-// info is the report's record of e.
-func (e wireEnv) info(asked, reason string) WireInfo {
-	wi := WireInfo{Mode: e.name(), Asked: asked, Reason: reason, SinkAddr: e.sinkHost(), SinkCPUs: e.SinkCPUs, LoadCPUs: e.LoadCPUs}
-	if e.veth() {
+// Info is the report's record of e.
+func (e WireEnv) Info(asked, reason string) WireInfo {
+	wi := WireInfo{Mode: e.Name(), Asked: asked, Reason: reason, SinkAddr: e.sinkHost(), SinkCPUs: e.SinkCPUs, LoadCPUs: e.LoadCPUs}
+	if e.Veth() {
 		wi.SinkNS, wi.LoadNS, wi.LoadAddr = e.SinkNS, e.LoadNS, WireLoadIP
-		wi.SinkRPS, wi.LoadRPS = cpuMask(e.SinkCPUs), cpuMask(e.LoadCPUs)
+		wi.SinkRPS, wi.LoadRPS = CPUMask(e.SinkCPUs), CPUMask(e.LoadCPUs)
 		wi.Congestion = e.Congestion
 	}
 	return wi
 }
 
-// cpuMask is the hexadecimal CPU mask of cpus, as rps_cpus takes it:
+// CPUMask is the hexadecimal CPU mask of cpus, as rps_cpus takes it:
 // 32-bit words, the most significant first, separated by commas.
-func cpuMask(cpus []int) string {
+func CPUMask(cpus []int) string {
 	var words []uint32
 	for _, c := range cpus {
 		for len(words) <= c/32 {
@@ -162,50 +162,50 @@ func cpuMask(cpus []int) string {
 	return b.String()
 }
 
-// wireTopo is a veth wire the bench built: two network namespaces joined
+// WireTopo is a veth wire the bench built: two network namespaces joined
 // by a veth pair. Close removes it; it is safe to call more than once and
 // from any goroutine.
-type wireTopo struct {
-	ip             string
-	sinkNS, loadNS string
-	sinkIf, loadIf string
-	spec           wireSpec
-	congestion     string // the namespaces' TCP congestion control
+type WireTopo struct {
+	IP             string
+	SinkNS, LoadNS string
+	SinkIf, LoadIf string
+	spec           WireSpec
+	Congestion     string // the namespaces' TCP congestion control
 	once           sync.Once
 	closeErr       error
 }
 
-// wireSpec is what buildWire builds.
-type wireSpec struct {
+// WireSpec is what BuildWire builds.
+type WireSpec struct {
 	SinkCPUs, LoadCPUs []int
 	// fail, when set, is called after each step of the build with the
 	// step's name, and an error it returns fails the build there: the
 	// tests' way to check that a failed build leaves nothing behind.
-	fail func(step string) error
+	Fail func(step string) error
 }
 
-// env is the wire as measurements see it.
-func (t *wireTopo) env() wireEnv {
-	return wireEnv{Mode: WireVeth, IP: t.ip, SinkNS: t.sinkNS, LoadNS: t.loadNS, SinkCPUs: t.spec.SinkCPUs, LoadCPUs: t.spec.LoadCPUs, Congestion: t.congestion}
+// Env is the wire as measurements see it.
+func (t *WireTopo) Env() WireEnv {
+	return WireEnv{Mode: WireVeth, IP: t.IP, SinkNS: t.SinkNS, LoadNS: t.LoadNS, SinkCPUs: t.spec.SinkCPUs, LoadCPUs: t.spec.LoadCPUs, Congestion: t.Congestion}
 }
 
-// openWire sets up the wire a run asked for (mode is WireAuto, WireVeth or
+// OpenWire sets up the wire a run asked for (mode is WireAuto, WireVeth or
 // WireLoopback) between sinkCPUs and loadCPUs, and returns it with its
 // teardown and, when auto fell back to loopback, why (printed once on
 // errOut). WireVeth that cannot be built is an error.
-func openWire(ctx context.Context, mode string, sinkCPUs, loadCPUs []int, errOut io.Writer) (wireEnv, string, func(), error) {
-	lo := wireEnv{Mode: WireLoopback, SinkCPUs: sinkCPUs, LoadCPUs: loadCPUs}
+func OpenWire(ctx context.Context, mode string, sinkCPUs, loadCPUs []int, errOut io.Writer) (WireEnv, string, func(), error) {
+	lo := WireEnv{Mode: WireLoopback, SinkCPUs: sinkCPUs, LoadCPUs: loadCPUs}
 	if mode == WireLoopback {
 		return lo, "", func() {}, nil
 	}
-	t, err := buildWire(ctx, wireSpec{SinkCPUs: sinkCPUs, LoadCPUs: loadCPUs})
+	t, err := BuildWire(ctx, WireSpec{SinkCPUs: sinkCPUs, LoadCPUs: loadCPUs})
 	if err != nil {
 		if mode == WireVeth || ctx.Err() != nil {
-			return wireEnv{}, "", nil, err
+			return WireEnv{}, "", nil, err
 		}
 		reason := strings.TrimPrefix(err.Error(), ErrWireUnavailable.Error()+": ")
 		fmt.Fprintf(errOut, "sluice-bench: wire: loopback, since the veth wire cannot be built here: %s\n", reason)
 		return lo, reason, func() {}, nil
 	}
-	return t.env(), "", func() { t.Close() }, nil
+	return t.Env(), "", func() { t.Close() }, nil
 }

@@ -1,4 +1,4 @@
-package bench
+package harness
 
 import (
 	"bufio"
@@ -14,9 +14,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// procUsage reads the thread count and resident set size from
+// ProcUsage reads the thread count and resident set size from
 // /proc/self/status.
-func procUsage() (threads int, rss int64) {
+func ProcUsage() (threads int, rss int64) {
 	threads, rss, _ = readStatus()
 	return threads, rss
 }
@@ -44,15 +44,15 @@ func readStatus() (threads int, rss, hwm int64) {
 		case "Threads":
 			threads, _ = strconv.Atoi(string(bytes.TrimSpace(val)))
 		case "VmRSS":
-			rss = kbField(val)
+			rss = KBField(val)
 		case "VmHWM":
-			hwm = kbField(val)
+			hwm = KBField(val)
 		}
 	}
 	return threads, rss, hwm
 }
 
-func kbField(v []byte) int64 {
+func KBField(v []byte) int64 {
 	v = bytes.TrimSpace(bytes.TrimSuffix(bytes.TrimSpace(v), []byte("kB")))
 	n, _ := strconv.ParseInt(string(v), 10, 64)
 	return n << 10
@@ -62,8 +62,8 @@ func kbField(v []byte) int64 {
 // Linux 4.0), so that each runner's peak is its own.
 func resetPeakRSS() { os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) }
 
-// allowedCPUs returns the CPUs this process may run on.
-func allowedCPUs() []int {
+// AllowedCPUs returns the CPUs this process may run on.
+func AllowedCPUs() []int {
 	var set unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &set); err != nil {
 		return nil
@@ -77,11 +77,11 @@ func allowedCPUs() []int {
 	return cpus
 }
 
-// pinProcess restricts every thread of this process to cpus. Threads
+// PinProcess restricts every thread of this process to cpus. Threads
 // created later inherit the mask of the thread that creates them, which is
 // pinned by then. The walk is made twice to catch threads created during
 // the first.
-func pinProcess(cpus []int) error {
+func PinProcess(cpus []int) error {
 	var set unix.CPUSet
 	for _, c := range cpus {
 		set.Set(c)
@@ -105,13 +105,13 @@ func pinProcess(cpus []int) error {
 	return nil
 }
 
-// startOnCPUs starts cmd with its CPU affinity set to cpus from its first
+// StartOnCPUs starts cmd with its CPU affinity set to cpus from its first
 // instruction: the child inherits the affinity of the thread that forks
 // it, so the fork happens on a thread locked and pinned for the purpose,
 // which gets its old mask back afterwards. Setting the mask after the
 // start would leave the threads the child made meanwhile where they were
 // (fio creates a thread per job at once). With no cpus it is cmd.Start.
-func startOnCPUs(cmd *exec.Cmd, cpus []int) error {
+func StartOnCPUs(cmd *exec.Cmd, cpus []int) error {
 	if len(cpus) == 0 {
 		return cmd.Start()
 	}
@@ -134,9 +134,9 @@ func startOnCPUs(cmd *exec.Cmd, cpus []int) error {
 	return err
 }
 
-// procCPU is the user plus system CPU time of process pid so far, from
+// ProcCPU is the user plus system CPU time of process pid so far, from
 // /proc/PID/stat (in clock ticks: 10 ms), and whether it could be read.
-func procCPU(pid int) (time.Duration, bool) {
+func ProcCPU(pid int) (time.Duration, bool) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return 0, false
@@ -156,7 +156,7 @@ func procCPU(pid int) (time.Duration, bool) {
 	if err1 != nil || err2 != nil {
 		return 0, false
 	}
-	return time.Duration(u+s) * time.Second / clockTicks, true
+	return time.Duration(u+s) * time.Second / ClockTicks, true
 }
 
 // threadCPU is the user plus system CPU time of the calling thread
@@ -169,23 +169,23 @@ func threadCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// setTimerSlack sets the calling thread's timer slack, how late the
+// SetTimerSlack sets the calling thread's timer slack, how late the
 // kernel may wake it from a timed sleep to fold its wake-up into
 // another's (PR_SET_TIMERSLACK; 50 µs by default).
-func setTimerSlack(ns int) { unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(ns), 0, 0, 0) }
+func SetTimerSlack(ns int) { unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(ns), 0, 0, 0) }
 
-// pollFds waits until one of fds is ready, or for at most d, with
+// PollFds waits until one of fds is ready, or for at most d, with
 // nanosecond resolution (ppoll).
-func pollFds(fds []unix.PollFd, d time.Duration) {
+func PollFds(fds []unix.PollFd, d time.Duration) {
 	ts := unix.NsecToTimespec(d.Nanoseconds())
 	unix.Ppoll(fds, &ts, nil)
 }
 
-// runqueueWait is the time this process's threads spent runnable but not
+// RunqueueWait is the time this process's threads spent runnable but not
 // running (the second field of /proc/self/task/*/schedstat, summed;
 // threads that have exited are not counted): time the scheduler gave
 // their CPU to something else.
-func runqueueWait() time.Duration {
+func RunqueueWait() time.Duration {
 	tasks, err := os.ReadDir("/proc/self/task")
 	if err != nil {
 		return 0

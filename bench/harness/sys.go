@@ -1,4 +1,4 @@
-package bench
+package harness
 
 import (
 	"net"
@@ -12,10 +12,10 @@ import (
 	"github.com/sluice-io/sluice/engine"
 )
 
-// cpuTime is the user plus system CPU time this process has used
+// CPUTime is the user plus system CPU time this process has used
 // (getrusage RUSAGE_SELF): the engine's cost, since the load generator
 // runs in a process of its own.
-func cpuTime() time.Duration {
+func CPUTime() time.Duration {
 	var ru unix.Rusage
 	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
 		return 0
@@ -23,10 +23,10 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// preemptions is the number of times this process was switched out
+// Preemptions is the number of times this process was switched out
 // involuntarily (ru_nivcsw): high when another process competed for its
 // CPUs, which makes its CPU utilisation understate how busy it was.
-func preemptions() int64 {
+func Preemptions() int64 {
 	var ru unix.Rusage
 	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
 		return 0
@@ -43,7 +43,7 @@ type Host struct {
 	CPUs   int    `json:"cpus"`
 }
 
-func hostInfo() Host {
+func HostInfo() Host {
 	_, kernel := engine.ProbeURing()
 	return Host{
 		Kernel: kernel, Go: runtime.Version(),
@@ -51,14 +51,14 @@ func hostInfo() Host {
 	}
 }
 
-// sampler polls the process's OS thread count and resident set while a
+// Sampler polls the process's OS thread count and resident set while a
 // measurement runs, keeping the maxima. Each poll opens and reads
 // /proc/self/status, which costs the sink about half a millisecond of CPU
 // on the 2-core VMs, so it polls twice a second: every 50 ms came to a
 // tenth of a uring or gnet sink's CPU in the paced row. The resident
 // set's peak between polls is the kernel's (VmHWM, read at the end), and
 // the thread count seldom falls during a run.
-type sampler struct {
+type Sampler struct {
 	stop chan struct{}
 	done chan struct{}
 
@@ -69,12 +69,12 @@ type sampler struct {
 
 const samplePeriod = 500 * time.Millisecond
 
-// startSampler resets the kernel's peak-RSS mark where it can, so that
+// StartSampler resets the kernel's peak-RSS mark where it can, so that
 // each measurement sees its own peak, and starts polling.
-func startSampler() *sampler {
+func StartSampler() *Sampler {
 	resetPeakRSS()
-	s := &sampler{stop: make(chan struct{}), done: make(chan struct{})}
-	s.sample()
+	s := &Sampler{stop: make(chan struct{}), done: make(chan struct{})}
+	s.Sample()
 	go func() {
 		defer close(s.done)
 		t := time.NewTicker(samplePeriod)
@@ -82,7 +82,7 @@ func startSampler() *sampler {
 		for {
 			select {
 			case <-t.C:
-				s.sample()
+				s.Sample()
 			case <-s.stop:
 				return
 			}
@@ -91,20 +91,20 @@ func startSampler() *sampler {
 	return s
 }
 
-func (s *sampler) sample() {
-	threads, rss := procUsage()
+func (s *Sampler) Sample() {
+	threads, rss := ProcUsage()
 	s.mu.Lock()
 	s.threadsMax = max(s.threadsMax, threads)
 	s.rssMax = max(s.rssMax, rss)
 	s.mu.Unlock()
 }
 
-// finish stops polling and returns the maxima: threads, and resident bytes
+// Finish stops polling and returns the maxima: threads, and resident bytes
 // (the larger of the polled maximum and the kernel's peak mark).
-func (s *sampler) finish() (threads int, rss int64) {
+func (s *Sampler) Finish() (threads int, rss int64) {
 	close(s.stop)
 	<-s.done
-	s.sample()
+	s.Sample()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.threadsMax, max(s.rssMax, peakRSS())
@@ -120,13 +120,13 @@ type backlogSampler struct {
 	done chan struct{}
 	sum  int64
 	n    int64
-	cpu  time.Duration // the samples' own CPU time; read after finish
+	CPU  time.Duration // the samples' own CPU time; read after finish
 }
 
-// sampleBacklog starts sampling the receive queues of the connections
+// SampleBacklog starts sampling the receive queues of the connections
 // accepted on addr a quarter, half and three quarters into a run of d, in
 // the network namespace of process pid (0: this process's).
-func sampleBacklog(addr string, d time.Duration, pid int) *backlogSampler {
+func SampleBacklog(addr string, d time.Duration, pid int) *backlogSampler {
 	b := &backlogSampler{stop: make(chan struct{}), done: make(chan struct{})}
 	_, p, _ := net.SplitHostPort(addr)
 	port, _ := strconv.Atoi(p)
@@ -142,7 +142,7 @@ func sampleBacklog(addr string, d time.Duration, pid int) *backlogSampler {
 			}
 			t0 := threadCPU()
 			q, _ := rxBacklogOf(pid, port)
-			b.cpu += threadCPU() - t0
+			b.CPU += threadCPU() - t0
 			b.sum += q
 			b.n++
 		}
@@ -150,8 +150,8 @@ func sampleBacklog(addr string, d time.Duration, pid int) *backlogSampler {
 	return b
 }
 
-// finish stops sampling and returns the mean backlog, 0 without samples.
-func (b *backlogSampler) finish() int64 {
+// Finish stops sampling and returns the mean backlog, 0 without samples.
+func (b *backlogSampler) Finish() int64 {
 	close(b.stop)
 	<-b.done
 	if b.n == 0 {

@@ -1,4 +1,4 @@
-package bench
+package report
 
 import (
 	"math"
@@ -26,11 +26,11 @@ func JainIndex(xs []float64) float64 {
 // digits.
 const (
 	histMin     = 1
-	histMax     = int64(60e9)
+	HistMax     = int64(60e9)
 	histSigFigs = 3
 )
 
-func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(histMin, histMax, histSigFigs) }
+func NewHist() *hdrhistogram.Histogram { return hdrhistogram.New(histMin, HistMax, histSigFigs) }
 
 // Latency is a summary of delivery latencies, in nanoseconds.
 type Latency struct {
@@ -42,8 +42,8 @@ type Latency struct {
 	Mean  int64 `json:"mean"`
 }
 
-// summarize reads the percentiles out of h; a nil or empty h yields zeros.
-func summarize(h *hdrhistogram.Histogram) Latency {
+// Summarize reads the percentiles out of h; a nil or empty h yields zeros.
+func Summarize(h *hdrhistogram.Histogram) Latency {
 	if h == nil || h.TotalCount() == 0 {
 		return Latency{}
 	}

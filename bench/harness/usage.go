@@ -1,4 +1,4 @@
-package bench
+package harness
 
 import (
 	"cmp"
@@ -14,18 +14,18 @@ type UsageSample struct {
 	Bytes  uint64 `json:"bytes"`
 }
 
-// usageSampleEvery is how often a sink records a UsageSample.
-const usageSampleEvery = 100 * time.Millisecond
+// UsageSampleEvery is how often a sink records a UsageSample.
+const UsageSampleEvery = 100 * time.Millisecond
 
-// maxUsageSamples bounds a sink's samples (about 3 hours' worth at
-// usageSampleEvery); appendUsage thins them beyond it.
-const maxUsageSamples = 1 << 17
+// MaxUsageSamples bounds a sink's samples (about 3 hours' worth at
+// UsageSampleEvery); AppendUsage thins them beyond it.
+const MaxUsageSamples = 1 << 17
 
-// appendUsage adds u to us. Beyond maxUsageSamples it first drops every
+// AppendUsage adds u to us. Beyond MaxUsageSamples it first drops every
 // other sample but the first and the last, so that a sink left running
 // for days keeps a bounded, evenly spread record.
-func appendUsage(us []UsageSample, u UsageSample) []UsageSample {
-	if len(us) >= maxUsageSamples {
+func AppendUsage(us []UsageSample, u UsageSample) []UsageSample {
+	if len(us) >= MaxUsageSamples {
 		k := 0
 		for i := range us {
 			if i%2 == 0 || i == len(us)-1 {
@@ -43,7 +43,7 @@ func appendUsage(us []UsageSample, u UsageSample) []UsageSample {
 // it. ok is false when the samples do not cover [a, b] or the interval
 // holds fewer than two sampling periods, too short to be read this way.
 func UsageOver(us []UsageSample, a, b int64) (cpu time.Duration, bytes uint64, ok bool) {
-	if len(us) < 2 || b-a < 2*int64(usageSampleEvery) ||
+	if len(us) < 2 || b-a < 2*int64(UsageSampleEvery) ||
 		a < us[0].UnixNs || b > us[len(us)-1].UnixNs {
 		return 0, 0, false
 	}

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package bench
+package harness
 
 import (
 	"errors"
@@ -12,9 +12,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// procUsage approximates the thread count by the threads the runtime has
+// ProcUsage approximates the thread count by the threads the runtime has
 // created, and the resident set by the peak (there is no /proc here).
-func procUsage() (threads int, rss int64) {
+func ProcUsage() (threads int, rss int64) {
 	return pprof.Lookup("threadcreate").Count(), peakRSS()
 }
 
@@ -30,8 +30,8 @@ func peakRSS() int64 {
 // resetPeakRSS cannot reset the peak outside Linux.
 func resetPeakRSS() {}
 
-// allowedCPUs lists every CPU: affinity is not available here.
-func allowedCPUs() []int {
+// AllowedCPUs lists every CPU: affinity is not available here.
+func AllowedCPUs() []int {
 	cpus := make([]int, runtime.NumCPU())
 	for i := range cpus {
 		cpus[i] = i
@@ -39,28 +39,28 @@ func allowedCPUs() []int {
 	return cpus
 }
 
-func pinProcess([]int) error { return errors.New("bench: pinning CPUs needs Linux") }
+func PinProcess([]int) error { return errors.New("bench: pinning CPUs needs Linux") }
 
-// startOnCPUs starts cmd unpinned: affinity is not available here.
-func startOnCPUs(cmd *exec.Cmd, _ []int) error { return cmd.Start() }
+// StartOnCPUs starts cmd unpinned: affinity is not available here.
+func StartOnCPUs(cmd *exec.Cmd, _ []int) error { return cmd.Start() }
 
-// setTimerSlack does nothing here.
-func setTimerSlack(int) {}
+// SetTimerSlack does nothing here.
+func SetTimerSlack(int) {}
 
-// procCPU cannot read another process's CPU time here.
-func procCPU(int) (time.Duration, bool) { return 0, false }
+// ProcCPU cannot read another process's CPU time here.
+func ProcCPU(int) (time.Duration, bool) { return 0, false }
 
 // threadCPU is 0: no per-thread CPU time here.
 func threadCPU() time.Duration { return 0 }
 
-// pollFds waits until one of fds is ready, or for at most d, rounded up
+// PollFds waits until one of fds is ready, or for at most d, rounded up
 // to a millisecond (poll).
-func pollFds(fds []unix.PollFd, d time.Duration) {
+func PollFds(fds []unix.PollFd, d time.Duration) {
 	unix.Poll(fds, int((d+time.Millisecond-1)/time.Millisecond))
 }
 
-// runqueueWait is not available here.
-func runqueueWait() time.Duration { return 0 }
+// RunqueueWait is not available here.
+func RunqueueWait() time.Duration { return 0 }
 
 // rxBacklog is not available here (there is no /proc/net/tcp).
 func rxBacklog(int) (queued int64, sockets int) { return 0, 0 }

@@ -1,4 +1,4 @@
-package bench
+package report
 
 import (
 	"cmp"
@@ -18,10 +18,10 @@ type FuncCost struct {
 	FlatPct  float64 `json:"flat_pct"`
 }
 
-// topFunctions reads a CPU profile and returns the n functions with the
+// TopFunctions reads a CPU profile and returns the n functions with the
 // most flat time (samples whose leaf frame is the function), as
 // `go tool pprof -top` would.
-func topFunctions(path string, n int) ([]FuncCost, error) {
+func TopFunctions(path string, n int) ([]FuncCost, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("bench: profile: %w", err)
@@ -72,7 +72,7 @@ func flatTop(p *profile.Profile, n int) []FuncCost {
 	return out[:min(n, len(out))]
 }
 
-func writeTop(w io.Writer, label, path string, top []FuncCost) {
+func WriteTop(w io.Writer, label, path string, top []FuncCost) {
 	fmt.Fprintf(w, "\n%s: CPU profile %s, top %d by flat time:\n", label, path, len(top))
 	for _, f := range top {
 		fmt.Fprintf(w, "  %8.3fs %5.1f%%  %s\n", f.FlatS, f.FlatPct, f.Function)

@@ -1,4 +1,4 @@
-package bench
+package harness
 
 import (
 	"bufio"
@@ -11,25 +11,25 @@ import (
 	"time"
 )
 
-// clockTicks is the kernel's USER_HZ, the unit of /proc/stat's and
+// ClockTicks is the kernel's USER_HZ, the unit of /proc/stat's and
 // /proc/PID/stat's times: 100 on every Linux architecture Go supports.
-const clockTicks = 100
+const ClockTicks = 100
 
-// cpuTimes is one CPU's line of /proc/stat: the time it spent in each
+// CPUTimes is one CPU's line of /proc/stat: the time it spent in each
 // state since boot, in clock ticks (USER_HZ).
-type cpuTimes struct {
+type CPUTimes struct {
 	User, Nice, System, Idle, IOWait, IRQ, SoftIRQ, Steal uint64
 }
 
-// busy is the time the CPU did work: user, nice, system, irq and softirq.
+// Busy is the time the CPU did work: user, nice, system, irq and softirq.
 // Idle and iowait are time it had nothing to run; steal is time the
 // hypervisor ran something else, which is no one's work here.
-func (t cpuTimes) busy() uint64 { return t.User + t.Nice + t.System + t.IRQ + t.SoftIRQ }
+func (t CPUTimes) Busy() uint64 { return t.User + t.Nice + t.System + t.IRQ + t.SoftIRQ }
 
-// parseProcStat reads the per-CPU lines ("cpuN ...") of /proc/stat, by
+// ParseProcStat reads the per-CPU lines ("cpuN ...") of /proc/stat, by
 // CPU number. The aggregate "cpu" line and every other line are skipped.
-func parseProcStat(b []byte) (map[int]cpuTimes, error) {
-	out := map[int]cpuTimes{}
+func ParseProcStat(b []byte) (map[int]CPUTimes, error) {
+	out := map[int]CPUTimes{}
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
 		f := bytes.Fields(sc.Bytes())
@@ -56,7 +56,7 @@ func parseProcStat(b []byte) (map[int]cpuTimes, error) {
 			}
 			v[i] = n
 		}
-		out[cpu] = cpuTimes{User: v[0], Nice: v[1], System: v[2], Idle: v[3], IOWait: v[4], IRQ: v[5], SoftIRQ: v[6], Steal: v[7]}
+		out[cpu] = CPUTimes{User: v[0], Nice: v[1], System: v[2], Idle: v[3], IOWait: v[4], IRQ: v[5], SoftIRQ: v[6], Steal: v[7]}
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("bench: /proc/stat: no per-CPU lines")
@@ -64,52 +64,52 @@ func parseProcStat(b []byte) (map[int]cpuTimes, error) {
 	return out, nil
 }
 
-// coreSample is the busy time of the sink's and the load's CPUs at one
+// CoreSample is the busy time of the sink's and the load's CPUs at one
 // moment, summed over each side's CPUs, in clock ticks.
-type coreSample struct {
+type CoreSample struct {
 	UnixNs   int64
 	SinkBusy uint64
 	SinkSoft uint64 // the softirq part of SinkBusy
 	LoadBusy uint64
 }
 
-// sampleOf sums the busy and softirq times of each side's CPUs in st.
-func sampleOf(st map[int]cpuTimes, at time.Time, sink, load []int) coreSample {
-	s := coreSample{UnixNs: at.UnixNano()}
+// SampleOf sums the busy and softirq times of each side's CPUs in st.
+func SampleOf(st map[int]CPUTimes, at time.Time, sink, load []int) CoreSample {
+	s := CoreSample{UnixNs: at.UnixNano()}
 	for _, c := range sink {
-		s.SinkBusy += st[c].busy()
+		s.SinkBusy += st[c].Busy()
 		s.SinkSoft += st[c].SoftIRQ
 	}
 	for _, c := range load {
-		s.LoadBusy += st[c].busy()
+		s.LoadBusy += st[c].Busy()
 	}
 	return s
 }
 
-// coreUse is what each side's CPUs did over an interval, in seconds.
-type coreUse struct {
+// CoreUse is what each side's CPUs did over an interval, in seconds.
+type CoreUse struct {
 	Seconds float64 // the interval's length
 	Sink    float64 // the sink's CPUs busy
 	Soft    float64 // of which softirq
 	Load    float64 // the load's CPUs busy
 }
 
-// coreBetween is the use between two samples. A counter that went
+// CoreBetween is the use between two samples. A counter that went
 // backwards (a CPU taken offline and back) gives zero for that side.
-func coreBetween(a, b coreSample) coreUse {
+func CoreBetween(a, b CoreSample) CoreUse {
 	tick := func(x, y uint64) float64 {
 		if y < x {
 			return 0
 		}
-		return float64(y-x) / clockTicks
+		return float64(y-x) / ClockTicks
 	}
-	return coreUse{Seconds: time.Duration(b.UnixNs - a.UnixNs).Seconds(),
+	return CoreUse{Seconds: time.Duration(b.UnixNs - a.UnixNs).Seconds(),
 		Sink: tick(a.SinkBusy, b.SinkBusy), Soft: tick(a.SinkSoft, b.SinkSoft), Load: tick(a.LoadBusy, b.LoadBusy)}
 }
 
 // coreAt interpolates the counters at t between the samples around it;
 // ss are in time order and cover t.
-func coreAt(ss []coreSample, t int64) (sink, soft, load float64) {
+func coreAt(ss []CoreSample, t int64) (sink, soft, load float64) {
 	i := 0
 	for i < len(ss)-1 && ss[i+1].UnixNs <= t {
 		i++
@@ -124,62 +124,44 @@ func coreAt(ss []coreSample, t int64) (sink, soft, load float64) {
 	return lerp(lo.SinkBusy, hi.SinkBusy), lerp(lo.SinkSoft, hi.SinkSoft), lerp(lo.LoadBusy, hi.LoadBusy)
 }
 
-// coreOver is the use between a and b (UnixNano), each end interpolated
+// CoreOver is the use between a and b (UnixNano), each end interpolated
 // between the samples around it; false when the samples do not cover
 // [a, b].
-func coreOver(ss []coreSample, a, b int64) (coreUse, bool) {
+func CoreOver(ss []CoreSample, a, b int64) (CoreUse, bool) {
 	if len(ss) < 2 || b <= a || a < ss[0].UnixNs || b > ss[len(ss)-1].UnixNs {
-		return coreUse{}, false
+		return CoreUse{}, false
 	}
 	sa, fa, la := coreAt(ss, a)
 	sb, fb, lb := coreAt(ss, b)
-	d := func(x, y float64) float64 { return max(y-x, 0) / clockTicks }
-	return coreUse{Seconds: time.Duration(b - a).Seconds(), Sink: d(sa, sb), Soft: d(fa, fb), Load: d(la, lb)}, true
-}
-
-// applyCore fills r's whole-core figures from u, over bytes received.
-func applyCore(r *Result, u coreUse, bytes uint64, sinkCPUs, loadCPUs int) {
-	r.CoreCPUS, r.CoreSoftirqS, r.LoadCoreCPUS = u.Sink, u.Soft, u.Load
-	r.CoreCPUSPerGiB = cpuPerGiB(u.Sink, bytes)
-	r.CoreSoftirqSPerGiB = cpuPerGiB(u.Soft, bytes)
-	r.LoadCoreCPUSPerGiB = cpuPerGiB(u.Load, bytes)
-	// /proc/stat counts in 10 ms ticks, so a core busy throughout a short
-	// interval can read a tick or two over it.
-	if u.Seconds > 0 {
-		if sinkCPUs > 0 {
-			r.CoreUtil = min(u.Sink/(u.Seconds*float64(sinkCPUs)), 1)
-		}
-		if loadCPUs > 0 {
-			r.LoadCoreUtil = min(u.Load/(u.Seconds*float64(loadCPUs)), 1)
-		}
-	}
+	d := func(x, y float64) float64 { return max(y-x, 0) / ClockTicks }
+	return CoreUse{Seconds: time.Duration(b - a).Seconds(), Sink: d(sa, sb), Soft: d(fa, fb), Load: d(la, lb)}, true
 }
 
 // coreSampler samples the sink's and the load's CPUs every
-// usageSampleEvery, for the rows whose interval is known only afterwards
+// UsageSampleEvery, for the rows whose interval is known only afterwards
 // (fio's, from the sink's own samples).
 type coreSampler struct {
 	stop    chan struct{}
 	done    chan struct{}
 	once    sync.Once
-	samples []coreSample
+	samples []CoreSample
 }
 
-// startCoreSampler starts sampling; with no sink CPUs it samples nothing.
-func startCoreSampler(sink, load []int) *coreSampler {
+// StartCoreSampler starts sampling; with no sink CPUs it samples nothing.
+func StartCoreSampler(sink, load []int) *coreSampler {
 	s := &coreSampler{stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
-		t := time.NewTicker(usageSampleEvery)
+		t := time.NewTicker(UsageSampleEvery)
 		defer t.Stop()
 		for {
-			if c, ok := readCores(sink, load); ok {
+			if c, ok := ReadCores(sink, load); ok {
 				s.samples = append(s.samples, c)
 			}
 			select {
 			case <-t.C:
 			case <-s.stop:
-				if c, ok := readCores(sink, load); ok {
+				if c, ok := ReadCores(sink, load); ok {
 					s.samples = append(s.samples, c)
 				}
 				return
@@ -189,17 +171,17 @@ func startCoreSampler(sink, load []int) *coreSampler {
 	return s
 }
 
-// finish stops sampling and returns the samples, in time order. It may be
+// Finish stops sampling and returns the samples, in time order. It may be
 // called more than once.
-func (s *coreSampler) finish() []coreSample {
+func (s *coreSampler) Finish() []CoreSample {
 	s.once.Do(func() { close(s.stop) })
 	<-s.done
 	return s.samples
 }
 
-// loadAverage is the machine's load average over the last 5 minutes
+// LoadAverage is the machine's load average over the last 5 minutes
 // (/proc/loadavg), or -1 where there is none.
-func loadAverage() float64 {
+func LoadAverage() float64 {
 	b, err := os.ReadFile("/proc/loadavg")
 	if err != nil {
 		return -1
@@ -215,10 +197,10 @@ func loadAverage() float64 {
 	return v
 }
 
-// busyNote is the report's warning when the machine ran more than it has
+// BusyNote is the report's warning when the machine ran more than it has
 // CPUs for: then other work shared the sink's and the load's cores, and
 // the whole-core figures hold some of it.
-func busyNote(load float64, cpus int) string {
+func BusyNote(load float64, cpus int) string {
 	if cpus <= 0 || load <= float64(cpus) {
 		return ""
 	}

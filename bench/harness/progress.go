@@ -1,4 +1,4 @@
-package bench
+package harness
 
 import (
 	"fmt"
@@ -6,6 +6,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/sluice-io/sluice/bench/report"
 
 	"github.com/dustin/go-humanize"
 )
@@ -37,10 +39,10 @@ type progress struct {
 	done chan struct{}
 }
 
-// startProgress reports until finish is called. total is the expected
+// StartProgress reports until finish is called. total is the expected
 // length (zero: open-ended); bytes returns the bytes so far, and records,
 // when not nil, the records so far.
-func startProgress(ios IO, label string, total time.Duration, bytes, records func() uint64) *progress {
+func StartProgress(ios IO, label string, total time.Duration, bytes, records func() uint64) *progress {
 	p := &progress{stop: make(chan struct{}), done: make(chan struct{})}
 	if ios.Err == nil || (total > 0 && total < progressMin) {
 		close(p.done)
@@ -78,9 +80,9 @@ func startProgress(ios IO, label string, total time.Duration, bytes, records fun
 				el := now.Sub(start)
 				if ios.ErrIsTTY {
 					fmt.Fprintf(ios.Err, "\r\033[K%s %s %s  %s  %s%s", label, bar(el, total, 24),
-						el.Round(100*time.Millisecond), FormatBytes(b), FormatRate(rate), recs)
+						el.Round(100*time.Millisecond), report.FormatBytes(b), report.FormatRate(rate), recs)
 				} else {
-					fmt.Fprintf(ios.Err, "%s: %s elapsed, %s, %s%s\n", label, el.Round(time.Second), FormatBytes(b), FormatRate(rate), recs)
+					fmt.Fprintf(ios.Err, "%s: %s elapsed, %s, %s%s\n", label, el.Round(time.Second), report.FormatBytes(b), report.FormatRate(rate), recs)
 				}
 			}
 		}
@@ -101,7 +103,7 @@ func bar(el, total time.Duration, width int) string {
 	return "[" + s + "]"
 }
 
-func (p *progress) finish() {
+func (p *progress) Finish() {
 	select {
 	case <-p.done:
 		return
