@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/bench/harness"
+
 	"github.com/sluice-io/sluice/bench/report"
 
 	"github.com/dustin/go-humanize"
@@ -37,7 +38,7 @@ type ArrivalsConfig struct {
 	// Sinks are what the load is sent to: SinkProbe, a runner, or
 	// PeerGnet. Every sink but the probe needs the packet capture.
 	Sinks    report.StringList
-	Engine   EngineFlags
+	Engine   harness.EngineFlags
 	GnetSink string
 	Sources  int
 	Duration time.Duration
@@ -66,7 +67,7 @@ func (c *ArrivalsConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.Var(&c.Sinks, "sinks", "comma-separated sinks to send to: probe (a plain reader), a runner (uring, epoll, goroutine, thread) or gnet; "+
 		"all but probe need the packet capture (root or CAP_NET_RAW) (default probe)")
 	fs.StringVar(&c.GnetSink, "gnet-sink", c.GnetSink, "the gnet sink's binary (default: go build bench/gnetsink into the user cache directory)")
-	c.Engine.register(fs)
+	c.Engine.Register(fs)
 	fs.IntVar(&c.Sources, "sources", c.Sources, "concurrent TCP sources")
 	fs.DurationVar(&c.Duration, "duration", c.Duration, "how long each client sends")
 	fs.Var(&c.MsgSize, "msg-size", "message size: one write of fio, one message of the generator (default 1KiB)")
@@ -93,11 +94,11 @@ func (c ArrivalsConfig) Validate() error {
 		return errors.New("--sinks: at least one is needed")
 	}
 	for _, s := range c.Sinks {
-		if s != SinkProbe && s != PeerGnet && !slices.Contains(AllRunners(), s) {
+		if s != SinkProbe && s != PeerGnet && !slices.Contains(harness.AllRunners(), s) {
 			return fmt.Errorf("--sinks: %q: must be probe, uring, epoll, goroutine, thread or gnet", s)
 		}
 	}
-	if err := c.Engine.validate(); err != nil {
+	if err := c.Engine.Validate(); err != nil {
 		return err
 	}
 	switch {
@@ -238,7 +239,7 @@ func ArrivalsStudy(ctx context.Context, c ArrivalsConfig, ios harness.IO) (*Arri
 	}
 	writeArrivalsTable(ios.Out, rep)
 	if c.JSON != "" {
-		if err := writeJSON(c.JSON, rep, ios); err != nil {
+		if err := harness.WriteJSON(c.JSON, rep, ios); err != nil {
 			return rep, err
 		}
 	}

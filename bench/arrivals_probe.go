@@ -162,7 +162,7 @@ type engineArrivals struct {
 }
 
 // startEngineArrivals starts an engine sink for n connections.
-func startEngineArrivals(runner string, f EngineFlags, n int) (*engineArrivals, error) {
+func startEngineArrivals(runner string, f harness.EngineFlags, n int) (*engineArrivals, error) {
 	col := newCollector(0, true, nil)
 	sk, err := startSink(f, runner, []string{"127.0.0.1:0"}, col)
 	if err != nil {

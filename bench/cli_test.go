@@ -22,6 +22,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/bench/harness"
+
 	"github.com/sluice-io/sluice/bench/report"
 
 	"github.com/dustin/go-humanize"
@@ -74,7 +76,7 @@ func TestCLI(t *testing.T) {
 }
 
 func testCLIRun(t *testing.T, bin string) {
-	avail, _ := availableRunners(AllRunners())
+	avail, _ := availableRunners(harness.AllRunners())
 	runners := avail[:min(2, len(avail))]
 	jsonPath := filepath.Join(t.TempDir(), "run.json")
 	plotDir := filepath.Join(t.TempDir(), "plots")

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-io/sluice/bench/harness"
+
 	"github.com/sluice-io/sluice/bench/report"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
@@ -20,49 +22,6 @@ import (
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-// EngineFlags are the engine settings every command exposes. Zero fields
-// take the engine's defaults (see engine.Config).
-type EngineFlags struct {
-	Pool    int           // buffers in the source pool (--pool)
-	Buf     report.Size   // size of each buffer (--buf)
-	Workers int           // event-loop workers (--workers)
-	Flush   time.Duration // flush timeout (--flush); negative: every read
-	// BatchWait bounds what the uring runner may wait to batch
-	// completions (--batch-wait); negative: never.
-	BatchWait time.Duration
-	MaxConns  int // listener connection cap (--max-conns)
-	// RecvBuffer is SO_RCVBUF of the engine's TCP listeners, inherited by
-	// the connections they accept (--recv-buffer); zero: autotuned.
-	RecvBuffer report.Size
-	// Framing names the listeners' framer, as srcs.ParseFraming reads it
-	// (--framing, on the commands that take it); "" or "none": raw bytes.
-	Framing string
-	// Inline runs the consumer where each chunk was read
-	// (engine.WithInlineHandler) instead of on processing goroutines
-	// (--inline).
-	Inline bool
-	// TLS puts the listeners on TLS (run --tls).
-	TLS *srcs.TLSConfig `json:",omitempty"`
-	// FileSlots sizes each uring worker's registered file table
-	// (engine.Config.FileSlots; idle --file-slots): zero for the
-	// engine's default, negative for none.
-	FileSlots int `json:",omitempty"`
-}
-
-func (f EngineFlags) config(runner string) engine.Config {
-	return engine.Config{Runner: runner, Buffers: f.Pool, BufSize: int(f.Buf), Workers: f.Workers, Flush: f.Flush, BatchWait: f.BatchWait,
-		FileSlots: f.FileSlots}
-}
-
-// handler returns the engine option that delivers to h: inline with
-// --inline, else on processing goroutines.
-func (f EngineFlags) handler(h engine.Handler) engine.Option {
-	if f.Inline {
-		return engine.WithInlineHandler(h)
-	}
-	return engine.WithHandler(h)
-}
 
 // stream is the collector's record of one source.
 type stream struct {
@@ -349,9 +308,9 @@ type sinkEngine struct {
 // startSink creates an engine with the given runner and starts listening on
 // addrs, framing every connection with the collector's framer. The engine
 // refuses a runner that cannot work here with an *engine.RunnerError.
-func startSink(f EngineFlags, runner string, addrs []string, col *collector, opts ...engine.Option) (*sinkEngine, error) {
-	opts = append([]engine.Option{f.handler(col.handle), engine.WithErrorHandler(col.onError)}, opts...)
-	e, err := engine.New(f.config(runner), opts...)
+func startSink(f harness.EngineFlags, runner string, addrs []string, col *collector, opts ...engine.Option) (*sinkEngine, error) {
+	opts = append([]engine.Option{f.Handler(col.handle), engine.WithErrorHandler(col.onError)}, opts...)
+	e, err := engine.New(f.Config(runner), opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/bench/harness"
+
 	"github.com/sluice-io/sluice/bench/report"
 
 	"github.com/sluice-io/sluice/engine"
@@ -31,7 +32,7 @@ type FileConfig struct {
 	Passes  int               // reads of each file; 0: enough for MinBytes
 	Rounds  int               // measure every method this many times, alternating the order
 	Runners report.StringList
-	Engine  EngineFlags
+	Engine  harness.EngineFlags
 	Fio     bool // compare with fio when it is on PATH
 	JSON    string
 	Plot    string
@@ -57,7 +58,7 @@ func (c *FileConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.Fio, "fio", c.Fio, "also measure fio (psync) on the same files, when fio is on PATH")
 	fs.StringVar(&c.JSON, "json", c.JSON, "write the JSON report to `FILE` (- for stdout)")
 	fs.StringVar(&c.Plot, "plot", c.Plot, "write SVG charts into `DIR`")
-	c.Engine.register(fs)
+	c.Engine.Register(fs)
 }
 
 // Validate checks c, naming the flag at fault.
@@ -82,7 +83,7 @@ func (c FileConfig) Validate() error {
 			return fmt.Errorf("--files: %s is not a regular file", f)
 		}
 	}
-	return c.Engine.validate()
+	return c.Engine.Validate()
 }
 
 // FileResult is one way of reading the files.
@@ -148,7 +149,7 @@ func File(ctx context.Context, c FileConfig, ios harness.IO) (*FileReport, error
 	}
 	want := []string(c.Runners)
 	if len(want) == 0 {
-		want = AllRunners()
+		want = harness.AllRunners()
 	}
 	runners, skipped := availableRunners(want)
 	rep := &FileReport{Command: "file", Host: harness.HostInfo(), Files: files, Passes: passes, Buf: int64(buf), Skipped: skipped}
@@ -233,7 +234,7 @@ func File(ctx context.Context, c FileConfig, ios harness.IO) (*FileReport, error
 		fmt.Fprintf(ios.Out, "%s: %.2fx (%.2f-%.2f)\n", r.Metric, r.Median, r.Min, r.Max)
 	}
 	if c.JSON != "" {
-		if err := writeJSON(c.JSON, rep, ios); err != nil {
+		if err := harness.WriteJSON(c.JSON, rep, ios); err != nil {
 			return rep, err
 		}
 	}
@@ -392,9 +393,9 @@ func readLoop(files []string, passes, buf int) (uint64, error) {
 // like fio's own figures, they leave out setting up (mapping and
 // pre-faulting the pool, 20-30 ms for the default 64 MiB) and shutting
 // down, which a long-running engine pays once.
-func ingestFiles(runner string, f EngineFlags, files []string, passes int) (FileResult, error) {
+func ingestFiles(runner string, f harness.EngineFlags, files []string, passes int) (FileResult, error) {
 	col := newCollector(0, false, nil)
-	e, err := engine.New(f.config(runner), f.handler(col.handle), engine.WithErrorHandler(col.onError))
+	e, err := engine.New(f.Config(runner), f.Handler(col.handle), engine.WithErrorHandler(col.onError))
 	if err != nil {
 		return FileResult{}, err
 	}

@@ -13,12 +13,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/sluice-io/sluice/bench/harness"
+
 	"github.com/sluice-io/sluice/bench/report"
 )
 
@@ -348,7 +348,7 @@ func measureFio(ctx context.Context, c RunConfig, env fioEnv, row string, round 
 		return nil, fmt.Errorf("bench: fio: %w", err)
 	}
 	defer os.RemoveAll(dir)
-	framer, _ := c.Engine.framer()
+	framer, _ := c.Engine.Framer()
 	recSize := 0
 	if framer != nil {
 		recSize = c.recordSize()
@@ -366,14 +366,14 @@ func measureFio(ctx context.Context, c RunConfig, env fioEnv, row string, round 
 	if isPeerRow(row) {
 		bin = env.gnetSink
 		args = append([]string{"-listen", env.wire.ListenAddr(), "-until-idle", fioSinkIdle.String(), "-json", sinkJSON,
-			"-framing", framingName(framer)}, peerArgs(workload{Runner: row})...)
+			"-framing", harness.FramingName(framer)}, peerArgs(workload{Runner: row})...)
 		if profile != "" {
 			args = append(args, "-cpuprofile", profile)
 		}
 	} else {
 		bin = env.exe
 		args = append([]string{"sink", "--listen", env.wire.ListenAddr(), "--runner", row, "--until-idle", fioSinkIdle.String(),
-			"--json", sinkJSON}, c.Engine.args()...)
+			"--json", sinkJSON}, c.Engine.Args()...)
 		if profile != "" {
 			args = append(args, "--profile", profile)
 		}
@@ -583,42 +583,4 @@ func findFio() (string, error) {
 		return "", errors.New("bench: --client fio: fio is not installed (apt-get install fio, or make deps)")
 	}
 	return p, nil
-}
-
-// args returns the command-line flags that give a `sink` child the same
-// engine settings: only those set, so the child's defaults stay the
-// engine's.
-func (f EngineFlags) args() []string {
-	var a []string
-	if f.Pool != 0 {
-		a = append(a, "--pool", strconv.Itoa(f.Pool))
-	}
-	if f.Buf != 0 {
-		a = append(a, "--buf", strconv.FormatInt(int64(f.Buf), 10))
-	}
-	if f.Workers != 0 {
-		a = append(a, "--workers", strconv.Itoa(f.Workers))
-	}
-	if f.Flush != 0 {
-		a = append(a, "--flush", f.Flush.String())
-	}
-	if f.BatchWait != 0 {
-		a = append(a, "--batch-wait", f.BatchWait.String())
-	}
-	if f.MaxConns != 0 {
-		a = append(a, "--max-conns", strconv.Itoa(f.MaxConns))
-	}
-	if f.RecvBuffer != 0 {
-		a = append(a, "--recv-buffer", strconv.FormatInt(int64(f.RecvBuffer), 10))
-	}
-	if f.Framing != "" && f.Framing != "none" {
-		a = append(a, "--framing", f.Framing)
-	}
-	if f.Inline {
-		a = append(a, "--inline")
-	}
-	if f.FileSlots != 0 {
-		a = append(a, "--file-slots", strconv.Itoa(f.FileSlots))
-	}
-	return a
 }

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-io/sluice/bench/harness"
 )
 
 // EnvRequireFio makes the fio tests fail, not skip, when fio is missing
@@ -278,17 +280,17 @@ func TestConcurrentThroughput(t *testing.T) {
 // TestEngineFlagsArgs checks that a sink child started with
 // EngineFlags.args gets the engine settings that were set.
 func TestEngineFlagsArgs(t *testing.T) {
-	want := EngineFlags{Pool: 64, Buf: 16 << 10, Workers: 3, Flush: 2 * time.Millisecond, BatchWait: 100 * time.Microsecond,
+	want := harness.EngineFlags{Pool: 64, Buf: 16 << 10, Workers: 3, Flush: 2 * time.Millisecond, BatchWait: 100 * time.Microsecond,
 		RecvBuffer: 1 << 20, Framing: "newline", Inline: true, FileSlots: -1}
 	c := DefaultSinkConfig()
 	fs := flag.NewFlagSet("sink", flag.ContinueOnError)
 	c.RegisterFlags(fs)
-	if err := fs.Parse(want.args()); err != nil {
+	if err := fs.Parse(want.Args()); err != nil {
 		t.Fatal(err)
 	}
 	got := c.Engine
 	got.TLS = nil
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("sink flags %v gave %+v, want %+v", want.args(), got, want)
+		t.Errorf("sink flags %v gave %+v, want %+v", want.Args(), got, want)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/bench/harness"
+
 	"github.com/sluice-io/sluice/bench/report"
 
 	"github.com/sluice-io/sluice/engine"
@@ -26,7 +27,7 @@ import (
 type FloorConfig struct {
 	Sources  int
 	Duration time.Duration
-	Engine   EngineFlags
+	Engine   harness.EngineFlags
 	Pin      bool // confine the engine to the CPUs run gives it
 	JSON     string
 }
@@ -43,7 +44,7 @@ func (c *FloorConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Duration, "duration", c.Duration, "how long to measure")
 	fs.StringVar(&c.JSON, "json", c.JSON, "write the JSON report to `FILE` (- for stdout)")
 	fs.BoolVar(&c.Pin, "pin", c.Pin, "pin the engine to the CPUs run gives it (the first half)")
-	c.Engine.register(fs)
+	c.Engine.Register(fs)
 }
 
 // Validate checks c, naming the flag at fault.
@@ -54,7 +55,7 @@ func (c FloorConfig) Validate() error {
 	case c.Duration <= 0:
 		return fmt.Errorf("--duration: %v: must be positive", c.Duration)
 	}
-	return c.Engine.validate()
+	return c.Engine.Validate()
 }
 
 // FloorReport is the JSON report of `floor`.
@@ -109,7 +110,7 @@ func Floor(ctx context.Context, c FloorConfig, ios harness.IO) (*FloorReport, er
 		}
 		ch.Release()
 	}
-	e, err := engine.New(c.Engine.config(engine.RunnerGoroutine), engine.WithHandler(handle),
+	e, err := engine.New(c.Engine.Config(engine.RunnerGoroutine), engine.WithHandler(handle),
 		engine.WithErrorHandler(func(error) {}))
 	if err != nil {
 		return nil, err
@@ -144,7 +145,7 @@ func Floor(ctx context.Context, c FloorConfig, ios harness.IO) (*FloorReport, er
 	fmt.Fprintf(ios.Out, "floor: %d in-memory sources, runner %s: %s chunks (%s) in %.2fs, %.0f chunks/s, %.0f ns of CPU per chunk; %s\n",
 		rep.Sources, rep.Runner, strconv.FormatUint(rep.Chunks, 10), report.FormatBytes(rep.Bytes), rep.DurationS, rep.ChunksPerS, rep.CPUNsPerChunk, floorPinNote(pin))
 	if c.JSON != "" {
-		if err := writeJSON(c.JSON, rep, ios); err != nil {
+		if err := harness.WriteJSON(c.JSON, rep, ios); err != nil {
 			return rep, err
 		}
 	}

@@ -3,7 +3,6 @@ package bench
 import (
 	"encoding/binary"
 	"errors"
-	"flag"
 	"fmt"
 	"math"
 	"strconv"
@@ -25,50 +24,6 @@ import (
 // payload's bytes would then depend on time, a newline record would need
 // its stamp escaped, and the figure the framing benchmark is for, CPU per
 // GiB of records, does not need latency.
-
-// framingHelp is the flag's help, shared by the commands that take it.
-const framingHelp = "frame every connection into records: none, newline[:MAX], length:N{be,le}[:MAX] (N 1, 2, 4 or 8), " +
-	"octet[:MAX] (RFC 6587) or mqtt[:MAX]; the reports count records"
-
-// registerFraming defines --framing; more is appended to the help.
-func (f *EngineFlags) registerFraming(fs *flag.FlagSet, more string) {
-	if f.Framing == "" {
-		f.Framing = "none"
-	}
-	fs.StringVar(&f.Framing, "framing", f.Framing, framingHelp+more)
-}
-
-// framer returns the framer --framing names; nil for raw bytes.
-func (f EngineFlags) framer() (srcs.Framer, error) {
-	fr, err := srcs.ParseFraming(f.Framing)
-	if err != nil {
-		return nil, fmt.Errorf("--framing: %v", err)
-	}
-	return fr, nil
-}
-
-// framingName names f as --framing reads it: "none" for raw bytes.
-func framingName(f srcs.Framer) string {
-	if f == nil {
-		return "none"
-	}
-	return f.String()
-}
-
-// validateFraming checks --framing, and that the pool lets a framed source
-// hold the two buffers it may need (a full one and the next one for the
-// tail record); maxPerSource is the pool's cap with defaults applied.
-func (f EngineFlags) validateFraming(maxPerSource int) error {
-	fr, err := f.framer()
-	if err != nil || fr == nil {
-		return err
-	}
-	if maxPerSource < 2 {
-		return fmt.Errorf("--pool: a framed source (--framing %s) needs 2 buffers, but a pool this small allows each source %d (a quarter of --pool): use --pool 8 or more",
-			fr, maxPerSource)
-	}
-	return nil
-}
 
 // mqttTopic is the topic of the generator's MQTT PUBLISH packets.
 const mqttTopic = "sb"

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/bench/harness"
+
 	"github.com/sluice-io/sluice/bench/report"
 )
 
@@ -303,11 +304,11 @@ func sinkStreams(ss []SinkStream) []*stream {
 // PeerGoTLS), measured as measure measures the engine: from the word to
 // send until the last connection closed, CPU time of the sink process.
 func measureGnet(ctx context.Context, w workload, bin string, ios harness.IO) (*Result, error) {
-	framer, err := w.Engine.framer()
+	framer, err := w.Engine.Framer()
 	if err != nil {
 		return nil, err
 	}
-	p, err := startGnet(ctx, bin, w.Wire, w.Sources, framingName(framer), w.Verify, peerArgs(w), ios)
+	p, err := startGnet(ctx, bin, w.Wire, w.Sources, harness.FramingName(framer), w.Verify, peerArgs(w), ios)
 	if err != nil {
 		return nil, err
 	}

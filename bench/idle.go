@@ -78,6 +78,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/bench/harness"
+
 	"github.com/sluice-io/sluice/bench/report"
 
 	"github.com/dustin/go-humanize"
@@ -219,7 +220,7 @@ type IdleConfig struct {
 	// Settle is how long the sink is left alone at each level before it
 	// is sampled.
 	Settle time.Duration
-	Engine EngineFlags
+	Engine harness.EngineFlags
 	Pin    bool
 	JSON   string // report file, "-" for stdout
 	// HeapProfile is a directory for the sink's heap profile at each
@@ -264,8 +265,8 @@ func (c *IdleConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.JSON, "json", c.JSON, "write the JSON report to `FILE` (- for stdout)")
 	fs.StringVar(&c.HeapProfile, "heap-profile", c.HeapProfile, "write the sink's heap profile at each level into `DIR` (diff two levels with go tool pprof -base)")
 	fs.IntVar(&c.MemProfileRate, "memprofile-rate", c.MemProfileRate, "the sink's runtime.MemProfileRate with --heap-profile (default Go's 512KiB; 1 records every allocation)")
-	c.Engine.register(fs)
-	c.Engine.registerListen(fs)
+	c.Engine.Register(fs)
+	c.Engine.RegisterListen(fs)
 }
 
 // Validate checks c, naming the flag at fault.
@@ -320,7 +321,7 @@ func (c IdleConfig) Validate() error {
 		return fmt.Errorf("--source-addrs: %d connections over %d pairs is %d per (source, listener) pair, above %d; add addresses or listeners",
 			c.Idle[len(c.Idle)-1], c.sourceAddrs()*c.Listeners, per, idlePerPair)
 	}
-	return c.Engine.validate()
+	return c.Engine.Validate()
 }
 
 // idleHardNoFile raises this process's RLIMIT_NOFILE to what one process
@@ -696,7 +697,7 @@ func Idle(ctx context.Context, c IdleConfig, ios harness.IO) (*IdleReport, error
 	fmt.Fprintln(ios.Out)
 	writeIdleTable(ios.Out, rep)
 	if c.JSON != "" {
-		if err := writeJSON(c.JSON, rep, ios); err != nil {
+		if err := harness.WriteJSON(c.JSON, rep, ios); err != nil {
 			return rep, err
 		}
 	}
@@ -766,7 +767,7 @@ func (c IdleConfig) sinkWorkers(runner string) int {
 	if c.Engine.Workers > 0 {
 		return c.Engine.Workers
 	}
-	if r, err := c.Engine.config(runner).Resolved(); err == nil {
+	if r, err := c.Engine.Config(runner).Resolved(); err == nil {
 		return r.Workers
 	}
 	return min(runtime.GOMAXPROCS(0), 8)

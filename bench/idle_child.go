@@ -112,10 +112,10 @@ type idleOpened struct {
 
 // idleSinkSpec configures the sink child.
 type idleSinkSpec struct {
-	Runner     string      `json:"runner"`
-	Engine     EngineFlags `json:"engine"`
-	IdleAddrs  []string    `json:"idle_addrs"`
-	ActiveAddr string      `json:"active_addr"`
+	Runner     string              `json:"runner"`
+	Engine     harness.EngineFlags `json:"engine"`
+	IdleAddrs  []string            `json:"idle_addrs"`
+	ActiveAddr string              `json:"active_addr"`
 	// NoFile is the descriptors the sink needs; with NoFileHard it
 	// raises its soft limit to the hard limit all the same (uring, whose
 	// file tables follow the soft limit).
@@ -511,7 +511,7 @@ func newIdleSinkChild(spec idleSinkSpec) (*idleSinkChild, idleReady, error) {
 		ready.FileSlots = idleTableSlots(spec.Engine.FileSlots, lim.Soft)
 	}
 	s := &idleSinkChild{col: newCollector(0, true, nil), active: map[srcs.ID]bool{}}
-	cfg := spec.Engine.config(spec.Runner)
+	cfg := spec.Engine.Config(spec.Runner)
 	resolved, err := cfg.Resolved()
 	if err != nil {
 		return nil, ready, err

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/bench/harness"
+
 	"github.com/sluice-io/sluice/bench/report"
 )
 
@@ -29,7 +30,7 @@ type LatencyConfig struct {
 	GenPacing string
 	Skew      float64
 	MaxDial   int
-	Engine    EngineFlags
+	Engine    harness.EngineFlags
 	Pin       bool
 	JSON      string
 	Plot      string
@@ -64,8 +65,8 @@ func (c *LatencyConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.JSON, "json", c.JSON, "write the JSON report to `FILE` (- for stdout)")
 	fs.StringVar(&c.Plot, "plot", c.Plot, "write SVG charts into `DIR`")
 	fs.BoolVar(&c.InProcess, "in-process", c.InProcess, "host the engine in this process instead of a fresh child process per point")
-	c.Engine.register(fs)
-	c.Engine.registerListen(fs)
+	c.Engine.Register(fs)
+	c.Engine.RegisterListen(fs)
 }
 
 // Validate checks c, naming the flag at fault.
@@ -84,7 +85,7 @@ func (c LatencyConfig) Validate() error {
 	if err := g.Validate(); err != nil {
 		return err
 	}
-	return c.Engine.validate()
+	return c.Engine.Validate()
 }
 
 // LatencyPoint is one runner at one offered load.
@@ -130,7 +131,7 @@ func LatencySweep(ctx context.Context, c LatencyConfig, ios harness.IO) (*Latenc
 	if err != nil {
 		return nil, err
 	}
-	runners, skipped, err := pickRunners(c.Runners, AllRunners(), nil)
+	runners, skipped, err := pickRunners(c.Runners, harness.AllRunners(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -183,7 +184,7 @@ func LatencySweep(ctx context.Context, c LatencyConfig, ios harness.IO) (*Latenc
 		fmt.Fprintln(ios.Out)
 	}
 	if c.JSON != "" {
-		if err := writeJSON(c.JSON, rep, ios); err != nil {
+		if err := harness.WriteJSON(c.JSON, rep, ios); err != nil {
 			return rep, err
 		}
 	}

@@ -14,16 +14,12 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/bench/harness"
+
 	"github.com/sluice-io/sluice/bench/report"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/sluice-io/sluice/engine"
 )
-
-// AllRunners returns every runner name, in the default comparison order.
-func AllRunners() []string {
-	return []string{engine.RunnerURing, engine.RunnerEpoll, engine.RunnerGoroutine, engine.RunnerThread}
-}
 
 // Skipped is a runner that cannot work here.
 type Skipped struct {
@@ -117,14 +113,14 @@ type workload struct {
 	Skew     float64
 	MaxDial  int
 	Verify   bool
-	Engine   EngineFlags // Engine.Framing frames the generator's messages too
-	Exe      string      // the sluice-bench binary, for `gen`
+	Engine   harness.EngineFlags // Engine.Framing frames the generator's messages too
+	Exe      string              // the sluice-bench binary, for `gen`
 	GenCPUs  []int
 	Profile  string // directory for a CPU profile, or ""
 	Label    string // progress label
 	// TLS, when set, puts the engine's listener and the generator on TLS
 	// with these files (run --tls).
-	TLS *TLSFiles `json:",omitempty"`
+	TLS *harness.TLSFiles `json:",omitempty"`
 	// Wire is how the load reaches the sink; its zero value is loopback
 	// without whole-core accounting.
 	Wire harness.WireEnv
@@ -269,7 +265,7 @@ func cpuPerGiB(cpu float64, bytes uint64) float64 {
 // measures from the generator's first byte until every source has ended.
 func measure(ctx context.Context, w workload, ios harness.IO) (*Result, error) {
 	msgSize := int(w.MsgSize)
-	framer, err := w.Engine.framer()
+	framer, err := w.Engine.Framer()
 	if err != nil {
 		return nil, err
 	}

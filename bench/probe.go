@@ -98,8 +98,8 @@ func Probe(c ProbeConfig, ios harness.IO) (*ProbeReport, error) {
 			rep.Decisions = append(rep.Decisions, r)
 		}
 	}
-	_, skipped := availableRunners(AllRunners())
-	for _, name := range AllRunners() {
+	_, skipped := availableRunners(harness.AllRunners())
+	for _, name := range harness.AllRunners() {
 		s := Skipped{Runner: name}
 		for _, k := range skipped {
 			if k.Runner == name {
@@ -129,7 +129,7 @@ func Probe(c ProbeConfig, ios harness.IO) (*ProbeReport, error) {
 		}
 	}
 	if c.JSON != "" {
-		if err := writeJSON(c.JSON, rep, ios); err != nil {
+		if err := harness.WriteJSON(c.JSON, rep, ios); err != nil {
 			return rep, err
 		}
 	}

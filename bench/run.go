@@ -2,21 +2,18 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"os"
 	"runtime"
 	"slices"
 	"time"
 
 	"github.com/sluice-io/sluice/bench/harness"
+
 	"github.com/sluice-io/sluice/bench/report"
 
 	"github.com/dustin/go-humanize"
-	"github.com/sluice-io/sluice/engine"
-	"github.com/sluice-io/sluice/pool"
 	"github.com/sluice-io/sluice/srcs"
 )
 
@@ -45,7 +42,7 @@ type RunConfig struct {
 	GenPacing string
 	Skew      float64
 	MaxDial   int
-	Engine    EngineFlags
+	Engine    harness.EngineFlags
 	Verify    bool   // CRC-32C every stream and compare with the generator
 	Pin       bool   // pin engine and generator to disjoint CPUs
 	JSON      string // report file, "-" for stdout
@@ -144,91 +141,15 @@ func (c *RunConfig) RegisterFlags(fs *flag.FlagSet) {
 		"a comma-separated rising list is a sweep that reports the highest rate each row sustains within --udp-max-loss")
 	fs.Var(&c.UDPReadBuffer, "udp-read-buffer", "with --proto udp: every sink's SO_RCVBUF; the kernel doubles it, capped at net.core.rmem_max")
 	fs.Float64Var(&c.UDPMaxLoss, "udp-max-loss", c.UDPMaxLoss, "with a --udp-rate sweep: the largest median fraction lost at which a rate counts as sustained")
-	c.Engine.register(fs)
-	c.Engine.registerListen(fs)
-	c.Engine.registerFraming(fs, "; the generator sends each --msg-size message as one such record, without timestamps: "+
+	c.Engine.Register(fs)
+	c.Engine.RegisterListen(fs)
+	c.Engine.RegisterFraming(fs, "; the generator sends each --msg-size message as one such record, without timestamps: "+
 		"framed runs measure no latency")
-}
-
-func (f *EngineFlags) register(fs *flag.FlagSet) {
-	fs.IntVar(&f.Pool, "pool", f.Pool, "buffers in the source pool (default 1024)")
-	fs.Var(&f.Buf, "buf", "size of each pool buffer, e.g. 64KiB (default 64KiB)")
-	fs.IntVar(&f.Workers, "workers", f.Workers, "event-loop workers of uring and epoll (default GOMAXPROCS, at most 8)")
-	fs.DurationVar(&f.Flush, "flush", f.Flush, "flush timeout for partly filled buffers (default 5ms; negative: every read)")
-	fs.DurationVar(&f.BatchWait, "batch-wait", f.BatchWait, "latency the uring runner may add to batch completions (default 2ms or two fifths of --flush; negative: none)")
-	fs.BoolVar(&f.Inline, "inline", f.Inline, "run the consumer (the CRC and record count) where each chunk was read, on the runner's worker or the source's goroutine, as gnet's handlers run (engine.WithInlineHandler); default: on the engine's processing goroutines")
-}
-
-// registerListen defines the flags of the engine's TCP listeners, for the
-// commands that listen.
-func (f *EngineFlags) registerListen(fs *flag.FlagSet) {
-	fs.Var(&f.RecvBuffer, "recv-buffer", "SO_RCVBUF of accepted connections, e.g. 1MiB (default: the kernel's autotuning)")
-	fs.IntVar(&f.FileSlots, "file-slots", f.FileSlots, fmt.Sprintf("size of each uring worker's registered file table, where accepted connections need no descriptor of the sink's (default: the soft RLIMIT_NOFILE, at most %d; negative: none)", engine.DefaultMaxFileSlots))
-}
-
-func (f EngineFlags) validate() error {
-	switch {
-	case f.Pool < 0:
-		return fmt.Errorf("--pool: %d: must not be negative", f.Pool)
-	case f.Buf < 0:
-		return errors.New("--buf: must not be negative")
-	case f.Workers < 0:
-		return fmt.Errorf("--workers: %d: must not be negative", f.Workers)
-	case f.MaxConns < 0:
-		return fmt.Errorf("--max-conns: %d: must not be negative", f.MaxConns)
-	case f.RecvBuffer < 0:
-		return errors.New("--recv-buffer: must not be negative")
-	case f.FileSlots > engine.MaxFileSlots:
-		return fmt.Errorf("--file-slots: %d: must be at most %d (the kernel's most), or negative for none", f.FileSlots, engine.MaxFileSlots)
-	}
-	pc, err := f.poolConfig()
-	if err != nil {
-		return err
-	}
-	return f.validateFraming(pc.MaxPerSource)
-}
-
-// poolConfig returns the pool's shape with the engine's defaults applied,
-// or an error naming the flag at fault: the pool judges the shape.
-func (f EngineFlags) poolConfig() (pool.Config, error) {
-	pc := pool.Config{Buffers: f.Pool, BufSize: int(f.Buf)}
-	if pc.Buffers == 0 {
-		pc.Buffers = engine.DefaultBuffers
-	}
-	if pc.BufSize == 0 {
-		pc.BufSize = engine.DefaultBufSize
-	}
-	pc, err := pc.Validate()
-	if err != nil {
-		var ce *pool.ConfigError
-		if errors.As(err, &ce) {
-			return pc, fmt.Errorf("%s: %v", engineFlag(ce.Field), err)
-		}
-		return pc, err
-	}
-	return pc, nil
-}
-
-// engineFlag names the flag behind an engine.Config field.
-func engineFlag(field string) string {
-	switch field {
-	case "Buffers", "MaxBytes", "MaxPoolBytes", "MaxPerSource", "QueueHigh", "QueueLow":
-		return "--pool"
-	case "BufSize":
-		return "--buf"
-	case "Workers":
-		return "--workers"
-	case "Flush":
-		return "--flush"
-	case "FileSlots":
-		return "--file-slots"
-	}
-	return "engine"
 }
 
 func validRunners(names []string) error {
 	for i, r := range names {
-		if !slices.Contains(AllRunners(), r) {
+		if !slices.Contains(harness.AllRunners(), r) {
 			return fmt.Errorf("--runners: %q: must be among uring, epoll, goroutine, thread", r)
 		}
 		if slices.Contains(names[:i], r) {
@@ -267,7 +188,7 @@ func (c RunConfig) Validate() error {
 		return err
 	}
 	if c.Proto == ProtoUDP {
-		return c.Engine.validate()
+		return c.Engine.Validate()
 	}
 	if err := c.validateClient(); err != nil {
 		return err
@@ -279,7 +200,7 @@ func (c RunConfig) Validate() error {
 	if err := g.Validate(); err != nil {
 		return err
 	}
-	if err := c.Engine.validate(); err != nil {
+	if err := c.Engine.Validate(); err != nil {
 		return err
 	}
 	return c.validateFraming()
@@ -287,7 +208,7 @@ func (c RunConfig) Validate() error {
 
 // validateClient checks what the chosen client and peers can do.
 func (c RunConfig) validateClient() error {
-	f, err := c.Engine.framer()
+	f, err := c.Engine.Framer()
 	if err != nil {
 		return err
 	}
@@ -332,7 +253,7 @@ func (c RunConfig) validateClient() error {
 	case int(c.MsgSize)%rs != 0:
 		return fmt.Errorf("--msg-size: %d: must hold whole %d-byte lines (--record-size)", c.MsgSize, rs)
 	}
-	pc, _ := c.Engine.poolConfig()
+	pc, _ := c.Engine.PoolConfig()
 	if err := checkRecord(f, rs, pc.BufSize); err != nil {
 		return fmt.Errorf("--record-size: a %d-byte line does not fit a %d-byte pool buffer (--buf): %v", rs, pc.BufSize, err)
 	}
@@ -342,11 +263,11 @@ func (c RunConfig) validateClient() error {
 // validateFraming checks that a framed run's records can be delivered
 // whole, and that no target needs the latency it does not measure.
 func (c RunConfig) validateFraming() error {
-	f, _ := c.Engine.framer()
+	f, _ := c.Engine.Framer()
 	if f == nil || c.Client == ClientFio {
 		return nil
 	}
-	pc, _ := c.Engine.poolConfig()
+	pc, _ := c.Engine.PoolConfig()
 	if err := checkRecord(f, int(c.MsgSize), pc.BufSize); err != nil {
 		return fmt.Errorf("--msg-size: a %d-byte %s record does not fit a %d-byte pool buffer (--buf): %v", c.MsgSize, f, pc.BufSize, err)
 	}
@@ -449,11 +370,11 @@ func Run(ctx context.Context, c RunConfig, ios harness.IO) (*RunReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	runners, skipped, err := pickRunners(c.Runners, AllRunners(), ios.Err)
+	runners, skipped, err := pickRunners(c.Runners, harness.AllRunners(), ios.Err)
 	if err != nil {
 		return nil, err
 	}
-	framer, _ := c.Engine.framer()
+	framer, _ := c.Engine.Framer()
 	var fenv fioEnv
 	if c.Client == ClientFio {
 		if fenv.fio, err = findFio(); err != nil {
@@ -490,7 +411,7 @@ func Run(ctx context.Context, c RunConfig, ios harness.IO) (*RunReport, error) {
 		Config: runParams{Client: c.Client, Peers: c.Peers, Sources: c.Sources, DurationS: c.Duration.Seconds(), MsgSize: int64(c.MsgSize),
 			RateBps: float64(c.Rate), Arrivals: c.Arrivals, Skew: c.Skew, Rounds: c.Rounds,
 			Pool: c.Engine.Pool, Buf: int64(c.Engine.Buf), Workers: c.Engine.Workers, FlushNs: int64(c.Engine.Flush), Verify: c.Verify,
-			Framing: framingName(framer), TLS: c.TLS, Inline: c.Engine.Inline}}
+			Framing: harness.FramingName(framer), TLS: c.TLS, Inline: c.Engine.Inline}}
 	msgs := "messages"
 	if framer != nil {
 		msgs = framer.String() + " records"
@@ -667,30 +588,12 @@ func pinNote(p Pinning) string {
 // writeOutputs writes the JSON report and the charts.
 func writeOutputs(rep *RunReport, jsonPath, plotDir string, ios harness.IO) error {
 	if jsonPath != "" {
-		if err := writeJSON(jsonPath, rep, ios); err != nil {
+		if err := harness.WriteJSON(jsonPath, rep, ios); err != nil {
 			return err
 		}
 	}
 	if plotDir != "" {
 		return writeRunPlots(plotDir, rep, ios)
 	}
-	return nil
-}
-
-// writeJSON writes v indented to path, or to ios.Out for "-".
-func writeJSON(path string, v any, ios harness.IO) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return fmt.Errorf("bench: json: %w", err)
-	}
-	b = append(b, '\n')
-	if path == "-" {
-		_, err = ios.Out.Write(b)
-		return err
-	}
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		return fmt.Errorf("bench: --json: %w", err)
-	}
-	fmt.Fprintf(ios.Err, "sluice-bench: wrote %s\n", path)
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/bench/harness"
+
 	"github.com/sluice-io/sluice/bench/report"
 
 	"github.com/dustin/go-humanize"
@@ -24,7 +25,7 @@ type SinkConfig struct {
 	Listen    string // first address
 	Ports     int    // listen on Ports consecutive ports from Listen's
 	Runner    string
-	Engine    EngineFlags
+	Engine    harness.EngineFlags
 	Duration  time.Duration // stop after this long; 0: no limit
 	UntilIdle time.Duration // stop once idle this long; 0: never
 	JSON      string        // report file; "-" or "" for stdout
@@ -54,9 +55,9 @@ func (c *SinkConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.UntilIdle, "until-idle", c.UntilIdle, "stop once bytes arrived, no source is live, and nothing arrived for this long")
 	fs.StringVar(&c.JSON, "json", c.JSON, "write the JSON report to `FILE` (- for stdout)")
 	fs.StringVar(&c.Profile, "profile", c.Profile, "write a CPU profile (pprof) of the time listened to `FILE`")
-	c.Engine.register(fs)
-	c.Engine.registerListen(fs)
-	c.Engine.registerFraming(fs, "")
+	c.Engine.Register(fs)
+	c.Engine.RegisterListen(fs)
+	c.Engine.RegisterFraming(fs, "")
 	fs.IntVar(&c.Engine.MaxConns, "max-conns", c.Engine.MaxConns, "cap on open connections per listener (default: none)")
 	c.Node.register(fs)
 	fs.StringVar(&c.Proto, "proto", c.Proto, "tcp (listeners), or udp: one UDP source on --listen, counting its datagrams until --until-idle")
@@ -78,14 +79,14 @@ func (c SinkConfig) Validate() error {
 	switch {
 	case c.Ports < 1 || c.Ports > 4096:
 		return fmt.Errorf("--ports: %d: must be from 1 to 4096", c.Ports)
-	case c.Runner != engine.RunnerAuto && !slices.Contains(AllRunners(), c.Runner):
+	case c.Runner != engine.RunnerAuto && !slices.Contains(harness.AllRunners(), c.Runner):
 		return fmt.Errorf("--runner: %q: must be auto, uring, epoll, goroutine or thread", c.Runner)
 	case c.Duration < 0:
 		return fmt.Errorf("--duration: %v: must not be negative", c.Duration)
 	case c.UntilIdle < 0:
 		return fmt.Errorf("--until-idle: %v: must not be negative", c.UntilIdle)
 	}
-	return c.Engine.validate()
+	return c.Engine.Validate()
 }
 
 // clocks returns what a sink's loop waits on besides its context: the end
@@ -220,7 +221,7 @@ func Sink(ctx context.Context, c SinkConfig, ios harness.IO) (*SinkReport, error
 		return nil, err
 	}
 	addrs, _ := c.addrs()
-	framer, _ := c.Engine.framer()
+	framer, _ := c.Engine.Framer()
 	col := newCollector(0, true, framer)
 	sk, err := startSink(c.Engine, c.Runner, addrs, col)
 	if err != nil {
@@ -303,7 +304,7 @@ loop:
 		return nil, err
 	}
 
-	rep := &SinkReport{Command: "sink", Runner: runner, Listen: bound, Framing: framingName(framer), Bytes: col.total.Load(),
+	rep := &SinkReport{Command: "sink", Runner: runner, Listen: bound, Framing: harness.FramingName(framer), Bytes: col.total.Load(),
 		WallS: wall.Seconds(), CPUS: cpu.Seconds(), ThreadsMax: threads, RSSMaxBytes: rss,
 		PoolWaits: waits, Partials: col.partials.Load(), Errors: col.errs.Load(), StopReason: reason, Host: harness.HostInfo(),
 		Profile: profPath, Usage: usage, Streams: []SinkStream{}}
@@ -342,7 +343,7 @@ loop:
 	if path == "" {
 		path = "-"
 	}
-	if err := writeJSON(path, rep, ios); err != nil {
+	if err := harness.WriteJSON(path, rep, ios); err != nil {
 		return rep, err
 	}
 	if ctx.Err() != nil && !errors.Is(ctx.Err(), context.Canceled) {

@@ -178,7 +178,7 @@ func sinkUDP(ctx context.Context, c SinkConfig, ios harness.IO) (*UDPSinkReport,
 		rc.Control(func(fd uintptr) { rcvbuf, _ = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF) })
 	}
 	tally := &udpTally{size: c.DatagramSize}
-	e, err := engine.New(c.Engine.config(c.Runner), c.Engine.handler(tally.chunk), engine.WithErrorHandler(tally.onError))
+	e, err := engine.New(c.Engine.Config(c.Runner), c.Engine.Handler(tally.chunk), engine.WithErrorHandler(tally.onError))
 	if err != nil {
 		src.Close()
 		return nil, err
@@ -251,7 +251,7 @@ loop:
 	if path == "" {
 		path = "-"
 	}
-	if err := writeJSON(path, rep, ios); err != nil {
+	if err := harness.WriteJSON(path, rep, ios); err != nil {
 		return rep, err
 	}
 	return rep, nil

@@ -54,6 +54,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/bench/harness"
+
 	"github.com/sluice-io/sluice/bench/report"
 
 	"github.com/dustin/go-humanize"
@@ -84,7 +85,7 @@ const (
 type SoakConfig struct {
 	Duration time.Duration // how long the load runs
 	Runner   string
-	Engine   EngineFlags
+	Engine   harness.EngineFlags
 	// PeakConns and LowConns bound the wave of concurrent stream
 	// connections; LowConns 0 means a fifth of PeakConns. Cycle is the
 	// wave's period (up, hold at the top, down, hold at the bottom).
@@ -160,8 +161,8 @@ func (c *SoakConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Settle, "settle", c.Settle, "after the load, how long to wait for every stream to be delivered and every level to come back")
 	fs.Uint64Var(&c.Seed, "seed", c.Seed, "seed of every random choice (default: a random one, printed)")
 	fs.StringVar(&c.JSON, "json", c.JSON, "write the JSON report to `FILE` (- for stdout)")
-	c.Engine.register(fs)
-	c.Engine.registerListen(fs)
+	c.Engine.Register(fs)
+	c.Engine.RegisterListen(fs)
 }
 
 // Validate checks c, naming the flag at fault.
@@ -169,7 +170,7 @@ func (c SoakConfig) Validate() error {
 	switch {
 	case c.Duration <= 0:
 		return fmt.Errorf("--duration: %v: must be positive", c.Duration)
-	case c.Runner != engine.RunnerAuto && !slices.Contains(AllRunners(), c.Runner):
+	case c.Runner != engine.RunnerAuto && !slices.Contains(harness.AllRunners(), c.Runner):
 		return fmt.Errorf("--runner: %q: must be auto, uring, epoll, goroutine or thread", c.Runner)
 	case c.PeakConns < 1 || c.PeakConns > 1_000_000:
 		return fmt.Errorf("--peak-conns: %d: must be from 1 to 1000000", c.PeakConns)
@@ -202,7 +203,7 @@ func (c SoakConfig) Validate() error {
 	case c.Progress <= 0:
 		return fmt.Errorf("soak: Progress: %v: must be positive", c.Progress)
 	}
-	return c.Engine.validate()
+	return c.Engine.Validate()
 }
 
 // ErrSoakFailed reports a soak that found a mismatch or a leak. The report
@@ -292,7 +293,7 @@ func Soak(ctx context.Context, c SoakConfig, ios harness.IO) (*SoakReport, error
 	if path == "" {
 		path = "-"
 	}
-	if err := writeJSON(path, rep, ios); err != nil {
+	if err := harness.WriteJSON(path, rep, ios); err != nil {
 		return rep, err
 	}
 	if !rep.OK {
@@ -314,7 +315,7 @@ func (r *soakRun) setup(brokerBin string) error {
 		r.broker = b
 	}
 	log := slog.New(slog.NewTextHandler(r.ios.Err, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	cfg := c.Engine.config(c.Runner)
+	cfg := c.Engine.Config(c.Runner)
 	e, err := engine.New(cfg, engine.WithHandler(r.chk.handle), engine.WithErrorHandler(r.chk.onError), engine.WithLogger(log))
 	if err != nil {
 		return fmt.Errorf("bench: soak: engine: %w", err)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/bench/harness"
+
 	"github.com/sluice-io/sluice/bench/report"
 
 	"github.com/dustin/go-humanize"
@@ -74,7 +75,7 @@ func TestSoak(t *testing.T) {
 	}
 	runners := []string{engine.RunnerURing, engine.RunnerEpoll}
 	if v := os.Getenv(EnvSoakRunners); v == "all" {
-		runners = AllRunners()
+		runners = harness.AllRunners()
 	} else if v != "" {
 		runners = strings.Split(v, ",")
 	}

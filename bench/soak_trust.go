@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-io/sluice/bench/harness"
+
 	proxyproto "github.com/pires/go-proxyproto"
 
 	"github.com/sluice-io/sluice/srcs"
@@ -93,27 +95,27 @@ type trustSinks struct {
 // (client certificates verified if given) and the PROXY listener to the
 // engine.
 func (r *soakRun) setupTrust(log *slog.Logger) error {
-	ca, err := newBenchCA("sluice-soak CA")
+	ca, err := harness.NewCA("sluice-soak CA")
 	if err != nil {
 		return fmt.Errorf("bench: soak: trust: %w", err)
 	}
-	other, err := newBenchCA("stranger CA")
+	other, err := harness.NewCA("stranger CA")
 	if err != nil {
 		return fmt.Errorf("bench: soak: trust: %w", err)
 	}
-	srvPEM, srvKey, _, err := ca.issue("sluice-soak", true)
+	srvPEM, srvKey, _, err := ca.Issue("sluice-soak", true)
 	if err != nil {
 		return fmt.Errorf("bench: soak: trust: %w", err)
 	}
-	_, _, client, err := ca.issue(soakTrustClientCN, false)
+	_, _, client, err := ca.Issue(soakTrustClientCN, false)
 	if err != nil {
 		return fmt.Errorf("bench: soak: trust: %w", err)
 	}
-	_, _, alien, err := other.issue("intruder", false)
+	_, _, alien, err := other.Issue("intruder", false)
 	if err != nil {
 		return fmt.Errorf("bench: soak: trust: %w", err)
 	}
-	files := TLSFiles{CAFile: filepath.Join(r.dir, "trust-ca.pem"), CertFile: filepath.Join(r.dir, "trust.pem"), KeyFile: filepath.Join(r.dir, "trust-key.pem")}
+	files := harness.TLSFiles{CAFile: filepath.Join(r.dir, "trust-ca.pem"), CertFile: filepath.Join(r.dir, "trust.pem"), KeyFile: filepath.Join(r.dir, "trust-key.pem")}
 	for _, f := range []struct {
 		path string
 		b    []byte
@@ -127,8 +129,8 @@ func (r *soakRun) setupTrust(log *slog.Logger) error {
 	// give a good client within the handshake timeout.
 	curves := []tls.CurveID{tls.X25519}
 	ts := &trustSinks{
-		good: &tls.Config{RootCAs: ca.pool(), ServerName: "localhost", Certificates: []tls.Certificate{client}, CurvePreferences: curves},
-		alien: &tls.Config{RootCAs: ca.pool(), ServerName: "localhost", CurvePreferences: curves,
+		good: &tls.Config{RootCAs: ca.Pool(), ServerName: "localhost", Certificates: []tls.Certificate{client}, CurvePreferences: curves},
+		alien: &tls.Config{RootCAs: ca.Pool(), ServerName: "localhost", CurvePreferences: curves,
 			GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &alien, nil }},
 	}
 	ts.tls, err = srcs.ListenTCP("127.0.0.1:0", srcs.ListenerConfig{Logger: log, HandshakeTimeout: soakTrustTimeout, MaxHandshakes: soakTrustMaxHandshakes,
@@ -154,8 +156,8 @@ func (r *soakRun) setupTrust(log *slog.Logger) error {
 	return nil
 }
 
-func pemCert(ca *benchCA) []byte {
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.der})
+func pemCert(ca *harness.CA) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.DER})
 }
 
 // trustLoad runs the hostile peers and the well-behaved streams of the

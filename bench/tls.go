@@ -23,27 +23,21 @@ package bench
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/binary"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"math/big"
 	"net"
 	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/sluice-io/sluice/bench/harness"
+
 	"github.com/sluice-io/sluice/engine"
-	"github.com/sluice-io/sluice/srcs"
 )
 
 // RowTLS is the row of run --tls: the goroutine runner, which carries every
@@ -59,120 +53,9 @@ const tlsNote = "tls: the " + RowTLS + " row is the goroutine runner (which read
 const goTLSNote = "tls: the " + PeerGoTLS + " row is the go row's sink (Go's net package, a goroutine per connection) behind a crypto/tls " +
 	"listener with the same certificate, fed by the same generator; " + PeerGoTLS + "/" + PeerGo + " is what TLS costs a sink written with Go alone"
 
-// TLSFiles are the PEM files of a run's certificate authority and of the
-// sink's certificate, signed by it for 127.0.0.1, ::1 and localhost.
-type TLSFiles struct {
-	CAFile   string `json:"ca_file"`
-	CertFile string `json:"cert_file"`
-	KeyFile  string `json:"key_file"`
-}
-
-// listener is the sink's TLS configuration, as a node file would give it.
-func (f *TLSFiles) listener() *srcs.TLSConfig {
-	if f == nil {
-		return nil
-	}
-	return &srcs.TLSConfig{CertFile: f.CertFile, KeyFile: f.KeyFile}
-}
-
-// benchCA is a certificate authority made at run time (ECDSA P-256, valid
-// for a day), for run --tls and the soak's TLS listener.
-type benchCA struct {
-	cert   *x509.Certificate
-	key    *ecdsa.PrivateKey
-	der    []byte
-	serial int64
-}
-
-func newBenchCA(cn string) (*benchCA, error) {
-	now := time.Now()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: cn},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return nil, err
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, err
-	}
-	return &benchCA{cert: cert, key: key, der: der, serial: 1}, nil
-}
-
-// issue signs a certificate for subject CN=cn: a server's for 127.0.0.1,
-// ::1 and localhost, or a client's. It returns the certificate and key
-// as PEM and as a tls.Certificate.
-func (ca *benchCA) issue(cn string, server bool) (certPEM, keyPEM []byte, tc tls.Certificate, err error) {
-	now := time.Now()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, tc, err
-	}
-	ca.serial++
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(ca.serial), Subject: pkix.Name{CommonName: cn},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	if server {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-		tmpl.DNSNames = []string{"localhost"}
-		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		return nil, nil, tc, err
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return nil, nil, tc, err
-	}
-	certPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	keyPEM = pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
-	tc, err = tls.X509KeyPair(certPEM, keyPEM)
-	return certPEM, keyPEM, tc, err
-}
-
-// pool is a certificate pool holding the CA.
-func (ca *benchCA) pool() *x509.CertPool {
-	p := x509.NewCertPool()
-	p.AddCert(ca.cert)
-	return p
-}
-
-// makeTLSFiles makes a certificate authority and a server certificate in
-// dir.
-func makeTLSFiles(dir string) (*TLSFiles, error) {
-	ca, err := newBenchCA("sluice-bench CA")
-	if err != nil {
-		return nil, err
-	}
-	certPEM, keyPEM, _, err := ca.issue("sluice-bench sink", true)
-	if err != nil {
-		return nil, err
-	}
-	f := &TLSFiles{CAFile: filepath.Join(dir, "ca.pem"), CertFile: filepath.Join(dir, "sink.pem"), KeyFile: filepath.Join(dir, "sink-key.pem")}
-	for _, p := range []struct {
-		file string
-		b    []byte
-	}{{f.CAFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.der})}, {f.CertFile, certPEM}, {f.KeyFile, keyPEM}} {
-		if err := os.WriteFile(p.file, p.b, 0o600); err != nil {
-			return nil, err
-		}
-	}
-	return f, nil
-}
-
 // startTLSRun makes the run's certificates when c asks for TLS, and
 // returns them with a function that removes them.
-func startTLSRun(c RunConfig) (*TLSFiles, func(), error) {
+func startTLSRun(c RunConfig) (*harness.TLSFiles, func(), error) {
 	if !c.TLS {
 		return nil, func() {}, nil
 	}
@@ -180,7 +63,7 @@ func startTLSRun(c RunConfig) (*TLSFiles, func(), error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("bench: --tls: %w", err)
 	}
-	f, err := makeTLSFiles(dir)
+	f, err := harness.MakeTLSFiles(dir)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, nil, fmt.Errorf("bench: --tls: certificates: %w", err)
@@ -239,11 +122,11 @@ func (c RunConfig) tlsRows(rows []string) []string {
 // tlsWorkload makes w the TLS row's when name is RowTLS: the goroutine
 // runner behind a TLS listener with the run's certificate; and for
 // PeerGoTLS, Go's sink behind one.
-func tlsWorkload(w workload, name string, files *TLSFiles) workload {
+func tlsWorkload(w workload, name string, files *harness.TLSFiles) workload {
 	switch name {
 	case RowTLS:
 		w.Runner, w.TLS = engine.RunnerGoroutine, files
-		w.Engine.TLS = files.listener()
+		w.Engine.TLS = files.Listener()
 	case PeerGoTLS:
 		w.Runner, w.TLS = PeerGo, files
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/bench/harness"
+
 	"github.com/sluice-io/sluice/bench/report"
 
 	"github.com/dustin/go-humanize"
@@ -97,11 +98,11 @@ func (c RunConfig) validateUDP() error {
 	default:
 		return fmt.Errorf("--proto: %q: must be tcp or udp", c.Proto)
 	}
-	f, err := c.Engine.framer()
+	f, err := c.Engine.Framer()
 	if err != nil {
 		return err
 	}
-	pc, err := c.Engine.poolConfig()
+	pc, err := c.Engine.PoolConfig()
 	if err != nil {
 		return err
 	}
@@ -372,7 +373,7 @@ func RunUDP(ctx context.Context, c RunConfig, ios harness.IO) (*UDPRunReport, er
 	if err != nil {
 		return nil, err
 	}
-	runners, skipped, err := pickRunners(c.Runners, AllRunners(), ios.Err)
+	runners, skipped, err := pickRunners(c.Runners, harness.AllRunners(), ios.Err)
 	if err != nil {
 		return nil, err
 	}
@@ -480,7 +481,7 @@ func RunUDP(ctx context.Context, c RunConfig, ios harness.IO) (*UDPRunReport, er
 	fmt.Fprintln(ios.Out)
 	writeUDPTable(ios.Out, rep)
 	if c.JSON != "" {
-		if err := writeJSON(c.JSON, rep, ios); err != nil {
+		if err := harness.WriteJSON(c.JSON, rep, ios); err != nil {
 			return rep, err
 		}
 	}
@@ -545,7 +546,7 @@ func measureUDP(ctx context.Context, c RunConfig, env fioEnv, row string, rate f
 	} else {
 		bin = env.exe
 		args = append([]string{"sink", "--proto", "udp", "--listen", env.wire.ListenAddr(), "--runner", row, "--until-idle", fioSinkIdle.String(),
-			"--json", sinkJSON, "--datagram-size", size, "--udp-read-buffer", rbuf}, c.Engine.args()...)
+			"--json", sinkJSON, "--datagram-size", size, "--udp-read-buffer", rbuf}, c.Engine.Args()...)
 	}
 	mib0, err := harness.ReadUDPMIB(ctx, env.wire)
 	if err != nil {

@@ -22,7 +22,7 @@ func TestUDPWire(t *testing.T) {
 	buildTestWire(t, harness.WireSpec{}).Close() // skips where no wire can be built
 	bin := buildCLI(t)
 	gnetBin := buildGnetSinkForTest(t)
-	avail, _ := availableRunners(AllRunners())
+	avail, _ := availableRunners(harness.AllRunners())
 	jsonPath := filepath.Join(t.TempDir(), "udp.json")
 	stdout, stderr, status := runCLI(t, bin, "run", "--proto", "udp", "--client", "fio", "--wire", "veth", "--runners", avail[0],
 		"--peers", "go", "--gnet-sink", gnetBin, "--sources", "2", "--msg-size", "512", "--duration", "1s",

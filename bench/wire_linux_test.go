@@ -301,7 +301,7 @@ func deadWires(t *testing.T) []string {
 func TestWireCLI(t *testing.T) {
 	buildTestWire(t, harness.WireSpec{}).Close() // skips where no wire can be built
 	bin := buildCLI(t)
-	avail, _ := availableRunners(AllRunners())
+	avail, _ := availableRunners(harness.AllRunners())
 	jsonPath := filepath.Join(t.TempDir(), "run.json")
 	stdout, stderr, status := runCLI(t, bin, "run", "--wire", "veth", "--runners", avail[0], "--sources", "8",
 		"--duration", "1s", "--msg-size", "4KiB", "--json", jsonPath)

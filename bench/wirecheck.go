@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/bench/harness"
+
 	"github.com/sluice-io/sluice/bench/report"
 
 	"github.com/dustin/go-humanize"
@@ -52,8 +53,8 @@ func (c *WireCheckConfig) RegisterFlags(fs *flag.FlagSet) {
 
 // Validate checks c, naming the flag at fault.
 func (c WireCheckConfig) Validate() error {
-	if c.Runner != engine.RunnerAuto && !slices.Contains(AllRunners(), c.Runner) {
-		return fmt.Errorf("--runner: %q: must be auto or among %s", c.Runner, strings.Join(AllRunners(), ", "))
+	if c.Runner != engine.RunnerAuto && !slices.Contains(harness.AllRunners(), c.Runner) {
+		return fmt.Errorf("--runner: %q: must be auto or among %s", c.Runner, strings.Join(harness.AllRunners(), ", "))
 	}
 	if c.Sources < 1 {
 		return fmt.Errorf("--sources: %d: must be at least 1", c.Sources)
@@ -168,7 +169,7 @@ func WireCheck(ctx context.Context, c WireCheckConfig, ios harness.IO) (*WireChe
 	check(harness.SideLoad, wire.LoadCPUs, rep.LoadRxPackets, "the sink's ACKs")
 	writeWireCheck(ios.Out, rep)
 	if c.JSON != "" {
-		if err := writeJSON(c.JSON, rep, ios); err != nil {
+		if err := harness.WriteJSON(c.JSON, rep, ios); err != nil {
 			return rep, err
 		}
 	}
