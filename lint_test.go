@@ -239,14 +239,17 @@ var layering = []struct {
 	{"engine/node", []string{"engine", "srcs", "pool"}},
 	// Commands: thin drivers over the node.
 	{"cmd", []string{"engine", "srcs", "pool"}},
-	// The bench drives the engine and its adapters; the soak runs the
-	// mosquitto broker.
-	{"bench", []string{"engine", "srcs", "pool", "internal/mosquitto", "bench/harness", "bench/report"}},
+	// The bench drives the engine and its adapters.
+	{"bench", []string{"engine", "srcs", "pool", "bench/harness", "bench/report"}},
 	// The bench's rooms, each named exactly (exactRooms): the child
 	// processes and the machine they run on, and the figures reports share.
 	{"bench/harness", []string{"engine", "srcs", "pool", "bench/report"}},
 	{"bench/report", nil},
 	{"bench/cmd", []string{"bench", "bench/harness"}},
+	// The soak, a reliability test rather than a benchmark, on the
+	// bench's harness, with the mosquitto broker; and its command.
+	{"internal/soak", []string{"engine", "srcs", "pool", "internal/mosquitto", "bench/harness", "bench/report"}},
+	{"cmd/sluice-soak", []string{"internal/soak", "bench/harness"}},
 	// The gnet reference sink is a module of its own, so that gnet stays
 	// out of sluice's module graph; it imports nothing of sluice.
 	{"bench/gnetsink", nil},
@@ -350,8 +353,10 @@ func TestLintLayeringCatchesSlips(t *testing.T) {
 		{"engine/select.go", []string{"ring", "fallback", "internal/flush"}, ""},
 		{"engine/metrics/metrics.go", []string{"ring"}, "engine/metrics/ may import engine"},
 		{"bench/probe.go", []string{"ring"}, "bench/ may import engine"},
-		{"bench/soak.go", []string{"engine", "internal/mosquitto"}, ""},
-		{"bench/soak.go", []string{"internal/srcstest"}, "a package for tests only"},
+		{"internal/soak/soak.go", []string{"engine", "internal/mosquitto", "bench/harness"}, ""},
+		{"internal/soak/soak.go", []string{"internal/srcstest"}, "a package for tests only"},
+		{"bench/run.go", []string{"internal/mosquitto"}, "bench/ may import engine"},
+		{"cmd/sluice-soak/main.go", []string{"internal/soak"}, ""},
 		{"engine/engine.go", []string{"internal/srcstest"}, "a package for tests only"},
 		{"internal/srcstest/env.go", []string{"internal/mosquitto"}, ""},
 		{"bench/cmd/sluice-bench/main.go", []string{"bench"}, ""},

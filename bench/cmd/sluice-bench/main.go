@@ -31,7 +31,6 @@ commands:
   floor    the engine's own cost per chunk, with in-memory sources and no kernel
   probe    what the kernel offers, and which runner auto picks and why
   jetstream  TCP sources into NATS JetStream: throughput, CPU per GiB of sluice and the server
-  soak     every kind of source at once for a long time: exact delivery, and no leaks once the load stops
   idle     many idle connections beside a few active ones: memory, threads and accept time per connection, per runner
   wire-check  one round over the veth wire (as root): on which CPU each side's packets are received
 
@@ -109,12 +108,6 @@ func run(args []string) int {
 		c := bench.DefaultJetStreamConfig()
 		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, ios harness.IO) error {
 			_, err := bench.JetStream(ctx, c, ios)
-			return err
-		}}
-	case "soak":
-		c := bench.DefaultSoakConfig()
-		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, ios harness.IO) error {
-			_, err := bench.Soak(ctx, c, ios)
 			return err
 		}}
 	case "idle":

@@ -1,4 +1,4 @@
-package bench
+package soak
 
 import (
 	"bytes"
@@ -70,7 +70,7 @@ type mqttLoad struct {
 	wg   sync.WaitGroup
 }
 
-func startMQTTLoad(c SoakConfig, broker *mosquitto.Broker, src *srcs.MQTT, chk *mqttCheck, failf func(string, ...any)) *mqttLoad {
+func startMQTTLoad(c Config, broker *mosquitto.Broker, src *srcs.MQTT, chk *mqttCheck, failf func(string, ...any)) *mqttLoad {
 	l := &mqttLoad{broker: broker, src: src, chk: chk, failf: failf, settle: c.Settle, seed: c.Seed,
 		restart: c.MQTTRestart, done: make(chan struct{})}
 	every := time.Duration(float64(time.Second) / c.MQTTRate)

@@ -1,4 +1,4 @@
-package bench
+package soak
 
 import (
 	"fmt"
@@ -100,8 +100,8 @@ type SoakEngine struct {
 	Errors    map[string]uint64 `json:"errors"`
 }
 
-// SoakReport is the soak's JSON report.
-type SoakReport struct {
+// Report is the soak's JSON report.
+type Report struct {
 	Command    string       `json:"command"` // "soak"
 	OK         bool         `json:"ok"`
 	Runner     string       `json:"runner"`
@@ -152,7 +152,7 @@ type soakParams struct {
 }
 
 // fill completes the report from the loads and the checker.
-func (r *soakRun) fill(rep *SoakReport) {
+func (r *soakRun) fill(rep *Report) {
 	sl := r.streams
 	rep.Conns = SoakConns{
 		Opened: sl.opened.Load(), Closed: sl.closed.Load(), TCP: sl.tcp.Load(), Unix: sl.unix.Load(),
@@ -211,7 +211,7 @@ func (r *soakRun) fill(rep *SoakReport) {
 }
 
 // summary prints the mismatches, the leaks and the totals on ios.Err.
-func (r *soakRun) summary(rep *SoakReport) {
+func (r *soakRun) summary(rep *Report) {
 	w := r.ios.Err
 	for _, m := range rep.Mismatches {
 		fmt.Fprintf(w, "MISMATCH %s\n", m)
@@ -223,27 +223,27 @@ func (r *soakRun) summary(rep *SoakReport) {
 		fmt.Fprintf(w, "LEAK %s\n", l)
 	}
 	cs := rep.Conns
-	fmt.Fprintf(w, "sluice-bench soak: %s, %.0fs: %s connections opened, %s closed (%s/s and %s/s on average, at most %s/s and %s/s), peak %s open (%s in the engine), %s written, %s verified\n",
+	fmt.Fprintf(w, "sluice-soak: %s, %.0fs: %s connections opened, %s closed (%s/s and %s/s on average, at most %s/s and %s/s), peak %s open (%s in the engine), %s written, %s verified\n",
 		rep.Runner, rep.DurationS, humanize.Comma(int64(cs.Opened)), humanize.Comma(int64(cs.Closed)),
 		humanize.Comma(int64(cs.OpenRate)), humanize.Comma(int64(cs.CloseRate)),
 		humanize.Comma(int64(cs.OpenRateMax)), humanize.Comma(int64(cs.CloseRateMax)),
 		humanize.Comma(cs.PeakClient), humanize.Comma(cs.PeakEngine), report.FormatBytes(cs.Bytes), humanize.Comma(int64(cs.Verified)))
-	fmt.Fprintf(w, "sluice-bench soak: ends %s; tcp %s, unix %s; %d aborted before the engine saw them (listen overflows on the host: %s)\n",
+	fmt.Fprintf(w, "sluice-soak: ends %s; tcp %s, unix %s; %d aborted before the engine saw them (listen overflows on the host: %s)\n",
 		formatEnds(cs.Ends), humanize.Comma(int64(cs.TCP)), humanize.Comma(int64(cs.Unix)), cs.Unseen, humanize.Comma(int64(cs.ListenOverflows)))
 	if u := rep.UDP; u.Enabled {
-		fmt.Fprintf(w, "sluice-bench soak: udp: %s sent, %s received, %s dropped by the kernel, %d too large, %d reordered\n",
+		fmt.Fprintf(w, "sluice-soak: udp: %s sent, %s received, %s dropped by the kernel, %d too large, %d reordered\n",
 			humanize.Comma(int64(u.Sent)), humanize.Comma(int64(u.Received)), humanize.Comma(int64(u.KernelDrops)), u.TooLarge, u.Reordered)
 	}
 	if t := rep.Tail; t.Enabled {
-		fmt.Fprintf(w, "sluice-bench soak: tail: %s lines written, %s received, %d duplicates; %d renames, %d copytruncates (the tail saw %d rotations, %d truncations)\n",
+		fmt.Fprintf(w, "sluice-soak: tail: %s lines written, %s received, %d duplicates; %d renames, %d copytruncates (the tail saw %d rotations, %d truncations)\n",
 			humanize.Comma(int64(t.Lines)), humanize.Comma(int64(t.Received)), t.Duplicates, t.Renames, t.CopyTruncates, t.TailRotations, t.TailTruncs)
 	}
 	if m := rep.MQTT; m.Enabled {
-		fmt.Fprintf(w, "sluice-bench soak: mqtt: %s published, %s received, %d duplicates, %d broker restarts (%d messages lost with them), %d sessions, %d drop notices from the broker\n",
+		fmt.Fprintf(w, "sluice-soak: mqtt: %s published, %s received, %d duplicates, %d broker restarts (%d messages lost with them), %d sessions, %d drop notices from the broker\n",
 			humanize.Comma(int64(m.Published)), humanize.Comma(int64(m.Received)), m.Duplicates, m.Restarts, m.LostInRestarts, m.Sessions, m.BrokerDropNotices)
 	}
 	if t := rep.Trust; t.Enabled {
-		fmt.Fprintf(w, "sluice-bench soak: trust: hostile peers %s refused; the TLS listener counted %s, the PROXY listener %s; "+
+		fmt.Fprintf(w, "sluice-soak: trust: hostile peers %s refused; the TLS listener counted %s, the PROXY listener %s; "+
 			"%s well-behaved TLS and %s proxied streams (%s), %s verified\n",
 			formatCounts(t.Hostile, hostileNames[:]), formatCounts(t.TLSListener, nil), formatCounts(t.ProxyListener, nil),
 			humanize.Comma(int64(t.GoodTLS)), humanize.Comma(int64(t.GoodProxied)), report.FormatBytes(t.GoodBytes), humanize.Comma(int64(t.GoodVerified)))
@@ -252,7 +252,7 @@ func (r *soakRun) summary(rep *SoakReport) {
 	if !rep.OK {
 		verdict = fmt.Sprintf("FAILED: %d mismatches, %d leaks", rep.MismatchCount, len(rep.Leaks))
 	}
-	fmt.Fprintf(w, "sluice-bench soak: %s (engine %s received, %s chunks, %s pool waits)\n", verdict,
+	fmt.Fprintf(w, "sluice-soak: %s (engine %s received, %s chunks, %s pool waits)\n", verdict,
 		report.FormatBytes(rep.Engine.Bytes), humanize.Comma(int64(rep.Engine.Chunks)), humanize.Comma(int64(rep.Engine.PoolWaits)))
 }
 

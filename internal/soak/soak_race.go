@@ -1,6 +1,6 @@
 //go:build race
 
-package bench
+package soak
 
 // raceDetector says whether this is a -race build, whose detector keeps
 // shadow memory and per-goroutine history that the soak's resident-set

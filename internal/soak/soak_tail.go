@@ -1,4 +1,4 @@
-package bench
+package soak
 
 import (
 	"bytes"
@@ -75,7 +75,7 @@ type tailLoad struct {
 	wg   sync.WaitGroup
 }
 
-func startTailLoad(c SoakConfig, path string, tail *srcs.Tail, chk *tailCheck, failf func(string, ...any)) *tailLoad {
+func startTailLoad(c Config, path string, tail *srcs.Tail, chk *tailCheck, failf func(string, ...any)) *tailLoad {
 	l := &tailLoad{path: path, rate: c.TailRate, rotate: c.Rotate, settle: c.Settle, tail: tail, chk: chk, failf: failf,
 		done: make(chan struct{})}
 	l.wg.Go(l.run)

@@ -1,4 +1,4 @@
-package bench
+package soak
 
 import (
 	"bytes"
@@ -41,8 +41,8 @@ const (
 // it the load keeps the 5,000-connection peak but replaces fewer
 // connections per second (about 2,000 are opened and closed a second,
 // against 4,000 without it, on a 2-CPU machine) and sends less.
-func soakTestConfig(runner string, d time.Duration) SoakConfig {
-	c := DefaultSoakConfig()
+func soakTestConfig(runner string, d time.Duration) Config {
+	c := DefaultConfig()
 	c.Runner = runner
 	c.Duration = d
 	c.Cycle = min(c.Cycle, max(d/2, 4*time.Second))
@@ -59,7 +59,7 @@ func soakTestConfig(runner string, d time.Duration) SoakConfig {
 	return c
 }
 
-// TestSoak runs the soak (see Soak) on uring and epoll, half of
+// TestSoak runs the soak (see Run) on uring and epoll, half of
 // SLUICE_SOAK (default 60s) each: every stream must arrive exactly, the
 // peak of 5,000 concurrent connections must be reached, and every level
 // must come back once the load stops. Without mosquitto it soaks without
@@ -95,7 +95,7 @@ func TestSoak(t *testing.T) {
 			c.JSON = filepath.Join(t.TempDir(), "soak.json")
 			var log bytes.Buffer
 			start := time.Now()
-			rep, err := Soak(context.Background(), c, harness.IO{Out: io.Discard, Err: &syncWriter{w: &log}})
+			rep, err := Run(context.Background(), c, harness.IO{Out: io.Discard, Err: &syncWriter{w: &log}})
 			if err != nil {
 				t.Fatalf("soak: %v\n%s", err, log.String())
 			}
@@ -121,7 +121,7 @@ func requireSoakRunner(t *testing.T, runner string) {
 
 // checkSoakReport checks what Soak's success already implies, from the
 // JSON report as written, so that the report says it too.
-func checkSoakReport(t *testing.T, c SoakConfig, rep *SoakReport) {
+func checkSoakReport(t *testing.T, c Config, rep *Report) {
 	t.Helper()
 	raw, err := os.ReadFile(c.JSON)
 	if err != nil {
@@ -171,7 +171,7 @@ func checkSoakReport(t *testing.T, c SoakConfig, rep *SoakReport) {
 // checkSoakTrust checks the trust load's report: every kind of hostile
 // peer came, each listener counted them by their reasons as sent, and
 // every well-behaved stream was checked.
-func checkSoakTrust(t *testing.T, c SoakConfig, tr SoakTrust) {
+func checkSoakTrust(t *testing.T, c Config, tr SoakTrust) {
 	t.Helper()
 	if c.TrustRate == 0 {
 		return
@@ -194,7 +194,7 @@ func checkSoakTrust(t *testing.T, c SoakConfig, tr SoakTrust) {
 	}
 }
 
-func soakLine(rep *SoakReport) string {
+func soakLine(rep *Report) string {
 	c := rep.Conns
 	return strings.Join([]string{
 		"opened " + itoa(c.Opened), "peak " + itoa(uint64(c.PeakClient)), "opens/s " + itoa(uint64(c.OpenRate)),
@@ -245,7 +245,7 @@ func TestSoakConfigValidate(t *testing.T) {
 		{[]string{"--pool", "-1"}, "--pool"},
 		{[]string{"--conn-bytes", "2GiB"}, "--conn-bytes"},
 	} {
-		c := DefaultSoakConfig()
+		c := DefaultConfig()
 		fs := flag.NewFlagSet("soak", flag.ContinueOnError)
 		fs.SetOutput(io.Discard)
 		c.RegisterFlags(fs)

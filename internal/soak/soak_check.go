@@ -1,4 +1,4 @@
-package bench
+package soak
 
 import (
 	"errors"
@@ -13,6 +13,9 @@ import (
 	"github.com/sluice-io/sluice/engine"
 	"github.com/sluice-io/sluice/srcs"
 )
+
+// castagnoli is the CRC-32C table every load's checksums use.
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // soakMaxMismatches bounds the mismatch lines a report keeps; the count
 // goes on.

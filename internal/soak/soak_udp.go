@@ -1,4 +1,4 @@
-package bench
+package soak
 
 import (
 	"encoding/binary"
@@ -48,7 +48,7 @@ type udpLoad struct {
 	wg      sync.WaitGroup
 }
 
-func startUDPLoad(c SoakConfig, addr string, chk *udpCheck, failf func(string, ...any)) *udpLoad {
+func startUDPLoad(c Config, addr string, chk *udpCheck, failf func(string, ...any)) *udpLoad {
 	l := &udpLoad{done: make(chan struct{})}
 	raddr, _ := net.ResolveUDPAddr("udp", addr)
 	for i := range udpSenders {

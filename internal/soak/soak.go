@@ -1,4 +1,4 @@
-package bench
+package soak
 
 // The soak puts one engine, in this process, under every kind of source at
 // once for a long time, and checks two things: that every byte of every
@@ -81,8 +81,8 @@ const (
 	DefaultSoakProgressTick = time.Second
 )
 
-// SoakConfig configures the `soak` command.
-type SoakConfig struct {
+// Config configures a soak (the sluice-soak command).
+type Config struct {
 	Duration time.Duration // how long the load runs
 	Runner   string
 	Engine   harness.EngineFlags
@@ -127,9 +127,9 @@ type SoakConfig struct {
 	Progress time.Duration
 }
 
-// DefaultSoakConfig returns the documented defaults.
-func DefaultSoakConfig() SoakConfig {
-	return SoakConfig{
+// DefaultConfig returns the documented defaults.
+func DefaultConfig() Config {
+	return Config{
 		Duration: DefaultSoakDuration, Runner: engine.RunnerAuto, PeakConns: DefaultSoakPeakConns,
 		Cycle: DefaultSoakCycle, Churn: DefaultSoakChurn, ConnBytes: DefaultSoakConnBytes, UnixShare: DefaultSoakUnixShare,
 		UDPRate: DefaultSoakUDPRate, TailRate: DefaultSoakTailRate, Rotate: DefaultSoakRotate,
@@ -140,7 +140,7 @@ func DefaultSoakConfig() SoakConfig {
 }
 
 // RegisterFlags defines c's flags on fs.
-func (c *SoakConfig) RegisterFlags(fs *flag.FlagSet) {
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Duration, "duration", c.Duration, "how long the load runs")
 	fs.StringVar(&c.Runner, "runner", c.Runner, "auto, uring, epoll, goroutine or thread")
 	fs.IntVar(&c.PeakConns, "peak-conns", c.PeakConns, "concurrent stream connections at the top of each wave")
@@ -166,7 +166,7 @@ func (c *SoakConfig) RegisterFlags(fs *flag.FlagSet) {
 }
 
 // Validate checks c, naming the flag at fault.
-func (c SoakConfig) Validate() error {
+func (c Config) Validate() error {
 	switch {
 	case c.Duration <= 0:
 		return fmt.Errorf("--duration: %v: must be positive", c.Duration)
@@ -206,9 +206,9 @@ func (c SoakConfig) Validate() error {
 	return c.Engine.Validate()
 }
 
-// ErrSoakFailed reports a soak that found a mismatch or a leak. The report
+// ErrFailed reports a soak that found a mismatch or a leak. The report
 // has already been written when it is returned.
-var ErrSoakFailed = errors.New("bench: soak: failed (see the MISMATCH and LEAK lines)")
+var ErrFailed = errors.New("bench: soak: failed (see the MISMATCH and LEAK lines)")
 
 // soakFDMargin is the descriptors the soak needs besides two per
 // connection (the client's and the engine's): the engine, its listeners,
@@ -217,7 +217,7 @@ const soakFDMargin = 512
 
 // soakRun is one soak: the engine, its sources, the loads and the checker.
 type soakRun struct {
-	cfg SoakConfig
+	cfg Config
 	ios harness.IO
 	dir string
 
@@ -246,12 +246,12 @@ type soakRun struct {
 	peak    SoakLevels
 }
 
-// Soak runs the `soak` command: it sets up the engine and its sources,
+// Run runs a soak: it sets up the engine and its sources,
 // runs the load for Duration (or until ctx ends), stops it, waits for
 // every stream to be delivered and checked and for every level to come
 // back, then writes the summary on ios.Err and the JSON report. A
-// mismatch or a leak makes it return ErrSoakFailed, after the report.
-func Soak(ctx context.Context, c SoakConfig, ios harness.IO) (*SoakReport, error) {
+// mismatch or a leak makes it return ErrFailed, after the report.
+func Run(ctx context.Context, c Config, ios harness.IO) (*Report, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -297,7 +297,7 @@ func Soak(ctx context.Context, c SoakConfig, ios harness.IO) (*SoakReport, error
 		return rep, err
 	}
 	if !rep.OK {
-		return rep, ErrSoakFailed
+		return rep, ErrFailed
 	}
 	return rep, nil
 }
@@ -422,7 +422,7 @@ func (r *soakRun) stopLoad() {
 	}
 }
 
-// teardown stops whatever is still running, on every path out of Soak.
+// teardown stops whatever is still running, on every path out of Run.
 func (r *soakRun) teardown() {
 	r.stopLoad()
 	if r.e != nil {
@@ -437,9 +437,9 @@ func (r *soakRun) teardown() {
 
 // run takes the starting levels, runs the load, stops it, waits for the
 // last deliveries, takes the final levels and fills the report.
-func (r *soakRun) run(ctx context.Context) *SoakReport {
+func (r *soakRun) run(ctx context.Context) *Report {
 	c := r.cfg
-	rep := &SoakReport{Command: "soak", Runner: r.e.Runner(), Seed: c.Seed, Host: harness.HostInfo(), Config: soakParams{
+	rep := &Report{Command: "soak", Runner: r.e.Runner(), Seed: c.Seed, Host: harness.HostInfo(), Config: soakParams{
 		PeakConns: c.PeakConns, LowConns: c.LowConns, CycleS: c.Cycle.Seconds(), Churn: c.Churn,
 		ConnBytes: int64(c.ConnBytes), UnixShare: c.UnixShare, UDPRate: c.UDPRate, TailRate: c.TailRate,
 		RotateS: c.Rotate.Seconds(), MQTTRate: c.MQTTRate, MQTTPubs: c.MQTTPubs, MQTTRestart: c.MQTTRestart.Seconds(), TrustRate: c.TrustRate,
@@ -453,10 +453,10 @@ func (r *soakRun) run(ctx context.Context) *SoakReport {
 	r.baseSources = start.Sources
 	r.overflows0, _ = listenOverflows()
 	rep.Levels.Start = start
-	fmt.Fprintf(r.ios.Err, "sluice-bench soak: runner %s, seed %d, %v: %s to %s connections (tcp %s, unix %s), churn %s/s; %s\n",
+	fmt.Fprintf(r.ios.Err, "sluice-soak: runner %s, seed %d, %v: %s to %s connections (tcp %s, unix %s), churn %s/s; %s\n",
 		r.e.Runner(), c.Seed, c.Duration, humanize.Comma(int64(c.LowConns)), humanize.Comma(int64(c.PeakConns)),
 		r.tcpAddr, r.unixAddr, humanize.Comma(int64(c.Churn)), r.loadNote())
-	fmt.Fprintf(r.ios.Err, "sluice-bench soak: start: %s\n", formatLevels(start))
+	fmt.Fprintf(r.ios.Err, "sluice-soak: start: %s\n", formatLevels(start))
 
 	// The warm-up: one rise to the peak and back, so that every table
 	// sized by the number of connections (the engine's, the runtime's
@@ -480,7 +480,7 @@ func (r *soakRun) run(ctx context.Context) *SoakReport {
 	r.settleConns(time.Now().Add(r.cfg.Settle))
 	rep.Warmup = SoakWarmup{Opened: warm.opened.Load(), Peak: warm.peak.Load(), Seconds: time.Since(t0).Seconds()}
 	rep.Levels.Warm = r.settledLevels()
-	fmt.Fprintf(r.ios.Err, "sluice-bench soak: warm-up: %s connections to a peak of %s in %.1fs; %s\n",
+	fmt.Fprintf(r.ios.Err, "sluice-soak: warm-up: %s connections to a peak of %s in %.1fs; %s\n",
 		humanize.Comma(int64(rep.Warmup.Opened)), humanize.Comma(rep.Warmup.Peak), rep.Warmup.Seconds, formatLevels(rep.Levels.Warm))
 	r.verified0, r.unseen0 = r.chk.verified.Load(), r.chk.unseen.Load()
 
@@ -513,7 +513,7 @@ func (r *soakRun) run(ctx context.Context) *SoakReport {
 	rep.DurationS = time.Since(t0).Seconds()
 
 	// Stop the load, then wait for the engine to deliver the rest.
-	fmt.Fprintf(r.ios.Err, "sluice-bench soak: stopping the load after %.1fs\n", rep.DurationS)
+	fmt.Fprintf(r.ios.Err, "sluice-soak: stopping the load after %.1fs\n", rep.DurationS)
 	r.stopLoad()
 	prog.finish()
 	r.drain()
@@ -527,7 +527,7 @@ func (r *soakRun) run(ctx context.Context) *SoakReport {
 	if rep.Samples == nil {
 		rep.Samples = []SoakSample{}
 	}
-	fmt.Fprintf(r.ios.Err, "sluice-bench soak: end:   %s\n", formatLevels(end))
+	fmt.Fprintf(r.ios.Err, "sluice-soak: end:   %s\n", formatLevels(end))
 	rep.Leaks = compareLevels(start, rep.Levels.Warm, end)
 	if end.FDs > start.FDs {
 		rep.Leaks = append(rep.Leaks, "descriptors left open: "+fdDiff(fds0, describeFDs()))

@@ -1,6 +1,6 @@
 //go:build !race
 
-package bench
+package soak
 
 // raceDetector says whether this is a -race build (see soak_race.go).
 const raceDetector = false

@@ -1,4 +1,4 @@
-package bench
+package soak
 
 import (
 	"crypto/tls"
@@ -163,7 +163,7 @@ func pemCert(ca *harness.CA) []byte {
 // trustLoad runs the hostile peers and the well-behaved streams of the
 // trust load.
 type trustLoad struct {
-	cfg   SoakConfig
+	cfg   Config
 	s     *trustSinks
 	chk   *soakChecker
 	sent  [numHostile]atomic.Uint64
@@ -175,7 +175,7 @@ type trustLoad struct {
 	wg    sync.WaitGroup
 }
 
-func startTrustLoad(c SoakConfig, s *trustSinks, chk *soakChecker) *trustLoad {
+func startTrustLoad(c Config, s *trustSinks, chk *soakChecker) *trustLoad {
 	l := &trustLoad{cfg: c, s: s, chk: chk, done: make(chan struct{})}
 	l.wg.Go(l.run)
 	return l

@@ -1,4 +1,4 @@
-package bench
+package soak
 
 import (
 	"encoding/binary"
@@ -159,7 +159,7 @@ type soakConn struct {
 // connection, and a driver that opens and ends them on a 10ms tick
 // following the wave. Its counters are safe to read at any time.
 type streamLoad struct {
-	cfg       SoakConfig
+	cfg       Config
 	tcpAddr   string
 	unixAddr  string
 	nonce     string
@@ -194,7 +194,7 @@ type streamLoad struct {
 
 // newStreamLoad returns a load whose connections are numbered from
 // first on.
-func newStreamLoad(c SoakConfig, tcpAddr, unixAddr string, chk *soakChecker, engineNow func() int, first uint64) *streamLoad {
+func newStreamLoad(c Config, tcpAddr, unixAddr string, chk *soakChecker, engineNow func() int, first uint64) *streamLoad {
 	l := &streamLoad{cfg: c, tcpAddr: tcpAddr, unixAddr: unixAddr, chk: chk, engineNow: engineNow, seq: first}
 	// The unix listener's abstract name, plus a dash: connection k binds
 	// that name followed by k.
