@@ -301,12 +301,10 @@
 // --json writes {"io_uring", "auto", "decisions", "runners"}. jetstream
 // writes JetStreamReport.
 //
-// # Ingest node
+// # JetStream
 //
-// `sink --config FILE` is not a benchmark: it runs RunNode, the ingest
-// node of package engine/node (what `sluice run -c FILE` runs), configured
-// by a YAML file (examples/node.yaml), with Prometheus metrics
-// (--metrics), an optional output, and a drain on SIGINT or SIGTERM. `jetstream` measures that output: the NATS
-// server (hidden subcommand `natsd`) and the generator (`jsgen`) run as
-// processes of their own, so each one's getrusage is its own.
+// `jetstream` measures the node's JetStream output: the NATS server
+// (hidden subcommand `natsd`) and the generator (`jsgen`) run as
+// processes of their own, so each one's getrusage is its own. The ingest
+// node itself is `sluice run -c FILE` (cmd/sluice), not a benchmark.
 package bench

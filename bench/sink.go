@@ -30,7 +30,6 @@ type SinkConfig struct {
 	UntilIdle time.Duration // stop once idle this long; 0: never
 	JSON      string        // report file; "-" or "" for stdout
 	Profile   string        // CPU profile file, from listening to the report; "" for none
-	Node      NodeFlags     // --config: run as an ingest node instead (node.go)
 	// Proto is ProtoTCP (listeners) or ProtoUDP (one UDP source on
 	// Listen; see sinkUDP).
 	Proto string
@@ -59,7 +58,6 @@ func (c *SinkConfig) RegisterFlags(fs *flag.FlagSet) {
 	c.Engine.RegisterListen(fs)
 	c.Engine.RegisterFraming(fs, "")
 	fs.IntVar(&c.Engine.MaxConns, "max-conns", c.Engine.MaxConns, "cap on open connections per listener (default: none)")
-	c.Node.register(fs)
 	fs.StringVar(&c.Proto, "proto", c.Proto, "tcp (listeners), or udp: one UDP source on --listen, counting its datagrams until --until-idle")
 	fs.IntVar(&c.DatagramSize, "datagram-size", c.DatagramSize, "with --proto udp: the load's datagram size, the source's MaxDatagram; datagrams of other sizes are counted apart")
 	fs.Var(&c.UDPReadBuffer, "udp-read-buffer", "with --proto udp: the socket's SO_RCVBUF; the kernel doubles it, capped at net.core.rmem_max")
@@ -67,9 +65,6 @@ func (c *SinkConfig) RegisterFlags(fs *flag.FlagSet) {
 
 // Validate checks c, naming the flag at fault.
 func (c SinkConfig) Validate() error {
-	if err := c.Node.validate(); err != nil {
-		return err
-	}
 	if err := c.validateUDP(); err != nil {
 		return err
 	}
@@ -209,10 +204,6 @@ type SinkReport struct {
 // Sink runs the `sink` command until ctx ends (SIGINT), Duration passes,
 // or UntilIdle holds, then writes its report.
 func Sink(ctx context.Context, c SinkConfig, ios harness.IO) (*SinkReport, error) {
-	if c.Node.Config != "" {
-		_, err := RunNode(ctx, c.Node, ios)
-		return nil, err
-	}
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}

@@ -158,8 +158,6 @@ func (c SinkConfig) validateUDP() error {
 		return fmt.Errorf("--udp-read-buffer: %d: must be from 0 to 1GiB", c.UDPReadBuffer)
 	case c.Ports != 1:
 		return errors.New("--ports: --proto udp listens on one port")
-	case c.Node.Config != "":
-		return errors.New("--config: not with --proto udp")
 	case c.Engine.Framing != "" && c.Engine.Framing != "none":
 		return errors.New("--framing: a UDP source delivers datagrams, not records")
 	}

@@ -1,4 +1,4 @@
-package bench
+package main
 
 import (
 	"context"
@@ -29,7 +29,7 @@ import (
 // tail's checkpoint, four times: three with SIGKILL, and once with a drain
 // (SIGINT) while the file ends in half a line; at last it drains the node
 // once the writer is done. The node runs as in production: the
-// sluice-bench binary, a tail source framed by newline, and a JetStream
+// sluice binary (sluice run -c), a tail source framed by newline, and a JetStream
 // output that releases a chunk (and so lets the checkpoint advance) only
 // once the stream has stored it. The stream, in a NATS server of the
 // test's own that outlives the node, is what the node delivered; each run
@@ -45,7 +45,7 @@ import (
 // once per such stop; and that after the last drain the checkpoint is the
 // end of the file.
 func TestTailKillRestart(t *testing.T) {
-	bin := buildCLI(t)
+	bin := sluiceBin(t)
 	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true,
 		StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
 	if err != nil {
@@ -192,7 +192,7 @@ drain_timeout: 20s
 	stoppedAt := make([]int64, len(stops)) // the checkpoint each stop left
 	for run := range runs {
 		from := checkpoint()
-		cmd := exec.CommandContext(ctx, bin, "sink", "--config", config(run))
+		cmd := exec.CommandContext(ctx, bin, "run", "-c", config(run))
 		stderr := &srcstest.LockedBuffer{}
 		cmd.Stderr = stderr
 		if err := cmd.Start(); err != nil {
