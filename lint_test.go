@@ -240,12 +240,14 @@ var layering = []struct {
 	// Commands: thin drivers over the node.
 	{"cmd", []string{"engine", "srcs", "pool"}},
 	// The bench drives the engine and its adapters.
-	{"bench", []string{"engine", "srcs", "pool", "bench/harness", "bench/report"}},
+	{"bench", []string{"engine", "srcs", "pool", "bench/harness", "bench/load", "bench/report"}},
 	// The bench's rooms, each named exactly (exactRooms): the child
-	// processes and the machine they run on, and the figures reports share.
+	// processes and the machine they run on, the built-in load, and the
+	// figures reports share.
 	{"bench/harness", []string{"engine", "srcs", "pool", "bench/report"}},
+	{"bench/load", []string{"srcs", "bench/harness", "bench/report"}},
 	{"bench/report", nil},
-	{"bench/cmd", []string{"bench", "bench/harness"}},
+	{"bench/cmd", []string{"bench", "bench/harness", "bench/load"}},
 	// The soak, a reliability test rather than a benchmark, on the
 	// bench's harness, with the mosquitto broker; and its command.
 	{"internal/soak", []string{"engine", "srcs", "pool", "internal/mosquitto", "bench/harness", "bench/report"}},
@@ -271,7 +273,7 @@ func testHelper(pkg string) string {
 
 // exactRooms are rooms that hold one package and admit none under them,
 // so a package added beneath one needs a row of its own.
-var exactRooms = []string{"bench", "bench/harness", "bench/report"}
+var exactRooms = []string{"bench", "bench/harness", "bench/load", "bench/report"}
 
 // under reports whether the package at slash path pkg is room or lies
 // under it (is room, for the exactRooms).

@@ -16,6 +16,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/sluice-io/sluice/bench/load"
+
 	"github.com/sluice-io/sluice/bench/harness"
 
 	"github.com/sluice-io/sluice/bench/report"
@@ -58,7 +60,7 @@ type ArrivalsConfig struct {
 // the targets, 1,000 sources at 64 KiB/s in 1 KiB messages, for 3 s.
 func DefaultArrivalsConfig() ArrivalsConfig {
 	return ArrivalsConfig{Clients: report.StringList{ClientGen, ClientFio}, Sinks: report.StringList{SinkProbe}, Sources: 1000, Duration: 3 * time.Second,
-		MsgSize: 1 << 10, Rate: 64 << 10, Arrivals: ArrivalsPoisson, MaxDial: DefaultMaxDial, Pin: true}
+		MsgSize: 1 << 10, Rate: 64 << 10, Arrivals: load.ArrivalsPoisson, MaxDial: load.DefaultMaxDial, Pin: true}
 }
 
 // RegisterFlags defines c's flags on fs.
@@ -73,7 +75,7 @@ func (c *ArrivalsConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.Var(&c.MsgSize, "msg-size", "message size: one write of fio, one message of the generator (default 1KiB)")
 	fs.Var(&c.Rate, "rate", "mean bytes per second per source (default 64KiB/s)")
 	fs.StringVar(&c.Arrivals, "arrivals", c.Arrivals, "poisson or uniform")
-	fs.StringVar(&c.GenPacing, "gen-pacing", c.GenPacing, "the generator's pacing: "+pacingHelp+" (default "+DefaultPacing+")")
+	fs.StringVar(&c.GenPacing, "gen-pacing", c.GenPacing, "the generator's pacing: "+load.PacingHelp+" (default "+load.DefaultPacing+")")
 	fs.IntVar(&c.MaxDial, "max-dial", c.MaxDial, "concurrent dials of the generator")
 	fs.BoolVar(&c.Pin, "pin", c.Pin, "pin the probe and the client to disjoint CPUs")
 	fs.StringVar(&c.JSON, "json", c.JSON, "write the JSON report to `FILE` (- for stdout)")
@@ -107,7 +109,7 @@ func (c ArrivalsConfig) Validate() error {
 	case c.Sources > fioMaxJobs && slices.Contains(c.Clients, ClientFio):
 		return fmt.Errorf("--sources: %d: fio runs at most %d jobs", c.Sources, fioMaxJobs)
 	}
-	g := GenConfig{Addr: "-", Sources: c.Sources, Duration: c.Duration, MsgSize: c.MsgSize, Rate: c.Rate,
+	g := load.GenConfig{Addr: "-", Sources: c.Sources, Duration: c.Duration, MsgSize: c.MsgSize, Rate: c.Rate,
 		Arrivals: c.Arrivals, MaxDial: c.MaxDial, Pacing: c.GenPacing}
 	return g.Validate()
 }

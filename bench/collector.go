@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-io/sluice/bench/load"
+
 	"github.com/sluice-io/sluice/bench/harness"
 
 	"github.com/sluice-io/sluice/bench/report"
@@ -34,7 +36,7 @@ type stream struct {
 	first, last int64
 	crc         uint32
 	ended       bool
-	tracker     recordTracker
+	tracker     load.RecordTracker
 	errors      atomic.Uint64
 	// Framed streams only: whole records, the bytes of a record the
 	// source never finished (a Truncated chunk's tail), and chunks with
@@ -117,7 +119,7 @@ func (c *collector) stream(id srcs.ID, name string) *stream {
 	}
 	s := c.streams[id]
 	if s == nil {
-		s = &stream{id: id, name: name, tracker: recordTracker{size: c.msgSize}}
+		s = &stream{id: id, name: name, tracker: load.RecordTracker{Size: c.msgSize}}
 		c.streams[id] = s
 	}
 	return s
@@ -144,7 +146,7 @@ func (c *collector) handle(ch engine.Chunk) {
 		if c.msgSize > 0 {
 			st := &c.stripes[int(ch.Source)%len(c.stripes)]
 			st.mu.Lock()
-			s.tracker.feed(ch.Data, now, st.eng, st.e2e)
+			s.tracker.Feed(ch.Data, now, st.eng, st.e2e)
 			st.mu.Unlock()
 		}
 		c.first.CompareAndSwap(0, now)

@@ -17,6 +17,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-io/sluice/bench/load"
+
 	"github.com/sluice-io/sluice/bench/harness"
 
 	"github.com/sluice-io/sluice/bench/report"
@@ -87,7 +89,7 @@ func (j fioJob) file() string {
 	}
 	if j.Rate > 0 {
 		fmt.Fprintf(&b, "rate=%d\n", int64(j.Rate))
-		if j.Arrivals == ArrivalsPoisson {
+		if j.Arrivals == load.ArrivalsPoisson {
 			b.WriteString("rate_process=poisson\n")
 		}
 	}

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/bench/load"
+
 	"github.com/sluice-io/sluice/bench/harness"
 )
 
@@ -51,7 +53,7 @@ func buildGnetSinkForTest(t *testing.T) string {
 
 func TestFioJobFile(t *testing.T) {
 	j := fioJob{Addr: "127.0.0.1:9300", Sources: 3, Duration: 1500 * time.Millisecond, BS: 16 << 10, Rate: 65536,
-		Arrivals: ArrivalsPoisson, RecordSize: 4, NoDelay: true, CPUs: []int{1}}
+		Arrivals: load.ArrivalsPoisson, RecordSize: 4, NoDelay: true, CPUs: []int{1}}
 	f := j.file()
 	for _, want := range []string{"ioengine=net\n", "hostname=127.0.0.1\n", "port=9300\n", "bs=16384\n", "runtime=1500ms\n",
 		"time_based=1\n", "nodelay=1\n", "rate=65536\n", "rate_process=poisson\n", "scramble_buffers=0\n",

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/bench/load"
+
 	"github.com/sluice-io/sluice/bench/report"
 
 	"github.com/sluice-io/sluice/engine"
@@ -36,7 +38,7 @@ func TestFrameMessage(t *testing.T) {
 			for i := range msg {
 				msg[i] = byte(i * 7) // holds '\n' bytes, which a newline record must lose
 			}
-			err := frameMessage(f, msg)
+			err := load.FrameMessage(f, msg)
 			if (spec == "length:1le" && size > 1+math.MaxUint8) || (spec == "length:2be" && size > 2+math.MaxUint16) ||
 				(spec == "mqtt" && (size == 130 || size == 16387)) {
 				if err == nil {
@@ -56,7 +58,7 @@ func TestFrameMessage(t *testing.T) {
 			if spec == "newline" && bytes.IndexByte(msg, '\n') != size-1 {
 				t.Errorf("newline: %d bytes: a '\\n' before the end", size)
 			}
-			if err := checkRecord(f, size, 0); err != nil {
+			if err := load.CheckRecord(f, size, 0); err != nil {
 				t.Errorf("%s: %d bytes: checkRecord: %v", spec, size, err)
 			}
 		}
@@ -73,7 +75,7 @@ func TestFrameMessage(t *testing.T) {
 		{"length:4le", 3, 0},
 	} {
 		f, _ := srcs.ParseFraming(tc.spec)
-		if err := checkRecord(f, tc.size, tc.buf); err == nil {
+		if err := load.CheckRecord(f, tc.size, tc.buf); err == nil {
 			t.Errorf("%s: a %d-byte record passed with %d-byte buffers", tc.spec, tc.size, tc.buf)
 		}
 	}
@@ -179,13 +181,13 @@ func TestGenFramed(t *testing.T) {
 				}
 			})
 			var out bytes.Buffer
-			cfg := GenConfig{Addr: ln.Addr().String(), Sources: sources, Duration: 200 * time.Millisecond, MsgSize: size,
-				Rate: tc.rate, Arrivals: ArrivalsPoisson, MaxDial: 2, Seed: 1, Framing: tc.framing}
-			if err := RunGen(context.Background(), cfg, strings.NewReader(""), &out); err != nil {
+			cfg := load.GenConfig{Addr: ln.Addr().String(), Sources: sources, Duration: 200 * time.Millisecond, MsgSize: size,
+				Rate: tc.rate, Arrivals: load.ArrivalsPoisson, MaxDial: 2, Seed: 1, Framing: tc.framing}
+			if err := load.RunGen(context.Background(), cfg, strings.NewReader(""), &out); err != nil {
 				t.Fatal(err)
 			}
 			wg.Wait()
-			var rep GenReport
+			var rep load.GenReport
 			if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 				t.Fatalf("%v: %s", err, out.String())
 			}

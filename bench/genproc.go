@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sluice-io/sluice/bench/load"
+
 	"github.com/sluice-io/sluice/bench/harness"
 
 	"github.com/sluice-io/sluice/srcs"
@@ -77,7 +79,7 @@ func startGen(ctx context.Context, w workload, addr string, framer srcs.Framer, 
 		}
 	}()
 	// Connect phase: not measured.
-	var ev genEvent
+	var ev load.GenEvent
 	select {
 	case l, ok := <-g.lines:
 		if !ok {
@@ -129,8 +131,8 @@ func (g *genProc) kill() {
 }
 
 // decodeGenReport reads the generator's final line.
-func decodeGenReport(l []byte) (GenReport, error) {
-	var rep GenReport
+func decodeGenReport(l []byte) (load.GenReport, error) {
+	var rep load.GenReport
 	if err := json.Unmarshal(l, &rep); err != nil || rep.Event != "done" {
 		return rep, fmt.Errorf("bench: generator: unexpected output %q", l)
 	}
@@ -138,7 +140,7 @@ func decodeGenReport(l []byte) (GenReport, error) {
 }
 
 // applyGen fills r's generator fields from the generator's report.
-func applyGen(r *Result, rep GenReport) {
+func applyGen(r *Result, rep load.GenReport) {
 	r.OfferedBps, r.GenSentBytes, r.GenCPUS, r.GenLagMaxNs = rep.OfferedBps, rep.SentBytes, rep.CPUS, rep.LagMaxNs
 	r.GenLagNs, r.GenHeld, r.TLS = rep.LagNs, rep.HeldFraction(), rep.TLS
 	r.GenCPUs, r.GenPreemptions, r.GenRunqueueWaitS = rep.CPUs, rep.Preemptions, rep.RunqueueWaitS

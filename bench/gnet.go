@@ -18,6 +18,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-io/sluice/bench/load"
+
 	"github.com/sluice-io/sluice/bench/harness"
 
 	"github.com/sluice-io/sluice/bench/report"
@@ -342,7 +344,7 @@ func measureGnet(ctx context.Context, w workload, bin string, ios harness.IO) (*
 	// The sink's sockets are in its own network namespace on the wire.
 	backlog := harness.SampleBacklog(p.addr, w.Duration, p.cmd.Process.Pid)
 	var core1 harness.CoreSample
-	var rep GenReport
+	var rep load.GenReport
 	var ended *gnetEvent
 	got := false
 	endLimit := time.After(w.Duration + 60*time.Second)

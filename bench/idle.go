@@ -77,6 +77,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/sluice-io/sluice/bench/load"
+
 	"github.com/sluice-io/sluice/bench/harness"
 
 	"github.com/sluice-io/sluice/bench/report"
@@ -288,8 +290,8 @@ func (c IdleConfig) Validate() error {
 	switch {
 	case c.Active < 0:
 		return fmt.Errorf("--active: %d: must not be negative", c.Active)
-	case c.Active > 0 && (c.MsgSize < TimestampSize || c.MsgSize > 16<<20):
-		return fmt.Errorf("--msg-size: %d: must be from %d bytes to 16MiB", c.MsgSize, TimestampSize)
+	case c.Active > 0 && (c.MsgSize < load.TimestampSize || c.MsgSize > 16<<20):
+		return fmt.Errorf("--msg-size: %d: must be from %d bytes to 16MiB", c.MsgSize, load.TimestampSize)
 	case c.Rate < 0:
 		return errors.New("--rate: must not be negative")
 	case c.Active > 0 && c.Duration <= 0:
@@ -1074,7 +1076,7 @@ func (p *idlePhase) active(ctx context.Context, round, idle int) (*IdleActive, e
 	c := p.c
 	label := fmt.Sprintf("%s: active, %s idle", p.runner, humanize.Comma(int64(idle)))
 	w := workload{Runner: p.runner, Round: round, Sources: c.Active, Duration: c.Duration, MsgSize: c.MsgSize, Rate: c.Rate,
-		Arrivals: ArrivalsPoisson, MaxDial: DefaultMaxDial, Verify: true, Engine: c.Engine, Exe: p.exe, GenCPUs: p.pin.GenCPUs, Label: label}
+		Arrivals: load.ArrivalsPoisson, MaxDial: load.DefaultMaxDial, Verify: true, Engine: c.Engine, Exe: p.exe, GenCPUs: p.pin.GenCPUs, Label: label}
 	g, err := startGen(ctx, w, p.sk.ready.ActiveAddr, nil, p.ios)
 	if err != nil {
 		return nil, err
@@ -1107,9 +1109,9 @@ func (p *idlePhase) active(ctx context.Context, round, idle int) (*IdleActive, e
 	}
 	t0 := time.Now()
 	fmt.Fprintf(p.ios.Err, "%s: sending for %v\n", label, c.Duration)
-	var rep GenReport
+	var rep load.GenReport
 	got := false
-	endLimit := time.Now().Add(c.Duration + flushGrace + 60*time.Second)
+	endLimit := time.Now().Add(c.Duration + load.FlushGrace + 60*time.Second)
 	lastLine, lastBytes := t0, c0.Bytes
 	lines := g.lines
 	var c1 *idleCounts

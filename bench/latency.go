@@ -10,6 +10,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/sluice-io/sluice/bench/load"
+
 	"github.com/sluice-io/sluice/bench/harness"
 
 	"github.com/sluice-io/sluice/bench/report"
@@ -44,8 +46,8 @@ type LatencyConfig struct {
 func DefaultLatencyConfig() LatencyConfig {
 	return LatencyConfig{
 		Loads:   report.RateList{8 << 20, 32 << 20, 128 << 20, 512 << 20},
-		Sources: 100, Duration: 2 * time.Second, MsgSize: 1 << 10, Arrivals: ArrivalsPoisson,
-		MaxDial: DefaultMaxDial, Pin: true, Rounds: 1,
+		Sources: 100, Duration: 2 * time.Second, MsgSize: 1 << 10, Arrivals: load.ArrivalsPoisson,
+		MaxDial: load.DefaultMaxDial, Pin: true, Rounds: 1,
 	}
 }
 
@@ -58,7 +60,7 @@ func (c *LatencyConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Duration, "duration", c.Duration, "how long each point is measured")
 	fs.Var(&c.MsgSize, "msg-size", "fixed record size; each record starts with a 16-byte header: scheduled and actual send times")
 	fs.StringVar(&c.Arrivals, "arrivals", c.Arrivals, "poisson or uniform")
-	fs.StringVar(&c.GenPacing, "gen-pacing", c.GenPacing, "how the generator writes its arrivals: "+pacingHelp+" (default "+DefaultPacing+")")
+	fs.StringVar(&c.GenPacing, "gen-pacing", c.GenPacing, "how the generator writes its arrivals: "+load.PacingHelp+" (default "+load.DefaultPacing+")")
 	fs.Float64Var(&c.Skew, "skew", c.Skew, "biased connections: a fraction F of the sources carries 1-F of the load")
 	fs.IntVar(&c.MaxDial, "max-dial", c.MaxDial, "concurrent dials of the generator")
 	fs.BoolVar(&c.Pin, "pin", c.Pin, "pin the engine and the generator to disjoint CPUs")
@@ -80,7 +82,7 @@ func (c LatencyConfig) Validate() error {
 	if c.Rounds < 0 {
 		return fmt.Errorf("--rounds: %d: must not be negative", c.Rounds)
 	}
-	g := GenConfig{Addr: "-", Sources: c.Sources, Duration: c.Duration, MsgSize: c.MsgSize, Rate: 1,
+	g := load.GenConfig{Addr: "-", Sources: c.Sources, Duration: c.Duration, MsgSize: c.MsgSize, Rate: 1,
 		Arrivals: c.Arrivals, Pacing: c.GenPacing, Skew: c.Skew, MaxDial: c.MaxDial}
 	if err := g.Validate(); err != nil {
 		return err

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-io/sluice/bench/load"
+
 	"github.com/sluice-io/sluice/bench/harness"
 
 	"github.com/sluice-io/sluice/bench/report"
@@ -129,7 +131,7 @@ type workload struct {
 // pacing is the generator's pacing in w.
 func (w workload) pacing() string {
 	if w.Pacing == "" {
-		return DefaultPacing
+		return load.DefaultPacing
 	}
 	return w.Pacing
 }
@@ -320,7 +322,7 @@ func measure(ctx context.Context, w workload, ios harness.IO) (*Result, error) {
 	}
 	prog := harness.StartProgress(ios, w.Label, w.Duration, col.total.Load, records)
 	backlog := harness.SampleBacklog(sk.addrs()[0], w.Duration, 0)
-	var rep GenReport
+	var rep load.GenReport
 	var repErr error
 	got := false
 	endLimit := time.After(w.Duration + 60*time.Second)
@@ -436,7 +438,7 @@ func measure(ctx context.Context, w workload, ios harness.IO) (*Result, error) {
 // each sent stream delivered and the stream's weight. With recSize, the
 // stream was framed into records of recSize bytes: every whole record
 // sent must have been counted, and the rest of the bytes as truncated.
-func reconcile(got []*stream, sent []GenStream, crc bool, recSize int) (bytes, weights []float64, mismatches []string) {
+func reconcile(got []*stream, sent []load.GenStream, crc bool, recSize int) (bytes, weights []float64, mismatches []string) {
 	byPeer := make(map[string]*stream, len(got))
 	for _, s := range got {
 		byPeer[peerOf(s.name)] = s
@@ -476,7 +478,7 @@ func reconcile(got []*stream, sent []GenStream, crc bool, recSize int) (bytes, w
 
 // streamsVerified counts the streams sent whose bytes, and CRC-32C with
 // crc, the engine received exactly.
-func streamsVerified(got []*stream, sent []GenStream, crc bool) int {
+func streamsVerified(got []*stream, sent []load.GenStream, crc bool) int {
 	byPeer := make(map[string]*stream, len(got))
 	for _, s := range got {
 		byPeer[peerOf(s.name)] = s

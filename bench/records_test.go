@@ -3,6 +3,8 @@ package bench
 import (
 	"encoding/binary"
 	"testing"
+
+	"github.com/sluice-io/sluice/bench/load"
 )
 
 // FuzzRecordTracker feeds a stream of fixed-size messages to the tracker
@@ -14,23 +16,23 @@ func FuzzRecordTracker(f *testing.F) {
 	f.Add(uint16(17), uint8(10), []byte{0, 15, 16, 17, 255})
 	f.Add(uint16(1024), uint8(2), []byte{200, 7})
 	f.Fuzz(func(t *testing.T, size16 uint16, msgs uint8, cuts []byte) {
-		size := TimestampSize + int(size16%2048)
+		size := load.TimestampSize + int(size16%2048)
 		n := int(msgs)
 		stream := make([]byte, n*size+int(size16%7)) // a torn last message too
 		for i := range stream {
 			stream[i] = byte(i * 31)
 		}
 		for m := range n {
-			binary.LittleEndian.PutUint64(stream[m*size+schedOff:], uint64(10_000+m*1000))
-			binary.LittleEndian.PutUint64(stream[m*size+sentOff:], uint64(10_000+m*1000+int(cuts0(cuts))))
+			binary.LittleEndian.PutUint64(stream[m*size+load.SchedOff:], uint64(10_000+m*1000))
+			binary.LittleEndian.PutUint64(stream[m*size+load.SentOff:], uint64(10_000+m*1000+int(cuts0(cuts))))
 		}
 		const now = 1 << 30
 		var wantEng, wantE2E fakeRec
-		whole := recordTracker{size: size}
-		if got := whole.feed(stream, now, &wantEng, &wantE2E); got != n+boolInt(len(stream)-n*size >= TimestampSize) {
+		whole := load.RecordTracker{Size: size}
+		if got := whole.Feed(stream, now, &wantEng, &wantE2E); got != n+boolInt(len(stream)-n*size >= load.TimestampSize) {
 			t.Fatalf("whole stream: %d headers, want %d", got, n)
 		}
-		tr := recordTracker{size: size}
+		tr := load.RecordTracker{Size: size}
 		var eng, e2e fakeRec
 		total := 0
 		rest := stream
@@ -39,7 +41,7 @@ func FuzzRecordTracker(f *testing.F) {
 			if i < len(cuts) {
 				k = min(k, int(cuts[i])+1)
 			}
-			total += tr.feed(rest[:k], now, &eng, &e2e)
+			total += tr.Feed(rest[:k], now, &eng, &e2e)
 			rest = rest[k:]
 		}
 		if total != len(wantEng.vals) || len(eng.vals) != total || len(e2e.vals) != total {

@@ -9,24 +9,14 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sluice-io/sluice/bench/load"
+
 	"github.com/sluice-io/sluice/bench/harness"
 
 	"github.com/sluice-io/sluice/bench/report"
 
 	"github.com/dustin/go-humanize"
 	"github.com/sluice-io/sluice/srcs"
-)
-
-// Defaults of `run`: what `make bench` runs. 200 sources for 5 s per
-// runner, 16 KiB messages, unlimited rate, one round. With four runners
-// that is about 30 s of measuring, so that the whole job, build included,
-// stays well under two minutes on a 2-core machine. Targets are measured
-// with explicit flags.
-const (
-	DefaultRunSources  = 200
-	DefaultRunDuration = 5 * time.Second
-	DefaultRunMsgSize  = 16 << 10
-	DefaultMaxDial     = 64
 )
 
 // RunConfig configures the `run` command.
@@ -89,8 +79,8 @@ type RunConfig struct {
 // DefaultRunConfig returns the defaults documented on the flags.
 func DefaultRunConfig() RunConfig {
 	return RunConfig{
-		Rounds: 1, Sources: DefaultRunSources, Duration: DefaultRunDuration, MsgSize: DefaultRunMsgSize,
-		Arrivals: ArrivalsPoisson, MaxDial: DefaultMaxDial, Verify: true, Pin: true, Client: ClientGen, Wire: harness.WireAuto,
+		Rounds: 1, Sources: load.DefaultRunSources, Duration: load.DefaultRunDuration, MsgSize: load.DefaultRunMsgSize,
+		Arrivals: load.ArrivalsPoisson, MaxDial: load.DefaultMaxDial, Verify: true, Pin: true, Client: ClientGen, Wire: harness.WireAuto,
 		Proto: ProtoTCP, UDPReadBuffer: DefaultUDPReadBuffer, UDPMaxLoss: DefaultUDPMaxLoss,
 	}
 }
@@ -112,7 +102,7 @@ func (c *RunConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.Var(&c.MsgSize, "msg-size", "fixed message size; without --framing each message starts with a 16-byte header: scheduled and actual send times")
 	fs.Var(&c.Rate, "rate", "mean bytes per second per source, e.g. 1MiB/s (default unlimited)")
 	fs.StringVar(&c.Arrivals, "arrivals", c.Arrivals, "open-loop arrivals with --rate: poisson or uniform")
-	fs.StringVar(&c.GenPacing, "gen-pacing", c.GenPacing, "with --rate, how the built-in generator writes its arrivals: "+pacingHelp+" (default "+DefaultPacing+")")
+	fs.StringVar(&c.GenPacing, "gen-pacing", c.GenPacing, "with --rate, how the built-in generator writes its arrivals: "+load.PacingHelp+" (default "+load.DefaultPacing+")")
 	fs.Float64Var(&c.Skew, "skew", c.Skew, "biased connections: a fraction F of the sources carries 1-F of the load (needs --rate)")
 	fs.IntVar(&c.MaxDial, "max-dial", c.MaxDial, "concurrent dials of the generator")
 	fs.BoolVar(&c.Verify, "verify", c.Verify, "checksum every stream (CRC-32C) and compare with what was sent")
@@ -254,7 +244,7 @@ func (c RunConfig) validateClient() error {
 		return fmt.Errorf("--msg-size: %d: must hold whole %d-byte lines (--record-size)", c.MsgSize, rs)
 	}
 	pc, _ := c.Engine.PoolConfig()
-	if err := checkRecord(f, rs, pc.BufSize); err != nil {
+	if err := load.CheckRecord(f, rs, pc.BufSize); err != nil {
 		return fmt.Errorf("--record-size: a %d-byte line does not fit a %d-byte pool buffer (--buf): %v", rs, pc.BufSize, err)
 	}
 	return nil
@@ -268,7 +258,7 @@ func (c RunConfig) validateFraming() error {
 		return nil
 	}
 	pc, _ := c.Engine.PoolConfig()
-	if err := checkRecord(f, int(c.MsgSize), pc.BufSize); err != nil {
+	if err := load.CheckRecord(f, int(c.MsgSize), pc.BufSize); err != nil {
 		return fmt.Errorf("--msg-size: a %d-byte %s record does not fit a %d-byte pool buffer (--buf): %v", c.MsgSize, f, pc.BufSize, err)
 	}
 	for _, t := range c.Targets {
@@ -279,8 +269,8 @@ func (c RunConfig) validateFraming() error {
 	return nil
 }
 
-func (c RunConfig) gen() GenConfig {
-	return GenConfig{Addr: "-", Sources: c.Sources, Duration: c.Duration, MsgSize: c.MsgSize, Rate: c.Rate,
+func (c RunConfig) gen() load.GenConfig {
+	return load.GenConfig{Addr: "-", Sources: c.Sources, Duration: c.Duration, MsgSize: c.MsgSize, Rate: c.Rate,
 		Arrivals: c.Arrivals, Pacing: c.GenPacing, Skew: c.Skew, MaxDial: c.MaxDial, Framing: c.Engine.Framing}
 }
 

@@ -16,6 +16,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/sluice-io/sluice/bench/load"
+
 	"github.com/sluice-io/sluice/bench/harness"
 
 	"github.com/sluice-io/sluice/bench/report"
@@ -117,8 +119,8 @@ func (c RunConfig) validateUDP() error {
 	case c.Client == ClientFio && (c.Sources < 1 || c.Sources > udpMaxSenders):
 		return fmt.Errorf("--sources: %d: with --proto udp --client fio each source is a fio thread sending on the load's CPU: from 1 to %d (say 4)",
 			c.Sources, udpMaxSenders)
-	case c.Sources < 1 || c.Sources > udpGenMaxSenders:
-		return fmt.Errorf("--sources: %d: with --proto udp --client gen each source is a socket: from 1 to %d", c.Sources, udpGenMaxSenders)
+	case c.Sources < 1 || c.Sources > load.UDPGenMaxSenders:
+		return fmt.Errorf("--sources: %d: with --proto udp --client gen each source is a socket: from 1 to %d", c.Sources, load.UDPGenMaxSenders)
 	case c.Rate != 0:
 		return errors.New("--rate: with --proto udp, give --udp-rate: datagrams per second over all sources")
 	case f != nil:
@@ -154,7 +156,7 @@ func (c RunConfig) validateUDP() error {
 			return errors.New("--gen-pacing: the UDP generator sends what has come due every millisecond")
 		case c.Skew != 0:
 			return errors.New("--skew: the UDP generator's senders take turns")
-		case c.Arrivals != ArrivalsPoisson && c.Arrivals != "":
+		case c.Arrivals != load.ArrivalsPoisson && c.Arrivals != "":
 			return errors.New("--arrivals: the UDP generator sends what has come due every millisecond")
 		}
 		return nil
@@ -198,7 +200,7 @@ func fioUDPSent(fr *fioReport) udpSent {
 
 // genUDPSent is what the UDP generator says it sent. A datagram the
 // kernel refused was not sent, and is no mismatch.
-func genUDPSent(g *UDPGenReport) udpSent {
+func genUDPSent(g *load.UDPGenReport) udpSent {
 	return udpSent{Datagrams: g.Sent, Seconds: g.Secs}
 }
 
@@ -622,7 +624,7 @@ func runUDPLoad(ctx context.Context, c RunConfig, env fioEnv, addr string, rate 
 	}
 	cpu := (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds()
 	if c.Client == ClientGen {
-		var g UDPGenReport
+		var g load.UDPGenReport
 		if err := json.Unmarshal(out.Bytes(), &g); err != nil {
 			return udpSent{}, 0, fmt.Errorf("bench: udpgen: bad report: %w\n%s", err, out.Bytes())
 		}

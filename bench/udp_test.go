@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/bench/load"
+
 	"github.com/sluice-io/sluice/bench/harness"
 	"github.com/sluice-io/sluice/bench/report"
 )
@@ -33,13 +35,13 @@ func TestRunConfigUDP(t *testing.T) {
 		{"generator, many senders", func(c *RunConfig) { c.Client, c.Sources = ClientGen, 5000 }, ""},
 		{"generator, too many senders", func(c *RunConfig) { c.Client, c.Sources = ClientGen, 20000 }, "--sources"},
 		{"fio, many senders", func(c *RunConfig) { c.Sources = 5000 }, "--sources"},
-		{"generator, uniform", func(c *RunConfig) { c.Client, c.Arrivals = ClientGen, ArrivalsUniform }, "--arrivals"},
+		{"generator, uniform", func(c *RunConfig) { c.Client, c.Arrivals = ClientGen, load.ArrivalsUniform }, "--arrivals"},
 		{"generator, skew", func(c *RunConfig) { c.Client, c.Skew = ClientGen, 0.2 }, "--skew"},
 		{"unknown client", func(c *RunConfig) { c.Client = "iperf" }, "--client"},
 		{"empty datagram", func(c *RunConfig) { c.MsgSize = 0 }, "--msg-size"},
 		{"datagram too large", func(c *RunConfig) { c.MsgSize = 65508 }, "--msg-size"},
 		{"datagram over the buffer", func(c *RunConfig) { c.MsgSize, c.Engine.Buf = 8<<10, 8<<10 }, "--msg-size"},
-		{"default sources", func(c *RunConfig) { c.Sources = DefaultRunSources }, "--sources"},
+		{"default sources", func(c *RunConfig) { c.Sources = load.DefaultRunSources }, "--sources"},
 		{"no sources", func(c *RunConfig) { c.Sources = 0 }, "--sources"},
 		{"byte rate", func(c *RunConfig) { c.Rate = 1 << 20 }, "--rate"},
 		{"falling sweep", func(c *RunConfig) { c.UDPRates = DatagramRates{2e5, 1e5} }, "--udp-rate"},
@@ -161,7 +163,7 @@ func TestUDPAccounting(t *testing.T) {
 		}
 		return fioUDPSent(r)
 	}
-	gen := func(sent uint64) udpSent { return genUDPSent(&UDPGenReport{Sent: sent, Errors: 3, Secs: 1}) }
+	gen := func(sent uint64) udpSent { return genUDPSent(&load.UDPGenReport{Sent: sent, Errors: 3, Secs: 1}) }
 	for _, tc := range []struct {
 		name     string
 		sink     UDPSinkReport

@@ -14,6 +14,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/sluice-io/sluice/bench/load"
+
 	"github.com/sluice-io/sluice/bench/harness"
 	"github.com/sluice-io/sluice/bench/report"
 )
@@ -40,7 +42,7 @@ func TestJainIndex(t *testing.T) {
 }
 
 func TestWeightedJainUndoesSkew(t *testing.T) {
-	w := SkewWeights(10, 0.2)
+	w := load.SkewWeights(10, 0.2)
 	bytes := make([]float64, len(w))
 	for i := range w {
 		bytes[i] = 1000 * w[i] // every source got exactly its share
@@ -66,9 +68,9 @@ func (r *fakeRec) RecordValue(v int64) error {
 func stampedStream(n, size int) []byte {
 	b := make([]byte, n*size)
 	for i := range n {
-		binary.LittleEndian.PutUint64(b[i*size+schedOff:], uint64(1000*(i+1)))
-		binary.LittleEndian.PutUint64(b[i*size+sentOff:], uint64(1000*(i+1)+500))
-		for j := TimestampSize; j < size; j++ {
+		binary.LittleEndian.PutUint64(b[i*size+load.SchedOff:], uint64(1000*(i+1)))
+		binary.LittleEndian.PutUint64(b[i*size+load.SentOff:], uint64(1000*(i+1)+500))
+		for j := load.TimestampSize; j < size; j++ {
 			b[i*size+j] = 0xEE // payload that must never be read as a timestamp
 		}
 	}
@@ -95,11 +97,11 @@ func TestRecordTrackerAcrossChunkBoundaries(t *testing.T) {
 					chunks, rest = append(chunks, rest[:n]), rest[n:]
 				}
 			}
-			tr := recordTracker{size: size}
+			tr := load.RecordTracker{Size: size}
 			var rec, e2e fakeRec
 			total := 0
 			for _, c := range chunks {
-				total += tr.feed(c, now, &rec, &e2e)
+				total += tr.Feed(c, now, &rec, &e2e)
 			}
 			if total != 50 || len(rec.vals) != 50 || len(e2e.vals) != 50 {
 				t.Fatalf("size %d, %s: %d headers (%d, %d recorded), want 50", size, split, total, len(rec.vals), len(e2e.vals))
@@ -112,17 +114,17 @@ func TestRecordTrackerAcrossChunkBoundaries(t *testing.T) {
 					t.Fatalf("size %d, %s: end-to-end latency %d = %d, want %d", size, split, i, e2e.vals[i], want)
 				}
 			}
-			if tr.pos != 0 {
-				t.Errorf("size %d, %s: tracker ends at offset %d, want 0", size, split, tr.pos)
+			if tr.Pos != 0 {
+				t.Errorf("size %d, %s: tracker ends at offset %d, want 0", size, split, tr.Pos)
 			}
 		}
 	}
 }
 
 func TestRecordTrackerClampsFutureTimestamps(t *testing.T) {
-	tr := recordTracker{size: 16}
+	tr := load.RecordTracker{Size: 16}
 	var rec, e2e fakeRec
-	tr.feed(stampedStream(1, 16), 0, &rec, &e2e) // stamped 1000ns "in the future"
+	tr.Feed(stampedStream(1, 16), 0, &rec, &e2e) // stamped 1000ns "in the future"
 	if len(rec.vals) != 1 || rec.vals[0] != 0 || len(e2e.vals) != 1 || e2e.vals[0] != 0 {
 		t.Errorf("recorded %v and %v, want [0] and [0]", rec.vals, e2e.vals)
 	}
@@ -133,13 +135,13 @@ func BenchmarkRecordTracker(b *testing.B) {
 		b.Run(report.FormatBytes(uint64(size)), func(b *testing.B) {
 			chunk := stampedStream((64<<10)/size, size)
 			h, h2 := report.NewHist(), report.NewHist()
-			tr := recordTracker{size: size}
+			tr := load.RecordTracker{Size: size}
 			now := time.Now().UnixNano()
 			b.SetBytes(int64(len(chunk)))
 			b.ReportAllocs()
 			for b.Loop() {
-				tr.feed(chunk[:len(chunk)/3], now, h, h2)
-				tr.feed(chunk[len(chunk)/3:], now, h, h2)
+				tr.Feed(chunk[:len(chunk)/3], now, h, h2)
+				tr.Feed(chunk[len(chunk)/3:], now, h, h2)
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(chunk)/size), "ns/record")
 		})
@@ -149,8 +151,8 @@ func BenchmarkRecordTracker(b *testing.B) {
 func TestRecordTrackerAllocs(t *testing.T) {
 	chunk := stampedStream(64, 1024)
 	h, h2 := report.NewHist(), report.NewHist()
-	tr := recordTracker{size: 1024}
-	if n := testing.AllocsPerRun(100, func() { tr.feed(chunk[5:], 1<<30, h, h2) }); n != 0 {
+	tr := load.RecordTracker{Size: 1024}
+	if n := testing.AllocsPerRun(100, func() { tr.Feed(chunk[5:], 1<<30, h, h2) }); n != 0 {
 		t.Errorf("feed allocates %v times per chunk, want 0", n)
 	}
 }
@@ -158,18 +160,18 @@ func TestRecordTrackerAllocs(t *testing.T) {
 func TestPacerMeanGap(t *testing.T) {
 	const rate, size = 1 << 20, 1024 // 1024 messages a second: ~976.6µs apart
 	mean := float64(size) / rate * 1e9
-	for _, arrivals := range []string{ArrivalsPoisson, ArrivalsUniform} {
-		p, err := newPacer(arrivals, rate, size, 42)
+	for _, arrivals := range []string{load.ArrivalsPoisson, load.ArrivalsUniform} {
+		p, err := load.NewPacer(arrivals, rate, size, 42)
 		if err != nil {
 			t.Fatal(err)
 		}
 		const n = 20000
-		first := p.advance()
+		first := p.Advance()
 		var last int64
 		var sq float64
 		prev := first
 		for range n {
-			last = p.advance()
+			last = p.Advance()
 			d := float64(last - prev)
 			sq += (d - mean) * (d - mean)
 			prev = last
@@ -180,11 +182,11 @@ func TestPacerMeanGap(t *testing.T) {
 		}
 		sd := math.Sqrt(sq / n)
 		switch arrivals {
-		case ArrivalsPoisson: // exponential: standard deviation equals the mean
+		case load.ArrivalsPoisson: // exponential: standard deviation equals the mean
 			if math.Abs(sd-mean)/mean > 0.05 {
 				t.Errorf("poisson: gap sd %.0fns, want about %.0fns", sd, mean)
 			}
-		case ArrivalsUniform:
+		case load.ArrivalsUniform:
 			if sd > 2 {
 				t.Errorf("uniform: gap sd %.1fns, want ~0", sd)
 			}
@@ -193,10 +195,10 @@ func TestPacerMeanGap(t *testing.T) {
 			}
 		}
 	}
-	if _, err := newPacer("bursty", rate, size, 1); err == nil {
+	if _, err := load.NewPacer("bursty", rate, size, 1); err == nil {
 		t.Error("unknown arrival model accepted")
 	}
-	if _, err := newPacer(ArrivalsPoisson, 0, size, 1); err == nil {
+	if _, err := load.NewPacer(load.ArrivalsPoisson, 0, size, 1); err == nil {
 		t.Error("zero rate accepted")
 	}
 }
@@ -216,7 +218,7 @@ func TestSkewWeights(t *testing.T) {
 		{1, 0.2, 0, 0, true},
 		{10, 0.5, 5, 0.5, false},
 	} {
-		w := SkewWeights(tc.n, tc.f)
+		w := load.SkewWeights(tc.n, tc.f)
 		var sum, hot float64
 		for i, x := range w {
 			sum += x
@@ -427,7 +429,7 @@ func TestPlots(t *testing.T) {
 		r.LatencyNs.P99 = p99
 		return LatencyPoint{OfferedBps: load, Sweep: sweep, Result: r}
 	}
-	lrep := &LatencyReport{Sources: 100, MsgSize: 1024, Arrivals: ArrivalsPoisson, Pacing: PacingSpread, Points: []LatencyPoint{
+	lrep := &LatencyReport{Sources: 100, MsgSize: 1024, Arrivals: load.ArrivalsPoisson, Pacing: load.PacingSpread, Points: []LatencyPoint{
 		pt("uring", 8<<20, 0, 2e5, false), pt("uring", 8<<20, 1, 3e5, false), pt("uring", 64<<20, 0, 9e5, true),
 		pt("goroutine", 8<<20, 0, 4e5, false), pt("goroutine", 64<<20, 0, 2e6, false)}}
 	if err := writeLatencyPlot(dir, lrep, []string{"uring", "goroutine"}, ios); err != nil {

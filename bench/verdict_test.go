@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/bench/load"
+
 	"github.com/sluice-io/sluice/bench/harness"
 )
 
@@ -125,13 +127,13 @@ func TestGeneratorBound(t *testing.T) {
 
 func TestHeldFraction(t *testing.T) {
 	for _, tc := range []struct {
-		rep  GenReport
+		rep  load.GenReport
 		want float64
 	}{
-		{GenReport{}, 1}, // unpaced
-		{GenReport{OfferedBps: 1 << 20}, 1},
-		{GenReport{OfferedBps: 1 << 20, ScheduledBytes: 1000, OnTimeBytes: 960}, 0.96},
-		{GenReport{OfferedBps: 1 << 20, ScheduledBytes: 1000, OnTimeBytes: 1000}, 1},
+		{load.GenReport{}, 1}, // unpaced
+		{load.GenReport{OfferedBps: 1 << 20}, 1},
+		{load.GenReport{OfferedBps: 1 << 20, ScheduledBytes: 1000, OnTimeBytes: 960}, 0.96},
+		{load.GenReport{OfferedBps: 1 << 20, ScheduledBytes: 1000, OnTimeBytes: 1000}, 1},
 	} {
 		if got := tc.rep.HeldFraction(); math.Abs(got-tc.want) > 1e-12 {
 			t.Errorf("%+v: held %v, want %v", tc.rep, got, tc.want)

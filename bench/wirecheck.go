@@ -17,6 +17,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/sluice-io/sluice/bench/load"
+
 	"github.com/sluice-io/sluice/bench/harness"
 
 	"github.com/sluice-io/sluice/bench/report"
@@ -39,7 +41,7 @@ type WireCheckConfig struct {
 
 // DefaultWireCheckConfig returns the defaults documented on the flags.
 func DefaultWireCheckConfig() WireCheckConfig {
-	return WireCheckConfig{Runner: engine.RunnerAuto, Sources: 16, Duration: 2 * time.Second, MsgSize: DefaultRunMsgSize}
+	return WireCheckConfig{Runner: engine.RunnerAuto, Sources: 16, Duration: 2 * time.Second, MsgSize: load.DefaultRunMsgSize}
 }
 
 // RegisterFlags defines c's flags on fs, with c's values as defaults.
@@ -132,8 +134,8 @@ func WireCheck(ctx context.Context, c WireCheckConfig, ios harness.IO) (*WireChe
 	if err != nil {
 		return nil, err
 	}
-	w := workload{Runner: c.Runner, Sources: c.Sources, Duration: c.Duration, MsgSize: c.MsgSize, Arrivals: ArrivalsPoisson,
-		MaxDial: DefaultMaxDial, Verify: true, Exe: exe, GenCPUs: pin.GenCPUs, Label: c.Runner, Wire: wire}
+	w := workload{Runner: c.Runner, Sources: c.Sources, Duration: c.Duration, MsgSize: c.MsgSize, Arrivals: load.ArrivalsPoisson,
+		MaxDial: load.DefaultMaxDial, Verify: true, Exe: exe, GenCPUs: pin.GenCPUs, Label: c.Runner, Wire: wire}
 	r, err := measureChild(ctx, w, ios)
 	if err != nil {
 		return nil, err

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluice-io/sluice/bench"
 	"github.com/sluice-io/sluice/bench/harness"
+	"github.com/sluice-io/sluice/bench/load"
 )
 
 const usage = `usage: sluice-bench <command> [flags]
@@ -150,14 +151,14 @@ func run(args []string) int {
 			return bench.RunJSGen(ctx, addr, conns, per, write)
 		}}
 	case "gen": // hidden: the load generator process that run and latency start
-		c := bench.DefaultGenConfig()
+		c := load.DefaultGenConfig()
 		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, _ harness.IO) error {
-			return bench.RunGen(ctx, c, os.Stdin, os.Stdout)
+			return load.RunGen(ctx, c, os.Stdin, os.Stdout)
 		}}
 	case "udpgen": // hidden: the UDP load that run --proto udp --client gen starts
-		var c bench.UDPGenConfig
+		var c load.UDPGenConfig
 		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, _ harness.IO) error {
-			return bench.RunUDPGen(ctx, c, os.Stdout)
+			return load.RunUDPGen(ctx, c, os.Stdout)
 		}}
 	case bench.ChildCommand: // hidden: one runner's engine, in a fresh process
 		cmd = command{func(*flag.FlagSet) {}, func() error { return nil }, func(ctx context.Context, _ harness.IO) error {

@@ -1,4 +1,4 @@
-package bench
+package load
 
 import (
 	"context"
@@ -20,10 +20,10 @@ import (
 // a port of its own, as a fleet of hosts sending syslog or statsd to one
 // collector. fio's net engine runs a thread per job.
 
-// udpGenMaxSenders bounds --sources of `run --proto udp --client gen`:
+// UDPGenMaxSenders bounds --sources of `run --proto udp --client gen`:
 // each sender holds a descriptor, and the hard RLIMIT_NOFILE here is
 // 20,000.
-const udpGenMaxSenders = 10000
+const UDPGenMaxSenders = 10000
 
 // udpGenStep is how often a paced udpgen sends what has come due.
 const udpGenStep = time.Millisecond
@@ -52,8 +52,8 @@ func (c UDPGenConfig) Validate() error {
 	switch {
 	case c.Addr == "":
 		return errors.New("--addr: required")
-	case c.Senders < 1 || c.Senders > udpGenMaxSenders:
-		return fmt.Errorf("--senders: %d: must be from 1 to %d", c.Senders, udpGenMaxSenders)
+	case c.Senders < 1 || c.Senders > UDPGenMaxSenders:
+		return fmt.Errorf("--senders: %d: must be from 1 to %d", c.Senders, UDPGenMaxSenders)
 	case c.Duration <= 0:
 		return fmt.Errorf("--duration: %v: must be positive", c.Duration)
 	case c.MsgSize < 1 || c.MsgSize > srcs.MaxUDPPayload:

@@ -1,4 +1,4 @@
-package bench
+package load
 
 import (
 	"encoding/binary"
@@ -28,14 +28,14 @@ import (
 // mqttTopic is the topic of the generator's MQTT PUBLISH packets.
 const mqttTopic = "sb"
 
-// frameMessage turns msg, a generated message, into one record of the same
+// FrameMessage turns msg, a generated message, into one record of the same
 // length for f: the framer's header (or the newline) replaces bytes at its
 // start (or end), and the payload's other bytes stay. A newline record's
 // payload has its '\n' bytes replaced. It fails when no record of
 // len(msg) bytes exists in f's format (a length that does not fit a
 // 1-byte prefix, a message too short for its header); f's maximum is not
-// checked here (see checkRecord).
-func frameMessage(f srcs.Framer, msg []byte) error {
+// checked here (see CheckRecord).
+func FrameMessage(f srcs.Framer, msg []byte) error {
 	n := len(msg)
 	switch f := f.(type) {
 	case srcs.Newline:
@@ -115,15 +115,15 @@ func varintLen(v int) int {
 	return n
 }
 
-// checkRecord says whether a size-byte record can travel through f with
+// CheckRecord says whether a size-byte record can travel through f with
 // buffers of bufSize bytes (0: no buffer limit): f must encode it, take it
 // whole, and not find it too long.
-func checkRecord(f srcs.Framer, size, bufSize int) error {
+func CheckRecord(f srcs.Framer, size, bufSize int) error {
 	msg := make([]byte, size)
 	for i := range msg {
 		msg[i] = byte(i * 7)
 	}
-	if err := frameMessage(f, msg); err != nil {
+	if err := FrameMessage(f, msg); err != nil {
 		return err
 	}
 	if bufSize <= 0 {

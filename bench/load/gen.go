@@ -1,4 +1,4 @@
-package bench
+package load
 
 import (
 	"bufio"
@@ -25,6 +25,9 @@ import (
 	"github.com/sluice-io/sluice/srcs"
 	"golang.org/x/sys/unix"
 )
+
+// crc32c is the CRC-32C table of the load's checksums.
+var crc32c = crc32.MakeTable(crc32.Castagnoli)
 
 // GenConfig configures the load generator, which `run` and `latency`
 // start in a process of their own (the hidden `gen` subcommand) so that
@@ -53,7 +56,7 @@ type GenConfig struct {
 	// PacingSpread (the default, also for "") or PacingBatch.
 	Pacing string
 	// Framing, unless "" or "none", makes every message one record for
-	// that framer (srcs.ParseFraming), encoded by frameMessage. Framed
+	// that framer (srcs.ParseFraming), encoded by FrameMessage. Framed
 	// messages carry no timestamps: the lag is still measured in the
 	// generator, from schedules it keeps aside. When the duration ends an
 	// unpaced generator finishes the record it began (a paced one writes
@@ -97,13 +100,13 @@ const (
 	DefaultPacing = PacingSpread
 )
 
-// pacingHelp describes the pacings for the flags that take one.
-const pacingHelp = "spread (every message its own write at its own time, as independent senders) or " +
+// PacingHelp describes the pacings for the flags that take one.
+const PacingHelp = "spread (every message its own write at its own time, as independent senders) or " +
 	"batch (every message due when the generator wakes, back to back, one write per connection)"
 
-// flushGrace bounds how long after Duration the generator keeps writing
+// FlushGrace bounds how long after Duration the generator keeps writing
 // what it had scheduled before Duration but could not write yet.
-const flushGrace = 5 * time.Second
+const FlushGrace = 5 * time.Second
 
 // GenStream is what the generator sent on one connection.
 type GenStream struct {
@@ -159,8 +162,8 @@ func (r GenReport) HeldFraction() float64 {
 	return float64(r.OnTimeBytes) / float64(r.ScheduledBytes)
 }
 
-// genEvent is the generator's "ready" line.
-type genEvent struct {
+// GenEvent is the generator's "ready" line.
+type GenEvent struct {
 	Event   string `json:"event"`
 	Sources int    `json:"sources"`
 }
@@ -179,7 +182,7 @@ func (c *GenConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.Var(&c.MsgSize, "msg-size", "fixed message size")
 	fs.Var(&c.Rate, "rate", "mean bytes per second per source (default unlimited)")
 	fs.StringVar(&c.Arrivals, "arrivals", c.Arrivals, "poisson or uniform")
-	fs.StringVar(&c.Pacing, "pacing", c.Pacing, "with --rate: "+pacingHelp+" (default "+DefaultPacing+")")
+	fs.StringVar(&c.Pacing, "pacing", c.Pacing, "with --rate: "+PacingHelp+" (default "+DefaultPacing+")")
 	fs.Float64Var(&c.Skew, "skew", c.Skew, "biased connections (needs --rate)")
 	fs.IntVar(&c.MaxDial, "max-dial", c.MaxDial, "concurrent dials")
 	fs.Uint64Var(&c.Seed, "seed", c.Seed, "pacing seed")
@@ -231,7 +234,7 @@ func (c GenConfig) Validate() error {
 		return fmt.Errorf("--framing: %v", err)
 	}
 	if f != nil {
-		if err := checkRecord(f, int(c.MsgSize), 0); err != nil {
+		if err := CheckRecord(f, int(c.MsgSize), 0); err != nil {
 			return fmt.Errorf("--framing %s: no record of --msg-size %d bytes: %v", f, c.MsgSize, err)
 		}
 	}
@@ -288,7 +291,7 @@ func RunGen(ctx context.Context, cfg GenConfig, in io.Reader, out io.Writer) err
 	}
 	enc := json.NewEncoder(out)
 	if cfg.Wait {
-		if err := enc.Encode(genEvent{Event: "ready", Sources: len(conns)}); err != nil {
+		if err := enc.Encode(GenEvent{Event: "ready", Sources: len(conns)}); err != nil {
 			return fmt.Errorf("bench: gen: %w", err)
 		}
 		if _, err := bufio.NewReader(in).ReadString('\n'); err != nil {
@@ -466,7 +469,7 @@ func newGenConn(cfg GenConfig, i int, c net.Conn, weight float64, batch int, fra
 	}
 	if framer != nil {
 		// Every message of the template is the same record.
-		if err := frameMessage(framer, gc.tmpl[:size]); err != nil {
+		if err := FrameMessage(framer, gc.tmpl[:size]); err != nil {
 			return nil, fmt.Errorf("bench: gen: %w", err)
 		}
 		for j := size; j < batch; j += size {
@@ -474,7 +477,7 @@ func newGenConn(cfg GenConfig, i int, c net.Conn, weight float64, batch int, fra
 		}
 	}
 	if cfg.Rate > 0 {
-		gc.pacer, err = newPacer(cfg.Arrivals, float64(cfg.Rate)*weight, size, cfg.Seed^uint64(i)*0x9e3779b97f4a7c15)
+		gc.pacer, err = NewPacer(cfg.Arrivals, float64(cfg.Rate)*weight, size, cfg.Seed^uint64(i)*0x9e3779b97f4a7c15)
 		if err != nil {
 			return nil, err
 		}
@@ -523,10 +526,10 @@ func (sh *genShard) write(c *genConn, now int64) bool {
 	}
 	if !sh.framed {
 		for i := first; i < len(c.pend); i += sh.size {
-			binary.LittleEndian.PutUint64(c.pend[i+sentOff:], uint64(now))
+			binary.LittleEndian.PutUint64(c.pend[i+SentOff:], uint64(now))
 			if !sh.paced {
 				// Unpaced messages are offered when the generator can write them.
-				binary.LittleEndian.PutUint64(c.pend[i+schedOff:], uint64(now))
+				binary.LittleEndian.PutUint64(c.pend[i+SchedOff:], uint64(now))
 			}
 		}
 	}
@@ -537,7 +540,7 @@ func (sh *genShard) write(c *genConn, now int64) bool {
 			sched := now // unpaced: offered now
 			switch {
 			case !sh.framed:
-				sched = int64(binary.LittleEndian.Uint64(c.pend[i+schedOff:]))
+				sched = int64(binary.LittleEndian.Uint64(c.pend[i+SchedOff:]))
 			case sh.paced:
 				sched = c.scheds[c.sched0]
 				c.sched0++
@@ -546,7 +549,7 @@ func (sh *genShard) write(c *genConn, now int64) bool {
 			c.msgs++
 		}
 		if sh.crc {
-			c.crc = crc32.Update(c.crc, castagnoli, c.pend[:n])
+			c.crc = crc32.Update(c.crc, crc32c, c.pend[:n])
 		}
 		c.bytes += uint64(n)
 		if now-sh.base <= sh.dur {
@@ -575,7 +578,7 @@ func (sh *genShard) runBulk(ctx context.Context) {
 		now := time.Now().UnixNano()
 		if now >= end {
 			if sh.framed {
-				sh.finishRecords(ctx, end+flushGrace.Nanoseconds())
+				sh.finishRecords(ctx, end+FlushGrace.Nanoseconds())
 			}
 			return
 		}
@@ -631,7 +634,7 @@ func (sh *genShard) finishRecords(ctx context.Context, hardEnd int64) {
 }
 
 // runPaced sends every source's arrivals until the duration ends, then
-// what is still unsent, for at most flushGrace.
+// what is still unsent, for at most FlushGrace.
 func (sh *genShard) runPaced(ctx context.Context) {
 	for _, c := range sh.conns {
 		if p := c.pacer.peek(); p < sh.dur {
@@ -639,7 +642,7 @@ func (sh *genShard) runPaced(ctx context.Context) {
 			sh.push(c)
 		}
 	}
-	hardEnd := sh.base + sh.dur + flushGrace.Nanoseconds()
+	hardEnd := sh.base + sh.dur + FlushGrace.Nanoseconds()
 	for ctx.Err() == nil {
 		now := time.Now().UnixNano()
 		if now >= hardEnd || (len(sh.heap) == 0 && len(sh.dirty) == 0) {
@@ -719,7 +722,7 @@ func (sh *genShard) take(c *genConn, now int64) {
 		} else {
 			c.pend = append(c.pend, c.tmpl...)
 		}
-		if sched := sh.base + c.pacer.advance(); sh.framed {
+		if sched := sh.base + c.pacer.Advance(); sh.framed {
 			if c.sched0 >= 1024 && 2*c.sched0 >= len(c.scheds) {
 				// A connection that never catches up: drop the
 				// schedules already used.
@@ -728,7 +731,7 @@ func (sh *genShard) take(c *genConn, now int64) {
 			}
 			c.scheds = append(c.scheds, sched)
 		} else {
-			binary.LittleEndian.PutUint64(c.pend[off+schedOff:], uint64(sched))
+			binary.LittleEndian.PutUint64(c.pend[off+SchedOff:], uint64(sched))
 		}
 		c.scheduled += uint64(sh.size)
 		if sh.spread {
@@ -823,3 +826,15 @@ func (sh *genShard) down(i0 int) bool {
 	}
 	return i > i0
 }
+
+// Defaults of `run`: what `make bench` runs. 200 sources for 5 s per
+// runner, 16 KiB messages, unlimited rate, one round. With four runners
+// that is about 30 s of measuring, so that the whole job, build included,
+// stays well under two minutes on a 2-core machine. Targets are measured
+// with explicit flags.
+const (
+	DefaultRunSources  = 200
+	DefaultRunDuration = 5 * time.Second
+	DefaultRunMsgSize  = 16 << 10
+	DefaultMaxDial     = 64
+)

@@ -1,4 +1,4 @@
-package bench
+package load
 
 import (
 	"fmt"
@@ -28,9 +28,9 @@ type pacer struct {
 	next    float64
 }
 
-// newPacer returns a pacer for msgSize-byte messages at rate bytes per
+// NewPacer returns a pacer for msgSize-byte messages at rate bytes per
 // second. rate must be positive.
-func newPacer(arrivals string, rate float64, msgSize int, seed uint64) (*pacer, error) {
+func NewPacer(arrivals string, rate float64, msgSize int, seed uint64) (*pacer, error) {
 	if rate <= 0 || msgSize <= 0 {
 		return nil, fmt.Errorf("bench: pacer: rate %v and message size %d must be positive", rate, msgSize)
 	}
@@ -50,8 +50,8 @@ func newPacer(arrivals string, rate float64, msgSize int, seed uint64) (*pacer, 
 // peek returns the next arrival time without consuming it.
 func (p *pacer) peek() int64 { return int64(p.next) }
 
-// advance consumes the next arrival and returns it.
-func (p *pacer) advance() int64 {
+// Advance consumes the next arrival and returns it.
+func (p *pacer) Advance() int64 {
 	at := p.next
 	if p.poisson {
 		p.next += p.rng.ExpFloat64() * p.meanNs
