@@ -246,8 +246,20 @@ var layering = []struct {
 	// figures reports share.
 	{"bench/harness", []string{"engine", "srcs", "pool", "bench/report"}},
 	{"bench/load", []string{"srcs", "bench/harness", "bench/report"}},
+	{"bench/benchtest", nil},
 	{"bench/report", nil},
-	{"bench/cmd", []string{"bench", "bench/harness", "bench/load"}},
+	// The scenarios, one room each, on what the bench shares: the run
+	// scenario and the measurement every scenario makes (bench), and the
+	// harness, load and report rooms.
+	{"bench/arrivals", benchScenario},
+	{"bench/file", benchScenario},
+	{"bench/floor", benchScenario},
+	{"bench/idle", benchScenario},
+	{"bench/jetstream", benchScenario},
+	{"bench/latency", benchScenario},
+	{"bench/probe", benchScenario},
+	{"bench/wirecheck", benchScenario},
+	{"bench/cmd", append([]string{"bench", "bench/harness", "bench/load"}, benchScenarios...)},
 	// The soak, a reliability test rather than a benchmark, on the
 	// bench's harness, with the mosquitto broker; and its command.
 	{"internal/soak", []string{"engine", "srcs", "pool", "internal/mosquitto", "bench/harness", "bench/report"}},
@@ -259,7 +271,7 @@ var layering = []struct {
 
 // testHelperPkgs exist only for tests: no other file may import them (but
 // one another), so neither the library nor the bench links test code.
-var testHelperPkgs = []string{"internal/srcstest", "internal/recordtest", "internal/runnertest", "internal/testca"}
+var testHelperPkgs = []string{"internal/srcstest", "internal/recordtest", "internal/runnertest", "internal/testca", "bench/benchtest"}
 
 // testHelper returns the test-helper package that holds pkg, or "".
 func testHelper(pkg string) string {
@@ -271,9 +283,16 @@ func testHelper(pkg string) string {
 	return ""
 }
 
+// benchScenarios are the bench's scenario rooms, and benchScenario what
+// each may import.
+var (
+	benchScenarios = []string{"bench/arrivals", "bench/file", "bench/floor", "bench/idle", "bench/jetstream", "bench/latency", "bench/probe", "bench/wirecheck"}
+	benchScenario  = []string{"engine", "srcs", "pool", "bench", "bench/harness", "bench/load", "bench/report"}
+)
+
 // exactRooms are rooms that hold one package and admit none under them,
 // so a package added beneath one needs a row of its own.
-var exactRooms = []string{"bench", "bench/harness", "bench/load", "bench/report"}
+var exactRooms = append([]string{"bench", "bench/benchtest", "bench/harness", "bench/load", "bench/report"}, benchScenarios...)
 
 // under reports whether the package at slash path pkg is room or lies
 // under it (is room, for the exactRooms).
@@ -365,6 +384,9 @@ func TestLintLayeringCatchesSlips(t *testing.T) {
 		{"bench/report/units.go", []string{"bench/harness"}, "bench/report/ may import nothing of ours"},
 		{"bench/harness/sys.go", []string{"bench"}, "bench/harness/ may import engine, srcs, pool, bench/report"},
 		{"bench/newroom/x.go", []string{"engine"}, "no row in the layering table"},
+		{"bench/latency/latency.go", []string{"bench", "bench/load", "bench/report"}, ""},
+		{"bench/latency/latency.go", []string{"bench/file"}, "bench/latency/ may import engine"},
+		{"bench/run.go", []string{"bench/latency"}, "bench/ may import engine"},
 		{"node/node.go", []string{"engine"}, "no row in the layering table"},
 		{"engine/node/node.go", []string{"engine", "engine/jetstream", "engine/metrics", "srcs"}, ""},
 		{"engine/node/node.go", []string{"ring"}, "engine/node/ may import engine, srcs, pool"},

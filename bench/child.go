@@ -79,7 +79,7 @@ func decodeChild(b []byte) (*Result, error) {
 // measures it in this process, and writes the report to out. Progress
 // and diagnostics go to errOut.
 func RunChild(ctx context.Context, in io.Reader, out, errOut io.Writer) error {
-	var w workload
+	var w Workload
 	if err := json.NewDecoder(in).Decode(&w); err != nil {
 		return fmt.Errorf("bench: child: bad workload: %w", err)
 	}
@@ -93,9 +93,9 @@ func RunChild(ctx context.Context, in io.Reader, out, errOut io.Writer) error {
 	return encodeChild(out, r, err)
 }
 
-// measureChild runs w in a fresh child process of w.Exe and returns its
+// MeasureChild runs w in a fresh child process of w.Exe and returns its
 // measurement.
-func measureChild(ctx context.Context, w workload, ios harness.IO) (*Result, error) {
+func MeasureChild(ctx context.Context, w Workload, ios harness.IO) (*Result, error) {
 	in, err := json.Marshal(w)
 	if err != nil {
 		return nil, fmt.Errorf("bench: child: %w", err)
@@ -104,7 +104,7 @@ func measureChild(ctx context.Context, w workload, ios harness.IO) (*Result, err
 	// On cancellation let the child stop its generator and engine itself;
 	// kill it only if it does not.
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
-	cmd.WaitDelay = shutdownTimeout
+	cmd.WaitDelay = ShutdownTimeout
 	cmd.Stdin = bytes.NewReader(in)
 	var out bytes.Buffer
 	cmd.Stdout = &out
@@ -120,10 +120,10 @@ func measureChild(ctx context.Context, w workload, ios harness.IO) (*Result, err
 	return r, nil
 }
 
-// measureRunner measures w in a fresh process, or in this one.
-func measureRunner(ctx context.Context, w workload, ios harness.IO, fresh bool) (*Result, error) {
+// MeasureRunner measures w in a fresh process, or in this one.
+func MeasureRunner(ctx context.Context, w Workload, ios harness.IO, fresh bool) (*Result, error) {
 	if fresh {
-		return measureChild(ctx, w, ios)
+		return MeasureChild(ctx, w, ios)
 	}
 	return measure(ctx, w, ios)
 }

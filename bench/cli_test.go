@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"hash/crc32"
 	"math/rand/v2"
@@ -15,13 +14,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/bench/benchtest"
 	"github.com/sluice-io/sluice/bench/harness"
 
 	"github.com/sluice-io/sluice/bench/report"
@@ -29,43 +28,8 @@ import (
 	"github.com/dustin/go-humanize"
 )
 
-// buildCLI builds sluice-bench into a temporary directory.
-func buildCLI(t *testing.T) string {
-	t.Helper()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	bin := filepath.Join(t.TempDir(), "sluice-bench")
-	out, err := exec.Command(goBin, "build", "-o", bin, "./cmd/sluice-bench").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// runCLI runs the binary and returns stdout, stderr and the exit status.
-func runCLI(t *testing.T, bin string, args ...string) (stdout, stderr string, status int) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	var o, e bytes.Buffer
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Stdout, cmd.Stderr = &o, &e
-	err := cmd.Run()
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		status = ee.ExitCode()
-	default:
-		t.Fatalf("%v: %v", args, err)
-	}
-	return o.String(), e.String(), status
-}
-
 func TestCLI(t *testing.T) {
-	bin := buildCLI(t)
+	bin := benchtest.BuildCLI(t)
 	t.Run("run", func(t *testing.T) { testCLIRun(t, bin) })
 	t.Run("sink", func(t *testing.T) { testCLISink(t, bin) })
 	t.Run("sink framed", func(t *testing.T) { testCLISinkFramed(t, bin) })
@@ -76,11 +40,11 @@ func TestCLI(t *testing.T) {
 }
 
 func testCLIRun(t *testing.T, bin string) {
-	avail, _ := availableRunners(harness.AllRunners())
+	avail, _ := AvailableRunners(harness.AllRunners())
 	runners := avail[:min(2, len(avail))]
 	jsonPath := filepath.Join(t.TempDir(), "run.json")
 	plotDir := filepath.Join(t.TempDir(), "plots")
-	stdout, stderr, status := runCLI(t, bin, "run", "--runners", strings.Join(runners, ","), "--sources", "20",
+	stdout, stderr, status := benchtest.RunCLI(t, bin, "run", "--runners", strings.Join(runners, ","), "--sources", "20",
 		"--duration", "1s", "--msg-size", "4KiB", "--json", jsonPath, "--plot", plotDir)
 	if status != 0 {
 		t.Fatalf("run: exit %d\nstdout:\n%s\nstderr:\n%s", status, stdout, stderr)
@@ -273,7 +237,7 @@ func testCLISink(t *testing.T, bin string) {
 }
 
 func testCLIProbe(t *testing.T, bin string) {
-	stdout, stderr, status := runCLI(t, bin, "probe", "--json", "-")
+	stdout, stderr, status := benchtest.RunCLI(t, bin, "probe", "--json", "-")
 	if status != 0 {
 		t.Fatalf("probe: exit %d: %s", status, stderr)
 	}
@@ -284,7 +248,16 @@ func testCLIProbe(t *testing.T, bin string) {
 	if i < 0 {
 		t.Fatalf("no JSON in probe output:\n%s", stdout)
 	}
-	var rep ProbeReport
+	// the fields of probe.ProbeReport this test reads
+	var rep struct {
+		IOURing   string `json:"io_uring"`
+		Auto      string `json:"auto"`
+		Decisions []struct {
+			Message string            `json:"message"`
+			Attrs   map[string]string `json:"attrs"`
+		} `json:"decisions"`
+		Runners []json.RawMessage `json:"runners"`
+	}
 	if err := json.Unmarshal([]byte(stdout[i+1:]), &rep); err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +293,7 @@ func testCLIUsage(t *testing.T, bin string) {
 		{[]string{"run", "--tls", "--client", "fio"}, 2, "--tls: with the built-in generator only"},
 		{[]string{"run", "--help"}, 0, "-tls"},
 	} {
-		stdout, stderr, status := runCLI(t, bin, tc.args...)
+		stdout, stderr, status := benchtest.RunCLI(t, bin, tc.args...)
 		if status != tc.status || !strings.Contains(stdout+stderr, tc.want) {
 			t.Errorf("%v: exit %d (want %d), output lacks %q:\n%s%s", tc.args, status, tc.status, tc.want, stdout, stderr)
 		}
@@ -547,12 +520,12 @@ func testCLISinkFraming(t *testing.T, bin string, fr sinkFraming) {
 // delimiter and a length prefix, and checks that every byte sent arrived
 // as whole records, verified, with no latency claimed.
 func testCLIRunFramed(t *testing.T, bin string) {
-	avail, _ := availableRunners([]string{"uring", "goroutine"})
+	avail, _ := AvailableRunners([]string{"uring", "goroutine"})
 	const msgSize = 1000
 	for _, framing := range []string{"newline", "length:4le"} {
 		t.Run(framing, func(t *testing.T) {
 			jsonPath := filepath.Join(t.TempDir(), "run.json")
-			stdout, stderr, status := runCLI(t, bin, "run", "--runners", strings.Join(avail, ","), "--sources", "2",
+			stdout, stderr, status := benchtest.RunCLI(t, bin, "run", "--runners", strings.Join(avail, ","), "--sources", "2",
 				"--duration", "1s", "--msg-size", strconv.Itoa(msgSize), "--framing", framing, "--json", jsonPath)
 			if status != 0 {
 				t.Fatalf("run: exit %d\nstdout:\n%s\nstderr:\n%s", status, stdout, stderr)
@@ -605,7 +578,7 @@ func testCLIRunFramed(t *testing.T, bin string) {
 func testCLIRunTLS(t *testing.T, bin string) {
 	const sources = 3
 	jsonPath := filepath.Join(t.TempDir(), "run.json")
-	stdout, stderr, status := runCLI(t, bin, "run", "--tls", "--runners", "goroutine", "--sources", strconv.Itoa(sources),
+	stdout, stderr, status := benchtest.RunCLI(t, bin, "run", "--tls", "--runners", "goroutine", "--sources", strconv.Itoa(sources),
 		"--duration", "1s", "--msg-size", "64KiB", "--json", jsonPath)
 	if status != 0 {
 		t.Fatalf("run --tls: exit %d\nstdout:\n%s\nstderr:\n%s", status, stdout, stderr)

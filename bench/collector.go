@@ -25,16 +25,16 @@ import (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// stream is the collector's record of one source.
-type stream struct {
+// Stream is the collector's record of one source.
+type Stream struct {
 	id     srcs.ID
-	name   string
-	bytes  uint64
+	Name   string
+	Bytes  uint64
 	chunks uint64
 	// first and last are when its first and latest bytes were delivered
 	// (UnixNano).
 	first, last int64
-	crc         uint32
+	CRC         uint32
 	ended       bool
 	tracker     load.RecordTracker
 	errors      atomic.Uint64
@@ -58,31 +58,31 @@ type latStripe struct {
 	e2e *hdrhistogram.Histogram // delivery minus scheduled send
 }
 
-// collector is the engine's consumer in every measurement: for each source
+// Collector is the engine's consumer in every measurement: for each source
 // it counts bytes, checksums them (CRC-32C), counts records when the
 // engine frames them, and, when the stream carries fixed-size timestamped
 // messages, records delivery latencies. Handle runs
 // on the engine's processing goroutines; a source's chunks arrive in order
 // on one of them, so a stream is touched by one goroutine at a time. Read
 // the per-stream results only after the engine has shut down.
-type collector struct {
+type Collector struct {
 	msgSize int         // 0: the stream carries no timestamps
 	crc     bool        // checksum every byte
 	framer  srcs.Framer // the listeners' framer; nil: raw bytes
 
 	mu         sync.Mutex
-	streams    []*stream // by source id
+	Streams    []*Stream // by source id
 	errSamples []string  // the first maxErrorSamples errors
 
 	stripes []latStripe
 
-	total    atomic.Uint64
+	Total    atomic.Uint64
 	chunks   atomic.Uint64
 	partials atomic.Uint64
 	first    atomic.Int64 // UnixNano of the first byte, 0 before
 	last     atomic.Int64 // UnixNano of the latest byte
-	ended    atomic.Int64
-	errs     atomic.Uint64
+	Ended    atomic.Int64
+	Errs     atomic.Uint64
 	records  atomic.Uint64
 	// The steady interval, while every stream was sending: from the
 	// latest first byte of a stream to the first end of stream, with the
@@ -97,10 +97,10 @@ type collector struct {
 	allEnd  chan struct{} // closed when ended reaches target
 }
 
-// newCollector returns a collector for streams of msgSize-byte timestamped
+// NewCollector returns a collector for streams of msgSize-byte timestamped
 // messages (0: no timestamps), framed by framer (nil: raw bytes).
-func newCollector(msgSize int, crc bool, framer srcs.Framer) *collector {
-	c := &collector{msgSize: msgSize, crc: crc, framer: framer, allEnd: make(chan struct{})}
+func NewCollector(msgSize int, crc bool, framer srcs.Framer) *Collector {
+	c := &Collector{msgSize: msgSize, crc: crc, framer: framer, allEnd: make(chan struct{})}
 	if msgSize > 0 {
 		c.stripes = make([]latStripe, 2*runtime.GOMAXPROCS(0))
 		for i := range c.stripes {
@@ -110,38 +110,46 @@ func newCollector(msgSize int, crc bool, framer srcs.Framer) *collector {
 	return c
 }
 
-// stream returns the record of source id, creating it on first sight.
-func (c *collector) stream(id srcs.ID, name string) *stream {
+// WithStreams calls f with the per-source records, by source id, under
+// the collector's lock: f must not keep the slice.
+func (c *Collector) WithStreams(f func(streams []*Stream)) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for int(id) >= len(c.streams) {
-		c.streams = append(c.streams, nil)
+	f(c.Streams)
+}
+
+// stream returns the record of source id, creating it on first sight.
+func (c *Collector) stream(id srcs.ID, name string) *Stream {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for int(id) >= len(c.Streams) {
+		c.Streams = append(c.Streams, nil)
 	}
-	s := c.streams[id]
+	s := c.Streams[id]
 	if s == nil {
-		s = &stream{id: id, name: name, tracker: load.RecordTracker{Size: c.msgSize}}
-		c.streams[id] = s
+		s = &Stream{id: id, Name: name, tracker: load.RecordTracker{Size: c.msgSize}}
+		c.Streams[id] = s
 	}
 	return s
 }
 
-// handle is the engine's push handler.
-func (c *collector) handle(ch engine.Chunk) {
+// Handle is the engine's push handler.
+func (c *Collector) Handle(ch engine.Chunk) {
 	s := c.stream(ch.Source, ch.Name)
 	if n := len(ch.Data); n > 0 {
 		now := time.Now().UnixNano()
-		if s.bytes == 0 {
+		if s.Bytes == 0 {
 			s.first = now
 			c.lastStart.Store(now)
-			c.lastStartBytes.Store(c.total.Load())
+			c.lastStartBytes.Store(c.Total.Load())
 		}
 		s.last = now
-		s.bytes += uint64(n)
+		s.Bytes += uint64(n)
 		s.chunks++
 		if c.framer != nil && ch.Flags&srcs.Records != 0 {
 			c.count(s, ch.Data, ch.Flags&srcs.Truncated != 0) // and the checksum
 		} else if c.crc {
-			s.crc = crc32.Update(s.crc, castagnoli, ch.Data)
+			s.CRC = crc32.Update(s.CRC, castagnoli, ch.Data)
 		}
 		if c.msgSize > 0 {
 			st := &c.stripes[int(ch.Source)%len(c.stripes)]
@@ -151,7 +159,7 @@ func (c *collector) handle(ch engine.Chunk) {
 		}
 		c.first.CompareAndSwap(0, now)
 		c.last.Store(now)
-		c.total.Add(uint64(n))
+		c.Total.Add(uint64(n))
 		c.chunks.Add(1)
 	}
 	if ch.Flags&srcs.Partial != 0 {
@@ -160,12 +168,12 @@ func (c *collector) handle(ch engine.Chunk) {
 	if ch.Flags&srcs.EndOfStream != 0 && !s.ended {
 		s.ended = true
 		if now := time.Now().UnixNano(); c.firstEnd.CompareAndSwap(0, now) {
-			c.firstEndBytes.Store(c.total.Load())
+			c.firstEndBytes.Store(c.Total.Load())
 		}
 		if ch.Final != nil {
 			s.skipped = ch.Final.RecordsSkipped
 		}
-		if n := c.ended.Add(1); n == c.target.Load() {
+		if n := c.Ended.Add(1); n == c.target.Load() {
 			c.allOnce.Do(func() { close(c.allEnd) })
 		}
 	}
@@ -182,20 +190,20 @@ func (c *collector) handle(ch engine.Chunk) {
 // none), counted with a vectorised scan of each block of lineBlock bytes
 // right after the checksum read it, while it is still in the L1 cache. A
 // framer with a header reads one header per record (srcs.CountRecords).
-func (c *collector) count(s *stream, p []byte, truncated bool) {
+func (c *Collector) count(s *Stream, p []byte, truncated bool) {
 	var recs, n int
 	if _, ok := c.framer.(srcs.Newline); ok {
 		for off := 0; off < len(p); off += lineBlock {
 			b := p[off:min(off+lineBlock, len(p))]
 			if c.crc {
-				s.crc = crc32.Update(s.crc, castagnoli, b)
+				s.CRC = crc32.Update(s.CRC, castagnoli, b)
 			}
 			recs += bytes.Count(b, newline)
 		}
 		n = bytes.LastIndexByte(p, '\n') + 1
 	} else {
 		if c.crc {
-			s.crc = crc32.Update(s.crc, castagnoli, p)
+			s.CRC = crc32.Update(s.CRC, castagnoli, p)
 		}
 		recs, n, _ = srcs.CountRecords(c.framer, p)
 	}
@@ -216,10 +224,10 @@ const lineBlock = 8 << 10
 
 var newline = []byte{'\n'}
 
-// onError is the engine's error handler: it counts errors, in all and per
+// OnError is the engine's error handler: it counts errors, in all and per
 // source.
-func (c *collector) onError(err error) {
-	if c.errs.Add(1) <= maxErrorSamples {
+func (c *Collector) OnError(err error) {
+	if c.Errs.Add(1) <= maxErrorSamples {
 		c.mu.Lock()
 		c.errSamples = append(c.errSamples, err.Error())
 		c.mu.Unlock()
@@ -232,8 +240,8 @@ func (c *collector) onError(err error) {
 // maxErrorSamples is how many errors a collector keeps the text of.
 const maxErrorSamples = 5
 
-// errorSamples returns the text of the first errors.
-func (c *collector) errorSamples() []string {
+// ErrorSamples returns the text of the first errors.
+func (c *Collector) ErrorSamples() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]string(nil), c.errSamples...)
@@ -245,7 +253,7 @@ func (c *collector) errorSamples() []string {
 // ended after the last one started. Clients that start their connections
 // one by one (fio starts a thread per job) stretch the time from the
 // first byte to the last, which dilutes a plain average.
-func (c *collector) steady() (bps, seconds float64) {
+func (c *Collector) steady() (bps, seconds float64) {
 	a, b := c.lastStart.Load(), c.firstEnd.Load()
 	if a == 0 || b <= a {
 		return 0, 0
@@ -254,10 +262,10 @@ func (c *collector) steady() (bps, seconds float64) {
 	return float64(c.firstEndBytes.Load()-c.lastStartBytes.Load()) / seconds, seconds
 }
 
-// expect arms allEnded to close once n sources have ended.
-func (c *collector) expect(n int) <-chan struct{} {
+// Expect arms allEnded to close once n sources have ended.
+func (c *Collector) Expect(n int) <-chan struct{} {
 	c.target.Store(int64(n))
-	if c.ended.Load() >= int64(n) {
+	if c.Ended.Load() >= int64(n) {
 		c.allOnce.Do(func() { close(c.allEnd) })
 	}
 	return c.allEnd
@@ -265,7 +273,7 @@ func (c *collector) expect(n int) <-chan struct{} {
 
 // latency merges the stripes: engine latencies (delivery minus actual
 // send) and end-to-end ones (delivery minus schedule).
-func (c *collector) latency() (eng, e2e *hdrhistogram.Histogram) {
+func (c *Collector) latency() (eng, e2e *hdrhistogram.Histogram) {
 	eng, e2e = report.NewHist(), report.NewHist()
 	for i := range c.stripes {
 		st := &c.stripes[i]
@@ -279,11 +287,11 @@ func (c *collector) latency() (eng, e2e *hdrhistogram.Histogram) {
 
 // snapshot returns the streams seen, in id order. Call it after the
 // engine has shut down.
-func (c *collector) snapshot() []*stream {
+func (c *Collector) snapshot() []*Stream {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]*stream, 0, len(c.streams))
-	for _, s := range c.streams {
+	out := make([]*Stream, 0, len(c.Streams))
+	for _, s := range c.Streams {
 		if s != nil {
 			out = append(out, s)
 		}
@@ -291,36 +299,36 @@ func (c *collector) snapshot() []*stream {
 	return out
 }
 
-// peerOf turns a source name ("tcp://127.0.0.1:4000") into the peer
+// PeerOf turns a source name ("tcp://127.0.0.1:4000") into the peer
 // address ("127.0.0.1:4000").
-func peerOf(name string) string {
+func PeerOf(name string) string {
 	if _, rest, ok := strings.Cut(name, "://"); ok {
 		return rest
 	}
 	return name
 }
 
-// sinkEngine is an engine that feeds a collector from TCP listeners.
-type sinkEngine struct {
+// SinkEngine is an engine that feeds a collector from TCP listeners.
+type SinkEngine struct {
 	e   *engine.Engine
-	col *collector
+	col *Collector
 	lns []*srcs.Listener
 }
 
-// startSink creates an engine with the given runner and starts listening on
+// StartSink creates an engine with the given runner and starts listening on
 // addrs, framing every connection with the collector's framer. The engine
 // refuses a runner that cannot work here with an *engine.RunnerError.
-func startSink(f harness.EngineFlags, runner string, addrs []string, col *collector, opts ...engine.Option) (*sinkEngine, error) {
-	opts = append([]engine.Option{f.Handler(col.handle), engine.WithErrorHandler(col.onError)}, opts...)
+func StartSink(f harness.EngineFlags, runner string, addrs []string, col *Collector, opts ...engine.Option) (*SinkEngine, error) {
+	opts = append([]engine.Option{f.Handler(col.Handle), engine.WithErrorHandler(col.OnError)}, opts...)
 	e, err := engine.New(f.Config(runner), opts...)
 	if err != nil {
 		return nil, err
 	}
 	if runner != engine.RunnerAuto && e.Runner() != runner {
-		shutdownEngine(e)
+		ShutdownEngine(e)
 		return nil, fmt.Errorf("bench: asked for runner %s but the engine chose %s (is %s set?)", runner, e.Runner(), engine.EnvRunner)
 	}
-	s := &sinkEngine{e: e, col: col}
+	s := &SinkEngine{e: e, col: col}
 	for _, a := range addrs {
 		ln, err := srcs.ListenTCP(a, srcs.ListenerConfig{MaxConns: f.MaxConns, RecvBuffer: int(f.RecvBuffer), Framer: col.framer, TLS: f.TLS})
 		if err == nil {
@@ -330,7 +338,7 @@ func startSink(f harness.EngineFlags, runner string, addrs []string, col *collec
 			if ln != nil {
 				ln.Close()
 			}
-			s.close()
+			s.Close()
 			return nil, fmt.Errorf("bench: listen %s: %w", a, err)
 		}
 		s.lns = append(s.lns, ln)
@@ -338,8 +346,8 @@ func startSink(f harness.EngineFlags, runner string, addrs []string, col *collec
 	return s, nil
 }
 
-// addrs returns the bound listen addresses.
-func (s *sinkEngine) addrs() []string {
+// Addrs returns the bound listen addresses.
+func (s *SinkEngine) Addrs() []string {
 	out := make([]string, len(s.lns))
 	for i, l := range s.lns {
 		out[i] = l.Addr().String()
@@ -347,19 +355,19 @@ func (s *sinkEngine) addrs() []string {
 	return out
 }
 
-// live is the number of sources the engine is still driving.
-func (s *sinkEngine) live() int { return len(s.e.Stats().Sources) }
+// Live is the number of sources the engine is still driving.
+func (s *SinkEngine) Live() int { return len(s.e.Stats().Sources) }
 
-// close shuts the engine down, which also closes the listeners.
-func (s *sinkEngine) close() error {
-	return shutdownEngine(s.e)
+// Close shuts the engine down, which also closes the listeners.
+func (s *SinkEngine) Close() error {
+	return ShutdownEngine(s.e)
 }
 
-// shutdownTimeout bounds an engine's shutdown in every command.
-const shutdownTimeout = 30 * time.Second
+// ShutdownTimeout bounds an engine's shutdown in every command.
+const ShutdownTimeout = 30 * time.Second
 
-func shutdownEngine(e *engine.Engine) error {
-	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+func ShutdownEngine(e *engine.Engine) error {
+	ctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
 	defer cancel()
 	if err := e.Shutdown(ctx); err != nil {
 		return fmt.Errorf("bench: engine shutdown: %w", err)

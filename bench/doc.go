@@ -1,12 +1,18 @@
-// Package bench is the benchmark harness behind the sluice-bench CLI: load
-// generators, measurement and reports. It holds no global state; the CLI in
-// bench/cmd/sluice-bench is a thin driver that parses flags into the config
-// structs here (RunConfig, SinkConfig, FileConfig, LatencyConfig,
-// ArrivalsConfig, ProbeConfig, GenConfig, FloorConfig) and
-// calls Run, Sink, File, LatencySweep, ArrivalsStudy, Probe, Floor
-// or RunGen. The entry points are not safe for concurrent use with each
-// other: run, latency and arrivals pin the whole process to CPUs and set
-// GOMAXPROCS while they measure.
+// Package bench is the measurement every sluice-bench scenario makes, and
+// the run scenario: one runner's engine, in a child process of its own,
+// under a load (the built-in generator of bench/load, fio, iperf3, or a
+// reference sink's client), with the collector that checks what arrives,
+// the Result row, the sink command for external load, verdicts against
+// targets, and run's tables and plots. The other scenarios are rooms of
+// their own (bench/latency, bench/arrivals, bench/file, bench/floor,
+// bench/idle, bench/jetstream, bench/probe, bench/wirecheck) on the same
+// measurement; bench/harness holds the processes and the machine,
+// bench/report the shared figures. It holds no global state; the CLI in
+// bench/cmd/sluice-bench is a thin driver that parses flags into the
+// config structs (RunConfig, SinkConfig here, and each scenario's) and
+// calls their entry points. The entry points are not safe for concurrent
+// use with each other: run, latency and arrivals pin the whole process to
+// CPUs and set GOMAXPROCS while they measure.
 //
 // # Measuring
 //

@@ -39,8 +39,8 @@ const (
 	// connection: its close message, a 4-byte magic and a 4-byte command
 	// (engines/net.c, struct udp_close_msg). Neither holds a '\n'.
 	fioTrailer = 8
-	// fioMaxJobs is fio's ceiling on jobs in one run.
-	fioMaxJobs = 4096
+	// FioMaxJobs is fio's ceiling on jobs in one run.
+	FioMaxJobs = 4096
 	// fioMaxPattern is the longest buffer_pattern fio takes
 	// (MAX_PATTERN_SIZE).
 	fioMaxPattern = 512
@@ -52,11 +52,11 @@ const (
 	fioSinkIdle = 500 * time.Millisecond
 )
 
-// fioJob is one row's fio load: Sources jobs, each one TCP connection to
+// FioJob is one row's fio load: Sources jobs, each one TCP connection to
 // Addr writing BS-byte blocks for Duration, at Rate bytes per second each
 // (0: flat out) with Poisson or evenly spaced arrivals, filled with
 // '\n'-terminated lines of RecordSize bytes when RecordSize > 0.
-type fioJob struct {
+type FioJob struct {
 	// Proto is ProtoTCP ("": the same) or ProtoUDP: each job then sends
 	// BS-byte datagrams from a socket of its own.
 	Proto      string
@@ -71,11 +71,11 @@ type fioJob struct {
 	CPUs       []int
 }
 
-// file returns the fio job file: one job section per source, all on
+// File returns the fio job file: one job section per source, all on
 // Addr (the sink listens on one port), time-based, so every connection
 // lives for the whole duration. The size is out of reach, since fio's net
 // engine would reconnect on wrapping around it.
-func (j fioJob) file() string {
+func (j FioJob) File() string {
 	host, port, _ := net.SplitHostPort(j.Addr)
 	var b strings.Builder
 	proto := ProtoTCP
@@ -101,7 +101,7 @@ func (j fioJob) file() string {
 		fmt.Fprintf(&b, "scramble_buffers=0\nbuffer_pattern=0x%s0a\n", strings.Repeat("78", j.RecordSize-1))
 	}
 	if len(j.CPUs) > 0 {
-		fmt.Fprintf(&b, "cpus_allowed=%s\n", joinInts(j.CPUs))
+		fmt.Fprintf(&b, "cpus_allowed=%s\n", JoinInts(j.CPUs))
 	}
 	for i := range j.Sources {
 		fmt.Fprintf(&b, "[s%d]\n", i+1)
@@ -231,7 +231,7 @@ type sinkProc struct {
 	cmd    *exec.Cmd
 	done   chan error // its exit
 	addr   string
-	stderr *tailBuffer
+	stderr *TailBuffer
 }
 
 // listeningRE finds the address in a sink's "listening on ADDR" line.
@@ -243,7 +243,7 @@ var listeningRE = regexp.MustCompile(`listening on ([^ ,]+)`)
 func startSinkProc(ctx context.Context, wire harness.WireEnv, bin string, args []string) (*sinkProc, error) {
 	cmd := wire.Command(ctx, harness.SideSink, bin, args...)
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
-	cmd.WaitDelay = shutdownTimeout
+	cmd.WaitDelay = ShutdownTimeout
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		return nil, fmt.Errorf("bench: sink: %w", err)
@@ -251,13 +251,13 @@ func startSinkProc(ctx context.Context, wire harness.WireEnv, bin string, args [
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("bench: start sink %s: %w", bin, err)
 	}
-	p := &sinkProc{cmd: cmd, done: make(chan error, 1), stderr: &tailBuffer{max: 64 << 10}}
+	p := &sinkProc{cmd: cmd, done: make(chan error, 1), stderr: &TailBuffer{Max: 64 << 10}}
 	addrs := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			l := sc.Text()
-			p.stderr.add(l)
+			p.stderr.Add(l)
 			if m := listeningRE.FindStringSubmatch(l); m != nil {
 				select {
 				case addrs <- m[1]:
@@ -298,32 +298,32 @@ func (p *sinkProc) stop() {
 	p.cmd.Process.Signal(os.Interrupt)
 	select {
 	case <-p.done:
-	case <-time.After(shutdownTimeout):
+	case <-time.After(ShutdownTimeout):
 		p.cmd.Process.Kill()
 		<-p.done
 	}
 }
 
-// tailBuffer keeps the last lines written to it, up to max bytes.
-type tailBuffer struct {
+// TailBuffer keeps the last lines written to it, up to max bytes.
+type TailBuffer struct {
 	mu    sync.Mutex
-	max   int
+	Max   int
 	lines []string
 	n     int
 }
 
-func (t *tailBuffer) add(l string) {
+func (t *TailBuffer) Add(l string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.lines = append(t.lines, l)
 	t.n += len(l) + 1
-	for t.n > t.max && len(t.lines) > 1 {
+	for t.n > t.Max && len(t.lines) > 1 {
 		t.n -= len(t.lines[0]) + 1
 		t.lines = t.lines[1:]
 	}
 }
 
-func (t *tailBuffer) String() string {
+func (t *TailBuffer) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return strings.Join(t.lines, "\n")
@@ -368,7 +368,7 @@ func measureFio(ctx context.Context, c RunConfig, env fioEnv, row string, round 
 	if isPeerRow(row) {
 		bin = env.gnetSink
 		args = append([]string{"-listen", env.wire.ListenAddr(), "-until-idle", fioSinkIdle.String(), "-json", sinkJSON,
-			"-framing", harness.FramingName(framer)}, peerArgs(workload{Runner: row})...)
+			"-framing", harness.FramingName(framer)}, peerArgs(Workload{Runner: row})...)
 		if profile != "" {
 			args = append(args, "-cpuprofile", profile)
 		}
@@ -386,11 +386,11 @@ func measureFio(ctx context.Context, c RunConfig, env fioEnv, row string, round 
 	if err != nil {
 		return nil, err
 	}
-	job := fioJob{Addr: sp.addr, Sources: c.Sources, Duration: c.Duration, BS: int(c.MsgSize), Rate: float64(c.Rate),
+	job := FioJob{Addr: sp.addr, Sources: c.Sources, Duration: c.Duration, BS: int(c.MsgSize), Rate: float64(c.Rate),
 		Arrivals: c.Arrivals, RecordSize: recSize, NoDelay: true, CPUs: env.cpus}
 	jobFile := filepath.Join(dir, "job.fio")
 	fioJSON := filepath.Join(dir, "fio.json")
-	if err := os.WriteFile(jobFile, []byte(job.file()), 0o644); err != nil {
+	if err := os.WriteFile(jobFile, []byte(job.File()), 0o644); err != nil {
 		sp.stop()
 		return nil, fmt.Errorf("bench: fio: %w", err)
 	}
@@ -488,7 +488,7 @@ func fioResult(row string, round int, c RunConfig, sr *SinkReport, fr *fioReport
 	}
 	if cpu, n, ok := harness.UsageOver(sr.Usage, a, b); ok && n > 0 {
 		r.cpuWin, r.cpuWinBytes = [2]int64{a, b}, n
-		r.CPUSPerGiB, r.CPUOver = cpuPerGiB(cpu.Seconds(), n), r.ThroughputOver
+		r.CPUSPerGiB, r.CPUOver = CPUPerGiB(cpu.Seconds(), n), r.ThroughputOver
 		r.EngineCPUUtil = cpu.Seconds() / (time.Duration(b-a).Seconds() * float64(r.EngineCPUs))
 	}
 	xs := make([]float64, len(sr.Streams))
@@ -578,8 +578,8 @@ func sendingWindow(ss []SinkStream, share float64) (a, b int64) {
 	return firsts[k], lasts[len(lasts)-1-k]
 }
 
-// findFio returns the fio binary, or why there is none.
-func findFio() (string, error) {
+// FindFio returns the fio binary, or why there is none.
+func FindFio() (string, error) {
 	p, err := exec.LookPath("fio")
 	if err != nil {
 		return "", errors.New("bench: --client fio: fio is not installed (apt-get install fio, or make deps)")

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/bench/benchtest"
 	"github.com/sluice-io/sluice/bench/load"
 
 	"github.com/sluice-io/sluice/bench/harness"
@@ -52,9 +53,9 @@ func buildGnetSinkForTest(t *testing.T) string {
 }
 
 func TestFioJobFile(t *testing.T) {
-	j := fioJob{Addr: "127.0.0.1:9300", Sources: 3, Duration: 1500 * time.Millisecond, BS: 16 << 10, Rate: 65536,
+	j := FioJob{Addr: "127.0.0.1:9300", Sources: 3, Duration: 1500 * time.Millisecond, BS: 16 << 10, Rate: 65536,
 		Arrivals: load.ArrivalsPoisson, RecordSize: 4, NoDelay: true, CPUs: []int{1}}
-	f := j.file()
+	f := j.File()
 	for _, want := range []string{"ioengine=net\n", "hostname=127.0.0.1\n", "port=9300\n", "bs=16384\n", "runtime=1500ms\n",
 		"time_based=1\n", "nodelay=1\n", "rate=65536\n", "rate_process=poisson\n", "scramble_buffers=0\n",
 		"buffer_pattern=0x7878780a\n", "cpus_allowed=1\n", "[s1]\n[s2]\n[s3]\n"} {
@@ -63,7 +64,7 @@ func TestFioJobFile(t *testing.T) {
 		}
 	}
 	j.Rate, j.RecordSize, j.CPUs = 0, 0, nil
-	f = j.file()
+	f = j.File()
 	for _, no := range []string{"rate", "buffer_pattern", "cpus_allowed"} {
 		if strings.Contains(f, no) {
 			t.Errorf("an unpaced, raw, unpinned job file has %q:\n%s", no, f)
@@ -122,9 +123,9 @@ func TestReconcileFio(t *testing.T) {
 // mode.
 func TestFioClient(t *testing.T) {
 	needFio(t)
-	bin := buildCLI(t)
+	bin := benchtest.BuildCLI(t)
 	gnet := buildGnetSinkForTest(t)
-	avail, _ := availableRunners([]string{"uring", "epoll", "goroutine"})
+	avail, _ := AvailableRunners([]string{"uring", "epoll", "goroutine"})
 	if len(avail) == 0 {
 		t.Fatal("no runner available")
 	}
@@ -147,7 +148,7 @@ func TestFioClient(t *testing.T) {
 			jsonPath := filepath.Join(t.TempDir(), "run.json")
 			args := append([]string{"run", "--client", "fio", "--runners", runner, "--peers", peer, "--gnet-sink", gnet,
 				"--duration", "1s", "--rounds", strconv.Itoa(tc.rounds), "--json", jsonPath, "--plot", t.TempDir()}, tc.args...)
-			stdout, stderr, status := runCLI(t, bin, args...)
+			stdout, stderr, status := benchtest.RunCLI(t, bin, args...)
 			if status != 0 {
 				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", status, stdout, stderr)
 			}
@@ -188,11 +189,11 @@ func TestFioClient(t *testing.T) {
 // generator, raw and framed: every stream's bytes, checksum and records
 // must match what the generator sent.
 func TestRunPeersGnet(t *testing.T) {
-	bin := buildCLI(t)
+	bin := benchtest.BuildCLI(t)
 	gnet := buildGnetSinkForTest(t)
-	avail, _ := availableRunners([]string{"uring", "epoll", "goroutine"})
+	avail, _ := AvailableRunners([]string{"uring", "epoll", "goroutine"})
 	for _, framing := range []string{"none", "newline"} {
-		stdout, stderr, status := runCLI(t, bin, "run", "--runners", avail[0], "--peers", "gnet", "--gnet-sink", gnet,
+		stdout, stderr, status := benchtest.RunCLI(t, bin, "run", "--runners", avail[0], "--peers", "gnet", "--gnet-sink", gnet,
 			"--sources", "20", "--duration", "1s", "--msg-size", "4KiB", "--framing", framing)
 		if status != 0 {
 			t.Fatalf("%s: exit %d\nstdout:\n%s\nstderr:\n%s", framing, status, stdout, stderr)
@@ -223,11 +224,11 @@ func readRunReport(t *testing.T, path string) RunReport {
 // sent on every stream, the go+tls row's sessions are TLS, and the report
 // compares go+tls with go.
 func TestRunPeersGoTLS(t *testing.T) {
-	bin := buildCLI(t)
+	bin := benchtest.BuildCLI(t)
 	sink := buildGnetSinkForTest(t)
 	const sources = 3
 	jsonPath := filepath.Join(t.TempDir(), "run.json")
-	stdout, stderr, status := runCLI(t, bin, "run", "--tls", "--runners", "goroutine", "--peers", "go", "--gnet-sink", sink,
+	stdout, stderr, status := benchtest.RunCLI(t, bin, "run", "--tls", "--runners", "goroutine", "--peers", "go", "--gnet-sink", sink,
 		"--sources", strconv.Itoa(sources), "--duration", "1s", "--msg-size", "64KiB", "--json", jsonPath)
 	if status != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", status, stdout, stderr)

@@ -88,24 +88,24 @@ func TestCollectorCountsRecords(t *testing.T) {
 	chunk := func(id srcs.ID, data string, flags srcs.Flags) engine.Chunk {
 		return engine.Chunk{Source: id, Name: fmt.Sprintf("tcp://peer%d", id), Data: []byte(data), Flags: flags}
 	}
-	col := newCollector(0, true, srcs.Newline{})
-	col.handle(chunk(0, "a\nbb\n", srcs.Records))
-	col.handle(chunk(0, "ccc\n\n", srcs.Records|srcs.Partial))
-	col.handle(chunk(0, "dd\nunfinished", srcs.Records|srcs.Truncated))
-	col.handle(chunk(0, "", srcs.EndOfStream))
-	col.handle(chunk(1, "x\ny", srcs.Records)) // not on a boundary
-	col.onError(&srcs.SourceError{ID: 1, Name: "tcp://peer1", Op: "read",
+	col := NewCollector(0, true, srcs.Newline{})
+	col.Handle(chunk(0, "a\nbb\n", srcs.Records))
+	col.Handle(chunk(0, "ccc\n\n", srcs.Records|srcs.Partial))
+	col.Handle(chunk(0, "dd\nunfinished", srcs.Records|srcs.Truncated))
+	col.Handle(chunk(0, "", srcs.EndOfStream))
+	col.Handle(chunk(1, "x\ny", srcs.Records)) // not on a boundary
+	col.OnError(&srcs.SourceError{ID: 1, Name: "tcp://peer1", Op: "read",
 		Err: &srcs.RecordError{Framer: "newline", Size: 500, Max: 100, Skip: srcs.SkipToBoundary}})
 	end := chunk(1, "", srcs.EndOfStream)
 	end.Final = &engine.SourceStats{ID: 1, RecordsSkipped: 3}
-	col.handle(end)
+	col.Handle(end)
 	ss := col.snapshot()
 	if len(ss) != 2 {
 		t.Fatalf("%d streams", len(ss))
 	}
-	if s := ss[0]; s.records != 5 || s.truncated != len64("unfinished") || s.misframed != 0 || s.bytes != 23 || s.skipped != 0 {
+	if s := ss[0]; s.records != 5 || s.truncated != len64("unfinished") || s.misframed != 0 || s.Bytes != 23 || s.skipped != 0 {
 		t.Errorf("stream 0: %d records, %d truncated, %d misframed, %d bytes, %d skipped; want 5, 10, 0, 23, 0",
-			s.records, s.truncated, s.misframed, s.bytes, s.skipped)
+			s.records, s.truncated, s.misframed, s.Bytes, s.skipped)
 	}
 	if s := ss[1]; s.records != 1 || s.misframed != 1 || s.skipped != 3 || s.errors.Load() != 1 {
 		t.Errorf("stream 1: %d records, %d misframed, %d skipped, %d errors; want 1, 1, 3 (the final count), 1",
@@ -115,8 +115,8 @@ func TestCollectorCountsRecords(t *testing.T) {
 		t.Errorf("total records %d, want 6", n)
 	}
 
-	raw := newCollector(0, true, nil)
-	raw.handle(chunk(0, "a\nb\n", 0))
+	raw := NewCollector(0, true, nil)
+	raw.Handle(chunk(0, "a\nb\n", 0))
 	if s := raw.snapshot()[0]; s.records != 0 || raw.records.Load() != 0 {
 		t.Errorf("a raw collector counted %d records", s.records)
 	}
@@ -276,11 +276,11 @@ func TestFramingFlagErrors(t *testing.T) {
 // TestCollectorFramedAllocs: counting records adds no allocation to the
 // collector's per-chunk path.
 func TestCollectorFramedAllocs(t *testing.T) {
-	col := newCollector(0, true, srcs.Newline{})
+	col := NewCollector(0, true, srcs.Newline{})
 	data := bytes.Repeat(append(bytes.Repeat([]byte{'x'}, 1023), '\n'), 16)
-	col.handle(engine.Chunk{Source: 0, Name: "tcp://peer", Data: data, Flags: srcs.Records})
+	col.Handle(engine.Chunk{Source: 0, Name: "tcp://peer", Data: data, Flags: srcs.Records})
 	if n := testing.AllocsPerRun(100, func() {
-		col.handle(engine.Chunk{Source: 0, Name: "tcp://peer", Data: data, Flags: srcs.Records})
+		col.Handle(engine.Chunk{Source: 0, Name: "tcp://peer", Data: data, Flags: srcs.Records})
 	}); n != 0 {
 		t.Errorf("%v allocations per framed chunk", n)
 	}
@@ -317,15 +317,15 @@ func TestCollectorNewlineFastPath(t *testing.T) {
 		if truncated {
 			flags |= srcs.Truncated
 		}
-		col := newCollector(0, true, srcs.Newline{Max: 4 * lineBlock})
-		col.handle(engine.Chunk{Source: 0, Name: "tcp://peer", Data: p, Flags: flags})
+		col := NewCollector(0, true, srcs.Newline{Max: 4 * lineBlock})
+		col.Handle(engine.Chunk{Source: 0, Name: "tcp://peer", Data: p, Flags: flags})
 		if len(p) == 0 {
 			continue
 		}
 		s := col.snapshot()[0]
-		if s.records != uint64(wantRecs) || s.truncated != uint64(len(p)-wantN) || s.misframed != 0 || s.crc != crc32.Checksum(p, castagnoli) {
+		if s.records != uint64(wantRecs) || s.truncated != uint64(len(p)-wantN) || s.misframed != 0 || s.CRC != crc32.Checksum(p, castagnoli) {
 			t.Fatalf("case %d, %d bytes: %d records, %d truncated, %d misframed, crc %08x; want %d, %d, 0, %08x",
-				i, len(p), s.records, s.truncated, s.misframed, s.crc, wantRecs, len(p)-wantN, crc32.Checksum(p, castagnoli))
+				i, len(p), s.records, s.truncated, s.misframed, s.CRC, wantRecs, len(p)-wantN, crc32.Checksum(p, castagnoli))
 		}
 	}
 }

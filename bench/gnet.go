@@ -61,7 +61,7 @@ func isPeerRow(name string) bool {
 // peerArgs are the reference sink's flags for the row w measures: gnet's
 // event loops, or Go's net package, behind TLS when w has the run's
 // certificate.
-func peerArgs(w workload) []string {
+func peerArgs(w Workload) []string {
 	if w.Runner == PeerGnet {
 		return nil
 	}
@@ -110,10 +110,10 @@ func goTool() string {
 	return filepath.Join(runtime.GOROOT(), "bin", "go")
 }
 
-// buildGnetSink returns the gnet sink's binary, building it on first use
+// BuildGnetSink returns the gnet sink's binary, building it on first use
 // into the user's cache directory under a name that hashes its sources,
 // so a changed sink is rebuilt and an unchanged one is not.
-func buildGnetSink(ctx context.Context, ios harness.IO) (string, error) {
+func BuildGnetSink(ctx context.Context, ios harness.IO) (string, error) {
 	src, err := findGnetSource()
 	if err != nil {
 		return "", err
@@ -165,9 +165,9 @@ func buildGnetSink(ctx context.Context, ios harness.IO) (string, error) {
 	return bin, nil
 }
 
-// gnetEvent is one line of the gnet sink's control protocol (see
+// GnetEvent is one line of the gnet sink's control protocol (see
 // bench/gnetsink).
-type gnetEvent struct {
+type GnetEvent struct {
 	Event  string `json:"event"`
 	Addr   string `json:"addr"`
 	Open   int64  `json:"open"`
@@ -177,28 +177,28 @@ type gnetEvent struct {
 	UnixNs int64  `json:"unix_ns"`
 }
 
-// gnetProc is a gnet sink in control mode.
-type gnetProc struct {
+// GnetProc is a gnet sink in control mode.
+type GnetProc struct {
 	cmd     *exec.Cmd
 	stdin   io.WriteCloser
 	replies chan []byte    // every line but "ended"
-	ended   chan gnetEvent // the "ended" line
-	addr    string
+	Ended   chan GnetEvent // the "ended" line
+	Addr    string
 	cancel  context.CancelFunc
 	waited  bool
 }
 
-// startGnet starts the gnet sink at bin in control mode, expecting n
+// StartGnet starts the gnet sink at bin in control mode, expecting n
 // connections, with extra flags (peerArgs), on the sink's side of wire,
 // and waits until it listens. It inherits this process's CPUs: the
 // engine's.
-func startGnet(ctx context.Context, bin string, wire harness.WireEnv, n int, framing string, crc bool, extra []string, ios harness.IO) (*gnetProc, error) {
+func StartGnet(ctx context.Context, bin string, wire harness.WireEnv, n int, framing string, crc bool, extra []string, ios harness.IO) (*GnetProc, error) {
 	pctx, cancel := context.WithCancel(ctx)
 	args := append([]string{"-control", "-listen", wire.ListenAddr(), "-expect", strconv.Itoa(n), "-framing", framing,
 		"-crc=" + strconv.FormatBool(crc)}, extra...)
 	cmd := wire.Command(pctx, harness.SideSink, bin, args...)
 	cmd.Stderr = ios.Err
-	p := &gnetProc{cmd: cmd, cancel: cancel, replies: make(chan []byte, 4), ended: make(chan gnetEvent, 1)}
+	p := &GnetProc{cmd: cmd, cancel: cancel, replies: make(chan []byte, 4), Ended: make(chan GnetEvent, 1)}
 	var err error
 	if p.stdin, err = cmd.StdinPipe(); err != nil {
 		cancel()
@@ -219,32 +219,32 @@ func startGnet(ctx context.Context, bin string, wire harness.WireEnv, n int, fra
 		sc.Buffer(nil, 256<<20)
 		for sc.Scan() {
 			l := append([]byte(nil), sc.Bytes()...)
-			var ev gnetEvent
+			var ev GnetEvent
 			if json.Unmarshal(l, &ev) == nil && ev.Event == "ended" {
-				p.ended <- ev
+				p.Ended <- ev
 				continue
 			}
 			p.replies <- l
 		}
 	}()
-	var ev gnetEvent
+	var ev GnetEvent
 	if err := p.reply(ctx, "listening", &ev); err != nil {
 		p.kill()
 		return nil, err
 	}
-	p.addr = ev.Addr
+	p.Addr = ev.Addr
 	return p, nil
 }
 
 // reply waits for the next line, which must be the named event, and
 // decodes it into v.
-func (p *gnetProc) reply(ctx context.Context, event string, v any) error {
+func (p *GnetProc) reply(ctx context.Context, event string, v any) error {
 	select {
 	case l, ok := <-p.replies:
 		if !ok {
-			return fmt.Errorf("bench: the gnet sink exited before its %q line: %v", event, p.wait())
+			return fmt.Errorf("bench: the gnet sink exited before its %q line: %v", event, p.Wait())
 		}
-		var ev gnetEvent
+		var ev GnetEvent
 		if err := json.Unmarshal(l, &ev); err != nil || ev.Event != event {
 			return fmt.Errorf("bench: gnet sink: want a %q line, got %q", event, l)
 		}
@@ -259,15 +259,15 @@ func (p *gnetProc) reply(ctx context.Context, event string, v any) error {
 	}
 }
 
-// ask sends a command and decodes its answer into v.
-func (p *gnetProc) ask(ctx context.Context, cmd, event string, v any) error {
+// Ask sends a command and decodes its answer into v.
+func (p *GnetProc) Ask(ctx context.Context, cmd, event string, v any) error {
 	if _, err := fmt.Fprintln(p.stdin, cmd); err != nil {
 		return fmt.Errorf("bench: gnet sink: %w", err)
 	}
 	return p.reply(ctx, event, v)
 }
 
-func (p *gnetProc) wait() error {
+func (p *GnetProc) Wait() error {
 	if p.waited {
 		return nil
 	}
@@ -283,18 +283,18 @@ func (p *gnetProc) wait() error {
 	return nil
 }
 
-func (p *gnetProc) kill() {
+func (p *GnetProc) kill() {
 	p.cancel()
-	p.wait()
+	p.Wait()
 }
 
 // sinkStreams turns a sink report's streams into the collector's records,
 // for reconcile.
-func sinkStreams(ss []SinkStream) []*stream {
-	out := make([]*stream, len(ss))
+func sinkStreams(ss []SinkStream) []*Stream {
+	out := make([]*Stream, len(ss))
 	for i, s := range ss {
 		crc, _ := strconv.ParseUint(s.CRC32C, 16, 32)
-		out[i] = &stream{name: s.Peer, bytes: s.Bytes, crc: uint32(crc), records: s.Records,
+		out[i] = &Stream{Name: s.Peer, Bytes: s.Bytes, CRC: uint32(crc), records: s.Records,
 			truncated: s.TruncatedBytes, skipped: s.RecordsSkipped}
 		out[i].errors.Store(s.Errors)
 	}
@@ -305,24 +305,24 @@ func sinkStreams(ss []SinkStream) []*stream {
 // reference sink (w.Runner is PeerGnet or PeerGo, with w.TLS for
 // PeerGoTLS), measured as measure measures the engine: from the word to
 // send until the last connection closed, CPU time of the sink process.
-func measureGnet(ctx context.Context, w workload, bin string, ios harness.IO) (*Result, error) {
+func measureGnet(ctx context.Context, w Workload, bin string, ios harness.IO) (*Result, error) {
 	framer, err := w.Engine.Framer()
 	if err != nil {
 		return nil, err
 	}
-	p, err := startGnet(ctx, bin, w.Wire, w.Sources, harness.FramingName(framer), w.Verify, peerArgs(w), ios)
+	p, err := StartGnet(ctx, bin, w.Wire, w.Sources, harness.FramingName(framer), w.Verify, peerArgs(w), ios)
 	if err != nil {
 		return nil, err
 	}
 	defer p.kill()
-	g, err := startGen(ctx, w, p.addr, framer, ios)
+	g, err := StartGen(ctx, w, p.Addr, framer, ios)
 	if err != nil {
 		return nil, err
 	}
-	defer g.kill()
-	var st gnetEvent
-	for deadline := time.Now().Add(dialLimit(w.Sources)); ; time.Sleep(5 * time.Millisecond) {
-		if err := p.ask(ctx, "stats", "stats", &st); err != nil {
+	defer g.Kill()
+	var st GnetEvent
+	for deadline := time.Now().Add(DialLimit(w.Sources)); ; time.Sleep(5 * time.Millisecond) {
+		if err := p.Ask(ctx, "stats", "stats", &st); err != nil {
 			return nil, err
 		}
 		if st.Open >= int64(w.Sources) {
@@ -332,23 +332,23 @@ func measureGnet(ctx context.Context, w workload, bin string, ios harness.IO) (*
 			return nil, fmt.Errorf("bench: %s: only %d of %d connections accepted", w.row(), st.Open, w.Sources)
 		}
 	}
-	var mark gnetEvent
-	if err := p.ask(ctx, "mark", "marked", &mark); err != nil {
+	var mark GnetEvent
+	if err := p.Ask(ctx, "mark", "marked", &mark); err != nil {
 		return nil, err
 	}
 	core0, coreOK := harness.ReadCores(w.Wire.SinkCPUs, w.Wire.LoadCPUs)
 	t0 := time.Now()
-	if err := g.send(); err != nil {
+	if err := g.Send(); err != nil {
 		return nil, err
 	}
 	// The sink's sockets are in its own network namespace on the wire.
-	backlog := harness.SampleBacklog(p.addr, w.Duration, p.cmd.Process.Pid)
+	backlog := harness.SampleBacklog(p.Addr, w.Duration, p.cmd.Process.Pid)
 	var core1 harness.CoreSample
 	var rep load.GenReport
-	var ended *gnetEvent
+	var ended *GnetEvent
 	got := false
 	endLimit := time.After(w.Duration + 60*time.Second)
-	pending := g.lines
+	pending := g.Lines
 	for ended == nil || !got {
 		select {
 		case l, ok := <-pending:
@@ -361,11 +361,11 @@ func measureGnet(ctx context.Context, w workload, bin string, ios harness.IO) (*
 				continue
 			}
 			got = true
-			if rep, err = decodeGenReport(l); err != nil {
+			if rep, err = DecodeGenReport(l); err != nil {
 				backlog.Finish()
 				return nil, err
 			}
-		case ev := <-p.ended:
+		case ev := <-p.Ended:
 			ended = &ev
 			c1, ok := harness.ReadCores(w.Wire.SinkCPUs, w.Wire.LoadCPUs)
 			core1, coreOK = c1, coreOK && ok
@@ -378,14 +378,14 @@ func measureGnet(ctx context.Context, w workload, bin string, ios harness.IO) (*
 		}
 	}
 	rxBacklog := backlog.Finish()
-	if err := g.wait(); err != nil {
+	if err := g.Wait(); err != nil {
 		return nil, err
 	}
 	var sr SinkReport
-	if err := p.ask(ctx, "stop", "report", &sr); err != nil {
+	if err := p.Ask(ctx, "stop", "report", &sr); err != nil {
 		return nil, err
 	}
-	if err := p.wait(); err != nil {
+	if err := p.Wait(); err != nil {
 		return nil, err
 	}
 	r := &Result{Runner: w.row(), Round: w.Round, Sources: w.Sources, Bytes: sr.Bytes,
@@ -404,13 +404,13 @@ func measureGnet(ctx context.Context, w workload, bin string, ios harness.IO) (*
 	if rep.OfferedBps == 0 {
 		r.Bottleneck = r.bottleneck()
 	}
-	r.CPUSPerGiB = cpuPerGiB(r.CPUS, r.Bytes)
+	r.CPUSPerGiB = CPUPerGiB(r.CPUS, r.Bytes)
 	recSize := 0
 	if framer != nil {
 		recSize = int(w.MsgSize)
 	}
 	streams := sinkStreams(sr.Streams)
-	r.perSource, r.weights, r.Mismatches = reconcile(streams, rep.Streams, w.Verify, recSize)
+	r.perSource, r.weights, r.Mismatches = Reconcile(streams, rep.Streams, w.Verify, recSize)
 	r.StreamsVerified = streamsVerified(streams, rep.Streams, w.Verify)
 	for _, s := range streams {
 		r.Records += s.records

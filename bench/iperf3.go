@@ -57,7 +57,7 @@ func parseIPerf3(b []byte) (*Result, error) {
 		ThroughputBps: s.Bytes / s.Seconds, CPUS: ir.End.CPU.RemoteTotal / 100 * s.Seconds, Verified: true,
 		GenHeld: 1, GenCPUUtil: ir.End.CPU.HostTotal / 100, EngineCPUUtil: ir.End.CPU.RemoteTotal / 100,
 		hist: report.NewHist(), e2e: report.NewHist()}
-	r.CPUSPerGiB = cpuPerGiB(r.CPUS, r.Bytes)
+	r.CPUSPerGiB = CPUPerGiB(r.CPUS, r.Bytes)
 	r.Bottleneck = bottleneck(r.EngineCPUUtil, r.GenCPUUtil)
 	return r, nil
 }

@@ -29,10 +29,10 @@ type Skipped struct {
 	Reason string `json:"reason"`
 }
 
-// availableRunners splits names into the runners the engine can start here
+// AvailableRunners splits names into the runners the engine can start here
 // and the ones it cannot, with the reason. It starts and stops a tiny
 // engine per runner: building a runner is how the engine probes for it.
-func availableRunners(names []string) (ok []string, skipped []Skipped) {
+func AvailableRunners(names []string) (ok []string, skipped []Skipped) {
 	for _, name := range names {
 		e, err := engine.New(engine.Config{Runner: name, Buffers: 8, BufSize: 4096})
 		if err != nil {
@@ -40,7 +40,7 @@ func availableRunners(names []string) (ok []string, skipped []Skipped) {
 			continue
 		}
 		chosen := e.Runner()
-		shutdownEngine(e)
+		ShutdownEngine(e)
 		if chosen != name {
 			skipped = append(skipped, Skipped{name, fmt.Sprintf("the engine chose %s instead (is %s set?)", chosen, engine.EnvRunner)})
 			continue
@@ -50,14 +50,14 @@ func availableRunners(names []string) (ok []string, skipped []Skipped) {
 	return ok, skipped
 }
 
-// pickRunners returns the runners of asked (of defaults, when asked is
+// PickRunners returns the runners of asked (of defaults, when asked is
 // empty) that the engine can start here, and the others with the reason,
 // which it also prints to w unless w is nil. It fails when none can.
-func pickRunners(asked, defaults []string, w io.Writer) ([]string, []Skipped, error) {
+func PickRunners(asked, defaults []string, w io.Writer) ([]string, []Skipped, error) {
 	if len(asked) == 0 {
 		asked = defaults
 	}
-	runners, skipped := availableRunners(asked)
+	runners, skipped := AvailableRunners(asked)
 	if w != nil {
 		for _, s := range skipped {
 			fmt.Fprintf(w, "sluice-bench: runner %s skipped: %s\n", s.Runner, s.Reason)
@@ -77,11 +77,11 @@ type Pinning struct {
 	Note       string `json:"note,omitempty"`
 }
 
-// pinApart confines this process (the engine) to the first half of the
+// PinApart confines this process (the engine) to the first half of the
 // allowed CPUs, rounded up, and returns the rest for the generator, with a
 // function that undoes it. With fewer than two CPUs, or off, it does
 // nothing. GOMAXPROCS follows the engine's share.
-func pinApart(enabled bool) (Pinning, func()) {
+func PinApart(enabled bool) (Pinning, func()) {
 	cpus := harness.AllowedCPUs()
 	if !enabled {
 		return Pinning{Note: "disabled (--pin=false)"}, func() {}
@@ -101,9 +101,9 @@ func pinApart(enabled bool) (Pinning, func()) {
 	}
 }
 
-// workload is one measurement's settings: an engine with one runner, fed
+// Workload is one measurement's settings: an engine with one runner, fed
 // over loopback TCP by the generator process.
-type workload struct {
+type Workload struct {
 	Runner   string
 	Round    int
 	Sources  int
@@ -128,8 +128,8 @@ type workload struct {
 	Wire harness.WireEnv
 }
 
-// pacing is the generator's pacing in w.
-func (w workload) pacing() string {
+// GenPacing is the generator's pacing in w.
+func (w Workload) GenPacing() string {
 	if w.Pacing == "" {
 		return load.DefaultPacing
 	}
@@ -252,20 +252,20 @@ type Result struct {
 	perSource   []float64
 }
 
-// gibibyte in bytes.
-const gibibyte = 1 << 30
+// Gibibyte in bytes.
+const Gibibyte = 1 << 30
 
-func cpuPerGiB(cpu float64, bytes uint64) float64 {
+func CPUPerGiB(cpu float64, bytes uint64) float64 {
 	if bytes == 0 {
 		return 0
 	}
-	return cpu / (float64(bytes) / gibibyte)
+	return cpu / (float64(bytes) / Gibibyte)
 }
 
 // measure runs one workload: it starts the sink engine, starts the
 // generator process, waits until every connection is accepted, then
 // measures from the generator's first byte until every source has ended.
-func measure(ctx context.Context, w workload, ios harness.IO) (*Result, error) {
+func measure(ctx context.Context, w Workload, ios harness.IO) (*Result, error) {
 	msgSize := int(w.MsgSize)
 	framer, err := w.Engine.Framer()
 	if err != nil {
@@ -275,32 +275,32 @@ func measure(ctx context.Context, w workload, ios harness.IO) (*Result, error) {
 	if framer != nil {
 		stamped = 0 // framed messages carry no timestamps
 	}
-	col := newCollector(stamped, w.Verify, framer)
+	col := NewCollector(stamped, w.Verify, framer)
 	var records func() uint64 // for the progress lines
 	if framer != nil {
 		records = col.records.Load
 	}
-	sk, err := startSink(w.Engine, w.Runner, []string{w.Wire.ListenAddr()}, col)
+	sk, err := StartSink(w.Engine, w.Runner, []string{w.Wire.ListenAddr()}, col)
 	if err != nil {
 		return nil, err
 	}
-	defer sk.close()
+	defer sk.Close()
 
-	g, err := startGen(ctx, w, sk.addrs()[0], framer, ios)
+	g, err := StartGen(ctx, w, sk.Addrs()[0], framer, ios)
 	if err != nil {
 		return nil, err
 	}
 	fail := func(err error) (*Result, error) {
-		g.kill()
+		g.Kill()
 		return nil, err
 	}
-	for deadline := time.Now().Add(dialLimit(w.Sources)); sk.live() < w.Sources; {
+	for deadline := time.Now().Add(DialLimit(w.Sources)); sk.Live() < w.Sources; {
 		if time.Now().After(deadline) {
-			return fail(fmt.Errorf("bench: only %d of %d connections accepted", sk.live(), w.Sources))
+			return fail(fmt.Errorf("bench: only %d of %d connections accepted", sk.Live(), w.Sources))
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	allEnded := col.expect(w.Sources)
+	allEnded := col.Expect(w.Sources)
 
 	// Measured phase.
 	var prof *cpuProfile
@@ -315,19 +315,19 @@ func measure(ctx context.Context, w workload, ios harness.IO) (*Result, error) {
 	cpu0 := harness.CPUTime()
 	core0, coreOK := harness.ReadCores(w.Wire.SinkCPUs, w.Wire.LoadCPUs)
 	t0 := time.Now()
-	if err := g.send(); err != nil {
+	if err := g.Send(); err != nil {
 		smp.Finish()
 		prof.stop()
 		return fail(err)
 	}
-	prog := harness.StartProgress(ios, w.Label, w.Duration, col.total.Load, records)
-	backlog := harness.SampleBacklog(sk.addrs()[0], w.Duration, 0)
+	prog := harness.StartProgress(ios, w.Label, w.Duration, col.Total.Load, records)
+	backlog := harness.SampleBacklog(sk.Addrs()[0], w.Duration, 0)
 	var rep load.GenReport
 	var repErr error
 	got := false
 	endLimit := time.After(w.Duration + 60*time.Second)
 	ended := false
-	pending := g.lines // nil once closed
+	pending := g.Lines // nil once closed
 	for !ended || !got {
 		select {
 		case l, ok := <-pending:
@@ -340,7 +340,7 @@ func measure(ctx context.Context, w workload, ios harness.IO) (*Result, error) {
 				continue
 			}
 			got = true
-			rep, repErr = decodeGenReport(l)
+			rep, repErr = DecodeGenReport(l)
 		case <-allEnded:
 			ended = true
 			allEnded = nil
@@ -350,7 +350,7 @@ func measure(ctx context.Context, w workload, ios harness.IO) (*Result, error) {
 			smp.Finish()
 			prof.stop()
 			return fail(fmt.Errorf("bench: %s: %d of %d sources ended %v after the generator's duration",
-				w.Runner, col.ended.Load(), w.Sources, 60*time.Second))
+				w.Runner, col.Ended.Load(), w.Sources, 60*time.Second))
 		case <-ctx.Done():
 			prog.Finish()
 			backlog.Finish()
@@ -373,10 +373,10 @@ func measure(ctx context.Context, w workload, ios harness.IO) (*Result, error) {
 	profPath, profErr := prof.stop()
 	waits := sk.e.Pool().Stats().Waits - waits0
 	rs1 := sumRunnerStats(sk.e.Stats().Runners)
-	if err := g.wait(); err != nil && repErr == nil {
+	if err := g.Wait(); err != nil && repErr == nil {
 		repErr = err
 	}
-	if err := sk.close(); err != nil {
+	if err := sk.Close(); err != nil {
 		return nil, err
 	}
 	if repErr != nil {
@@ -387,10 +387,10 @@ func measure(ctx context.Context, w workload, ios harness.IO) (*Result, error) {
 	}
 
 	r := &Result{
-		Runner: w.row(), Round: w.Round, Sources: w.Sources, Bytes: col.total.Load(),
+		Runner: w.row(), Round: w.Round, Sources: w.Sources, Bytes: col.Total.Load(),
 		DurationS: t1.Sub(t0).Seconds(), CPUS: (cpu1 - cpu0).Seconds(),
 		ThreadsMax: threads, RSSMaxBytes: rss, PoolWaits: waits,
-		PartialFlushes: col.partials.Load(), Chunks: col.chunks.Load(), Errors: col.errs.Load(),
+		PartialFlushes: col.partials.Load(), Chunks: col.chunks.Load(), Errors: col.Errs.Load(),
 		Profile: profPath, EngineCPUs: runtime.GOMAXPROCS(0), RxBacklogBytes: rxBacklog,
 	}
 	applyGen(r, rep)
@@ -408,14 +408,14 @@ func measure(ctx context.Context, w workload, ios harness.IO) (*Result, error) {
 		r.Bottleneck = r.bottleneck()
 	}
 	r.ThroughputBps = float64(r.Bytes) / r.DurationS
-	r.CPUSPerGiB = cpuPerGiB(r.CPUS, r.Bytes)
+	r.CPUSPerGiB = CPUPerGiB(r.CPUS, r.Bytes)
 	r.LatencyNs = report.Summarize(r.hist)
 	recSize := 0
 	if framer != nil {
 		recSize = msgSize
 	}
 	streams := col.snapshot()
-	r.perSource, r.weights, r.Mismatches = reconcile(streams, rep.Streams, w.Verify, recSize)
+	r.perSource, r.weights, r.Mismatches = Reconcile(streams, rep.Streams, w.Verify, recSize)
 	r.StreamsVerified = streamsVerified(streams, rep.Streams, w.Verify)
 	for _, s := range streams {
 		r.Records += s.records
@@ -433,15 +433,15 @@ func measure(ctx context.Context, w workload, ios harness.IO) (*Result, error) {
 	return r, nil
 }
 
-// reconcile matches what the engine received with what the generator
+// Reconcile matches what the engine received with what the generator
 // sent, by peer address, and lists every difference. It returns the bytes
 // each sent stream delivered and the stream's weight. With recSize, the
-// stream was framed into records of recSize bytes: every whole record
+// Stream was framed into records of recSize bytes: every whole record
 // sent must have been counted, and the rest of the bytes as truncated.
-func reconcile(got []*stream, sent []load.GenStream, crc bool, recSize int) (bytes, weights []float64, mismatches []string) {
-	byPeer := make(map[string]*stream, len(got))
+func Reconcile(got []*Stream, sent []load.GenStream, crc bool, recSize int) (bytes, weights []float64, mismatches []string) {
+	byPeer := make(map[string]*Stream, len(got))
 	for _, s := range got {
-		byPeer[peerOf(s.name)] = s
+		byPeer[PeerOf(s.Name)] = s
 	}
 	for _, g := range sent {
 		s := byPeer[g.Local]
@@ -456,11 +456,11 @@ func reconcile(got []*stream, sent []load.GenStream, crc bool, recSize int) (byt
 			mismatches = append(mismatches, fmt.Sprintf("%s: sent %d bytes, no such source in the engine", g.Local, g.Bytes))
 			continue
 		}
-		bytes = append(bytes, float64(s.bytes))
-		gotCRC := fmt.Sprintf("%08x", s.crc)
+		bytes = append(bytes, float64(s.Bytes))
+		gotCRC := fmt.Sprintf("%08x", s.CRC)
 		switch {
-		case s.bytes != g.Bytes:
-			mismatches = append(mismatches, fmt.Sprintf("%s: sent %d bytes, engine received %d", g.Local, g.Bytes, s.bytes))
+		case s.Bytes != g.Bytes:
+			mismatches = append(mismatches, fmt.Sprintf("%s: sent %d bytes, engine received %d", g.Local, g.Bytes, s.Bytes))
 		case crc && gotCRC != g.CRC32C:
 			mismatches = append(mismatches, fmt.Sprintf("%s: crc32c sent %s, received %s", g.Local, g.CRC32C, gotCRC))
 		case recSize > 0 && (s.records != g.Bytes/uint64(recSize) || s.truncated != g.Bytes%uint64(recSize) || s.misframed > 0):
@@ -469,8 +469,8 @@ func reconcile(got []*stream, sent []load.GenStream, crc bool, recSize int) (byt
 		}
 	}
 	for peer, s := range byPeer {
-		if s.bytes > 0 {
-			mismatches = append(mismatches, fmt.Sprintf("%s: engine received %d bytes the generator did not send", peer, s.bytes))
+		if s.Bytes > 0 {
+			mismatches = append(mismatches, fmt.Sprintf("%s: engine received %d bytes the generator did not send", peer, s.Bytes))
 		}
 	}
 	return bytes, weights, mismatches
@@ -478,14 +478,14 @@ func reconcile(got []*stream, sent []load.GenStream, crc bool, recSize int) (byt
 
 // streamsVerified counts the streams sent whose bytes, and CRC-32C with
 // crc, the engine received exactly.
-func streamsVerified(got []*stream, sent []load.GenStream, crc bool) int {
-	byPeer := make(map[string]*stream, len(got))
+func streamsVerified(got []*Stream, sent []load.GenStream, crc bool) int {
+	byPeer := make(map[string]*Stream, len(got))
 	for _, s := range got {
-		byPeer[peerOf(s.name)] = s
+		byPeer[PeerOf(s.Name)] = s
 	}
 	n := 0
 	for _, g := range sent {
-		if s := byPeer[g.Local]; s != nil && s.bytes == g.Bytes && (!crc || fmt.Sprintf("%08x", s.crc) == g.CRC32C) {
+		if s := byPeer[g.Local]; s != nil && s.Bytes == g.Bytes && (!crc || fmt.Sprintf("%08x", s.CRC) == g.CRC32C) {
 			n++
 		}
 	}
@@ -502,7 +502,7 @@ func weightedJain(bytes, weights []float64) float64 {
 	return report.JainIndex(xs)
 }
 
-func joinInts(xs []int) string {
+func JoinInts(xs []int) string {
 	s := make([]string, len(xs))
 	for i, x := range xs {
 		s[i] = strconv.Itoa(x)
@@ -613,10 +613,10 @@ func mergeResults(rs []*Result) *Result {
 		s.ThroughputBps = float64(s.Bytes) / s.DurationS
 		s.RecordsPerS = float64(s.Records) / s.DurationS
 	}
-	s.CPUSPerGiB = cpuPerGiB(s.CPUS, s.Bytes)
-	s.CoreCPUSPerGiB = cpuPerGiB(s.CoreCPUS, s.Bytes)
-	s.CoreSoftirqSPerGiB = cpuPerGiB(s.CoreSoftirqS, s.Bytes)
-	s.LoadCoreCPUSPerGiB = cpuPerGiB(s.LoadCoreCPUS, s.Bytes)
+	s.CPUSPerGiB = CPUPerGiB(s.CPUS, s.Bytes)
+	s.CoreCPUSPerGiB = CPUPerGiB(s.CoreCPUS, s.Bytes)
+	s.CoreSoftirqSPerGiB = CPUPerGiB(s.CoreSoftirqS, s.Bytes)
+	s.LoadCoreCPUSPerGiB = CPUPerGiB(s.LoadCoreCPUS, s.Bytes)
 	if s.CPUOver != "" {
 		s.CPUSPerGiBListened = s.CPUSPerGiB
 	}
@@ -633,7 +633,7 @@ func mergeResults(rs []*Result) *Result {
 		for i, r := range rs {
 			tps[i], cpus[i] = r.ThroughputBps, r.CPUSPerGiB
 		}
-		t, c := spread("throughput", tps), spread("cpu_s_per_gib", cpus)
+		t, c := Spread("throughput", tps), Spread("cpu_s_per_gib", cpus)
 		s.ThroughputRounds, s.CPURounds = &t, &c
 		s.ThroughputBps, s.CPUSPerGiB = t.Median, c.Median
 		cores, softs, loads := make([]float64, len(rs)), make([]float64, len(rs)), make([]float64, len(rs))
@@ -641,10 +641,10 @@ func mergeResults(rs []*Result) *Result {
 			cores[i], softs[i], loads[i] = r.CoreCPUSPerGiB, r.CoreSoftirqSPerGiB, r.LoadCoreCPUSPerGiB
 		}
 		if s.CoreCPUS > 0 {
-			cs := spread("core_cpu_s_per_gib", cores)
+			cs := Spread("core_cpu_s_per_gib", cores)
 			s.CoreRounds = &cs
 			s.CoreCPUSPerGiB = cs.Median
-			s.CoreSoftirqSPerGiB, s.LoadCoreCPUSPerGiB = spread("", softs).Median, spread("", loads).Median
+			s.CoreSoftirqSPerGiB, s.LoadCoreCPUSPerGiB = Spread("", softs).Median, Spread("", loads).Median
 		}
 	}
 	s.FairnessJain = fair / float64(len(rs))
@@ -662,8 +662,8 @@ func mergeResults(rs []*Result) *Result {
 	return s
 }
 
-// executable finds the binary to run the generator from.
-func executable(exe string) (string, error) {
+// Executable finds the binary to run the generator from.
+func Executable(exe string) (string, error) {
 	if exe != "" {
 		return exe, nil
 	}
@@ -677,9 +677,9 @@ func executable(exe string) (string, error) {
 // applyCore fills r's whole-core figures from u, over bytes received.
 func applyCore(r *Result, u harness.CoreUse, bytes uint64, sinkCPUs, loadCPUs int) {
 	r.CoreCPUS, r.CoreSoftirqS, r.LoadCoreCPUS = u.Sink, u.Soft, u.Load
-	r.CoreCPUSPerGiB = cpuPerGiB(u.Sink, bytes)
-	r.CoreSoftirqSPerGiB = cpuPerGiB(u.Soft, bytes)
-	r.LoadCoreCPUSPerGiB = cpuPerGiB(u.Load, bytes)
+	r.CoreCPUSPerGiB = CPUPerGiB(u.Sink, bytes)
+	r.CoreSoftirqSPerGiB = CPUPerGiB(u.Soft, bytes)
+	r.LoadCoreCPUSPerGiB = CPUPerGiB(u.Load, bytes)
 	// /proc/stat counts in 10 ms ticks, so a core busy throughout a short
 	// interval can read a tick or two over it.
 	if u.Seconds > 0 {

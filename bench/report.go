@@ -24,7 +24,7 @@ func writeRunTable(w io.Writer, rep *RunReport) {
 	for _, s := range rep.Skipped {
 		fmt.Fprintf(w, "skipped %s: %s\n", s.Runner, s.Reason)
 	}
-	fmt.Fprintf(w, "kernel %s, %s, %d CPUs; %s; %s\n", rep.Host.Kernel, rep.Host.Go, rep.Host.CPUs, pinNote(rep.Pinning), wireNote(rep.Wire))
+	fmt.Fprintf(w, "kernel %s, %s, %d CPUs; %s; %s\n", rep.Host.Kernel, rep.Host.Go, rep.Host.CPUs, PinNote(rep.Pinning), WireNote(rep.Wire))
 	if hasCore(rep.Summary) {
 		judged := "ratios and targets on cpu_s_per_gib use the sink process's CPU"
 		if rep.Wire.Mode == harness.WireVeth {
@@ -223,8 +223,8 @@ func writeResultTable(w io.Writer, rs []*Result, k tableKind) {
 // rateRange prints a throughput's min-max in the unit FormatRate gives
 // its median: GiB/s from 1 GiB/s, else MiB/s.
 func rateRange(s *RatioSpread) string {
-	if s.Median >= gibibyte {
-		return fmt.Sprintf("%.2f-%.2f", s.Min/gibibyte, s.Max/gibibyte)
+	if s.Median >= Gibibyte {
+		return fmt.Sprintf("%.2f-%.2f", s.Min/Gibibyte, s.Max/Gibibyte)
 	}
 	return fmt.Sprintf("%.0f-%.0f", s.Min/(1<<20), s.Max/(1<<20))
 }

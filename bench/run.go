@@ -137,7 +137,7 @@ func (c *RunConfig) RegisterFlags(fs *flag.FlagSet) {
 		"framed runs measure no latency")
 }
 
-func validRunners(names []string) error {
+func ValidRunners(names []string) error {
 	for i, r := range names {
 		if !slices.Contains(harness.AllRunners(), r) {
 			return fmt.Errorf("--runners: %q: must be among uring, epoll, goroutine, thread", r)
@@ -151,7 +151,7 @@ func validRunners(names []string) error {
 
 // Validate checks c, naming the flag at fault.
 func (c RunConfig) Validate() error {
-	if err := validRunners(c.Runners); err != nil {
+	if err := ValidRunners(c.Runners); err != nil {
 		return err
 	}
 	if c.Rounds < 1 {
@@ -218,8 +218,8 @@ func (c RunConfig) validateClient() error {
 	switch {
 	case c.GenPacing != "":
 		return errors.New("--gen-pacing: the built-in generator's; fio paces each job itself")
-	case c.Sources > fioMaxJobs:
-		return fmt.Errorf("--sources: %d: fio runs at most %d jobs", c.Sources, fioMaxJobs)
+	case c.Sources > FioMaxJobs:
+		return fmt.Errorf("--sources: %d: fio runs at most %d jobs", c.Sources, FioMaxJobs)
 	case c.Skew != 0:
 		return errors.New("--skew: not with --client fio (every fio job gets --rate)")
 	case c.RecordSize != 0 && f == nil:
@@ -356,18 +356,18 @@ func Run(ctx context.Context, c RunConfig, ios harness.IO) (*RunReport, error) {
 		_, err := RunUDP(ctx, c, ios)
 		return nil, err
 	}
-	exe, err := executable(c.Exe)
+	exe, err := Executable(c.Exe)
 	if err != nil {
 		return nil, err
 	}
-	runners, skipped, err := pickRunners(c.Runners, harness.AllRunners(), ios.Err)
+	runners, skipped, err := PickRunners(c.Runners, harness.AllRunners(), ios.Err)
 	if err != nil {
 		return nil, err
 	}
 	framer, _ := c.Engine.Framer()
 	var fenv fioEnv
 	if c.Client == ClientFio {
-		if fenv.fio, err = findFio(); err != nil {
+		if fenv.fio, err = FindFio(); err != nil {
 			return nil, err
 		}
 		fenv.exe = exe
@@ -375,7 +375,7 @@ func Run(ctx context.Context, c RunConfig, ios harness.IO) (*RunReport, error) {
 	gnetBin := ""
 	if len(c.Peers) > 0 {
 		if gnetBin = c.GnetSink; gnetBin == "" {
-			if gnetBin, err = buildGnetSink(ctx, ios); err != nil {
+			if gnetBin, err = BuildGnetSink(ctx, ios); err != nil {
 				return nil, err
 			}
 		}
@@ -386,7 +386,7 @@ func Run(ctx context.Context, c RunConfig, ios harness.IO) (*RunReport, error) {
 		return nil, err
 	}
 	defer rmTLS()
-	pin, unpin := pinApart(c.Pin)
+	pin, unpin := PinApart(c.Pin)
 	defer unpin()
 	fenv.cpus, fenv.sinkCPUs = pin.GenCPUs, runtime.GOMAXPROCS(0)
 	wire, wireWhy, closeWire, err := c.openWire(ctx, pin, ios)
@@ -411,7 +411,7 @@ func Run(ctx context.Context, c RunConfig, ios harness.IO) (*RunReport, error) {
 	}
 	client := "the built-in generator"
 	if c.Client == ClientGen && c.Rate > 0 {
-		rep.Config.Pacing = workload{Pacing: c.GenPacing}.pacing()
+		rep.Config.Pacing = Workload{Pacing: c.GenPacing}.GenPacing()
 	}
 	if c.Client == ClientFio {
 		rep.Config.RecordSize = int64(c.recordSize())
@@ -427,7 +427,7 @@ func Run(ctx context.Context, c RunConfig, ios harness.IO) (*RunReport, error) {
 	}
 	rows := c.tlsRows(append(slices.Clone(runners), c.Peers...))
 	fmt.Fprintf(ios.Err, "sluice-bench run: %d sources, %s %s, rate %s per source, %v per row, rows %v, load from %s, %s; %s\n",
-		c.Sources, report.FormatBytes(uint64(c.MsgSize)), msgs, rateOrUnlimited(c.Rate), c.Duration, rows, client, pinNote(pin), wireNote(rep.Wire))
+		c.Sources, report.FormatBytes(uint64(c.MsgSize)), msgs, RateOrUnlimited(c.Rate), c.Duration, rows, client, PinNote(pin), WireNote(rep.Wire))
 	byRunner := map[string][]*Result{}
 	failed := map[string]bool{}
 	for round := range c.Rounds {
@@ -439,7 +439,7 @@ func Run(ctx context.Context, c RunConfig, ios harness.IO) (*RunReport, error) {
 			if failed[name] {
 				continue
 			}
-			w := workload{Runner: name, Round: round, Sources: c.Sources, Duration: c.Duration, MsgSize: c.MsgSize,
+			w := Workload{Runner: name, Round: round, Sources: c.Sources, Duration: c.Duration, MsgSize: c.MsgSize,
 				Rate: c.Rate, Arrivals: c.Arrivals, Pacing: c.GenPacing, Skew: c.Skew, MaxDial: c.MaxDial, Verify: c.Verify,
 				Engine: c.Engine, Exe: exe, GenCPUs: pin.GenCPUs, Profile: c.Profile, Label: name, Wire: wire}
 			w = tlsWorkload(w, name, tlsFiles)
@@ -453,7 +453,7 @@ func Run(ctx context.Context, c RunConfig, ios harness.IO) (*RunReport, error) {
 			case isPeerRow(name):
 				r, err = measureGnet(ctx, w, gnetBin, ios)
 			default:
-				r, err = measureRunner(ctx, w, ios, !c.InProcess)
+				r, err = MeasureRunner(ctx, w, ios, !c.InProcess)
 			}
 			if err != nil {
 				if ctx.Err() != nil {
@@ -538,14 +538,14 @@ func Run(ctx context.Context, c RunConfig, ios harness.IO) (*RunReport, error) {
 	return rep, nil
 }
 
-func rateOrUnlimited(r report.Rate) string {
+func RateOrUnlimited(r report.Rate) string {
 	if r == 0 {
 		return "unlimited"
 	}
 	return report.FormatRate(float64(r))
 }
 
-// OpenWire sets up c's wire between the engine's and the generator's
+// openWire sets up c's wire between the engine's and the generator's
 // CPUs, with its teardown, and why auto fell back to loopback.
 func (c RunConfig) openWire(ctx context.Context, pin Pinning, ios harness.IO) (harness.WireEnv, string, func(), error) {
 	if c.Wire == harness.WireAuto && c.InProcess {
@@ -556,8 +556,8 @@ func (c RunConfig) openWire(ctx context.Context, pin Pinning, ios harness.IO) (h
 	return harness.OpenWire(ctx, c.Wire, pin.EngineCPUs, pin.GenCPUs, ios.Err)
 }
 
-// wireNote is the progress line's and the table's account of the wire.
-func wireNote(w harness.WireInfo) string {
+// WireNote is the progress line's and the table's account of the wire.
+func WireNote(w harness.WireInfo) string {
 	if w.Mode == harness.WireVeth {
 		return fmt.Sprintf("wire veth: sink %s in %s (CPUs %v, rps_cpus %s), load %s in %s (CPUs %v, rps_cpus %s), TCP congestion control %s",
 			w.SinkAddr, w.SinkNS, w.SinkCPUs, w.SinkRPS, w.LoadAddr, w.LoadNS, w.LoadCPUs, w.LoadRPS, w.Congestion)
@@ -568,7 +568,7 @@ func wireNote(w harness.WireInfo) string {
 	return "wire loopback"
 }
 
-func pinNote(p Pinning) string {
+func PinNote(p Pinning) string {
 	if p.Enabled {
 		return fmt.Sprintf("engine on CPUs %v, generator on CPUs %v", p.EngineCPUs, p.GenCPUs)
 	}

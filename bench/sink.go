@@ -213,18 +213,18 @@ func Sink(ctx context.Context, c SinkConfig, ios harness.IO) (*SinkReport, error
 	}
 	addrs, _ := c.addrs()
 	framer, _ := c.Engine.Framer()
-	col := newCollector(0, true, framer)
-	sk, err := startSink(c.Engine, c.Runner, addrs, col)
+	col := NewCollector(0, true, framer)
+	sk, err := StartSink(c.Engine, c.Runner, addrs, col)
 	if err != nil {
 		return nil, err
 	}
 	closed := false
 	defer func() {
 		if !closed {
-			sk.close()
+			sk.Close()
 		}
 	}()
-	bound := sk.addrs()
+	bound := sk.Addrs()
 	var prof *cpuProfile
 	if c.Profile != "" {
 		if prof, err = startCPUProfile(filepath.Dir(c.Profile), filepath.Base(c.Profile)); err != nil {
@@ -256,12 +256,12 @@ loop:
 			reason = "duration"
 			break loop
 		case now := <-ticker.C:
-			total := col.total.Load()
+			total := col.Total.Load()
 			usage = harness.AppendUsage(usage, harness.UsageSample{UnixNs: now.UnixNano(), CPUNs: int64(harness.CPUTime() - cpu0), Bytes: total})
 			// The live count walks every source's stats: ask for it only
 			// once the bytes have stopped, not on every tick of a run.
 			if c.UntilIdle > 0 && total > 0 && now.Sub(time.Unix(0, col.last.Load())) >= c.UntilIdle &&
-				sk.live() == 0 {
+				sk.Live() == 0 {
 				reason = "idle"
 				break loop
 			}
@@ -273,19 +273,19 @@ loop:
 					recs = fmt.Sprintf(", %s records, %s records/s", humanize.Comma(int64(n)), humanize.Comma(int64(float64(n-lastRecs)/secs)))
 					lastRecs = n
 				}
-				fmt.Fprintf(ios.Err, "sluice-bench sink: %d sources live, %s received, %s%s\n", sk.live(), report.FormatBytes(total),
+				fmt.Fprintf(ios.Err, "sluice-bench sink: %d sources live, %s received, %s%s\n", sk.Live(), report.FormatBytes(total),
 					report.FormatRate(float64(total-lastBytes)/secs), recs)
 				lastReport, lastBytes = now, total
 			}
 		}
 	}
 	wall := time.Since(t0)
-	usage = harness.AppendUsage(usage, harness.UsageSample{UnixNs: time.Now().UnixNano(), CPUNs: int64(harness.CPUTime() - cpu0), Bytes: col.total.Load()})
+	usage = harness.AppendUsage(usage, harness.UsageSample{UnixNs: time.Now().UnixNano(), CPUNs: int64(harness.CPUTime() - cpu0), Bytes: col.Total.Load()})
 	rs1 := sumRunnerStats(sk.e.Stats().Runners)
 	waits := sk.e.Pool().Stats().Waits
 	runner := sk.e.Runner()
 	closed = true
-	if err := sk.close(); err != nil {
+	if err := sk.Close(); err != nil {
 		return nil, err
 	}
 	cpu := harness.CPUTime() - cpu0
@@ -295,9 +295,9 @@ loop:
 		return nil, err
 	}
 
-	rep := &SinkReport{Command: "sink", Runner: runner, Listen: bound, Framing: harness.FramingName(framer), Bytes: col.total.Load(),
+	rep := &SinkReport{Command: "sink", Runner: runner, Listen: bound, Framing: harness.FramingName(framer), Bytes: col.Total.Load(),
 		WallS: wall.Seconds(), CPUS: cpu.Seconds(), ThreadsMax: threads, RSSMaxBytes: rss,
-		PoolWaits: waits, Partials: col.partials.Load(), Errors: col.errs.Load(), StopReason: reason, Host: harness.HostInfo(),
+		PoolWaits: waits, Partials: col.partials.Load(), Errors: col.Errs.Load(), StopReason: reason, Host: harness.HostInfo(),
 		Profile: profPath, Usage: usage, Streams: []SinkStream{}}
 	if f, l := col.first.Load(), col.last.Load(); f > 0 && l > f {
 		rep.DurationS = time.Duration(l - f).Seconds()
@@ -305,18 +305,18 @@ loop:
 	}
 	rep.SteadyBps, rep.SteadyS = col.steady()
 	rep.Counters = counterDeltas(rs0, rs1, rep.Bytes, rep.DurationS)
-	rep.ErrorSamples = col.errorSamples()
-	rep.CPUSPerGiB = cpuPerGiB(rep.CPUS, rep.Bytes)
+	rep.ErrorSamples = col.ErrorSamples()
+	rep.CPUSPerGiB = CPUPerGiB(rep.CPUS, rep.Bytes)
 	var xs []float64
 	for _, s := range col.snapshot() {
-		st := SinkStream{Source: uint64(s.id), Peer: peerOf(s.name), Bytes: s.bytes,
-			CRC32C: fmt.Sprintf("%08x", s.crc), Errors: s.errors.Load(),
+		st := SinkStream{Source: uint64(s.id), Peer: PeerOf(s.Name), Bytes: s.Bytes,
+			CRC32C: fmt.Sprintf("%08x", s.CRC), Errors: s.errors.Load(),
 			Records: s.records, RecordsSkipped: s.skipped, TruncatedBytes: s.truncated, FirstNs: s.first, LastNs: s.last}
 		rep.Streams = append(rep.Streams, st)
 		rep.Records += st.Records
 		rep.Skipped += st.RecordsSkipped
 		rep.Truncated += st.TruncatedBytes
-		xs = append(xs, float64(s.bytes))
+		xs = append(xs, float64(s.Bytes))
 	}
 	if rep.DurationS > 0 {
 		rep.RecordsPerS = float64(rep.Records) / rep.DurationS

@@ -181,7 +181,7 @@ func sinkUDP(ctx context.Context, c SinkConfig, ios harness.IO) (*UDPSinkReport,
 		src.Close()
 		return nil, err
 	}
-	defer shutdownEngine(e)
+	defer ShutdownEngine(e)
 	if c.Runner != engine.RunnerAuto && e.Runner() != c.Runner {
 		src.Close()
 		return nil, fmt.Errorf("bench: asked for runner %s but the engine chose %s (is %s set?)", c.Runner, e.Runner(), engine.EnvRunner)
@@ -229,7 +229,7 @@ loop:
 	}
 	rs1 := sumRunnerStats(e.Stats().Runners)
 	runner := e.Runner()
-	if err := shutdownEngine(e); err != nil {
+	if err := ShutdownEngine(e); err != nil {
 		return nil, err
 	}
 	cpu := harness.CPUTime() - cpu0

@@ -55,9 +55,9 @@ func (c Comparison) Ratio(metric string) (RatioSpread, bool) {
 	return RatioSpread{}, false
 }
 
-// spread summarises per-round values: median, min and max. An empty input
+// Spread summarises per-round values: median, min and max. An empty input
 // yields zeros.
-func spread(metric string, xs []float64) RatioSpread {
+func Spread(metric string, xs []float64) RatioSpread {
 	s := RatioSpread{Metric: metric, PerRound: xs}
 	if len(xs) == 0 {
 		return s
@@ -108,7 +108,7 @@ func compareRounds(runners []string, runs []*Result) []Comparison {
 		}
 		for i, m := range ratioMetrics {
 			if len(vals[i]) > 0 {
-				c.Ratios = append(c.Ratios, spread(m.name, vals[i]))
+				c.Ratios = append(c.Ratios, Spread(m.name, vals[i]))
 			}
 		}
 		out = append(out, c)

@@ -114,7 +114,7 @@ func (c RunConfig) tlsRows(rows []string) []string {
 // tlsWorkload makes w the TLS row's when name is RowTLS: the goroutine
 // runner behind a TLS listener with the run's certificate; and for
 // PeerGoTLS, Go's sink behind one.
-func tlsWorkload(w workload, name string, files *harness.TLSFiles) workload {
+func tlsWorkload(w Workload, name string, files *harness.TLSFiles) Workload {
 	switch name {
 	case RowTLS:
 		w.Runner, w.TLS = engine.RunnerGoroutine, files
@@ -126,7 +126,7 @@ func tlsWorkload(w workload, name string, files *harness.TLSFiles) workload {
 }
 
 // row is the name of w's row in the report.
-func (w workload) row() string {
+func (w Workload) row() string {
 	if w.TLS != nil {
 		return w.Runner + "+tls"
 	}

@@ -167,8 +167,8 @@ func (c RunConfig) validateUDP() error {
 // udpJob is fio's job for a UDP row: Sources jobs sending
 // size-byte datagrams to addr, at dps datagrams per second over them all
 // (0: flat out).
-func udpJob(addr string, c RunConfig, dps float64, cpus []int) fioJob {
-	j := fioJob{Proto: ProtoUDP, Addr: addr, Sources: c.Sources, Duration: c.Duration, BS: int(c.MsgSize), Arrivals: c.Arrivals, CPUs: cpus}
+func udpJob(addr string, c RunConfig, dps float64, cpus []int) FioJob {
+	j := FioJob{Proto: ProtoUDP, Addr: addr, Sources: c.Sources, Duration: c.Duration, BS: int(c.MsgSize), Arrivals: c.Arrivals, CPUs: cpus}
 	if dps > 0 {
 		j.Rate = dps * float64(c.MsgSize) / float64(c.Sources)
 	}
@@ -371,28 +371,28 @@ func RunUDP(ctx context.Context, c RunConfig, ios harness.IO) (*UDPRunReport, er
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	exe, err := executable(c.Exe)
+	exe, err := Executable(c.Exe)
 	if err != nil {
 		return nil, err
 	}
-	runners, skipped, err := pickRunners(c.Runners, harness.AllRunners(), ios.Err)
+	runners, skipped, err := PickRunners(c.Runners, harness.AllRunners(), ios.Err)
 	if err != nil {
 		return nil, err
 	}
 	env := fioEnv{exe: exe}
 	if c.Client == ClientFio {
-		if env.fio, err = findFio(); err != nil {
+		if env.fio, err = FindFio(); err != nil {
 			return nil, err
 		}
 	}
 	if len(c.Peers) > 0 {
 		if env.gnetSink = c.GnetSink; env.gnetSink == "" {
-			if env.gnetSink, err = buildGnetSink(ctx, ios); err != nil {
+			if env.gnetSink, err = BuildGnetSink(ctx, ios); err != nil {
 				return nil, err
 			}
 		}
 	}
-	pin, unpin := pinApart(c.Pin)
+	pin, unpin := PinApart(c.Pin)
 	defer unpin()
 	env.cpus = pin.GenCPUs
 	wire, wireWhy, closeWire, err := c.openWire(ctx, pin, ios)
@@ -414,7 +414,7 @@ func RunUDP(ctx context.Context, c RunConfig, ios harness.IO) (*UDPRunReport, er
 	sweep := len(rates) > 1
 	fmt.Fprintf(ios.Err, "sluice-bench run: udp, %d %s of %s datagrams, offered %s, %v per row, rows %v, SO_RCVBUF %s; %s; %s\n",
 		c.Sources, udpSendersName(c.Client), report.FormatBytes(uint64(c.MsgSize)), udpRatesNote(rates), c.Duration, rows, report.FormatBytes(uint64(c.UDPReadBuffer)),
-		pinNote(pin), wireNote(rep.Wire))
+		PinNote(pin), WireNote(rep.Wire))
 	failed := map[string]bool{}
 	sustained := map[string]*UDPSustained{}
 	for _, name := range rows {
@@ -544,7 +544,7 @@ func measureUDP(ctx context.Context, c RunConfig, env fioEnv, row string, rate f
 	if isPeerRow(row) {
 		bin = env.gnetSink
 		args = append([]string{"-proto", "udp", "-listen", env.wire.ListenAddr(), "-until-idle", fioSinkIdle.String(), "-json", sinkJSON,
-			"-datagram-size", size, "-read-buffer", rbuf}, peerArgs(workload{Runner: row})...)
+			"-datagram-size", size, "-read-buffer", rbuf}, peerArgs(Workload{Runner: row})...)
 	} else {
 		bin = env.exe
 		args = append([]string{"sink", "--proto", "udp", "--listen", env.wire.ListenAddr(), "--runner", row, "--until-idle", fioSinkIdle.String(),
@@ -610,7 +610,7 @@ func runUDPLoad(ctx context.Context, c RunConfig, env fioEnv, addr string, rate 
 		cmd.Stderr = &out
 	} else {
 		jobFile := filepath.Join(dir, "job.fio")
-		if err := os.WriteFile(jobFile, []byte(udpJob(addr, c, rate, env.cpus).file()), 0o644); err != nil {
+		if err := os.WriteFile(jobFile, []byte(udpJob(addr, c, rate, env.cpus).File()), 0o644); err != nil {
 			return udpSent{}, 0, fmt.Errorf("bench: fio: %w", err)
 		}
 		cmd = env.wire.Command(lctx, harness.SideLoad, env.fio, "--output-format=json", "--output="+fioJSON, jobFile)
@@ -726,17 +726,17 @@ func summarizeUDP(rs []*UDPResult) UDPSummary {
 		return xs
 	}
 	s := UDPSummary{Runner: rs[0].Runner, RateDps: rs[0].RateDps, Rounds: len(rs), Verified: true,
-		OfferedDps:   spread("offered_dps", col(func(r *UDPResult) float64 { return r.OfferedDps })),
-		DeliveredDps: spread("delivered_dps", col(func(r *UDPResult) float64 { return r.DeliveredDps })),
-		Delivered:    spread("delivered_fraction", col(func(r *UDPResult) float64 { return r.DeliveredFraction })),
-		Lost:         spread("lost_fraction", col(func(r *UDPResult) float64 { return r.LostFraction })),
-		SocketDrops:  spread("socket_drops", col(func(r *UDPResult) float64 { return float64(r.SocketDrops) })),
-		RcvbufErrors: spread("rcvbuf_errors", col(func(r *UDPResult) float64 { return float64(r.SNMP.RcvbufErrors) })),
-		SinkSPerM:    spread("sink_cpu_s_per_million", col(func(r *UDPResult) float64 { return r.SinkSPerM })),
-		CoreSPerM:    spread("core_cpu_s_per_million", col(func(r *UDPResult) float64 { return r.CoreSPerM })),
-		CoreUtil:     spread("core_util", col(func(r *UDPResult) float64 { return r.CoreUtil })),
-		LoadCoreUtil: spread("load_core_util", col(func(r *UDPResult) float64 { return r.LoadCoreUtil })),
-		PerRead:      spread("datagrams_per_read", col(func(r *UDPResult) float64 { return r.DatagramsPerRead })),
+		OfferedDps:   Spread("offered_dps", col(func(r *UDPResult) float64 { return r.OfferedDps })),
+		DeliveredDps: Spread("delivered_dps", col(func(r *UDPResult) float64 { return r.DeliveredDps })),
+		Delivered:    Spread("delivered_fraction", col(func(r *UDPResult) float64 { return r.DeliveredFraction })),
+		Lost:         Spread("lost_fraction", col(func(r *UDPResult) float64 { return r.LostFraction })),
+		SocketDrops:  Spread("socket_drops", col(func(r *UDPResult) float64 { return float64(r.SocketDrops) })),
+		RcvbufErrors: Spread("rcvbuf_errors", col(func(r *UDPResult) float64 { return float64(r.SNMP.RcvbufErrors) })),
+		SinkSPerM:    Spread("sink_cpu_s_per_million", col(func(r *UDPResult) float64 { return r.SinkSPerM })),
+		CoreSPerM:    Spread("core_cpu_s_per_million", col(func(r *UDPResult) float64 { return r.CoreSPerM })),
+		CoreUtil:     Spread("core_util", col(func(r *UDPResult) float64 { return r.CoreUtil })),
+		LoadCoreUtil: Spread("load_core_util", col(func(r *UDPResult) float64 { return r.LoadCoreUtil })),
+		PerRead:      Spread("datagrams_per_read", col(func(r *UDPResult) float64 { return r.DatagramsPerRead })),
 	}
 	for _, r := range rs {
 		s.Verified = s.Verified && r.Verified
@@ -748,7 +748,7 @@ func summarizeUDP(rs []*UDPResult) UDPSummary {
 // the rounds' min-max.
 func writeUDPTable(w io.Writer, rep *UDPRunReport) {
 	fmt.Fprintf(w, "udp, %d-byte datagrams from %d %s, %d round(s), SO_RCVBUF %s; %s\n",
-		rep.Config.DatagramSize, rep.Config.Sources, udpSendersName(rep.Config.Client), rep.Config.Rounds, report.FormatBytes(uint64(rep.Config.ReadBuffer)), wireNote(rep.Wire))
+		rep.Config.DatagramSize, rep.Config.Sources, udpSendersName(rep.Config.Client), rep.Config.Rounds, report.FormatBytes(uint64(rep.Config.ReadBuffer)), WireNote(rep.Wire))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "row\trate\toffered/s\tdelivered/s\tdelivered\tsocket drops\tRcvbufErrors\tcore s/M\tsink s/M\tcore busy\tload core\tper read\tok\t")
 	for _, s := range rep.Summary {

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/sluice-io/sluice/bench/benchtest"
 	"github.com/sluice-io/sluice/bench/harness"
 )
 
@@ -20,11 +21,11 @@ import (
 func TestUDPWire(t *testing.T) {
 	needFio(t)
 	buildTestWire(t, harness.WireSpec{}).Close() // skips where no wire can be built
-	bin := buildCLI(t)
+	bin := benchtest.BuildCLI(t)
 	gnetBin := buildGnetSinkForTest(t)
-	avail, _ := availableRunners(harness.AllRunners())
+	avail, _ := AvailableRunners(harness.AllRunners())
 	jsonPath := filepath.Join(t.TempDir(), "udp.json")
-	stdout, stderr, status := runCLI(t, bin, "run", "--proto", "udp", "--client", "fio", "--wire", "veth", "--runners", avail[0],
+	stdout, stderr, status := benchtest.RunCLI(t, bin, "run", "--proto", "udp", "--client", "fio", "--wire", "veth", "--runners", avail[0],
 		"--peers", "go", "--gnet-sink", gnetBin, "--sources", "2", "--msg-size", "512", "--duration", "1s",
 		"--udp-rate", "20k,2M", "--json", jsonPath)
 	if status != 0 {
@@ -39,7 +40,7 @@ func TestUDPWire(t *testing.T) {
 		t.Errorf("a sweep with no verdict per row: %+v", rep.Sustained)
 	}
 
-	stdout, stderr, status = runCLI(t, bin, "run", "--proto", "udp", "--client", "gen", "--wire", "veth", "--runners", avail[0],
+	stdout, stderr, status = benchtest.RunCLI(t, bin, "run", "--proto", "udp", "--client", "gen", "--wire", "veth", "--runners", avail[0],
 		"--sources", "300", "--msg-size", "128", "--duration", "1s", "--udp-rate", "30k", "--json", jsonPath)
 	if status != 0 {
 		t.Fatalf("run --client gen: exit %d\nstdout:\n%s\nstderr:\n%s", status, stdout, stderr)

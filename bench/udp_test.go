@@ -135,7 +135,7 @@ func TestUDPFlags(t *testing.T) {
 func TestFioUDPJobFile(t *testing.T) {
 	c := udpRunConfig()
 	c.Duration = 2 * time.Second
-	f := udpJob("169.254.77.1:9514", c, 200000, []int{1}).file()
+	f := udpJob("169.254.77.1:9514", c, 200000, []int{1}).File()
 	// 200,000 datagrams/s of 512 bytes over 4 jobs: 25,600,000 bytes/s each.
 	for _, want := range []string{"protocol=udp\n", "hostname=169.254.77.1\n", "port=9514\n", "bs=512\n", "rate=25600000\n",
 		"rate_process=poisson\n", "runtime=2000ms\n", "cpus_allowed=1\n", "[s1]\n[s2]\n[s3]\n[s4]\n"} {
@@ -146,7 +146,7 @@ func TestFioUDPJobFile(t *testing.T) {
 	if strings.Contains(f, "nodelay") || strings.Contains(f, "protocol=tcp") {
 		t.Errorf("a UDP job file with TCP options:\n%s", f)
 	}
-	if f := udpJob("169.254.77.1:9514", c, 0, nil).file(); strings.Contains(f, "rate=") {
+	if f := udpJob("169.254.77.1:9514", c, 0, nil).File(); strings.Contains(f, "rate=") {
 		t.Errorf("a flat-out job file with a rate:\n%s", f)
 	}
 }

@@ -383,21 +383,6 @@ func TestResultTable(t *testing.T) {
 	}
 }
 
-func TestParseFio(t *testing.T) {
-	out := []byte(`note: both iodepth >= 1 and synchronous I/O engine are selected
-{"fio version":"fio-3.36","jobs":[{"jobname":"f0","read":{"io_bytes":1073741824,"bw_bytes":7000000000,"runtime":153},"usr_cpu":10.0,"sys_cpu":90.0}]}`)
-	r, err := parseFio(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.Bytes != 1<<30 || r.ThroughputBps != 7e9 || math.Abs(r.CPUS-0.153) > 1e-9 {
-		t.Errorf("parseFio = %+v", r)
-	}
-	if _, err := parseFio([]byte(`{"jobs":[]}`)); err == nil {
-		t.Error("empty fio output accepted")
-	}
-}
-
 func TestPlots(t *testing.T) {
 	dir := t.TempDir()
 	ios := harness.IO{Out: io.Discard, Err: io.Discard}
@@ -424,26 +409,5 @@ func TestPlots(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(dir, "cpu.svg")); !strings.Contains(string(b), "0.550") || !strings.Contains(string(b), "0.410") {
 		t.Errorf("cpu.svg does not label the medians 0.550 and 0.410")
 	}
-	pt := func(runner string, load float64, sweep int, p99 int64, bound bool) LatencyPoint {
-		r := &Result{Runner: runner, GeneratorBound: bound}
-		r.LatencyNs.P99 = p99
-		return LatencyPoint{OfferedBps: load, Sweep: sweep, Result: r}
-	}
-	lrep := &LatencyReport{Sources: 100, MsgSize: 1024, Arrivals: load.ArrivalsPoisson, Pacing: load.PacingSpread, Points: []LatencyPoint{
-		pt("uring", 8<<20, 0, 2e5, false), pt("uring", 8<<20, 1, 3e5, false), pt("uring", 64<<20, 0, 9e5, true),
-		pt("goroutine", 8<<20, 0, 4e5, false), pt("goroutine", 64<<20, 0, 2e6, false)}}
-	if err := writeLatencyPlot(dir, lrep, []string{"uring", "goroutine"}, ios); err != nil {
-		t.Fatal(err)
-	}
-	if b, err := os.ReadFile(filepath.Join(dir, "latency.svg")); err != nil || !strings.Contains(string(b), "generator-bound") {
-		t.Errorf("latency.svg: %v, or no generator-bound mark", err)
-	}
-	arep := &ArrivalsReport{Poisson: poissonReference(1000, 64<<10, 1024),
-		Clients: []ArrivalStats{{Client: ClientFio, Sink: SinkProbe, MergedCDF: expQuantiles(4e3), ConnCDF: expQuantiles(2e8)}}}
-	if err := writeArrivalsPlots(dir, arep, ios); err != nil {
-		t.Fatal(err)
-	}
-	if b, err := os.ReadFile(filepath.Join(dir, "arrivals-merged.svg")); err != nil || !strings.Contains(string(b), "fio into probe") {
-		t.Errorf("arrivals-merged.svg: %v, or no fio line", err)
-	}
+
 }

@@ -110,7 +110,7 @@ func TestFioResultCPUOverTheWindow(t *testing.T) {
 			{Bytes: last.Bytes / 2, FirstNs: t0, LastNs: t0 + 5000*ms},
 			{Bytes: last.Bytes / 2, FirstNs: t0 + 1000*ms, LastNs: t0 + 5000*ms},
 		}, Usage: us}
-	sr.CPUSPerGiB = cpuPerGiB(sr.CPUS, sr.Bytes)
+	sr.CPUSPerGiB = CPUPerGiB(sr.CPUS, sr.Bytes)
 	sr.SteadyS, sr.SteadyBps = 4, float64(last.Bytes-gib/10)/4
 	r := fioResult("uring", 0, RunConfig{Sources: 2}, sr, &fioReport{}, 1, 5, 1, 1)
 	if r.CPUOver != ThroughputAllSending || r.ThroughputOver != ThroughputAllSending {

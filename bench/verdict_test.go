@@ -1,16 +1,11 @@
 package bench
 
 import (
-	"context"
-	"io"
 	"math"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sluice-io/sluice/bench/load"
-
-	"github.com/sluice-io/sluice/bench/harness"
 )
 
 func TestSpread(t *testing.T) {
@@ -23,7 +18,7 @@ func TestSpread(t *testing.T) {
 		{[]float64{1.3, 0.9}, 1.1, 0.9, 1.3},
 		{[]float64{2, 0.5, 1}, 1, 0.5, 2},
 	} {
-		s := spread("x", tc.xs)
+		s := Spread("x", tc.xs)
 		if math.Abs(s.Median-tc.median) > 1e-12 || s.Min != tc.min || s.Max != tc.max {
 			t.Errorf("spread(%v) = median %v min %v max %v, want %v %v %v", tc.xs, s.Median, s.Min, s.Max, tc.median, tc.min, tc.max)
 		}
@@ -49,7 +44,7 @@ func TestVerdict(t *testing.T) {
 		{ge, []float64{0.6, 0.99}, false, VerdictMissed},
 		{ge, []float64{0.9, 1.1}, false, VerdictInconclusive},
 	} {
-		if got := Verdict(tc.t, spread(tc.t.Metric, tc.xs), tc.bound); got != tc.want {
+		if got := Verdict(tc.t, Spread(tc.t.Metric, tc.xs), tc.bound); got != tc.want {
 			t.Errorf("%s over %v (generator-bound %v) = %s, want %s", tc.t, tc.xs, tc.bound, got, tc.want)
 		}
 	}
@@ -162,26 +157,6 @@ func TestParseIPerf3(t *testing.T) {
 		if _, err := parseIPerf3([]byte(bad)); err == nil {
 			t.Errorf("parseIPerf3(%s) accepted", bad)
 		}
-	}
-}
-
-func TestFloor(t *testing.T) {
-	c := DefaultFloorConfig()
-	c.Sources, c.Duration, c.Pin = 2, 50*time.Millisecond, false
-	c.Engine.Pool, c.Engine.Buf = 16, 4096
-	var out strings.Builder
-	rep, err := Floor(context.Background(), c, harness.IO{Out: &out, Err: io.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rep.Chunks == 0 || rep.Bytes != rep.Chunks*4096 || rep.CPUNsPerChunk <= 0 || rep.Runner != "goroutine" {
-		t.Errorf("floor report %+v", rep)
-	}
-	if !strings.Contains(out.String(), "ns of CPU per chunk") {
-		t.Errorf("output %q", out.String())
-	}
-	if err := (FloorConfig{Sources: 0, Duration: time.Second}).Validate(); err == nil || !strings.Contains(err.Error(), "--sources") {
-		t.Errorf("zero sources: %v", err)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/bench/benchtest"
 	"github.com/sluice-io/sluice/bench/harness"
 
 	"golang.org/x/sys/unix"
@@ -300,10 +301,10 @@ func deadWires(t *testing.T) []string {
 // that every run tore its wire down.
 func TestWireCLI(t *testing.T) {
 	buildTestWire(t, harness.WireSpec{}).Close() // skips where no wire can be built
-	bin := buildCLI(t)
-	avail, _ := availableRunners(harness.AllRunners())
+	bin := benchtest.BuildCLI(t)
+	avail, _ := AvailableRunners(harness.AllRunners())
 	jsonPath := filepath.Join(t.TempDir(), "run.json")
-	stdout, stderr, status := runCLI(t, bin, "run", "--wire", "veth", "--runners", avail[0], "--sources", "8",
+	stdout, stderr, status := benchtest.RunCLI(t, bin, "run", "--wire", "veth", "--runners", avail[0], "--sources", "8",
 		"--duration", "1s", "--msg-size", "4KiB", "--json", jsonPath)
 	if status != 0 {
 		t.Fatalf("run: exit %d\nstdout:\n%s\nstderr:\n%s", status, stdout, stderr)
@@ -337,7 +338,7 @@ func TestWireCLI(t *testing.T) {
 		t.Fatalf("run left behind: %v", left)
 	}
 
-	stdout, stderr, status = runCLI(t, bin, "wire-check", "--duration", "1s", "--sources", "4")
+	stdout, stderr, status = benchtest.RunCLI(t, bin, "wire-check", "--duration", "1s", "--sources", "4")
 	if status != 0 || !strings.Contains(stdout, "took") || strings.Contains(stdout, "FAILED") {
 		t.Errorf("wire-check: exit %d\nstdout:\n%s\nstderr:\n%s", status, stdout, stderr)
 	}

@@ -178,7 +178,7 @@ type WireTopo struct {
 // WireSpec is what BuildWire builds.
 type WireSpec struct {
 	SinkCPUs, LoadCPUs []int
-	// fail, when set, is called after each step of the build with the
+	// Fail, when set, is called after each step of the build with the
 	// step's name, and an error it returns fails the build there: the
 	// tests' way to check that a failed build leaves nothing behind.
 	Fail func(step string) error

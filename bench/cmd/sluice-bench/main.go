@@ -17,8 +17,16 @@ import (
 	"syscall"
 
 	"github.com/sluice-io/sluice/bench"
+	"github.com/sluice-io/sluice/bench/arrivals"
+	"github.com/sluice-io/sluice/bench/file"
+	"github.com/sluice-io/sluice/bench/floor"
 	"github.com/sluice-io/sluice/bench/harness"
+	"github.com/sluice-io/sluice/bench/idle"
+	"github.com/sluice-io/sluice/bench/jetstream"
+	"github.com/sluice-io/sluice/bench/latency"
 	"github.com/sluice-io/sluice/bench/load"
+	"github.com/sluice-io/sluice/bench/probe"
+	"github.com/sluice-io/sluice/bench/wirecheck"
 )
 
 const usage = `usage: sluice-bench <command> [flags]
@@ -76,67 +84,67 @@ func run(args []string) int {
 			return err
 		}}
 	case "file":
-		c := bench.DefaultFileConfig()
+		c := file.DefaultFileConfig()
 		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, ios harness.IO) error {
-			_, err := bench.File(ctx, c, ios)
+			_, err := file.File(ctx, c, ios)
 			return err
 		}}
 	case "latency":
-		c := bench.DefaultLatencyConfig()
+		c := latency.DefaultLatencyConfig()
 		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, ios harness.IO) error {
-			_, err := bench.LatencySweep(ctx, c, ios)
+			_, err := latency.LatencySweep(ctx, c, ios)
 			return err
 		}}
 	case "arrivals":
-		c := bench.DefaultArrivalsConfig()
+		c := arrivals.DefaultArrivalsConfig()
 		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, ios harness.IO) error {
-			_, err := bench.ArrivalsStudy(ctx, c, ios)
+			_, err := arrivals.ArrivalsStudy(ctx, c, ios)
 			return err
 		}}
 	case "floor":
-		c := bench.DefaultFloorConfig()
+		c := floor.DefaultFloorConfig()
 		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, ios harness.IO) error {
-			_, err := bench.Floor(ctx, c, ios)
+			_, err := floor.Floor(ctx, c, ios)
 			return err
 		}}
 	case "probe":
-		var c bench.ProbeConfig
+		var c probe.ProbeConfig
 		cmd = command{c.RegisterFlags, func() error { return nil }, func(_ context.Context, ios harness.IO) error {
-			_, err := bench.Probe(c, ios)
+			_, err := probe.Probe(c, ios)
 			return err
 		}}
 	case "jetstream":
-		c := bench.DefaultJetStreamConfig()
+		c := jetstream.DefaultJetStreamConfig()
 		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, ios harness.IO) error {
-			_, err := bench.JetStream(ctx, c, ios)
+			_, err := jetstream.JetStream(ctx, c, ios)
 			return err
 		}}
 	case "idle":
-		if len(args) > 0 && bench.IsIdleChild(args[0]) {
+		if len(args) > 0 && idle.IsIdleChild(args[0]) {
 			// hidden: the sink and the idle client that idle starts
 			role := args[0]
 			args = args[1:]
 			cmd = command{func(*flag.FlagSet) {}, func() error { return nil }, func(ctx context.Context, _ harness.IO) error {
-				return bench.RunIdleChild(ctx, role, os.Stdin, os.Stdout, os.Stderr)
+				return idle.RunIdleChild(ctx, role, os.Stdin, os.Stdout, os.Stderr)
 			}}
 			break
 		}
-		c := bench.DefaultIdleConfig()
+		c := idle.DefaultIdleConfig()
 		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, ios harness.IO) error {
-			_, err := bench.Idle(ctx, c, ios)
+			_, err := idle.Idle(ctx, c, ios)
 			return err
 		}}
 	case "wire-check":
-		c := bench.DefaultWireCheckConfig()
+		c := wirecheck.DefaultWireCheckConfig()
 		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, ios harness.IO) error {
-			_, err := bench.WireCheck(ctx, c, ios)
+			_, err := wirecheck.WireCheck(ctx, c, ios)
 			return err
 		}}
 	case "natsd": // hidden: the NATS server process that jetstream starts
 		var store string
 		cmd = command{func(fs *flag.FlagSet) { fs.StringVar(&store, "store", "", "JetStream store directory") },
 			func() error { return nil }, func(_ context.Context, _ harness.IO) error {
-				return bench.RunNatsd(store, os.Stdin, os.Stdout)
+				return jetstream.RunNatsd(store, os.Stdin, os.Stdout)
 			}}
 	case "jsgen": // hidden: the load generator process that jetstream starts
 		var addr string
@@ -148,7 +156,7 @@ func run(args []string) int {
 			fs.Int64Var(&per, "per-conn", 1, "bytes per connection")
 			fs.Int64Var(&write, "write", 1, "bytes per write")
 		}, func() error { return nil }, func(ctx context.Context, _ harness.IO) error {
-			return bench.RunJSGen(ctx, addr, conns, per, write)
+			return jetstream.RunJSGen(ctx, addr, conns, per, write)
 		}}
 	case "gen": // hidden: the load generator process that run and latency start
 		c := load.DefaultGenConfig()
