@@ -81,7 +81,7 @@ fio-check: sluice-bench
 	bash scripts/fio-load.sh -B ./sluice-bench -n 1000 -s 1m
 
 sluice-bench:
-	$(GO) build -o sluice-bench ./bench/cmd/sluice-bench
+	$(GO) build -o sluice-bench ./cmd/sluice-bench
 
 # sluice is the ingest node's command: ./sluice run -c examples/node.yaml
 sluice:
@@ -102,7 +102,7 @@ fuzz:
 # wire between two network namespaces, each side's receive work on its
 # own CPU (run --wire auto); elsewhere over loopback, saying why.
 bench:
-	$(GO) run ./bench/cmd/sluice-bench run
+	$(GO) run ./cmd/sluice-bench run
 
 # soak is the long form of the soak that `make test` runs for 60s under
 # the race detector (TestSoak in internal/soak): every kind of source on

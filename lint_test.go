@@ -259,7 +259,8 @@ var layering = []struct {
 	{"bench/latency", benchScenario},
 	{"bench/probe", benchScenario},
 	{"bench/wirecheck", benchScenario},
-	{"bench/cmd", append([]string{"bench", "bench/harness", "bench/load"}, benchScenarios...)},
+	// sluice-bench, a thin driver over the scenarios.
+	{"cmd/sluice-bench", append([]string{"bench", "bench/harness", "bench/load"}, benchScenarios...)},
 	// The soak, a reliability test rather than a benchmark, on the
 	// bench's harness, with the mosquitto broker; and its command.
 	{"internal/soak", []string{"engine", "srcs", "pool", "internal/mosquitto", "bench/harness", "bench/report"}},
@@ -380,7 +381,8 @@ func TestLintLayeringCatchesSlips(t *testing.T) {
 		{"cmd/sluice-soak/main.go", []string{"internal/soak"}, ""},
 		{"engine/engine.go", []string{"internal/srcstest"}, "a package for tests only"},
 		{"internal/srcstest/env.go", []string{"internal/mosquitto"}, ""},
-		{"bench/cmd/sluice-bench/main.go", []string{"bench"}, ""},
+		{"cmd/sluice-bench/main.go", []string{"bench", "bench/latency"}, ""},
+		{"cmd/sluice-bench/main.go", []string{"ring"}, "cmd/sluice-bench/ may import bench"},
 		{"bench/report/units.go", []string{"bench/harness"}, "bench/report/ may import nothing of ours"},
 		{"bench/harness/sys.go", []string{"bench"}, "bench/harness/ may import engine, srcs, pool, bench/report"},
 		{"bench/newroom/x.go", []string{"engine"}, "no row in the layering table"},

@@ -8,7 +8,7 @@
 // bench/idle, bench/jetstream, bench/probe, bench/wirecheck) on the same
 // measurement; bench/harness holds the processes and the machine,
 // bench/report the shared figures. It holds no global state; the CLI in
-// bench/cmd/sluice-bench is a thin driver that parses flags into the
+// cmd/sluice-bench is a thin driver that parses flags into the
 // config structs (RunConfig, SinkConfig here, and each scenario's) and
 // calls their entry points. The entry points are not safe for concurrent
 // use with each other: run, latency and arrivals pin the whole process to

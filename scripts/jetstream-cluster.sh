@@ -71,7 +71,7 @@ work=${out:-$(mktemp -d /tmp/sluice-jscluster.XXXXXX)}
 mkdir -p "$work"
 if [ -z "$bin" ]; then
 	bin=$work/sluice-bench
-	(cd "$root" && go build -o "$bin" ./bench/cmd/sluice-bench)
+	(cd "$root" && go build -o "$bin" ./cmd/sluice-bench)
 fi
 if [ -z "$sluice" ]; then
 	sluice=$work/sluice

@@ -21,7 +21,7 @@ func BuildCLI(t *testing.T) string {
 		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
 	}
 	bin := filepath.Join(t.TempDir(), "sluice-bench")
-	out, err := exec.Command(goBin, "build", "-o", bin, "github.com/sluice-io/sluice/bench/cmd/sluice-bench").CombinedOutput()
+	out, err := exec.Command(goBin, "build", "-o", bin, "github.com/sluice-io/sluice/cmd/sluice-bench").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}

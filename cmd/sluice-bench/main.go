@@ -2,8 +2,8 @@
 // side by side under a built-in load generator (run), serves as a sink for
 // external load generators such as fio (sink), ingests files (file),
 // sweeps offered load for latency curves (latency), and reports what the
-// kernel offers (probe). The logic lives in package bench; this is a thin
-// driver.
+// kernel offers (probe). The logic lives in package bench and its rooms
+// (one package per scenario); this is a thin driver.
 package main
 
 import (
