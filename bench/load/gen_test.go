@@ -1,4 +1,4 @@
-package bench
+package load
 
 import (
 	"bytes"
@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-io/sluice/bench/load"
-
 	"github.com/sluice-io/sluice/bench/report"
 )
 
@@ -29,9 +27,9 @@ func TestGenReportsWhatItSent(t *testing.T) {
 		arrivals string
 		skew     float64
 	}{
-		{"unlimited", 0, load.ArrivalsPoisson, 0},
-		{"poisson", 256 << 10, load.ArrivalsPoisson, 0},
-		{"uniform-skewed", 256 << 10, load.ArrivalsUniform, 0.25},
+		{"unlimited", 0, ArrivalsPoisson, 0},
+		{"poisson", 256 << 10, ArrivalsPoisson, 0},
+		{"uniform-skewed", 256 << 10, ArrivalsUniform, 0.25},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -58,8 +56,8 @@ func TestGenReportsWhatItSent(t *testing.T) {
 					wg.Go(func() {
 						defer c.Close()
 						b, _ := io.ReadAll(c)
-						g := got{bytes: len(b), crc: crc32.Checksum(b, castagnoli)}
-						tr := load.RecordTracker{Size: size}
+						g := got{bytes: len(b), crc: crc32.Checksum(b, crc32c)}
+						tr := RecordTracker{Size: size}
 						var rec, e2e fakeRec
 						g.stamp = tr.Feed(b, time.Now().UnixNano(), &rec, &e2e)
 						for i, v := range rec.vals {
@@ -75,13 +73,13 @@ func TestGenReportsWhatItSent(t *testing.T) {
 				}
 			})
 			var out bytes.Buffer
-			cfg := load.GenConfig{Addr: ln.Addr().String(), Sources: sources, Duration: 300 * time.Millisecond, MsgSize: size,
+			cfg := GenConfig{Addr: ln.Addr().String(), Sources: sources, Duration: 300 * time.Millisecond, MsgSize: size,
 				Rate: tc.rate, Arrivals: tc.arrivals, Skew: tc.skew, MaxDial: 2, Seed: 1}
-			if err := load.RunGen(context.Background(), cfg, strings.NewReader(""), &out); err != nil {
+			if err := RunGen(context.Background(), cfg, strings.NewReader(""), &out); err != nil {
 				t.Fatal(err)
 			}
 			wg.Wait()
-			var rep load.GenReport
+			var rep GenReport
 			if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 				t.Fatalf("%v: %s", err, out.String())
 			}
@@ -134,21 +132,21 @@ func TestGenPacing(t *testing.T) {
 				mu.Lock()
 				defer mu.Unlock()
 				for m := 0; m+size <= len(b); m += size {
-					sched := int64(binary.LittleEndian.Uint64(b[m+load.SchedOff:]))
-					sent := int64(binary.LittleEndian.Uint64(b[m+load.SentOff:]))
+					sched := int64(binary.LittleEndian.Uint64(b[m+SchedOff:]))
+					sent := int64(binary.LittleEndian.Uint64(b[m+SentOff:]))
 					lags = append(lags, sent-sched)
 				}
 			})
 		}
 	})
 	var out bytes.Buffer
-	cfg := load.GenConfig{Addr: ln.Addr().String(), Sources: sources, Duration: dur, MsgSize: size,
-		Rate: rate, Arrivals: load.ArrivalsUniform, MaxDial: 4, Seed: 3}
-	if err := load.RunGen(context.Background(), cfg, strings.NewReader(""), &out); err != nil {
+	cfg := GenConfig{Addr: ln.Addr().String(), Sources: sources, Duration: dur, MsgSize: size,
+		Rate: rate, Arrivals: ArrivalsUniform, MaxDial: 4, Seed: 3}
+	if err := RunGen(context.Background(), cfg, strings.NewReader(""), &out); err != nil {
 		t.Fatal(err)
 	}
 	wg.Wait()
-	var rep load.GenReport
+	var rep GenReport
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 		t.Fatalf("%v: %s", err, out.String())
 	}
@@ -175,7 +173,7 @@ func TestGenPacing(t *testing.T) {
 // TestGenPacingWrites checks how each pacing turns arrivals into writes:
 // spread writes every message alone, batch may gather several.
 func TestGenPacingWrites(t *testing.T) {
-	for _, pacing := range []string{load.PacingSpread, load.PacingBatch} {
+	for _, pacing := range []string{PacingSpread, PacingBatch} {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
@@ -197,14 +195,14 @@ func TestGenPacingWrites(t *testing.T) {
 		var out bytes.Buffer
 		// 1,000 messages a second per source, Poisson: two arrivals of
 		// one source often fall within one wake-up of the batch pacing.
-		cfg := load.GenConfig{Addr: ln.Addr().String(), Sources: sources, Duration: 300 * time.Millisecond, MsgSize: size,
-			Rate: 1000 * size, Arrivals: load.ArrivalsPoisson, MaxDial: 4, Seed: 5, Pacing: pacing}
-		if err := load.RunGen(context.Background(), cfg, strings.NewReader(""), &out); err != nil {
+		cfg := GenConfig{Addr: ln.Addr().String(), Sources: sources, Duration: 300 * time.Millisecond, MsgSize: size,
+			Rate: 1000 * size, Arrivals: ArrivalsPoisson, MaxDial: 4, Seed: 5, Pacing: pacing}
+		if err := RunGen(context.Background(), cfg, strings.NewReader(""), &out); err != nil {
 			t.Fatal(err)
 		}
 		ln.Close()
 		wg.Wait()
-		var rep load.GenReport
+		var rep GenReport
 		if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 			t.Fatalf("%v: %s", err, out.String())
 		}
@@ -215,7 +213,7 @@ func TestGenPacingWrites(t *testing.T) {
 		switch {
 		case msgs == 0:
 			t.Errorf("%s: no messages", pacing)
-		case pacing == load.PacingSpread && rep.Writes != msgs:
+		case pacing == PacingSpread && rep.Writes != msgs:
 			t.Errorf("spread pacing: %d writes for %d messages, want one each", rep.Writes, msgs)
 		case rep.Writes > msgs:
 			t.Errorf("%s: %d writes for %d messages", pacing, rep.Writes, msgs)
