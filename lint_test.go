@@ -240,12 +240,13 @@ var layering = []struct {
 	// Commands: thin drivers over the node.
 	{"cmd", []string{"engine", "srcs", "pool"}},
 	// The bench drives the engine and its adapters.
-	{"bench", []string{"engine", "srcs", "pool", "bench/harness", "bench/load", "bench/report"}},
+	{"bench", []string{"engine", "srcs", "pool", "bench/harness", "bench/load", "bench/peers", "bench/report"}},
 	// The bench's rooms, each named exactly (exactRooms): the child
-	// processes and the machine they run on, the built-in load, and the
-	// figures reports share.
+	// processes and the machine they run on, the built-in load, the
+	// reference sinks, and the figures reports share.
 	{"bench/harness", []string{"engine", "srcs", "pool", "bench/report"}},
 	{"bench/load", []string{"srcs", "bench/harness", "bench/report"}},
+	{"bench/peers", []string{"bench/harness"}},
 	{"bench/benchtest", nil},
 	{"bench/report", nil},
 	// The scenarios, one room each, on what the bench shares: the run
@@ -288,12 +289,12 @@ func testHelper(pkg string) string {
 // each may import.
 var (
 	benchScenarios = []string{"bench/arrivals", "bench/file", "bench/floor", "bench/idle", "bench/jetstream", "bench/latency", "bench/probe", "bench/wirecheck"}
-	benchScenario  = []string{"engine", "srcs", "pool", "bench", "bench/harness", "bench/load", "bench/report"}
+	benchScenario  = []string{"engine", "srcs", "pool", "bench", "bench/harness", "bench/load", "bench/peers", "bench/report"}
 )
 
 // exactRooms are rooms that hold one package and admit none under them,
 // so a package added beneath one needs a row of its own.
-var exactRooms = append([]string{"bench", "bench/benchtest", "bench/harness", "bench/load", "bench/report"}, benchScenarios...)
+var exactRooms = append([]string{"bench", "bench/benchtest", "bench/harness", "bench/load", "bench/peers", "bench/report"}, benchScenarios...)
 
 // under reports whether the package at slash path pkg is room or lies
 // under it (is room, for the exactRooms).

@@ -7,6 +7,7 @@
 // their own (bench/latency, bench/arrivals, bench/file, bench/floor,
 // bench/idle, bench/jetstream, bench/probe, bench/wirecheck) on the same
 // measurement; bench/harness holds the processes and the machine,
+// bench/load the built-in generators, bench/peers the reference sinks,
 // bench/report the shared figures. It holds no global state; the CLI in
 // cmd/sluice-bench is a thin driver that parses flags into the
 // config structs (RunConfig, SinkConfig here, and each scenario's) and

@@ -17,6 +17,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-io/sluice/bench/peers"
+
 	"github.com/sluice-io/sluice/bench/load"
 
 	"github.com/sluice-io/sluice/bench/harness"
@@ -365,7 +367,7 @@ func measureFio(ctx context.Context, c RunConfig, env fioEnv, row string, round 
 	}
 	var bin string
 	var args []string
-	if isPeerRow(row) {
+	if peers.IsRow(row) {
 		bin = env.gnetSink
 		args = append([]string{"-listen", env.wire.ListenAddr(), "-until-idle", fioSinkIdle.String(), "-json", sinkJSON,
 			"-framing", harness.FramingName(framer)}, peerArgs(Workload{Runner: row})...)

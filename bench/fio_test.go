@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/bench/peers"
+
 	"github.com/sluice-io/sluice/bench/benchtest"
 	"github.com/sluice-io/sluice/bench/load"
 
@@ -44,7 +46,7 @@ func needFio(t *testing.T) string {
 func buildGnetSinkForTest(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "gnetsink")
-	cmd := exec.Command(goTool(), "build", "-o", bin, ".")
+	cmd := exec.Command(peers.GoTool(), "build", "-o", bin, ".")
 	cmd.Dir = "gnetsink"
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build the gnet sink: %v\n%s", err, out)
@@ -141,10 +143,10 @@ func TestFioClient(t *testing.T) {
 		{"lines", 1, []string{"--sources", "20", "--msg-size", "16KiB", "--framing", "newline"}, ""},
 		// The consumer inline on the runner's worker, as gnet's is.
 		{"lines-inline", 1, []string{"--sources", "20", "--msg-size", "16KiB", "--framing", "newline", "--inline"}, ""},
-		{"lines-go", 1, []string{"--sources", "20", "--msg-size", "16KiB", "--framing", "newline"}, PeerGo},
+		{"lines-go", 1, []string{"--sources", "20", "--msg-size", "16KiB", "--framing", "newline"}, peers.Go},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			peer := cmp.Or(tc.peer, PeerGnet)
+			peer := cmp.Or(tc.peer, peers.Gnet)
 			jsonPath := filepath.Join(t.TempDir(), "run.json")
 			args := append([]string{"run", "--client", "fio", "--runners", runner, "--peers", peer, "--gnet-sink", gnet,
 				"--duration", "1s", "--rounds", strconv.Itoa(tc.rounds), "--json", jsonPath, "--plot", t.TempDir()}, tc.args...)
@@ -245,17 +247,17 @@ func TestRunPeersGoTLS(t *testing.T) {
 			t.Errorf("%s: sessions %q", r.Runner, r.TLS)
 		}
 	}
-	if want := []string{RowTLS, PeerGoTLS, "goroutine", PeerGo}; !rep.OK || !slices.Equal(rows, want) {
+	if want := []string{RowTLS, peers.GoTLS, "goroutine", peers.Go}; !rep.OK || !slices.Equal(rows, want) {
 		t.Fatalf("ok %v, rows %v, want %v", rep.OK, rows, want)
 	}
 	var pairs []string
 	for _, c := range rep.Ratios {
 		pairs = append(pairs, c.A+"/"+c.B)
 	}
-	if want := []string{RowTLS + "/" + PeerGoTLS, RowTLS + "/goroutine", RowTLS + "/" + PeerGo, PeerGoTLS + "/" + PeerGo}; !slices.Equal(pairs, want) {
+	if want := []string{RowTLS + "/" + peers.GoTLS, RowTLS + "/goroutine", RowTLS + "/" + peers.Go, peers.GoTLS + "/" + peers.Go}; !slices.Equal(pairs, want) {
 		t.Errorf("comparisons %v, want %v", pairs, want)
 	}
-	if !strings.Contains(stdout, PeerGoTLS+"/"+PeerGo+": ") {
+	if !strings.Contains(stdout, peers.GoTLS+"/"+peers.Go+": ") {
 		t.Errorf("no go+tls/go line:\n%s", stdout)
 	}
 }

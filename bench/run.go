@@ -9,6 +9,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sluice-io/sluice/bench/peers"
+
 	"github.com/sluice-io/sluice/bench/load"
 
 	"github.com/sluice-io/sluice/bench/harness"
@@ -52,7 +54,7 @@ type RunConfig struct {
 	// ClientFio (fio's net engine, one job and connection per source).
 	Client string
 	// Peers are reference rows measured in the same rounds as the
-	// runners, pinned like them: PeerGnet, PeerGo.
+	// runners, pinned like them: peers.Gnet, peers.Go.
 	Peers report.StringList
 	// RecordSize is the line length fio writes with --framing newline
 	// (0: DefaultFioRecordSize); each --msg-size write holds whole lines.
@@ -167,7 +169,7 @@ func (c RunConfig) Validate() error {
 		return errors.New("--wire veth: needs --pin (the sink and the load each on CPUs of their own)")
 	}
 	for i, p := range c.Peers {
-		if !slices.Contains(AllPeers(), p) {
+		if !slices.Contains(peers.All(), p) {
 			return fmt.Errorf("--peers: %q: must be gnet or go", p)
 		}
 		if slices.Contains(c.Peers[:i], p) {
@@ -375,7 +377,7 @@ func Run(ctx context.Context, c RunConfig, ios harness.IO) (*RunReport, error) {
 	gnetBin := ""
 	if len(c.Peers) > 0 {
 		if gnetBin = c.GnetSink; gnetBin == "" {
-			if gnetBin, err = BuildGnetSink(ctx, ios); err != nil {
+			if gnetBin, err = peers.BuildGnet(ctx, ios); err != nil {
 				return nil, err
 			}
 		}
@@ -450,7 +452,7 @@ func Run(ctx context.Context, c RunConfig, ios harness.IO) (*RunReport, error) {
 			switch {
 			case c.Client == ClientFio:
 				r, err = measureFio(ctx, c, fenv, name, round, ios)
-			case isPeerRow(name):
+			case peers.IsRow(name):
 				r, err = measureGnet(ctx, w, gnetBin, ios)
 			default:
 				r, err = MeasureRunner(ctx, w, ios, !c.InProcess)
@@ -517,9 +519,9 @@ func Run(ctx context.Context, c RunConfig, ios harness.IO) (*RunReport, error) {
 		measured = append(measured, s.Runner)
 	}
 	rep.Ratios = compareRounds(measured, rep.Runs)
-	if slices.Contains(measured, PeerGoTLS) && slices.Contains(measured, PeerGo) {
+	if slices.Contains(measured, peers.GoTLS) && slices.Contains(measured, peers.Go) {
 		// What TLS costs Go's own sink: the floor under RowTLS's ratio.
-		rep.Ratios = append(rep.Ratios, compareRounds([]string{PeerGoTLS, PeerGo}, rep.Runs)...)
+		rep.Ratios = append(rep.Ratios, compareRounds([]string{peers.GoTLS, peers.Go}, rep.Runs)...)
 	}
 	rep.Verdicts = judge(c.Targets, rep.Ratios, wire.Veth())
 	rep.Notes = append(rep.Notes, c.tlsNotes(rep.Runs)...)

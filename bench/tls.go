@@ -27,6 +27,8 @@ import (
 	"os"
 	"slices"
 
+	"github.com/sluice-io/sluice/bench/peers"
+
 	"github.com/sluice-io/sluice/bench/harness"
 
 	"github.com/sluice-io/sluice/engine"
@@ -42,8 +44,8 @@ const tlsNote = "tls: the " + RowTLS + " row is the goroutine runner (which read
 	"crypto/tls, one goroutine per connection; the ratios are that row's to each plaintext row of the same rounds"
 
 // goTLSNote is the report's note on a run with --tls --peers go.
-const goTLSNote = "tls: the " + PeerGoTLS + " row is the go row's sink (Go's net package, a goroutine per connection) behind a crypto/tls " +
-	"listener with the same certificate, fed by the same generator; " + PeerGoTLS + "/" + PeerGo + " is what TLS costs a sink written with Go alone"
+const goTLSNote = "tls: the " + peers.GoTLS + " row is the go row's sink (Go's net package, a goroutine per connection) behind a crypto/tls " +
+	"listener with the same certificate, fed by the same generator; " + peers.GoTLS + "/" + peers.Go + " is what TLS costs a sink written with Go alone"
 
 // startTLSRun makes the run's certificates when c asks for TLS, and
 // returns them with a function that removes them.
@@ -73,7 +75,7 @@ func (c RunConfig) validateTLS() error {
 		return errors.New("--tls: with the built-in generator only (--client gen)")
 	case c.Rate > 0:
 		return errors.New("--tls: unpaced runs only (no --rate): the generator writes TLS with blocking writes, as fast as each connection takes them")
-	case slices.Contains(c.Peers, PeerGnet):
+	case slices.Contains(c.Peers, peers.Gnet):
 		return errors.New("--tls: not with --peers gnet (the gnet sink reads plaintext; --peers go adds a go+tls row)")
 	}
 	return nil
@@ -86,7 +88,7 @@ func (c RunConfig) tlsNotes(runs []*Result) []string {
 		return nil
 	}
 	notes := []string{tlsNote}
-	if slices.Contains(c.Peers, PeerGo) {
+	if slices.Contains(c.Peers, peers.Go) {
 		notes = append(notes, goTLSNote)
 	}
 	for _, r := range runs {
@@ -98,29 +100,29 @@ func (c RunConfig) tlsNotes(runs []*Result) []string {
 	return notes
 }
 
-// tlsRows puts RowTLS first when c asks for TLS, and PeerGoTLS second
-// when c also asks for PeerGo.
+// tlsRows puts RowTLS first when c asks for TLS, and peers.GoTLS second
+// when c also asks for peers.Go.
 func (c RunConfig) tlsRows(rows []string) []string {
 	if !c.TLS {
 		return rows
 	}
 	first := []string{RowTLS}
-	if slices.Contains(rows, PeerGo) {
-		first = append(first, PeerGoTLS)
+	if slices.Contains(rows, peers.Go) {
+		first = append(first, peers.GoTLS)
 	}
 	return append(first, rows...)
 }
 
 // tlsWorkload makes w the TLS row's when name is RowTLS: the goroutine
 // runner behind a TLS listener with the run's certificate; and for
-// PeerGoTLS, Go's sink behind one.
+// peers.GoTLS, Go's sink behind one.
 func tlsWorkload(w Workload, name string, files *harness.TLSFiles) Workload {
 	switch name {
 	case RowTLS:
 		w.Runner, w.TLS = engine.RunnerGoroutine, files
 		w.Engine.TLS = files.Listener()
-	case PeerGoTLS:
-		w.Runner, w.TLS = PeerGo, files
+	case peers.GoTLS:
+		w.Runner, w.TLS = peers.Go, files
 	}
 	return w
 }

@@ -16,6 +16,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/sluice-io/sluice/bench/peers"
+
 	"github.com/sluice-io/sluice/bench/load"
 
 	"github.com/sluice-io/sluice/bench/harness"
@@ -387,7 +389,7 @@ func RunUDP(ctx context.Context, c RunConfig, ios harness.IO) (*UDPRunReport, er
 	}
 	if len(c.Peers) > 0 {
 		if env.gnetSink = c.GnetSink; env.gnetSink == "" {
-			if env.gnetSink, err = BuildGnetSink(ctx, ios); err != nil {
+			if env.gnetSink, err = peers.BuildGnet(ctx, ios); err != nil {
 				return nil, err
 			}
 		}
@@ -541,7 +543,7 @@ func measureUDP(ctx context.Context, c RunConfig, env fioEnv, row string, rate f
 	rbuf := strconv.FormatInt(int64(c.UDPReadBuffer), 10)
 	var bin string
 	var args []string
-	if isPeerRow(row) {
+	if peers.IsRow(row) {
 		bin = env.gnetSink
 		args = append([]string{"-proto", "udp", "-listen", env.wire.ListenAddr(), "-until-idle", fioSinkIdle.String(), "-json", sinkJSON,
 			"-datagram-size", size, "-read-buffer", rbuf}, peerArgs(Workload{Runner: row})...)

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/sluice-io/sluice/bench/peers"
+
 	"github.com/sluice-io/sluice/bench/benchtest"
 	"github.com/sluice-io/sluice/bench/harness"
 )
@@ -33,7 +35,7 @@ func TestUDPWire(t *testing.T) {
 	}
 	rep := readUDPReport(t, jsonPath, stdout)
 	rows := checkUDPAccounting(t, rep, fioUDPMessages)
-	if !rows[avail[0]] || !rows[PeerGo] {
+	if !rows[avail[0]] || !rows[peers.Go] {
 		t.Errorf("rows measured: %v, want %s and go", rows, avail[0])
 	}
 	if len(rep.Sustained) != 2 {
@@ -96,7 +98,7 @@ func checkUDPAccounting(t *testing.T, rep *UDPRunReport, small uint64) map[strin
 			t.Errorf("%s at %v: socket drops %d, got %d; the namespace's Udp counters %+v", r.Runner, r.RateDps, r.SocketDrops, got, r.SNMP)
 		case r.CoreSPerM <= 0 || r.SinkSPerM <= 0 || r.LoadCoreUtil <= 0:
 			t.Errorf("%s at %v: core %v and sink %v s per million, load core %v", r.Runner, r.RateDps, r.CoreSPerM, r.SinkSPerM, r.LoadCoreUtil)
-		case !isPeerRow(r.Runner) && (r.Counters == nil || r.Counters.Reads == 0 || r.DatagramsPerRead <= 0):
+		case !peers.IsRow(r.Runner) && (r.Counters == nil || r.Counters.Reads == 0 || r.DatagramsPerRead <= 0):
 			t.Errorf("%s at %v: the runner's counters %+v, %v datagrams per read", r.Runner, r.RateDps, r.Counters, r.DatagramsPerRead)
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/bench/peers"
+
 	"github.com/sluice-io/sluice/bench/load"
 
 	"github.com/sluice-io/sluice/bench/harness"
@@ -29,7 +31,7 @@ func TestRunConfigUDP(t *testing.T) {
 		{"valid", func(*RunConfig) {}, ""},
 		{"8KiB", func(c *RunConfig) { c.MsgSize = 8 << 10 }, ""},
 		{"sweep", func(c *RunConfig) { c.UDPRates = DatagramRates{1e5, 2e5, 3e5} }, ""},
-		{"peers", func(c *RunConfig) { c.Peers = report.StringList{PeerGo, PeerGnet} }, ""},
+		{"peers", func(c *RunConfig) { c.Peers = report.StringList{peers.Go, peers.Gnet} }, ""},
 		{"unknown proto", func(c *RunConfig) { c.Proto = "sctp" }, "--proto"},
 		{"generator", func(c *RunConfig) { c.Client = ClientGen }, ""},
 		{"generator, many senders", func(c *RunConfig) { c.Client, c.Sources = ClientGen, 5000 }, ""},

@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-io/sluice/bench"
 
 	"github.com/sluice-io/sluice/bench/load"
+	"github.com/sluice-io/sluice/bench/peers"
 
 	"github.com/sluice-io/sluice/bench/harness"
 
@@ -40,7 +41,7 @@ import (
 type ArrivalsConfig struct {
 	Clients report.StringList // gen, fio
 	// Sinks are what the load is sent to: SinkProbe, a runner, or
-	// PeerGnet. Every sink but the probe needs the packet capture.
+	// peers.Gnet. Every sink but the probe needs the packet capture.
 	Sinks    report.StringList
 	Engine   harness.EngineFlags
 	GnetSink string
@@ -98,7 +99,7 @@ func (c ArrivalsConfig) Validate() error {
 		return errors.New("--sinks: at least one is needed")
 	}
 	for _, s := range c.Sinks {
-		if s != SinkProbe && s != bench.PeerGnet && !slices.Contains(harness.AllRunners(), s) {
+		if s != SinkProbe && s != peers.Gnet && !slices.Contains(harness.AllRunners(), s) {
 			return fmt.Errorf("--sinks: %q: must be probe, uring, epoll, goroutine, thread or gnet", s)
 		}
 	}
@@ -222,8 +223,8 @@ func ArrivalsStudy(ctx context.Context, c ArrivalsConfig, ios harness.IO) (*Arri
 		}
 	}
 	gnetBin := c.GnetSink
-	if slices.Contains(c.Sinks, bench.PeerGnet) && gnetBin == "" {
-		if gnetBin, err = bench.BuildGnetSink(ctx, ios); err != nil {
+	if slices.Contains(c.Sinks, peers.Gnet) && gnetBin == "" {
+		if gnetBin, err = peers.BuildGnet(ctx, ios); err != nil {
 			return nil, err
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/sluice-io/sluice/bench"
 
 	"github.com/sluice-io/sluice/bench/harness"
+	"github.com/sluice-io/sluice/bench/peers"
 
 	"github.com/sluice-io/sluice/engine"
 )
@@ -202,13 +203,13 @@ func (e *engineArrivals) close() { e.sk.Close() }
 
 // gnetArrivals is the gnet sink as the sink of `arrivals`.
 type gnetArrivals struct {
-	p *bench.GnetProc
+	p *peers.GnetProc
 }
 
 func (g gnetArrivals) addr() string { return g.p.Addr }
 
 func (g gnetArrivals) waitAccepted(ctx context.Context, n int, d time.Duration) error {
-	var st bench.GnetEvent
+	var st peers.Event
 	for deadline := time.Now().Add(d); ; time.Sleep(5 * time.Millisecond) {
 		if err := g.p.Ask(ctx, "stats", "stats", &st); err != nil {
 			return err
@@ -245,8 +246,8 @@ func startArrivalSink(ctx context.Context, name string, c ArrivalsConfig, gnetBi
 	case SinkProbe:
 		p, err := startProbe(int(c.MsgSize), stamped)
 		return p, p, err
-	case bench.PeerGnet:
-		p, err := bench.StartGnet(ctx, gnetBin, harness.WireEnv{}, c.Sources, "none", true, nil, ios)
+	case peers.Gnet:
+		p, err := peers.StartGnet(ctx, gnetBin, harness.WireEnv{}, c.Sources, "none", true, nil, ios)
 		if err != nil {
 			return nil, nil, err
 		}
