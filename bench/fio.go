@@ -5,9 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,9 +15,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluice-io/sluice/bench/peers"
-
 	"github.com/sluice-io/sluice/bench/load"
+
+	"github.com/sluice-io/sluice/bench/peers"
 
 	"github.com/sluice-io/sluice/bench/harness"
 
@@ -35,130 +33,13 @@ const (
 	ClientFio = "fio"
 )
 
-// fio's net engine and its limits.
-const (
-	// fioTrailer is what fio's net engine writes when it closes a TCP
-	// connection: its close message, a 4-byte magic and a 4-byte command
-	// (engines/net.c, struct udp_close_msg). Neither holds a '\n'.
-	fioTrailer = 8
-	// FioMaxJobs is fio's ceiling on jobs in one run.
-	FioMaxJobs = 4096
-	// fioMaxPattern is the longest buffer_pattern fio takes
-	// (MAX_PATTERN_SIZE).
-	fioMaxPattern = 512
-	// DefaultFioRecordSize is the line length of `run --client fio
-	// --framing newline`.
-	DefaultFioRecordSize = 128
-	// fioSinkIdle is how long a sink fed by fio waits, once every
-	// connection has closed and nothing arrives, before it reports.
-	fioSinkIdle = 500 * time.Millisecond
-)
-
-// FioJob is one row's fio load: Sources jobs, each one TCP connection to
-// Addr writing BS-byte blocks for Duration, at Rate bytes per second each
-// (0: flat out) with Poisson or evenly spaced arrivals, filled with
-// '\n'-terminated lines of RecordSize bytes when RecordSize > 0.
-type FioJob struct {
-	// Proto is ProtoTCP ("": the same) or ProtoUDP: each job then sends
-	// BS-byte datagrams from a socket of its own.
-	Proto      string
-	Addr       string
-	Sources    int
-	Duration   time.Duration
-	BS         int
-	Rate       float64
-	Arrivals   string
-	RecordSize int
-	NoDelay    bool
-	CPUs       []int
-}
-
-// File returns the fio job file: one job section per source, all on
-// Addr (the sink listens on one port), time-based, so every connection
-// lives for the whole duration. The size is out of reach, since fio's net
-// engine would reconnect on wrapping around it.
-func (j FioJob) File() string {
-	host, port, _ := net.SplitHostPort(j.Addr)
-	var b strings.Builder
-	proto := ProtoTCP
-	if j.Proto == ProtoUDP {
-		proto = ProtoUDP
-	}
-	fmt.Fprintf(&b, "[global]\nioengine=net\nprotocol=%s\nhostname=%s\nport=%s\nrw=write\nbs=%d\nsize=1t\n", proto, host, port, j.BS)
-	fmt.Fprintf(&b, "time_based=1\nruntime=%dms\nthread=1\ngroup_reporting=0\n", j.Duration.Milliseconds())
-	if j.NoDelay && proto == ProtoTCP {
-		b.WriteString("nodelay=1\n")
-	}
-	if j.Rate > 0 {
-		fmt.Fprintf(&b, "rate=%d\n", int64(j.Rate))
-		if j.Arrivals == load.ArrivalsPoisson {
-			b.WriteString("rate_process=poisson\n")
-		}
-	}
-	if j.RecordSize > 0 {
-		// Every block starts at the pattern's start (fio fills each
-		// buffer with the pattern repeated), and the blocks are a whole
-		// number of lines. scramble_buffers would overwrite bytes of the
-		// pattern on every write.
-		fmt.Fprintf(&b, "scramble_buffers=0\nbuffer_pattern=0x%s0a\n", strings.Repeat("78", j.RecordSize-1))
-	}
-	if len(j.CPUs) > 0 {
-		fmt.Fprintf(&b, "cpus_allowed=%s\n", JoinInts(j.CPUs))
-	}
-	for i := range j.Sources {
-		fmt.Fprintf(&b, "[s%d]\n", i+1)
-	}
-	return b.String()
-}
-
-// fioReport is the part of fio's JSON output the bench reads.
-type fioReport struct {
-	Version string         `json:"fio version"`
-	Jobs    []fioJobReport `json:"jobs"`
-}
-
-// fioJobReport is one job of fio's report.
-type fioJobReport struct {
-	Name       string `json:"jobname"`
-	Error      int    `json:"error"`
-	JobRuntime int64  `json:"job_runtime"` // ms
-	Write      struct {
-		IOBytes uint64 `json:"io_bytes"`
-		// TotalIOs is the writes fio made: with protocol=udp, the
-		// datagrams it sent.
-		TotalIOs uint64 `json:"total_ios"`
-	} `json:"write"`
-}
-
-// parseFioNet reads the JSON report of fio's net jobs; fio may print notes
-// before it.
-func parseFioNet(b []byte) (*fioReport, error) {
-	if i := bytes.IndexByte(b, '{'); i > 0 {
-		b = b[i:]
-	}
-	var r fioReport
-	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("bench: fio: bad report: %w", err)
-	}
-	return &r, nil
-}
-
-// sent is the bytes fio wrote, its trailers left out.
-func (r *fioReport) sent() uint64 {
-	var n uint64
-	for _, j := range r.Jobs {
-		n += j.Write.IOBytes
-	}
-	return n
-}
-
 // reconcileFio lists every way what the sink received differs from what
 // fio reports it sent: per connection (sorted, since fio's jobs do not
 // name their ports), the bytes fio wrote plus its trailer; the number of
 // connections; errors; and with newline records of recSize bytes, each
 // connection's records and the bytes after its last line (its trailer and
 // any line cut short when the time ran out).
-func reconcileFio(sink *SinkReport, fio *fioReport, sources, recSize int) []string {
+func reconcileFio(sink *SinkReport, fio *load.FioReport, sources, recSize int) []string {
 	var out []string
 	for _, j := range fio.Jobs {
 		if j.Error != 0 {
@@ -168,14 +49,14 @@ func reconcileFio(sink *SinkReport, fio *fioReport, sources, recSize int) []stri
 	if len(fio.Jobs) != sources || sink.Sources != sources {
 		out = append(out, fmt.Sprintf("%d sources asked for, fio ran %d jobs, the sink saw %d connections", sources, len(fio.Jobs), sink.Sources))
 	}
-	want := fio.sent() + fioTrailer*uint64(len(fio.Jobs))
+	want := fio.Sent() + load.FioTrailer*uint64(len(fio.Jobs))
 	if sink.Bytes != want {
 		out = append(out, fmt.Sprintf("fio wrote %d bytes on %d connections (%d with their %d-byte trailers), the sink read %d",
-			fio.sent(), len(fio.Jobs), want, fioTrailer, sink.Bytes))
+			fio.Sent(), len(fio.Jobs), want, load.FioTrailer, sink.Bytes))
 	}
 	sent := make([]uint64, len(fio.Jobs))
 	for i, j := range fio.Jobs {
-		sent[i] = j.Write.IOBytes + fioTrailer
+		sent[i] = j.Write.IOBytes + load.FioTrailer
 	}
 	got := make([]uint64, len(sink.Streams))
 	for i, s := range sink.Streams {
@@ -208,12 +89,12 @@ func reconcileFio(sink *SinkReport, fio *fioReport, sources, recSize int) []stri
 		bad := 0
 		for _, s := range sink.Streams {
 			recs += s.Records
-			body := s.Bytes - min(s.Bytes, fioTrailer)
-			if s.Records != body/uint64(recSize) || s.TruncatedBytes != body%uint64(recSize)+fioTrailer || s.RecordsSkipped > 0 {
+			body := s.Bytes - min(s.Bytes, load.FioTrailer)
+			if s.Records != body/uint64(recSize) || s.TruncatedBytes != body%uint64(recSize)+load.FioTrailer || s.RecordsSkipped > 0 {
 				bad++
 				if bad == 1 {
 					out = append(out, fmt.Sprintf("%s: %d bytes hold %d lines of %d bytes and %d bytes after the last, the sink counted %d lines, %d bytes after, %d skipped",
-						s.Peer, s.Bytes, body/uint64(recSize), recSize, body%uint64(recSize)+fioTrailer, s.Records, s.TruncatedBytes, s.RecordsSkipped))
+						s.Peer, s.Bytes, body/uint64(recSize), recSize, body%uint64(recSize)+load.FioTrailer, s.Records, s.TruncatedBytes, s.RecordsSkipped))
 				}
 			}
 		}
@@ -369,14 +250,14 @@ func measureFio(ctx context.Context, c RunConfig, env fioEnv, row string, round 
 	var args []string
 	if peers.IsRow(row) {
 		bin = env.gnetSink
-		args = append([]string{"-listen", env.wire.ListenAddr(), "-until-idle", fioSinkIdle.String(), "-json", sinkJSON,
+		args = append([]string{"-listen", env.wire.ListenAddr(), "-until-idle", load.FioSinkIdle.String(), "-json", sinkJSON,
 			"-framing", harness.FramingName(framer)}, peerArgs(Workload{Runner: row})...)
 		if profile != "" {
 			args = append(args, "-cpuprofile", profile)
 		}
 	} else {
 		bin = env.exe
-		args = append([]string{"sink", "--listen", env.wire.ListenAddr(), "--runner", row, "--until-idle", fioSinkIdle.String(),
+		args = append([]string{"sink", "--listen", env.wire.ListenAddr(), "--runner", row, "--until-idle", load.FioSinkIdle.String(),
 			"--json", sinkJSON}, c.Engine.Args()...)
 		if profile != "" {
 			args = append(args, "--profile", profile)
@@ -388,7 +269,7 @@ func measureFio(ctx context.Context, c RunConfig, env fioEnv, row string, round 
 	if err != nil {
 		return nil, err
 	}
-	job := FioJob{Addr: sp.addr, Sources: c.Sources, Duration: c.Duration, BS: int(c.MsgSize), Rate: float64(c.Rate),
+	job := load.FioJob{Addr: sp.addr, Sources: c.Sources, Duration: c.Duration, BS: int(c.MsgSize), Rate: float64(c.Rate),
 		Arrivals: c.Arrivals, RecordSize: recSize, NoDelay: true, CPUs: env.cpus}
 	jobFile := filepath.Join(dir, "job.fio")
 	fioJSON := filepath.Join(dir, "fio.json")
@@ -421,7 +302,7 @@ func measureFio(ctx context.Context, c RunConfig, env fioEnv, row string, round 
 	if err != nil {
 		return nil, fmt.Errorf("bench: fio: %w", err)
 	}
-	fr, err := parseFioNet(b)
+	fr, err := load.ParseFioNet(b)
 	if err != nil {
 		return nil, err
 	}
@@ -453,12 +334,12 @@ func measureFio(ctx context.Context, c RunConfig, env fioEnv, row string, round 
 
 // fioResult is a row's Result from the sink's report and fio's, with
 // fio's CPU time and wall time as this process saw them.
-func fioResult(row string, round int, c RunConfig, sr *SinkReport, fr *fioReport, fioCPU, fioWall float64, sinkCPUs, clientCPUs int) *Result {
+func fioResult(row string, round int, c RunConfig, sr *SinkReport, fr *load.FioReport, fioCPU, fioWall float64, sinkCPUs, clientCPUs int) *Result {
 	r := &Result{Runner: row, Round: round, Sources: sr.Sources, Bytes: sr.Bytes, DurationS: sr.DurationS,
 		ThroughputBps: sr.ThroughputBps, CPUS: sr.CPUS, CPUSPerGiB: sr.CPUSPerGiB, ThreadsMax: sr.ThreadsMax,
 		RSSMaxBytes: sr.RSSMaxBytes, Records: sr.Records, RecordsPerS: sr.RecordsPerS, RecordsSkipped: sr.Skipped,
 		TruncatedBytes: sr.Truncated, PoolWaits: sr.PoolWaits, PartialFlushes: sr.Partials, Errors: sr.Errors,
-		GenSentBytes: fr.sent() + fioTrailer*uint64(len(fr.Jobs)), GenCPUS: fioCPU,
+		GenSentBytes: fr.Sent() + load.FioTrailer*uint64(len(fr.Jobs)), GenCPUS: fioCPU,
 		GenHeld: 1, EngineCPUs: max(sinkCPUs, 1), GenCPUs: max(clientCPUs, 1), Counters: sr.Counters,
 		hist: report.NewHist(), e2e: report.NewHist()}
 	if sr.DurationS > 0 {
@@ -511,7 +392,7 @@ func fioResult(row string, round int, c RunConfig, sr *SinkReport, fr *fioReport
 			offered += float64(c.Rate) * float64(j.JobRuntime) / 1e3
 		}
 		if offered > 0 {
-			r.GenHeld = float64(fr.sent()) / offered
+			r.GenHeld = float64(fr.Sent()) / offered
 		}
 		if r.GenHeld < MinHeld {
 			r.GeneratorBound = true
@@ -578,13 +459,4 @@ func sendingWindow(ss []SinkStream, share float64) (a, b int64) {
 		k = len(firsts) - 1
 	}
 	return firsts[k], lasts[len(lasts)-1-k]
-}
-
-// FindFio returns the fio binary, or why there is none.
-func FindFio() (string, error) {
-	p, err := exec.LookPath("fio")
-	if err != nil {
-		return "", errors.New("bench: --client fio: fio is not installed (apt-get install fio, or make deps)")
-	}
-	return p, nil
 }

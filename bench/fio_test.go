@@ -55,7 +55,7 @@ func buildGnetSinkForTest(t *testing.T) string {
 }
 
 func TestFioJobFile(t *testing.T) {
-	j := FioJob{Addr: "127.0.0.1:9300", Sources: 3, Duration: 1500 * time.Millisecond, BS: 16 << 10, Rate: 65536,
+	j := load.FioJob{Addr: "127.0.0.1:9300", Sources: 3, Duration: 1500 * time.Millisecond, BS: 16 << 10, Rate: 65536,
 		Arrivals: load.ArrivalsPoisson, RecordSize: 4, NoDelay: true, CPUs: []int{1}}
 	f := j.File()
 	for _, want := range []string{"ioengine=net\n", "hostname=127.0.0.1\n", "port=9300\n", "bs=16384\n", "runtime=1500ms\n",
@@ -77,9 +77,9 @@ func TestFioJobFile(t *testing.T) {
 // TestReconcileFio checks that every way the sink's totals can differ
 // from fio's is caught, and that matching ones pass.
 func TestReconcileFio(t *testing.T) {
-	fio := &fioReport{}
+	fio := &load.FioReport{}
 	for _, b := range []uint64{1280, 2560} {
-		j := fioJobReport{Name: "s", JobRuntime: 1000}
+		j := load.FioJobReport{Name: "s", JobRuntime: 1000}
 		j.Write.IOBytes = b
 		fio.Jobs = append(fio.Jobs, j)
 	}
@@ -179,7 +179,7 @@ func TestFioClient(t *testing.T) {
 					t.Errorf("%s round %d: CPU over %q, throughput over %q, %.3f CPU-s/GiB listened",
 						r.Runner, r.Round, r.CPUOver, r.ThroughputOver, r.CPUSPerGiBListened)
 				}
-				if slices.Contains(tc.args, "newline") && (r.Records == 0 || r.TruncatedBytes < fioTrailer*uint64(r.Sources)) {
+				if slices.Contains(tc.args, "newline") && (r.Records == 0 || r.TruncatedBytes < load.FioTrailer*uint64(r.Sources)) {
 					t.Errorf("%s round %d: %d records, %d truncated bytes", r.Runner, r.Round, r.Records, r.TruncatedBytes)
 				}
 			}

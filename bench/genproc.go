@@ -47,7 +47,7 @@ func StartGen(ctx context.Context, w Workload, addr string, framer srcs.Framer, 
 		args = append(args, "--framing", framer.String())
 	}
 	if len(w.GenCPUs) > 0 {
-		args = append(args, "--cpus", JoinInts(w.GenCPUs))
+		args = append(args, "--cpus", harness.JoinInts(w.GenCPUs))
 	}
 	if w.TLS != nil {
 		args = append(args, "--tls-ca", w.TLS.CAFile)

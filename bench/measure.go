@@ -9,8 +9,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/sluice-io/sluice/bench/load"
@@ -500,14 +498,6 @@ func weightedJain(bytes, weights []float64) float64 {
 		xs[i] = bytes[i] / weights[i]
 	}
 	return report.JainIndex(xs)
-}
-
-func JoinInts(xs []int) string {
-	s := make([]string, len(xs))
-	for i, x := range xs {
-		s[i] = strconv.Itoa(x)
-	}
-	return strings.Join(s, ",")
 }
 
 // cpuProfile is a CPU profile being written.

@@ -83,7 +83,7 @@ func DefaultRunConfig() RunConfig {
 	return RunConfig{
 		Rounds: 1, Sources: load.DefaultRunSources, Duration: load.DefaultRunDuration, MsgSize: load.DefaultRunMsgSize,
 		Arrivals: load.ArrivalsPoisson, MaxDial: load.DefaultMaxDial, Verify: true, Pin: true, Client: ClientGen, Wire: harness.WireAuto,
-		Proto: ProtoTCP, UDPReadBuffer: DefaultUDPReadBuffer, UDPMaxLoss: DefaultUDPMaxLoss,
+		Proto: load.ProtoTCP, UDPReadBuffer: DefaultUDPReadBuffer, UDPMaxLoss: DefaultUDPMaxLoss,
 	}
 }
 
@@ -92,7 +92,7 @@ func (c RunConfig) recordSize() int {
 	if c.RecordSize > 0 {
 		return int(c.RecordSize)
 	}
-	return DefaultFioRecordSize
+	return load.DefaultFioRecordSize
 }
 
 // RegisterFlags defines c's flags on fs, with c's values as defaults.
@@ -118,7 +118,7 @@ func (c *RunConfig) RegisterFlags(fs *flag.FlagSet) {
 		"--msg-size per write, --rate per job with Poisson or linear arrivals, TCP_NODELAY; its totals reconciled with fio's report)")
 	fs.Var(&c.Peers, "peers", "reference rows measured in the same rounds, pinned like the engine, each a sink doing the consumer's job, built from bench/gnetsink: "+
 		"gnet (on gnet v2's event loops), go (Go's net package, a goroutine per connection; with --tls also go+tls, behind crypto/tls)")
-	fs.Var(&c.RecordSize, "record-size", fmt.Sprintf("with --client fio --framing newline: the length of each line fio writes (default %d); --msg-size must hold whole lines", DefaultFioRecordSize))
+	fs.Var(&c.RecordSize, "record-size", fmt.Sprintf("with --client fio --framing newline: the length of each line fio writes (default %d); --msg-size must hold whole lines", load.DefaultFioRecordSize))
 	fs.StringVar(&c.GnetSink, "gnet-sink", c.GnetSink, "the reference sinks' binary, for --peers (default: go build bench/gnetsink into the user cache directory)")
 	fs.BoolVar(&c.TLS, "tls", c.TLS, "add a row first: TLS ingestion (TLS 1.3 from the generator into a TLS listener, on the goroutine runner that carries TLS), "+
 		"with its ratios to every plaintext row; unpaced runs of the built-in generator only")
@@ -179,7 +179,7 @@ func (c RunConfig) Validate() error {
 	if err := c.validateUDP(); err != nil {
 		return err
 	}
-	if c.Proto == ProtoUDP {
+	if c.Proto == load.ProtoUDP {
 		return c.Engine.Validate()
 	}
 	if err := c.validateClient(); err != nil {
@@ -220,8 +220,8 @@ func (c RunConfig) validateClient() error {
 	switch {
 	case c.GenPacing != "":
 		return errors.New("--gen-pacing: the built-in generator's; fio paces each job itself")
-	case c.Sources > FioMaxJobs:
-		return fmt.Errorf("--sources: %d: fio runs at most %d jobs", c.Sources, FioMaxJobs)
+	case c.Sources > load.FioMaxJobs:
+		return fmt.Errorf("--sources: %d: fio runs at most %d jobs", c.Sources, load.FioMaxJobs)
 	case c.Skew != 0:
 		return errors.New("--skew: not with --client fio (every fio job gets --rate)")
 	case c.RecordSize != 0 && f == nil:
@@ -240,8 +240,8 @@ func (c RunConfig) validateClient() error {
 	}
 	rs := c.recordSize()
 	switch {
-	case rs < 2 || rs > fioMaxPattern:
-		return fmt.Errorf("--record-size: %d: must be from 2 to %d bytes (fio's buffer_pattern)", rs, fioMaxPattern)
+	case rs < 2 || rs > load.FioMaxPattern:
+		return fmt.Errorf("--record-size: %d: must be from 2 to %d bytes (fio's buffer_pattern)", rs, load.FioMaxPattern)
 	case int(c.MsgSize)%rs != 0:
 		return fmt.Errorf("--msg-size: %d: must hold whole %d-byte lines (--record-size)", c.MsgSize, rs)
 	}
@@ -354,7 +354,7 @@ func Run(ctx context.Context, c RunConfig, ios harness.IO) (*RunReport, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	if c.Proto == ProtoUDP {
+	if c.Proto == load.ProtoUDP {
 		_, err := RunUDP(ctx, c, ios)
 		return nil, err
 	}
@@ -369,7 +369,7 @@ func Run(ctx context.Context, c RunConfig, ios harness.IO) (*RunReport, error) {
 	framer, _ := c.Engine.Framer()
 	var fenv fioEnv
 	if c.Client == ClientFio {
-		if fenv.fio, err = FindFio(); err != nil {
+		if fenv.fio, err = load.FindFio(); err != nil {
 			return nil, err
 		}
 		fenv.exe = exe

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sluice-io/sluice/bench/load"
+
 	"github.com/sluice-io/sluice/bench/harness"
 
 	"github.com/sluice-io/sluice/bench/report"
@@ -42,7 +44,7 @@ type SinkConfig struct {
 
 // DefaultSinkConfig returns the documented defaults.
 func DefaultSinkConfig() SinkConfig {
-	return SinkConfig{Listen: "127.0.0.1:9000", Ports: 1, Runner: engine.RunnerAuto, JSON: "-", Proto: ProtoTCP, UDPReadBuffer: DefaultUDPReadBuffer}
+	return SinkConfig{Listen: "127.0.0.1:9000", Ports: 1, Runner: engine.RunnerAuto, JSON: "-", Proto: load.ProtoTCP, UDPReadBuffer: DefaultUDPReadBuffer}
 }
 
 // RegisterFlags defines c's flags on fs.
@@ -207,7 +209,7 @@ func Sink(ctx context.Context, c SinkConfig, ios harness.IO) (*SinkReport, error
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	if c.Proto == ProtoUDP {
+	if c.Proto == load.ProtoUDP {
 		_, err := sinkUDP(ctx, c, ios)
 		return nil, err
 	}

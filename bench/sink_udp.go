@@ -8,17 +8,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-io/sluice/bench/load"
+
 	"github.com/sluice-io/sluice/bench/harness"
 
 	"github.com/sluice-io/sluice/engine"
 	"github.com/sluice-io/sluice/srcs"
 	"golang.org/x/sys/unix"
-)
-
-// Protocols of `run` and `sink`.
-const (
-	ProtoTCP = "tcp"
-	ProtoUDP = "udp"
 )
 
 // DefaultUDPReadBuffer is the UDP sinks' SO_RCVBUF: what a telemetry
@@ -145,9 +141,9 @@ func (u *udpTally) onError(err error) {
 // validateUDP checks the flags of `sink --proto udp`.
 func (c SinkConfig) validateUDP() error {
 	switch {
-	case c.Proto != ProtoTCP && c.Proto != ProtoUDP:
+	case c.Proto != load.ProtoTCP && c.Proto != load.ProtoUDP:
 		return fmt.Errorf("--proto: %q: must be tcp or udp", c.Proto)
-	case c.Proto == ProtoTCP:
+	case c.Proto == load.ProtoTCP:
 		if c.DatagramSize != 0 {
 			return errors.New("--datagram-size: only with --proto udp")
 		}
@@ -237,7 +233,7 @@ loop:
 	tally.mu.Lock()
 	samples := tally.errSamples
 	tally.mu.Unlock()
-	rep := &UDPSinkReport{Command: "sink", Proto: ProtoUDP, Runner: runner, Listen: src.LocalAddr().String(), DatagramSize: c.DatagramSize,
+	rep := &UDPSinkReport{Command: "sink", Proto: load.ProtoUDP, Runner: runner, Listen: src.LocalAddr().String(), DatagramSize: c.DatagramSize,
 		Datagrams: tally.datagrams.Load(), Others: tally.others.Load(), Bytes: tally.bytes.Load(), Drops: drops, ReadBuffer: rcvbuf,
 		FirstNs: tally.first.Load(), LastNs: tally.last.Load(), WallS: wall.Seconds(), CPUS: cpu.Seconds(), Usage: usage,
 		ThreadsMax: threads, RSSMaxBytes: rss, Errors: tally.errs.Load(), ErrorSamples: samples, StopReason: reason}

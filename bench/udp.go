@@ -93,12 +93,12 @@ func (r *DatagramRates) Set(v string) error {
 // flag.
 func (c RunConfig) validateUDP() error {
 	switch c.Proto {
-	case ProtoTCP:
+	case load.ProtoTCP:
 		if len(c.UDPRates) > 0 {
 			return errors.New("--udp-rate: only with --proto udp (--rate sets the TCP sources' bytes per second)")
 		}
 		return nil
-	case ProtoUDP:
+	case load.ProtoUDP:
 	default:
 		return fmt.Errorf("--proto: %q: must be tcp or udp", c.Proto)
 	}
@@ -169,8 +169,8 @@ func (c RunConfig) validateUDP() error {
 // udpJob is fio's job for a UDP row: Sources jobs sending
 // size-byte datagrams to addr, at dps datagrams per second over them all
 // (0: flat out).
-func udpJob(addr string, c RunConfig, dps float64, cpus []int) FioJob {
-	j := FioJob{Proto: ProtoUDP, Addr: addr, Sources: c.Sources, Duration: c.Duration, BS: int(c.MsgSize), Arrivals: c.Arrivals, CPUs: cpus}
+func udpJob(addr string, c RunConfig, dps float64, cpus []int) load.FioJob {
+	j := load.FioJob{Proto: load.ProtoUDP, Addr: addr, Sources: c.Sources, Duration: c.Duration, BS: int(c.MsgSize), Arrivals: c.Arrivals, CPUs: cpus}
 	if dps > 0 {
 		j.Rate = dps * float64(c.MsgSize) / float64(c.Sources)
 	}
@@ -186,7 +186,7 @@ type udpSent struct {
 }
 
 // fioUDPSent is what fio's report says its UDP jobs sent.
-func fioUDPSent(fr *fioReport) udpSent {
+func fioUDPSent(fr *load.FioReport) udpSent {
 	s := udpSent{Control: fioUDPMessages * uint64(len(fr.Jobs))}
 	var ms int64
 	for _, j := range fr.Jobs {
@@ -383,7 +383,7 @@ func RunUDP(ctx context.Context, c RunConfig, ios harness.IO) (*UDPRunReport, er
 	}
 	env := fioEnv{exe: exe}
 	if c.Client == ClientFio {
-		if env.fio, err = FindFio(); err != nil {
+		if env.fio, err = load.FindFio(); err != nil {
 			return nil, err
 		}
 	}
@@ -403,7 +403,7 @@ func RunUDP(ctx context.Context, c RunConfig, ios harness.IO) (*UDPRunReport, er
 	}
 	defer closeWire()
 	env.wire = wire
-	rep := &UDPRunReport{Command: "run", Proto: ProtoUDP, Host: harness.HostInfo(), Pinning: pin, Wire: wire.Info(c.Wire, wireWhy),
+	rep := &UDPRunReport{Command: "run", Proto: load.ProtoUDP, Host: harness.HostInfo(), Pinning: pin, Wire: wire.Info(c.Wire, wireWhy),
 		Skipped: skipped, OK: true, Notes: []string{udpNote},
 		Config: udpRunParams{Client: c.Client, Peers: c.Peers, Sources: c.Sources, DurationS: c.Duration.Seconds(), DatagramSize: int64(c.MsgSize),
 			RatesDps: c.UDPRates, Arrivals: c.Arrivals, ReadBuffer: int64(c.UDPReadBuffer), MaxLoss: c.UDPMaxLoss, Rounds: c.Rounds,
@@ -545,11 +545,11 @@ func measureUDP(ctx context.Context, c RunConfig, env fioEnv, row string, rate f
 	var args []string
 	if peers.IsRow(row) {
 		bin = env.gnetSink
-		args = append([]string{"-proto", "udp", "-listen", env.wire.ListenAddr(), "-until-idle", fioSinkIdle.String(), "-json", sinkJSON,
+		args = append([]string{"-proto", "udp", "-listen", env.wire.ListenAddr(), "-until-idle", load.FioSinkIdle.String(), "-json", sinkJSON,
 			"-datagram-size", size, "-read-buffer", rbuf}, peerArgs(Workload{Runner: row})...)
 	} else {
 		bin = env.exe
-		args = append([]string{"sink", "--proto", "udp", "--listen", env.wire.ListenAddr(), "--runner", row, "--until-idle", fioSinkIdle.String(),
+		args = append([]string{"sink", "--proto", "udp", "--listen", env.wire.ListenAddr(), "--runner", row, "--until-idle", load.FioSinkIdle.String(),
 			"--json", sinkJSON, "--datagram-size", size, "--udp-read-buffer", rbuf}, c.Engine.Args()...)
 	}
 	mib0, err := harness.ReadUDPMIB(ctx, env.wire)
@@ -636,7 +636,7 @@ func runUDPLoad(ctx context.Context, c RunConfig, env fioEnv, addr string, rate 
 	if err != nil {
 		return udpSent{}, 0, fmt.Errorf("bench: fio: %w", err)
 	}
-	fr, err := parseFioNet(b)
+	fr, err := load.ParseFioNet(b)
 	if err != nil {
 		return udpSent{}, 0, err
 	}

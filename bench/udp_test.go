@@ -18,7 +18,7 @@ import (
 // udpRunConfig is a valid `run --proto udp`.
 func udpRunConfig() RunConfig {
 	c := DefaultRunConfig()
-	c.Proto, c.Client, c.Sources, c.MsgSize = ProtoUDP, ClientFio, 4, 512
+	c.Proto, c.Client, c.Sources, c.MsgSize = load.ProtoUDP, ClientFio, 4, 512
 	return c
 }
 
@@ -65,7 +65,7 @@ func TestRunConfigUDP(t *testing.T) {
 		{"bad runner", func(c *RunConfig) { c.Runners = report.StringList{"kqueue"} }, "--runners"},
 		{"bad peer", func(c *RunConfig) { c.Peers = report.StringList{"netty"} }, "--peers"},
 		{"tcp with a datagram rate", func(c *RunConfig) {
-			c.Proto, c.Client, c.Sources, c.UDPRates = ProtoTCP, ClientGen, 8, DatagramRates{1e5}
+			c.Proto, c.Client, c.Sources, c.UDPRates = load.ProtoTCP, ClientGen, 8, DatagramRates{1e5}
 		}, "--udp-rate"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -86,8 +86,8 @@ func TestSinkConfigUDP(t *testing.T) {
 		wantErr string
 	}{
 		{"valid", func(*SinkConfig) {}, ""},
-		{"tcp", func(c *SinkConfig) { c.Proto, c.DatagramSize = ProtoTCP, 0 }, ""},
-		{"tcp with a datagram size", func(c *SinkConfig) { c.Proto = ProtoTCP }, "--datagram-size"},
+		{"tcp", func(c *SinkConfig) { c.Proto, c.DatagramSize = load.ProtoTCP, 0 }, ""},
+		{"tcp with a datagram size", func(c *SinkConfig) { c.Proto = load.ProtoTCP }, "--datagram-size"},
 		{"unknown proto", func(c *SinkConfig) { c.Proto = "quic" }, "--proto"},
 		{"no datagram size", func(c *SinkConfig) { c.DatagramSize = 0 }, "--datagram-size"},
 		{"datagram too large", func(c *SinkConfig) { c.DatagramSize = 70000 }, "--datagram-size"},
@@ -97,7 +97,7 @@ func TestSinkConfigUDP(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := DefaultSinkConfig()
-			c.Proto, c.DatagramSize = ProtoUDP, 512
+			c.Proto, c.DatagramSize = load.ProtoUDP, 512
 			tc.edit(&c)
 			err := c.Validate()
 			if (err != nil) != (tc.wantErr != "") || (err != nil && !strings.HasPrefix(err.Error(), tc.wantErr)) {
@@ -156,9 +156,9 @@ func TestFioUDPJobFile(t *testing.T) {
 // TestUDPAccounting checks the row's sums and the mismatches they find.
 func TestUDPAccounting(t *testing.T) {
 	fio := func(ios ...uint64) udpSent {
-		r := &fioReport{}
+		r := &load.FioReport{}
 		for _, n := range ios {
-			var j fioJobReport
+			var j load.FioJobReport
 			j.JobRuntime = 1000
 			j.Write.TotalIOs = n
 			r.Jobs = append(r.Jobs, j)

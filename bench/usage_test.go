@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/bench/load"
+
 	"github.com/sluice-io/sluice/bench/harness"
 )
 
@@ -112,7 +114,7 @@ func TestFioResultCPUOverTheWindow(t *testing.T) {
 		}, Usage: us}
 	sr.CPUSPerGiB = CPUPerGiB(sr.CPUS, sr.Bytes)
 	sr.SteadyS, sr.SteadyBps = 4, float64(last.Bytes-gib/10)/4
-	r := fioResult("uring", 0, RunConfig{Sources: 2}, sr, &fioReport{}, 1, 5, 1, 1)
+	r := fioResult("uring", 0, RunConfig{Sources: 2}, sr, &load.FioReport{}, 1, 5, 1, 1)
 	if r.CPUOver != ThroughputAllSending || r.ThroughputOver != ThroughputAllSending {
 		t.Fatalf("CPU over %q, throughput over %q, want %q", r.CPUOver, r.ThroughputOver, ThroughputAllSending)
 	}
@@ -123,7 +125,7 @@ func TestFioResultCPUOverTheWindow(t *testing.T) {
 		t.Errorf("%.6f CPU-s/GiB listened, want the sink's %.6f", r.CPUSPerGiBListened, sr.CPUSPerGiB)
 	}
 	sr.Usage = nil
-	r = fioResult("uring", 0, RunConfig{Sources: 2}, sr, &fioReport{}, 1, 5, 1, 1)
+	r = fioResult("uring", 0, RunConfig{Sources: 2}, sr, &load.FioReport{}, 1, 5, 1, 1)
 	if r.CPUOver != CPUOverListened || r.CPUSPerGiB != sr.CPUSPerGiB {
 		t.Errorf("without samples: CPU over %q, %.3f CPU-s/GiB, want %q and %.3f", r.CPUOver, r.CPUSPerGiB, CPUOverListened, sr.CPUSPerGiB)
 	}

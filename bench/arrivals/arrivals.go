@@ -109,8 +109,8 @@ func (c ArrivalsConfig) Validate() error {
 	switch {
 	case c.Rate <= 0:
 		return errors.New("--rate: must be positive (arrivals of an unpaced load are the sink's to pace)")
-	case c.Sources > bench.FioMaxJobs && slices.Contains(c.Clients, bench.ClientFio):
-		return fmt.Errorf("--sources: %d: fio runs at most %d jobs", c.Sources, bench.FioMaxJobs)
+	case c.Sources > load.FioMaxJobs && slices.Contains(c.Clients, bench.ClientFio):
+		return fmt.Errorf("--sources: %d: fio runs at most %d jobs", c.Sources, load.FioMaxJobs)
 	}
 	g := load.GenConfig{Addr: "-", Sources: c.Sources, Duration: c.Duration, MsgSize: c.MsgSize, Rate: c.Rate,
 		Arrivals: c.Arrivals, MaxDial: c.MaxDial, Pacing: c.GenPacing}
@@ -218,7 +218,7 @@ func ArrivalsStudy(ctx context.Context, c ArrivalsConfig, ios harness.IO) (*Arri
 	}
 	fioBin := ""
 	if slices.Contains(c.Clients, bench.ClientFio) {
-		if fioBin, err = bench.FindFio(); err != nil {
+		if fioBin, err = load.FindFio(); err != nil {
 			return nil, err
 		}
 	}
@@ -316,7 +316,7 @@ func watchArrivals(ctx context.Context, c ArrivalsConfig, client, sinkName strin
 			return nil, err
 		}
 		defer os.RemoveAll(dir)
-		job := bench.FioJob{Addr: sink.addr(), Sources: c.Sources, Duration: c.Duration, BS: int(c.MsgSize), Rate: float64(c.Rate),
+		job := load.FioJob{Addr: sink.addr(), Sources: c.Sources, Duration: c.Duration, BS: int(c.MsgSize), Rate: float64(c.Rate),
 			Arrivals: c.Arrivals, NoDelay: true, CPUs: env.cpus}
 		jobFile := filepath.Join(dir, "job.fio")
 		if err := os.WriteFile(jobFile, []byte(job.File()), 0o644); err != nil {

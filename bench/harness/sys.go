@@ -4,6 +4,7 @@ import (
 	"net"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -158,4 +159,13 @@ func (b *backlogSampler) Finish() int64 {
 		return 0
 	}
 	return b.sum / b.n
+}
+
+// JoinInts joins xs with commas, as CPU lists are written.
+func JoinInts(xs []int) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, ",")
 }

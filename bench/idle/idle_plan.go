@@ -12,9 +12,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sluice-io/sluice/bench"
-
 	"github.com/dustin/go-humanize"
+	"github.com/sluice-io/sluice/bench/harness"
 	"github.com/sluice-io/sluice/engine"
 )
 
@@ -241,7 +240,7 @@ func (c IdleConfig) tooMany(p idleRunnerPlan, top int, hard uint64, most int, le
 	fmt.Fprintf(&b, " but the hard limit is %s", humanize.Comma(int64(hard)))
 	var fixes []string
 	if fit := idleFitLevels(c.Idle, most); levels && len(fit) > 0 {
-		fixes = append(fixes, fmt.Sprintf("measure %s at --idle %s", p.Runner, bench.JoinInts(fit)))
+		fixes = append(fixes, fmt.Sprintf("measure %s at --idle %s", p.Runner, harness.JoinInts(fit)))
 	}
 	slots, without := p.Slots, ""
 	if p.Runner != engine.RunnerURing || slots == 0 {
