@@ -249,16 +249,18 @@ var layering = []struct {
 	{"bench/peers", []string{"bench/harness"}},
 	{"bench/benchtest", nil},
 	{"bench/report", nil},
-	// The scenarios, one room each, on what the bench shares: the run
-	// scenario and the measurement every scenario makes (bench), and the
-	// harness, load and report rooms.
-	{"bench/arrivals", benchScenario},
+	// The scenarios, one room each, on the measurement every scenario
+	// makes (bench) and the harness, load, peers and report rooms; run
+	// and arrivals read reports in the sink command's format.
+	{"bench/arrivals", append([]string{"bench/sink"}, benchScenario...)},
 	{"bench/file", benchScenario},
 	{"bench/floor", benchScenario},
 	{"bench/idle", benchScenario},
 	{"bench/jetstream", benchScenario},
 	{"bench/latency", benchScenario},
 	{"bench/probe", benchScenario},
+	{"bench/run", append([]string{"bench/sink"}, benchScenario...)},
+	{"bench/sink", benchScenario},
 	{"bench/wirecheck", benchScenario},
 	// sluice-bench, a thin driver over the scenarios.
 	{"cmd/sluice-bench", append([]string{"bench", "bench/harness", "bench/load"}, benchScenarios...)},
@@ -288,7 +290,7 @@ func testHelper(pkg string) string {
 // benchScenarios are the bench's scenario rooms, and benchScenario what
 // each may import.
 var (
-	benchScenarios = []string{"bench/arrivals", "bench/file", "bench/floor", "bench/idle", "bench/jetstream", "bench/latency", "bench/probe", "bench/wirecheck"}
+	benchScenarios = []string{"bench/arrivals", "bench/file", "bench/floor", "bench/idle", "bench/jetstream", "bench/latency", "bench/probe", "bench/run", "bench/sink", "bench/wirecheck"}
 	benchScenario  = []string{"engine", "srcs", "pool", "bench", "bench/harness", "bench/load", "bench/peers", "bench/report"}
 )
 
@@ -389,7 +391,9 @@ func TestLintLayeringCatchesSlips(t *testing.T) {
 		{"bench/newroom/x.go", []string{"engine"}, "no row in the layering table"},
 		{"bench/latency/latency.go", []string{"bench", "bench/load", "bench/report"}, ""},
 		{"bench/latency/latency.go", []string{"bench/file"}, "bench/latency/ may import engine"},
-		{"bench/run.go", []string{"bench/latency"}, "bench/ may import engine"},
+		{"bench/measure.go", []string{"bench/run"}, "bench/ may import engine"},
+		{"bench/run/run.go", []string{"bench", "bench/sink", "bench/peers"}, ""},
+		{"bench/sink/sink.go", []string{"bench/run"}, "bench/sink/ may import engine"},
 		{"node/node.go", []string{"engine"}, "no row in the layering table"},
 		{"engine/node/node.go", []string{"engine", "engine/jetstream", "engine/metrics", "srcs"}, ""},
 		{"engine/node/node.go", []string{"ring"}, "engine/node/ may import engine, srcs, pool"},

@@ -39,11 +39,11 @@ func encodeChild(w io.Writer, r *Result, err error) error {
 		rep.Error = err.Error()
 	}
 	if r != nil {
-		if r.hist != nil {
-			rep.Hist = r.hist.Export()
+		if r.Hist != nil {
+			rep.Hist = r.Hist.Export()
 		}
-		if r.e2e != nil {
-			rep.E2E = r.e2e.Export()
+		if r.E2E != nil {
+			rep.E2E = r.E2E.Export()
 		}
 	}
 	if err := json.NewEncoder(w).Encode(rep); err != nil {
@@ -65,12 +65,12 @@ func decodeChild(b []byte) (*Result, error) {
 		return nil, errors.New("bench: child: report without a result")
 	}
 	r := rep.Result
-	r.hist, r.e2e = report.NewHist(), report.NewHist()
+	r.Hist, r.E2E = report.NewHist(), report.NewHist()
 	if rep.Hist != nil {
-		r.hist = hdrhistogram.Import(rep.Hist)
+		r.Hist = hdrhistogram.Import(rep.Hist)
 	}
 	if rep.E2E != nil {
-		r.e2e = hdrhistogram.Import(rep.E2E)
+		r.E2E = hdrhistogram.Import(rep.E2E)
 	}
 	return r, nil
 }

@@ -27,27 +27,27 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Stream is the collector's record of one source.
 type Stream struct {
-	id     srcs.ID
+	ID     srcs.ID
 	Name   string
 	Bytes  uint64
 	chunks uint64
-	// first and last are when its first and latest bytes were delivered
+	// First and last are when its first and latest bytes were delivered
 	// (UnixNano).
-	first, last int64
+	First, Last int64
 	CRC         uint32
 	ended       bool
 	tracker     load.RecordTracker
-	errors      atomic.Uint64
+	Errors      atomic.Uint64
 	// Framed streams only: whole records, the bytes of a record the
 	// source never finished (a Truncated chunk's tail), and chunks with
 	// the Records flag that did not end on a record boundary (an engine
 	// bug, which run reports as a mismatch).
-	records   uint64
-	truncated uint64
-	misframed uint64
-	// skipped is the records too long to deliver, which the engine
+	Records   uint64
+	Truncated uint64
+	Misframed uint64
+	// Skipped is the records too long to deliver, which the engine
 	// dropped: the source's final count, from its end-of-stream chunk.
-	skipped uint64
+	Skipped uint64
 }
 
 // latStripe is one of the collector's latency histograms. Sources are
@@ -78,12 +78,12 @@ type Collector struct {
 
 	Total    atomic.Uint64
 	chunks   atomic.Uint64
-	partials atomic.Uint64
-	first    atomic.Int64 // UnixNano of the first byte, 0 before
-	last     atomic.Int64 // UnixNano of the latest byte
+	Partials atomic.Uint64
+	First    atomic.Int64 // UnixNano of the first byte, 0 before
+	Last     atomic.Int64 // UnixNano of the latest byte
 	Ended    atomic.Int64
 	Errs     atomic.Uint64
-	records  atomic.Uint64
+	Records  atomic.Uint64
 	// The steady interval, while every stream was sending: from the
 	// latest first byte of a stream to the first end of stream, with the
 	// total bytes at each end (see steady).
@@ -127,7 +127,7 @@ func (c *Collector) stream(id srcs.ID, name string) *Stream {
 	}
 	s := c.Streams[id]
 	if s == nil {
-		s = &Stream{id: id, Name: name, tracker: load.RecordTracker{Size: c.msgSize}}
+		s = &Stream{ID: id, Name: name, tracker: load.RecordTracker{Size: c.msgSize}}
 		c.Streams[id] = s
 	}
 	return s
@@ -139,11 +139,11 @@ func (c *Collector) Handle(ch engine.Chunk) {
 	if n := len(ch.Data); n > 0 {
 		now := time.Now().UnixNano()
 		if s.Bytes == 0 {
-			s.first = now
+			s.First = now
 			c.lastStart.Store(now)
 			c.lastStartBytes.Store(c.Total.Load())
 		}
-		s.last = now
+		s.Last = now
 		s.Bytes += uint64(n)
 		s.chunks++
 		if c.framer != nil && ch.Flags&srcs.Records != 0 {
@@ -157,13 +157,13 @@ func (c *Collector) Handle(ch engine.Chunk) {
 			s.tracker.Feed(ch.Data, now, st.eng, st.e2e)
 			st.mu.Unlock()
 		}
-		c.first.CompareAndSwap(0, now)
-		c.last.Store(now)
+		c.First.CompareAndSwap(0, now)
+		c.Last.Store(now)
 		c.Total.Add(uint64(n))
 		c.chunks.Add(1)
 	}
 	if ch.Flags&srcs.Partial != 0 {
-		c.partials.Add(1)
+		c.Partials.Add(1)
 	}
 	if ch.Flags&srcs.EndOfStream != 0 && !s.ended {
 		s.ended = true
@@ -171,7 +171,7 @@ func (c *Collector) Handle(ch engine.Chunk) {
 			c.firstEndBytes.Store(c.Total.Load())
 		}
 		if ch.Final != nil {
-			s.skipped = ch.Final.RecordsSkipped
+			s.Skipped = ch.Final.RecordsSkipped
 		}
 		if n := c.Ended.Add(1); n == c.target.Load() {
 			c.allOnce.Do(func() { close(c.allEnd) })
@@ -187,14 +187,14 @@ func (c *Collector) Handle(ch engine.Chunk) {
 // Both are charged to the engine process's CPU, so a delimiter is counted
 // the cheap way: newline records are the chunk's '\n' bytes (the engine
 // delivers no line above the framer's maximum, and a truncated tail has
-// none), counted with a vectorised scan of each block of lineBlock bytes
+// none), counted with a vectorised scan of each block of LineBlock bytes
 // right after the checksum read it, while it is still in the L1 cache. A
 // framer with a header reads one header per record (srcs.CountRecords).
 func (c *Collector) count(s *Stream, p []byte, truncated bool) {
 	var recs, n int
 	if _, ok := c.framer.(srcs.Newline); ok {
-		for off := 0; off < len(p); off += lineBlock {
-			b := p[off:min(off+lineBlock, len(p))]
+		for off := 0; off < len(p); off += LineBlock {
+			b := p[off:min(off+LineBlock, len(p))]
 			if c.crc {
 				s.CRC = crc32.Update(s.CRC, castagnoli, b)
 			}
@@ -207,38 +207,38 @@ func (c *Collector) count(s *Stream, p []byte, truncated bool) {
 		}
 		recs, n, _ = srcs.CountRecords(c.framer, p)
 	}
-	s.records += uint64(recs)
-	c.records.Add(uint64(recs))
+	s.Records += uint64(recs)
+	c.Records.Add(uint64(recs))
 	if tail := len(p) - n; tail > 0 {
 		if truncated {
-			s.truncated += uint64(tail)
+			s.Truncated += uint64(tail)
 		} else {
-			s.misframed++
+			s.Misframed++
 		}
 	}
 }
 
-// lineBlock is the block size of count's newline pass: well within an L1
+// LineBlock is the block size of count's newline pass: well within an L1
 // data cache, large enough that the checksum's per-call cost stays small.
-const lineBlock = 8 << 10
+const LineBlock = 8 << 10
 
 var newline = []byte{'\n'}
 
 // OnError is the engine's error handler: it counts errors, in all and per
 // source.
 func (c *Collector) OnError(err error) {
-	if c.Errs.Add(1) <= maxErrorSamples {
+	if c.Errs.Add(1) <= MaxErrorSamples {
 		c.mu.Lock()
 		c.errSamples = append(c.errSamples, err.Error())
 		c.mu.Unlock()
 	}
 	if se := (*srcs.SourceError)(nil); errors.As(err, &se) {
-		c.stream(se.ID, se.Name).errors.Add(1)
+		c.stream(se.ID, se.Name).Errors.Add(1)
 	}
 }
 
-// maxErrorSamples is how many errors a collector keeps the text of.
-const maxErrorSamples = 5
+// MaxErrorSamples is how many errors a collector keeps the text of.
+const MaxErrorSamples = 5
 
 // ErrorSamples returns the text of the first errors.
 func (c *Collector) ErrorSamples() []string {
@@ -247,13 +247,13 @@ func (c *Collector) ErrorSamples() []string {
 	return append([]string(nil), c.errSamples...)
 }
 
-// steady returns the bytes per second received while every stream was
+// Steady returns the bytes per second received while every stream was
 // sending, from the moment the last one to start sent its first byte to
 // the first end of stream, and how long that lasted; zeros when no stream
 // ended after the last one started. Clients that start their connections
 // one by one (fio starts a thread per job) stretch the time from the
 // first byte to the last, which dilutes a plain average.
-func (c *Collector) steady() (bps, seconds float64) {
+func (c *Collector) Steady() (bps, seconds float64) {
 	a, b := c.lastStart.Load(), c.firstEnd.Load()
 	if a == 0 || b <= a {
 		return 0, 0
@@ -285,9 +285,9 @@ func (c *Collector) latency() (eng, e2e *hdrhistogram.Histogram) {
 	return eng, e2e
 }
 
-// snapshot returns the streams seen, in id order. Call it after the
+// Snapshot returns the streams seen, in id order. Call it after the
 // engine has shut down.
-func (c *Collector) snapshot() []*Stream {
+func (c *Collector) Snapshot() []*Stream {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]*Stream, 0, len(c.Streams))
@@ -310,9 +310,9 @@ func PeerOf(name string) string {
 
 // SinkEngine is an engine that feeds a collector from TCP listeners.
 type SinkEngine struct {
-	e   *engine.Engine
-	col *Collector
-	lns []*srcs.Listener
+	Engine *engine.Engine
+	col    *Collector
+	lns    []*srcs.Listener
 }
 
 // StartSink creates an engine with the given runner and starts listening on
@@ -328,7 +328,7 @@ func StartSink(f harness.EngineFlags, runner string, addrs []string, col *Collec
 		ShutdownEngine(e)
 		return nil, fmt.Errorf("bench: asked for runner %s but the engine chose %s (is %s set?)", runner, e.Runner(), engine.EnvRunner)
 	}
-	s := &SinkEngine{e: e, col: col}
+	s := &SinkEngine{Engine: e, col: col}
 	for _, a := range addrs {
 		ln, err := srcs.ListenTCP(a, srcs.ListenerConfig{MaxConns: f.MaxConns, RecvBuffer: int(f.RecvBuffer), Framer: col.framer, TLS: f.TLS})
 		if err == nil {
@@ -356,11 +356,11 @@ func (s *SinkEngine) Addrs() []string {
 }
 
 // Live is the number of sources the engine is still driving.
-func (s *SinkEngine) Live() int { return len(s.e.Stats().Sources) }
+func (s *SinkEngine) Live() int { return len(s.Engine.Stats().Sources) }
 
 // Close shuts the engine down, which also closes the listeners.
 func (s *SinkEngine) Close() error {
-	return ShutdownEngine(s.e)
+	return ShutdownEngine(s.Engine)
 }
 
 // ShutdownTimeout bounds an engine's shutdown in every command.

@@ -129,7 +129,7 @@ func TestCoreOver(t *testing.T) {
 
 func TestApplyCore(t *testing.T) {
 	var r Result
-	applyCore(&r, harness.CoreUse{Seconds: 2, Sink: 1.5, Soft: 0.5, Load: 1}, 3*Gibibyte, 1, 1)
+	ApplyCore(&r, harness.CoreUse{Seconds: 2, Sink: 1.5, Soft: 0.5, Load: 1}, 3*Gibibyte, 1, 1)
 	want := Result{CoreCPUS: 1.5, CoreSoftirqS: 0.5, LoadCoreCPUS: 1, CoreCPUSPerGiB: 0.5, CoreSoftirqSPerGiB: 0.5 / 3,
 		LoadCoreCPUSPerGiB: 1.0 / 3, CoreUtil: 0.75, LoadCoreUtil: 0.5}
 	for _, c := range []struct {
@@ -150,7 +150,7 @@ func TestApplyCore(t *testing.T) {
 
 func TestApplyCoreUtilAtMostOne(t *testing.T) {
 	var r Result
-	applyCore(&r, harness.CoreUse{Seconds: 1, Sink: 1.02, Load: 1.01}, Gibibyte, 1, 1)
+	ApplyCore(&r, harness.CoreUse{Seconds: 1, Sink: 1.02, Load: 1.01}, Gibibyte, 1, 1)
 	if r.CoreUtil != 1 || r.LoadCoreUtil != 1 || r.CoreCPUS != 1.02 {
 		t.Errorf("util %v %v, core_cpu_s %v", r.CoreUtil, r.LoadCoreUtil, r.CoreCPUS)
 	}

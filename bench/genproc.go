@@ -139,13 +139,13 @@ func DecodeGenReport(l []byte) (load.GenReport, error) {
 	return rep, nil
 }
 
-// applyGen fills r's generator fields from the generator's report.
-func applyGen(r *Result, rep load.GenReport) {
+// ApplyGen fills r's generator fields from the generator's report.
+func ApplyGen(r *Result, rep load.GenReport) {
 	r.OfferedBps, r.GenSentBytes, r.GenCPUS, r.GenLagMaxNs = rep.OfferedBps, rep.SentBytes, rep.CPUS, rep.LagMaxNs
 	r.GenLagNs, r.GenHeld, r.TLS = rep.LagNs, rep.HeldFraction(), rep.TLS
 	r.GenCPUs, r.GenPreemptions, r.GenRunqueueWaitS = rep.CPUs, rep.Preemptions, rep.RunqueueWaitS
 	if rep.ElapsedS > 0 && rep.CPUs > 0 {
 		r.GenCPUUtil = rep.CPUS / (rep.ElapsedS * float64(rep.CPUs))
 	}
-	r.GeneratorBound, r.GenBoundWhy = generatorBound(rep.OfferedBps > 0, r.GenHeld, r.GenLagNs.P99)
+	r.GeneratorBound, r.GenBoundWhy = GeneratorBound(rep.OfferedBps > 0, r.GenHeld, r.GenLagNs.P99)
 }

@@ -240,14 +240,14 @@ type Result struct {
 	ThroughputRounds *RatioSpread `json:"throughput_rounds,omitempty"`
 	CPURounds        *RatioSpread `json:"cpu_s_per_gib_rounds,omitempty"`
 	CoreRounds       *RatioSpread `json:"core_cpu_s_per_gib_rounds,omitempty"`
-	hist             *hdrhistogram.Histogram
-	e2e              *hdrhistogram.Histogram
-	// cpuWin is, for a fio row, the interval (UnixNano) cpu_s_per_gib is
+	Hist             *hdrhistogram.Histogram
+	E2E              *hdrhistogram.Histogram
+	// CPUWin is, for a fio row, the interval (UnixNano) cpu_s_per_gib is
 	// over and the bytes received in it, for the whole-core figures.
-	cpuWin      [2]int64
-	cpuWinBytes uint64
-	weights     []float64
-	perSource   []float64
+	CPUWin      [2]int64
+	CPUWinBytes uint64
+	Weights     []float64
+	PerSource   []float64
 }
 
 // Gibibyte in bytes.
@@ -276,7 +276,7 @@ func measure(ctx context.Context, w Workload, ios harness.IO) (*Result, error) {
 	col := NewCollector(stamped, w.Verify, framer)
 	var records func() uint64 // for the progress lines
 	if framer != nil {
-		records = col.records.Load
+		records = col.Records.Load
 	}
 	sk, err := StartSink(w.Engine, w.Runner, []string{w.Wire.ListenAddr()}, col)
 	if err != nil {
@@ -301,21 +301,21 @@ func measure(ctx context.Context, w Workload, ios harness.IO) (*Result, error) {
 	allEnded := col.Expect(w.Sources)
 
 	// Measured phase.
-	var prof *cpuProfile
+	var prof *CPUProfile
 	if w.Profile != "" {
-		if prof, err = startCPUProfile(w.Profile, fmt.Sprintf("cpu-%s-r%d.pprof", w.row(), w.Round)); err != nil {
+		if prof, err = StartCPUProfile(w.Profile, fmt.Sprintf("cpu-%s-r%d.pprof", w.Row(), w.Round)); err != nil {
 			return fail(err)
 		}
 	}
 	smp := harness.StartSampler()
-	waits0 := sk.e.Pool().Stats().Waits
-	rs0 := sumRunnerStats(sk.e.Stats().Runners)
+	waits0 := sk.Engine.Pool().Stats().Waits
+	rs0 := SumRunnerStats(sk.Engine.Stats().Runners)
 	cpu0 := harness.CPUTime()
 	core0, coreOK := harness.ReadCores(w.Wire.SinkCPUs, w.Wire.LoadCPUs)
 	t0 := time.Now()
 	if err := g.Send(); err != nil {
 		smp.Finish()
-		prof.stop()
+		prof.Stop()
 		return fail(err)
 	}
 	prog := harness.StartProgress(ios, w.Label, w.Duration, col.Total.Load, records)
@@ -346,14 +346,14 @@ func measure(ctx context.Context, w Workload, ios harness.IO) (*Result, error) {
 			prog.Finish()
 			backlog.Finish()
 			smp.Finish()
-			prof.stop()
+			prof.Stop()
 			return fail(fmt.Errorf("bench: %s: %d of %d sources ended %v after the generator's duration",
 				w.Runner, col.Ended.Load(), w.Sources, 60*time.Second))
 		case <-ctx.Done():
 			prog.Finish()
 			backlog.Finish()
 			smp.Finish()
-			prof.stop()
+			prof.Stop()
 			return fail(ctx.Err())
 		}
 		if repErr != nil {
@@ -368,9 +368,9 @@ func measure(ctx context.Context, w Workload, ios harness.IO) (*Result, error) {
 	cpu1 := harness.CPUTime() - backlog.CPU // the sampler's reads of /proc are not the engine's
 	threads, rss := smp.Finish()
 	prog.Finish()
-	profPath, profErr := prof.stop()
-	waits := sk.e.Pool().Stats().Waits - waits0
-	rs1 := sumRunnerStats(sk.e.Stats().Runners)
+	profPath, profErr := prof.Stop()
+	waits := sk.Engine.Pool().Stats().Waits - waits0
+	rs1 := SumRunnerStats(sk.Engine.Stats().Runners)
 	if err := g.Wait(); err != nil && repErr == nil {
 		repErr = err
 	}
@@ -385,43 +385,43 @@ func measure(ctx context.Context, w Workload, ios harness.IO) (*Result, error) {
 	}
 
 	r := &Result{
-		Runner: w.row(), Round: w.Round, Sources: w.Sources, Bytes: col.Total.Load(),
+		Runner: w.Row(), Round: w.Round, Sources: w.Sources, Bytes: col.Total.Load(),
 		DurationS: t1.Sub(t0).Seconds(), CPUS: (cpu1 - cpu0).Seconds(),
 		ThreadsMax: threads, RSSMaxBytes: rss, PoolWaits: waits,
-		PartialFlushes: col.partials.Load(), Chunks: col.chunks.Load(), Errors: col.Errs.Load(),
+		PartialFlushes: col.Partials.Load(), Chunks: col.chunks.Load(), Errors: col.Errs.Load(),
 		Profile: profPath, EngineCPUs: runtime.GOMAXPROCS(0), RxBacklogBytes: rxBacklog,
 	}
-	applyGen(r, rep)
+	ApplyGen(r, rep)
 	r.Wire = w.Wire.Name()
 	if coreOK && core1OK {
-		applyCore(r, harness.CoreBetween(core0, core1), r.Bytes, len(w.Wire.SinkCPUs), len(w.Wire.LoadCPUs))
+		ApplyCore(r, harness.CoreBetween(core0, core1), r.Bytes, len(w.Wire.SinkCPUs), len(w.Wire.LoadCPUs))
 	}
-	r.hist, r.e2e = col.latency()
-	r.E2ELatencyNs = report.Summarize(r.e2e)
-	r.Counters = counterDeltas(rs0, rs1, r.Bytes, r.DurationS)
+	r.Hist, r.E2E = col.latency()
+	r.E2ELatencyNs = report.Summarize(r.E2E)
+	r.Counters = CounterDeltas(rs0, rs1, r.Bytes, r.DurationS)
 	if r.DurationS > 0 && r.EngineCPUs > 0 {
 		r.EngineCPUUtil = r.CPUS / (r.DurationS * float64(r.EngineCPUs))
 	}
 	if rep.OfferedBps == 0 {
-		r.Bottleneck = r.bottleneck()
+		r.Bottleneck = r.NameBottleneck()
 	}
 	r.ThroughputBps = float64(r.Bytes) / r.DurationS
 	r.CPUSPerGiB = CPUPerGiB(r.CPUS, r.Bytes)
-	r.LatencyNs = report.Summarize(r.hist)
+	r.LatencyNs = report.Summarize(r.Hist)
 	recSize := 0
 	if framer != nil {
 		recSize = msgSize
 	}
-	streams := col.snapshot()
-	r.perSource, r.weights, r.Mismatches = Reconcile(streams, rep.Streams, w.Verify, recSize)
-	r.StreamsVerified = streamsVerified(streams, rep.Streams, w.Verify)
+	streams := col.Snapshot()
+	r.PerSource, r.Weights, r.Mismatches = Reconcile(streams, rep.Streams, w.Verify, recSize)
+	r.StreamsVerified = StreamsVerified(streams, rep.Streams, w.Verify)
 	for _, s := range streams {
-		r.Records += s.records
-		r.RecordsSkipped += s.skipped
-		r.TruncatedBytes += s.truncated
+		r.Records += s.Records
+		r.RecordsSkipped += s.Skipped
+		r.TruncatedBytes += s.Truncated
 	}
 	r.RecordsPerS = float64(r.Records) / r.DurationS
-	r.FairnessJain = weightedJain(r.perSource, r.weights)
+	r.FairnessJain = WeightedJain(r.PerSource, r.Weights)
 	r.Verified = len(r.Mismatches) == 0
 	if profPath != "" {
 		if r.TopFunctions, err = report.TopFunctions(profPath, 10); err != nil {
@@ -461,9 +461,9 @@ func Reconcile(got []*Stream, sent []load.GenStream, crc bool, recSize int) (byt
 			mismatches = append(mismatches, fmt.Sprintf("%s: sent %d bytes, engine received %d", g.Local, g.Bytes, s.Bytes))
 		case crc && gotCRC != g.CRC32C:
 			mismatches = append(mismatches, fmt.Sprintf("%s: crc32c sent %s, received %s", g.Local, g.CRC32C, gotCRC))
-		case recSize > 0 && (s.records != g.Bytes/uint64(recSize) || s.truncated != g.Bytes%uint64(recSize) || s.misframed > 0):
+		case recSize > 0 && (s.Records != g.Bytes/uint64(recSize) || s.Truncated != g.Bytes%uint64(recSize) || s.Misframed > 0):
 			mismatches = append(mismatches, fmt.Sprintf("%s: sent %d records of %d bytes and %d bytes of one more; engine delivered %d records, %d truncated bytes, %d chunks off a record boundary",
-				g.Local, g.Bytes/uint64(recSize), recSize, g.Bytes%uint64(recSize), s.records, s.truncated, s.misframed))
+				g.Local, g.Bytes/uint64(recSize), recSize, g.Bytes%uint64(recSize), s.Records, s.Truncated, s.Misframed))
 		}
 	}
 	for peer, s := range byPeer {
@@ -474,9 +474,9 @@ func Reconcile(got []*Stream, sent []load.GenStream, crc bool, recSize int) (byt
 	return bytes, weights, mismatches
 }
 
-// streamsVerified counts the streams sent whose bytes, and CRC-32C with
+// StreamsVerified counts the streams sent whose bytes, and CRC-32C with
 // crc, the engine received exactly.
-func streamsVerified(got []*Stream, sent []load.GenStream, crc bool) int {
+func StreamsVerified(got []*Stream, sent []load.GenStream, crc bool) int {
 	byPeer := make(map[string]*Stream, len(got))
 	for _, s := range got {
 		byPeer[PeerOf(s.Name)] = s
@@ -490,9 +490,9 @@ func streamsVerified(got []*Stream, sent []load.GenStream, crc bool) int {
 	return n
 }
 
-// weightedJain is Jain's index over bytes normalised by each source's
+// WeightedJain is Jain's index over bytes normalised by each source's
 // share of the offered load: with no skew, plain Jain over bytes.
-func weightedJain(bytes, weights []float64) float64 {
+func WeightedJain(bytes, weights []float64) float64 {
 	xs := make([]float64, len(bytes))
 	for i := range bytes {
 		xs[i] = bytes[i] / weights[i]
@@ -500,12 +500,12 @@ func weightedJain(bytes, weights []float64) float64 {
 	return report.JainIndex(xs)
 }
 
-// cpuProfile is a CPU profile being written.
-type cpuProfile struct {
+// CPUProfile is a CPU profile being written.
+type CPUProfile struct {
 	f *os.File
 }
 
-func startCPUProfile(dir, name string) (*cpuProfile, error) {
+func StartCPUProfile(dir, name string) (*CPUProfile, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("bench: --profile: %w", err)
 	}
@@ -517,11 +517,11 @@ func startCPUProfile(dir, name string) (*cpuProfile, error) {
 		f.Close()
 		return nil, fmt.Errorf("bench: --profile: %w", err)
 	}
-	return &cpuProfile{f: f}, nil
+	return &CPUProfile{f: f}, nil
 }
 
-// stop ends the profile and returns its path. A nil profile is a no-op.
-func (p *cpuProfile) stop() (string, error) {
+// Stop ends the profile and returns its path. A nil profile is a no-op.
+func (p *CPUProfile) Stop() (string, error) {
 	if p == nil || p.f == nil {
 		return "", nil
 	}
@@ -534,12 +534,12 @@ func (p *cpuProfile) stop() (string, error) {
 	return f.Name(), nil
 }
 
-// mergeResults sums one runner's rounds into a summary.
-func mergeResults(rs []*Result) *Result {
+// MergeResults sums one runner's rounds into a summary.
+func MergeResults(rs []*Result) *Result {
 	if len(rs) == 0 {
 		return nil
 	}
-	s := &Result{Runner: rs[0].Runner, Sources: rs[0].Sources, Verified: true, Rounds: len(rs), hist: report.NewHist(), e2e: report.NewHist(),
+	s := &Result{Runner: rs[0].Runner, Sources: rs[0].Sources, Verified: true, Rounds: len(rs), Hist: report.NewHist(), E2E: report.NewHist(),
 		GenHeld: 1, EngineCPUs: rs[0].EngineCPUs, GenCPUs: rs[0].GenCPUs}
 	s.Wire = rs[0].Wire
 	var cnt []Counters
@@ -573,11 +573,11 @@ func mergeResults(rs []*Result) *Result {
 		}
 		s.Mismatches = append(s.Mismatches, r.Mismatches...)
 		fair += r.FairnessJain
-		if r.hist != nil {
-			s.hist.Merge(r.hist)
+		if r.Hist != nil {
+			s.Hist.Merge(r.Hist)
 		}
-		if r.e2e != nil {
-			s.e2e.Merge(r.e2e)
+		if r.E2E != nil {
+			s.E2E.Merge(r.E2E)
 		}
 		// The worst round speaks for the generator.
 		s.GenHeld = min(s.GenHeld, r.GenHeld)
@@ -638,17 +638,17 @@ func mergeResults(rs []*Result) *Result {
 		}
 	}
 	s.FairnessJain = fair / float64(len(rs))
-	s.LatencyNs = report.Summarize(s.hist)
-	s.E2ELatencyNs = report.Summarize(s.e2e)
+	s.LatencyNs = report.Summarize(s.Hist)
+	s.E2ELatencyNs = report.Summarize(s.E2E)
 	s.RxBacklogBytes /= int64(len(rs))
 	s.EngineCPUUtil = engUtil / float64(len(rs))
 	s.GenCPUUtil = genUtil / float64(len(rs))
 	s.CoreUtil = coreUtil / float64(len(rs))
 	s.LoadCoreUtil = loadUtil / float64(len(rs))
 	if s.OfferedBps == 0 {
-		s.Bottleneck = s.bottleneck()
+		s.Bottleneck = s.NameBottleneck()
 	}
-	s.Counters = sumCounters(cnt, s.Bytes, s.DurationS)
+	s.Counters = SumCounters(cnt, s.Bytes, s.DurationS)
 	return s
 }
 
@@ -664,8 +664,8 @@ func Executable(exe string) (string, error) {
 	return p, nil
 }
 
-// applyCore fills r's whole-core figures from u, over bytes received.
-func applyCore(r *Result, u harness.CoreUse, bytes uint64, sinkCPUs, loadCPUs int) {
+// ApplyCore fills r's whole-core figures from u, over bytes received.
+func ApplyCore(r *Result, u harness.CoreUse, bytes uint64, sinkCPUs, loadCPUs int) {
 	r.CoreCPUS, r.CoreSoftirqS, r.LoadCoreCPUS = u.Sink, u.Soft, u.Load
 	r.CoreCPUSPerGiB = CPUPerGiB(u.Sink, bytes)
 	r.CoreSoftirqSPerGiB = CPUPerGiB(u.Soft, bytes)
@@ -680,4 +680,23 @@ func applyCore(r *Result, u harness.CoreUse, bytes uint64, sinkCPUs, loadCPUs in
 			r.LoadCoreUtil = min(u.Load/(u.Seconds*float64(loadCPUs)), 1)
 		}
 	}
+}
+
+// How a fio row's throughput was measured (Result.ThroughputOver).
+const (
+	ThroughputAllSending  = "all sending"        // while every connection sent
+	ThroughputMostSending = "90% sending"        // while 90% of them did
+	ThroughputFirstToLast = "first to last byte" // neither lasted long enough
+	// CPUOverListened is Result.CPUOver when the CPU per GiB covers the
+	// whole time the sink listened: the sink kept no usage samples, or
+	// the throughput was measured from the first byte to the last.
+	CPUOverListened = "listened"
+)
+
+// Row is the name of w's row in the report.
+func (w Workload) Row() string {
+	if w.TLS != nil {
+		return w.Runner + "+tls"
+	}
+	return w.Runner
 }

@@ -9,7 +9,6 @@ import (
 	"strconv"
 
 	"github.com/sluice-io/sluice/bench/harness"
-	"github.com/sluice-io/sluice/bench/report"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -101,47 +100,6 @@ func SpreadChart(title, yLabel string, rows []SpreadSeries, format func(float64)
 	p.Y.Max *= 1.12 // room for the labels
 	p.Add(plotter.NewGrid())
 	return p, nil
-}
-
-// runRows returns, for each summary row in order, its per-round values of
-// get.
-func runRows(rep *RunReport, get func(*Result) float64) []SpreadSeries {
-	var rows []SpreadSeries
-	for _, s := range rep.Summary {
-		r := SpreadSeries{Name: s.Runner}
-		for _, run := range rep.Runs {
-			if run.Runner == s.Runner {
-				r.Rounds = append(r.Rounds, get(run))
-			}
-		}
-		rows = append(rows, r)
-	}
-	return rows
-}
-
-// writeRunPlots draws a run's throughput and CPU per GiB, each row with
-// its spread over the rounds.
-func writeRunPlots(dir string, rep *RunReport, ios harness.IO) error {
-	client := "built-in generator"
-	if rep.Config.Client == ClientFio {
-		client = "fio"
-	}
-	sub := fmt.Sprintf("%d sources, %s, from %s; median of %d round(s), min-max", rep.Config.Sources,
-		report.FormatBytes(uint64(rep.Config.MsgSize)), client, rep.Config.Rounds)
-	gib := func(v float64) string { return fmt.Sprintf("%.2f", v) }
-	p, err := SpreadChart("Throughput\n"+sub, "GiB/s", runRows(rep, func(r *Result) float64 { return r.ThroughputBps / Gibibyte }), gib)
-	if err != nil {
-		return err
-	}
-	if err := SavePlot(p, dir, "throughput.svg", ios); err != nil {
-		return err
-	}
-	p, err = SpreadChart("CPU-seconds per GiB of the sink process\n"+sub, "CPU-s/GiB",
-		runRows(rep, func(r *Result) float64 { return r.CPUSPerGiB }), func(v float64) string { return fmt.Sprintf("%.3f", v) })
-	if err != nil {
-		return err
-	}
-	return SavePlot(p, dir, "cpu.svg", ios)
 }
 
 // Ticks125 marks a logarithmic axis at 1, 2 and 5 times the powers of

@@ -62,7 +62,7 @@ type ArrivalsConfig struct {
 // DefaultArrivalsConfig returns the documented defaults: the paced row of
 // the targets, 1,000 sources at 64 KiB/s in 1 KiB messages, for 3 s.
 func DefaultArrivalsConfig() ArrivalsConfig {
-	return ArrivalsConfig{Clients: report.StringList{bench.ClientGen, bench.ClientFio}, Sinks: report.StringList{SinkProbe}, Sources: 1000, Duration: 3 * time.Second,
+	return ArrivalsConfig{Clients: report.StringList{load.ClientGen, load.ClientFio}, Sinks: report.StringList{SinkProbe}, Sources: 1000, Duration: 3 * time.Second,
 		MsgSize: 1 << 10, Rate: 64 << 10, Arrivals: load.ArrivalsPoisson, MaxDial: load.DefaultMaxDial, Pin: true}
 }
 
@@ -91,7 +91,7 @@ func (c ArrivalsConfig) Validate() error {
 		return errors.New("--clients: at least one is needed")
 	}
 	for _, cl := range c.Clients {
-		if cl != bench.ClientGen && cl != bench.ClientFio {
+		if cl != load.ClientGen && cl != load.ClientFio {
 			return fmt.Errorf("--clients: %q: must be gen or fio", cl)
 		}
 	}
@@ -109,7 +109,7 @@ func (c ArrivalsConfig) Validate() error {
 	switch {
 	case c.Rate <= 0:
 		return errors.New("--rate: must be positive (arrivals of an unpaced load are the sink's to pace)")
-	case c.Sources > load.FioMaxJobs && slices.Contains(c.Clients, bench.ClientFio):
+	case c.Sources > load.FioMaxJobs && slices.Contains(c.Clients, load.ClientFio):
 		return fmt.Errorf("--sources: %d: fio runs at most %d jobs", c.Sources, load.FioMaxJobs)
 	}
 	g := load.GenConfig{Addr: "-", Sources: c.Sources, Duration: c.Duration, MsgSize: c.MsgSize, Rate: c.Rate,
@@ -217,7 +217,7 @@ func ArrivalsStudy(ctx context.Context, c ArrivalsConfig, ios harness.IO) (*Arri
 		return nil, err
 	}
 	fioBin := ""
-	if slices.Contains(c.Clients, bench.ClientFio) {
+	if slices.Contains(c.Clients, load.ClientFio) {
 		if fioBin, err = load.FindFio(); err != nil {
 			return nil, err
 		}
@@ -287,7 +287,7 @@ func watchArrivals(ctx context.Context, c ArrivalsConfig, client, sinkName strin
 		client, sinkName, c.Sources, report.FormatRate(float64(c.Rate)), report.FormatBytes(uint64(c.MsgSize)), c.Duration)
 	st := &ArrivalStats{Client: client, Sink: sinkName, Sources: c.Sources, OfferedBps: float64(c.Rate) * float64(c.Sources)}
 	switch client {
-	case bench.ClientGen:
+	case load.ClientGen:
 		w := bench.Workload{Sources: c.Sources, Duration: c.Duration, MsgSize: c.MsgSize, Rate: c.Rate, Arrivals: c.Arrivals,
 			MaxDial: c.MaxDial, Exe: env.exe, GenCPUs: env.cpus, Pacing: c.GenPacing, Verify: true}
 		st.Pacing = w.GenPacing()
@@ -310,7 +310,7 @@ func watchArrivals(ctx context.Context, c ArrivalsConfig, client, sinkName strin
 		if err := g.Wait(); err != nil {
 			return nil, err
 		}
-	case bench.ClientFio:
+	case load.ClientFio:
 		dir, err := os.MkdirTemp("", "sluice-bench-arrivals-")
 		if err != nil {
 			return nil, err
@@ -323,7 +323,7 @@ func watchArrivals(ctx context.Context, c ArrivalsConfig, client, sinkName strin
 			return nil, err
 		}
 		cmd := exec.CommandContext(ctx, env.fio, "--output-format=json", "--output="+filepath.Join(dir, "fio.json"), jobFile)
-		out := &bench.TailBuffer{Max: 16 << 10}
+		out := &harness.TailBuffer{Max: 16 << 10}
 		cmd.Stdout, cmd.Stderr = lineWriter{out}, lineWriter{out}
 		// fio's jobs connect one by one as they start, and on a busy
 		// machine the first may end before the last connects: its exit,
@@ -377,7 +377,7 @@ func segmentsByConn(segs []segment) [][]arrival {
 }
 
 // lineWriter adds what is written to a TailBuffer, a line at a time.
-type lineWriter struct{ t *bench.TailBuffer }
+type lineWriter struct{ t *harness.TailBuffer }
 
 func (w lineWriter) Write(p []byte) (int, error) {
 	w.t.Add(string(p))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-io/sluice/bench/harness"
 	"github.com/sluice-io/sluice/bench/peers"
+	"github.com/sluice-io/sluice/bench/sink"
 
 	"github.com/sluice-io/sluice/engine"
 )
@@ -235,7 +236,7 @@ func (g gnetArrivals) waitEnded(ctx context.Context, d time.Duration) error {
 }
 
 func (g gnetArrivals) close() {
-	var sr bench.SinkReport
+	var sr sink.SinkReport
 	g.p.Ask(context.Background(), "stop", "report", &sr)
 	g.p.Wait()
 }

@@ -144,3 +144,12 @@ const (
 	ProtoTCP = "tcp"
 	ProtoUDP = "udp"
 )
+
+// Clients of `run`: what sends the load.
+const (
+	// ClientGen is the built-in generator (the hidden `gen` subcommand).
+	ClientGen = "gen"
+	// ClientFio is fio's net engine: one job, thread and TCP connection
+	// per source, written by people who did not write sluice.
+	ClientFio = "fio"
+)

@@ -26,6 +26,8 @@ import (
 	"github.com/sluice-io/sluice/bench/latency"
 	"github.com/sluice-io/sluice/bench/load"
 	"github.com/sluice-io/sluice/bench/probe"
+	"github.com/sluice-io/sluice/bench/run"
+	"github.com/sluice-io/sluice/bench/sink"
 	"github.com/sluice-io/sluice/bench/wirecheck"
 )
 
@@ -53,7 +55,7 @@ const (
 	exitUsage   = 2 // bad command line
 )
 
-func main() { os.Exit(run(os.Args[1:])) }
+func main() { os.Exit(cli(os.Args[1:])) }
 
 // command is one subcommand: its flags, and what it does with them.
 type command struct {
@@ -62,7 +64,7 @@ type command struct {
 	exec     func(ctx context.Context, ios harness.IO) error
 }
 
-func run(args []string) int {
+func cli(args []string) int {
 	ios := harness.StdIO()
 	if len(args) == 0 {
 		fmt.Fprint(os.Stderr, usage)
@@ -72,15 +74,15 @@ func run(args []string) int {
 	var cmd command
 	switch name {
 	case "run":
-		c := bench.DefaultRunConfig()
+		c := run.DefaultRunConfig()
 		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, ios harness.IO) error {
-			_, err := bench.Run(ctx, c, ios)
+			_, err := run.Run(ctx, c, ios)
 			return err
 		}}
 	case "sink":
-		c := bench.DefaultSinkConfig()
+		c := sink.DefaultSinkConfig()
 		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, ios harness.IO) error {
-			_, err := bench.Sink(ctx, c, ios)
+			_, err := sink.Sink(ctx, c, ios)
 			return err
 		}}
 	case "file":

@@ -1,4 +1,4 @@
-package bench
+package sink
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/sluice-io/sluice/bench"
 
 	"github.com/sluice-io/sluice/bench/load"
 
@@ -197,10 +199,10 @@ type SinkReport struct {
 	StopReason   string   `json:"stop_reason"`
 	// Counters are the runner's own over the time listened, the rates
 	// over duration_s.
-	Counters Counters     `json:"counters"`
-	Profile  string       `json:"profile,omitempty"` // --profile
-	Host     harness.Host `json:"host"`
-	Streams  []SinkStream `json:"streams"`
+	Counters bench.Counters `json:"counters"`
+	Profile  string         `json:"profile,omitempty"` // --profile
+	Host     harness.Host   `json:"host"`
+	Streams  []SinkStream   `json:"streams"`
 }
 
 // Sink runs the `sink` command until ctx ends (SIGINT), Duration passes,
@@ -215,8 +217,8 @@ func Sink(ctx context.Context, c SinkConfig, ios harness.IO) (*SinkReport, error
 	}
 	addrs, _ := c.addrs()
 	framer, _ := c.Engine.Framer()
-	col := NewCollector(0, true, framer)
-	sk, err := StartSink(c.Engine, c.Runner, addrs, col)
+	col := bench.NewCollector(0, true, framer)
+	sk, err := bench.StartSink(c.Engine, c.Runner, addrs, col)
 	if err != nil {
 		return nil, err
 	}
@@ -227,21 +229,21 @@ func Sink(ctx context.Context, c SinkConfig, ios harness.IO) (*SinkReport, error
 		}
 	}()
 	bound := sk.Addrs()
-	var prof *cpuProfile
+	var prof *bench.CPUProfile
 	if c.Profile != "" {
-		if prof, err = startCPUProfile(filepath.Dir(c.Profile), filepath.Base(c.Profile)); err != nil {
+		if prof, err = bench.StartCPUProfile(filepath.Dir(c.Profile), filepath.Base(c.Profile)); err != nil {
 			return nil, err
 		}
 	}
 	smp := harness.StartSampler()
-	rs0 := sumRunnerStats(sk.e.Stats().Runners)
+	rs0 := bench.SumRunnerStats(sk.Engine.Stats().Runners)
 	cpu0 := harness.CPUTime()
 	t0 := time.Now()
 	framing := ""
 	if framer != nil {
 		framing = ", framing " + framer.String()
 	}
-	fmt.Fprintf(ios.Err, "sluice-bench sink: listening on %s (runner %s%s)\n", joinStrings(bound), sk.e.Runner(), framing)
+	fmt.Fprintf(ios.Err, "sluice-bench sink: listening on %s (runner %s%s)\n", joinStrings(bound), sk.Engine.Runner(), framing)
 
 	reason := "interrupted"
 	limit, ticker, stopClocks := c.clocks()
@@ -262,7 +264,7 @@ loop:
 			usage = harness.AppendUsage(usage, harness.UsageSample{UnixNs: now.UnixNano(), CPUNs: int64(harness.CPUTime() - cpu0), Bytes: total})
 			// The live count walks every source's stats: ask for it only
 			// once the bytes have stopped, not on every tick of a run.
-			if c.UntilIdle > 0 && total > 0 && now.Sub(time.Unix(0, col.last.Load())) >= c.UntilIdle &&
+			if c.UntilIdle > 0 && total > 0 && now.Sub(time.Unix(0, col.Last.Load())) >= c.UntilIdle &&
 				sk.Live() == 0 {
 				reason = "idle"
 				break loop
@@ -271,7 +273,7 @@ loop:
 				secs := now.Sub(lastReport).Seconds()
 				recs := ""
 				if framer != nil {
-					n := col.records.Load()
+					n := col.Records.Load()
 					recs = fmt.Sprintf(", %s records, %s records/s", humanize.Comma(int64(n)), humanize.Comma(int64(float64(n-lastRecs)/secs)))
 					lastRecs = n
 				}
@@ -283,37 +285,37 @@ loop:
 	}
 	wall := time.Since(t0)
 	usage = harness.AppendUsage(usage, harness.UsageSample{UnixNs: time.Now().UnixNano(), CPUNs: int64(harness.CPUTime() - cpu0), Bytes: col.Total.Load()})
-	rs1 := sumRunnerStats(sk.e.Stats().Runners)
-	waits := sk.e.Pool().Stats().Waits
-	runner := sk.e.Runner()
+	rs1 := bench.SumRunnerStats(sk.Engine.Stats().Runners)
+	waits := sk.Engine.Pool().Stats().Waits
+	runner := sk.Engine.Runner()
 	closed = true
 	if err := sk.Close(); err != nil {
 		return nil, err
 	}
 	cpu := harness.CPUTime() - cpu0
 	threads, rss := smp.Finish()
-	profPath, err := prof.stop()
+	profPath, err := prof.Stop()
 	if err != nil {
 		return nil, err
 	}
 
 	rep := &SinkReport{Command: "sink", Runner: runner, Listen: bound, Framing: harness.FramingName(framer), Bytes: col.Total.Load(),
 		WallS: wall.Seconds(), CPUS: cpu.Seconds(), ThreadsMax: threads, RSSMaxBytes: rss,
-		PoolWaits: waits, Partials: col.partials.Load(), Errors: col.Errs.Load(), StopReason: reason, Host: harness.HostInfo(),
+		PoolWaits: waits, Partials: col.Partials.Load(), Errors: col.Errs.Load(), StopReason: reason, Host: harness.HostInfo(),
 		Profile: profPath, Usage: usage, Streams: []SinkStream{}}
-	if f, l := col.first.Load(), col.last.Load(); f > 0 && l > f {
+	if f, l := col.First.Load(), col.Last.Load(); f > 0 && l > f {
 		rep.DurationS = time.Duration(l - f).Seconds()
 		rep.ThroughputBps = float64(rep.Bytes) / rep.DurationS
 	}
-	rep.SteadyBps, rep.SteadyS = col.steady()
-	rep.Counters = counterDeltas(rs0, rs1, rep.Bytes, rep.DurationS)
+	rep.SteadyBps, rep.SteadyS = col.Steady()
+	rep.Counters = bench.CounterDeltas(rs0, rs1, rep.Bytes, rep.DurationS)
 	rep.ErrorSamples = col.ErrorSamples()
-	rep.CPUSPerGiB = CPUPerGiB(rep.CPUS, rep.Bytes)
+	rep.CPUSPerGiB = bench.CPUPerGiB(rep.CPUS, rep.Bytes)
 	var xs []float64
-	for _, s := range col.snapshot() {
-		st := SinkStream{Source: uint64(s.id), Peer: PeerOf(s.Name), Bytes: s.Bytes,
-			CRC32C: fmt.Sprintf("%08x", s.CRC), Errors: s.errors.Load(),
-			Records: s.records, RecordsSkipped: s.skipped, TruncatedBytes: s.truncated, FirstNs: s.first, LastNs: s.last}
+	for _, s := range col.Snapshot() {
+		st := SinkStream{Source: uint64(s.ID), Peer: bench.PeerOf(s.Name), Bytes: s.Bytes,
+			CRC32C: fmt.Sprintf("%08x", s.CRC), Errors: s.Errors.Load(),
+			Records: s.Records, RecordsSkipped: s.Skipped, TruncatedBytes: s.Truncated, FirstNs: s.First, LastNs: s.Last}
 		rep.Streams = append(rep.Streams, st)
 		rep.Records += st.Records
 		rep.Skipped += st.RecordsSkipped

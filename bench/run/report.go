@@ -1,11 +1,14 @@
-package bench
+package run
 
 import (
 	"fmt"
 	"io"
 	"text/tabwriter"
 
+	"github.com/sluice-io/sluice/bench"
+
 	"github.com/sluice-io/sluice/bench/harness"
+	"github.com/sluice-io/sluice/bench/load"
 	"github.com/sluice-io/sluice/bench/report"
 
 	"github.com/dustin/go-humanize"
@@ -16,7 +19,7 @@ import (
 func writeRunTable(w io.Writer, rep *RunReport) {
 	c := rep.Config
 	framed := c.Framing != "" && c.Framing != "none"
-	writeResultTable(w, rep.Summary, tableKind{framed: framed, fio: c.Client == ClientFio, core: hasCore(rep.Summary)})
+	writeResultTable(w, rep.Summary, tableKind{framed: framed, fio: c.Client == load.ClientFio, core: hasCore(rep.Summary)})
 	writeComparisons(w, rep.Ratios, rep.Verdicts)
 	for _, s := range rep.Failed {
 		fmt.Fprintf(w, "failed %s: %s\n", s.Runner, s.Reason)
@@ -24,7 +27,7 @@ func writeRunTable(w io.Writer, rep *RunReport) {
 	for _, s := range rep.Skipped {
 		fmt.Fprintf(w, "skipped %s: %s\n", s.Runner, s.Reason)
 	}
-	fmt.Fprintf(w, "kernel %s, %s, %d CPUs; %s; %s\n", rep.Host.Kernel, rep.Host.Go, rep.Host.CPUs, PinNote(rep.Pinning), WireNote(rep.Wire))
+	fmt.Fprintf(w, "kernel %s, %s, %d CPUs; %s; %s\n", rep.Host.Kernel, rep.Host.Go, rep.Host.CPUs, bench.PinNote(rep.Pinning), bench.WireNote(rep.Wire))
 	if hasCore(rep.Summary) {
 		judged := "ratios and targets on cpu_s_per_gib use the sink process's CPU"
 		if rep.Wire.Mode == harness.WireVeth {
@@ -45,7 +48,7 @@ func writeRunTable(w io.Writer, rep *RunReport) {
 		msgs = c.Framing + " records"
 	}
 	client := "the built-in generator"
-	if c.Client == ClientFio {
+	if c.Client == load.ClientFio {
 		client = "fio's net engine (TCP_NODELAY)"
 		msgs = "writes"
 		if framed {
@@ -71,7 +74,7 @@ type tableKind struct {
 }
 
 // hasCore reports whether any result has whole-core figures.
-func hasCore(rs []*Result) bool {
+func hasCore(rs []*bench.Result) bool {
 	for _, r := range rs {
 		if r.CoreCPUS > 0 {
 			return true
@@ -83,7 +86,7 @@ func hasCore(rs []*Result) bool {
 // coreCells are the whole-core cells of r, tab-separated, for the first
 // table: core CPU-s/GiB (with its range over rounds), its softirq part,
 // and the load's core.
-func coreCells(r *Result) string {
+func coreCells(r *bench.Result) string {
 	if r.CoreCPUS == 0 {
 		return "-\t-\t-"
 	}
@@ -96,7 +99,7 @@ func coreCells(r *Result) string {
 
 // utilCells are the utilisation cells of the second table: the sink's and
 // the load's processes, then with whole-core figures their cores.
-func utilCells(r *Result, k tableKind) string {
+func utilCells(r *bench.Result, k tableKind) string {
 	s := fmt.Sprintf("%.0f%%\t%.0f%%", 100*r.EngineCPUUtil, 100*r.GenCPUUtil)
 	if k.core {
 		if r.CoreCPUS == 0 {
@@ -112,7 +115,7 @@ func utilCells(r *Result, k tableKind) string {
 // every result under fio, have no latency columns (they measure none);
 // framed ones have record columns. A row without latency figures (the gnet
 // peer) shows "-" in them.
-func writeResultTable(w io.Writer, rs []*Result, k tableKind) {
+func writeResultTable(w io.Writer, rs []*bench.Result, k tableKind) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	coreHead := ""
 	if k.core {
@@ -222,9 +225,9 @@ func writeResultTable(w io.Writer, rs []*Result, k tableKind) {
 
 // rateRange prints a throughput's min-max in the unit FormatRate gives
 // its median: GiB/s from 1 GiB/s, else MiB/s.
-func rateRange(s *RatioSpread) string {
-	if s.Median >= Gibibyte {
-		return fmt.Sprintf("%.2f-%.2f", s.Min/Gibibyte, s.Max/Gibibyte)
+func rateRange(s *bench.RatioSpread) string {
+	if s.Median >= bench.Gibibyte {
+		return fmt.Sprintf("%.2f-%.2f", s.Min/bench.Gibibyte, s.Max/bench.Gibibyte)
 	}
 	return fmt.Sprintf("%.0f-%.0f", s.Min/(1<<20), s.Max/(1<<20))
 }
@@ -232,7 +235,7 @@ func rateRange(s *RatioSpread) string {
 // backlogPerSource is the rx backlog column: the mean bytes a source's
 // connection held unread, or "-" for the iperf3 reference, which is not
 // sampled.
-func backlogPerSource(r *Result) string {
+func backlogPerSource(r *bench.Result) string {
 	if r.Runner == RunnerIPerf3 || r.Sources <= 0 {
 		return "-"
 	}
@@ -241,7 +244,7 @@ func backlogPerSource(r *Result) string {
 
 // limitNote is the limit column: generator-bound, or the bottleneck of an
 // unpaced row, or "-".
-func limitNote(r *Result) string {
+func limitNote(r *bench.Result) string {
 	switch {
 	case r.GeneratorBound:
 		return "generator-bound"
@@ -251,7 +254,7 @@ func limitNote(r *Result) string {
 	return "-"
 }
 
-func perEnter(c Counters) string {
+func perEnter(c bench.Counters) string {
 	if c.Enters == 0 {
 		return "-"
 	}
@@ -261,13 +264,13 @@ func perEnter(c Counters) string {
 // writeComparisons prints, for the first runner against each other one,
 // every ratio's median over the rounds and its min-max range, then the
 // verdict on each target.
-func writeComparisons(w io.Writer, cs []Comparison, vs []TargetVerdict) {
+func writeComparisons(w io.Writer, cs []bench.Comparison, vs []bench.TargetVerdict) {
 	if len(cs) == 0 {
 		return
 	}
 	fmt.Fprintln(w)
 	for _, c := range cs {
-		fmt.Fprintln(w, comparisonLine(c))
+		fmt.Fprintln(w, bench.ComparisonLine(c))
 	}
 	for _, v := range vs {
 		by := ""

@@ -1,4 +1,4 @@
-package bench
+package run
 
 import (
 	"cmp"
@@ -15,6 +15,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-io/sluice/bench"
+	"github.com/sluice-io/sluice/bench/sink"
 
 	"github.com/sluice-io/sluice/bench/peers"
 
@@ -47,7 +50,7 @@ func buildGnetSinkForTest(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "gnetsink")
 	cmd := exec.Command(peers.GoTool(), "build", "-o", bin, ".")
-	cmd.Dir = "gnetsink"
+	cmd.Dir = filepath.Join("..", "gnetsink")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build the gnet sink: %v\n%s", err, out)
 	}
@@ -83,8 +86,8 @@ func TestReconcileFio(t *testing.T) {
 		j.Write.IOBytes = b
 		fio.Jobs = append(fio.Jobs, j)
 	}
-	good := func() *SinkReport {
-		return &SinkReport{Sources: 2, Bytes: 1280 + 2560 + 16, Records: 30, Streams: []SinkStream{
+	good := func() *sink.SinkReport {
+		return &sink.SinkReport{Sources: 2, Bytes: 1280 + 2560 + 16, Records: 30, Streams: []sink.SinkStream{
 			{Peer: "a", Bytes: 2568, Records: 20, TruncatedBytes: 8},
 			{Peer: "b", Bytes: 1288, Records: 10, TruncatedBytes: 8},
 		}}
@@ -94,17 +97,17 @@ func TestReconcileFio(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name  string
-		spoil func(*SinkReport)
+		spoil func(*sink.SinkReport)
 		want  string
 	}{
-		{"a byte short", func(s *SinkReport) { s.Bytes--; s.Streams[0].Bytes--; s.Streams[0].TruncatedBytes-- }, "the sink read"},
-		{"a connection missing", func(s *SinkReport) { s.Sources = 1; s.Streams = s.Streams[:1]; s.Bytes = 2568 }, "sources asked for"},
-		{"bytes moved between connections", func(s *SinkReport) {
+		{"a byte short", func(s *sink.SinkReport) { s.Bytes--; s.Streams[0].Bytes--; s.Streams[0].TruncatedBytes-- }, "the sink read"},
+		{"a connection missing", func(s *sink.SinkReport) { s.Sources = 1; s.Streams = s.Streams[:1]; s.Bytes = 2568 }, "sources asked for"},
+		{"bytes moved between connections", func(s *sink.SinkReport) {
 			s.Streams[0].Bytes, s.Streams[1].Bytes = 2568-128, 1288+128
 			s.Streams[0].Records, s.Streams[1].Records = 19, 11
 		}, "connections' byte counts differ"},
-		{"a line not counted", func(s *SinkReport) { s.Streams[1].Records--; s.Records-- }, "lines"},
-		{"an error", func(s *SinkReport) { s.Errors = 1 }, "source errors"},
+		{"a line not counted", func(s *sink.SinkReport) { s.Streams[1].Records--; s.Records-- }, "lines"},
+		{"an error", func(s *sink.SinkReport) { s.Errors = 1 }, "source errors"},
 	} {
 		s := good()
 		tc.spoil(s)
@@ -127,7 +130,7 @@ func TestFioClient(t *testing.T) {
 	needFio(t)
 	bin := benchtest.BuildCLI(t)
 	gnet := buildGnetSinkForTest(t)
-	avail, _ := AvailableRunners([]string{"uring", "epoll", "goroutine"})
+	avail, _ := bench.AvailableRunners([]string{"uring", "epoll", "goroutine"})
 	if len(avail) == 0 {
 		t.Fatal("no runner available")
 	}
@@ -163,7 +166,7 @@ func TestFioClient(t *testing.T) {
 				t.Errorf("no ratio against %s:\n%s", peer, stdout)
 			}
 			rep := readRunReport(t, jsonPath)
-			if !rep.OK || rep.Config.Client != ClientFio || len(rep.Runs) != 2*tc.rounds {
+			if !rep.OK || rep.Config.Client != load.ClientFio || len(rep.Runs) != 2*tc.rounds {
 				t.Fatalf("report: ok %v client %q, %d runs, want %d", rep.OK, rep.Config.Client, len(rep.Runs), 2*tc.rounds)
 			}
 			// Rounds alternate the rows' order.
@@ -175,7 +178,7 @@ func TestFioClient(t *testing.T) {
 					t.Errorf("%s round %d: verified %v, %d bytes (fio sent %d), %.3f CPU-s/GiB, %.0f B/s: %v",
 						r.Runner, r.Round, r.Verified, r.Bytes, r.GenSentBytes, r.CPUSPerGiB, r.ThroughputBps, r.Mismatches)
 				}
-				if r.CPUSPerGiBListened <= 0 || (r.CPUOver != CPUOverListened && r.CPUOver != r.ThroughputOver) {
+				if r.CPUSPerGiBListened <= 0 || (r.CPUOver != bench.CPUOverListened && r.CPUOver != r.ThroughputOver) {
 					t.Errorf("%s round %d: CPU over %q, throughput over %q, %.3f CPU-s/GiB listened",
 						r.Runner, r.Round, r.CPUOver, r.ThroughputOver, r.CPUSPerGiBListened)
 				}
@@ -193,7 +196,7 @@ func TestFioClient(t *testing.T) {
 func TestRunPeersGnet(t *testing.T) {
 	bin := benchtest.BuildCLI(t)
 	gnet := buildGnetSinkForTest(t)
-	avail, _ := AvailableRunners([]string{"uring", "epoll", "goroutine"})
+	avail, _ := bench.AvailableRunners([]string{"uring", "epoll", "goroutine"})
 	for _, framing := range []string{"none", "newline"} {
 		stdout, stderr, status := benchtest.RunCLI(t, bin, "run", "--runners", avail[0], "--peers", "gnet", "--gnet-sink", gnet,
 			"--sources", "20", "--duration", "1s", "--msg-size", "4KiB", "--framing", framing)
@@ -265,9 +268,9 @@ func TestRunPeersGoTLS(t *testing.T) {
 func TestConcurrentThroughput(t *testing.T) {
 	// Ten streams of 1 MB/s for 10 s each, started 1 s apart: all ten
 	// overlap from 9 s to 10 s only, nine of them from 8 s to 11 s.
-	var ss []SinkStream
+	var ss []sink.SinkStream
 	for i := range 10 {
-		ss = append(ss, SinkStream{Bytes: 10e6, FirstNs: int64(i) * 1e9, LastNs: int64(i)*1e9 + 10e9})
+		ss = append(ss, sink.SinkStream{Bytes: 10e6, FirstNs: int64(i) * 1e9, LastNs: int64(i)*1e9 + 10e9})
 	}
 	bps, secs := concurrentThroughput(ss, 0.9)
 	if secs != 1 || math.Abs(bps-10e6) > 1 {
@@ -277,7 +280,7 @@ func TestConcurrentThroughput(t *testing.T) {
 	if secs != 3 || math.Abs(bps-(10e6*3-2e6)/3) > 1 {
 		t.Errorf("eight of ten: %.0f B/s over %.1f s, want 28/3 MB/s over 3 s", bps, secs)
 	}
-	if _, secs := concurrentThroughput([]SinkStream{{Bytes: 1, FirstNs: 5, LastNs: 5}}, 0.9); secs != 0 {
+	if _, secs := concurrentThroughput([]sink.SinkStream{{Bytes: 1, FirstNs: 5, LastNs: 5}}, 0.9); secs != 0 {
 		t.Errorf("a stream without duration gave an interval of %v s", secs)
 	}
 }
@@ -287,7 +290,7 @@ func TestConcurrentThroughput(t *testing.T) {
 func TestEngineFlagsArgs(t *testing.T) {
 	want := harness.EngineFlags{Pool: 64, Buf: 16 << 10, Workers: 3, Flush: 2 * time.Millisecond, BatchWait: 100 * time.Microsecond,
 		RecvBuffer: 1 << 20, Framing: "newline", Inline: true, FileSlots: -1}
-	c := DefaultSinkConfig()
+	c := sink.DefaultSinkConfig()
 	fs := flag.NewFlagSet("sink", flag.ContinueOnError)
 	c.RegisterFlags(fs)
 	if err := fs.Parse(want.Args()); err != nil {

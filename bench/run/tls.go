@@ -1,4 +1,4 @@
-package bench
+package run
 
 // TLS ingestion beside plaintext (run --tls).
 //
@@ -27,6 +27,9 @@ import (
 	"os"
 	"slices"
 
+	"github.com/sluice-io/sluice/bench"
+
+	"github.com/sluice-io/sluice/bench/load"
 	"github.com/sluice-io/sluice/bench/peers"
 
 	"github.com/sluice-io/sluice/bench/harness"
@@ -71,7 +74,7 @@ func (c RunConfig) validateTLS() error {
 		return nil
 	}
 	switch {
-	case c.Client != ClientGen:
+	case c.Client != load.ClientGen:
 		return errors.New("--tls: with the built-in generator only (--client gen)")
 	case c.Rate > 0:
 		return errors.New("--tls: unpaced runs only (no --rate): the generator writes TLS with blocking writes, as fast as each connection takes them")
@@ -83,7 +86,7 @@ func (c RunConfig) validateTLS() error {
 
 // tlsNotes are the report's notes on a run with --tls: what the TLS row
 // is, and the sessions' version and cipher suite.
-func (c RunConfig) tlsNotes(runs []*Result) []string {
+func (c RunConfig) tlsNotes(runs []*bench.Result) []string {
 	if !c.TLS {
 		return nil
 	}
@@ -116,7 +119,7 @@ func (c RunConfig) tlsRows(rows []string) []string {
 // tlsWorkload makes w the TLS row's when name is RowTLS: the goroutine
 // runner behind a TLS listener with the run's certificate; and for
 // peers.GoTLS, Go's sink behind one.
-func tlsWorkload(w Workload, name string, files *harness.TLSFiles) Workload {
+func tlsWorkload(w bench.Workload, name string, files *harness.TLSFiles) bench.Workload {
 	switch name {
 	case RowTLS:
 		w.Runner, w.TLS = engine.RunnerGoroutine, files
@@ -125,12 +128,4 @@ func tlsWorkload(w Workload, name string, files *harness.TLSFiles) Workload {
 		w.Runner, w.TLS = peers.Go, files
 	}
 	return w
-}
-
-// row is the name of w's row in the report.
-func (w Workload) row() string {
-	if w.TLS != nil {
-		return w.Runner + "+tls"
-	}
-	return w.Runner
 }

@@ -1,4 +1,4 @@
-package bench
+package run
 
 import (
 	"bufio"
@@ -17,6 +17,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-io/sluice/bench"
 
 	"github.com/sluice-io/sluice/bench/benchtest"
 	"github.com/sluice-io/sluice/bench/harness"
@@ -302,7 +304,7 @@ func deadWires(t *testing.T) []string {
 func TestWireCLI(t *testing.T) {
 	buildTestWire(t, harness.WireSpec{}).Close() // skips where no wire can be built
 	bin := benchtest.BuildCLI(t)
-	avail, _ := AvailableRunners(harness.AllRunners())
+	avail, _ := bench.AvailableRunners(harness.AllRunners())
 	jsonPath := filepath.Join(t.TempDir(), "run.json")
 	stdout, stderr, status := benchtest.RunCLI(t, bin, "run", "--wire", "veth", "--runners", avail[0], "--sources", "8",
 		"--duration", "1s", "--msg-size", "4KiB", "--json", jsonPath)

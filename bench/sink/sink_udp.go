@@ -1,4 +1,4 @@
-package bench
+package sink
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluice-io/sluice/bench"
 
 	"github.com/sluice-io/sluice/bench/load"
 
@@ -59,7 +61,7 @@ type UDPSinkReport struct {
 	StopReason   string     `json:"stop_reason"`
 	// Counters are the runner's own over the time listened (the engine's
 	// sink only), the rates over first_ns to last_ns.
-	Counters *Counters `json:"counters,omitempty"`
+	Counters *bench.Counters `json:"counters,omitempty"`
 }
 
 // UDPUsage is a UDP sink's CPU time since it began listening, and the
@@ -72,7 +74,7 @@ type UDPUsage struct {
 
 // usage returns us as UsageSamples whose Bytes count datagrams, for
 // UsageOver.
-func udpUsageSamples(us []UDPUsage) []harness.UsageSample {
+func UDPUsageSamples(us []UDPUsage) []harness.UsageSample {
 	out := make([]harness.UsageSample, len(us))
 	for i, u := range us {
 		out[i] = harness.UsageSample{UnixNs: u.UnixNs, CPUNs: u.CPUNs, Bytes: u.Datagrams}
@@ -131,7 +133,7 @@ func (u *udpTally) chunk(c engine.Chunk) {
 }
 
 func (u *udpTally) onError(err error) {
-	if u.errs.Add(1) <= maxErrorSamples {
+	if u.errs.Add(1) <= bench.MaxErrorSamples {
 		u.mu.Lock()
 		u.errSamples = append(u.errSamples, err.Error())
 		u.mu.Unlock()
@@ -177,7 +179,7 @@ func sinkUDP(ctx context.Context, c SinkConfig, ios harness.IO) (*UDPSinkReport,
 		src.Close()
 		return nil, err
 	}
-	defer ShutdownEngine(e)
+	defer bench.ShutdownEngine(e)
 	if c.Runner != engine.RunnerAuto && e.Runner() != c.Runner {
 		src.Close()
 		return nil, fmt.Errorf("bench: asked for runner %s but the engine chose %s (is %s set?)", c.Runner, e.Runner(), engine.EnvRunner)
@@ -187,7 +189,7 @@ func sinkUDP(ctx context.Context, c SinkConfig, ios harness.IO) (*UDPSinkReport,
 		return nil, err
 	}
 	smp := harness.StartSampler()
-	rs0 := sumRunnerStats(e.Stats().Runners)
+	rs0 := bench.SumRunnerStats(e.Stats().Runners)
 	cpu0 := harness.CPUTime()
 	t0 := time.Now()
 	fmt.Fprintf(ios.Err, "sluice-bench sink: listening on %s (runner %s, udp, %d-byte datagrams, SO_RCVBUF %d)\n",
@@ -223,9 +225,9 @@ loop:
 	} else {
 		fmt.Fprintf(ios.Err, "sluice-bench sink: %v\n", err)
 	}
-	rs1 := sumRunnerStats(e.Stats().Runners)
+	rs1 := bench.SumRunnerStats(e.Stats().Runners)
 	runner := e.Runner()
-	if err := ShutdownEngine(e); err != nil {
+	if err := bench.ShutdownEngine(e); err != nil {
 		return nil, err
 	}
 	cpu := harness.CPUTime() - cpu0
@@ -237,7 +239,7 @@ loop:
 		Datagrams: tally.datagrams.Load(), Others: tally.others.Load(), Bytes: tally.bytes.Load(), Drops: drops, ReadBuffer: rcvbuf,
 		FirstNs: tally.first.Load(), LastNs: tally.last.Load(), WallS: wall.Seconds(), CPUS: cpu.Seconds(), Usage: usage,
 		ThreadsMax: threads, RSSMaxBytes: rss, Errors: tally.errs.Load(), ErrorSamples: samples, StopReason: reason}
-	counters := counterDeltas(rs0, rs1, rep.Bytes, time.Duration(rep.LastNs-rep.FirstNs).Seconds())
+	counters := bench.CounterDeltas(rs0, rs1, rep.Bytes, time.Duration(rep.LastNs-rep.FirstNs).Seconds())
 	rep.Counters = &counters
 	fmt.Fprintf(ios.Err, "sluice-bench sink: stopped (%s): %d datagrams of %d bytes, %d others, %d dropped by the kernel\n",
 		reason, rep.Datagrams, rep.DatagramSize, rep.Others, rep.Drops)

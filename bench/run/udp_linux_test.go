@@ -1,10 +1,12 @@
-package bench
+package run
 
 import (
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/sluice-io/sluice/bench"
 
 	"github.com/sluice-io/sluice/bench/peers"
 
@@ -25,7 +27,7 @@ func TestUDPWire(t *testing.T) {
 	buildTestWire(t, harness.WireSpec{}).Close() // skips where no wire can be built
 	bin := benchtest.BuildCLI(t)
 	gnetBin := buildGnetSinkForTest(t)
-	avail, _ := AvailableRunners(harness.AllRunners())
+	avail, _ := bench.AvailableRunners(harness.AllRunners())
 	jsonPath := filepath.Join(t.TempDir(), "udp.json")
 	stdout, stderr, status := benchtest.RunCLI(t, bin, "run", "--proto", "udp", "--client", "fio", "--wire", "veth", "--runners", avail[0],
 		"--peers", "go", "--gnet-sink", gnetBin, "--sources", "2", "--msg-size", "512", "--duration", "1s",

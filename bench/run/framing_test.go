@@ -1,4 +1,4 @@
-package bench
+package run
 
 import (
 	"bytes"
@@ -16,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/bench"
+	"github.com/sluice-io/sluice/bench/sink"
+
 	"github.com/sluice-io/sluice/bench/load"
 
 	"github.com/sluice-io/sluice/bench/report"
@@ -23,6 +26,9 @@ import (
 	"github.com/sluice-io/sluice/engine"
 	"github.com/sluice-io/sluice/srcs"
 )
+
+// crcTable is the CRC-32C table of the bench's checksums.
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
 // TestFrameMessage encodes generated messages of awkward sizes for every
 // framer and reads them back with the framer itself.
@@ -88,7 +94,7 @@ func TestCollectorCountsRecords(t *testing.T) {
 	chunk := func(id srcs.ID, data string, flags srcs.Flags) engine.Chunk {
 		return engine.Chunk{Source: id, Name: fmt.Sprintf("tcp://peer%d", id), Data: []byte(data), Flags: flags}
 	}
-	col := NewCollector(0, true, srcs.Newline{})
+	col := bench.NewCollector(0, true, srcs.Newline{})
 	col.Handle(chunk(0, "a\nbb\n", srcs.Records))
 	col.Handle(chunk(0, "ccc\n\n", srcs.Records|srcs.Partial))
 	col.Handle(chunk(0, "dd\nunfinished", srcs.Records|srcs.Truncated))
@@ -99,26 +105,26 @@ func TestCollectorCountsRecords(t *testing.T) {
 	end := chunk(1, "", srcs.EndOfStream)
 	end.Final = &engine.SourceStats{ID: 1, RecordsSkipped: 3}
 	col.Handle(end)
-	ss := col.snapshot()
+	ss := col.Snapshot()
 	if len(ss) != 2 {
 		t.Fatalf("%d streams", len(ss))
 	}
-	if s := ss[0]; s.records != 5 || s.truncated != len64("unfinished") || s.misframed != 0 || s.Bytes != 23 || s.skipped != 0 {
+	if s := ss[0]; s.Records != 5 || s.Truncated != len64("unfinished") || s.Misframed != 0 || s.Bytes != 23 || s.Skipped != 0 {
 		t.Errorf("stream 0: %d records, %d truncated, %d misframed, %d bytes, %d skipped; want 5, 10, 0, 23, 0",
-			s.records, s.truncated, s.misframed, s.Bytes, s.skipped)
+			s.Records, s.Truncated, s.Misframed, s.Bytes, s.Skipped)
 	}
-	if s := ss[1]; s.records != 1 || s.misframed != 1 || s.skipped != 3 || s.errors.Load() != 1 {
+	if s := ss[1]; s.Records != 1 || s.Misframed != 1 || s.Skipped != 3 || s.Errors.Load() != 1 {
 		t.Errorf("stream 1: %d records, %d misframed, %d skipped, %d errors; want 1, 1, 3 (the final count), 1",
-			s.records, s.misframed, s.skipped, s.errors.Load())
+			s.Records, s.Misframed, s.Skipped, s.Errors.Load())
 	}
-	if n := col.records.Load(); n != 6 {
+	if n := col.Records.Load(); n != 6 {
 		t.Errorf("total records %d, want 6", n)
 	}
 
-	raw := NewCollector(0, true, nil)
+	raw := bench.NewCollector(0, true, nil)
 	raw.Handle(chunk(0, "a\nb\n", 0))
-	if s := raw.snapshot()[0]; s.records != 0 || raw.records.Load() != 0 {
-		t.Errorf("a raw collector counted %d records", s.records)
+	if s := raw.Snapshot()[0]; s.Records != 0 || raw.Records.Load() != 0 {
+		t.Errorf("a raw collector counted %d records", s.Records)
 	}
 }
 
@@ -167,7 +173,7 @@ func TestGenFramed(t *testing.T) {
 						defer c.Close()
 						b, _ := io.ReadAll(c)
 						n, k, err := srcs.CountRecords(f, b)
-						g := got{bytes: len(b), crc: crc32.Checksum(b, castagnoli), same: err == nil && k == len(b)}
+						g := got{bytes: len(b), crc: crc32.Checksum(b, crcTable), same: err == nil && k == len(b)}
 						if g.same {
 							g.records = n
 							for i := size; i+size <= len(b); i += size {
@@ -247,7 +253,7 @@ func TestFramingFlagErrors(t *testing.T) {
 	}
 
 	sink := func(args ...string) error {
-		c := DefaultSinkConfig()
+		c := sink.DefaultSinkConfig()
 		fs := flag.NewFlagSet("sink", flag.ContinueOnError)
 		fs.SetOutput(io.Discard)
 		c.RegisterFlags(fs)
@@ -276,7 +282,7 @@ func TestFramingFlagErrors(t *testing.T) {
 // TestCollectorFramedAllocs: counting records adds no allocation to the
 // collector's per-chunk path.
 func TestCollectorFramedAllocs(t *testing.T) {
-	col := NewCollector(0, true, srcs.Newline{})
+	col := bench.NewCollector(0, true, srcs.Newline{})
 	data := bytes.Repeat(append(bytes.Repeat([]byte{'x'}, 1023), '\n'), 16)
 	col.Handle(engine.Chunk{Source: 0, Name: "tcp://peer", Data: data, Flags: srcs.Records})
 	if n := testing.AllocsPerRun(100, func() {
@@ -284,7 +290,7 @@ func TestCollectorFramedAllocs(t *testing.T) {
 	}); n != 0 {
 		t.Errorf("%v allocations per framed chunk", n)
 	}
-	if got := col.snapshot()[0].records; got != 102*16 { // AllocsPerRun warms up with one more call
+	if got := col.Snapshot()[0].Records; got != 102*16 { // AllocsPerRun warms up with one more call
 		t.Errorf("%d records, want %d", got, 102*16)
 	}
 }
@@ -300,7 +306,7 @@ func TestCollectorNewlineFastPath(t *testing.T) {
 		for range rng.IntN(20) {
 			n := rng.IntN(50)
 			if rng.IntN(10) == 0 {
-				n = rng.IntN(3 * lineBlock)
+				n = rng.IntN(3 * bench.LineBlock)
 			}
 			p = append(p, bytes.Repeat([]byte{'z'}, n)...)
 			p = append(p, '\n')
@@ -317,15 +323,15 @@ func TestCollectorNewlineFastPath(t *testing.T) {
 		if truncated {
 			flags |= srcs.Truncated
 		}
-		col := NewCollector(0, true, srcs.Newline{Max: 4 * lineBlock})
+		col := bench.NewCollector(0, true, srcs.Newline{Max: 4 * bench.LineBlock})
 		col.Handle(engine.Chunk{Source: 0, Name: "tcp://peer", Data: p, Flags: flags})
 		if len(p) == 0 {
 			continue
 		}
-		s := col.snapshot()[0]
-		if s.records != uint64(wantRecs) || s.truncated != uint64(len(p)-wantN) || s.misframed != 0 || s.CRC != crc32.Checksum(p, castagnoli) {
+		s := col.Snapshot()[0]
+		if s.Records != uint64(wantRecs) || s.Truncated != uint64(len(p)-wantN) || s.Misframed != 0 || s.CRC != crc32.Checksum(p, crcTable) {
 			t.Fatalf("case %d, %d bytes: %d records, %d truncated, %d misframed, crc %08x; want %d, %d, 0, %08x",
-				i, len(p), s.records, s.truncated, s.misframed, s.CRC, wantRecs, len(p)-wantN, crc32.Checksum(p, castagnoli))
+				i, len(p), s.Records, s.Truncated, s.Misframed, s.CRC, wantRecs, len(p)-wantN, crc32.Checksum(p, crcTable))
 		}
 	}
 }

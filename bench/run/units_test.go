@@ -1,4 +1,4 @@
-package bench
+package run
 
 import (
 	"bytes"
@@ -10,6 +10,9 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/sluice-io/sluice/bench"
+	"github.com/sluice-io/sluice/bench/sink"
 
 	"github.com/sluice-io/sluice/bench/load"
 
@@ -23,7 +26,7 @@ func TestWeightedJainUndoesSkew(t *testing.T) {
 	for i := range w {
 		bytes[i] = 1000 * w[i] // every source got exactly its share
 	}
-	if got := weightedJain(bytes, w); math.Abs(got-1) > 1e-12 {
+	if got := bench.WeightedJain(bytes, w); math.Abs(got-1) > 1e-12 {
 		t.Errorf("weightedJain = %v, want 1", got)
 	}
 	if plain := report.JainIndex(bytes); plain > 0.6 {
@@ -101,7 +104,7 @@ func TestFlagErrorsNameTheFlag(t *testing.T) {
 	}
 
 	sink := func(args ...string) error {
-		c := DefaultSinkConfig()
+		c := sink.DefaultSinkConfig()
 		fs := flag.NewFlagSet("sink", flag.ContinueOnError)
 		fs.SetOutput(io.Discard)
 		c.RegisterFlags(fs)
@@ -128,15 +131,15 @@ func TestFlagErrorsNameTheFlag(t *testing.T) {
 }
 
 func TestResultTable(t *testing.T) {
-	a := &Result{Runner: "uring", ThroughputBps: 1.5 * (1 << 30), Bytes: 3 << 30, CPUSPerGiB: 0.4, ThreadsMax: 5,
+	a := &bench.Result{Runner: "uring", ThroughputBps: 1.5 * (1 << 30), Bytes: 3 << 30, CPUSPerGiB: 0.4, ThreadsMax: 5,
 		RSSMaxBytes: 80 << 20, LatencyNs: report.Latency{Count: 10, P50: 1500, P99: 812_345, P999: 2_000_000, Max: 1_500_000_000},
 		FairnessJain: 0.99, PoolWaits: 12345, PartialFlushes: 7, Verified: true}
-	b := &Result{Runner: "goroutine", ThroughputBps: 1 << 30, Bytes: 2 << 30, CPUSPerGiB: 0.5, ThreadsMax: 10,
+	b := &bench.Result{Runner: "goroutine", ThroughputBps: 1 << 30, Bytes: 2 << 30, CPUSPerGiB: 0.5, ThreadsMax: 10,
 		RSSMaxBytes: 80 << 20, LatencyNs: report.Latency{Count: 10, P50: 3000, P99: 1_624_690, P999: 3e6, Max: 2e9},
 		FairnessJain: 0.9, Mismatches: []string{"x"}}
 	var buf bytes.Buffer
-	writeResultTable(&buf, []*Result{a, b}, tableKind{})
-	writeComparisons(&buf, compareRounds([]string{"uring", "goroutine"}, []*Result{a, b}), nil)
+	writeResultTable(&buf, []*bench.Result{a, b}, tableKind{})
+	writeComparisons(&buf, bench.CompareRounds([]string{"uring", "goroutine"}, []*bench.Result{a, b}), nil)
 	out := buf.String()
 	for _, want := range []string{
 		"1.5 GiB/s", "3.0 GiB", "80 MiB", "1.5µs", "812.35µs", "1.5s", "12,345", "0.9900", "ok", "FAIL(1)",
@@ -155,13 +158,13 @@ func TestResultTable(t *testing.T) {
 func TestPlots(t *testing.T) {
 	dir := t.TempDir()
 	ios := harness.IO{Out: io.Discard, Err: io.Discard}
-	run := func(runner string, round int, bps, cpu float64) *Result {
-		return &Result{Runner: runner, Round: round, ThroughputBps: bps, CPUSPerGiB: cpu}
+	run := func(runner string, round int, bps, cpu float64) *bench.Result {
+		return &bench.Result{Runner: runner, Round: round, ThroughputBps: bps, CPUSPerGiB: cpu}
 	}
-	rep := &RunReport{Config: runParams{Client: ClientFio, Sources: 1000, MsgSize: 1 << 10, Rounds: 3},
-		Runs: []*Result{run("uring", 0, 1e9, 0.5), run("uring", 1, 1.2e9, 0.6), run("uring", 2, 1.1e9, 0.55),
+	rep := &RunReport{Config: runParams{Client: load.ClientFio, Sources: 1000, MsgSize: 1 << 10, Rounds: 3},
+		Runs: []*bench.Result{run("uring", 0, 1e9, 0.5), run("uring", 1, 1.2e9, 0.6), run("uring", 2, 1.1e9, 0.55),
 			run("gnet", 0, 1.3e9, 0.4), run("gnet", 1, 1.4e9, 0.45), run("gnet", 2, 1.2e9, 0.41)},
-		Summary: []*Result{{Runner: "uring"}, {Runner: "gnet"}}}
+		Summary: []*bench.Result{{Runner: "uring"}, {Runner: "gnet"}}}
 	if err := writeRunPlots(dir, rep, ios); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package bench
+package run
 
 import (
 	"context"
@@ -8,6 +8,9 @@ import (
 	"runtime"
 	"slices"
 	"time"
+
+	"github.com/sluice-io/sluice/bench"
+	"github.com/sluice-io/sluice/bench/sink"
 
 	"github.com/sluice-io/sluice/bench/peers"
 
@@ -43,15 +46,15 @@ type RunConfig struct {
 	Exe       string // binary that runs `gen`; default os.Executable
 	// Targets are judged on every comparison of the first runner with
 	// another (see Verdict).
-	Targets TargetList
+	Targets bench.TargetList
 	// IPerf3 adds a reference row per round: iperf3 on loopback, pinned
 	// like the engine and the generator.
 	IPerf3 bool
 	// InProcess measures every runner in this process instead of a fresh
 	// child per runner and round.
 	InProcess bool
-	// Client sends the load: ClientGen (the built-in generator) or
-	// ClientFio (fio's net engine, one job and connection per source).
+	// Client sends the load: load.ClientGen (the built-in generator) or
+	// load.ClientFio (fio's net engine, one job and connection per source).
 	Client string
 	// Peers are reference rows measured in the same rounds as the
 	// runners, pinned like them: peers.Gnet, peers.Go.
@@ -82,8 +85,8 @@ type RunConfig struct {
 func DefaultRunConfig() RunConfig {
 	return RunConfig{
 		Rounds: 1, Sources: load.DefaultRunSources, Duration: load.DefaultRunDuration, MsgSize: load.DefaultRunMsgSize,
-		Arrivals: load.ArrivalsPoisson, MaxDial: load.DefaultMaxDial, Verify: true, Pin: true, Client: ClientGen, Wire: harness.WireAuto,
-		Proto: load.ProtoTCP, UDPReadBuffer: DefaultUDPReadBuffer, UDPMaxLoss: DefaultUDPMaxLoss,
+		Arrivals: load.ArrivalsPoisson, MaxDial: load.DefaultMaxDial, Verify: true, Pin: true, Client: load.ClientGen, Wire: harness.WireAuto,
+		Proto: load.ProtoTCP, UDPReadBuffer: sink.DefaultUDPReadBuffer, UDPMaxLoss: DefaultUDPMaxLoss,
 	}
 }
 
@@ -139,21 +142,9 @@ func (c *RunConfig) RegisterFlags(fs *flag.FlagSet) {
 		"framed runs measure no latency")
 }
 
-func ValidRunners(names []string) error {
-	for i, r := range names {
-		if !slices.Contains(harness.AllRunners(), r) {
-			return fmt.Errorf("--runners: %q: must be among uring, epoll, goroutine, thread", r)
-		}
-		if slices.Contains(names[:i], r) {
-			return fmt.Errorf("--runners: %s is named twice: each runner is one row", r)
-		}
-	}
-	return nil
-}
-
 // Validate checks c, naming the flag at fault.
 func (c RunConfig) Validate() error {
-	if err := ValidRunners(c.Runners); err != nil {
+	if err := bench.ValidRunners(c.Runners); err != nil {
 		return err
 	}
 	if c.Rounds < 1 {
@@ -208,12 +199,12 @@ func (c RunConfig) validateClient() error {
 		return fmt.Errorf("--peers: the reference sinks count newline records only, not %s", f)
 	}
 	switch c.Client {
-	case ClientGen:
+	case load.ClientGen:
 		if c.RecordSize != 0 {
 			return errors.New("--record-size: only with --client fio (the generator sends each --msg-size message as one record)")
 		}
 		return nil
-	case ClientFio:
+	case load.ClientFio:
 	default:
 		return fmt.Errorf("--client: %q: must be gen or fio", c.Client)
 	}
@@ -256,7 +247,7 @@ func (c RunConfig) validateClient() error {
 // whole, and that no target needs the latency it does not measure.
 func (c RunConfig) validateFraming() error {
 	f, _ := c.Engine.Framer()
-	if f == nil || c.Client == ClientFio {
+	if f == nil || c.Client == load.ClientFio {
 		return nil
 	}
 	pc, _ := c.Engine.PoolConfig()
@@ -293,23 +284,23 @@ const noLatencyNote = "latency not measured: with --framing the generator's mess
 
 // RunReport is the JSON report of `run` (see the package documentation).
 type RunReport struct {
-	Command string       `json:"command"` // "run"
-	Host    harness.Host `json:"host"`
-	Pinning Pinning      `json:"pinning"`
+	Command string        `json:"command"` // "run"
+	Host    harness.Host  `json:"host"`
+	Pinning bench.Pinning `json:"pinning"`
 	// Wire is the wire the load crossed, and why auto fell back to
 	// loopback.
 	Wire    harness.WireInfo `json:"wire"`
 	Config  runParams        `json:"config"`
-	Runs    []*Result        `json:"runs"`
-	Summary []*Result        `json:"summary"`
+	Runs    []*bench.Result  `json:"runs"`
+	Summary []*bench.Result  `json:"summary"`
 	// Ratios compare the first runner with each other one, round by
 	// round: median and min-max of every ratio.
-	Ratios   []Comparison    `json:"ratios"`
-	Verdicts []TargetVerdict `json:"verdicts,omitempty"`
-	Skipped  []Skipped       `json:"skipped"`
+	Ratios   []bench.Comparison    `json:"ratios"`
+	Verdicts []bench.TargetVerdict `json:"verdicts,omitempty"`
+	Skipped  []bench.Skipped       `json:"skipped"`
 	// Failed lists runners that started but could not carry the load (a
 	// thread cap, a dial failure); the others are still measured.
-	Failed []Skipped `json:"failed"`
+	Failed []bench.Skipped `json:"failed"`
 	// Notes qualify the figures, such as the latency a framed run does
 	// not measure.
 	Notes []string `json:"notes,omitempty"`
@@ -342,10 +333,6 @@ type runParams struct {
 	Inline bool `json:"inline,omitempty"`
 }
 
-// ErrMismatch reports that the engine did not receive exactly what was
-// sent. The report has already been written when it is returned.
-var ErrMismatch = errors.New("bench: received bytes differ from those sent")
-
 // Run runs the `run` command: every runner in turn, the table on ios.Out,
 // and the optional JSON, plots and profiles.
 //
@@ -358,17 +345,17 @@ func Run(ctx context.Context, c RunConfig, ios harness.IO) (*RunReport, error) {
 		_, err := RunUDP(ctx, c, ios)
 		return nil, err
 	}
-	exe, err := Executable(c.Exe)
+	exe, err := bench.Executable(c.Exe)
 	if err != nil {
 		return nil, err
 	}
-	runners, skipped, err := PickRunners(c.Runners, harness.AllRunners(), ios.Err)
+	runners, skipped, err := bench.PickRunners(c.Runners, harness.AllRunners(), ios.Err)
 	if err != nil {
 		return nil, err
 	}
 	framer, _ := c.Engine.Framer()
 	var fenv fioEnv
-	if c.Client == ClientFio {
+	if c.Client == load.ClientFio {
 		if fenv.fio, err = load.FindFio(); err != nil {
 			return nil, err
 		}
@@ -388,7 +375,7 @@ func Run(ctx context.Context, c RunConfig, ios harness.IO) (*RunReport, error) {
 		return nil, err
 	}
 	defer rmTLS()
-	pin, unpin := PinApart(c.Pin)
+	pin, unpin := bench.PinApart(c.Pin)
 	defer unpin()
 	fenv.cpus, fenv.sinkCPUs = pin.GenCPUs, runtime.GOMAXPROCS(0)
 	wire, wireWhy, closeWire, err := c.openWire(ctx, pin, ios)
@@ -407,15 +394,15 @@ func Run(ctx context.Context, c RunConfig, ios harness.IO) (*RunReport, error) {
 	msgs := "messages"
 	if framer != nil {
 		msgs = framer.String() + " records"
-		if c.Client == ClientGen {
+		if c.Client == load.ClientGen {
 			rep.Notes = append(rep.Notes, noLatencyNote)
 		}
 	}
 	client := "the built-in generator"
-	if c.Client == ClientGen && c.Rate > 0 {
-		rep.Config.Pacing = Workload{Pacing: c.GenPacing}.GenPacing()
+	if c.Client == load.ClientGen && c.Rate > 0 {
+		rep.Config.Pacing = bench.Workload{Pacing: c.GenPacing}.GenPacing()
 	}
-	if c.Client == ClientFio {
+	if c.Client == load.ClientFio {
 		rep.Config.RecordSize = int64(c.recordSize())
 		client = "fio's net engine"
 		msgs = "writes"
@@ -424,13 +411,13 @@ func Run(ctx context.Context, c RunConfig, ios harness.IO) (*RunReport, error) {
 		}
 		rep.Notes = append(rep.Notes, fioNote)
 	}
-	if len(c.Peers) > 0 && c.Client == ClientGen && framer == nil {
+	if len(c.Peers) > 0 && c.Client == load.ClientGen && framer == nil {
 		rep.Notes = append(rep.Notes, gnetLatencyNote)
 	}
 	rows := c.tlsRows(append(slices.Clone(runners), c.Peers...))
 	fmt.Fprintf(ios.Err, "sluice-bench run: %d sources, %s %s, rate %s per source, %v per row, rows %v, load from %s, %s; %s\n",
-		c.Sources, report.FormatBytes(uint64(c.MsgSize)), msgs, RateOrUnlimited(c.Rate), c.Duration, rows, client, PinNote(pin), WireNote(rep.Wire))
-	byRunner := map[string][]*Result{}
+		c.Sources, report.FormatBytes(uint64(c.MsgSize)), msgs, bench.RateOrUnlimited(c.Rate), c.Duration, rows, client, bench.PinNote(pin), bench.WireNote(rep.Wire))
+	byRunner := map[string][]*bench.Result{}
 	failed := map[string]bool{}
 	for round := range c.Rounds {
 		order := slices.Clone(rows)
@@ -441,21 +428,21 @@ func Run(ctx context.Context, c RunConfig, ios harness.IO) (*RunReport, error) {
 			if failed[name] {
 				continue
 			}
-			w := Workload{Runner: name, Round: round, Sources: c.Sources, Duration: c.Duration, MsgSize: c.MsgSize,
+			w := bench.Workload{Runner: name, Round: round, Sources: c.Sources, Duration: c.Duration, MsgSize: c.MsgSize,
 				Rate: c.Rate, Arrivals: c.Arrivals, Pacing: c.GenPacing, Skew: c.Skew, MaxDial: c.MaxDial, Verify: c.Verify,
 				Engine: c.Engine, Exe: exe, GenCPUs: pin.GenCPUs, Profile: c.Profile, Label: name, Wire: wire}
 			w = tlsWorkload(w, name, tlsFiles)
 			if c.Rounds > 1 {
 				w.Label = fmt.Sprintf("%s (round %d/%d)", name, round+1, c.Rounds)
 			}
-			var r *Result
+			var r *bench.Result
 			switch {
-			case c.Client == ClientFio:
+			case c.Client == load.ClientFio:
 				r, err = measureFio(ctx, c, fenv, name, round, ios)
 			case peers.IsRow(name):
 				r, err = measureGnet(ctx, w, gnetBin, ios)
 			default:
-				r, err = MeasureRunner(ctx, w, ios, !c.InProcess)
+				r, err = bench.MeasureRunner(ctx, w, ios, !c.InProcess)
 			}
 			if err != nil {
 				if ctx.Err() != nil {
@@ -465,7 +452,7 @@ func Run(ctx context.Context, c RunConfig, ios harness.IO) (*RunReport, error) {
 				// end of the comparison.
 				fmt.Fprintf(ios.Err, "sluice-bench: %s failed: %v\n", name, err)
 				failed[name] = true
-				rep.Failed = append(rep.Failed, Skipped{Runner: name, Reason: err.Error()})
+				rep.Failed = append(rep.Failed, bench.Skipped{Runner: name, Reason: err.Error()})
 				continue
 			}
 			recs := ""
@@ -495,7 +482,7 @@ func Run(ctx context.Context, c RunConfig, ios harness.IO) (*RunReport, error) {
 				}
 				fmt.Fprintf(ios.Err, "sluice-bench: %v\n", err)
 				c.IPerf3 = false
-				rep.Skipped = append(rep.Skipped, Skipped{Runner: RunnerIPerf3, Reason: err.Error()})
+				rep.Skipped = append(rep.Skipped, bench.Skipped{Runner: RunnerIPerf3, Reason: err.Error()})
 				continue
 			}
 			fmt.Fprintf(ios.Err, "%s (round %d/%d): %s in %.2fs, %s\n", RunnerIPerf3, round+1, c.Rounds, report.FormatBytes(r.Bytes), r.DurationS, report.FormatRate(r.ThroughputBps))
@@ -510,7 +497,7 @@ func Run(ctx context.Context, c RunConfig, ios harness.IO) (*RunReport, error) {
 		if len(byRunner[name]) == 0 {
 			continue
 		}
-		s := mergeResults(byRunner[name])
+		s := bench.MergeResults(byRunner[name])
 		rep.Summary = append(rep.Summary, s)
 		rep.OK = rep.OK && s.Verified
 	}
@@ -518,12 +505,12 @@ func Run(ctx context.Context, c RunConfig, ios harness.IO) (*RunReport, error) {
 	for _, s := range rep.Summary {
 		measured = append(measured, s.Runner)
 	}
-	rep.Ratios = compareRounds(measured, rep.Runs)
+	rep.Ratios = bench.CompareRounds(measured, rep.Runs)
 	if slices.Contains(measured, peers.GoTLS) && slices.Contains(measured, peers.Go) {
 		// What TLS costs Go's own sink: the floor under RowTLS's ratio.
-		rep.Ratios = append(rep.Ratios, compareRounds([]string{peers.GoTLS, peers.Go}, rep.Runs)...)
+		rep.Ratios = append(rep.Ratios, bench.CompareRounds([]string{peers.GoTLS, peers.Go}, rep.Runs)...)
 	}
-	rep.Verdicts = judge(c.Targets, rep.Ratios, wire.Veth())
+	rep.Verdicts = bench.Judge(c.Targets, rep.Ratios, wire.Veth())
 	rep.Notes = append(rep.Notes, c.tlsNotes(rep.Runs)...)
 	if n := harness.BusyNote(harness.LoadAverage(), rep.Host.CPUs); n != "" {
 		rep.Notes = append(rep.Notes, n)
@@ -535,46 +522,20 @@ func Run(ctx context.Context, c RunConfig, ios harness.IO) (*RunReport, error) {
 	}
 	if !rep.OK {
 		fmt.Fprintln(ios.Err, "sluice-bench run: FAILED: a sink did not receive exactly what the client sent (see MISMATCH lines)")
-		return rep, ErrMismatch
+		return rep, bench.ErrMismatch
 	}
 	return rep, nil
 }
 
-func RateOrUnlimited(r report.Rate) string {
-	if r == 0 {
-		return "unlimited"
-	}
-	return report.FormatRate(float64(r))
-}
-
 // openWire sets up c's wire between the engine's and the generator's
 // CPUs, with its teardown, and why auto fell back to loopback.
-func (c RunConfig) openWire(ctx context.Context, pin Pinning, ios harness.IO) (harness.WireEnv, string, func(), error) {
+func (c RunConfig) openWire(ctx context.Context, pin bench.Pinning, ios harness.IO) (harness.WireEnv, string, func(), error) {
 	if c.Wire == harness.WireAuto && c.InProcess {
 		why := "--in-process hosts the sink in this process, outside a sink namespace"
 		fmt.Fprintf(ios.Err, "sluice-bench: wire: loopback: %s\n", why)
 		return harness.WireEnv{Mode: harness.WireLoopback, SinkCPUs: pin.EngineCPUs, LoadCPUs: pin.GenCPUs}, why, func() {}, nil
 	}
 	return harness.OpenWire(ctx, c.Wire, pin.EngineCPUs, pin.GenCPUs, ios.Err)
-}
-
-// WireNote is the progress line's and the table's account of the wire.
-func WireNote(w harness.WireInfo) string {
-	if w.Mode == harness.WireVeth {
-		return fmt.Sprintf("wire veth: sink %s in %s (CPUs %v, rps_cpus %s), load %s in %s (CPUs %v, rps_cpus %s), TCP congestion control %s",
-			w.SinkAddr, w.SinkNS, w.SinkCPUs, w.SinkRPS, w.LoadAddr, w.LoadNS, w.LoadCPUs, w.LoadRPS, w.Congestion)
-	}
-	if w.Reason != "" {
-		return "wire loopback (" + w.Reason + ")"
-	}
-	return "wire loopback"
-}
-
-func PinNote(p Pinning) string {
-	if p.Enabled {
-		return fmt.Sprintf("engine on CPUs %v, generator on CPUs %v", p.EngineCPUs, p.GenCPUs)
-	}
-	return "no pinning: " + p.Note
 }
 
 // writeOutputs writes the JSON report and the charts.

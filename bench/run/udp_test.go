@@ -1,4 +1,4 @@
-package bench
+package run
 
 import (
 	"flag"
@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-io/sluice/bench"
+	"github.com/sluice-io/sluice/bench/sink"
 
 	"github.com/sluice-io/sluice/bench/peers"
 
@@ -18,7 +21,7 @@ import (
 // udpRunConfig is a valid `run --proto udp`.
 func udpRunConfig() RunConfig {
 	c := DefaultRunConfig()
-	c.Proto, c.Client, c.Sources, c.MsgSize = load.ProtoUDP, ClientFio, 4, 512
+	c.Proto, c.Client, c.Sources, c.MsgSize = load.ProtoUDP, load.ClientFio, 4, 512
 	return c
 }
 
@@ -33,12 +36,12 @@ func TestRunConfigUDP(t *testing.T) {
 		{"sweep", func(c *RunConfig) { c.UDPRates = DatagramRates{1e5, 2e5, 3e5} }, ""},
 		{"peers", func(c *RunConfig) { c.Peers = report.StringList{peers.Go, peers.Gnet} }, ""},
 		{"unknown proto", func(c *RunConfig) { c.Proto = "sctp" }, "--proto"},
-		{"generator", func(c *RunConfig) { c.Client = ClientGen }, ""},
-		{"generator, many senders", func(c *RunConfig) { c.Client, c.Sources = ClientGen, 5000 }, ""},
-		{"generator, too many senders", func(c *RunConfig) { c.Client, c.Sources = ClientGen, 20000 }, "--sources"},
+		{"generator", func(c *RunConfig) { c.Client = load.ClientGen }, ""},
+		{"generator, many senders", func(c *RunConfig) { c.Client, c.Sources = load.ClientGen, 5000 }, ""},
+		{"generator, too many senders", func(c *RunConfig) { c.Client, c.Sources = load.ClientGen, 20000 }, "--sources"},
 		{"fio, many senders", func(c *RunConfig) { c.Sources = 5000 }, "--sources"},
-		{"generator, uniform", func(c *RunConfig) { c.Client, c.Arrivals = ClientGen, load.ArrivalsUniform }, "--arrivals"},
-		{"generator, skew", func(c *RunConfig) { c.Client, c.Skew = ClientGen, 0.2 }, "--skew"},
+		{"generator, uniform", func(c *RunConfig) { c.Client, c.Arrivals = load.ClientGen, load.ArrivalsUniform }, "--arrivals"},
+		{"generator, skew", func(c *RunConfig) { c.Client, c.Skew = load.ClientGen, 0.2 }, "--skew"},
 		{"unknown client", func(c *RunConfig) { c.Client = "iperf" }, "--client"},
 		{"empty datagram", func(c *RunConfig) { c.MsgSize = 0 }, "--msg-size"},
 		{"datagram too large", func(c *RunConfig) { c.MsgSize = 65508 }, "--msg-size"},
@@ -53,7 +56,7 @@ func TestRunConfigUDP(t *testing.T) {
 		{"tls", func(c *RunConfig) { c.TLS = true }, "--tls"},
 		{"iperf3", func(c *RunConfig) { c.IPerf3 = true }, "--iperf3"},
 		{"in process", func(c *RunConfig) { c.InProcess = true }, "--in-process"},
-		{"target", func(c *RunConfig) { c.Targets = TargetList{{Metric: "throughput", Op: ">=", Bound: 1}} }, "--target"},
+		{"target", func(c *RunConfig) { c.Targets = bench.TargetList{{Metric: "throughput", Op: ">=", Bound: 1}} }, "--target"},
 		{"plot", func(c *RunConfig) { c.Plot = "out" }, "--plot"},
 		{"profile", func(c *RunConfig) { c.Profile = "out" }, "--profile"},
 		{"negative buffer", func(c *RunConfig) { c.UDPReadBuffer = -1 }, "--udp-read-buffer"},
@@ -65,7 +68,7 @@ func TestRunConfigUDP(t *testing.T) {
 		{"bad runner", func(c *RunConfig) { c.Runners = report.StringList{"kqueue"} }, "--runners"},
 		{"bad peer", func(c *RunConfig) { c.Peers = report.StringList{"netty"} }, "--peers"},
 		{"tcp with a datagram rate", func(c *RunConfig) {
-			c.Proto, c.Client, c.Sources, c.UDPRates = load.ProtoTCP, ClientGen, 8, DatagramRates{1e5}
+			c.Proto, c.Client, c.Sources, c.UDPRates = load.ProtoTCP, load.ClientGen, 8, DatagramRates{1e5}
 		}, "--udp-rate"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -82,21 +85,21 @@ func TestRunConfigUDP(t *testing.T) {
 func TestSinkConfigUDP(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		edit    func(*SinkConfig)
+		edit    func(*sink.SinkConfig)
 		wantErr string
 	}{
-		{"valid", func(*SinkConfig) {}, ""},
-		{"tcp", func(c *SinkConfig) { c.Proto, c.DatagramSize = load.ProtoTCP, 0 }, ""},
-		{"tcp with a datagram size", func(c *SinkConfig) { c.Proto = load.ProtoTCP }, "--datagram-size"},
-		{"unknown proto", func(c *SinkConfig) { c.Proto = "quic" }, "--proto"},
-		{"no datagram size", func(c *SinkConfig) { c.DatagramSize = 0 }, "--datagram-size"},
-		{"datagram too large", func(c *SinkConfig) { c.DatagramSize = 70000 }, "--datagram-size"},
-		{"negative buffer", func(c *SinkConfig) { c.UDPReadBuffer = -1 }, "--udp-read-buffer"},
-		{"ports", func(c *SinkConfig) { c.Listen, c.Ports = "127.0.0.1:9000", 4 }, "--ports"},
-		{"framing", func(c *SinkConfig) { c.Engine.Framing = "newline" }, "--framing"},
+		{"valid", func(*sink.SinkConfig) {}, ""},
+		{"tcp", func(c *sink.SinkConfig) { c.Proto, c.DatagramSize = load.ProtoTCP, 0 }, ""},
+		{"tcp with a datagram size", func(c *sink.SinkConfig) { c.Proto = load.ProtoTCP }, "--datagram-size"},
+		{"unknown proto", func(c *sink.SinkConfig) { c.Proto = "quic" }, "--proto"},
+		{"no datagram size", func(c *sink.SinkConfig) { c.DatagramSize = 0 }, "--datagram-size"},
+		{"datagram too large", func(c *sink.SinkConfig) { c.DatagramSize = 70000 }, "--datagram-size"},
+		{"negative buffer", func(c *sink.SinkConfig) { c.UDPReadBuffer = -1 }, "--udp-read-buffer"},
+		{"ports", func(c *sink.SinkConfig) { c.Listen, c.Ports = "127.0.0.1:9000", 4 }, "--ports"},
+		{"framing", func(c *sink.SinkConfig) { c.Engine.Framing = "newline" }, "--framing"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := DefaultSinkConfig()
+			c := sink.DefaultSinkConfig()
 			c.Proto, c.DatagramSize = load.ProtoUDP, 512
 			tc.edit(&c)
 			err := c.Validate()
@@ -168,7 +171,7 @@ func TestUDPAccounting(t *testing.T) {
 	gen := func(sent uint64) udpSent { return genUDPSent(&load.UDPGenReport{Sent: sent, Errors: 3, Secs: 1}) }
 	for _, tc := range []struct {
 		name     string
-		sink     UDPSinkReport
+		sink     sink.UDPSinkReport
 		load     udpSent
 		mib      harness.UDPMIB
 		veth     bool
@@ -176,34 +179,34 @@ func TestUDPAccounting(t *testing.T) {
 		wantBUDP int64
 		wantBad  string // a mismatch holding this, or none
 	}{
-		{"all delivered", UDPSinkReport{Datagrams: 2000, Others: 4}, fio(1000, 1000),
+		{"all delivered", sink.UDPSinkReport{Datagrams: 2000, Others: 4}, fio(1000, 1000),
 			harness.UDPMIB{InDatagrams: 2004}, true, 0, 0, ""},
-		{"socket drops", UDPSinkReport{Datagrams: 1900, Others: 4, Drops: 100}, fio(1000, 1000),
+		{"socket drops", sink.UDPSinkReport{Datagrams: 1900, Others: 4, Drops: 100}, fio(1000, 1000),
 			harness.UDPMIB{InDatagrams: 1904, InErrors: 100, RcvbufErrors: 100}, true, 100, 0, ""},
-		{"lost before UDP", UDPSinkReport{Datagrams: 1990, Others: 4}, fio(1000, 1000),
+		{"lost before UDP", sink.UDPSinkReport{Datagrams: 1990, Others: 4}, fio(1000, 1000),
 			harness.UDPMIB{InDatagrams: 1994}, true, 10, 10, ""},
-		{"a close message dropped", UDPSinkReport{Datagrams: 2000, Others: 3, Drops: 1}, fio(1000, 1000),
+		{"a close message dropped", sink.UDPSinkReport{Datagrams: 2000, Others: 3, Drops: 1}, fio(1000, 1000),
 			harness.UDPMIB{InDatagrams: 2003, InErrors: 1, RcvbufErrors: 1}, true, 0, 0, ""},
-		{"more than sent", UDPSinkReport{Datagrams: 2001, Others: 4}, fio(1000, 1000),
+		{"more than sent", sink.UDPSinkReport{Datagrams: 2001, Others: 4}, fio(1000, 1000),
 			harness.UDPMIB{InDatagrams: 2005}, true, 0, -1, "the load sent 2000"},
-		{"drops disagree", UDPSinkReport{Datagrams: 1900, Others: 4, Drops: 50}, fio(1000, 1000),
+		{"drops disagree", sink.UDPSinkReport{Datagrams: 1900, Others: 4, Drops: 50}, fio(1000, 1000),
 			harness.UDPMIB{InDatagrams: 1904, InErrors: 100, RcvbufErrors: 100}, true, 100, 0, "InErrors 100"},
-		{"received disagrees", UDPSinkReport{Datagrams: 1900, Others: 4}, fio(1000, 1000),
+		{"received disagrees", sink.UDPSinkReport{Datagrams: 1900, Others: 4}, fio(1000, 1000),
 			harness.UDPMIB{InDatagrams: 2004}, true, 100, 0, "InDatagrams 2004"},
-		{"drops unknown", UDPSinkReport{Datagrams: 1900, Others: 4, Drops: -1}, fio(1000, 1000),
+		{"drops unknown", sink.UDPSinkReport{Datagrams: 1900, Others: 4, Drops: -1}, fio(1000, 1000),
 			harness.UDPMIB{InDatagrams: 1904, InErrors: 100}, true, 100, 0, ""},
-		{"loopback: counters not compared", UDPSinkReport{Datagrams: 1900, Others: 4, Drops: 100}, fio(1000, 1000),
+		{"loopback: counters not compared", sink.UDPSinkReport{Datagrams: 1900, Others: 4, Drops: 100}, fio(1000, 1000),
 			harness.UDPMIB{InDatagrams: 123456, InErrors: 7}, false, 100, -1, ""},
-		{"the generator: no small messages", UDPSinkReport{Datagrams: 1990, Drops: 10}, gen(2000),
+		{"the generator: no small messages", sink.UDPSinkReport{Datagrams: 1990, Drops: 10}, gen(2000),
 			harness.UDPMIB{InDatagrams: 1990, InErrors: 10, RcvbufErrors: 10}, true, 10, 0, ""},
-		{"the generator: others are a mismatch", UDPSinkReport{Datagrams: 2000, Others: 1}, gen(2000),
+		{"the generator: others are a mismatch", sink.UDPSinkReport{Datagrams: 2000, Others: 1}, gen(2000),
 			harness.UDPMIB{InDatagrams: 2001}, true, 0, -1, "0 small messages"},
-		{"a fio job's error", UDPSinkReport{Datagrams: 2000, Others: 4}, func() udpSent {
+		{"a fio job's error", sink.UDPSinkReport{Datagrams: 2000, Others: 4}, func() udpSent {
 			s := fio(1000, 1000)
 			s.Errors = []string{"fio job s2: error 5"}
 			return s
 		}(), harness.UDPMIB{InDatagrams: 2004}, true, 0, 0, "error 5"},
-		{"sink errors", UDPSinkReport{Datagrams: 2000, Others: 4, Errors: 1, ErrorSamples: []string{"malformed"}}, fio(1000, 1000),
+		{"sink errors", sink.UDPSinkReport{Datagrams: 2000, Others: 4, Errors: 1, ErrorSamples: []string{"malformed"}}, fio(1000, 1000),
 			harness.UDPMIB{InDatagrams: 2004}, true, 0, 0, "malformed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -224,7 +227,7 @@ func TestUDPAccounting(t *testing.T) {
 
 func TestUDPSweepStep(t *testing.T) {
 	at := func(rate, offered, lost float64) UDPSummary {
-		return UDPSummary{RateDps: rate, OfferedDps: RatioSpread{Median: offered}, Lost: RatioSpread{Median: lost}}
+		return UDPSummary{RateDps: rate, OfferedDps: bench.RatioSpread{Median: offered}, Lost: bench.RatioSpread{Median: lost}}
 	}
 	for _, tc := range []struct {
 		name  string

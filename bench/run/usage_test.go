@@ -1,9 +1,12 @@
-package bench
+package run
 
 import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/sluice-io/sluice/bench"
+	"github.com/sluice-io/sluice/bench/sink"
 
 	"github.com/sluice-io/sluice/bench/load"
 
@@ -69,11 +72,11 @@ func TestUsageOver(t *testing.T) {
 // latest first byte to the earliest last one; with a share, the outer
 // streams are left out.
 func TestSendingWindow(t *testing.T) {
-	var ss []SinkStream
+	var ss []sink.SinkStream
 	for i := int64(0); i < 10; i++ {
-		ss = append(ss, SinkStream{Bytes: 1, FirstNs: 100 + i, LastNs: 1000 - i})
+		ss = append(ss, sink.SinkStream{Bytes: 1, FirstNs: 100 + i, LastNs: 1000 - i})
 	}
-	ss = append(ss, SinkStream{Bytes: 0, FirstNs: 0, LastNs: 0}) // sent nothing: not counted
+	ss = append(ss, sink.SinkStream{Bytes: 0, FirstNs: 0, LastNs: 0}) // sent nothing: not counted
 	if a, b := sendingWindow(ss, 1); a != 109 || b != 991 {
 		t.Errorf("all sending: [%d, %d], want [109, 991]", a, b)
 	}
@@ -107,16 +110,16 @@ func TestFioResultCPUOverTheWindow(t *testing.T) {
 		us = append(us, harness.UsageSample{UnixNs: t0 + at, CPUNs: cpu, Bytes: bytes})
 	}
 	last := us[len(us)-1]
-	sr := &SinkReport{Sources: 2, Bytes: last.Bytes, DurationS: 5, WallS: 5, CPUS: float64(last.CPUNs) / 1e9,
-		Streams: []SinkStream{
+	sr := &sink.SinkReport{Sources: 2, Bytes: last.Bytes, DurationS: 5, WallS: 5, CPUS: float64(last.CPUNs) / 1e9,
+		Streams: []sink.SinkStream{
 			{Bytes: last.Bytes / 2, FirstNs: t0, LastNs: t0 + 5000*ms},
 			{Bytes: last.Bytes / 2, FirstNs: t0 + 1000*ms, LastNs: t0 + 5000*ms},
 		}, Usage: us}
-	sr.CPUSPerGiB = CPUPerGiB(sr.CPUS, sr.Bytes)
+	sr.CPUSPerGiB = bench.CPUPerGiB(sr.CPUS, sr.Bytes)
 	sr.SteadyS, sr.SteadyBps = 4, float64(last.Bytes-gib/10)/4
 	r := fioResult("uring", 0, RunConfig{Sources: 2}, sr, &load.FioReport{}, 1, 5, 1, 1)
-	if r.CPUOver != ThroughputAllSending || r.ThroughputOver != ThroughputAllSending {
-		t.Fatalf("CPU over %q, throughput over %q, want %q", r.CPUOver, r.ThroughputOver, ThroughputAllSending)
+	if r.CPUOver != bench.ThroughputAllSending || r.ThroughputOver != bench.ThroughputAllSending {
+		t.Fatalf("CPU over %q, throughput over %q, want %q", r.CPUOver, r.ThroughputOver, bench.ThroughputAllSending)
 	}
 	if want := 0.8 / 0.5; math.Abs(r.CPUSPerGiB-want) > 1e-9 {
 		t.Errorf("%.6f CPU-s/GiB over the window, want %.3f", r.CPUSPerGiB, want)
@@ -126,8 +129,8 @@ func TestFioResultCPUOverTheWindow(t *testing.T) {
 	}
 	sr.Usage = nil
 	r = fioResult("uring", 0, RunConfig{Sources: 2}, sr, &load.FioReport{}, 1, 5, 1, 1)
-	if r.CPUOver != CPUOverListened || r.CPUSPerGiB != sr.CPUSPerGiB {
-		t.Errorf("without samples: CPU over %q, %.3f CPU-s/GiB, want %q and %.3f", r.CPUOver, r.CPUSPerGiB, CPUOverListened, sr.CPUSPerGiB)
+	if r.CPUOver != bench.CPUOverListened || r.CPUSPerGiB != sr.CPUSPerGiB {
+		t.Errorf("without samples: CPU over %q, %.3f CPU-s/GiB, want %q and %.3f", r.CPUOver, r.CPUSPerGiB, bench.CPUOverListened, sr.CPUSPerGiB)
 	}
 }
 

@@ -1,4 +1,4 @@
-package bench
+package run
 
 import (
 	"bufio"
@@ -20,6 +20,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/bench"
+	"github.com/sluice-io/sluice/bench/sink"
+
 	"github.com/sluice-io/sluice/bench/benchtest"
 	"github.com/sluice-io/sluice/bench/harness"
 
@@ -40,7 +43,7 @@ func TestCLI(t *testing.T) {
 }
 
 func testCLIRun(t *testing.T, bin string) {
-	avail, _ := AvailableRunners(harness.AllRunners())
+	avail, _ := bench.AvailableRunners(harness.AllRunners())
 	runners := avail[:min(2, len(avail))]
 	jsonPath := filepath.Join(t.TempDir(), "run.json")
 	plotDir := filepath.Join(t.TempDir(), "plots")
@@ -119,7 +122,7 @@ func testCLIRun(t *testing.T, bin string) {
 		if _, ok := r["generator_bound"].(bool); !ok {
 			t.Errorf("run %d: generator_bound missing", i)
 		}
-		if b := r["bottleneck"]; b != BottleneckGenerator && b != BottleneckEngine && b != BottleneckKernel && b != BottleneckNeither {
+		if b := r["bottleneck"]; b != bench.BottleneckGenerator && b != bench.BottleneckEngine && b != bench.BottleneckKernel && b != bench.BottleneckNeither {
 			t.Errorf("run %d: bottleneck %v of an unpaced run", i, b)
 		}
 		if num("engine_cpus") < 1 || num("gen_cpu_util") <= 0 {
@@ -197,7 +200,7 @@ func testCLISink(t *testing.T, bin string) {
 				t.Error(err)
 				return
 			}
-			clients[i] = client{local: c.LocalAddr().String(), bytes: len(buf), crc: crc32.Checksum(buf, castagnoli)}
+			clients[i] = client{local: c.LocalAddr().String(), bytes: len(buf), crc: crc32.Checksum(buf, crcTable)}
 		})
 	}
 	wg.Wait()
@@ -206,7 +209,7 @@ func testCLISink(t *testing.T, bin string) {
 	if err != nil {
 		t.Fatalf("sink: %v\n%s", err, stderr.String())
 	}
-	var rep SinkReport
+	var rep sink.SinkReport
 	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
 		t.Fatalf("sink report: %v\n%s", err, stdout.String())
 	}
@@ -220,7 +223,7 @@ func testCLISink(t *testing.T, bin string) {
 	if rep.ThroughputBps <= 0 || rep.CPUSPerGiB <= 0 || rep.ThreadsMax < 1 || rep.RSSMaxBytes <= 0 || rep.FairnessJain <= 0 || rep.FairnessJain > 1 {
 		t.Errorf("report figures: %+v", rep)
 	}
-	byPeer := map[string]SinkStream{}
+	byPeer := map[string]sink.SinkStream{}
 	for _, s := range rep.Streams {
 		byPeer[s.Peer] = s
 	}
@@ -455,7 +458,7 @@ func testCLISinkFraming(t *testing.T, bin string, fr sinkFraming) {
 					time.Sleep(200 * time.Microsecond)
 				}
 			}
-			fc.local, fc.bytes, fc.crc = c.LocalAddr().String(), len(want), crc32.Checksum(want, castagnoli)
+			fc.local, fc.bytes, fc.crc = c.LocalAddr().String(), len(want), crc32.Checksum(want, crcTable)
 			clients[i] = fc
 			written()
 			wrote.Wait()
@@ -467,7 +470,7 @@ func testCLISinkFraming(t *testing.T, bin string, fr sinkFraming) {
 	if err != nil {
 		t.Fatalf("sink: %v\n%s", err, stderr.String())
 	}
-	var rep SinkReport
+	var rep sink.SinkReport
 	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
 		t.Fatalf("sink report: %v\n%s", err, stdout.String())
 	}
@@ -486,8 +489,8 @@ func testCLISinkFraming(t *testing.T, bin string, fr sinkFraming) {
 	if !strings.Contains(stderr.String(), humanize.Comma(int64(records))+" records (") {
 		t.Errorf("the summary line does not count the records:\n%s", stderr.String())
 	}
-	var sum SinkStream
-	byPeer := map[string]SinkStream{}
+	var sum sink.SinkStream
+	byPeer := map[string]sink.SinkStream{}
 	sources := map[uint64]bool{}
 	for _, s := range rep.Streams {
 		if sources[s.Source] {
@@ -520,7 +523,7 @@ func testCLISinkFraming(t *testing.T, bin string, fr sinkFraming) {
 // delimiter and a length prefix, and checks that every byte sent arrived
 // as whole records, verified, with no latency claimed.
 func testCLIRunFramed(t *testing.T, bin string) {
-	avail, _ := AvailableRunners([]string{"uring", "goroutine"})
+	avail, _ := bench.AvailableRunners([]string{"uring", "goroutine"})
 	const msgSize = 1000
 	for _, framing := range []string{"newline", "length:4le"} {
 		t.Run(framing, func(t *testing.T) {

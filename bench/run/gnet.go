@@ -1,4 +1,4 @@
-package bench
+package run
 
 import (
 	"context"
@@ -7,6 +7,9 @@ import (
 	"runtime"
 	"strconv"
 	"time"
+
+	"github.com/sluice-io/sluice/bench"
+	"github.com/sluice-io/sluice/bench/sink"
 
 	"github.com/sluice-io/sluice/bench/peers"
 
@@ -20,7 +23,7 @@ import (
 // peerArgs are the reference sink's flags for the row w measures: gnet's
 // event loops, or Go's net package, behind TLS when w has the run's
 // certificate.
-func peerArgs(w Workload) []string {
+func peerArgs(w bench.Workload) []string {
 	if w.Runner == peers.Gnet {
 		return nil
 	}
@@ -33,13 +36,13 @@ func peerArgs(w Workload) []string {
 
 // sinkStreams turns a sink report's streams into the collector's records,
 // for reconcile.
-func sinkStreams(ss []SinkStream) []*Stream {
-	out := make([]*Stream, len(ss))
+func sinkStreams(ss []sink.SinkStream) []*bench.Stream {
+	out := make([]*bench.Stream, len(ss))
 	for i, s := range ss {
 		crc, _ := strconv.ParseUint(s.CRC32C, 16, 32)
-		out[i] = &Stream{Name: s.Peer, Bytes: s.Bytes, CRC: uint32(crc), records: s.Records,
-			truncated: s.TruncatedBytes, skipped: s.RecordsSkipped}
-		out[i].errors.Store(s.Errors)
+		out[i] = &bench.Stream{Name: s.Peer, Bytes: s.Bytes, CRC: uint32(crc), Records: s.Records,
+			Truncated: s.TruncatedBytes, Skipped: s.RecordsSkipped}
+		out[i].Errors.Store(s.Errors)
 	}
 	return out
 }
@@ -48,7 +51,7 @@ func sinkStreams(ss []SinkStream) []*Stream {
 // reference sink (w.Runner is peers.Gnet or peers.Go, with w.TLS for
 // peers.GoTLS), measured as measure measures the engine: from the word to
 // send until the last connection closed, CPU time of the sink process.
-func measureGnet(ctx context.Context, w Workload, bin string, ios harness.IO) (*Result, error) {
+func measureGnet(ctx context.Context, w bench.Workload, bin string, ios harness.IO) (*bench.Result, error) {
 	framer, err := w.Engine.Framer()
 	if err != nil {
 		return nil, err
@@ -58,13 +61,13 @@ func measureGnet(ctx context.Context, w Workload, bin string, ios harness.IO) (*
 		return nil, err
 	}
 	defer p.Kill()
-	g, err := StartGen(ctx, w, p.Addr, framer, ios)
+	g, err := bench.StartGen(ctx, w, p.Addr, framer, ios)
 	if err != nil {
 		return nil, err
 	}
 	defer g.Kill()
 	var st peers.Event
-	for deadline := time.Now().Add(DialLimit(w.Sources)); ; time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(bench.DialLimit(w.Sources)); ; time.Sleep(5 * time.Millisecond) {
 		if err := p.Ask(ctx, "stats", "stats", &st); err != nil {
 			return nil, err
 		}
@@ -72,7 +75,7 @@ func measureGnet(ctx context.Context, w Workload, bin string, ios harness.IO) (*
 			break
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("bench: %s: only %d of %d connections accepted", w.row(), st.Open, w.Sources)
+			return nil, fmt.Errorf("bench: %s: only %d of %d connections accepted", w.Row(), st.Open, w.Sources)
 		}
 	}
 	var mark peers.Event
@@ -104,7 +107,7 @@ func measureGnet(ctx context.Context, w Workload, bin string, ios harness.IO) (*
 				continue
 			}
 			got = true
-			if rep, err = DecodeGenReport(l); err != nil {
+			if rep, err = bench.DecodeGenReport(l); err != nil {
 				backlog.Finish()
 				return nil, err
 			}
@@ -114,7 +117,7 @@ func measureGnet(ctx context.Context, w Workload, bin string, ios harness.IO) (*
 			core1, coreOK = c1, coreOK && ok
 		case <-endLimit:
 			backlog.Finish()
-			return nil, fmt.Errorf("bench: %s: connections still open %v after the generator's duration", w.row(), 60*time.Second)
+			return nil, fmt.Errorf("bench: %s: connections still open %v after the generator's duration", w.Row(), 60*time.Second)
 		case <-ctx.Done():
 			backlog.Finish()
 			return nil, ctx.Err()
@@ -124,45 +127,45 @@ func measureGnet(ctx context.Context, w Workload, bin string, ios harness.IO) (*
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	var sr SinkReport
+	var sr sink.SinkReport
 	if err := p.Ask(ctx, "stop", "report", &sr); err != nil {
 		return nil, err
 	}
 	if err := p.Wait(); err != nil {
 		return nil, err
 	}
-	r := &Result{Runner: w.row(), Round: w.Round, Sources: w.Sources, Bytes: sr.Bytes,
+	r := &bench.Result{Runner: w.Row(), Round: w.Round, Sources: w.Sources, Bytes: sr.Bytes,
 		DurationS: time.Duration(ended.UnixNs - t0.UnixNano()).Seconds(), CPUS: time.Duration(ended.CPUNs).Seconds(),
 		ThreadsMax: sr.ThreadsMax, RSSMaxBytes: sr.RSSMaxBytes, Errors: sr.Errors,
-		EngineCPUs: runtime.GOMAXPROCS(0), RxBacklogBytes: rxBacklog, hist: report.NewHist(), e2e: report.NewHist()}
-	applyGen(r, rep)
+		EngineCPUs: runtime.GOMAXPROCS(0), RxBacklogBytes: rxBacklog, Hist: report.NewHist(), E2E: report.NewHist()}
+	bench.ApplyGen(r, rep)
 	r.Wire = w.Wire.Name()
 	if coreOK {
-		applyCore(r, harness.CoreBetween(core0, core1), r.Bytes, len(w.Wire.SinkCPUs), len(w.Wire.LoadCPUs))
+		bench.ApplyCore(r, harness.CoreBetween(core0, core1), r.Bytes, len(w.Wire.SinkCPUs), len(w.Wire.LoadCPUs))
 	}
 	if r.DurationS > 0 {
 		r.ThroughputBps = float64(r.Bytes) / r.DurationS
 		r.EngineCPUUtil = r.CPUS / (r.DurationS * float64(r.EngineCPUs))
 	}
 	if rep.OfferedBps == 0 {
-		r.Bottleneck = r.bottleneck()
+		r.Bottleneck = r.NameBottleneck()
 	}
-	r.CPUSPerGiB = CPUPerGiB(r.CPUS, r.Bytes)
+	r.CPUSPerGiB = bench.CPUPerGiB(r.CPUS, r.Bytes)
 	recSize := 0
 	if framer != nil {
 		recSize = int(w.MsgSize)
 	}
 	streams := sinkStreams(sr.Streams)
-	r.perSource, r.weights, r.Mismatches = Reconcile(streams, rep.Streams, w.Verify, recSize)
-	r.StreamsVerified = streamsVerified(streams, rep.Streams, w.Verify)
+	r.PerSource, r.Weights, r.Mismatches = bench.Reconcile(streams, rep.Streams, w.Verify, recSize)
+	r.StreamsVerified = bench.StreamsVerified(streams, rep.Streams, w.Verify)
 	for _, s := range streams {
-		r.Records += s.records
-		r.TruncatedBytes += s.truncated
+		r.Records += s.Records
+		r.TruncatedBytes += s.Truncated
 	}
 	if r.DurationS > 0 {
 		r.RecordsPerS = float64(r.Records) / r.DurationS
 	}
-	r.FairnessJain = weightedJain(r.perSource, r.weights)
+	r.FairnessJain = bench.WeightedJain(r.PerSource, r.Weights)
 	r.Verified = len(r.Mismatches) == 0
 	return r, nil
 }

@@ -1,4 +1,4 @@
-package bench
+package run
 
 import (
 	"bufio"
@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluice-io/sluice/bench"
 
 	"github.com/sluice-io/sluice/bench/report"
 )
@@ -41,7 +43,7 @@ type iperf3Result struct {
 // parseIPerf3 turns a client's JSON report into a reference Result: the
 // bytes the server received, its throughput, and the server's CPU time
 // (iperf3's percentage of the run) per GiB.
-func parseIPerf3(b []byte) (*Result, error) {
+func parseIPerf3(b []byte) (*bench.Result, error) {
 	var ir iperf3Result
 	if err := json.Unmarshal(b, &ir); err != nil {
 		return nil, fmt.Errorf("bench: iperf3: bad report: %w", err)
@@ -53,18 +55,18 @@ func parseIPerf3(b []byte) (*Result, error) {
 	if s.Seconds <= 0 || s.Bytes <= 0 {
 		return nil, errors.New("bench: iperf3: the report has no received bytes")
 	}
-	r := &Result{Runner: RunnerIPerf3, Sources: 1, Bytes: uint64(s.Bytes), DurationS: s.Seconds,
+	r := &bench.Result{Runner: RunnerIPerf3, Sources: 1, Bytes: uint64(s.Bytes), DurationS: s.Seconds,
 		ThroughputBps: s.Bytes / s.Seconds, CPUS: ir.End.CPU.RemoteTotal / 100 * s.Seconds, Verified: true,
 		GenHeld: 1, GenCPUUtil: ir.End.CPU.HostTotal / 100, EngineCPUUtil: ir.End.CPU.RemoteTotal / 100,
-		hist: report.NewHist(), e2e: report.NewHist()}
-	r.CPUSPerGiB = CPUPerGiB(r.CPUS, r.Bytes)
-	r.Bottleneck = bottleneck(r.EngineCPUUtil, r.GenCPUUtil)
+		Hist: report.NewHist(), E2E: report.NewHist()}
+	r.CPUSPerGiB = bench.CPUPerGiB(r.CPUS, r.Bytes)
+	r.Bottleneck = bench.Bottleneck(r.EngineCPUUtil, r.GenCPUUtil)
 	return r, nil
 }
 
 // measureIPerf3 runs one iperf3 server (in this process's CPUs, the
 // engine's) and one client pinned to the generator's first CPU for d.
-func measureIPerf3(ctx context.Context, d time.Duration, genCPUs []int, round int) (*Result, error) {
+func measureIPerf3(ctx context.Context, d time.Duration, genCPUs []int, round int) (*bench.Result, error) {
 	bin, err := exec.LookPath("iperf3")
 	if err != nil {
 		return nil, errors.New("bench: --iperf3: iperf3 is not installed")

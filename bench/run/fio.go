@@ -1,4 +1,4 @@
-package bench
+package run
 
 import (
 	"bufio"
@@ -12,8 +12,10 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"time"
+
+	"github.com/sluice-io/sluice/bench"
+	"github.com/sluice-io/sluice/bench/sink"
 
 	"github.com/sluice-io/sluice/bench/load"
 
@@ -24,22 +26,13 @@ import (
 	"github.com/sluice-io/sluice/bench/report"
 )
 
-// Clients of `run`: what sends the load.
-const (
-	// ClientGen is the built-in generator (the hidden `gen` subcommand).
-	ClientGen = "gen"
-	// ClientFio is fio's net engine: one job, thread and TCP connection
-	// per source, written by people who did not write sluice.
-	ClientFio = "fio"
-)
-
 // reconcileFio lists every way what the sink received differs from what
 // fio reports it sent: per connection (sorted, since fio's jobs do not
 // name their ports), the bytes fio wrote plus its trailer; the number of
 // connections; errors; and with newline records of recSize bytes, each
 // connection's records and the bytes after its last line (its trailer and
 // any line cut short when the time ran out).
-func reconcileFio(sink *SinkReport, fio *load.FioReport, sources, recSize int) []string {
+func reconcileFio(sink *sink.SinkReport, fio *load.FioReport, sources, recSize int) []string {
 	var out []string
 	for _, j := range fio.Jobs {
 		if j.Error != 0 {
@@ -114,7 +107,7 @@ type sinkProc struct {
 	cmd    *exec.Cmd
 	done   chan error // its exit
 	addr   string
-	stderr *TailBuffer
+	stderr *harness.TailBuffer
 }
 
 // listeningRE finds the address in a sink's "listening on ADDR" line.
@@ -126,7 +119,7 @@ var listeningRE = regexp.MustCompile(`listening on ([^ ,]+)`)
 func startSinkProc(ctx context.Context, wire harness.WireEnv, bin string, args []string) (*sinkProc, error) {
 	cmd := wire.Command(ctx, harness.SideSink, bin, args...)
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
-	cmd.WaitDelay = ShutdownTimeout
+	cmd.WaitDelay = bench.ShutdownTimeout
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		return nil, fmt.Errorf("bench: sink: %w", err)
@@ -134,7 +127,7 @@ func startSinkProc(ctx context.Context, wire harness.WireEnv, bin string, args [
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("bench: start sink %s: %w", bin, err)
 	}
-	p := &sinkProc{cmd: cmd, done: make(chan error, 1), stderr: &TailBuffer{Max: 64 << 10}}
+	p := &sinkProc{cmd: cmd, done: make(chan error, 1), stderr: &harness.TailBuffer{Max: 64 << 10}}
 	addrs := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
@@ -181,35 +174,10 @@ func (p *sinkProc) stop() {
 	p.cmd.Process.Signal(os.Interrupt)
 	select {
 	case <-p.done:
-	case <-time.After(ShutdownTimeout):
+	case <-time.After(bench.ShutdownTimeout):
 		p.cmd.Process.Kill()
 		<-p.done
 	}
-}
-
-// TailBuffer keeps the last lines written to it, up to max bytes.
-type TailBuffer struct {
-	mu    sync.Mutex
-	Max   int
-	lines []string
-	n     int
-}
-
-func (t *TailBuffer) Add(l string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.lines = append(t.lines, l)
-	t.n += len(l) + 1
-	for t.n > t.Max && len(t.lines) > 1 {
-		t.n -= len(t.lines[0]) + 1
-		t.lines = t.lines[1:]
-	}
-}
-
-func (t *TailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return strings.Join(t.lines, "\n")
 }
 
 // fioEnv is what every fio row of a run shares.
@@ -227,7 +195,7 @@ type fioEnv struct {
 // fio runs on the client's, and the row's figures are the sink's own
 // report (CPU time over the time it listened, throughput from its first
 // byte to its last) reconciled with fio's.
-func measureFio(ctx context.Context, c RunConfig, env fioEnv, row string, round int, ios harness.IO) (*Result, error) {
+func measureFio(ctx context.Context, c RunConfig, env fioEnv, row string, round int, ios harness.IO) (*bench.Result, error) {
 	dir, err := os.MkdirTemp("", "sluice-bench-fio-")
 	if err != nil {
 		return nil, fmt.Errorf("bench: fio: %w", err)
@@ -251,7 +219,7 @@ func measureFio(ctx context.Context, c RunConfig, env fioEnv, row string, round 
 	if peers.IsRow(row) {
 		bin = env.gnetSink
 		args = append([]string{"-listen", env.wire.ListenAddr(), "-until-idle", load.FioSinkIdle.String(), "-json", sinkJSON,
-			"-framing", harness.FramingName(framer)}, peerArgs(Workload{Runner: row})...)
+			"-framing", harness.FramingName(framer)}, peerArgs(bench.Workload{Runner: row})...)
 		if profile != "" {
 			args = append(args, "-cpuprofile", profile)
 		}
@@ -309,16 +277,16 @@ func measureFio(ctx context.Context, c RunConfig, env fioEnv, row string, round 
 	if b, err = os.ReadFile(sinkJSON); err != nil {
 		return nil, fmt.Errorf("bench: sink report: %w", err)
 	}
-	var sr SinkReport
+	var sr sink.SinkReport
 	if err := json.Unmarshal(b, &sr); err != nil {
 		return nil, fmt.Errorf("bench: sink report: %w", err)
 	}
 	r := fioResult(row, round, c, &sr, fr, fioCPU, fioWall, env.sinkCPUs, len(env.cpus))
 	r.Wire = env.wire.Name()
-	if u, ok := harness.CoreOver(coreSamples, r.cpuWin[0], r.cpuWin[1]); ok {
-		applyCore(r, u, r.cpuWinBytes, len(env.wire.SinkCPUs), len(env.wire.LoadCPUs))
+	if u, ok := harness.CoreOver(coreSamples, r.CPUWin[0], r.CPUWin[1]); ok {
+		bench.ApplyCore(r, u, r.CPUWinBytes, len(env.wire.SinkCPUs), len(env.wire.LoadCPUs))
 		if r.Bottleneck != "" {
-			r.Bottleneck = r.bottleneck()
+			r.Bottleneck = r.NameBottleneck()
 		}
 	}
 	r.Mismatches = reconcileFio(&sr, fr, c.Sources, recSize)
@@ -334,14 +302,14 @@ func measureFio(ctx context.Context, c RunConfig, env fioEnv, row string, round 
 
 // fioResult is a row's Result from the sink's report and fio's, with
 // fio's CPU time and wall time as this process saw them.
-func fioResult(row string, round int, c RunConfig, sr *SinkReport, fr *load.FioReport, fioCPU, fioWall float64, sinkCPUs, clientCPUs int) *Result {
-	r := &Result{Runner: row, Round: round, Sources: sr.Sources, Bytes: sr.Bytes, DurationS: sr.DurationS,
+func fioResult(row string, round int, c RunConfig, sr *sink.SinkReport, fr *load.FioReport, fioCPU, fioWall float64, sinkCPUs, clientCPUs int) *bench.Result {
+	r := &bench.Result{Runner: row, Round: round, Sources: sr.Sources, Bytes: sr.Bytes, DurationS: sr.DurationS,
 		ThroughputBps: sr.ThroughputBps, CPUS: sr.CPUS, CPUSPerGiB: sr.CPUSPerGiB, ThreadsMax: sr.ThreadsMax,
 		RSSMaxBytes: sr.RSSMaxBytes, Records: sr.Records, RecordsPerS: sr.RecordsPerS, RecordsSkipped: sr.Skipped,
 		TruncatedBytes: sr.Truncated, PoolWaits: sr.PoolWaits, PartialFlushes: sr.Partials, Errors: sr.Errors,
 		GenSentBytes: fr.Sent() + load.FioTrailer*uint64(len(fr.Jobs)), GenCPUS: fioCPU,
 		GenHeld: 1, EngineCPUs: max(sinkCPUs, 1), GenCPUs: max(clientCPUs, 1), Counters: sr.Counters,
-		hist: report.NewHist(), e2e: report.NewHist()}
+		Hist: report.NewHist(), E2E: report.NewHist()}
 	if sr.DurationS > 0 {
 		// The sink's CPU time covers the whole time it listened; its
 		// utilisation is judged over the time bytes flowed.
@@ -352,26 +320,26 @@ func fioResult(row string, round int, c RunConfig, sr *SinkReport, fr *load.FioR
 	// byte to the last: the steady interval, while every connection sent,
 	// is what the sink could take, and failing that the time most of them
 	// were sending.
-	r.ThroughputOver = ThroughputFirstToLast
+	r.ThroughputOver = bench.ThroughputFirstToLast
 	var a, b int64
 	if sr.SteadyS >= max(0.5, sr.DurationS/4) {
-		r.ThroughputBps, r.ThroughputOver = sr.SteadyBps, ThroughputAllSending
+		r.ThroughputBps, r.ThroughputOver = sr.SteadyBps, bench.ThroughputAllSending
 		a, b = sendingWindow(sr.Streams, 1)
 	} else if bps, secs := concurrentThroughput(sr.Streams, 0.9); secs >= max(0.5, sr.DurationS/4) {
-		r.ThroughputBps, r.ThroughputOver = bps, ThroughputMostSending
+		r.ThroughputBps, r.ThroughputOver = bps, bench.ThroughputMostSending
 		a, b = sendingWindow(sr.Streams, 0.9)
 	}
 	// The CPU per GiB over the same interval, from the sink's usage
 	// samples: the ramp while fio starts its jobs, and the tail while the
 	// last ones finish, cost the sink CPU for few bytes and by varying
 	// amounts from round to round.
-	r.CPUSPerGiBListened, r.CPUOver = r.CPUSPerGiB, CPUOverListened
+	r.CPUSPerGiBListened, r.CPUOver = r.CPUSPerGiB, bench.CPUOverListened
 	if us := sr.Usage; len(us) >= 2 {
-		r.cpuWin, r.cpuWinBytes = [2]int64{us[0].UnixNs, us[len(us)-1].UnixNs}, sr.Bytes
+		r.CPUWin, r.CPUWinBytes = [2]int64{us[0].UnixNs, us[len(us)-1].UnixNs}, sr.Bytes
 	}
 	if cpu, n, ok := harness.UsageOver(sr.Usage, a, b); ok && n > 0 {
-		r.cpuWin, r.cpuWinBytes = [2]int64{a, b}, n
-		r.CPUSPerGiB, r.CPUOver = CPUPerGiB(cpu.Seconds(), n), r.ThroughputOver
+		r.CPUWin, r.CPUWinBytes = [2]int64{a, b}, n
+		r.CPUSPerGiB, r.CPUOver = bench.CPUPerGiB(cpu.Seconds(), n), r.ThroughputOver
 		r.EngineCPUUtil = cpu.Seconds() / (time.Duration(b-a).Seconds() * float64(r.EngineCPUs))
 	}
 	xs := make([]float64, len(sr.Streams))
@@ -394,33 +362,22 @@ func fioResult(row string, round int, c RunConfig, sr *SinkReport, fr *load.FioR
 		if offered > 0 {
 			r.GenHeld = float64(fr.Sent()) / offered
 		}
-		if r.GenHeld < MinHeld {
+		if r.GenHeld < bench.MinHeld {
 			r.GeneratorBound = true
-			r.GenBoundWhy = fmt.Sprintf("fio sent %.1f%% of the offered load (< %.0f%%)", 100*r.GenHeld, 100*MinHeld)
+			r.GenBoundWhy = fmt.Sprintf("fio sent %.1f%% of the offered load (< %.0f%%)", 100*r.GenHeld, 100*bench.MinHeld)
 		}
 	} else {
-		r.Bottleneck = r.bottleneck()
+		r.Bottleneck = r.NameBottleneck()
 	}
 	return r
 }
-
-// How a fio row's throughput was measured (Result.ThroughputOver).
-const (
-	ThroughputAllSending  = "all sending"        // while every connection sent
-	ThroughputMostSending = "90% sending"        // while 90% of them did
-	ThroughputFirstToLast = "first to last byte" // neither lasted long enough
-	// CPUOverListened is Result.CPUOver when the CPU per GiB covers the
-	// whole time the sink listened: the sink kept no usage samples, or
-	// the throughput was measured from the first byte to the last.
-	CPUOverListened = "listened"
-)
 
 // concurrentThroughput estimates the bytes per second received over the
 // interval when at least a fraction share of the streams were sending:
 // from the moment that many had sent their first byte to the moment all
 // but that many were still sending, each stream's bytes in it taken at
 // its mean rate. It returns 0s when there is no such interval.
-func concurrentThroughput(ss []SinkStream, share float64) (bps, seconds float64) {
+func concurrentThroughput(ss []sink.SinkStream, share float64) (bps, seconds float64) {
 	a, b := sendingWindow(ss, share)
 	if b <= a {
 		return 0, 0
@@ -442,7 +399,7 @@ func concurrentThroughput(ss []SinkStream, share float64) (bps, seconds float64)
 // share of the streams were sending (see concurrentThroughput): from the
 // moment that many had sent their first byte to the moment all but that
 // many were still sending. b <= a when there is none.
-func sendingWindow(ss []SinkStream, share float64) (a, b int64) {
+func sendingWindow(ss []sink.SinkStream, share float64) (a, b int64) {
 	var firsts, lasts []int64
 	for _, s := range ss {
 		if s.Bytes > 0 && s.LastNs > s.FirstNs {

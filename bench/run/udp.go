@@ -1,4 +1,4 @@
-package bench
+package run
 
 import (
 	"bytes"
@@ -15,6 +15,9 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/sluice-io/sluice/bench"
+	"github.com/sluice-io/sluice/bench/sink"
 
 	"github.com/sluice-io/sluice/bench/peers"
 
@@ -111,14 +114,14 @@ func (c RunConfig) validateUDP() error {
 		return err
 	}
 	switch {
-	case c.Client != ClientFio && c.Client != ClientGen:
+	case c.Client != load.ClientFio && c.Client != load.ClientGen:
 		return fmt.Errorf("--client: %q: must be gen or fio", c.Client)
 	case c.MsgSize < 1 || int(c.MsgSize) > srcs.MaxUDPPayload:
 		return fmt.Errorf("--msg-size: %d: a UDP datagram holds from 1 to %d bytes", c.MsgSize, srcs.MaxUDPPayload)
 	case int(c.MsgSize) > pc.BufSize-srcs.DatagramHeaderLen:
 		return fmt.Errorf("--msg-size: a %d-byte datagram and its %d-byte header do not fit a %d-byte pool buffer (--buf)",
 			c.MsgSize, srcs.DatagramHeaderLen, pc.BufSize)
-	case c.Client == ClientFio && (c.Sources < 1 || c.Sources > udpMaxSenders):
+	case c.Client == load.ClientFio && (c.Sources < 1 || c.Sources > udpMaxSenders):
 		return fmt.Errorf("--sources: %d: with --proto udp --client fio each source is a fio thread sending on the load's CPU: from 1 to %d (say 4)",
 			c.Sources, udpMaxSenders)
 	case c.Sources < 1 || c.Sources > load.UDPGenMaxSenders:
@@ -152,7 +155,7 @@ func (c RunConfig) validateUDP() error {
 			return fmt.Errorf("--udp-rate: %v: under one byte per second per fio job", r)
 		}
 	}
-	if c.Client == ClientGen {
+	if c.Client == load.ClientGen {
 		switch {
 		case c.GenPacing != "":
 			return errors.New("--gen-pacing: the UDP generator sends what has come due every millisecond")
@@ -262,9 +265,9 @@ type UDPResult struct {
 	// Counters are the runner's (engine rows only), and DatagramsPerRead
 	// the datagrams delivered per receive it made: the batching of
 	// recvmmsg or of a multishot receive.
-	Counters         *Counters `json:"counters,omitempty"`
-	DatagramsPerRead float64   `json:"datagrams_per_read,omitempty"`
-	Wire             string    `json:"wire"`
+	Counters         *bench.Counters `json:"counters,omitempty"`
+	DatagramsPerRead float64         `json:"datagrams_per_read,omitempty"`
+	Wire             string          `json:"wire"`
 	// Mismatches are the ways the counts do not add up; Verified is true
 	// when there are none.
 	Mismatches []string `json:"mismatches,omitempty"`
@@ -273,22 +276,22 @@ type UDPResult struct {
 
 // UDPSummary is one row at one rate over the rounds: medians and min-max.
 type UDPSummary struct {
-	Runner       string      `json:"runner"`
-	RateDps      float64     `json:"rate_dps"`
-	Rounds       int         `json:"rounds"`
-	OfferedDps   RatioSpread `json:"offered_dps"`
-	DeliveredDps RatioSpread `json:"delivered_dps"`
-	Delivered    RatioSpread `json:"delivered_fraction"`
-	Lost         RatioSpread `json:"lost_fraction"`
-	SocketDrops  RatioSpread `json:"socket_drops"`
-	RcvbufErrors RatioSpread `json:"rcvbuf_errors"`
-	SinkSPerM    RatioSpread `json:"sink_cpu_s_per_million"`
-	CoreSPerM    RatioSpread `json:"core_cpu_s_per_million"`
-	CoreUtil     RatioSpread `json:"core_util"`
-	LoadCoreUtil RatioSpread `json:"load_core_util"`
+	Runner       string            `json:"runner"`
+	RateDps      float64           `json:"rate_dps"`
+	Rounds       int               `json:"rounds"`
+	OfferedDps   bench.RatioSpread `json:"offered_dps"`
+	DeliveredDps bench.RatioSpread `json:"delivered_dps"`
+	Delivered    bench.RatioSpread `json:"delivered_fraction"`
+	Lost         bench.RatioSpread `json:"lost_fraction"`
+	SocketDrops  bench.RatioSpread `json:"socket_drops"`
+	RcvbufErrors bench.RatioSpread `json:"rcvbuf_errors"`
+	SinkSPerM    bench.RatioSpread `json:"sink_cpu_s_per_million"`
+	CoreSPerM    bench.RatioSpread `json:"core_cpu_s_per_million"`
+	CoreUtil     bench.RatioSpread `json:"core_util"`
+	LoadCoreUtil bench.RatioSpread `json:"load_core_util"`
 	// PerRead is the datagrams per receive of an engine row.
-	PerRead  RatioSpread `json:"datagrams_per_read"`
-	Verified bool        `json:"verified"`
+	PerRead  bench.RatioSpread `json:"datagrams_per_read"`
+	Verified bool              `json:"verified"`
 }
 
 // UDPSustained is a sweep's verdict on one row: the highest rate asked
@@ -318,7 +321,7 @@ func (u *UDPSustained) step(s UDPSummary, maxLoss float64) {
 		return
 	}
 	u.RateDps, u.OfferedDps = s.RateDps, s.OfferedDps.Median
-	u.LoadBound = s.OfferedDps.Median < MinHeld*s.RateDps
+	u.LoadBound = s.OfferedDps.Median < bench.MinHeld*s.RateDps
 }
 
 // UDPRunReport is the JSON report of `run --proto udp`.
@@ -326,17 +329,17 @@ type UDPRunReport struct {
 	Command string           `json:"command"` // "run"
 	Proto   string           `json:"proto"`   // "udp"
 	Host    harness.Host     `json:"host"`
-	Pinning Pinning          `json:"pinning"`
+	Pinning bench.Pinning    `json:"pinning"`
 	Wire    harness.WireInfo `json:"wire"`
 	Config  udpRunParams     `json:"config"`
 	Runs    []*UDPResult     `json:"runs"`
 	Summary []UDPSummary     `json:"summary"`
 	// Sustained is set by a sweep (more than one --udp-rate).
-	Sustained []UDPSustained `json:"sustained,omitempty"`
-	Skipped   []Skipped      `json:"skipped"`
-	Failed    []Skipped      `json:"failed"`
-	Notes     []string       `json:"notes,omitempty"`
-	OK        bool           `json:"ok"` // every row's counts add up
+	Sustained []UDPSustained  `json:"sustained,omitempty"`
+	Skipped   []bench.Skipped `json:"skipped"`
+	Failed    []bench.Skipped `json:"failed"`
+	Notes     []string        `json:"notes,omitempty"`
+	OK        bool            `json:"ok"` // every row's counts add up
 }
 
 type udpRunParams struct {
@@ -373,16 +376,16 @@ func RunUDP(ctx context.Context, c RunConfig, ios harness.IO) (*UDPRunReport, er
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	exe, err := Executable(c.Exe)
+	exe, err := bench.Executable(c.Exe)
 	if err != nil {
 		return nil, err
 	}
-	runners, skipped, err := PickRunners(c.Runners, harness.AllRunners(), ios.Err)
+	runners, skipped, err := bench.PickRunners(c.Runners, harness.AllRunners(), ios.Err)
 	if err != nil {
 		return nil, err
 	}
 	env := fioEnv{exe: exe}
-	if c.Client == ClientFio {
+	if c.Client == load.ClientFio {
 		if env.fio, err = load.FindFio(); err != nil {
 			return nil, err
 		}
@@ -394,7 +397,7 @@ func RunUDP(ctx context.Context, c RunConfig, ios harness.IO) (*UDPRunReport, er
 			}
 		}
 	}
-	pin, unpin := PinApart(c.Pin)
+	pin, unpin := bench.PinApart(c.Pin)
 	defer unpin()
 	env.cpus = pin.GenCPUs
 	wire, wireWhy, closeWire, err := c.openWire(ctx, pin, ios)
@@ -416,7 +419,7 @@ func RunUDP(ctx context.Context, c RunConfig, ios harness.IO) (*UDPRunReport, er
 	sweep := len(rates) > 1
 	fmt.Fprintf(ios.Err, "sluice-bench run: udp, %d %s of %s datagrams, offered %s, %v per row, rows %v, SO_RCVBUF %s; %s; %s\n",
 		c.Sources, udpSendersName(c.Client), report.FormatBytes(uint64(c.MsgSize)), udpRatesNote(rates), c.Duration, rows, report.FormatBytes(uint64(c.UDPReadBuffer)),
-		PinNote(pin), WireNote(rep.Wire))
+		bench.PinNote(pin), bench.WireNote(rep.Wire))
 	failed := map[string]bool{}
 	sustained := map[string]*UDPSustained{}
 	for _, name := range rows {
@@ -440,7 +443,7 @@ func RunUDP(ctx context.Context, c RunConfig, ios harness.IO) (*UDPRunReport, er
 					}
 					fmt.Fprintf(ios.Err, "sluice-bench: %s failed: %v\n", name, err)
 					failed[name] = true
-					rep.Failed = append(rep.Failed, Skipped{Runner: name, Reason: err.Error()})
+					rep.Failed = append(rep.Failed, bench.Skipped{Runner: name, Reason: err.Error()})
 					continue
 				}
 				label := name
@@ -498,7 +501,7 @@ func RunUDP(ctx context.Context, c RunConfig, ios harness.IO) (*UDPRunReport, er
 
 // udpSendersName names a UDP load's senders.
 func udpSendersName(client string) string {
-	if client == ClientGen {
+	if client == load.ClientGen {
 		return "generator sockets"
 	}
 	return "fio jobs"
@@ -546,7 +549,7 @@ func measureUDP(ctx context.Context, c RunConfig, env fioEnv, row string, rate f
 	if peers.IsRow(row) {
 		bin = env.gnetSink
 		args = append([]string{"-proto", "udp", "-listen", env.wire.ListenAddr(), "-until-idle", load.FioSinkIdle.String(), "-json", sinkJSON,
-			"-datagram-size", size, "-read-buffer", rbuf}, peerArgs(Workload{Runner: row})...)
+			"-datagram-size", size, "-read-buffer", rbuf}, peerArgs(bench.Workload{Runner: row})...)
 	} else {
 		bin = env.exe
 		args = append([]string{"sink", "--proto", "udp", "--listen", env.wire.ListenAddr(), "--runner", row, "--until-idle", load.FioSinkIdle.String(),
@@ -579,7 +582,7 @@ func measureUDP(ctx context.Context, c RunConfig, env fioEnv, row string, rate f
 	if err != nil {
 		return nil, fmt.Errorf("bench: sink report: %w", err)
 	}
-	var sr UDPSinkReport
+	var sr sink.UDPSinkReport
 	if err := json.Unmarshal(b, &sr); err != nil {
 		return nil, fmt.Errorf("bench: sink report: %w", err)
 	}
@@ -605,7 +608,7 @@ func runUDPLoad(ctx context.Context, c RunConfig, env fioEnv, addr string, rate 
 	var out bytes.Buffer
 	var cmd *exec.Cmd
 	fioJSON := filepath.Join(dir, "fio.json")
-	if c.Client == ClientGen {
+	if c.Client == load.ClientGen {
 		cmd = env.wire.Command(lctx, harness.SideLoad, env.exe, "udpgen", "--addr", addr, "--senders", strconv.Itoa(c.Sources),
 			"--duration", c.Duration.String(), "--msg-size", strconv.Itoa(int(c.MsgSize)), "--rate", strconv.FormatFloat(rate, 'f', -1, 64))
 		cmd.Stdout = &out
@@ -625,7 +628,7 @@ func runUDPLoad(ctx context.Context, c RunConfig, env fioEnv, addr string, rate 
 		return udpSent{}, 0, fmt.Errorf("bench: %s: %w\n%s", c.Client, err, out.Bytes())
 	}
 	cpu := (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds()
-	if c.Client == ClientGen {
+	if c.Client == load.ClientGen {
 		var g load.UDPGenReport
 		if err := json.Unmarshal(out.Bytes(), &g); err != nil {
 			return udpSent{}, 0, fmt.Errorf("bench: udpgen: bad report: %w\n%s", err, out.Bytes())
@@ -646,7 +649,7 @@ func runUDPLoad(ctx context.Context, c RunConfig, env fioEnv, addr string, rate 
 // udpResult is a row's figures from the sink's report, fio's, and the
 // growth of the sink namespace's Udp counters; veth says those counters
 // are the sink's alone.
-func udpResult(row string, round int, rate float64, size int, sr *UDPSinkReport, sent udpSent, mib harness.UDPMIB, veth bool) *UDPResult {
+func udpResult(row string, round int, rate float64, size int, sr *sink.UDPSinkReport, sent udpSent, mib harness.UDPMIB, veth bool) *UDPResult {
 	r := &UDPResult{Runner: row, Round: round, RateDps: rate, DatagramSize: size, Delivered: sr.Datagrams, Others: sr.Others,
 		SocketDrops: sr.Drops, SNMP: mib, ReadBuffer: sr.ReadBuffer, ThreadsMax: sr.ThreadsMax, RSSMaxBytes: sr.RSSMaxBytes, BeforeUDP: -1}
 	r.Offered = sent.Datagrams
@@ -668,7 +671,7 @@ func udpResult(row string, round int, rate float64, size int, sr *UDPSinkReport,
 		r.DeliveredDps = float64(r.Delivered) / r.DurationS
 	}
 	r.SinkCPUS = sr.CPUS
-	if cpu, _, ok := harness.UsageOver(udpUsageSamples(sr.Usage), sr.FirstNs, sr.LastNs); ok {
+	if cpu, _, ok := harness.UsageOver(sink.UDPUsageSamples(sr.Usage), sr.FirstNs, sr.LastNs); ok {
 		r.SinkCPUS = cpu.Seconds()
 	}
 	if r.Delivered > 0 {
@@ -686,7 +689,7 @@ func udpResult(row string, round int, rate float64, size int, sr *UDPSinkReport,
 // udpMismatches lists every way a row's counts do not add up: every
 // datagram the load sent was delivered, or dropped by the kernel where a
 // counter saw it.
-func udpMismatches(r *UDPResult, sr *UDPSinkReport, load udpSent, veth bool) []string {
+func udpMismatches(r *UDPResult, sr *sink.UDPSinkReport, load udpSent, veth bool) []string {
 	out := slices.Clone(load.Errors)
 	sent := load.Datagrams + load.Control
 	if sr.Errors > 0 {
@@ -728,17 +731,17 @@ func summarizeUDP(rs []*UDPResult) UDPSummary {
 		return xs
 	}
 	s := UDPSummary{Runner: rs[0].Runner, RateDps: rs[0].RateDps, Rounds: len(rs), Verified: true,
-		OfferedDps:   Spread("offered_dps", col(func(r *UDPResult) float64 { return r.OfferedDps })),
-		DeliveredDps: Spread("delivered_dps", col(func(r *UDPResult) float64 { return r.DeliveredDps })),
-		Delivered:    Spread("delivered_fraction", col(func(r *UDPResult) float64 { return r.DeliveredFraction })),
-		Lost:         Spread("lost_fraction", col(func(r *UDPResult) float64 { return r.LostFraction })),
-		SocketDrops:  Spread("socket_drops", col(func(r *UDPResult) float64 { return float64(r.SocketDrops) })),
-		RcvbufErrors: Spread("rcvbuf_errors", col(func(r *UDPResult) float64 { return float64(r.SNMP.RcvbufErrors) })),
-		SinkSPerM:    Spread("sink_cpu_s_per_million", col(func(r *UDPResult) float64 { return r.SinkSPerM })),
-		CoreSPerM:    Spread("core_cpu_s_per_million", col(func(r *UDPResult) float64 { return r.CoreSPerM })),
-		CoreUtil:     Spread("core_util", col(func(r *UDPResult) float64 { return r.CoreUtil })),
-		LoadCoreUtil: Spread("load_core_util", col(func(r *UDPResult) float64 { return r.LoadCoreUtil })),
-		PerRead:      Spread("datagrams_per_read", col(func(r *UDPResult) float64 { return r.DatagramsPerRead })),
+		OfferedDps:   bench.Spread("offered_dps", col(func(r *UDPResult) float64 { return r.OfferedDps })),
+		DeliveredDps: bench.Spread("delivered_dps", col(func(r *UDPResult) float64 { return r.DeliveredDps })),
+		Delivered:    bench.Spread("delivered_fraction", col(func(r *UDPResult) float64 { return r.DeliveredFraction })),
+		Lost:         bench.Spread("lost_fraction", col(func(r *UDPResult) float64 { return r.LostFraction })),
+		SocketDrops:  bench.Spread("socket_drops", col(func(r *UDPResult) float64 { return float64(r.SocketDrops) })),
+		RcvbufErrors: bench.Spread("rcvbuf_errors", col(func(r *UDPResult) float64 { return float64(r.SNMP.RcvbufErrors) })),
+		SinkSPerM:    bench.Spread("sink_cpu_s_per_million", col(func(r *UDPResult) float64 { return r.SinkSPerM })),
+		CoreSPerM:    bench.Spread("core_cpu_s_per_million", col(func(r *UDPResult) float64 { return r.CoreSPerM })),
+		CoreUtil:     bench.Spread("core_util", col(func(r *UDPResult) float64 { return r.CoreUtil })),
+		LoadCoreUtil: bench.Spread("load_core_util", col(func(r *UDPResult) float64 { return r.LoadCoreUtil })),
+		PerRead:      bench.Spread("datagrams_per_read", col(func(r *UDPResult) float64 { return r.DatagramsPerRead })),
 	}
 	for _, r := range rs {
 		s.Verified = s.Verified && r.Verified
@@ -750,7 +753,7 @@ func summarizeUDP(rs []*UDPResult) UDPSummary {
 // the rounds' min-max.
 func writeUDPTable(w io.Writer, rep *UDPRunReport) {
 	fmt.Fprintf(w, "udp, %d-byte datagrams from %d %s, %d round(s), SO_RCVBUF %s; %s\n",
-		rep.Config.DatagramSize, rep.Config.Sources, udpSendersName(rep.Config.Client), rep.Config.Rounds, report.FormatBytes(uint64(rep.Config.ReadBuffer)), WireNote(rep.Wire))
+		rep.Config.DatagramSize, rep.Config.Sources, udpSendersName(rep.Config.Client), rep.Config.Rounds, report.FormatBytes(uint64(rep.Config.ReadBuffer)), bench.WireNote(rep.Wire))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "row\trate\toffered/s\tdelivered/s\tdelivered\tsocket drops\tRcvbufErrors\tcore s/M\tsink s/M\tcore busy\tload core\tper read\tok\t")
 	for _, s := range rep.Summary {
@@ -790,7 +793,7 @@ func writeUDPTable(w io.Writer, rep *UDPRunReport) {
 }
 
 // The table's cells: the median, and the min-max when the rounds differ.
-func countSpread(s RatioSpread) string {
+func countSpread(s bench.RatioSpread) string {
 	f := func(x float64) string { return humanize.Comma(int64(x)) }
 	if s.Min == s.Max {
 		return f(s.Median)
@@ -798,14 +801,14 @@ func countSpread(s RatioSpread) string {
 	return fmt.Sprintf("%s (%s-%s)", f(s.Median), f(s.Min), f(s.Max))
 }
 
-func pctSpread(s RatioSpread) string {
+func pctSpread(s bench.RatioSpread) string {
 	if s.Min == s.Max {
 		return fmt.Sprintf("%.2f%%", 100*s.Median)
 	}
 	return fmt.Sprintf("%.2f%% (%.2f-%.2f)", 100*s.Median, 100*s.Min, 100*s.Max)
 }
 
-func numSpread(s RatioSpread) string {
+func numSpread(s bench.RatioSpread) string {
 	if s.Min == s.Max {
 		return fmt.Sprintf("%.2f", s.Median)
 	}
