@@ -9,10 +9,9 @@ import (
 	"io"
 	"os"
 
+	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/sluice-io/sluice/bench/harness"
 	"github.com/sluice-io/sluice/bench/report"
-
-	"github.com/HdrHistogram/hdrhistogram-go"
 )
 
 // ChildCommand is the hidden subcommand that hosts one measurement's

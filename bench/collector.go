@@ -12,13 +12,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluice-io/sluice/bench/load"
-
-	"github.com/sluice-io/sluice/bench/harness"
-
-	"github.com/sluice-io/sluice/bench/report"
-
 	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/sluice-io/sluice/bench/harness"
+	"github.com/sluice-io/sluice/bench/load"
+	"github.com/sluice-io/sluice/bench/report"
 	"github.com/sluice-io/sluice/engine"
 	"github.com/sluice-io/sluice/srcs"
 )

@@ -11,10 +11,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/sluice-io/sluice/bench/load"
-
 	"github.com/sluice-io/sluice/bench/harness"
-
+	"github.com/sluice-io/sluice/bench/load"
 	"github.com/sluice-io/sluice/srcs"
 )
 

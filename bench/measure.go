@@ -11,13 +11,10 @@ import (
 	"runtime/pprof"
 	"time"
 
-	"github.com/sluice-io/sluice/bench/load"
-
-	"github.com/sluice-io/sluice/bench/harness"
-
-	"github.com/sluice-io/sluice/bench/report"
-
 	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/sluice-io/sluice/bench/harness"
+	"github.com/sluice-io/sluice/bench/load"
+	"github.com/sluice-io/sluice/bench/report"
 	"github.com/sluice-io/sluice/engine"
 )
 

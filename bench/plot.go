@@ -9,7 +9,6 @@ import (
 	"strconv"
 
 	"github.com/sluice-io/sluice/bench/harness"
-
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"

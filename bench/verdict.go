@@ -5,7 +5,6 @@ import (
 
 	"github.com/sluice-io/sluice/bench/harness"
 	"github.com/sluice-io/sluice/bench/report"
-
 	"github.com/sluice-io/sluice/srcs"
 )
 

@@ -16,16 +16,12 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"github.com/sluice-io/sluice/bench"
-
+	"github.com/sluice-io/sluice/bench/harness"
 	"github.com/sluice-io/sluice/bench/load"
 	"github.com/sluice-io/sluice/bench/peers"
-
-	"github.com/sluice-io/sluice/bench/harness"
-
 	"github.com/sluice-io/sluice/bench/report"
-
-	"github.com/dustin/go-humanize"
 )
 
 // ArrivalsConfig configures the `arrivals` command: how the messages of a

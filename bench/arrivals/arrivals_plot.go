@@ -5,7 +5,6 @@ import (
 	"math"
 
 	"github.com/sluice-io/sluice/bench"
-
 	"github.com/sluice-io/sluice/bench/harness"
 	"github.com/sluice-io/sluice/bench/report"
 	"gonum.org/v1/plot"

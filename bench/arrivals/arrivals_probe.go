@@ -9,11 +9,9 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/bench"
-
 	"github.com/sluice-io/sluice/bench/harness"
 	"github.com/sluice-io/sluice/bench/peers"
 	"github.com/sluice-io/sluice/bench/sink"
-
 	"github.com/sluice-io/sluice/engine"
 )
 

@@ -11,11 +11,8 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/bench"
-
 	"github.com/sluice-io/sluice/bench/harness"
-
 	"github.com/sluice-io/sluice/bench/report"
-
 	"github.com/sluice-io/sluice/engine"
 	"github.com/sluice-io/sluice/srcs"
 )

@@ -7,9 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluice-io/sluice/bench/report"
-
 	"github.com/dustin/go-humanize"
+	"github.com/sluice-io/sluice/bench/report"
 )
 
 // IO is where a command writes: results to Out, progress and diagnostics

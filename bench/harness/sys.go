@@ -8,9 +8,8 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/sluice-io/sluice/engine"
+	"golang.org/x/sys/unix"
 )
 
 // CPUTime is the user plus system CPU time this process has used

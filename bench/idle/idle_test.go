@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/bench"
-
 	"github.com/sluice-io/sluice/bench/benchtest"
 	"github.com/sluice-io/sluice/bench/report"
 )

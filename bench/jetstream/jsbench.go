@@ -16,11 +16,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/sluice-io/sluice/bench/harness"
 	"github.com/sluice-io/sluice/bench/report"
-
-	"github.com/nats-io/nats-server/v2/server"
-
 	"github.com/sluice-io/sluice/engine"
 	"github.com/sluice-io/sluice/engine/jetstream"
 	"github.com/sluice-io/sluice/srcs"

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/sluice-io/sluice/bench"
-
 	"github.com/sluice-io/sluice/bench/harness"
 	"github.com/sluice-io/sluice/bench/load"
 	"github.com/sluice-io/sluice/bench/report"

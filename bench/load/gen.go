@@ -18,10 +18,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/sluice-io/sluice/bench/harness"
 	"github.com/sluice-io/sluice/bench/report"
-
-	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/sluice-io/sluice/srcs"
 	"golang.org/x/sys/unix"
 )

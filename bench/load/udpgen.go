@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/bench/harness"
-
 	"github.com/sluice-io/sluice/srcs"
 )
 

@@ -9,9 +9,7 @@ import (
 	"sync"
 
 	"github.com/sluice-io/sluice/bench"
-
 	"github.com/sluice-io/sluice/bench/harness"
-
 	"github.com/sluice-io/sluice/engine"
 )
 

@@ -20,15 +20,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"github.com/sluice-io/sluice/bench"
-	"github.com/sluice-io/sluice/bench/sink"
-
 	"github.com/sluice-io/sluice/bench/benchtest"
 	"github.com/sluice-io/sluice/bench/harness"
-
 	"github.com/sluice-io/sluice/bench/report"
-
-	"github.com/dustin/go-humanize"
+	"github.com/sluice-io/sluice/bench/sink"
 )
 
 func TestCLI(t *testing.T) {

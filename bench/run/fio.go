@@ -15,15 +15,11 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/bench"
-	"github.com/sluice-io/sluice/bench/sink"
-
-	"github.com/sluice-io/sluice/bench/load"
-
-	"github.com/sluice-io/sluice/bench/peers"
-
 	"github.com/sluice-io/sluice/bench/harness"
-
+	"github.com/sluice-io/sluice/bench/load"
+	"github.com/sluice-io/sluice/bench/peers"
 	"github.com/sluice-io/sluice/bench/report"
+	"github.com/sluice-io/sluice/bench/sink"
 )
 
 // reconcileFio lists every way what the sink received differs from what

@@ -17,14 +17,11 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/bench"
-	"github.com/sluice-io/sluice/bench/sink"
-
-	"github.com/sluice-io/sluice/bench/peers"
-
 	"github.com/sluice-io/sluice/bench/benchtest"
-	"github.com/sluice-io/sluice/bench/load"
-
 	"github.com/sluice-io/sluice/bench/harness"
+	"github.com/sluice-io/sluice/bench/load"
+	"github.com/sluice-io/sluice/bench/peers"
+	"github.com/sluice-io/sluice/bench/sink"
 )
 
 // EnvRequireFio makes the fio tests fail, not skip, when fio is missing

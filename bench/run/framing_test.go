@@ -17,12 +17,9 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/bench"
-	"github.com/sluice-io/sluice/bench/sink"
-
 	"github.com/sluice-io/sluice/bench/load"
-
 	"github.com/sluice-io/sluice/bench/report"
-
+	"github.com/sluice-io/sluice/bench/sink"
 	"github.com/sluice-io/sluice/engine"
 	"github.com/sluice-io/sluice/srcs"
 )

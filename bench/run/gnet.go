@@ -9,15 +9,11 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/bench"
-	"github.com/sluice-io/sluice/bench/sink"
-
-	"github.com/sluice-io/sluice/bench/peers"
-
-	"github.com/sluice-io/sluice/bench/load"
-
 	"github.com/sluice-io/sluice/bench/harness"
-
+	"github.com/sluice-io/sluice/bench/load"
+	"github.com/sluice-io/sluice/bench/peers"
 	"github.com/sluice-io/sluice/bench/report"
+	"github.com/sluice-io/sluice/bench/sink"
 )
 
 // peerArgs are the reference sink's flags for the row w measures: gnet's

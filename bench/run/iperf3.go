@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/bench"
-
 	"github.com/sluice-io/sluice/bench/report"
 )
 

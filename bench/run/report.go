@@ -5,13 +5,11 @@ import (
 	"io"
 	"text/tabwriter"
 
+	"github.com/dustin/go-humanize"
 	"github.com/sluice-io/sluice/bench"
-
 	"github.com/sluice-io/sluice/bench/harness"
 	"github.com/sluice-io/sluice/bench/load"
 	"github.com/sluice-io/sluice/bench/report"
-
-	"github.com/dustin/go-humanize"
 )
 
 // writeRunTable prints the per-runner summary table, then the ratios of

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/sluice-io/sluice/bench"
-
 	"github.com/sluice-io/sluice/bench/harness"
 	"github.com/sluice-io/sluice/bench/load"
 	"github.com/sluice-io/sluice/bench/report"

@@ -28,12 +28,9 @@ import (
 	"slices"
 
 	"github.com/sluice-io/sluice/bench"
-
+	"github.com/sluice-io/sluice/bench/harness"
 	"github.com/sluice-io/sluice/bench/load"
 	"github.com/sluice-io/sluice/bench/peers"
-
-	"github.com/sluice-io/sluice/bench/harness"
-
 	"github.com/sluice-io/sluice/engine"
 )
 

@@ -16,18 +16,13 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/sluice-io/sluice/bench"
-	"github.com/sluice-io/sluice/bench/sink"
-
-	"github.com/sluice-io/sluice/bench/peers"
-
-	"github.com/sluice-io/sluice/bench/load"
-
-	"github.com/sluice-io/sluice/bench/harness"
-
-	"github.com/sluice-io/sluice/bench/report"
-
 	"github.com/dustin/go-humanize"
+	"github.com/sluice-io/sluice/bench"
+	"github.com/sluice-io/sluice/bench/harness"
+	"github.com/sluice-io/sluice/bench/load"
+	"github.com/sluice-io/sluice/bench/peers"
+	"github.com/sluice-io/sluice/bench/report"
+	"github.com/sluice-io/sluice/bench/sink"
 	"github.com/sluice-io/sluice/srcs"
 )
 

@@ -7,11 +7,9 @@ import (
 	"testing"
 
 	"github.com/sluice-io/sluice/bench"
-
-	"github.com/sluice-io/sluice/bench/peers"
-
 	"github.com/sluice-io/sluice/bench/benchtest"
 	"github.com/sluice-io/sluice/bench/harness"
+	"github.com/sluice-io/sluice/bench/peers"
 )
 
 // TestUDPWire runs short UDP rows on the veth wire, a runner's sink and

@@ -8,14 +8,11 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/bench"
-	"github.com/sluice-io/sluice/bench/sink"
-
-	"github.com/sluice-io/sluice/bench/peers"
-
-	"github.com/sluice-io/sluice/bench/load"
-
 	"github.com/sluice-io/sluice/bench/harness"
+	"github.com/sluice-io/sluice/bench/load"
+	"github.com/sluice-io/sluice/bench/peers"
 	"github.com/sluice-io/sluice/bench/report"
+	"github.com/sluice-io/sluice/bench/sink"
 )
 
 // udpRunConfig is a valid `run --proto udp`.

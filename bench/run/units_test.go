@@ -12,12 +12,10 @@ import (
 	"unicode/utf8"
 
 	"github.com/sluice-io/sluice/bench"
-	"github.com/sluice-io/sluice/bench/sink"
-
-	"github.com/sluice-io/sluice/bench/load"
-
 	"github.com/sluice-io/sluice/bench/harness"
+	"github.com/sluice-io/sluice/bench/load"
 	"github.com/sluice-io/sluice/bench/report"
+	"github.com/sluice-io/sluice/bench/sink"
 )
 
 func TestWeightedJainUndoesSkew(t *testing.T) {

@@ -6,11 +6,9 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/bench"
-	"github.com/sluice-io/sluice/bench/sink"
-
-	"github.com/sluice-io/sluice/bench/load"
-
 	"github.com/sluice-io/sluice/bench/harness"
+	"github.com/sluice-io/sluice/bench/load"
+	"github.com/sluice-io/sluice/bench/sink"
 )
 
 // TestUsageOver: the CPU and bytes over an interval are interpolated

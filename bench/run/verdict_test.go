@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/sluice-io/sluice/bench"
-
 	"github.com/sluice-io/sluice/bench/load"
 )
 

@@ -19,13 +19,10 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/bench"
-
 	"github.com/sluice-io/sluice/bench/benchtest"
 	"github.com/sluice-io/sluice/bench/harness"
-
-	"golang.org/x/sys/unix"
-
 	"github.com/sluice-io/sluice/internal/srcstest"
+	"golang.org/x/sys/unix"
 )
 
 // buildTestWire builds a veth wire between CPUs 0 and 1, or skips t when

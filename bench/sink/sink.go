@@ -11,15 +11,11 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/sluice-io/sluice/bench"
-
-	"github.com/sluice-io/sluice/bench/load"
-
-	"github.com/sluice-io/sluice/bench/harness"
-
-	"github.com/sluice-io/sluice/bench/report"
-
 	"github.com/dustin/go-humanize"
+	"github.com/sluice-io/sluice/bench"
+	"github.com/sluice-io/sluice/bench/harness"
+	"github.com/sluice-io/sluice/bench/load"
+	"github.com/sluice-io/sluice/bench/report"
 	"github.com/sluice-io/sluice/engine"
 )
 

@@ -9,11 +9,8 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/bench"
-
-	"github.com/sluice-io/sluice/bench/load"
-
 	"github.com/sluice-io/sluice/bench/harness"
-
+	"github.com/sluice-io/sluice/bench/load"
 	"github.com/sluice-io/sluice/engine"
 	"github.com/sluice-io/sluice/srcs"
 	"golang.org/x/sys/unix"

@@ -20,7 +20,6 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	njs "github.com/nats-io/nats.go/jetstream"
-
 	"github.com/sluice-io/sluice/internal/srcstest"
 )
 

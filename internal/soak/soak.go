@@ -53,11 +53,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluice-io/sluice/bench/harness"
-
-	"github.com/sluice-io/sluice/bench/report"
-
 	"github.com/dustin/go-humanize"
+	"github.com/sluice-io/sluice/bench/harness"
+	"github.com/sluice-io/sluice/bench/report"
 	"github.com/sluice-io/sluice/engine"
 	"github.com/sluice-io/sluice/internal/mosquitto"
 	"github.com/sluice-io/sluice/srcs"

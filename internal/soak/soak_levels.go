@@ -9,10 +9,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"github.com/sluice-io/sluice/bench/harness"
 	"github.com/sluice-io/sluice/bench/report"
-
-	"github.com/dustin/go-humanize"
 )
 
 // Tolerances of the leak check. Descriptors, goroutines, pool buffers,

@@ -5,10 +5,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/dustin/go-humanize"
 	"github.com/sluice-io/sluice/bench/harness"
 	"github.com/sluice-io/sluice/bench/report"
-
-	"github.com/dustin/go-humanize"
 	"github.com/sluice-io/sluice/engine"
 )
 

@@ -15,11 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-io/sluice/bench/harness"
-
-	"github.com/sluice-io/sluice/bench/report"
-
 	"github.com/dustin/go-humanize"
+	"github.com/sluice-io/sluice/bench/harness"
+	"github.com/sluice-io/sluice/bench/report"
 	"github.com/sluice-io/sluice/engine"
 	"github.com/sluice-io/sluice/internal/mosquitto"
 	"github.com/sluice-io/sluice/internal/srcstest"

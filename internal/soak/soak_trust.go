@@ -15,10 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluice-io/sluice/bench/harness"
-
 	proxyproto "github.com/pires/go-proxyproto"
-
+	"github.com/sluice-io/sluice/bench/harness"
 	"github.com/sluice-io/sluice/srcs"
 )
 
