@@ -25,7 +25,7 @@ DEB_PKGS ?= fio jq mosquitto haproxy curl nats-server openssl
 FUZZTIME ?= 20000x
 TEST_TIMEOUT ?= 20m
 
-.PHONY: all build deps test invariants vet lint fuzz bench microbench fio-check sluice-bench sluice soak clean
+.PHONY: all build deps test invariants vet lint fuzz bench microbench fio-check sluice-bench sluice soak sluice-soak clean
 
 all: build
 
@@ -81,7 +81,7 @@ fio-check: sluice-bench
 	bash scripts/fio-load.sh -B ./sluice-bench -n 1000 -s 1m
 
 sluice-bench:
-	$(GO) build -o sluice-bench ./bench/cmd/sluice-bench
+	$(GO) build -o sluice-bench ./cmd/sluice-bench
 
 # sluice is the ingest node's command: ./sluice run -c examples/node.yaml
 sluice:
@@ -102,22 +102,25 @@ fuzz:
 # wire between two network namespaces, each side's receive work on its
 # own CPU (run --wire auto); elsewhere over loopback, saying why.
 bench:
-	$(GO) run ./bench/cmd/sluice-bench run
+	$(GO) run ./cmd/sluice-bench run
 
 # soak is the long form of the soak that `make test` runs for 60s under
-# the race detector (TestSoak): every kind of source on one engine for
-# SOAK (10m), then no mismatch and no leak; the report goes to
-# bench/out/soak.json. SOAK_FLAGS adds flags, e.g.
+# the race detector (TestSoak in internal/soak): every kind of source on
+# one engine for SOAK (10m), then no mismatch and no leak; the report goes
+# to bench/out/soak.json. SOAK_FLAGS adds flags, e.g.
 # --runner epoll; SLUICE_SOAK=10m runs TestSoak that long instead.
 SOAK ?= 10m
 SOAK_FLAGS ?=
-soak: deps sluice-bench
+soak: deps sluice-soak
 	mkdir -p bench/out
-	./sluice-bench soak --duration $(SOAK) --json bench/out/soak.json $(SOAK_FLAGS)
+	./sluice-soak --duration $(SOAK) --json bench/out/soak.json $(SOAK_FLAGS)
+
+sluice-soak:
+	$(GO) build -o sluice-soak ./cmd/sluice-soak
 
 # microbench runs the micro benchmarks that guard the hot paths.
 microbench:
-	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./pool/ ./ring/ ./fallback/ ./srcs/ ./internal/driver/ ./bench/
+	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./pool/ ./ring/ ./fallback/ ./srcs/ ./internal/driver/ ./bench/load/
 
 clean:
 	$(GO) clean -testcache

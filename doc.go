@@ -11,8 +11,9 @@
 //	ring/      io_uring on golang.org/x/sys and the io_uring runner
 //	fallback/  the epoll, goroutine and thread-per-source runners
 //	engine/    configuration, runner selection, delivery, backpressure, errors, stats
-//	internal/  what runners, the soak and the tests share but users do not see
-//	bench/     the benchmark harness and the sluice-bench CLI
+//	internal/  what runners and the tests share but users do not see, and the soak
+//	bench/     the benchmarks, in rooms: harness, load, peers, report, one per scenario
+//	cmd/       the sluice, sluice-bench and sluice-soak commands
 //
 // Only ring/ and the slab allocator in pool/ may use unsafe or raw system
 // calls, and only tests may import internal/srcstest.

@@ -239,10 +239,35 @@ var layering = []struct {
 	{"internal/node", []string{"engine", "engine/jetstream", "engine/metrics", "srcs", "pool"}},
 	// Commands: thin drivers over the node.
 	{"cmd", []string{"engine", "srcs", "pool", "internal/node"}},
-	// The bench drives the engine and its adapters; the soak runs the
-	// mosquitto broker.
-	{"bench", []string{"engine", "srcs", "pool", "internal/mosquitto", "internal/node"}},
-	{"bench/cmd", []string{"bench"}},
+	// The bench drives the engine and its adapters.
+	{"bench", []string{"engine", "srcs", "pool", "bench/harness", "bench/load", "bench/peers", "bench/report"}},
+	// The bench's rooms, each named exactly (exactRooms): the child
+	// processes and the machine they run on, the built-in load, the
+	// reference sinks, and the figures reports share.
+	{"bench/harness", []string{"engine", "srcs", "pool", "bench/report"}},
+	{"bench/load", []string{"srcs", "bench/harness", "bench/report"}},
+	{"bench/peers", []string{"bench/harness"}},
+	{"bench/benchtest", nil},
+	{"bench/report", nil},
+	// The scenarios, one room each, on the measurement every scenario
+	// makes (bench) and the harness, load, peers and report rooms; run
+	// and arrivals read reports in the sink command's format.
+	{"bench/arrivals", append([]string{"bench/sink"}, benchScenario...)},
+	{"bench/file", benchScenario},
+	{"bench/floor", benchScenario},
+	{"bench/idle", benchScenario},
+	{"bench/jetstream", benchScenario},
+	{"bench/latency", benchScenario},
+	{"bench/probe", benchScenario},
+	{"bench/run", append([]string{"bench/sink"}, benchScenario...)},
+	{"bench/sink", benchScenario},
+	{"bench/wirecheck", benchScenario},
+	// sluice-bench, a thin driver over the scenarios.
+	{"cmd/sluice-bench", append([]string{"bench", "bench/harness", "bench/load"}, benchScenarios...)},
+	// The soak, a reliability test rather than a benchmark, on the
+	// bench's harness, with the mosquitto broker; and its command.
+	{"internal/soak", []string{"engine", "srcs", "pool", "internal/mosquitto", "bench/harness", "bench/report"}},
+	{"cmd/sluice-soak", []string{"internal/soak", "bench/harness"}},
 	// The gnet reference sink is a module of its own, so that gnet stays
 	// out of sluice's module graph; it imports nothing of sluice.
 	{"bench/gnetsink", nil},
@@ -250,7 +275,7 @@ var layering = []struct {
 
 // testHelperPkgs exist only for tests: no other file may import them (but
 // one another), so neither the library nor the bench links test code.
-var testHelperPkgs = []string{"internal/srcstest", "internal/recordtest", "internal/runnertest", "internal/testca"}
+var testHelperPkgs = []string{"internal/srcstest", "internal/recordtest", "internal/runnertest", "internal/testca", "bench/benchtest"}
 
 // testHelper returns the test-helper package that holds pkg, or "".
 func testHelper(pkg string) string {
@@ -262,9 +287,23 @@ func testHelper(pkg string) string {
 	return ""
 }
 
+// benchScenarios are the bench's scenario rooms, and benchScenario what
+// each may import.
+var (
+	benchScenarios = []string{"bench/arrivals", "bench/file", "bench/floor", "bench/idle", "bench/jetstream", "bench/latency", "bench/probe", "bench/run", "bench/sink", "bench/wirecheck"}
+	benchScenario  = []string{"engine", "srcs", "pool", "bench", "bench/harness", "bench/load", "bench/peers", "bench/report"}
+)
+
+// exactRooms are rooms that hold one package and admit none under them,
+// so a package added beneath one needs a row of its own.
+var exactRooms = append([]string{"bench", "bench/benchtest", "bench/harness", "bench/load", "bench/peers", "bench/report"}, benchScenarios...)
+
 // under reports whether the package at slash path pkg is room or lies
-// under it.
+// under it (is room, for the exactRooms).
 func under(pkg, room string) bool {
+	if slices.Contains(exactRooms, room) {
+		return pkg == room
+	}
 	return pkg == room || room == "." || strings.HasPrefix(pkg, room+"/")
 }
 
@@ -339,11 +378,22 @@ func TestLintLayeringCatchesSlips(t *testing.T) {
 		{"engine/select.go", []string{"ring", "fallback", "internal/flush"}, ""},
 		{"engine/metrics/metrics.go", []string{"ring"}, "engine/metrics/ may import engine"},
 		{"bench/probe.go", []string{"ring"}, "bench/ may import engine"},
-		{"bench/soak.go", []string{"engine", "internal/mosquitto"}, ""},
-		{"bench/soak.go", []string{"internal/srcstest"}, "a package for tests only"},
+		{"internal/soak/soak.go", []string{"engine", "internal/mosquitto", "bench/harness"}, ""},
+		{"internal/soak/soak.go", []string{"internal/srcstest"}, "a package for tests only"},
+		{"bench/run.go", []string{"internal/mosquitto"}, "bench/ may import engine"},
+		{"cmd/sluice-soak/main.go", []string{"internal/soak"}, ""},
 		{"engine/engine.go", []string{"internal/srcstest"}, "a package for tests only"},
 		{"internal/srcstest/env.go", []string{"internal/mosquitto"}, ""},
-		{"bench/cmd/sluice-bench/main.go", []string{"bench"}, ""},
+		{"cmd/sluice-bench/main.go", []string{"bench", "bench/latency"}, ""},
+		{"cmd/sluice-bench/main.go", []string{"ring"}, "cmd/sluice-bench/ may import bench"},
+		{"bench/report/units.go", []string{"bench/harness"}, "bench/report/ may import nothing of ours"},
+		{"bench/harness/sys.go", []string{"bench"}, "bench/harness/ may import engine, srcs, pool, bench/report"},
+		{"bench/newroom/x.go", []string{"engine"}, "no row in the layering table"},
+		{"bench/latency/latency.go", []string{"bench", "bench/load", "bench/report"}, ""},
+		{"bench/latency/latency.go", []string{"bench/file"}, "bench/latency/ may import engine"},
+		{"bench/measure.go", []string{"bench/run"}, "bench/ may import engine"},
+		{"bench/run/run.go", []string{"bench", "bench/sink", "bench/peers"}, ""},
+		{"bench/sink/sink.go", []string{"bench/run"}, "bench/sink/ may import engine"},
 		{"node/node.go", []string{"engine"}, "no row in the layering table"},
 		{"internal/node/node.go", []string{"engine", "engine/jetstream", "engine/metrics", "srcs", "pool"}, ""},
 		{"internal/node/node.go", []string{"ring"}, "internal/node/ may import engine, engine/jetstream, engine/metrics, srcs, pool"},

@@ -10,6 +10,8 @@ import (
 	"os"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/sluice-io/sluice/bench/harness"
+	"github.com/sluice-io/sluice/bench/report"
 )
 
 // ChildCommand is the hidden subcommand that hosts one measurement's
@@ -36,11 +38,11 @@ func encodeChild(w io.Writer, r *Result, err error) error {
 		rep.Error = err.Error()
 	}
 	if r != nil {
-		if r.hist != nil {
-			rep.Hist = r.hist.Export()
+		if r.Hist != nil {
+			rep.Hist = r.Hist.Export()
 		}
-		if r.e2e != nil {
-			rep.E2E = r.e2e.Export()
+		if r.E2E != nil {
+			rep.E2E = r.E2E.Export()
 		}
 	}
 	if err := json.NewEncoder(w).Encode(rep); err != nil {
@@ -62,12 +64,12 @@ func decodeChild(b []byte) (*Result, error) {
 		return nil, errors.New("bench: child: report without a result")
 	}
 	r := rep.Result
-	r.hist, r.e2e = newHist(), newHist()
+	r.Hist, r.E2E = report.NewHist(), report.NewHist()
 	if rep.Hist != nil {
-		r.hist = hdrhistogram.Import(rep.Hist)
+		r.Hist = hdrhistogram.Import(rep.Hist)
 	}
 	if rep.E2E != nil {
-		r.e2e = hdrhistogram.Import(rep.E2E)
+		r.E2E = hdrhistogram.Import(rep.E2E)
 	}
 	return r, nil
 }
@@ -76,11 +78,11 @@ func decodeChild(b []byte) (*Result, error) {
 // measures it in this process, and writes the report to out. Progress
 // and diagnostics go to errOut.
 func RunChild(ctx context.Context, in io.Reader, out, errOut io.Writer) error {
-	var w workload
+	var w Workload
 	if err := json.NewDecoder(in).Decode(&w); err != nil {
 		return fmt.Errorf("bench: child: bad workload: %w", err)
 	}
-	ios := IO{Out: errOut, Err: errOut}
+	ios := harness.IO{Out: errOut, Err: errOut}
 	if f, ok := errOut.(*os.File); ok {
 		if fi, err := f.Stat(); err == nil {
 			ios.ErrIsTTY = fi.Mode()&os.ModeCharDevice != 0
@@ -90,18 +92,18 @@ func RunChild(ctx context.Context, in io.Reader, out, errOut io.Writer) error {
 	return encodeChild(out, r, err)
 }
 
-// measureChild runs w in a fresh child process of w.Exe and returns its
+// MeasureChild runs w in a fresh child process of w.Exe and returns its
 // measurement.
-func measureChild(ctx context.Context, w workload, ios IO) (*Result, error) {
+func MeasureChild(ctx context.Context, w Workload, ios harness.IO) (*Result, error) {
 	in, err := json.Marshal(w)
 	if err != nil {
 		return nil, fmt.Errorf("bench: child: %w", err)
 	}
-	cmd := w.Wire.command(ctx, sideSink, w.Exe, ChildCommand)
+	cmd := w.Wire.Command(ctx, harness.SideSink, w.Exe, ChildCommand)
 	// On cancellation let the child stop its generator and engine itself;
 	// kill it only if it does not.
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
-	cmd.WaitDelay = shutdownTimeout
+	cmd.WaitDelay = ShutdownTimeout
 	cmd.Stdin = bytes.NewReader(in)
 	var out bytes.Buffer
 	cmd.Stdout = &out
@@ -117,10 +119,10 @@ func measureChild(ctx context.Context, w workload, ios IO) (*Result, error) {
 	return r, nil
 }
 
-// measureRunner measures w in a fresh process, or in this one.
-func measureRunner(ctx context.Context, w workload, ios IO, fresh bool) (*Result, error) {
+// MeasureRunner measures w in a fresh process, or in this one.
+func MeasureRunner(ctx context.Context, w Workload, ios harness.IO, fresh bool) (*Result, error) {
 	if fresh {
-		return measureChild(ctx, w, ios)
+		return MeasureChild(ctx, w, ios)
 	}
 	return measure(ctx, w, ios)
 }

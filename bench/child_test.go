@@ -6,10 +6,12 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/sluice-io/sluice/bench/report"
 )
 
 func TestChildProtocol(t *testing.T) {
-	h, e2e := newHist(), newHist()
+	h, e2e := report.NewHist(), report.NewHist()
 	for _, v := range []int64{1000, 2000, 3000, 1e6} {
 		h.RecordValue(v)
 		e2e.RecordValue(2 * v)
@@ -21,7 +23,7 @@ func TestChildProtocol(t *testing.T) {
 		wantErr string
 	}{
 		{"result", &Result{Runner: "uring", Round: 1, Bytes: 123, CPUS: 0.5, ThreadsMax: 7, RSSMaxBytes: 1 << 20,
-			GeneratorBound: true, GenBoundWhy: "lag", Counters: Counters{Enters: 4, Completions: 9}, hist: h, e2e: e2e}, nil, ""},
+			GeneratorBound: true, GenBoundWhy: "lag", Counters: Counters{Enters: 4, Completions: 9}, Hist: h, E2E: e2e}, nil, ""},
 		{"no histograms", &Result{Runner: "epoll"}, nil, ""},
 		{"error", nil, errors.New("bench: only 3 of 5 connections accepted"), "only 3 of 5"},
 	} {
@@ -45,13 +47,13 @@ func TestChildProtocol(t *testing.T) {
 				t.Errorf("decoded %+v, want %+v", got, tc.r)
 			}
 			wantN := int64(0)
-			if tc.r.hist != nil {
-				wantN = tc.r.hist.TotalCount()
+			if tc.r.Hist != nil {
+				wantN = tc.r.Hist.TotalCount()
 			}
-			if got.hist.TotalCount() != wantN || got.e2e.TotalCount() != wantN {
-				t.Errorf("histograms hold %d and %d values, want %d", got.hist.TotalCount(), got.e2e.TotalCount(), wantN)
+			if got.Hist.TotalCount() != wantN || got.E2E.TotalCount() != wantN {
+				t.Errorf("histograms hold %d and %d values, want %d", got.Hist.TotalCount(), got.E2E.TotalCount(), wantN)
 			}
-			if wantN > 0 && (got.hist.Max() != h.Max() || got.e2e.ValueAtQuantile(50) != e2e.ValueAtQuantile(50)) {
+			if wantN > 0 && (got.Hist.Max() != h.Max() || got.E2E.ValueAtQuantile(50) != e2e.ValueAtQuantile(50)) {
 				t.Errorf("histograms changed on the way")
 			}
 		})

@@ -13,78 +13,38 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/sluice-io/sluice/bench/harness"
+	"github.com/sluice-io/sluice/bench/load"
+	"github.com/sluice-io/sluice/bench/report"
 	"github.com/sluice-io/sluice/engine"
 	"github.com/sluice-io/sluice/srcs"
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// EngineFlags are the engine settings every command exposes. Zero fields
-// take the engine's defaults (see engine.Config).
-type EngineFlags struct {
-	Pool    int           // buffers in the source pool (--pool)
-	Buf     Size          // size of each buffer (--buf)
-	Workers int           // event-loop workers (--workers)
-	Flush   time.Duration // flush timeout (--flush); negative: every read
-	// BatchWait bounds what the uring runner may wait to batch
-	// completions (--batch-wait); negative: never.
-	BatchWait time.Duration
-	MaxConns  int // listener connection cap (--max-conns)
-	// RecvBuffer is SO_RCVBUF of the engine's TCP listeners, inherited by
-	// the connections they accept (--recv-buffer); zero: autotuned.
-	RecvBuffer Size
-	// Framing names the listeners' framer, as srcs.ParseFraming reads it
-	// (--framing, on the commands that take it); "" or "none": raw bytes.
-	Framing string
-	// Inline runs the consumer where each chunk was read
-	// (engine.WithInlineHandler) instead of on processing goroutines
-	// (--inline).
-	Inline bool
-	// TLS puts the listeners on TLS (run --tls).
-	TLS *srcs.TLSConfig `json:",omitempty"`
-	// FileSlots sizes each uring worker's registered file table
-	// (engine.Config.FileSlots; idle --file-slots): zero for the
-	// engine's default, negative for none.
-	FileSlots int `json:",omitempty"`
-}
-
-func (f EngineFlags) config(runner string) engine.Config {
-	return engine.Config{Runner: runner, Buffers: f.Pool, BufSize: int(f.Buf), Workers: f.Workers, Flush: f.Flush, BatchWait: f.BatchWait,
-		FileSlots: f.FileSlots}
-}
-
-// handler returns the engine option that delivers to h: inline with
-// --inline, else on processing goroutines.
-func (f EngineFlags) handler(h engine.Handler) engine.Option {
-	if f.Inline {
-		return engine.WithInlineHandler(h)
-	}
-	return engine.WithHandler(h)
-}
-
-// stream is the collector's record of one source.
-type stream struct {
-	id     srcs.ID
-	name   string
-	bytes  uint64
+// Stream is the collector's record of one source.
+type Stream struct {
+	ID     srcs.ID
+	Name   string
+	Bytes  uint64
 	chunks uint64
-	// first and last are when its first and latest bytes were delivered
+	// First and last are when its first and latest bytes were delivered
 	// (UnixNano).
-	first, last int64
-	crc         uint32
+	First, Last int64
+	CRC         uint32
 	ended       bool
-	tracker     recordTracker
-	errors      atomic.Uint64
+	tracker     load.RecordTracker
+	Errors      atomic.Uint64
 	// Framed streams only: whole records, the bytes of a record the
 	// source never finished (a Truncated chunk's tail), and chunks with
 	// the Records flag that did not end on a record boundary (an engine
 	// bug, which run reports as a mismatch).
-	records   uint64
-	truncated uint64
-	misframed uint64
-	// skipped is the records too long to deliver, which the engine
+	Records   uint64
+	Truncated uint64
+	Misframed uint64
+	// Skipped is the records too long to deliver, which the engine
 	// dropped: the source's final count, from its end-of-stream chunk.
-	skipped uint64
+	Skipped uint64
 }
 
 // latStripe is one of the collector's latency histograms. Sources are
@@ -95,32 +55,32 @@ type latStripe struct {
 	e2e *hdrhistogram.Histogram // delivery minus scheduled send
 }
 
-// collector is the engine's consumer in every measurement: for each source
+// Collector is the engine's consumer in every measurement: for each source
 // it counts bytes, checksums them (CRC-32C), counts records when the
 // engine frames them, and, when the stream carries fixed-size timestamped
 // messages, records delivery latencies. Handle runs
 // on the engine's processing goroutines; a source's chunks arrive in order
 // on one of them, so a stream is touched by one goroutine at a time. Read
 // the per-stream results only after the engine has shut down.
-type collector struct {
+type Collector struct {
 	msgSize int         // 0: the stream carries no timestamps
 	crc     bool        // checksum every byte
 	framer  srcs.Framer // the listeners' framer; nil: raw bytes
 
 	mu         sync.Mutex
-	streams    []*stream // by source id
+	Streams    []*Stream // by source id
 	errSamples []string  // the first maxErrorSamples errors
 
 	stripes []latStripe
 
-	total    atomic.Uint64
+	Total    atomic.Uint64
 	chunks   atomic.Uint64
-	partials atomic.Uint64
-	first    atomic.Int64 // UnixNano of the first byte, 0 before
-	last     atomic.Int64 // UnixNano of the latest byte
-	ended    atomic.Int64
-	errs     atomic.Uint64
-	records  atomic.Uint64
+	Partials atomic.Uint64
+	First    atomic.Int64 // UnixNano of the first byte, 0 before
+	Last     atomic.Int64 // UnixNano of the latest byte
+	Ended    atomic.Int64
+	Errs     atomic.Uint64
+	Records  atomic.Uint64
 	// The steady interval, while every stream was sending: from the
 	// latest first byte of a stream to the first end of stream, with the
 	// total bytes at each end (see steady).
@@ -134,75 +94,83 @@ type collector struct {
 	allEnd  chan struct{} // closed when ended reaches target
 }
 
-// newCollector returns a collector for streams of msgSize-byte timestamped
+// NewCollector returns a collector for streams of msgSize-byte timestamped
 // messages (0: no timestamps), framed by framer (nil: raw bytes).
-func newCollector(msgSize int, crc bool, framer srcs.Framer) *collector {
-	c := &collector{msgSize: msgSize, crc: crc, framer: framer, allEnd: make(chan struct{})}
+func NewCollector(msgSize int, crc bool, framer srcs.Framer) *Collector {
+	c := &Collector{msgSize: msgSize, crc: crc, framer: framer, allEnd: make(chan struct{})}
 	if msgSize > 0 {
 		c.stripes = make([]latStripe, 2*runtime.GOMAXPROCS(0))
 		for i := range c.stripes {
-			c.stripes[i].eng, c.stripes[i].e2e = newHist(), newHist()
+			c.stripes[i].eng, c.stripes[i].e2e = report.NewHist(), report.NewHist()
 		}
 	}
 	return c
 }
 
-// stream returns the record of source id, creating it on first sight.
-func (c *collector) stream(id srcs.ID, name string) *stream {
+// WithStreams calls f with the per-source records, by source id, under
+// the collector's lock: f must not keep the slice.
+func (c *Collector) WithStreams(f func(streams []*Stream)) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for int(id) >= len(c.streams) {
-		c.streams = append(c.streams, nil)
+	f(c.Streams)
+}
+
+// stream returns the record of source id, creating it on first sight.
+func (c *Collector) stream(id srcs.ID, name string) *Stream {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for int(id) >= len(c.Streams) {
+		c.Streams = append(c.Streams, nil)
 	}
-	s := c.streams[id]
+	s := c.Streams[id]
 	if s == nil {
-		s = &stream{id: id, name: name, tracker: recordTracker{size: c.msgSize}}
-		c.streams[id] = s
+		s = &Stream{ID: id, Name: name, tracker: load.RecordTracker{Size: c.msgSize}}
+		c.Streams[id] = s
 	}
 	return s
 }
 
-// handle is the engine's push handler.
-func (c *collector) handle(ch engine.Chunk) {
+// Handle is the engine's push handler.
+func (c *Collector) Handle(ch engine.Chunk) {
 	s := c.stream(ch.Source, ch.Name)
 	if n := len(ch.Data); n > 0 {
 		now := time.Now().UnixNano()
-		if s.bytes == 0 {
-			s.first = now
+		if s.Bytes == 0 {
+			s.First = now
 			c.lastStart.Store(now)
-			c.lastStartBytes.Store(c.total.Load())
+			c.lastStartBytes.Store(c.Total.Load())
 		}
-		s.last = now
-		s.bytes += uint64(n)
+		s.Last = now
+		s.Bytes += uint64(n)
 		s.chunks++
 		if c.framer != nil && ch.Flags&srcs.Records != 0 {
 			c.count(s, ch.Data, ch.Flags&srcs.Truncated != 0) // and the checksum
 		} else if c.crc {
-			s.crc = crc32.Update(s.crc, castagnoli, ch.Data)
+			s.CRC = crc32.Update(s.CRC, castagnoli, ch.Data)
 		}
 		if c.msgSize > 0 {
 			st := &c.stripes[int(ch.Source)%len(c.stripes)]
 			st.mu.Lock()
-			s.tracker.feed(ch.Data, now, st.eng, st.e2e)
+			s.tracker.Feed(ch.Data, now, st.eng, st.e2e)
 			st.mu.Unlock()
 		}
-		c.first.CompareAndSwap(0, now)
-		c.last.Store(now)
-		c.total.Add(uint64(n))
+		c.First.CompareAndSwap(0, now)
+		c.Last.Store(now)
+		c.Total.Add(uint64(n))
 		c.chunks.Add(1)
 	}
 	if ch.Flags&srcs.Partial != 0 {
-		c.partials.Add(1)
+		c.Partials.Add(1)
 	}
 	if ch.Flags&srcs.EndOfStream != 0 && !s.ended {
 		s.ended = true
 		if now := time.Now().UnixNano(); c.firstEnd.CompareAndSwap(0, now) {
-			c.firstEndBytes.Store(c.total.Load())
+			c.firstEndBytes.Store(c.Total.Load())
 		}
 		if ch.Final != nil {
-			s.skipped = ch.Final.RecordsSkipped
+			s.Skipped = ch.Final.RecordsSkipped
 		}
-		if n := c.ended.Add(1); n == c.target.Load() {
+		if n := c.Ended.Add(1); n == c.target.Load() {
 			c.allOnce.Do(func() { close(c.allEnd) })
 		}
 	}
@@ -216,73 +184,73 @@ func (c *collector) handle(ch engine.Chunk) {
 // Both are charged to the engine process's CPU, so a delimiter is counted
 // the cheap way: newline records are the chunk's '\n' bytes (the engine
 // delivers no line above the framer's maximum, and a truncated tail has
-// none), counted with a vectorised scan of each block of lineBlock bytes
+// none), counted with a vectorised scan of each block of LineBlock bytes
 // right after the checksum read it, while it is still in the L1 cache. A
 // framer with a header reads one header per record (srcs.CountRecords).
-func (c *collector) count(s *stream, p []byte, truncated bool) {
+func (c *Collector) count(s *Stream, p []byte, truncated bool) {
 	var recs, n int
 	if _, ok := c.framer.(srcs.Newline); ok {
-		for off := 0; off < len(p); off += lineBlock {
-			b := p[off:min(off+lineBlock, len(p))]
+		for off := 0; off < len(p); off += LineBlock {
+			b := p[off:min(off+LineBlock, len(p))]
 			if c.crc {
-				s.crc = crc32.Update(s.crc, castagnoli, b)
+				s.CRC = crc32.Update(s.CRC, castagnoli, b)
 			}
 			recs += bytes.Count(b, newline)
 		}
 		n = bytes.LastIndexByte(p, '\n') + 1
 	} else {
 		if c.crc {
-			s.crc = crc32.Update(s.crc, castagnoli, p)
+			s.CRC = crc32.Update(s.CRC, castagnoli, p)
 		}
 		recs, n, _ = srcs.CountRecords(c.framer, p)
 	}
-	s.records += uint64(recs)
-	c.records.Add(uint64(recs))
+	s.Records += uint64(recs)
+	c.Records.Add(uint64(recs))
 	if tail := len(p) - n; tail > 0 {
 		if truncated {
-			s.truncated += uint64(tail)
+			s.Truncated += uint64(tail)
 		} else {
-			s.misframed++
+			s.Misframed++
 		}
 	}
 }
 
-// lineBlock is the block size of count's newline pass: well within an L1
+// LineBlock is the block size of count's newline pass: well within an L1
 // data cache, large enough that the checksum's per-call cost stays small.
-const lineBlock = 8 << 10
+const LineBlock = 8 << 10
 
 var newline = []byte{'\n'}
 
-// onError is the engine's error handler: it counts errors, in all and per
+// OnError is the engine's error handler: it counts errors, in all and per
 // source.
-func (c *collector) onError(err error) {
-	if c.errs.Add(1) <= maxErrorSamples {
+func (c *Collector) OnError(err error) {
+	if c.Errs.Add(1) <= MaxErrorSamples {
 		c.mu.Lock()
 		c.errSamples = append(c.errSamples, err.Error())
 		c.mu.Unlock()
 	}
 	if se := (*srcs.SourceError)(nil); errors.As(err, &se) {
-		c.stream(se.ID, se.Name).errors.Add(1)
+		c.stream(se.ID, se.Name).Errors.Add(1)
 	}
 }
 
-// maxErrorSamples is how many errors a collector keeps the text of.
-const maxErrorSamples = 5
+// MaxErrorSamples is how many errors a collector keeps the text of.
+const MaxErrorSamples = 5
 
-// errorSamples returns the text of the first errors.
-func (c *collector) errorSamples() []string {
+// ErrorSamples returns the text of the first errors.
+func (c *Collector) ErrorSamples() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]string(nil), c.errSamples...)
 }
 
-// steady returns the bytes per second received while every stream was
+// Steady returns the bytes per second received while every stream was
 // sending, from the moment the last one to start sent its first byte to
 // the first end of stream, and how long that lasted; zeros when no stream
 // ended after the last one started. Clients that start their connections
 // one by one (fio starts a thread per job) stretch the time from the
 // first byte to the last, which dilutes a plain average.
-func (c *collector) steady() (bps, seconds float64) {
+func (c *Collector) Steady() (bps, seconds float64) {
 	a, b := c.lastStart.Load(), c.firstEnd.Load()
 	if a == 0 || b <= a {
 		return 0, 0
@@ -291,10 +259,10 @@ func (c *collector) steady() (bps, seconds float64) {
 	return float64(c.firstEndBytes.Load()-c.lastStartBytes.Load()) / seconds, seconds
 }
 
-// expect arms allEnded to close once n sources have ended.
-func (c *collector) expect(n int) <-chan struct{} {
+// Expect arms allEnded to close once n sources have ended.
+func (c *Collector) Expect(n int) <-chan struct{} {
 	c.target.Store(int64(n))
-	if c.ended.Load() >= int64(n) {
+	if c.Ended.Load() >= int64(n) {
 		c.allOnce.Do(func() { close(c.allEnd) })
 	}
 	return c.allEnd
@@ -302,8 +270,8 @@ func (c *collector) expect(n int) <-chan struct{} {
 
 // latency merges the stripes: engine latencies (delivery minus actual
 // send) and end-to-end ones (delivery minus schedule).
-func (c *collector) latency() (eng, e2e *hdrhistogram.Histogram) {
-	eng, e2e = newHist(), newHist()
+func (c *Collector) latency() (eng, e2e *hdrhistogram.Histogram) {
+	eng, e2e = report.NewHist(), report.NewHist()
 	for i := range c.stripes {
 		st := &c.stripes[i]
 		st.mu.Lock()
@@ -314,13 +282,13 @@ func (c *collector) latency() (eng, e2e *hdrhistogram.Histogram) {
 	return eng, e2e
 }
 
-// snapshot returns the streams seen, in id order. Call it after the
+// Snapshot returns the streams seen, in id order. Call it after the
 // engine has shut down.
-func (c *collector) snapshot() []*stream {
+func (c *Collector) Snapshot() []*Stream {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]*stream, 0, len(c.streams))
-	for _, s := range c.streams {
+	out := make([]*Stream, 0, len(c.Streams))
+	for _, s := range c.Streams {
 		if s != nil {
 			out = append(out, s)
 		}
@@ -328,36 +296,36 @@ func (c *collector) snapshot() []*stream {
 	return out
 }
 
-// peerOf turns a source name ("tcp://127.0.0.1:4000") into the peer
+// PeerOf turns a source name ("tcp://127.0.0.1:4000") into the peer
 // address ("127.0.0.1:4000").
-func peerOf(name string) string {
+func PeerOf(name string) string {
 	if _, rest, ok := strings.Cut(name, "://"); ok {
 		return rest
 	}
 	return name
 }
 
-// sinkEngine is an engine that feeds a collector from TCP listeners.
-type sinkEngine struct {
-	e   *engine.Engine
-	col *collector
-	lns []*srcs.Listener
+// SinkEngine is an engine that feeds a collector from TCP listeners.
+type SinkEngine struct {
+	Engine *engine.Engine
+	col    *Collector
+	lns    []*srcs.Listener
 }
 
-// startSink creates an engine with the given runner and starts listening on
+// StartSink creates an engine with the given runner and starts listening on
 // addrs, framing every connection with the collector's framer. The engine
 // refuses a runner that cannot work here with an *engine.RunnerError.
-func startSink(f EngineFlags, runner string, addrs []string, col *collector, opts ...engine.Option) (*sinkEngine, error) {
-	opts = append([]engine.Option{f.handler(col.handle), engine.WithErrorHandler(col.onError)}, opts...)
-	e, err := engine.New(f.config(runner), opts...)
+func StartSink(f harness.EngineFlags, runner string, addrs []string, col *Collector, opts ...engine.Option) (*SinkEngine, error) {
+	opts = append([]engine.Option{f.Handler(col.Handle), engine.WithErrorHandler(col.OnError)}, opts...)
+	e, err := engine.New(f.Config(runner), opts...)
 	if err != nil {
 		return nil, err
 	}
 	if runner != engine.RunnerAuto && e.Runner() != runner {
-		shutdownEngine(e)
+		ShutdownEngine(e)
 		return nil, fmt.Errorf("bench: asked for runner %s but the engine chose %s (is %s set?)", runner, e.Runner(), engine.EnvRunner)
 	}
-	s := &sinkEngine{e: e, col: col}
+	s := &SinkEngine{Engine: e, col: col}
 	for _, a := range addrs {
 		ln, err := srcs.ListenTCP(a, srcs.ListenerConfig{MaxConns: f.MaxConns, RecvBuffer: int(f.RecvBuffer), Framer: col.framer, TLS: f.TLS})
 		if err == nil {
@@ -367,7 +335,7 @@ func startSink(f EngineFlags, runner string, addrs []string, col *collector, opt
 			if ln != nil {
 				ln.Close()
 			}
-			s.close()
+			s.Close()
 			return nil, fmt.Errorf("bench: listen %s: %w", a, err)
 		}
 		s.lns = append(s.lns, ln)
@@ -375,8 +343,8 @@ func startSink(f EngineFlags, runner string, addrs []string, col *collector, opt
 	return s, nil
 }
 
-// addrs returns the bound listen addresses.
-func (s *sinkEngine) addrs() []string {
+// Addrs returns the bound listen addresses.
+func (s *SinkEngine) Addrs() []string {
 	out := make([]string, len(s.lns))
 	for i, l := range s.lns {
 		out[i] = l.Addr().String()
@@ -384,19 +352,19 @@ func (s *sinkEngine) addrs() []string {
 	return out
 }
 
-// live is the number of sources the engine is still driving.
-func (s *sinkEngine) live() int { return len(s.e.Stats().Sources) }
+// Live is the number of sources the engine is still driving.
+func (s *SinkEngine) Live() int { return len(s.Engine.Stats().Sources) }
 
-// close shuts the engine down, which also closes the listeners.
-func (s *sinkEngine) close() error {
-	return shutdownEngine(s.e)
+// Close shuts the engine down, which also closes the listeners.
+func (s *SinkEngine) Close() error {
+	return ShutdownEngine(s.Engine)
 }
 
-// shutdownTimeout bounds an engine's shutdown in every command.
-const shutdownTimeout = 30 * time.Second
+// ShutdownTimeout bounds an engine's shutdown in every command.
+const ShutdownTimeout = 30 * time.Second
 
-func shutdownEngine(e *engine.Engine) error {
-	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+func ShutdownEngine(e *engine.Engine) error {
+	ctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
 	defer cancel()
 	if err := e.Shutdown(ctx); err != nil {
 		return fmt.Errorf("bench: engine shutdown: %w", err)

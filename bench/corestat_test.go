@@ -4,6 +4,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/sluice-io/sluice/bench/harness"
 )
 
 const procStatSample = `cpu  4220 0 1727 20456 59 0 16 8 0 0
@@ -22,22 +24,22 @@ func TestParseProcStat(t *testing.T) {
 	tests := []struct {
 		name    string
 		in      string
-		want    map[int]cpuTimes
+		want    map[int]harness.CPUTimes
 		wantErr bool
 	}{
-		{"two CPUs", procStatSample, map[int]cpuTimes{
+		{"two CPUs", procStatSample, map[int]harness.CPUTimes{
 			0: {User: 1986, Nice: 3, System: 852, Idle: 10391, IOWait: 10, IRQ: 7, SoftIRQ: 5, Steal: 2},
 			1: {User: 2233, System: 874, Idle: 10065, IOWait: 48, SoftIRQ: 11, Steal: 5},
 		}, false},
 		{"no steal field (old kernels)", "cpu 1 2 3 4 5 6 7\ncpu3 1 2 3 4 5 6 7\n",
-			map[int]cpuTimes{3: {User: 1, Nice: 2, System: 3, Idle: 4, IOWait: 5, IRQ: 6, SoftIRQ: 7}}, false},
+			map[int]harness.CPUTimes{3: {User: 1, Nice: 2, System: 3, Idle: 4, IOWait: 5, IRQ: 6, SoftIRQ: 7}}, false},
 		{"a CPU line too short", "cpu0 1 2 3\n", nil, true},
 		{"not a number", "cpu0 1 2 3 x 5 6 7 8\n", nil, true},
 		{"no CPU lines", "intr 1\nctxt 2\n", nil, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := parseProcStat([]byte(tt.in))
+			got, err := harness.ParseProcStat([]byte(tt.in))
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("err %v, want error %v", err, tt.wantErr)
 			}
@@ -57,38 +59,38 @@ func TestParseProcStat(t *testing.T) {
 }
 
 func TestCoreBusy(t *testing.T) {
-	st, err := parseProcStat([]byte(procStatSample))
+	st, err := harness.ParseProcStat([]byte(procStatSample))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// user+nice+system+irq+softirq: idle, iowait and steal are nobody's
 	// work here.
-	if b := st[0].busy(); b != 1986+3+852+7+5 {
+	if b := st[0].Busy(); b != 1986+3+852+7+5 {
 		t.Errorf("cpu0 busy %d", b)
 	}
 	t0 := time.Unix(100, 0)
-	a := sampleOf(st, t0, []int{0}, []int{1})
+	a := harness.SampleOf(st, t0, []int{0}, []int{1})
 	if a.SinkBusy != 2853 || a.SinkSoft != 5 || a.LoadBusy != 2233+874+11 {
 		t.Fatalf("sample %+v", a)
 	}
 	tests := []struct {
 		name string
-		a, b coreSample
-		want coreUse
+		a, b harness.CoreSample
+		want harness.CoreUse
 	}{
-		{"a busy second", coreSample{UnixNs: 0, SinkBusy: 1000, SinkSoft: 100, LoadBusy: 500},
-			coreSample{UnixNs: 2e9, SinkBusy: 1150, SinkSoft: 140, LoadBusy: 690},
-			coreUse{Seconds: 2, Sink: 1.5, Soft: 0.4, Load: 1.9}},
-		{"idle", coreSample{UnixNs: 0, SinkBusy: 7, SinkSoft: 1, LoadBusy: 9},
-			coreSample{UnixNs: 1e9, SinkBusy: 7, SinkSoft: 1, LoadBusy: 9},
-			coreUse{Seconds: 1}},
-		{"a counter going backwards counts nothing", coreSample{UnixNs: 0, SinkBusy: 500, SinkSoft: 10, LoadBusy: 500},
-			coreSample{UnixNs: 1e9, SinkBusy: 400, SinkSoft: 20, LoadBusy: 600},
-			coreUse{Seconds: 1, Sink: 0, Soft: 0.1, Load: 1}},
+		{"a busy second", harness.CoreSample{UnixNs: 0, SinkBusy: 1000, SinkSoft: 100, LoadBusy: 500},
+			harness.CoreSample{UnixNs: 2e9, SinkBusy: 1150, SinkSoft: 140, LoadBusy: 690},
+			harness.CoreUse{Seconds: 2, Sink: 1.5, Soft: 0.4, Load: 1.9}},
+		{"idle", harness.CoreSample{UnixNs: 0, SinkBusy: 7, SinkSoft: 1, LoadBusy: 9},
+			harness.CoreSample{UnixNs: 1e9, SinkBusy: 7, SinkSoft: 1, LoadBusy: 9},
+			harness.CoreUse{Seconds: 1}},
+		{"a counter going backwards counts nothing", harness.CoreSample{UnixNs: 0, SinkBusy: 500, SinkSoft: 10, LoadBusy: 500},
+			harness.CoreSample{UnixNs: 1e9, SinkBusy: 400, SinkSoft: 20, LoadBusy: 600},
+			harness.CoreUse{Seconds: 1, Sink: 0, Soft: 0.1, Load: 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := coreBetween(tt.a, tt.b); !closeUse(got, tt.want) {
+			if got := harness.CoreBetween(tt.a, tt.b); !closeUse(got, tt.want) {
 				t.Errorf("got %+v, want %+v", got, tt.want)
 			}
 		})
@@ -98,26 +100,26 @@ func TestCoreBusy(t *testing.T) {
 func TestCoreOver(t *testing.T) {
 	// A core 80% busy (of which a quarter softirq) and a load core 50%
 	// busy, sampled every 100 ms.
-	var ss []coreSample
+	var ss []harness.CoreSample
 	for i := range 11 {
-		ss = append(ss, coreSample{UnixNs: int64(i) * 1e8, SinkBusy: uint64(8 * i), SinkSoft: uint64(2 * i), LoadBusy: uint64(5 * i)})
+		ss = append(ss, harness.CoreSample{UnixNs: int64(i) * 1e8, SinkBusy: uint64(8 * i), SinkSoft: uint64(2 * i), LoadBusy: uint64(5 * i)})
 	}
 	tests := []struct {
 		name string
 		a, b int64
-		want coreUse
+		want harness.CoreUse
 		ok   bool
 	}{
-		{"on samples", 1e8, 9e8, coreUse{Seconds: 0.8, Sink: 0.64, Soft: 0.16, Load: 0.4}, true},
-		{"between samples", 1.5e8, 6.5e8, coreUse{Seconds: 0.5, Sink: 0.4, Soft: 0.1, Load: 0.25}, true},
-		{"the whole", 0, 1e9, coreUse{Seconds: 1, Sink: 0.8, Soft: 0.2, Load: 0.5}, true},
-		{"before the first", -1, 5e8, coreUse{}, false},
-		{"after the last", 5e8, 1e9 + 1, coreUse{}, false},
-		{"empty", 5e8, 5e8, coreUse{}, false},
+		{"on samples", 1e8, 9e8, harness.CoreUse{Seconds: 0.8, Sink: 0.64, Soft: 0.16, Load: 0.4}, true},
+		{"between samples", 1.5e8, 6.5e8, harness.CoreUse{Seconds: 0.5, Sink: 0.4, Soft: 0.1, Load: 0.25}, true},
+		{"the whole", 0, 1e9, harness.CoreUse{Seconds: 1, Sink: 0.8, Soft: 0.2, Load: 0.5}, true},
+		{"before the first", -1, 5e8, harness.CoreUse{}, false},
+		{"after the last", 5e8, 1e9 + 1, harness.CoreUse{}, false},
+		{"empty", 5e8, 5e8, harness.CoreUse{}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok := coreOver(ss, tt.a, tt.b)
+			got, ok := harness.CoreOver(ss, tt.a, tt.b)
 			if ok != tt.ok || !closeUse(got, tt.want) {
 				t.Errorf("got %+v %v, want %+v %v", got, ok, tt.want, tt.ok)
 			}
@@ -127,7 +129,7 @@ func TestCoreOver(t *testing.T) {
 
 func TestApplyCore(t *testing.T) {
 	var r Result
-	applyCore(&r, coreUse{Seconds: 2, Sink: 1.5, Soft: 0.5, Load: 1}, 3*gibibyte, 1, 1)
+	ApplyCore(&r, harness.CoreUse{Seconds: 2, Sink: 1.5, Soft: 0.5, Load: 1}, 3*Gibibyte, 1, 1)
 	want := Result{CoreCPUS: 1.5, CoreSoftirqS: 0.5, LoadCoreCPUS: 1, CoreCPUSPerGiB: 0.5, CoreSoftirqSPerGiB: 0.5 / 3,
 		LoadCoreCPUSPerGiB: 1.0 / 3, CoreUtil: 0.75, LoadCoreUtil: 0.5}
 	for _, c := range []struct {
@@ -148,7 +150,7 @@ func TestApplyCore(t *testing.T) {
 
 func TestApplyCoreUtilAtMostOne(t *testing.T) {
 	var r Result
-	applyCore(&r, coreUse{Seconds: 1, Sink: 1.02, Load: 1.01}, gibibyte, 1, 1)
+	ApplyCore(&r, harness.CoreUse{Seconds: 1, Sink: 1.02, Load: 1.01}, Gibibyte, 1, 1)
 	if r.CoreUtil != 1 || r.LoadCoreUtil != 1 || r.CoreCPUS != 1.02 {
 		t.Errorf("util %v %v, core_cpu_s %v", r.CoreUtil, r.LoadCoreUtil, r.CoreCPUS)
 	}
@@ -168,13 +170,13 @@ func TestCPUMask(t *testing.T) {
 		{[]int{33, 64}, "1,00000002,00000000"},
 	}
 	for _, tt := range tests {
-		if got := cpuMask(tt.cpus); got != tt.want {
+		if got := harness.CPUMask(tt.cpus); got != tt.want {
 			t.Errorf("cpuMask(%v) = %q, want %q", tt.cpus, got, tt.want)
 		}
 	}
 }
 
-func closeUse(a, b coreUse) bool {
+func closeUse(a, b harness.CoreUse) bool {
 	near := func(x, y float64) bool { return math.Abs(x-y) < 1e-9 }
 	return near(a.Seconds, b.Seconds) && near(a.Sink, b.Sink) && near(a.Soft, b.Soft) && near(a.Load, b.Load)
 }
@@ -185,7 +187,7 @@ func TestBusyNote(t *testing.T) {
 		cpus int
 		want bool
 	}{{0.5, 2, false}, {2, 2, false}, {2.1, 2, true}, {63, 2, true}, {-1, 2, false}, {5, 0, false}} {
-		if got := busyNote(tc.load, tc.cpus) != ""; got != tc.want {
+		if got := harness.BusyNote(tc.load, tc.cpus) != ""; got != tc.want {
 			t.Errorf("load %v on %d CPUs: note %v, want %v", tc.load, tc.cpus, got, tc.want)
 		}
 	}

@@ -9,18 +9,14 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/sluice-io/sluice/bench/harness"
+	"github.com/sluice-io/sluice/bench/load"
+	"github.com/sluice-io/sluice/bench/report"
 	"github.com/sluice-io/sluice/engine"
 )
-
-// AllRunners returns every runner name, in the default comparison order.
-func AllRunners() []string {
-	return []string{engine.RunnerURing, engine.RunnerEpoll, engine.RunnerGoroutine, engine.RunnerThread}
-}
 
 // Skipped is a runner that cannot work here.
 type Skipped struct {
@@ -28,10 +24,10 @@ type Skipped struct {
 	Reason string `json:"reason"`
 }
 
-// availableRunners splits names into the runners the engine can start here
+// AvailableRunners splits names into the runners the engine can start here
 // and the ones it cannot, with the reason. It starts and stops a tiny
 // engine per runner: building a runner is how the engine probes for it.
-func availableRunners(names []string) (ok []string, skipped []Skipped) {
+func AvailableRunners(names []string) (ok []string, skipped []Skipped) {
 	for _, name := range names {
 		e, err := engine.New(engine.Config{Runner: name, Buffers: 8, BufSize: 4096})
 		if err != nil {
@@ -39,7 +35,7 @@ func availableRunners(names []string) (ok []string, skipped []Skipped) {
 			continue
 		}
 		chosen := e.Runner()
-		shutdownEngine(e)
+		ShutdownEngine(e)
 		if chosen != name {
 			skipped = append(skipped, Skipped{name, fmt.Sprintf("the engine chose %s instead (is %s set?)", chosen, engine.EnvRunner)})
 			continue
@@ -49,14 +45,14 @@ func availableRunners(names []string) (ok []string, skipped []Skipped) {
 	return ok, skipped
 }
 
-// pickRunners returns the runners of asked (of defaults, when asked is
+// PickRunners returns the runners of asked (of defaults, when asked is
 // empty) that the engine can start here, and the others with the reason,
 // which it also prints to w unless w is nil. It fails when none can.
-func pickRunners(asked, defaults []string, w io.Writer) ([]string, []Skipped, error) {
+func PickRunners(asked, defaults []string, w io.Writer) ([]string, []Skipped, error) {
 	if len(asked) == 0 {
 		asked = defaults
 	}
-	runners, skipped := availableRunners(asked)
+	runners, skipped := AvailableRunners(asked)
 	if w != nil {
 		for _, s := range skipped {
 			fmt.Fprintf(w, "sluice-bench: runner %s skipped: %s\n", s.Runner, s.Reason)
@@ -76,12 +72,12 @@ type Pinning struct {
 	Note       string `json:"note,omitempty"`
 }
 
-// pinApart confines this process (the engine) to the first half of the
+// PinApart confines this process (the engine) to the first half of the
 // allowed CPUs, rounded up, and returns the rest for the generator, with a
 // function that undoes it. With fewer than two CPUs, or off, it does
 // nothing. GOMAXPROCS follows the engine's share.
-func pinApart(enabled bool) (Pinning, func()) {
-	cpus := allowedCPUs()
+func PinApart(enabled bool) (Pinning, func()) {
+	cpus := harness.AllowedCPUs()
 	if !enabled {
 		return Pinning{Note: "disabled (--pin=false)"}, func() {}
 	}
@@ -90,47 +86,47 @@ func pinApart(enabled bool) (Pinning, func()) {
 	}
 	k := (len(cpus) + 1) / 2
 	eng, gen := cpus[:k], cpus[k:]
-	if err := pinProcess(eng); err != nil {
+	if err := harness.PinProcess(eng); err != nil {
 		return Pinning{Note: err.Error()}, func() {}
 	}
 	prev := runtime.GOMAXPROCS(len(eng))
 	return Pinning{Enabled: true, EngineCPUs: eng, GenCPUs: gen}, func() {
-		pinProcess(cpus)
+		harness.PinProcess(cpus)
 		runtime.GOMAXPROCS(prev)
 	}
 }
 
-// workload is one measurement's settings: an engine with one runner, fed
+// Workload is one measurement's settings: an engine with one runner, fed
 // over loopback TCP by the generator process.
-type workload struct {
+type Workload struct {
 	Runner   string
 	Round    int
 	Sources  int
 	Duration time.Duration
-	MsgSize  Size
-	Rate     Rate // per source
+	MsgSize  report.Size
+	Rate     report.Rate // per source
 	Arrivals string
 	Pacing   string // the generator's; "" for DefaultPacing
 	Skew     float64
 	MaxDial  int
 	Verify   bool
-	Engine   EngineFlags // Engine.Framing frames the generator's messages too
-	Exe      string      // the sluice-bench binary, for `gen`
+	Engine   harness.EngineFlags // Engine.Framing frames the generator's messages too
+	Exe      string              // the sluice-bench binary, for `gen`
 	GenCPUs  []int
 	Profile  string // directory for a CPU profile, or ""
 	Label    string // progress label
 	// TLS, when set, puts the engine's listener and the generator on TLS
 	// with these files (run --tls).
-	TLS *TLSFiles `json:",omitempty"`
+	TLS *harness.TLSFiles `json:",omitempty"`
 	// Wire is how the load reaches the sink; its zero value is loopback
 	// without whole-core accounting.
-	Wire wireEnv
+	Wire harness.WireEnv
 }
 
-// pacing is the generator's pacing in w.
-func (w workload) pacing() string {
+// GenPacing is the generator's pacing in w.
+func (w Workload) GenPacing() string {
 	if w.Pacing == "" {
-		return DefaultPacing
+		return load.DefaultPacing
 	}
 	return w.Pacing
 }
@@ -177,27 +173,27 @@ type Result struct {
 	// actually wrote the message. E2ELatencyNs is delivery minus the
 	// message's scheduled time, so that a generator falling behind stays
 	// visible (no coordinated omission).
-	LatencyNs    Latency `json:"latency_ns"`
-	E2ELatencyNs Latency `json:"e2e_latency_ns"`
-	FairnessJain float64 `json:"fairness_jain"`
+	LatencyNs    report.Latency `json:"latency_ns"`
+	E2ELatencyNs report.Latency `json:"e2e_latency_ns"`
+	FairnessJain float64        `json:"fairness_jain"`
 	// With --framing: the whole records delivered, and records_per_s
 	// over the interval; those too long to deliver (records_skipped,
 	// none when the generator's records fit), and the bytes of records a
 	// stream ended inside (truncated_bytes, none when the generator could
 	// finish its last records). All 0 for raw bytes.
-	Records        uint64  `json:"records"`
-	RecordsPerS    float64 `json:"records_per_s"`
-	RecordsSkipped uint64  `json:"records_skipped"`
-	TruncatedBytes uint64  `json:"truncated_bytes"`
-	PoolWaits      uint64  `json:"pool_waits"`
-	PartialFlushes uint64  `json:"partial_flushes"`
-	Chunks         uint64  `json:"chunks"`
-	Errors         uint64  `json:"errors"`
-	OfferedBps     float64 `json:"offered_bps"` // 0: unlimited
-	GenSentBytes   uint64  `json:"gen_sent_bytes"`
-	GenCPUS        float64 `json:"gen_cpu_s"`
-	GenLagMaxNs    int64   `json:"gen_lag_max_ns"`
-	GenLagNs       Latency `json:"gen_lag_ns"` // actual minus scheduled send, per message
+	Records        uint64         `json:"records"`
+	RecordsPerS    float64        `json:"records_per_s"`
+	RecordsSkipped uint64         `json:"records_skipped"`
+	TruncatedBytes uint64         `json:"truncated_bytes"`
+	PoolWaits      uint64         `json:"pool_waits"`
+	PartialFlushes uint64         `json:"partial_flushes"`
+	Chunks         uint64         `json:"chunks"`
+	Errors         uint64         `json:"errors"`
+	OfferedBps     float64        `json:"offered_bps"` // 0: unlimited
+	GenSentBytes   uint64         `json:"gen_sent_bytes"`
+	GenCPUS        float64        `json:"gen_cpu_s"`
+	GenLagMaxNs    int64          `json:"gen_lag_max_ns"`
+	GenLagNs       report.Latency `json:"gen_lag_ns"` // actual minus scheduled send, per message
 	// GenHeld is the fraction of the load scheduled within the duration
 	// that the generator wrote within it (1 when unpaced).
 	GenHeld float64 `json:"gen_held"`
@@ -229,44 +225,44 @@ type Result struct {
 	TLS string `json:"tls,omitempty"`
 	// StreamsVerified counts the generator's streams whose byte count, and
 	// CRC-32C when verifying, the engine's stream matched.
-	StreamsVerified int        `json:"streams_verified"`
-	Verified        bool       `json:"verified"`
-	Mismatches      []string   `json:"mismatches,omitempty"`
-	Profile         string     `json:"profile,omitempty"`
-	TopFunctions    []FuncCost `json:"top_functions,omitempty"`
-	Rounds          int        `json:"rounds,omitempty"` // summaries only
+	StreamsVerified int               `json:"streams_verified"`
+	Verified        bool              `json:"verified"`
+	Mismatches      []string          `json:"mismatches,omitempty"`
+	Profile         string            `json:"profile,omitempty"`
+	TopFunctions    []report.FuncCost `json:"top_functions,omitempty"`
+	Rounds          int               `json:"rounds,omitempty"` // summaries only
 	// ThroughputRounds and CPURounds are, in a summary of several
 	// rounds, the spread of throughput_bps and cpu_s_per_gib over them;
 	// the summary's own figures are then their medians.
 	ThroughputRounds *RatioSpread `json:"throughput_rounds,omitempty"`
 	CPURounds        *RatioSpread `json:"cpu_s_per_gib_rounds,omitempty"`
 	CoreRounds       *RatioSpread `json:"core_cpu_s_per_gib_rounds,omitempty"`
-	hist             *hdrhistogram.Histogram
-	e2e              *hdrhistogram.Histogram
-	// cpuWin is, for a fio row, the interval (UnixNano) cpu_s_per_gib is
+	Hist             *hdrhistogram.Histogram
+	E2E              *hdrhistogram.Histogram
+	// CPUWin is, for a fio row, the interval (UnixNano) cpu_s_per_gib is
 	// over and the bytes received in it, for the whole-core figures.
-	cpuWin      [2]int64
-	cpuWinBytes uint64
-	weights     []float64
-	perSource   []float64
+	CPUWin      [2]int64
+	CPUWinBytes uint64
+	Weights     []float64
+	PerSource   []float64
 }
 
-// gibibyte in bytes.
-const gibibyte = 1 << 30
+// Gibibyte in bytes.
+const Gibibyte = 1 << 30
 
-func cpuPerGiB(cpu float64, bytes uint64) float64 {
+func CPUPerGiB(cpu float64, bytes uint64) float64 {
 	if bytes == 0 {
 		return 0
 	}
-	return cpu / (float64(bytes) / gibibyte)
+	return cpu / (float64(bytes) / Gibibyte)
 }
 
 // measure runs one workload: it starts the sink engine, starts the
 // generator process, waits until every connection is accepted, then
 // measures from the generator's first byte until every source has ended.
-func measure(ctx context.Context, w workload, ios IO) (*Result, error) {
+func measure(ctx context.Context, w Workload, ios harness.IO) (*Result, error) {
 	msgSize := int(w.MsgSize)
-	framer, err := w.Engine.framer()
+	framer, err := w.Engine.Framer()
 	if err != nil {
 		return nil, err
 	}
@@ -274,59 +270,59 @@ func measure(ctx context.Context, w workload, ios IO) (*Result, error) {
 	if framer != nil {
 		stamped = 0 // framed messages carry no timestamps
 	}
-	col := newCollector(stamped, w.Verify, framer)
+	col := NewCollector(stamped, w.Verify, framer)
 	var records func() uint64 // for the progress lines
 	if framer != nil {
-		records = col.records.Load
+		records = col.Records.Load
 	}
-	sk, err := startSink(w.Engine, w.Runner, []string{w.Wire.listenAddr()}, col)
+	sk, err := StartSink(w.Engine, w.Runner, []string{w.Wire.ListenAddr()}, col)
 	if err != nil {
 		return nil, err
 	}
-	defer sk.close()
+	defer sk.Close()
 
-	g, err := startGen(ctx, w, sk.addrs()[0], framer, ios)
+	g, err := StartGen(ctx, w, sk.Addrs()[0], framer, ios)
 	if err != nil {
 		return nil, err
 	}
 	fail := func(err error) (*Result, error) {
-		g.kill()
+		g.Kill()
 		return nil, err
 	}
-	for deadline := time.Now().Add(dialLimit(w.Sources)); sk.live() < w.Sources; {
+	for deadline := time.Now().Add(DialLimit(w.Sources)); sk.Live() < w.Sources; {
 		if time.Now().After(deadline) {
-			return fail(fmt.Errorf("bench: only %d of %d connections accepted", sk.live(), w.Sources))
+			return fail(fmt.Errorf("bench: only %d of %d connections accepted", sk.Live(), w.Sources))
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	allEnded := col.expect(w.Sources)
+	allEnded := col.Expect(w.Sources)
 
 	// Measured phase.
-	var prof *cpuProfile
+	var prof *CPUProfile
 	if w.Profile != "" {
-		if prof, err = startCPUProfile(w.Profile, fmt.Sprintf("cpu-%s-r%d.pprof", w.row(), w.Round)); err != nil {
+		if prof, err = StartCPUProfile(w.Profile, fmt.Sprintf("cpu-%s-r%d.pprof", w.Row(), w.Round)); err != nil {
 			return fail(err)
 		}
 	}
-	smp := startSampler()
-	waits0 := sk.e.Pool().Stats().Waits
-	rs0 := sumRunnerStats(sk.e.Stats().Runners)
-	cpu0 := cpuTime()
-	core0, coreOK := readCores(w.Wire.SinkCPUs, w.Wire.LoadCPUs)
+	smp := harness.StartSampler()
+	waits0 := sk.Engine.Pool().Stats().Waits
+	rs0 := SumRunnerStats(sk.Engine.Stats().Runners)
+	cpu0 := harness.CPUTime()
+	core0, coreOK := harness.ReadCores(w.Wire.SinkCPUs, w.Wire.LoadCPUs)
 	t0 := time.Now()
-	if err := g.send(); err != nil {
-		smp.finish()
-		prof.stop()
+	if err := g.Send(); err != nil {
+		smp.Finish()
+		prof.Stop()
 		return fail(err)
 	}
-	prog := startProgress(ios, w.Label, w.Duration, col.total.Load, records)
-	backlog := sampleBacklog(sk.addrs()[0], w.Duration, 0)
-	var rep GenReport
+	prog := harness.StartProgress(ios, w.Label, w.Duration, col.Total.Load, records)
+	backlog := harness.SampleBacklog(sk.Addrs()[0], w.Duration, 0)
+	var rep load.GenReport
 	var repErr error
 	got := false
 	endLimit := time.After(w.Duration + 60*time.Second)
 	ended := false
-	pending := g.lines // nil once closed
+	pending := g.Lines // nil once closed
 	for !ended || !got {
 		select {
 		case l, ok := <-pending:
@@ -339,22 +335,22 @@ func measure(ctx context.Context, w workload, ios IO) (*Result, error) {
 				continue
 			}
 			got = true
-			rep, repErr = decodeGenReport(l)
+			rep, repErr = DecodeGenReport(l)
 		case <-allEnded:
 			ended = true
 			allEnded = nil
 		case <-endLimit:
-			prog.finish()
-			backlog.finish()
-			smp.finish()
-			prof.stop()
+			prog.Finish()
+			backlog.Finish()
+			smp.Finish()
+			prof.Stop()
 			return fail(fmt.Errorf("bench: %s: %d of %d sources ended %v after the generator's duration",
-				w.Runner, col.ended.Load(), w.Sources, 60*time.Second))
+				w.Runner, col.Ended.Load(), w.Sources, 60*time.Second))
 		case <-ctx.Done():
-			prog.finish()
-			backlog.finish()
-			smp.finish()
-			prof.stop()
+			prog.Finish()
+			backlog.Finish()
+			smp.Finish()
+			prof.Stop()
 			return fail(ctx.Err())
 		}
 		if repErr != nil {
@@ -364,18 +360,18 @@ func measure(ctx context.Context, w workload, ios IO) (*Result, error) {
 	// The interval ends when the last source ended; the report may come
 	// a moment later, but no engine work happens in between that matters.
 	t1 := time.Now()
-	core1, core1OK := readCores(w.Wire.SinkCPUs, w.Wire.LoadCPUs)
-	rxBacklog := backlog.finish()
-	cpu1 := cpuTime() - backlog.cpu // the sampler's reads of /proc are not the engine's
-	threads, rss := smp.finish()
-	prog.finish()
-	profPath, profErr := prof.stop()
-	waits := sk.e.Pool().Stats().Waits - waits0
-	rs1 := sumRunnerStats(sk.e.Stats().Runners)
-	if err := g.wait(); err != nil && repErr == nil {
+	core1, core1OK := harness.ReadCores(w.Wire.SinkCPUs, w.Wire.LoadCPUs)
+	rxBacklog := backlog.Finish()
+	cpu1 := harness.CPUTime() - backlog.CPU // the sampler's reads of /proc are not the engine's
+	threads, rss := smp.Finish()
+	prog.Finish()
+	profPath, profErr := prof.Stop()
+	waits := sk.Engine.Pool().Stats().Waits - waits0
+	rs1 := SumRunnerStats(sk.Engine.Stats().Runners)
+	if err := g.Wait(); err != nil && repErr == nil {
 		repErr = err
 	}
-	if err := sk.close(); err != nil {
+	if err := sk.Close(); err != nil {
 		return nil, err
 	}
 	if repErr != nil {
@@ -386,61 +382,61 @@ func measure(ctx context.Context, w workload, ios IO) (*Result, error) {
 	}
 
 	r := &Result{
-		Runner: w.row(), Round: w.Round, Sources: w.Sources, Bytes: col.total.Load(),
+		Runner: w.Row(), Round: w.Round, Sources: w.Sources, Bytes: col.Total.Load(),
 		DurationS: t1.Sub(t0).Seconds(), CPUS: (cpu1 - cpu0).Seconds(),
 		ThreadsMax: threads, RSSMaxBytes: rss, PoolWaits: waits,
-		PartialFlushes: col.partials.Load(), Chunks: col.chunks.Load(), Errors: col.errs.Load(),
+		PartialFlushes: col.Partials.Load(), Chunks: col.chunks.Load(), Errors: col.Errs.Load(),
 		Profile: profPath, EngineCPUs: runtime.GOMAXPROCS(0), RxBacklogBytes: rxBacklog,
 	}
-	applyGen(r, rep)
-	r.Wire = w.Wire.name()
+	ApplyGen(r, rep)
+	r.Wire = w.Wire.Name()
 	if coreOK && core1OK {
-		applyCore(r, coreBetween(core0, core1), r.Bytes, len(w.Wire.SinkCPUs), len(w.Wire.LoadCPUs))
+		ApplyCore(r, harness.CoreBetween(core0, core1), r.Bytes, len(w.Wire.SinkCPUs), len(w.Wire.LoadCPUs))
 	}
-	r.hist, r.e2e = col.latency()
-	r.E2ELatencyNs = summarize(r.e2e)
-	r.Counters = counterDeltas(rs0, rs1, r.Bytes, r.DurationS)
+	r.Hist, r.E2E = col.latency()
+	r.E2ELatencyNs = report.Summarize(r.E2E)
+	r.Counters = CounterDeltas(rs0, rs1, r.Bytes, r.DurationS)
 	if r.DurationS > 0 && r.EngineCPUs > 0 {
 		r.EngineCPUUtil = r.CPUS / (r.DurationS * float64(r.EngineCPUs))
 	}
 	if rep.OfferedBps == 0 {
-		r.Bottleneck = r.bottleneck()
+		r.Bottleneck = r.NameBottleneck()
 	}
 	r.ThroughputBps = float64(r.Bytes) / r.DurationS
-	r.CPUSPerGiB = cpuPerGiB(r.CPUS, r.Bytes)
-	r.LatencyNs = summarize(r.hist)
+	r.CPUSPerGiB = CPUPerGiB(r.CPUS, r.Bytes)
+	r.LatencyNs = report.Summarize(r.Hist)
 	recSize := 0
 	if framer != nil {
 		recSize = msgSize
 	}
-	streams := col.snapshot()
-	r.perSource, r.weights, r.Mismatches = reconcile(streams, rep.Streams, w.Verify, recSize)
-	r.StreamsVerified = streamsVerified(streams, rep.Streams, w.Verify)
+	streams := col.Snapshot()
+	r.PerSource, r.Weights, r.Mismatches = Reconcile(streams, rep.Streams, w.Verify, recSize)
+	r.StreamsVerified = StreamsVerified(streams, rep.Streams, w.Verify)
 	for _, s := range streams {
-		r.Records += s.records
-		r.RecordsSkipped += s.skipped
-		r.TruncatedBytes += s.truncated
+		r.Records += s.Records
+		r.RecordsSkipped += s.Skipped
+		r.TruncatedBytes += s.Truncated
 	}
 	r.RecordsPerS = float64(r.Records) / r.DurationS
-	r.FairnessJain = weightedJain(r.perSource, r.weights)
+	r.FairnessJain = WeightedJain(r.PerSource, r.Weights)
 	r.Verified = len(r.Mismatches) == 0
 	if profPath != "" {
-		if r.TopFunctions, err = topFunctions(profPath, 10); err != nil {
+		if r.TopFunctions, err = report.TopFunctions(profPath, 10); err != nil {
 			return nil, err
 		}
 	}
 	return r, nil
 }
 
-// reconcile matches what the engine received with what the generator
+// Reconcile matches what the engine received with what the generator
 // sent, by peer address, and lists every difference. It returns the bytes
 // each sent stream delivered and the stream's weight. With recSize, the
-// stream was framed into records of recSize bytes: every whole record
+// Stream was framed into records of recSize bytes: every whole record
 // sent must have been counted, and the rest of the bytes as truncated.
-func reconcile(got []*stream, sent []GenStream, crc bool, recSize int) (bytes, weights []float64, mismatches []string) {
-	byPeer := make(map[string]*stream, len(got))
+func Reconcile(got []*Stream, sent []load.GenStream, crc bool, recSize int) (bytes, weights []float64, mismatches []string) {
+	byPeer := make(map[string]*Stream, len(got))
 	for _, s := range got {
-		byPeer[peerOf(s.name)] = s
+		byPeer[PeerOf(s.Name)] = s
 	}
 	for _, g := range sent {
 		s := byPeer[g.Local]
@@ -455,66 +451,58 @@ func reconcile(got []*stream, sent []GenStream, crc bool, recSize int) (bytes, w
 			mismatches = append(mismatches, fmt.Sprintf("%s: sent %d bytes, no such source in the engine", g.Local, g.Bytes))
 			continue
 		}
-		bytes = append(bytes, float64(s.bytes))
-		gotCRC := fmt.Sprintf("%08x", s.crc)
+		bytes = append(bytes, float64(s.Bytes))
+		gotCRC := fmt.Sprintf("%08x", s.CRC)
 		switch {
-		case s.bytes != g.Bytes:
-			mismatches = append(mismatches, fmt.Sprintf("%s: sent %d bytes, engine received %d", g.Local, g.Bytes, s.bytes))
+		case s.Bytes != g.Bytes:
+			mismatches = append(mismatches, fmt.Sprintf("%s: sent %d bytes, engine received %d", g.Local, g.Bytes, s.Bytes))
 		case crc && gotCRC != g.CRC32C:
 			mismatches = append(mismatches, fmt.Sprintf("%s: crc32c sent %s, received %s", g.Local, g.CRC32C, gotCRC))
-		case recSize > 0 && (s.records != g.Bytes/uint64(recSize) || s.truncated != g.Bytes%uint64(recSize) || s.misframed > 0):
+		case recSize > 0 && (s.Records != g.Bytes/uint64(recSize) || s.Truncated != g.Bytes%uint64(recSize) || s.Misframed > 0):
 			mismatches = append(mismatches, fmt.Sprintf("%s: sent %d records of %d bytes and %d bytes of one more; engine delivered %d records, %d truncated bytes, %d chunks off a record boundary",
-				g.Local, g.Bytes/uint64(recSize), recSize, g.Bytes%uint64(recSize), s.records, s.truncated, s.misframed))
+				g.Local, g.Bytes/uint64(recSize), recSize, g.Bytes%uint64(recSize), s.Records, s.Truncated, s.Misframed))
 		}
 	}
 	for peer, s := range byPeer {
-		if s.bytes > 0 {
-			mismatches = append(mismatches, fmt.Sprintf("%s: engine received %d bytes the generator did not send", peer, s.bytes))
+		if s.Bytes > 0 {
+			mismatches = append(mismatches, fmt.Sprintf("%s: engine received %d bytes the generator did not send", peer, s.Bytes))
 		}
 	}
 	return bytes, weights, mismatches
 }
 
-// streamsVerified counts the streams sent whose bytes, and CRC-32C with
+// StreamsVerified counts the streams sent whose bytes, and CRC-32C with
 // crc, the engine received exactly.
-func streamsVerified(got []*stream, sent []GenStream, crc bool) int {
-	byPeer := make(map[string]*stream, len(got))
+func StreamsVerified(got []*Stream, sent []load.GenStream, crc bool) int {
+	byPeer := make(map[string]*Stream, len(got))
 	for _, s := range got {
-		byPeer[peerOf(s.name)] = s
+		byPeer[PeerOf(s.Name)] = s
 	}
 	n := 0
 	for _, g := range sent {
-		if s := byPeer[g.Local]; s != nil && s.bytes == g.Bytes && (!crc || fmt.Sprintf("%08x", s.crc) == g.CRC32C) {
+		if s := byPeer[g.Local]; s != nil && s.Bytes == g.Bytes && (!crc || fmt.Sprintf("%08x", s.CRC) == g.CRC32C) {
 			n++
 		}
 	}
 	return n
 }
 
-// weightedJain is Jain's index over bytes normalised by each source's
+// WeightedJain is Jain's index over bytes normalised by each source's
 // share of the offered load: with no skew, plain Jain over bytes.
-func weightedJain(bytes, weights []float64) float64 {
+func WeightedJain(bytes, weights []float64) float64 {
 	xs := make([]float64, len(bytes))
 	for i := range bytes {
 		xs[i] = bytes[i] / weights[i]
 	}
-	return JainIndex(xs)
+	return report.JainIndex(xs)
 }
 
-func joinInts(xs []int) string {
-	s := make([]string, len(xs))
-	for i, x := range xs {
-		s[i] = strconv.Itoa(x)
-	}
-	return strings.Join(s, ",")
-}
-
-// cpuProfile is a CPU profile being written.
-type cpuProfile struct {
+// CPUProfile is a CPU profile being written.
+type CPUProfile struct {
 	f *os.File
 }
 
-func startCPUProfile(dir, name string) (*cpuProfile, error) {
+func StartCPUProfile(dir, name string) (*CPUProfile, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("bench: --profile: %w", err)
 	}
@@ -526,11 +514,11 @@ func startCPUProfile(dir, name string) (*cpuProfile, error) {
 		f.Close()
 		return nil, fmt.Errorf("bench: --profile: %w", err)
 	}
-	return &cpuProfile{f: f}, nil
+	return &CPUProfile{f: f}, nil
 }
 
-// stop ends the profile and returns its path. A nil profile is a no-op.
-func (p *cpuProfile) stop() (string, error) {
+// Stop ends the profile and returns its path. A nil profile is a no-op.
+func (p *CPUProfile) Stop() (string, error) {
 	if p == nil || p.f == nil {
 		return "", nil
 	}
@@ -543,12 +531,12 @@ func (p *cpuProfile) stop() (string, error) {
 	return f.Name(), nil
 }
 
-// mergeResults sums one runner's rounds into a summary.
-func mergeResults(rs []*Result) *Result {
+// MergeResults sums one runner's rounds into a summary.
+func MergeResults(rs []*Result) *Result {
 	if len(rs) == 0 {
 		return nil
 	}
-	s := &Result{Runner: rs[0].Runner, Sources: rs[0].Sources, Verified: true, Rounds: len(rs), hist: newHist(), e2e: newHist(),
+	s := &Result{Runner: rs[0].Runner, Sources: rs[0].Sources, Verified: true, Rounds: len(rs), Hist: report.NewHist(), E2E: report.NewHist(),
 		GenHeld: 1, EngineCPUs: rs[0].EngineCPUs, GenCPUs: rs[0].GenCPUs}
 	s.Wire = rs[0].Wire
 	var cnt []Counters
@@ -582,11 +570,11 @@ func mergeResults(rs []*Result) *Result {
 		}
 		s.Mismatches = append(s.Mismatches, r.Mismatches...)
 		fair += r.FairnessJain
-		if r.hist != nil {
-			s.hist.Merge(r.hist)
+		if r.Hist != nil {
+			s.Hist.Merge(r.Hist)
 		}
-		if r.e2e != nil {
-			s.e2e.Merge(r.e2e)
+		if r.E2E != nil {
+			s.E2E.Merge(r.E2E)
 		}
 		// The worst round speaks for the generator.
 		s.GenHeld = min(s.GenHeld, r.GenHeld)
@@ -612,10 +600,10 @@ func mergeResults(rs []*Result) *Result {
 		s.ThroughputBps = float64(s.Bytes) / s.DurationS
 		s.RecordsPerS = float64(s.Records) / s.DurationS
 	}
-	s.CPUSPerGiB = cpuPerGiB(s.CPUS, s.Bytes)
-	s.CoreCPUSPerGiB = cpuPerGiB(s.CoreCPUS, s.Bytes)
-	s.CoreSoftirqSPerGiB = cpuPerGiB(s.CoreSoftirqS, s.Bytes)
-	s.LoadCoreCPUSPerGiB = cpuPerGiB(s.LoadCoreCPUS, s.Bytes)
+	s.CPUSPerGiB = CPUPerGiB(s.CPUS, s.Bytes)
+	s.CoreCPUSPerGiB = CPUPerGiB(s.CoreCPUS, s.Bytes)
+	s.CoreSoftirqSPerGiB = CPUPerGiB(s.CoreSoftirqS, s.Bytes)
+	s.LoadCoreCPUSPerGiB = CPUPerGiB(s.LoadCoreCPUS, s.Bytes)
 	if s.CPUOver != "" {
 		s.CPUSPerGiBListened = s.CPUSPerGiB
 	}
@@ -632,7 +620,7 @@ func mergeResults(rs []*Result) *Result {
 		for i, r := range rs {
 			tps[i], cpus[i] = r.ThroughputBps, r.CPUSPerGiB
 		}
-		t, c := spread("throughput", tps), spread("cpu_s_per_gib", cpus)
+		t, c := Spread("throughput", tps), Spread("cpu_s_per_gib", cpus)
 		s.ThroughputRounds, s.CPURounds = &t, &c
 		s.ThroughputBps, s.CPUSPerGiB = t.Median, c.Median
 		cores, softs, loads := make([]float64, len(rs)), make([]float64, len(rs)), make([]float64, len(rs))
@@ -640,29 +628,29 @@ func mergeResults(rs []*Result) *Result {
 			cores[i], softs[i], loads[i] = r.CoreCPUSPerGiB, r.CoreSoftirqSPerGiB, r.LoadCoreCPUSPerGiB
 		}
 		if s.CoreCPUS > 0 {
-			cs := spread("core_cpu_s_per_gib", cores)
+			cs := Spread("core_cpu_s_per_gib", cores)
 			s.CoreRounds = &cs
 			s.CoreCPUSPerGiB = cs.Median
-			s.CoreSoftirqSPerGiB, s.LoadCoreCPUSPerGiB = spread("", softs).Median, spread("", loads).Median
+			s.CoreSoftirqSPerGiB, s.LoadCoreCPUSPerGiB = Spread("", softs).Median, Spread("", loads).Median
 		}
 	}
 	s.FairnessJain = fair / float64(len(rs))
-	s.LatencyNs = summarize(s.hist)
-	s.E2ELatencyNs = summarize(s.e2e)
+	s.LatencyNs = report.Summarize(s.Hist)
+	s.E2ELatencyNs = report.Summarize(s.E2E)
 	s.RxBacklogBytes /= int64(len(rs))
 	s.EngineCPUUtil = engUtil / float64(len(rs))
 	s.GenCPUUtil = genUtil / float64(len(rs))
 	s.CoreUtil = coreUtil / float64(len(rs))
 	s.LoadCoreUtil = loadUtil / float64(len(rs))
 	if s.OfferedBps == 0 {
-		s.Bottleneck = s.bottleneck()
+		s.Bottleneck = s.NameBottleneck()
 	}
-	s.Counters = sumCounters(cnt, s.Bytes, s.DurationS)
+	s.Counters = SumCounters(cnt, s.Bytes, s.DurationS)
 	return s
 }
 
-// executable finds the binary to run the generator from.
-func executable(exe string) (string, error) {
+// Executable finds the binary to run the generator from.
+func Executable(exe string) (string, error) {
 	if exe != "" {
 		return exe, nil
 	}
@@ -671,4 +659,41 @@ func executable(exe string) (string, error) {
 		return "", fmt.Errorf("bench: cannot find my own binary to start the generator: %w", err)
 	}
 	return p, nil
+}
+
+// ApplyCore fills r's whole-core figures from u, over bytes received.
+func ApplyCore(r *Result, u harness.CoreUse, bytes uint64, sinkCPUs, loadCPUs int) {
+	r.CoreCPUS, r.CoreSoftirqS, r.LoadCoreCPUS = u.Sink, u.Soft, u.Load
+	r.CoreCPUSPerGiB = CPUPerGiB(u.Sink, bytes)
+	r.CoreSoftirqSPerGiB = CPUPerGiB(u.Soft, bytes)
+	r.LoadCoreCPUSPerGiB = CPUPerGiB(u.Load, bytes)
+	// /proc/stat counts in 10 ms ticks, so a core busy throughout a short
+	// interval can read a tick or two over it.
+	if u.Seconds > 0 {
+		if sinkCPUs > 0 {
+			r.CoreUtil = min(u.Sink/(u.Seconds*float64(sinkCPUs)), 1)
+		}
+		if loadCPUs > 0 {
+			r.LoadCoreUtil = min(u.Load/(u.Seconds*float64(loadCPUs)), 1)
+		}
+	}
+}
+
+// How a fio row's throughput was measured (Result.ThroughputOver).
+const (
+	ThroughputAllSending  = "all sending"        // while every connection sent
+	ThroughputMostSending = "90% sending"        // while 90% of them did
+	ThroughputFirstToLast = "first to last byte" // neither lasted long enough
+	// CPUOverListened is Result.CPUOver when the CPU per GiB covers the
+	// whole time the sink listened: the sink kept no usage samples, or
+	// the throughput was measured from the first byte to the last.
+	CPUOverListened = "listened"
+)
+
+// Row is the name of w's row in the report.
+func (w Workload) Row() string {
+	if w.TLS != nil {
+		return w.Runner + "+tls"
+	}
+	return w.Runner
 }

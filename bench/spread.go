@@ -55,9 +55,9 @@ func (c Comparison) Ratio(metric string) (RatioSpread, bool) {
 	return RatioSpread{}, false
 }
 
-// spread summarises per-round values: median, min and max. An empty input
+// Spread summarises per-round values: median, min and max. An empty input
 // yields zeros.
-func spread(metric string, xs []float64) RatioSpread {
+func Spread(metric string, xs []float64) RatioSpread {
 	s := RatioSpread{Metric: metric, PerRound: xs}
 	if len(xs) == 0 {
 		return s
@@ -73,9 +73,9 @@ func spread(metric string, xs []float64) RatioSpread {
 	return s
 }
 
-// compareRounds computes, for the first runner against each other one,
+// CompareRounds computes, for the first runner against each other one,
 // every ratio in every round where both were measured, and its spread.
-func compareRounds(runners []string, runs []*Result) []Comparison {
+func CompareRounds(runners []string, runs []*Result) []Comparison {
 	if len(runners) < 2 {
 		return nil
 	}
@@ -108,7 +108,7 @@ func compareRounds(runners []string, runs []*Result) []Comparison {
 		}
 		for i, m := range ratioMetrics {
 			if len(vals[i]) > 0 {
-				c.Ratios = append(c.Ratios, spread(m.name, vals[i]))
+				c.Ratios = append(c.Ratios, Spread(m.name, vals[i]))
 			}
 		}
 		out = append(out, c)
@@ -116,9 +116,9 @@ func compareRounds(runners []string, runs []*Result) []Comparison {
 	return out
 }
 
-// comparisonLine prints a comparison: "uring/goroutine: 1.23x throughput
+// ComparisonLine prints a comparison: "uring/goroutine: 1.23x throughput
 // (1.10-1.30), ..."; the range only with more than one round.
-func comparisonLine(c Comparison) string {
+func ComparisonLine(c Comparison) string {
 	var parts []string
 	for _, m := range ratioMetrics {
 		s, ok := c.Ratio(m.name)
@@ -246,13 +246,13 @@ func (l *TargetList) Set(v string) error {
 	return nil
 }
 
-// judge applies every target to every comparison. With byCore (the veth
+// Judge applies every target to every comparison. With byCore (the veth
 // wire, where each side's core does its own receive work) a target on
 // cpu_s_per_gib is judged by the receiving core's whole busy time per
 // GiB: a process's CPU time holds only the part of the kernel's receive
 // work that happened to run in its context, and how much that is depends
 // on how the sink waits, not on what it costs.
-func judge(ts []Target, cs []Comparison, byCore bool) []TargetVerdict {
+func Judge(ts []Target, cs []Comparison, byCore bool) []TargetVerdict {
 	var out []TargetVerdict
 	for _, c := range cs {
 		for _, t := range ts {

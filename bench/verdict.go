@@ -3,6 +3,8 @@ package bench
 import (
 	"fmt"
 
+	"github.com/sluice-io/sluice/bench/harness"
+	"github.com/sluice-io/sluice/bench/report"
 	"github.com/sluice-io/sluice/srcs"
 )
 
@@ -15,14 +17,14 @@ const (
 	MaxGenLagP99 = int64(1e6)
 )
 
-// generatorBound says whether a row's figures measure the generator
+// GeneratorBound says whether a row's figures measure the generator
 // rather than the engine, and why.
-func generatorBound(paced bool, held float64, lagP99 int64) (bool, string) {
+func GeneratorBound(paced bool, held float64, lagP99 int64) (bool, string) {
 	switch {
 	case paced && held < MinHeld:
 		return true, fmt.Sprintf("sent %.1f%% of the offered load (< %.0f%%)", 100*held, 100*MinHeld)
 	case lagP99 > MaxGenLagP99:
-		return true, fmt.Sprintf("generator lag p99 %s (> %s)", FormatNanos(lagP99), FormatNanos(MaxGenLagP99))
+		return true, fmt.Sprintf("generator lag p99 %s (> %s)", report.FormatNanos(lagP99), report.FormatNanos(MaxGenLagP99))
 	}
 	return false, ""
 }
@@ -43,13 +45,13 @@ const (
 	BottleneckNeither = "neither"
 )
 
-// bottleneck names what limited an unpaced row from each side's CPU
+// Bottleneck names what limited an unpaced row from each side's CPU
 // utilisation (fractions of the CPUs it may use): the generator when its
 // CPUs were saturated while the engine's were not, the engine in the
 // opposite case, the kernel or both when both were busy (loopback copies
 // are charged to whichever side makes the call), and neither when
 // neither was.
-func bottleneck(engUtil, genUtil float64) string {
+func Bottleneck(engUtil, genUtil float64) string {
 	switch {
 	case engUtil < notBusy && genUtil < notBusy:
 		return BottleneckNeither
@@ -61,15 +63,15 @@ func bottleneck(engUtil, genUtil float64) string {
 	return BottleneckKernel
 }
 
-// bottleneck names what limited r: on the veth wire from each side's
+// NameBottleneck names what limited r: on the veth wire from each side's
 // whole core, since each does its own receive work there and a process's
 // CPU time holds only the part of it that happened to run in its context;
 // elsewhere from each process's CPU.
-func (r *Result) bottleneck() string {
-	if r.Wire == WireVeth && r.CoreUtil > 0 {
-		return bottleneck(r.CoreUtil, r.LoadCoreUtil)
+func (r *Result) NameBottleneck() string {
+	if r.Wire == harness.WireVeth && r.CoreUtil > 0 {
+		return Bottleneck(r.CoreUtil, r.LoadCoreUtil)
 	}
-	return bottleneck(r.EngineCPUUtil, r.GenCPUUtil)
+	return Bottleneck(r.EngineCPUUtil, r.GenCPUUtil)
 }
 
 // Counters are a runner's own counters over the measured interval, and
@@ -90,7 +92,7 @@ type Counters struct {
 	SyscallsPerMiB      float64 `json:"syscalls_per_mib"`
 }
 
-func sumRunnerStats(rs []srcs.RunnerStats) srcs.RunnerStats {
+func SumRunnerStats(rs []srcs.RunnerStats) srcs.RunnerStats {
 	var t srcs.RunnerStats
 	for _, r := range rs {
 		t = t.Add(r)
@@ -98,8 +100,8 @@ func sumRunnerStats(rs []srcs.RunnerStats) srcs.RunnerStats {
 	return t
 }
 
-// counterDeltas turns two snapshots into the interval's counters.
-func counterDeltas(a, b srcs.RunnerStats, bytes uint64, seconds float64) Counters {
+// CounterDeltas turns two snapshots into the interval's counters.
+func CounterDeltas(a, b srcs.RunnerStats, bytes uint64, seconds float64) Counters {
 	c := Counters{Reads: b.Reads - a.Reads, Waits: b.Waits - a.Waits, Wakeups: b.Wakeups - a.Wakeups,
 		Enters: b.Enters - a.Enters, Completions: b.Completions - a.Completions, Syscalls: b.Syscalls - a.Syscalls}
 	c.derive(bytes, seconds)
@@ -120,8 +122,8 @@ func (c *Counters) derive(bytes uint64, seconds float64) {
 	}
 }
 
-// sumCounters adds rounds' counters and derives the rates over the sum.
-func sumCounters(cs []Counters, bytes uint64, seconds float64) Counters {
+// SumCounters adds rounds' counters and derives the rates over the sum.
+func SumCounters(cs []Counters, bytes uint64, seconds float64) Counters {
 	var t Counters
 	for _, c := range cs {
 		t.Reads += c.Reads

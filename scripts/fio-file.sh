@@ -35,4 +35,4 @@ fi
 cat "$file" >/dev/null # into the page cache
 FILE=$file BS=$bs fio --output-format=json --output="$work/fio.json" "$top/scripts/file-read.fio"
 jq -r '.jobs[] | "fio \(.jobname): \(.read.bw_bytes / 1e6 | floor) MB/s"' "$work/fio.json"
-(cd "$top" && go run ./bench/cmd/sluice-bench file --files "$file" --buf "$bs")
+(cd "$top" && go run ./cmd/sluice-bench file --files "$file" --buf "$bs")

@@ -85,7 +85,7 @@ trap cleanup EXIT
 
 if [ -z "$bin" ]; then
 	bin=$work/sluice-bench
-	(cd "$top" && go build -o "$bin" ./bench/cmd/sluice-bench)
+	(cd "$top" && go build -o "$bin" ./cmd/sluice-bench)
 fi
 
 # The sink: enough descriptors and connection slots for every source, and

@@ -9,7 +9,7 @@ runner=${1:-auto}
 top=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-(cd "$top" && go build -o "$work/sluice-bench" ./bench/cmd/sluice-bench)
+(cd "$top" && go build -o "$work/sluice-bench" ./cmd/sluice-bench)
 for n in 16 1000 4000; do
 	"$top/scripts/fio-load.sh" -B "$work/sluice-bench" -R "$runner" -n "$n" -m bulk -s 1m
 	"$top/scripts/fio-load.sh" -B "$work/sluice-bench" -R "$runner" -n "$n" -m paced -s 256k -r 1m

@@ -51,7 +51,7 @@ rows=("$@")
 mkdir -p "$out"
 top=$(cd "$(dirname "$0")/.." && pwd)
 if [ -z "$bin" ]; then
-	(cd "$top" && go build -o "$out/sluice-bench" ./bench/cmd/sluice-bench)
+	(cd "$top" && go build -o "$out/sluice-bench" ./cmd/sluice-bench)
 	bin=$out/sluice-bench
 fi
 

@@ -27,7 +27,7 @@ command -v jq >/dev/null || { echo "gen-capacity.sh: needs jq" >&2; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 if [ -z "$bin" ]; then
-  go build -o "$tmp/sluice-bench" ./bench/cmd/sluice-bench
+  go build -o "$tmp/sluice-bench" ./cmd/sluice-bench
   bin=$tmp/sluice-bench
 fi
 

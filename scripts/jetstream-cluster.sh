@@ -7,7 +7,7 @@
 # Senders are bash loops writing newline-delimited records "sNNN SEQ ...\n"
 # over /dev/tcp, N per second each. The stream has three replicas.
 #
-#   A. One node (`sluice-bench sink --config`). Mid-stream the stream's
+#   A. One node (`sluice run -c`). Mid-stream the stream's
 #      leader is killed with SIGKILL and restarted 2.5 s later; then the
 #      server the node is connected to, likewise. The node is drained with
 #      SIGTERM. Every record must be stored once, in order, nothing lost.
@@ -29,16 +29,18 @@
 #   -d SECS   how long senders send (default 20)
 #   -o DIR    keep logs, configs and stores in DIR
 #   -B BIN    use this sluice-bench binary instead of building one
+#   -S BIN    use this sluice binary (the nodes) instead of building one
 set -euo pipefail
 
-senders=12 rate=100 secs=20 out="" bin=""
-while getopts "n:r:d:o:B:h" opt; do
+senders=12 rate=100 secs=20 out="" bin="" sluice=""
+while getopts "n:r:d:o:B:S:h" opt; do
 	case $opt in
 	n) senders=$OPTARG ;;
 	r) rate=$OPTARG ;;
 	d) secs=$OPTARG ;;
 	o) out=$OPTARG ;;
 	B) bin=$OPTARG ;;
+	S) sluice=$OPTARG ;;
 	h)
 		sed -n '2,/^set -e/p' "$0" | sed 's/^# \{0,1\}//; /^set -e/d'
 		exit 0
@@ -69,7 +71,11 @@ work=${out:-$(mktemp -d /tmp/sluice-jscluster.XXXXXX)}
 mkdir -p "$work"
 if [ -z "$bin" ]; then
 	bin=$work/sluice-bench
-	(cd "$root" && go build -o "$bin" ./bench/cmd/sluice-bench)
+	(cd "$root" && go build -o "$bin" ./cmd/sluice-bench)
+fi
+if [ -z "$sluice" ]; then
+	sluice=$work/sluice
+	(cd "$root" && go build -o "$sluice" ./cmd/sluice)
 fi
 
 pids=()
@@ -189,7 +195,7 @@ EOF
 
 declare -A npid
 start_node() {
-	"$bin" sink --config "$work/$1.yaml" >"$work/$1.out" 2>"$work/$1.log" &
+	"$sluice" run -c "$work/$1.yaml" >"$work/$1.out" 2>"$work/$1.log" &
 	npid[$1]=$!
 	pids+=("$!")
 	until_ok 40 grep -q 'msg="node ready"' "$work/$1.log" || {

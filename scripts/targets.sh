@@ -32,7 +32,7 @@ rows=("$@")
 [ -n "$out" ] || out=$(mktemp -d)
 mkdir -p "$out"
 if [ -z "$bin" ]; then
-  go build -o "$out/sluice-bench" ./bench/cmd/sluice-bench
+  go build -o "$out/sluice-bench" ./cmd/sluice-bench
   bin=$out/sluice-bench
 fi
 

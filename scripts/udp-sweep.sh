@@ -54,7 +54,7 @@ fi
 mkdir -p "$out"
 top=$(cd "$(dirname "$0")/.." && pwd)
 if [ -z "$bin" ]; then
-	(cd "$top" && go build -o "$out/sluice-bench" ./bench/cmd/sluice-bench)
+	(cd "$top" && go build -o "$out/sluice-bench" ./cmd/sluice-bench)
 	bin=$out/sluice-bench
 fi
 

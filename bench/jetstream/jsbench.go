@@ -1,0 +1,343 @@
+package jetstream
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/sluice-io/sluice/bench/harness"
+	"github.com/sluice-io/sluice/bench/report"
+	"github.com/sluice-io/sluice/engine"
+	"github.com/sluice-io/sluice/engine/jetstream"
+	"github.com/sluice-io/sluice/srcs"
+)
+
+// JetStreamConfig configures the `jetstream` command: TCP sources into
+// NATS JetStream through engine/jetstream, with the NATS server and the
+// load generator in processes of their own, so that each process's CPU
+// time is its own.
+type JetStreamConfig struct {
+	Conns   int         // TCP connections
+	PerConn report.Size // bytes each connection sends
+	Write   report.Size // bytes per write
+	Runner  string      // engine runner
+	Pending int         // jetstream max_pending
+	BufSize report.Size // the engine's buffer size: the largest chunk, and so message
+	Workers int         // the engine's workers; 0 for its default
+	Storage string      // file or memory
+	Inline  bool        // publish from where each chunk was read (engine.WithInlineHandler)
+	JSON    string      // report file; "-" for stdout, "" for none
+	// Check, if set, replaces the benchmark: read this stream and check
+	// it (see StreamCheckConfig).
+	Check StreamCheckConfig
+}
+
+// DefaultJetStreamBufSize is the engine's buffer size in the jetstream
+// command: 256 KiB, as docs/jetstream.md recommends for a JetStream output. Each
+// chunk is one message, and a message costs both ends the same whatever
+// its size (a publish, an acknowledgement, a wake-up of the client's
+// flusher), so larger buffers cost less per byte; larger still, up to the
+// server's max_payload, gave no more here. The pool stays at 64 MiB.
+const DefaultJetStreamBufSize = 256 << 10
+
+// DefaultJetStreamConfig returns the documented defaults: 1,000
+// connections of 1 MiB each, 1 GiB in all, a few seconds here: long
+// enough that the cost of the path, not of opening 1,000 connections and
+// an engine, makes the figures.
+func DefaultJetStreamConfig() JetStreamConfig {
+	return JetStreamConfig{Conns: 1000, PerConn: 1 << 20, Write: 16 << 10, Runner: engine.RunnerAuto,
+		Pending: 1024, BufSize: DefaultJetStreamBufSize, Storage: "file", JSON: "-"}
+}
+
+// RegisterFlags defines c's flags on fs.
+func (c *JetStreamConfig) RegisterFlags(fs *flag.FlagSet) {
+	fs.IntVar(&c.Conns, "conns", c.Conns, "TCP connections (sources)")
+	fs.Var(&c.PerConn, "per-conn", "bytes each connection sends (K, M, G suffixes)")
+	fs.Var(&c.Write, "write", "bytes per write")
+	fs.StringVar(&c.Runner, "runner", c.Runner, "auto, uring, epoll, goroutine or thread")
+	fs.IntVar(&c.Workers, "workers", c.Workers, "event-loop workers of uring and epoll (default GOMAXPROCS, at most 8)")
+	fs.Var(&c.BufSize, "buf-size", "the engine's buffer size, so the largest message (K, M suffixes); the pool stays at 64 MiB, and at least 256 buffers")
+	fs.IntVar(&c.Pending, "max-pending", c.Pending, "unacknowledged publishes before sources wait")
+	fs.StringVar(&c.Storage, "storage", c.Storage, "the stream's storage: file or memory")
+	fs.BoolVar(&c.Inline, "inline", c.Inline, "publish from where each chunk was read, on the runner's worker (engine.WithInlineHandler), instead of from the engine's processing goroutines")
+	fs.StringVar(&c.JSON, "json", c.JSON, "write the JSON report to `FILE` (- for stdout)")
+	fs.StringVar(&c.Check.Stream, "check", "", "instead of the benchmark: read `STREAM` of newline records and check every source's order and every sender's records")
+	fs.StringVar(&c.Check.URL, "url", "nats://127.0.0.1:4222", "with --check: the NATS servers, comma-separated")
+	fs.StringVar(&c.Check.Sent, "sent", "", "with --check: a `FILE` of \"SENDER COUNT\" lines, what each sender sent")
+	fs.StringVar(&c.Check.Lossy, "lossy", "", "with --check: the id `PREFIX` of a killed node, whose senders may have lost their last records")
+}
+
+// Validate checks c, naming the flag at fault.
+func (c JetStreamConfig) Validate() error {
+	switch {
+	case c.Conns < 1 || c.Conns > 100000:
+		return fmt.Errorf("--conns: %d: must be from 1 to 100000", c.Conns)
+	case c.PerConn < 1:
+		return fmt.Errorf("--per-conn: %d: must be positive", c.PerConn)
+	case c.Write < 1 || c.Write > 16<<20:
+		return fmt.Errorf("--write: %d: must be from 1 to 16M", c.Write)
+	case c.BufSize < 4<<10 || c.BufSize > 8<<20:
+		return fmt.Errorf("--buf-size: %d: must be from 4K to 8M (the server's max_payload)", c.BufSize)
+	case c.Workers < 0 || c.Workers > 1024:
+		return fmt.Errorf("--workers: %d: must be from 0 (default) to 1024", c.Workers)
+	case c.Pending < 1:
+		return fmt.Errorf("--max-pending: %d: must be positive", c.Pending)
+	case c.Storage != "file" && c.Storage != "memory":
+		return fmt.Errorf("--storage: %q: must be file or memory", c.Storage)
+	}
+	return nil
+}
+
+// JetStreamReport is the `jetstream` command's JSON report. CPU figures
+// are getrusage user+sys of each process over the whole run; the
+// Transfer figures (Linux) are each process's CPU from the generator's
+// start until the last chunk was acknowledged, without either one's
+// start-up and shutdown.
+type JetStreamReport struct {
+	Command          string  `json:"command"` // "jetstream"
+	Runner           string  `json:"runner"`
+	Conns            int     `json:"conns"`
+	Storage          string  `json:"storage"`
+	BufSize          int64   `json:"buf_size"`
+	Bytes            uint64  `json:"bytes"`
+	Messages         uint64  `json:"messages"`
+	Retries          uint64  `json:"retries"`
+	Pipelined        uint64  `json:"pipelined"` // messages sent before the previous one of their source was acknowledged
+	Rejected         uint64  `json:"rejected"`  // pipelined messages JetStream refused (sent again behind the earlier one)
+	DurationS        float64 `json:"duration_s"`
+	ThroughputBps    float64 `json:"throughput_bps"`
+	SluiceCPUS       float64 `json:"sluice_cpu_s"`
+	ServerCPUS       float64 `json:"server_cpu_s"`
+	GeneratorCPUS    float64 `json:"generator_cpu_s"`
+	SluiceCPUSPerGiB float64 `json:"sluice_cpu_s_per_gib"`
+	ServerCPUSPerGiB float64 `json:"server_cpu_s_per_gib"`
+	// TransferSluiceCPUSPerGiB and TransferServerCPUSPerGiB: CPU-s/GiB
+	// over the transfer alone; zero where the server's CPU cannot be read
+	// while it runs.
+	TransferSluiceCPUSPerGiB float64      `json:"transfer_sluice_cpu_s_per_gib,omitempty"`
+	TransferServerCPUSPerGiB float64      `json:"transfer_server_cpu_s_per_gib,omitempty"`
+	GeneratorCPUSPerGiB      float64      `json:"generator_cpu_s_per_gib"`
+	Host                     harness.Host `json:"host"`
+}
+
+// JetStream runs the `jetstream` command.
+func JetStream(ctx context.Context, c JetStreamConfig, ios harness.IO) (*JetStreamReport, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	if c.Check.Stream != "" {
+		_, err := CheckStream(ctx, c.Check, ios.Out)
+		return nil, err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("bench: jetstream: %w", err)
+	}
+	store, err := os.MkdirTemp("", "sluice-jetstream-")
+	if err != nil {
+		return nil, fmt.Errorf("bench: jetstream: %w", err)
+	}
+	defer os.RemoveAll(store)
+
+	// The server: this binary again, as the hidden natsd command.
+	srv := exec.Command(self, "natsd", "--store", store)
+	srvIn, _ := srv.StdinPipe()
+	srvOut, _ := srv.StdoutPipe()
+	srv.Stderr = ios.Err
+	if err := srv.Start(); err != nil {
+		return nil, fmt.Errorf("bench: jetstream: start server: %w", err)
+	}
+	defer func() {
+		srvIn.Close()
+		srv.Wait()
+	}()
+	url, err := bufio.NewReader(srvOut).ReadString('\n')
+	if err != nil {
+		return nil, fmt.Errorf("bench: jetstream: server did not start: %w", err)
+	}
+	url = strings.TrimSpace(url)
+	go io.Copy(io.Discard, srvOut)
+
+	cpu0 := harness.CPUTime()
+	pub, err := jetstream.New(ctx, jetstream.Config{URL: url, Subject: "bench.ingest", Stream: "BENCH", Storage: c.Storage, MaxPending: c.Pending})
+	if err != nil {
+		return nil, err
+	}
+	eos := make(chan struct{}, c.Conns)
+	h := func(ch engine.Chunk) {
+		if ch.Flags&srcs.EndOfStream != 0 {
+			eos <- struct{}{}
+		}
+		pub.Handle(ch)
+	}
+	deliver := engine.WithHandler(h)
+	if c.Inline {
+		deliver = engine.WithInlineHandler(h)
+	}
+	e, err := engine.New(engine.Config{Runner: c.Runner, Workers: c.Workers, Buffers: max(256, int(64<<20/c.BufSize)), BufSize: int(c.BufSize)}, deliver)
+	if err != nil {
+		pub.Close(context.Background())
+		return nil, err
+	}
+	ln, err := srcs.ListenTCP("127.0.0.1:0", srcs.ListenerConfig{})
+	if err == nil {
+		err = e.AddListener(ln)
+	}
+	if err != nil {
+		e.Shutdown(context.Background())
+		pub.Close(context.Background())
+		return nil, err
+	}
+	fmt.Fprintf(ios.Err, "sluice-bench jetstream: %d connections x %s into %s (runner %s, %s storage)\n",
+		c.Conns, report.FormatBytes(uint64(c.PerConn)), url, e.Runner(), c.Storage)
+
+	t0 := time.Now()
+	sluiceT0 := harness.CPUTime()
+	srvT0, srvTOK := harness.ProcCPU(srv.Process.Pid)
+	gen := exec.CommandContext(ctx, self, "jsgen", "--addr", ln.Addr().String(), "--conns", strconv.Itoa(c.Conns),
+		"--per-conn", strconv.FormatInt(int64(c.PerConn), 10), "--write", strconv.FormatInt(int64(c.Write), 10))
+	gen.Stderr = ios.Err
+	genErr := gen.Run()
+	var genCPU time.Duration
+	if gen.ProcessState != nil {
+		genCPU = gen.ProcessState.UserTime() + gen.ProcessState.SystemTime()
+	}
+	var waitErr error
+	if genErr == nil {
+		for range c.Conns {
+			select {
+			case <-eos:
+			case <-ctx.Done():
+				waitErr = ctx.Err()
+			}
+			if waitErr != nil {
+				break
+			}
+		}
+	}
+	// Shutdown returns once every chunk was released: acknowledged.
+	sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	shutErr := e.Shutdown(sctx)
+	sluiceT := harness.CPUTime() - sluiceT0
+	srvT1, srvT1OK := harness.ProcCPU(srv.Process.Pid)
+	err = errors.Join(genErr, waitErr, shutErr, pub.Close(sctx))
+	d := time.Since(t0)
+	cpu := harness.CPUTime() - cpu0
+	if err != nil {
+		return nil, fmt.Errorf("bench: jetstream: %w", err)
+	}
+	srvIn.Close() // natsd exits when its stdin closes
+	if err := srv.Wait(); err != nil {
+		return nil, fmt.Errorf("bench: jetstream: server: %w", err)
+	}
+	srvCPU := srv.ProcessState.UserTime() + srv.ProcessState.SystemTime()
+
+	st := pub.Stats()
+	tot := e.Totals()
+	gib := float64(tot.Bytes) / (1 << 30)
+	rep := &JetStreamReport{
+		Command: "jetstream", Runner: e.Runner(), Conns: c.Conns, Storage: c.Storage,
+		Bytes: tot.Bytes, BufSize: int64(c.BufSize), Messages: st.Acked, Retries: st.Retries, Pipelined: st.Pipelined, Rejected: st.Rejected,
+		DurationS: d.Seconds(), ThroughputBps: float64(tot.Bytes) / d.Seconds(),
+		SluiceCPUS: cpu.Seconds(), ServerCPUS: srvCPU.Seconds(), GeneratorCPUS: genCPU.Seconds(),
+		Host: harness.HostInfo(),
+	}
+	if gib > 0 {
+		rep.SluiceCPUSPerGiB = rep.SluiceCPUS / gib
+		rep.ServerCPUSPerGiB = rep.ServerCPUS / gib
+		rep.GeneratorCPUSPerGiB = rep.GeneratorCPUS / gib
+		if srvTOK && srvT1OK {
+			rep.TransferSluiceCPUSPerGiB = sluiceT.Seconds() / gib
+			rep.TransferServerCPUSPerGiB = (srvT1 - srvT0).Seconds() / gib
+		}
+	}
+	if want := uint64(c.Conns) * uint64(c.PerConn); tot.Bytes != want {
+		return rep, fmt.Errorf("bench: jetstream: received %d bytes, sent %d", tot.Bytes, want)
+	}
+	fmt.Fprintf(ios.Err, "sluice-bench jetstream: %s in %.2fs, %s, %d messages (%d pipelined, %d rejected); CPU-s/GiB: sluice %.2f, nats-server %.2f, generator %.2f\n",
+		report.FormatBytes(rep.Bytes), rep.DurationS, report.FormatRate(rep.ThroughputBps), rep.Messages, rep.Pipelined, rep.Rejected,
+		rep.SluiceCPUSPerGiB, rep.ServerCPUSPerGiB, rep.GeneratorCPUSPerGiB)
+	if rep.TransferServerCPUSPerGiB > 0 {
+		fmt.Fprintf(ios.Err, "sluice-bench jetstream: the transfer alone: sluice %.2f, nats-server %.2f CPU-s/GiB, sluice/server %.2f (whole run %.2f)\n",
+			rep.TransferSluiceCPUSPerGiB, rep.TransferServerCPUSPerGiB, rep.TransferSluiceCPUSPerGiB/rep.TransferServerCPUSPerGiB,
+			rep.SluiceCPUSPerGiB/rep.ServerCPUSPerGiB)
+	}
+	if c.JSON != "" {
+		b, _ := json.MarshalIndent(rep, "", "  ")
+		b = append(b, '\n')
+		if c.JSON == "-" {
+			_, err = ios.Out.Write(b)
+		} else {
+			err = os.WriteFile(c.JSON, b, 0o644)
+		}
+		if err != nil {
+			return rep, fmt.Errorf("bench: jetstream: --json: %w", err)
+		}
+	}
+	return rep, nil
+}
+
+// RunNatsd runs an embedded NATS server with JetStream, storing in store,
+// prints its client URL on out, and stops when in reaches its end (the
+// parent closed the pipe or exited). It is the hidden natsd command.
+func RunNatsd(store string, in io.Reader, out io.Writer) error {
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true,
+		StoreDir: store, NoLog: true, NoSigs: true, MaxPayload: 8 << 20})
+	if err != nil {
+		return fmt.Errorf("bench: natsd: %w", err)
+	}
+	ns.Start()
+	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		return errors.New("bench: natsd: server did not start")
+	}
+	fmt.Fprintln(out, ns.ClientURL())
+	io.Copy(io.Discard, in)
+	return nil
+}
+
+// RunJSGen opens conns connections to addr at once and sends perConn
+// bytes on each in writes of write bytes, then closes them. It is the
+// hidden jsgen command.
+func RunJSGen(ctx context.Context, addr string, conns int, perConn, write int64) error {
+	buf := make([]byte, write)
+	for i := range buf {
+		buf[i] = byte('a' + i%26)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, conns)
+	var d net.Dialer
+	for range conns {
+		c, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return fmt.Errorf("bench: jsgen: %w", err)
+		}
+		wg.Go(func() {
+			defer c.Close()
+			for left := perConn; left > 0; {
+				n, err := c.Write(buf[:min(left, write)])
+				if err != nil {
+					errs <- err
+					return
+				}
+				left -= int64(n)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
