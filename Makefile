@@ -25,7 +25,7 @@ DEB_PKGS ?= fio jq mosquitto haproxy curl nats-server openssl
 FUZZTIME ?= 20000x
 TEST_TIMEOUT ?= 20m
 
-.PHONY: all build deps test invariants vet lint fuzz bench microbench fio-check sluice-bench sluice soak sluice-soak clean
+.PHONY: all build deps test invariants vet lint fuzz bench microbench fio-check sluice-bench sluice soak sluice-soak perf-table clean
 
 all: build
 
@@ -103,6 +103,12 @@ fuzz:
 # own CPU (run --wire auto); elsewhere over loopback, saying why.
 bench:
 	$(GO) run ./cmd/sluice-bench run
+
+# perf-table regenerates the performance tables of README.md from the JSON
+# reports each names (scripts/fio-targets.sh writes them); a test fails
+# when a table differs from its reports.
+perf-table:
+	$(GO) run ./cmd/sluice-bench tables --files README.md
 
 # soak is the long form of the soak that `make test` runs for 60s under
 # the race detector (TestSoak in internal/soak): every kind of source on

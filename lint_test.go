@@ -263,7 +263,7 @@ var layering = []struct {
 	{"bench/sink", benchScenario},
 	{"bench/wirecheck", benchScenario},
 	// sluice-bench, a thin driver over the scenarios.
-	{"cmd/sluice-bench", append([]string{"bench", "bench/harness", "bench/load"}, benchScenarios...)},
+	{"cmd/sluice-bench", append([]string{"bench", "bench/harness", "bench/load", "bench/report"}, benchScenarios...)},
 	// The soak, a reliability test rather than a benchmark, on the
 	// bench's harness, with the mosquitto broker; and its command.
 	{"internal/soak", []string{"engine", "srcs", "pool", "internal/mosquitto", "bench/harness", "bench/report"}},

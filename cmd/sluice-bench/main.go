@@ -26,6 +26,7 @@ import (
 	"github.com/sluice-io/sluice/bench/latency"
 	"github.com/sluice-io/sluice/bench/load"
 	"github.com/sluice-io/sluice/bench/probe"
+	"github.com/sluice-io/sluice/bench/report"
 	"github.com/sluice-io/sluice/bench/run"
 	"github.com/sluice-io/sluice/bench/sink"
 	"github.com/sluice-io/sluice/bench/wirecheck"
@@ -44,6 +45,7 @@ commands:
   jetstream  TCP sources into NATS JetStream: throughput, CPU per GiB of sluice and the server
   idle     many idle connections beside a few active ones: memory, threads and accept time per connection, per runner
   wire-check  one round over the veth wire (as root): on which CPU each side's packets are received
+  tables   regenerate the performance tables of Markdown files from the JSON reports they name
 
 Run 'sluice-bench <command> --help' for a command's flags.
 `
@@ -141,6 +143,15 @@ func cli(args []string) int {
 		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, ios harness.IO) error {
 			_, err := wirecheck.WireCheck(ctx, c, ios)
 			return err
+		}}
+	case "tables":
+		files := report.StringList{"README.md"}
+		var check bool
+		cmd = command{func(fs *flag.FlagSet) {
+			fs.Var(&files, "files", "comma-separated Markdown files whose performance tables to regenerate")
+			fs.BoolVar(&check, "check", false, "change nothing; fail if a table differs from its reports")
+		}, func() error { return nil }, func(_ context.Context, ios harness.IO) error {
+			return report.RefreshTables(files, check, ios.Out)
 		}}
 	case "natsd": // hidden: the NATS server process that jetstream starts
 		var store string
