@@ -99,10 +99,10 @@
 // on EAGAIN, and waits in ppoll. Paced, it writes every message on its
 // own at its own time (--gen-pacing spread, the default: it sleeps with a
 // timer slack of 1 ns until the next arrival), as independent senders
-// would; --gen-pacing batch is the old pacing, which woke with the
-// default 50 µs slack and wrote every message due by then back to back,
+// would; --gen-pacing batch is the bursty pacing, which wakes with the
+// default 50 µs slack and writes every message due by then back to back,
 // those of one connection in one write, and which a batching engine
-// found kinder (see `arrivals`). It reports, per connection, the bytes and
+// finds kinder (see `arrivals`). It reports, per connection, the bytes and
 // CRC-32C it sent; the engine side checksums what it received and any
 // difference fails the command (exit status 1) with MISMATCH lines.
 package bench

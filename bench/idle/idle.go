@@ -1,7 +1,7 @@
 package idle
 
 // `sluice-bench idle` measures what idle connections cost a sink, per
-// runner, beside a few active ones (issue 21). Four kinds of process
+// runner, beside a few active ones. Four kinds of process
 // take part, so that each one's resources are its own:
 //
 //   - the parent (Idle) runs the scenario, reads the kernel's socket and
@@ -85,7 +85,7 @@ import (
 	"github.com/sluice-io/sluice/engine"
 )
 
-// Defaults of `idle`: issue 21's scenario, 1,000 active sources at
+// Defaults of `idle`: 1,000 active sources at
 // 64 KiB/s beside 10,000 and then 100,000 idle connections.
 const (
 	DefaultIdleActive    = 1000
@@ -418,7 +418,7 @@ type idleParams struct {
 type IdleRun struct {
 	Runner string `json:"runner"`
 	// Workers is the engine's resolved worker count; ThreadsTarget is
-	// issue 21's bound on the sink's OS threads, workers + 16.
+	// the bound on the sink's OS threads, workers + 16.
 	Workers       int `json:"workers"`
 	ThreadsMax    int `json:"threads_max"`
 	ThreadsTarget int `json:"threads_target"`
@@ -622,7 +622,8 @@ type IdleActive struct {
 	Mismatches  []string `json:"mismatches,omitempty"`
 }
 
-// IdleCheck is one of issue 21's targets, judged on one run.
+// IdleCheck is one of the idle targets (memory and threads per idle
+// connection), judged on one run.
 type IdleCheck struct {
 	Runner string `json:"runner"`
 	Target string `json:"target"`
@@ -1241,7 +1242,7 @@ func perIdleConn(a, b *IdleLevel) IdlePerConn {
 	return pc
 }
 
-// idleTargets judges issue 21's targets on each run.
+// idleTargets judges the idle targets on each run.
 func idleTargets(runs []*IdleRun) []IdleCheck {
 	var out []IdleCheck
 	var goroutineBurst float64

@@ -87,7 +87,7 @@ const (
 	// in one write. Messages come due while it writes only when it is
 	// behind, and then go out one write each, at once.
 	PacingSpread = "spread"
-	// PacingBatch is the old pacing, kept for comparison: the shard
+	// PacingBatch is the bursty pacing, for comparison: the shard
 	// sleeps until the earliest arrival with the default timer slack
 	// (50 µs), then writes every message due by then, back to back, with
 	// the messages due on one connection in one write. Its load comes in
@@ -252,8 +252,8 @@ func (c GenConfig) Validate() error {
 // descriptor. A short write keeps the unsent tail for the next turn, so
 // nothing is lost or reordered; when every connection with bytes to write
 // is full, the shard waits in poll. There is no goroutine or timer per
-// source, which is what made the old generator the bottleneck at about
-// 64,000 paced writes per second.
+// source: a generator with them is its own bottleneck at about 64,000
+// paced writes per second.
 func RunGen(ctx context.Context, cfg GenConfig, in io.Reader, out io.Writer) error {
 	if err := cfg.Validate(); err != nil {
 		return err
