@@ -224,7 +224,10 @@ var layering = []struct {
 }{
 	{".", nil}, // the module root: package docs and these lint rules
 	{"pool", nil},
-	{"srcs", []string{"pool"}},
+	// The runner contract: what srcs, the runners and the engine agree on
+	// below the user's API. srcs builds on it, so it builds on pool only.
+	{"internal/contract", []string{"pool"}},
+	{"srcs", []string{"pool", "internal/contract"}},
 	// internal packages may build on one another (srcstest runs the
 	// mosquitto broker for tests).
 	{"internal", []string{"pool", "srcs", "internal"}},
@@ -332,6 +335,10 @@ func TestLintLayeringCatchesSlips(t *testing.T) {
 		{"pool/pool.go", []string{"srcs"}, "pool/ may import nothing of ours"},
 		{"srcs/tcp.go", []string{"pool"}, ""},
 		{"srcs/tcp.go", []string{"ring"}, "srcs/tcp.go imports github.com/sluice-io/sluice/ring: srcs/ may import pool"},
+		{"srcs/tcp.go", []string{"internal/contract"}, ""},
+		{"srcs/tcp.go", []string{"internal/driver"}, "srcs/ may import pool, internal/contract"},
+		{"internal/contract/lane.go", []string{"pool"}, ""},
+		{"internal/contract/lane.go", []string{"srcs"}, "internal/contract/ may import pool"},
 		{"ring/runner_linux.go", []string{"internal/lanes", "pool", "srcs"}, ""},
 		{"ring/runner_linux.go", []string{"fallback"}, "ring/ may import pool, srcs, internal"},
 		{"fallback/epoll_linux.go", []string{"ring"}, "fallback/ may import"},

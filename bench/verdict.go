@@ -3,7 +3,7 @@ package bench
 import (
 	"fmt"
 
-	"github.com/sluice-io/sluice/srcs"
+	"github.com/sluice-io/sluice/engine"
 )
 
 // Limits of a generator that holds its offered load.
@@ -90,8 +90,8 @@ type Counters struct {
 	SyscallsPerMiB      float64 `json:"syscalls_per_mib"`
 }
 
-func sumRunnerStats(rs []srcs.RunnerStats) srcs.RunnerStats {
-	var t srcs.RunnerStats
+func sumRunnerStats(rs []engine.RunnerStats) engine.RunnerStats {
+	var t engine.RunnerStats
 	for _, r := range rs {
 		t = t.Add(r)
 	}
@@ -99,7 +99,7 @@ func sumRunnerStats(rs []srcs.RunnerStats) srcs.RunnerStats {
 }
 
 // counterDeltas turns two snapshots into the interval's counters.
-func counterDeltas(a, b srcs.RunnerStats, bytes uint64, seconds float64) Counters {
+func counterDeltas(a, b engine.RunnerStats, bytes uint64, seconds float64) Counters {
 	c := Counters{Reads: b.Reads - a.Reads, Waits: b.Waits - a.Waits, Wakeups: b.Wakeups - a.Wakeups,
 		Enters: b.Enters - a.Enters, Completions: b.Completions - a.Completions, Syscalls: b.Syscalls - a.Syscalls}
 	c.derive(bytes, seconds)

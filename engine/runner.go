@@ -2,8 +2,8 @@ package engine
 
 import (
 	"github.com/sluice-io/sluice/fallback"
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/ring"
-	"github.com/sluice-io/sluice/srcs"
 )
 
 // Runner drives lanes: it reads their sources into pool buffers on its own
@@ -16,12 +16,12 @@ type Runner interface {
 	// Add starts driving l, whose source is open. Add does not block on
 	// I/O. An error (srcs.ErrNoDescriptor, a thread limit, a closed
 	// runner) means the runner will not drive l and will not call Finish.
-	Add(l *srcs.Lane) error
+	Add(l *contract.Lane) error
 	// Remove asks the runner to stop driving l: reads in flight are
 	// cancelled, bytes already read are emitted (Partial), and
 	// Finish(l, srcs.ErrStopped) follows. Remove does not wait. Removing
 	// a lane that has finished is a no-op.
-	Remove(l *srcs.Lane)
+	Remove(l *contract.Lane)
 	// SetPaused stops (true) or resumes (false) posting new reads on every
 	// lane. Reads in flight complete and are emitted. A paused runner still
 	// honours Remove and Close.
@@ -30,7 +30,7 @@ type Runner interface {
 	// stops the workers and waits for them. It is idempotent.
 	Close() error
 	// Stats returns the runner's counters.
-	Stats() srcs.RunnerStats
+	Stats() contract.RunnerStats
 }
 
 var (
@@ -39,3 +39,57 @@ var (
 	_ Runner = (*fallback.Epoll)(nil)
 	_ Runner = (*ring.Runner)(nil)
 )
+
+// RunnerStats is a snapshot of a runner's own counters (Stats.Runners).
+type RunnerStats struct {
+	Runner  string
+	Workers int
+	// Threads is the number of OS threads the runner holds locked.
+	Threads int
+	// Lanes is the number of lanes being driven now.
+	Lanes int
+	// DirectFiles is the number of connections in the workers'
+	// registered file tables rather than the process's descriptor table
+	// (uring; see Config.FileSlots).
+	DirectFiles int
+	// Accepted counts the connections the runner accepted on its own
+	// loops (uring and epoll; see Engine.AddListener).
+	Accepted uint64
+	// Reads counts completed read operations (syscalls or io_uring CQEs).
+	Reads uint64
+	// Waits counts the times a worker blocked in the kernel waiting for
+	// work (io_uring_enter with a wait, epoll_wait, poll).
+	Waits uint64
+	// Wakeups counts cross-thread wake-ups of a worker.
+	Wakeups uint64
+	// Enters counts the runner's entries into the kernel to submit work or
+	// wait for it: io_uring_enter (uring), epoll_wait (epoll), poll
+	// (thread). The goroutine runner leaves waiting to Go's netpoller and
+	// counts none.
+	Enters uint64
+	// Completions counts what those entries brought back: CQEs reaped
+	// (uring) or readiness events (epoll). Completions per enter is the
+	// batching a runner achieves.
+	Completions uint64
+	// Syscalls counts every system call the runner made on its own behalf:
+	// enters, reads and receives, readiness probes, epoll_ctl and wake-up
+	// writes. The netpoller's own calls (goroutine runner) are not in it.
+	Syscalls uint64
+}
+
+// Add returns s with o's figures added to its own (its Runner stays s's):
+// the sum of two workers' stats, or of two runners'.
+func (s RunnerStats) Add(o RunnerStats) RunnerStats {
+	s.Workers += o.Workers
+	s.Threads += o.Threads
+	s.Lanes += o.Lanes
+	s.DirectFiles += o.DirectFiles
+	s.Accepted += o.Accepted
+	s.Reads += o.Reads
+	s.Waits += o.Waits
+	s.Wakeups += o.Wakeups
+	s.Enters += o.Enters
+	s.Completions += o.Completions
+	s.Syscalls += o.Syscalls
+	return s
+}

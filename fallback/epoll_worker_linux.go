@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/flush"
 	"github.com/sluice-io/sluice/internal/lanes"
 	"github.com/sluice-io/sluice/internal/mmsg"
@@ -43,9 +44,9 @@ const (
 type epCmd struct {
 	op   epOp
 	tok  uint64
-	lane *srcs.Lane // epAdd
-	fd   int        // epAdd, and the fields below
-	kind srcs.Kind
+	lane *contract.Lane // epAdd
+	fd   int            // epAdd, and the fields below
+	kind contract.Kind
 	off  int64
 	// always marks a descriptor epoll cannot watch: it is always readable.
 	always bool
@@ -257,9 +258,9 @@ func (w *epWorker) drainCmds() (closing bool) {
 // stats returns the worker's counters: it enters the kernel to wait
 // (epoll_wait), and makes a system call for every read, wait, wake-up,
 // epoll_ctl and accept4.
-func (w *epWorker) stats() srcs.RunnerStats {
+func (w *epWorker) stats() contract.RunnerStats {
 	reads, waits, wakeups := w.reads.Load(), w.waits.Load(), w.wakeups.Load()
-	return srcs.RunnerStats{
+	return contract.RunnerStats{
 		Reads: reads, Waits: waits, Wakeups: wakeups, Enters: waits,
 		Completions: w.nevents.Load(), Syscalls: reads + waits + wakeups + w.ctls.Load() + w.accepts.Load(),
 		Accepted: w.accepted.Load(),
@@ -293,7 +294,7 @@ func (w *epWorker) add(c *epCmd) {
 		polled: c.polled,
 		sock:   c.sock,
 	}
-	if c.kind == srcs.Datagram {
+	if c.kind == contract.Datagram {
 		ln.f.ResetDatagram(c.lane, c.lane.Flush)
 	} else {
 		ln.f.Reset(c.lane, c.lane.Flush)

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/driver"
 	"github.com/sluice-io/sluice/internal/flush"
 	"github.com/sluice-io/sluice/internal/lanes"
@@ -59,9 +60,9 @@ const batchWaitNr = runnerCQEntries / 32
 // wakeWrites returns the eventfd writes made to wake w. Any goroutine.
 // stats returns the worker's counters; every enter is a system call,
 // and so is every write that woke the worker.
-func (w *worker) stats() srcs.RunnerStats {
+func (w *worker) stats() contract.RunnerStats {
 	enters := w.enters.Load()
-	return srcs.RunnerStats{
+	return contract.RunnerStats{
 		Reads: w.reads.Load(), Waits: w.waits.Load(), Wakeups: w.wakeups.Load(),
 		Enters: enters, Completions: w.cqes.Load(), Syscalls: enters + w.wakeWrites(),
 		DirectFiles: int(w.files.used.Load()), Accepted: w.accepted.Load(),
@@ -101,7 +102,7 @@ var frontCmds = [...]cmdOp{lanes.OpRemove: cmdRemove, lanes.OpResume: cmdResume,
 type cmd struct {
 	op     cmdOp
 	tok    uint64
-	lane   *srcs.Lane // cmdAdd, and the fields below
+	lane   *contract.Lane // cmdAdd, and the fields below
 	fd     int
 	mode   readMode
 	off    int64         // where a file lane starts reading
@@ -213,7 +214,7 @@ type lane struct {
 	parked    bool // in the parked list
 	waiting   bool // a pool Wait is pending
 	fixed     bool // fd is a slot of the worker's file table (files_linux.go)
-	owned     bool // the worker closes fd when the lane ends (srcs.HandOff)
+	owned     bool // the worker closes fd when the lane ends (contract.HandOff)
 	removing  bool // Remove asked: cancel, then finish
 	failed    bool // removed because the worker failed: Finish reports w.failure
 	cancelled bool // the cancel SQE was issued
@@ -221,7 +222,7 @@ type lane struct {
 }
 
 // lane returns the engine's lane that ln drives.
-func (ln *lane) lane() *srcs.Lane { return ln.d.Lane() }
+func (ln *lane) lane() *contract.Lane { return ln.d.Lane() }
 
 // stopErr is what Finish reports once a removed lane's operations end.
 func (w *worker) stopErr(ln *lane) error {
@@ -358,7 +359,7 @@ func (w *worker) sqe() *SQE {
 // 20 µs to 10 ms later, and with GOMAXPROCS=1 nothing else runs meanwhile.
 // Each yield of a locked thread costs two context switches, so it is paid
 // once per batch of chunks, not once per chunk; and never when processing
-// runs inside Emit (srcs.RunnerConfig.Inline), where nothing waits for it.
+// runs inside Emit (contract.RunnerConfig.Inline), where nothing waits for it.
 func (w *worker) loop() error {
 	for {
 		// Processing is woken once a turn, not once a chunk: the hold
@@ -575,7 +576,7 @@ func nextStreamHold(hold time.Duration, bytes int64, bufSize int, batchWait time
 	return hold
 }
 
-// holdWakeups and releaseWakeups bracket a turn (srcs.WakeupHolder).
+// holdWakeups and releaseWakeups bracket a turn (contract.WakeupHolder).
 func (w *worker) holdWakeups() {
 	if h := w.r.wakeups; h != nil {
 		h.HoldWakeups()

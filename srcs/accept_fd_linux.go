@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"golang.org/x/sys/unix"
 )
 
@@ -142,10 +143,10 @@ type acceptedFD struct {
 }
 
 var (
-	_ Source     = (*acceptedFD)(nil)
-	_ Descriptor = (*acceptedFD)(nil)
-	_ Framed     = (*acceptedFD)(nil)
-	_ HandOff    = (*acceptedFD)(nil)
+	_ Source              = (*acceptedFD)(nil)
+	_ contract.Descriptor = (*acceptedFD)(nil)
+	_ Framed              = (*acceptedFD)(nil)
+	_ contract.HandOff    = (*acceptedFD)(nil)
 )
 
 // fdHandedOff is acceptedFD.fd once a runner took the socket (HandOff).
@@ -165,12 +166,12 @@ func (c *acceptedFD) Open(context.Context) error {
 }
 
 // Desc returns the socket.
-func (c *acceptedFD) Desc() (Desc, error) {
+func (c *acceptedFD) Desc() (contract.Desc, error) {
 	fd := c.fd.Load()
 	if fd < 0 {
-		return Desc{}, fmt.Errorf("srcs: %s: %w", c.name, net.ErrClosed)
+		return contract.Desc{}, fmt.Errorf("srcs: %s: %w", c.name, net.ErrClosed)
 	}
-	return Desc{FD: int(fd), Kind: Stream}, nil
+	return contract.Desc{FD: int(fd), Kind: contract.Stream}, nil
 }
 
 // Read reads the socket once with read(2), which does not wait: EAGAIN
@@ -190,7 +191,7 @@ func (c *acceptedFD) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// HandOff implements srcs.HandOff: the runner takes the socket, and Close
+// HandOff implements contract.HandOff: the runner takes the socket, and Close
 // only gives the listener its slot back.
 func (c *acceptedFD) HandOff(fd int) bool {
 	return fd >= 0 && c.fd.CompareAndSwap(int32(fd), fdHandedOff)

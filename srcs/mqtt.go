@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/mochi-mqtt/server/v2/packets"
+	"github.com/sluice-io/sluice/internal/contract"
 )
 
 // Defaults of MQTTConfig, applied where a field is zero.
@@ -350,15 +351,15 @@ func (m *MQTT) session(op string) (*mqttSession, error) {
 
 // Desc returns the current session's socket, a connected TCP stream in
 // non-blocking mode. The source keeps it open until Close.
-func (m *MQTT) Desc() (Desc, error) {
+func (m *MQTT) Desc() (contract.Desc, error) {
 	if m.tls != nil {
-		return Desc{}, fmt.Errorf("srcs: mqtt %s: a TLS session: %w", m.name, ErrNoDescriptor)
+		return contract.Desc{}, fmt.Errorf("srcs: mqtt %s: a TLS session: %w", m.name, ErrNoDescriptor)
 	}
 	s, err := m.session("desc")
 	if err != nil {
-		return Desc{}, err
+		return contract.Desc{}, err
 	}
-	return Desc{FD: s.fd, Kind: Stream}, nil
+	return contract.Desc{FD: s.fd, Kind: contract.Stream}, nil
 }
 
 // SyscallConn returns the current session's raw connection, so that the
@@ -393,7 +394,7 @@ func (w mqttTLSWait) Read(f func(fd uintptr) bool) error {
 // Encrypted implements the capability: true when the source runs TLS.
 func (m *MQTT) Encrypted() bool { return m.tls != nil }
 
-var _ Encrypted = (*MQTT)(nil)
+var _ contract.Encrypted = (*MQTT)(nil)
 
 // Framer returns the framer the source's lanes must be framed with: MQTT
 // packets, each checked as it completes (see the type's documentation).
@@ -670,11 +671,11 @@ func mqttReason(version, pkt, code byte) string {
 }
 
 var (
-	_ Source          = (*MQTT)(nil)
-	_ Descriptor      = (*MQTT)(nil)
-	_ Deadliner       = (*MQTT)(nil)
-	_ Reconnector     = (*MQTT)(nil)
-	_ Framed          = (*MQTT)(nil)
-	_ ChunkObserver   = (*MQTT)(nil)
-	_ ReleaseObserver = (*MQTT)(nil)
+	_ Source              = (*MQTT)(nil)
+	_ contract.Descriptor = (*MQTT)(nil)
+	_ Deadliner           = (*MQTT)(nil)
+	_ Reconnector         = (*MQTT)(nil)
+	_ Framed              = (*MQTT)(nil)
+	_ ChunkObserver       = (*MQTT)(nil)
+	_ ReleaseObserver     = (*MQTT)(nil)
 )

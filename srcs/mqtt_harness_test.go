@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluice-io/sluice/srcs"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/srcstest"
 )
 
@@ -171,7 +172,7 @@ func (s *subscriber) session() error {
 		if err != nil {
 			return err
 		}
-		if d.Kind != srcs.Stream {
+		if d.Kind != contract.Stream {
 			return fmt.Errorf("descriptor of kind %v", d.Kind)
 		}
 		read = func(p []byte) (int, error) { return s.readFD(d.FD, p) }

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sluice-io/sluice/internal/contract"
 )
 
 // DefaultDialTimeout bounds a TCPClient's dial when DialTimeout is zero.
@@ -233,10 +235,10 @@ func (c *streamClient) SyscallConn() (syscall.RawConn, error) {
 }
 
 // Desc detaches the current session's socket for a runner (see Conn.Desc).
-func (c *streamClient) Desc() (Desc, error) {
+func (c *streamClient) Desc() (contract.Desc, error) {
 	s, err := c.session("desc")
 	if err != nil {
-		return Desc{}, err
+		return contract.Desc{}, err
 	}
 	return s.Desc()
 }
@@ -260,9 +262,9 @@ func (c *streamClient) Close() error {
 }
 
 var (
-	_ Source      = (*TCPClient)(nil)
-	_ Descriptor  = (*TCPClient)(nil)
-	_ Deadliner   = (*TCPClient)(nil)
-	_ Reconnector = (*TCPClient)(nil)
-	_ Encrypted   = (*TCPClient)(nil)
+	_ Source              = (*TCPClient)(nil)
+	_ contract.Descriptor = (*TCPClient)(nil)
+	_ Deadliner           = (*TCPClient)(nil)
+	_ Reconnector         = (*TCPClient)(nil)
+	_ contract.Encrypted  = (*TCPClient)(nil)
 )

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sluice-io/sluice/internal/contract"
 )
 
 // Bounds of the back-off after accept(2) fails for lack of resources.
@@ -428,9 +430,9 @@ func (c *AcceptedConn) Encrypted() bool { return c.guard != nil || c.Conn.Encryp
 
 // Desc returns the connection's descriptor; a connection whose first
 // bytes its Read must check has none to give (ErrNoDescriptor).
-func (c *AcceptedConn) Desc() (Desc, error) {
+func (c *AcceptedConn) Desc() (contract.Desc, error) {
 	if c.guard != nil {
-		return Desc{}, fmt.Errorf("srcs: %s: its first bytes are checked by Read: %w", c.Name(), ErrNoDescriptor)
+		return contract.Desc{}, fmt.Errorf("srcs: %s: its first bytes are checked by Read: %w", c.Name(), ErrNoDescriptor)
 	}
 	return c.Conn.Desc()
 }
@@ -450,7 +452,7 @@ func (c *AcceptedConn) Close() error {
 }
 
 var (
-	_ Source     = (*AcceptedConn)(nil)
-	_ Descriptor = (*AcceptedConn)(nil)
-	_ Deadliner  = (*AcceptedConn)(nil)
+	_ Source              = (*AcceptedConn)(nil)
+	_ contract.Descriptor = (*AcceptedConn)(nil)
+	_ Deadliner           = (*AcceptedConn)(nil)
 )

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/srcstest"
 	"github.com/sluice-io/sluice/internal/synthetic"
 	"github.com/sluice-io/sluice/srcs"
@@ -53,7 +54,7 @@ func TestFaultyCapabilities(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := srcstest.Faulty(tt.src, srcstest.Faults{})
-			if _, ok := f.(srcs.Descriptor); ok {
+			if _, ok := f.(contract.Descriptor); ok {
 				t.Error("Faulty exposes Descriptor, which would bypass the faults")
 			}
 			if _, ok := f.(srcs.Repeater); ok {

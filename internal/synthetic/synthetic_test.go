@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/srcstest"
 	"github.com/sluice-io/sluice/internal/synthetic"
 	"github.com/sluice-io/sluice/srcs"
@@ -211,7 +212,7 @@ func TestSyntheticConfig(t *testing.T) {
 	if _, err := s.Read(make([]byte, 1)); !errors.Is(err, net.ErrClosed) {
 		t.Errorf("Read before Open = %v, want net.ErrClosed", err)
 	}
-	if _, ok := any(s).(srcs.Descriptor); !ok {
+	if _, ok := any(s).(contract.Descriptor); !ok {
 		t.Error("Synthetic is not a Descriptor")
 	}
 }
