@@ -300,7 +300,7 @@ func (gl *goLane) readErr(err error) error {
 	case errors.Is(err, io.EOF):
 		return io.EOF
 	}
-	return srcs.Classify(err)
+	return driver.Classify(err)
 }
 
 // setDeadline makes the source's read deadline the flush deadline of the

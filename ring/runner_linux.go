@@ -57,7 +57,7 @@ import (
 // msghdr and an iovec in an off-heap [Arena] of its worker, which outlive
 // every operation of the slot's lanes. A datagram is never short, so only
 // EAGAIN sends the lane back to its poll. When less room is left than the
-// lane's srcs.DatagramLimit, the buffer is emitted (flag Datagrams, and
+// lane's driver.DatagramLimit, the buffer is emitted (flag Datagrams, and
 // Partial unless exactly full). A datagram longer than its room comes back
 // truncated: it is dropped, reported to the emitter if it is a
 // contract.DatagramDropReporter, logged once per lane, and the lane keeps

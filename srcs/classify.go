@@ -1,37 +1,7 @@
 package srcs
 
-import (
-	"errors"
-	"io"
-	"net"
-	"os"
-	"syscall"
-)
+import "github.com/sluice-io/sluice/internal/contract"
 
-// Classify maps a read error from any runner to the shared vocabulary, so
-// that callers see the same typed errors whichever runner read the bytes:
-// io.EOF stays io.EOF, resets wrap ErrReset, deadlines and timeouts wrap
-// ErrTimeout. Other errors pass through unchanged.
-func Classify(err error) error {
-	switch {
-	case err == nil || errors.Is(err, io.EOF):
-		return err
-	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE), errors.Is(err, syscall.ECONNABORTED):
-		return &wrapped{ErrReset, err}
-	case errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, syscall.ETIMEDOUT):
-		return &wrapped{ErrTimeout, err}
-	}
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		return &wrapped{ErrTimeout, err}
-	}
-	return err
-}
-
-// wrapped is an error that is both a sentinel and its cause.
-type wrapped struct {
-	kind, cause error
-}
-
-func (w *wrapped) Error() string   { return w.kind.Error() + ": " + w.cause.Error() }
-func (w *wrapped) Unwrap() []error { return []error{w.kind, w.cause} }
+// classify types err as the runners do (contract.Classify): resets match
+// ErrReset, deadlines and timeouts ErrTimeout.
+func classify(err error) error { return contract.Classify(err, ErrReset, ErrTimeout) }

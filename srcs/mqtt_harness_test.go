@@ -21,6 +21,7 @@ import (
 	"github.com/sluice-io/sluice/srcs"
 
 	"github.com/sluice-io/sluice/internal/contract"
+	"github.com/sluice-io/sluice/internal/driver"
 	"github.com/sluice-io/sluice/internal/srcstest"
 )
 
@@ -221,7 +222,7 @@ func (s *subscriber) readFD(fd int, p []byte) (int, error) {
 			}
 			unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 20)
 		default:
-			return 0, srcs.Classify(os.NewSyscallError("read", err))
+			return 0, driver.Classify(os.NewSyscallError("read", err))
 		}
 	}
 }

@@ -142,9 +142,9 @@ func (c *streamClient) Open(ctx context.Context) error {
 	if err != nil {
 		var op *net.OpError
 		if c.terse && errors.As(err, &op) {
-			return fmt.Errorf("srcs: %w", Classify(&dialError{op}))
+			return fmt.Errorf("srcs: %w", classify(&dialError{op}))
 		}
-		return fmt.Errorf("srcs: open%s: %w", c.where(), Classify(err))
+		return fmt.Errorf("srcs: open%s: %w", c.where(), classify(err))
 	}
 	conn := NewConn(nc)
 	if c.tls != nil {
@@ -154,7 +154,7 @@ func (c *streamClient) Open(ctx context.Context) error {
 			if ctx.Err() != nil {
 				err = fmt.Errorf("%w: %w", ErrTimeout, err)
 			}
-			return fmt.Errorf("srcs: open%s: tls handshake: %w", c.where(), Classify(err))
+			return fmt.Errorf("srcs: open%s: tls handshake: %w", c.where(), classify(err))
 		}
 		conn = NewTLSConn(tc, c.name)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-io/sluice/internal/driver"
 	"github.com/sluice-io/sluice/internal/srcstest"
 	"github.com/sluice-io/sluice/srcs"
 )
@@ -399,7 +400,7 @@ func TestUnixClientDeadline(t *testing.T) {
 	sc := waitAccept(t, acceptAsync(context.Background(), l), 5*time.Second)
 	defer sc.Close()
 	c.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
-	if _, err := c.Read(make([]byte, 8)); !errors.Is(srcs.Classify(err), srcs.ErrTimeout) {
+	if _, err := c.Read(make([]byte, 8)); !errors.Is(driver.Classify(err), srcs.ErrTimeout) {
 		t.Errorf("Read past the deadline = %v, want a timeout", err)
 	}
 }

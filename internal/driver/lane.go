@@ -77,7 +77,7 @@ func (d *Lane) Reset(l *contract.Lane, maxHold time.Duration) {
 // datagram, framed as srcs.ForEachDatagram reads it.
 func (d *Lane) ResetDatagram(l *contract.Lane, maxHold time.Duration) {
 	d.Reset(l, maxHold)
-	d.dg = &datagrams{limit: srcs.DatagramLimit(l.Src, math.MaxInt32)} // capped by the buffer in Commit
+	d.dg = &datagrams{limit: DatagramLimit(l.Src, math.MaxInt32)} // capped by the buffer in Commit
 	d.dg.rep, _ = l.Out.(contract.DatagramDropReporter)
 }
 
@@ -160,7 +160,7 @@ func (d *Lane) Commit(n int, now time.Time) error {
 		d.first = stampOf(now)
 	}
 	if d.dg != nil {
-		srcs.PutDatagramHeader(d.buf.Bytes()[d.n:], n)
+		PutDatagramHeader(d.buf.Bytes()[d.n:], n)
 		d.n += srcs.DatagramHeaderLen
 	}
 	d.n += n
@@ -168,7 +168,7 @@ func (d *Lane) Commit(n int, now time.Time) error {
 	switch {
 	case d.n == size:
 		d.emit(0)
-	case d.dg != nil && srcs.DatagramSpace(d.buf.Bytes(), d.n) < min(d.dg.limit, size-srcs.DatagramHeaderLen):
+	case d.dg != nil && DatagramSpace(d.buf.Bytes(), d.n) < min(d.dg.limit, size-srcs.DatagramHeaderLen):
 		d.emit(srcs.Partial)
 	case d.maxHold <= 0:
 		d.emit(srcs.Partial)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/internal/contract"
+	"github.com/sluice-io/sluice/internal/driver"
 	"github.com/sluice-io/sluice/internal/srcstest"
 	"github.com/sluice-io/sluice/internal/synthetic"
 	"github.com/sluice-io/sluice/srcs"
@@ -179,7 +180,7 @@ func TestSyntheticCloseMidStream(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
-		if _, err := s.Read(buf); !errors.Is(srcs.Classify(err), srcs.ErrTimeout) {
+		if _, err := s.Read(buf); !errors.Is(driver.Classify(err), srcs.ErrTimeout) {
 			t.Errorf("Read past deadline = %v, want a timeout", err)
 		}
 	})
