@@ -100,10 +100,10 @@ type Engine struct {
 	cfg    Config
 	log    *slog.Logger
 	pool   *pool.Pool
-	runner Runner
+	runner contract.Runner
 	// side drives sources without a kernel descriptor when the main
 	// runner needs one. Created on first use.
-	side    Runner
+	side    contract.Runner
 	handler Handler
 	inline  bool // handler runs inside deliver (WithInlineHandler)
 	onError ErrorHandler
@@ -469,7 +469,7 @@ func (so *sourceOpts) check() error {
 // unless it drives descriptors and the source has none, or one that
 // carries ciphertext (a TLS session, contract.Encrypted), which only the
 // source's Read can decrypt.
-func (e *Engine) runnerForLocked(src srcs.Source) (Runner, error) {
+func (e *Engine) runnerForLocked(src srcs.Source) (contract.Runner, error) {
 	if rawReadable(src) || e.runner.Name() == RunnerGoroutine {
 		return e.runner, nil
 	}

@@ -6,38 +6,12 @@ import (
 	"github.com/sluice-io/sluice/ring"
 )
 
-// Runner drives lanes: it reads their sources into pool buffers on its own
-// workers and hands the filled buffers to each lane's Emitter. The engine
-// never sees how a runner schedules its work. All methods are safe for
-// concurrent use.
-type Runner interface {
-	// Name is "uring", "epoll", "goroutine" or "thread".
-	Name() string
-	// Add starts driving l, whose source is open. Add does not block on
-	// I/O. An error (srcs.ErrNoDescriptor, a thread limit, a closed
-	// runner) means the runner will not drive l and will not call Finish.
-	Add(l *contract.Lane) error
-	// Remove asks the runner to stop driving l: reads in flight are
-	// cancelled, bytes already read are emitted (Partial), and
-	// Finish(l, srcs.ErrStopped) follows. Remove does not wait. Removing
-	// a lane that has finished is a no-op.
-	Remove(l *contract.Lane)
-	// SetPaused stops (true) or resumes (false) posting new reads on every
-	// lane. Reads in flight complete and are emitted. A paused runner still
-	// honours Remove and Close.
-	SetPaused(paused bool)
-	// Close finishes every lane (each gets Finish with srcs.ErrStopped),
-	// stops the workers and waits for them. It is idempotent.
-	Close() error
-	// Stats returns the runner's counters.
-	Stats() contract.RunnerStats
-}
-
+// The runners the engine chooses from.
 var (
-	_ Runner = (*fallback.Goroutine)(nil)
-	_ Runner = (*fallback.Thread)(nil)
-	_ Runner = (*fallback.Epoll)(nil)
-	_ Runner = (*ring.Runner)(nil)
+	_ contract.Runner = (*fallback.Goroutine)(nil)
+	_ contract.Runner = (*fallback.Thread)(nil)
+	_ contract.Runner = (*fallback.Epoll)(nil)
+	_ contract.Runner = (*ring.Runner)(nil)
 )
 
 // RunnerStats is a snapshot of a runner's own counters (Stats.Runners).

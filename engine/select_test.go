@@ -31,7 +31,7 @@ func fakeFactories(broken ...string) map[string]factory {
 		for _, b := range broken {
 			fail = fail || b == name
 		}
-		m[name] = func(contract.RunnerConfig) (Runner, error) {
+		m[name] = func(contract.RunnerConfig) (contract.Runner, error) {
 			if fail {
 				return nil, errNoKernel
 			}

@@ -123,7 +123,7 @@ func (s *source) src() srcs.Source { return s.lane.Src }
 // runner returns the runner that reads the source, as runnerForLocked
 // chose it. A source for the side runner was made after e.side was set,
 // which never changes again; one for e.runner never reads e.side.
-func (s *source) runner() Runner {
+func (s *source) runner() contract.Runner {
 	if rawReadable(s.src()) || s.e.runner.Name() == RunnerGoroutine {
 		return s.e.runner
 	}

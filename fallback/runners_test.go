@@ -10,8 +10,7 @@ import (
 	"github.com/sluice-io/sluice/srcs"
 )
 
-// runner is engine.Runner, as the runner suite states it (engine imports
-// this package).
+// runner is the runner contract, as the runner suite states it.
 type runner = runnertest.Runner
 
 var (

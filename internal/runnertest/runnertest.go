@@ -14,15 +14,8 @@ import (
 	"github.com/sluice-io/sluice/srcs"
 )
 
-// Runner is what the suite drives: engine.Runner, which it may not import.
-type Runner interface {
-	Name() string
-	Add(l *contract.Lane) error
-	Remove(l *contract.Lane)
-	SetPaused(paused bool)
-	Close() error
-	Stats() contract.RunnerStats
-}
+// Runner is what the suite drives.
+type Runner = contract.Runner
 
 // New makes a runner under test from cfg. An error matching
 // errors.ErrUnsupported skips the test: the runner cannot work here. A
