@@ -215,7 +215,7 @@ func TestLintGoleakInEveryTestMain(t *testing.T) {
 // layering is DESIGN.md's import table: the module's packages the non-test
 // files of each room may import. A package follows the rule of the longest
 // room that holds it, and naming a room admits every package under it, so
-// "internal" admits internal/lanes. A package with no room here fails the
+// "internal" admits internal/front. A package with no room here fails the
 // lint: a new room gets a row (and a line in docs/layout.md's table)
 // before it gets code.
 var layering = []struct {
@@ -339,10 +339,10 @@ func TestLintLayeringCatchesSlips(t *testing.T) {
 		{"srcs/tcp.go", []string{"internal/driver"}, "srcs/ may import pool, internal/contract"},
 		{"internal/contract/lane.go", []string{"pool"}, ""},
 		{"internal/contract/lane.go", []string{"srcs"}, "internal/contract/ may import pool"},
-		{"ring/runner_linux.go", []string{"internal/lanes", "pool", "srcs"}, ""},
+		{"ring/runner_linux.go", []string{"internal/front", "pool", "srcs"}, ""},
 		{"ring/runner_linux.go", []string{"fallback"}, "ring/ may import pool, srcs, internal"},
 		{"fallback/epoll_linux.go", []string{"ring"}, "fallback/ may import"},
-		{"internal/lanes/table.go", []string{"engine"}, "internal/ may import"},
+		{"internal/front/table.go", []string{"engine"}, "internal/ may import"},
 		{"engine/select.go", []string{"ring", "fallback", "internal/flush"}, ""},
 		{"engine/metrics/metrics.go", []string{"ring"}, "engine/metrics/ may import engine"},
 		{"bench/probe.go", []string{"ring"}, "bench/ may import engine"},

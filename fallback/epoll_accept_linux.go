@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-io/sluice/internal/contract"
-	"github.com/sluice-io/sluice/internal/lanes"
+	"github.com/sluice-io/sluice/internal/front"
 )
 
 // epAcceptDepth is how many grants a listener holds per worker, all of
@@ -24,7 +24,7 @@ const epAcceptDepth = 16
 // acceptor's place in the worker's list.
 const epAcceptFD = -2
 
-type epAcceptor = lanes.Acceptor[*epWorker]
+type epAcceptor = front.Acceptor[*epWorker]
 
 // StartAccept implements contract.AcceptRunner: one worker, a different one
 // for each listener in turn, registers a duplicate of the listening
@@ -38,7 +38,7 @@ type epAcceptor = lanes.Acceptor[*epWorker]
 func (e *Epoll) StartAccept(fd int) (contract.AcceptQueue, error) {
 	k := int(e.listeners.Add(1)-1) % len(e.workers)
 	ws := append(append([]*epWorker(nil), e.workers[k:]...), e.workers[:k]...)
-	q, err := lanes.NewAccepts("fallback: epoll", fd, ws, epAcceptDepth)
+	q, err := front.NewAccepts("fallback: epoll", fd, ws, epAcceptDepth)
 	if err != nil {
 		return nil, err
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/driver"
-	"github.com/sluice-io/sluice/internal/lanes"
+	"github.com/sluice-io/sluice/internal/front"
 )
 
 const (
@@ -71,9 +71,9 @@ type Epoll struct {
 	log     *slog.Logger
 	workers []*epWorker
 	wg      sync.WaitGroup
-	front   lanes.Front[*epWorker] // the lanes being driven; add, remove, close
+	front   front.Front[*epWorker] // the lanes being driven; add, remove, close
 
-	lanes.Control[*epWorker] // Remove, SetPaused, Close and Stats
+	front.Control[*epWorker] // Remove, SetPaused, Close and Stats
 
 	listeners atomic.Uint32 // StartAccept's turn among the workers
 }
@@ -101,11 +101,11 @@ func NewEpoll(cfg contract.RunnerConfig) (*Epoll, error) {
 		}
 		e.workers = append(e.workers, w)
 	}
-	e.front = lanes.Front[*epWorker]{Name: "fallback: epoll", Workers: e.workers}
-	e.front.Ops = lanes.Ops[*epWorker]{
+	e.front = front.Front[*epWorker]{Name: "fallback: epoll", Workers: e.workers}
+	e.front.Ops = front.Ops[*epWorker]{
 		Runner: "epoll", Stats: (*epWorker).stats, Wait: e.wg.Wait,
-		Post: func(w *epWorker, op lanes.Op, tok uint64) {
-			w.post(epCmd{op: [...]epOp{lanes.OpRemove: epRemove, lanes.OpResume: epWake, lanes.OpStop: epClose}[op], tok: tok})
+		Post: func(w *epWorker, op front.Op, tok uint64) {
+			w.post(epCmd{op: [...]epOp{front.OpRemove: epRemove, front.OpResume: epWake, front.OpStop: epClose}[op], tok: tok})
 		},
 	}
 	e.Control = e.front.Control()

@@ -19,7 +19,7 @@ import (
 
 	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/flush"
-	"github.com/sluice-io/sluice/internal/lanes"
+	"github.com/sluice-io/sluice/internal/front"
 	"github.com/sluice-io/sluice/internal/mmsg"
 	"github.com/sluice-io/sluice/srcs"
 )
@@ -65,9 +65,9 @@ type epWorker struct {
 	efd  int     // eventfd, closed only under mu with stopped set
 	one  [8]byte // the eventfd increment, read-only
 
-	// The command queue, the slots and the load (lanes.Worker), which
+	// The command queue, the slots and the load (front.Worker), which
 	// other goroutines share with the worker.
-	lanes.Mailbox[epCmd]
+	front.Mailbox[epCmd]
 	wake func() // wakes the worker if it may sleep; bound once
 
 	sleeping atomic.Bool // the worker may block: posters must write efd
@@ -268,7 +268,7 @@ func (w *epWorker) stats() contract.RunnerStats {
 }
 
 // slot returns the state for a slot index, growing the table as needed.
-func (w *epWorker) slot(idx uint32) *epLane { return lanes.Slot(&w.slots, &w.spare, idx) }
+func (w *epWorker) slot(idx uint32) *epLane { return front.Slot(&w.slots, &w.spare, idx) }
 
 // lane returns the live lane with token tok, or nil.
 func (w *epWorker) lane(tok uint64) *epLane {

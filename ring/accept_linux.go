@@ -16,7 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-io/sluice/internal/contract"
-	"github.com/sluice-io/sluice/internal/lanes"
+	"github.com/sluice-io/sluice/internal/front"
 )
 
 // acceptDepth is how many accepts a worker keeps armed for one listener
@@ -41,7 +41,7 @@ const tagAccept = tagFileRead + 1
 // keep about as many armed on every worker, so connections spread over
 // the workers.
 func (r *Runner) StartAccept(fd int) (contract.AcceptQueue, error) {
-	q, err := lanes.NewAccepts("ring: runner", fd, r.workers, acceptDepth)
+	q, err := front.NewAccepts("ring: runner", fd, r.workers, acceptDepth)
 	if err != nil {
 		return nil, err
 	}
@@ -65,12 +65,12 @@ func (r *Runner) StartAccept(fd int) (contract.AcceptQueue, error) {
 // it knows the runner it belongs to, so that Add can tell its
 // connections from another runner's.
 type acceptQueue struct {
-	*lanes.Accepts[*worker]
+	*front.Accepts[*worker]
 	r *Runner
 }
 
 // acceptor is a listener's accepts on one worker.
-type acceptor = lanes.Acceptor[*worker]
+type acceptor = front.Acceptor[*worker]
 
 // acceptOp is one armed accept: where the kernel writes the peer's
 // address. The worker keeps it until the CQE arrives.

@@ -11,7 +11,7 @@ import (
 
 	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/driver"
-	"github.com/sluice-io/sluice/internal/lanes"
+	"github.com/sluice-io/sluice/internal/front"
 	"github.com/sluice-io/sluice/pool"
 )
 
@@ -127,9 +127,9 @@ type Runner struct {
 	opts    runnerOptions
 	workers []*worker
 	wg      sync.WaitGroup
-	front   lanes.Front[*worker] // the lanes being driven; add, remove, close
+	front   front.Front[*worker] // the lanes being driven; add, remove, close
 
-	lanes.Control[*worker] // Remove, SetPaused, Close and Stats
+	front.Control[*worker] // Remove, SetPaused, Close and Stats
 
 	noFixedOnce sync.Once
 	fileSlots   int // contract.RunnerConfig.FileSlots; resolved when a worker registers its table
@@ -200,9 +200,9 @@ func newRunner(cfg contract.RunnerConfig, opts runnerOptions) (*Runner, error) {
 		w.onCQE, w.wake = w.handleCQE, w.wakeLocked
 		r.workers = append(r.workers, w)
 	}
-	ops := lanes.Ops[*worker]{Runner: "uring", Wait: r.wg.Wait, Stats: (*worker).stats}
-	ops.Post = func(w *worker, op lanes.Op, tok uint64) { w.post(cmd{op: frontCmds[op], tok: tok}) }
-	r.front = lanes.Front[*worker]{Name: "ring: runner", Workers: r.workers, Ops: ops}
+	ops := front.Ops[*worker]{Runner: "uring", Wait: r.wg.Wait, Stats: (*worker).stats}
+	ops.Post = func(w *worker, op front.Op, tok uint64) { w.post(cmd{op: frontCmds[op], tok: tok}) }
+	r.front = front.Front[*worker]{Name: "ring: runner", Workers: r.workers, Ops: ops}
 	r.Control = r.front.Control()
 	for _, w := range r.workers {
 		r.wg.Go(w.run)

@@ -18,7 +18,7 @@ import (
 	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/driver"
 	"github.com/sluice-io/sluice/internal/flush"
-	"github.com/sluice-io/sluice/internal/lanes"
+	"github.com/sluice-io/sluice/internal/front"
 	"github.com/sluice-io/sluice/srcs"
 )
 
@@ -94,7 +94,7 @@ const (
 )
 
 // frontCmds are the commands the runner's front posts for its ops.
-var frontCmds = [...]cmdOp{lanes.OpRemove: cmdRemove, lanes.OpResume: cmdResume, lanes.OpStop: cmdClose}
+var frontCmds = [...]cmdOp{front.OpRemove: cmdRemove, front.OpResume: cmdResume, front.OpStop: cmdClose}
 
 // cmd is a command for a worker. Lanes are named by token (slot and
 // generation), so commands that arrive after a lane finished (a late grant,
@@ -124,9 +124,9 @@ type worker struct {
 	setup chan error // the result of ring setup, sent once
 	onCQE func(*CQE) // handleCQE, bound once so reaping allocates nothing
 
-	// The command queue, the slots and the load (lanes.Worker), which
+	// The command queue, the slots and the load (front.Worker), which
 	// other goroutines share with the worker.
-	lanes.Mailbox[cmd]
+	front.Mailbox[cmd]
 	waker *Waker // Wake is called under Mu, so Close never races it
 	wake  func() // wakes the worker; bound once, so posting allocates nothing
 
@@ -192,7 +192,7 @@ type worker struct {
 // allow and the rarely used ones live elsewhere: a framed or datagram
 // lane's state in d, a file lane's read-ahead in fa, a lane's grant
 // notification made on its first pool wait, and a failed worker's reason
-// on the worker. The worker allocates them in slabs (lanes.Slot).
+// on the worker. The worker allocates them in slabs (front.Slot).
 type lane struct {
 	// d is the lane's buffer, its framing and the emit rules
 	// (internal/driver); the worker only arms reads and tells it what
@@ -715,7 +715,7 @@ func (w *worker) maxHold(flush time.Duration, mode readMode) time.Duration {
 
 func (w *worker) add(c *cmd) {
 	idx, gen := splitToken(c.tok)
-	ln := lanes.Slot(&w.slots, &w.spare, idx)
+	ln := front.Slot(&w.slots, &w.spare, idx)
 	*ln = lane{
 		slot:     idx,
 		gen:      gen,

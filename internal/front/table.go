@@ -1,4 +1,4 @@
-package lanes
+package front
 
 import "github.com/sluice-io/sluice/internal/contract"
 
