@@ -478,7 +478,7 @@ var srcsExported = []string{
 	"Deadliner", "Reconnector", "Repeater", "ReleaseObserver", "ChunkObserver",
 	"DropCounter", "Identified", "Framed", "SourceError",
 	// The sources and their configuration.
-	"Listener", "ListenTCP", "ListenUnix", "ListenerConfig", "ListenerStats", "AcceptedConn",
+	"Listener", "ListenTCP", "ListenUnix", "ListenerConfig", "ListenerStats",
 	"TLSConfig", "ClientAuthNone", "ClientAuthRequire", "ClientAuthVerifyIfGiven",
 	"ProxyProtocolConfig", "DefaultHandshakeTimeout", "DefaultMaxHandshakes",
 	"Secret", "LoadSecret", "Redacted",
@@ -506,7 +506,7 @@ var srcsExported = []string{
 // must be exported to satisfy internal/contract's interfaces. A program
 // has no use for them; keep the list short.
 var srcsRunnerMethods = []string{
-	"AcceptedConn.Desc", "Conn.Desc", "FileSource.Desc", "MQTT.Desc", "TCPClient.Desc",
+	"Conn.Desc", "FileSource.Desc", "MQTT.Desc", "TCPClient.Desc",
 	"UDPSource.Desc", "UnixClient.Desc", "Listener.AcceptThrough",
 }
 

@@ -26,10 +26,10 @@ import (
 //
 // It honours MaxConns, the back-off when descriptors run out, Allow and
 // the counters as Accept does, and names the source by its peer as
-// Accept's do. A TCP listener sets TCP keepalive on its own socket (see
+// AcceptSource's do. A TCP listener sets TCP keepalive on its own socket (see
 // ListenTCP), which accepted sockets inherit. A listener with TLS or the
 // PROXY protocol, whose connections must be read through Go, returns
-// Accept's connections instead.
+// AcceptSource's connections instead.
 //
 // The source's Read reads the socket with read(2), which does not wait:
 // it is for runners that wait for readability themselves.
@@ -219,7 +219,7 @@ func (c *acceptedFD) Close() error {
 // raw access offers no Read. The duplicate shares the socket, its
 // backlog and its non-blocking mode; Listener.Close closes it. It
 // returns nil when ln offers no descriptor or it cannot be duplicated,
-// and AcceptDescriptor then returns Accept's connections.
+// and AcceptDescriptor then returns AcceptSource's connections.
 func rawListener(ln streamListener) *os.File {
 	sc, ok := ln.(syscall.Conn)
 	if !ok {

@@ -50,9 +50,6 @@ func waitFD(t *testing.T, ch <-chan fdResult, within time.Duration) (srcs.Source
 	if _, ok := src.(syscall.Conn); ok {
 		t.Errorf("%T offers a syscall.Conn: a net.Conn is behind it", src)
 	}
-	if _, ok := src.(*srcs.AcceptedConn); ok {
-		t.Errorf("AcceptDescriptor returned an AcceptedConn")
-	}
 	d, ok := src.(contract.Descriptor)
 	if !ok {
 		t.Fatalf("%T is no Descriptor", src)

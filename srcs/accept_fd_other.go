@@ -11,7 +11,7 @@ import (
 )
 
 // AcceptDescriptor is Accept for an engine whose runner reads descriptors
-// itself. Outside Linux it returns Accept's connections, which a runner
+// itself. Outside Linux it returns AcceptSource's connections, which a runner
 // detaches from Go's netpoller (Conn.Desc).
 func (l *Listener) AcceptDescriptor(ctx context.Context) (Source, error) {
 	return l.AcceptSource(ctx)

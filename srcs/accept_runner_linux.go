@@ -19,7 +19,7 @@ import (
 // with ErrNotRunnerAcceptable for a listener with TLS or the PROXY
 // protocol.
 //
-// The acceptor keeps what Accept promises: at MaxConns no accept is armed,
+// The acceptor keeps what AcceptSource promises: at MaxConns no accept is armed,
 // so further clients wait in the kernel's backlog; accepts failing for
 // lack of descriptors or memory back off from 5ms to 1s, cut short when
 // a connection closes; Allow refuses by address; sources are named by
@@ -178,7 +178,7 @@ func (a *runnerAcceptor) take(res contract.RunnerAccepted) (Source, error) {
 }
 
 // backOff stops granting for a while after an accept failed for lack of
-// descriptors or memory, as Accept's retries do. The accepts armed
+// descriptors or memory, as AcceptSource's retries do. The accepts armed
 // meanwhile may fail the same way; they do not lengthen it.
 func (a *runnerAcceptor) backOff(err error) {
 	if a.backingOff {

@@ -1,7 +1,7 @@
 package srcs
 
 // A listener's trust: the allow-list checked at accept, and the handshake
-// (PROXY header, TLS) every connection must finish before Accept returns
+// (PROXY header, TLS) every connection must finish before AcceptSource returns
 // it.
 //
 // Handshakes run in the background, one goroutine each, so a slow or
@@ -207,7 +207,7 @@ type handshaker struct {
 
 	ctx    context.Context // cancelled by close: cuts every handshake
 	cancel context.CancelFunc
-	ready  chan *AcceptedConn // handshaken connections, for Accept
+	ready  chan *acceptedConn // handshaken connections, for Accept
 	failed chan struct{}      // closed when the accept loop stops on an error
 	err    error              // why; set before failed is closed
 
@@ -222,7 +222,7 @@ func newHandshaker(t trust, cfg ListenerConfig) *handshaker {
 		tls:     t.tls,
 		timeout: cfg.HandshakeTimeout,
 		sem:     make(chan struct{}, orDefault(cfg.MaxHandshakes, DefaultMaxHandshakes)),
-		ready:   make(chan *AcceptedConn),
+		ready:   make(chan *acceptedConn),
 		failed:  make(chan struct{}),
 	}
 	if h.timeout == 0 {
@@ -251,7 +251,7 @@ func (h *handshaker) close() {
 
 // acceptReady is Accept for a listener that handshakes: it starts the
 // accept loop on first use and returns the next handshaken connection.
-func (l *Listener) acceptReady(ctx context.Context) (*AcceptedConn, error) {
+func (l *Listener) acceptReady(ctx context.Context) (*acceptedConn, error) {
 	h := l.hs
 	h.mu.Lock()
 	if !h.started && !h.closed {
@@ -308,7 +308,7 @@ func (l *Listener) acceptLoop() {
 }
 
 // releaseSlot gives back a slot under MaxConns taken for a connection
-// that never reached Accept's caller.
+// that never reached AcceptSource's caller.
 func (l *Listener) releaseSlot() {
 	if l.slots != nil {
 		<-l.slots
@@ -351,7 +351,7 @@ func (l *Listener) handshake(c net.Conn) {
 // prepare reads a trusted proxy's PROXY header (or checks that an
 // untrusted peer sends none), then runs the TLS handshake, and returns the
 // connection as a source named for its original client.
-func (l *Listener) prepare(c net.Conn, deadline time.Time) (*AcceptedConn, refusal, error) {
+func (l *Listener) prepare(c net.Conn, deadline time.Time) (*acceptedConn, refusal, error) {
 	h := l.hs
 	name := "tcp://" + c.RemoteAddr().String()
 	if l.trusted != nil {
@@ -379,18 +379,18 @@ func (l *Listener) prepare(c net.Conn, deadline time.Time) (*AcceptedConn, refus
 				return nil, classifyHandshake(err, refProxy), err
 			}
 			if res == sniffMaybe && h.tls == nil {
-				return &AcceptedConn{Conn: newConn(c, name), l: l, guard: &firstBytes{peer: c.RemoteAddr()}}, 0, nil
+				return &acceptedConn{Conn: newConn(c, name), l: l, guard: &firstBytes{peer: c.RemoteAddr()}}, 0, nil
 			}
 		}
 	}
 	if h.tls == nil {
-		return &AcceptedConn{Conn: newConn(c, name), l: l}, 0, nil
+		return &acceptedConn{Conn: newConn(c, name), l: l}, 0, nil
 	}
 	tc := tls.Server(c, h.tls)
 	if err := tc.Handshake(); err != nil {
 		return nil, classifyHandshake(err, refTLS), fmt.Errorf("tls: %w", err)
 	}
-	return &AcceptedConn{Conn: NewTLSConn(tc, "tls://"+strings.TrimPrefix(name, "tcp://")), l: l}, 0, nil
+	return &acceptedConn{Conn: NewTLSConn(tc, "tls://"+strings.TrimPrefix(name, "tcp://")), l: l}, 0, nil
 }
 
 // classifyHandshake tells a timeout, a closed listener and a rejected

@@ -257,8 +257,8 @@ type firstBytes struct {
 	decided bool   // the first bytes are data: Read goes straight through
 }
 
-// read is AcceptedConn.Read while the first bytes are undecided.
-func (g *firstBytes) read(c *AcceptedConn, p []byte) (int, error) {
+// read is acceptedConn.Read while the first bytes are undecided.
+func (g *firstBytes) read(c *acceptedConn, p []byte) (int, error) {
 	for {
 		switch sniff(g.head) {
 		case sniffHeader:
