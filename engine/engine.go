@@ -239,12 +239,12 @@ func WithFraming(f srcs.Framer) SourceOption {
 // loop: that is how a caller tells which listener a connection came from
 // without matching names. f must not block. Under the uring runner a
 // listener's connection is accepted into a worker's file table and has
-// no descriptor in the process (contract.Directed), so set socket options on
-// the listener, whose accepted sockets inherit them (srcs.ListenerConfig
-// RecvBuffer, keepalive). Where a connection is a descriptor
-// (contract.Descriptor), tune it in f, not after: once the source starts, the
-// uring runner may take the socket into its file table (Config.FileSlots,
-// contract.HandOff), and Desc fails.
+// no descriptor in the process, so set socket options on the listener,
+// whose accepted sockets inherit them (srcs.ListenerConfig RecvBuffer,
+// keepalive). Where a connection offers its socket (syscall.Conn, as a
+// srcs.Conn does), tune it in f, not after: once the source starts, its
+// runner may take the socket for itself (the uring runner into its file
+// table, Config.FileSlots), and SyscallConn fails.
 func WithAdded(f func(id srcs.ID, src srcs.Source)) SourceOption {
 	return func(o *sourceOpts) { o.added = f }
 }
