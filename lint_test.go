@@ -227,7 +227,9 @@ var layering = []struct {
 	// The runner contract: what srcs, the runners and the engine agree on
 	// below the user's API. srcs builds on it, so it builds on pool only.
 	{"internal/contract", []string{"pool"}},
-	{"srcs", []string{"pool", "internal/contract"}},
+	// TLS certificates and CAs served from files, for srcs's TLSConfig.
+	{"internal/certs", nil},
+	{"srcs", []string{"pool", "internal/contract", "internal/certs"}},
 	// internal packages may build on one another (srcstest runs the
 	// mosquitto broker for tests).
 	{"internal", []string{"pool", "srcs", "internal"}},
@@ -336,7 +338,8 @@ func TestLintLayeringCatchesSlips(t *testing.T) {
 		{"srcs/tcp.go", []string{"pool"}, ""},
 		{"srcs/tcp.go", []string{"ring"}, "srcs/tcp.go imports github.com/sluice-io/sluice/ring: srcs/ may import pool"},
 		{"srcs/tcp.go", []string{"internal/contract"}, ""},
-		{"srcs/tcp.go", []string{"internal/driver"}, "srcs/ may import pool, internal/contract"},
+		{"srcs/tcp.go", []string{"internal/driver"}, "srcs/ may import pool, internal/contract, internal/certs"},
+		{"internal/certs/certs.go", []string{"pool"}, "internal/certs/ may import nothing of ours"},
 		{"internal/contract/lane.go", []string{"pool"}, ""},
 		{"internal/contract/lane.go", []string{"srcs"}, "internal/contract/ may import pool"},
 		{"ring/runner_linux.go", []string{"internal/front", "pool", "srcs"}, ""},

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/certs"
 	"github.com/sluice-io/sluice/internal/contract"
 	"golang.org/x/sys/unix"
 )
@@ -63,7 +64,7 @@ func newConn(c net.Conn, name string) *Conn {
 // close_notify alert, which could block on a peer that reads nothing: an
 // ingest source's peer only writes.
 func NewTLSConn(tc *tls.Conn, name string) *Conn {
-	id := peerSubject(tc.ConnectionState())
+	id := certs.PeerSubject(tc.ConnectionState())
 	if id != "" {
 		name += " [" + id + "]"
 	}
