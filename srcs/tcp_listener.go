@@ -400,7 +400,7 @@ func (l *Listener) Close() error {
 	return l.closeErr
 }
 
-// acceptedConn is a connection returned by Listener.Accept: a Conn whose
+// acceptedConn is a connection returned by Listener.AcceptSource: a Conn whose
 // Close also gives its slot under MaxConns back to the listener. Like
 // Conn, it is a Source, a Descriptor and a Deadliner, and is not safe for
 // concurrent use except that Close and SetReadDeadline may be called while
