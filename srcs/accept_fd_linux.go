@@ -16,18 +16,18 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// AcceptDescriptor is Accept for an engine whose runner reads descriptors
-// itself (uring, epoll, thread): it returns the connection as its raw
-// socket, non-blocking, accepted with accept4(2) on the listener's
-// descriptor. No net.Conn is made for it, Go's netpoller never watches
+// AcceptDescriptor is AcceptSource for an engine whose runner reads
+// descriptors itself (uring, epoll, thread): it returns the connection as
+// its raw socket, non-blocking, accepted with accept4(2) on the listener's
+// descriptor. engine.Engine.AddListener calls it. No net.Conn is made for it, Go's netpoller never watches
 // it (only the listener's own socket is), and no goroutine waits for it:
-// an idle connection costs its source record and its name. The source is
-// a Descriptor from the start, so no runner has to duplicate it.
+// an idle connection costs its source record and its name. The source
+// offers its descriptor from the start, so no runner has to duplicate it.
 //
 // It honours MaxConns, the back-off when descriptors run out, Allow and
-// the counters as Accept does, and names the source by its peer as
-// AcceptSource's do. A TCP listener sets TCP keepalive on its own socket (see
-// ListenTCP), which accepted sockets inherit. A listener with TLS or the
+// the counters, and names the source by its peer, as AcceptSource does. A
+// TCP listener sets TCP keepalive on its own socket (see ListenTCP), which
+// accepted sockets inherit. A listener with TLS or the
 // PROXY protocol, whose connections must be read through Go, returns
 // AcceptSource's connections instead.
 //

@@ -10,9 +10,9 @@ import (
 	"github.com/sluice-io/sluice/internal/contract"
 )
 
-// AcceptDescriptor is Accept for an engine whose runner reads descriptors
-// itself. Outside Linux it returns AcceptSource's connections, which a runner
-// detaches from Go's netpoller (Conn.Desc).
+// AcceptDescriptor is AcceptSource for an engine whose runner reads
+// descriptors itself. Outside Linux it returns AcceptSource's connections,
+// which a runner detaches from Go's netpoller (Conn.Desc).
 func (l *Listener) AcceptDescriptor(ctx context.Context) (Source, error) {
 	return l.AcceptSource(ctx)
 }

@@ -15,16 +15,17 @@ import (
 )
 
 // AcceptThrough returns an acceptor whose connections r accepts on its own
-// event loops (AcceptRunner), for an engine whose runner can. It fails
-// with ErrNotRunnerAcceptable for a listener with TLS or the PROXY
-// protocol.
+// event loops, for an engine whose runner can (uring, epoll). It fails
+// with contract.ErrNotRunnerAcceptable for a listener with TLS or the
+// PROXY protocol. A program has no use for it: engine.Engine.AddListener
+// calls it.
 //
-// The acceptor keeps what AcceptSource promises: at MaxConns no accept is armed,
-// so further clients wait in the kernel's backlog; accepts failing for
+// The acceptor keeps what AcceptSource promises: at MaxConns no accept is
+// armed, so further clients wait in the kernel's backlog; accepts failing for
 // lack of descriptors or memory back off from 5ms to 1s, cut short when
 // a connection closes; Allow refuses by address; sources are named by
-// their peers. A connection r holds in a file table is a Directed source
-// only r can read; one it could not is a descriptor, as AcceptDescriptor
+// their peers. A connection r holds in a file table is a source only r can
+// read (contract.Directed); one it could not is a descriptor, as AcceptDescriptor
 // returns.
 //
 // The acceptor is not safe for concurrent use. Close it once done (after

@@ -24,9 +24,9 @@ type FileConfig struct {
 	Repeat int `yaml:"repeat"`
 }
 
-// FileSource is a source over a regular file, read from Offset to its end. As a
-// Descriptor it offers the file for positional reads (Kind File); Read
-// reads it sequentially instead, for the goroutine runner. A session is
+// FileSource is a source over a regular file, read from Offset to its end.
+// The uring, epoll and thread runners read its descriptor positionally
+// (Desc); Read reads it sequentially instead, for the goroutine runner. A session is
 // driven one way or the other, not both: Desc reports Offset, not what
 // Read has consumed.
 //

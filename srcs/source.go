@@ -113,8 +113,9 @@ var (
 	ErrReset = errors.New("srcs: connection reset")
 	// ErrTimeout is an I/O or dial timeout.
 	ErrTimeout = errors.New("srcs: timeout")
-	// ErrNoDescriptor is returned by runners that need a Descriptor when
-	// the source has none.
+	// ErrNoDescriptor says a source has no kernel descriptor to give: a
+	// TLS session, whose socket carries ciphertext, or a connection whose
+	// socket a runner took (SyscallConn fails with it).
 	ErrNoDescriptor = errors.New("srcs: source has no kernel descriptor")
 )
 

@@ -173,8 +173,8 @@ func (s *UDPSource) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// ReadDatagram receives one datagram into p through Go's netpoller; see
-// DatagramReader. It allocates nothing.
+// ReadDatagram receives one datagram into p through Go's netpoller, for
+// the goroutine runner (contract.DatagramReader). It allocates nothing.
 func (s *UDPSource) ReadDatagram(p []byte) (int, bool, error) {
 	c, err := s.conn()
 	if err != nil {
