@@ -1,6 +1,6 @@
 // Package contract is what the engine, the runners and the sources agree
-// on below the API a user sees: the Lane a runner drives and the Emitter
-// it hands chunks to, a runner's configuration and counters, the accept
+// on below the API a user sees: the Runner interface the engine drives,
+// the Lane a runner drives and the Emitter it hands chunks to, a runner's configuration and counters, the accept
 // protocol between a listener and the event-loop runners, and the
 // optional capabilities only runners call (a kernel descriptor, datagram
 // receives, whole-record framing).

@@ -7,6 +7,15 @@ import (
 	"github.com/sluice-io/sluice/srcs"
 )
 
+// A user's source or framer is the runner contract's: the interfaces have
+// the same method sets.
+var (
+	_ contract.Source = srcs.Source(nil)
+	_ srcs.Source     = contract.Source(nil)
+	_ contract.Framer = srcs.Framer(nil)
+	_ srcs.Framer     = contract.Framer(nil)
+)
+
 // TestFlagsAreContracts: the flags a program tests are the bits the
 // runners set.
 func TestFlagsAreContracts(t *testing.T) {
