@@ -229,7 +229,9 @@ var layering = []struct {
 	{"internal/contract", []string{"pool"}},
 	// TLS certificates and CAs served from files, for srcs's TLSConfig.
 	{"internal/certs", nil},
-	{"srcs", []string{"pool", "internal/contract", "internal/certs"}},
+	// The MQTT packet codec of srcs's MQTT source.
+	{"internal/mqtt", nil},
+	{"srcs", []string{"pool", "internal/contract", "internal/certs", "internal/mqtt"}},
 	// internal packages may build on one another (srcstest runs the
 	// mosquitto broker for tests).
 	{"internal", []string{"pool", "srcs", "internal"}},
@@ -338,7 +340,7 @@ func TestLintLayeringCatchesSlips(t *testing.T) {
 		{"srcs/tcp.go", []string{"pool"}, ""},
 		{"srcs/tcp.go", []string{"ring"}, "srcs/tcp.go imports github.com/sluice-io/sluice/ring: srcs/ may import pool"},
 		{"srcs/tcp.go", []string{"internal/contract"}, ""},
-		{"srcs/tcp.go", []string{"internal/driver"}, "srcs/ may import pool, internal/contract, internal/certs"},
+		{"srcs/tcp.go", []string{"internal/driver"}, "srcs/ may import pool, internal/contract, internal/certs, internal/mqtt"},
 		{"internal/certs/certs.go", []string{"pool"}, "internal/certs/ may import nothing of ours"},
 		{"internal/contract/lane.go", []string{"pool"}, ""},
 		{"internal/contract/lane.go", []string{"srcs"}, "internal/contract/ may import pool"},

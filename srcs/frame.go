@@ -12,6 +12,7 @@ import (
 
 	"github.com/dustin/go-humanize"
 	"github.com/sluice-io/sluice/internal/contract"
+	"github.com/sluice-io/sluice/internal/mqtt"
 )
 
 // Framing: records, not just bytes.
@@ -140,8 +141,8 @@ func ParseFraming(s string) (Framer, error) {
 		return OctetCounting{Max: m}, err
 	case "mqtt":
 		m, err := maxOf(rest)
-		if err == nil && m > mqttMaxRemaining {
-			err = fmt.Errorf("framing %q: MQTT remaining length is at most %d", s, mqttMaxRemaining)
+		if err == nil && m > mqtt.MaxRemaining {
+			err = fmt.Errorf("framing %q: MQTT remaining length is at most %d", s, mqtt.MaxRemaining)
 		}
 		return MQTTPackets{Max: m}, err
 	case "length":

@@ -18,6 +18,7 @@ import (
 
 	"github.com/mochi-mqtt/server/v2/packets"
 	"github.com/sluice-io/sluice/internal/contract"
+	"github.com/sluice-io/sluice/internal/mqtt"
 )
 
 // Defaults of MQTTConfig, applied where a field is zero.
@@ -235,7 +236,7 @@ func NewMQTT(cfg MQTTConfig) (*MQTT, error) {
 	m.framer = &mqttFramer{m: m, pk: MQTTPackets{
 		// Room for a topic and properties besides the payload; checkPacket
 		// holds the payload to MaxMessage exactly.
-		Max:   min(cfg.MaxMessage+mqttOverhead, mqttMaxRemaining),
+		Max:   min(cfg.MaxMessage+mqttOverhead, mqtt.MaxRemaining),
 		Check: m.checkHeader,
 	}}
 	return m, nil
@@ -277,8 +278,8 @@ func (cfg MQTTConfig) validate() error {
 		return fmt.Errorf("KeepAlive: %v is above the protocol's 65535s", cfg.KeepAlive)
 	case cfg.DialTimeout < 0:
 		return fmt.Errorf("DialTimeout: %v is negative", cfg.DialTimeout)
-	case cfg.MaxMessage < 0 || cfg.MaxMessage > mqttMaxRemaining:
-		return fmt.Errorf("MaxMessage: %d, must be from 0 (default) to %d", cfg.MaxMessage, mqttMaxRemaining)
+	case cfg.MaxMessage < 0 || cfg.MaxMessage > mqtt.MaxRemaining:
+		return fmt.Errorf("MaxMessage: %d, must be from 0 (default) to %d", cfg.MaxMessage, mqtt.MaxRemaining)
 	case cfg.Version != 5 && cfg.Password != "" && cfg.Username == "":
 		return errors.New("Password: MQTT 3.1.1 allows a password only with a Username")
 	}
@@ -471,7 +472,7 @@ func (m *MQTT) Delivered(data []byte, flags Flags) {
 	start := m.delivered
 	m.delivered += int64(len(data))
 	for off := 0; off < len(data) && flags&Records != 0; {
-		hl, n, err := mqttPacketLen(data[off:])
+		hl, n, err := mqttCodec().PacketLen(data[off:])
 		if err != nil || n == 0 {
 			break // the Truncated tail
 		}
@@ -481,11 +482,11 @@ func (m *MQTT) Delivered(data []byte, flags Flags) {
 			if (h>>1)&3 != 1 {
 				break
 			}
-			pub, err := parseMQTTPublish(h, data[off+hl:off+n], m.cfg.Version)
+			pub, err := mqttCodec().ParsePublish(h, data[off+hl:off+n], m.cfg.Version)
 			switch {
 			case err != nil: // the framer let no such packet through
 			case s != nil:
-				m.recs = append(m.recs, mqttAck{end: start + int64(off+n), sess: s.num, id: pub.id})
+				m.recs = append(m.recs, mqttAck{end: start + int64(off+n), sess: s.num, id: pub.ID})
 			default: // delivered after Close: no connection left to ack on
 				m.unacked.Add(1)
 			}
