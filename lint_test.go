@@ -231,7 +231,9 @@ var layering = []struct {
 	{"internal/certs", nil},
 	// The MQTT packet codec of srcs's MQTT source.
 	{"internal/mqtt", nil},
-	{"srcs", []string{"pool", "internal/contract", "internal/certs", "internal/mqtt"}},
+	// The PROXY protocol of srcs's listeners.
+	{"internal/proxy", nil},
+	{"srcs", []string{"pool", "internal/contract", "internal/certs", "internal/mqtt", "internal/proxy"}},
 	// internal packages may build on one another (srcstest runs the
 	// mosquitto broker for tests).
 	{"internal", []string{"pool", "srcs", "internal"}},
@@ -340,7 +342,7 @@ func TestLintLayeringCatchesSlips(t *testing.T) {
 		{"srcs/tcp.go", []string{"pool"}, ""},
 		{"srcs/tcp.go", []string{"ring"}, "srcs/tcp.go imports github.com/sluice-io/sluice/ring: srcs/ may import pool"},
 		{"srcs/tcp.go", []string{"internal/contract"}, ""},
-		{"srcs/tcp.go", []string{"internal/driver"}, "srcs/ may import pool, internal/contract, internal/certs, internal/mqtt"},
+		{"srcs/tcp.go", []string{"internal/driver"}, "srcs/ may import pool, internal/contract, internal/certs, internal/mqtt, internal/proxy"},
 		{"internal/certs/certs.go", []string{"pool"}, "internal/certs/ may import nothing of ours"},
 		{"internal/contract/lane.go", []string{"pool"}, ""},
 		{"internal/contract/lane.go", []string{"srcs"}, "internal/contract/ may import pool"},

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/internal/contract"
+	"github.com/sluice-io/sluice/internal/proxy"
 	"golang.org/x/sys/unix"
 )
 
@@ -124,7 +125,7 @@ func (l *Listener) admitPeer(peer netip.AddrPort, path string) string {
 		}
 		return "unix://" + l.ln.Addr().String()
 	}
-	if ip := peer.Addr(); l.allow != nil && !inPrefixes(l.allow, ip) && (l.trusted == nil || !inPrefixes(l.trusted, ip)) {
+	if ip := peer.Addr(); l.allow != nil && !proxy.InPrefixes(l.allow, ip) && (l.trusted == nil || !proxy.InPrefixes(l.trusted, ip)) {
 		l.refuse(refDenied, net.TCPAddrFromAddrPort(peer), fmt.Errorf("%s is not in allow", ip))
 		return ""
 	}

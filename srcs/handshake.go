@@ -26,6 +26,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluice-io/sluice/internal/proxy"
 )
 
 // DefaultMaxHandshakes caps a listener's handshakes in progress when
@@ -58,7 +60,7 @@ func trustForm(cfg ListenerConfig) (trust, error) {
 		return t, fmt.Errorf("max_handshakes: %d is negative", cfg.MaxHandshakes)
 	}
 	if len(cfg.Allow) > 0 {
-		if t.allow, err = parsePrefixes("allow", cfg.Allow); err != nil {
+		if t.allow, err = proxy.ParsePrefixes("allow", cfg.Allow); err != nil {
 			return t, err
 		}
 	}
@@ -66,7 +68,7 @@ func trustForm(cfg ListenerConfig) (trust, error) {
 		if len(cfg.ProxyProtocol.Trusted) == 0 {
 			return t, errors.New("proxy_protocol.trusted: no proxy address: a header from anyone else is refused")
 		}
-		if t.trusted, err = parsePrefixes("proxy_protocol.trusted", cfg.ProxyProtocol.Trusted); err != nil {
+		if t.trusted, err = proxy.ParsePrefixes("proxy_protocol.trusted", cfg.ProxyProtocol.Trusted); err != nil {
 			return t, err
 		}
 	}
@@ -189,8 +191,8 @@ func (l *Listener) admit(c net.Conn) bool {
 	if l.allow == nil {
 		return true
 	}
-	a := addrOf(c.RemoteAddr())
-	if inPrefixes(l.allow, a) || (l.trusted != nil && inPrefixes(l.trusted, a)) {
+	a := proxy.AddrOf(c.RemoteAddr())
+	if proxy.InPrefixes(l.allow, a) || (l.trusted != nil && proxy.InPrefixes(l.trusted, a)) {
 		return true
 	}
 	l.refuse(refDenied, c.RemoteAddr(), fmt.Errorf("%s is not in allow", a))
@@ -355,13 +357,13 @@ func (l *Listener) prepare(c net.Conn, deadline time.Time) (*acceptedConn, refus
 	h := l.hs
 	name := "tcp://" + c.RemoteAddr().String()
 	if l.trusted != nil {
-		if inPrefixes(l.trusted, addrOf(c.RemoteAddr())) {
-			hdr, err := readProxyHeader(c)
+		if proxy.InPrefixes(l.trusted, proxy.AddrOf(c.RemoteAddr())) {
+			hdr, err := proxyProtocol().ReadHeader(c)
 			if err != nil {
 				return nil, classifyHandshake(err, refProxy), err
 			}
-			if src := proxiedAddr(hdr); src != nil {
-				if l.allow != nil && !inPrefixes(l.allow, addrOf(src)) {
+			if src := proxy.ProxiedAddr(hdr); src != nil {
+				if l.allow != nil && !proxy.InPrefixes(l.allow, proxy.AddrOf(src)) {
 					return nil, refDenied, fmt.Errorf("%s (behind proxy %s) is not in allow", src, c.RemoteAddr())
 				}
 				name = "tcp://" + src.String()
@@ -374,11 +376,11 @@ func (l *Listener) prepare(c net.Conn, deadline time.Time) (*acceptedConn, refus
 			if grace := time.Now().Add(sniffGrace); h.tls == nil && grace.Before(deadline) {
 				until = grace
 			}
-			res, err := sniffProxyHeader(c, until)
+			res, err := proxyProtocol().SniffConn(c, until)
 			if err != nil {
 				return nil, classifyHandshake(err, refProxy), err
 			}
-			if res == sniffMaybe && h.tls == nil {
+			if res == proxy.Maybe && h.tls == nil {
 				return &acceptedConn{Conn: newConn(c, name), l: l, guard: &firstBytes{peer: c.RemoteAddr()}}, 0, nil
 			}
 		}
