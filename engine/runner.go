@@ -20,7 +20,7 @@ type RunnerStats struct {
 	Workers int
 	// Threads is the number of OS threads the runner holds locked.
 	Threads int
-	// Lanes is the number of lanes being driven now.
+	// Lanes is the number of sources the runner reads now.
 	Lanes int
 	// DirectFiles is the number of connections in the workers'
 	// registered file tables rather than the process's descriptor table
@@ -54,16 +54,7 @@ type RunnerStats struct {
 // Add returns s with o's figures added to its own (its Runner stays s's):
 // the sum of two workers' stats, or of two runners'.
 func (s RunnerStats) Add(o RunnerStats) RunnerStats {
-	s.Workers += o.Workers
-	s.Threads += o.Threads
-	s.Lanes += o.Lanes
-	s.DirectFiles += o.DirectFiles
-	s.Accepted += o.Accepted
-	s.Reads += o.Reads
-	s.Waits += o.Waits
-	s.Wakeups += o.Wakeups
-	s.Enters += o.Enters
-	s.Completions += o.Completions
-	s.Syscalls += o.Syscalls
-	return s
+	// The runners count in contract.RunnerStats; the conversions keep
+	// the two field lists equal, or the engine does not build.
+	return RunnerStats(contract.RunnerStats(s).Add(contract.RunnerStats(o)))
 }
