@@ -71,7 +71,8 @@ func NewTLSConn(tc *tls.Conn, name string) *Conn {
 	return &Conn{name: name, identity: id, raw: tc.NetConn(), tls: &tlsReader{tc: tc}, c: tc, fd: -1}
 }
 
-// Encrypted implements the capability: true for a TLS session.
+// Encrypted says the socket carries ciphertext, so the engine reads the
+// source through Read (contract.Encrypted): true for a TLS session.
 func (s *Conn) Encrypted() bool { return s.raw != nil }
 
 // Identity returns a TLS client's verified certificate subject, or "".

@@ -392,7 +392,8 @@ func (w mqttTLSWait) Read(f func(fd uintptr) bool) error {
 	return nil
 }
 
-// Encrypted implements the capability: true when the source runs TLS.
+// Encrypted says the socket carries ciphertext, so the engine reads the
+// source through Read (contract.Encrypted): true when the source runs TLS.
 func (m *MQTT) Encrypted() bool { return m.tls != nil }
 
 var _ contract.Encrypted = (*MQTT)(nil)

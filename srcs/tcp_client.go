@@ -192,7 +192,8 @@ func (e *dialError) Error() string {
 
 func (e *dialError) Unwrap() error { return e.op }
 
-// Encrypted implements the capability: true when the client runs TLS.
+// Encrypted says the socket carries ciphertext, so the engine reads the
+// source through Read (contract.Encrypted): true when the client runs TLS.
 func (c *streamClient) Encrypted() bool { return c.tls != nil }
 
 // session returns the current session, or an error wrapping net.ErrClosed.
