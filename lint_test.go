@@ -215,7 +215,7 @@ func TestLintGoleakInEveryTestMain(t *testing.T) {
 // layering is DESIGN.md's import table: the module's packages the non-test
 // files of each room may import. A package follows the rule of the longest
 // room that holds it, and naming a room admits every package under it, so
-// "internal" admits internal/lanes. A package with no room here fails the
+// "internal" admits internal/front. A package with no room here fails the
 // lint: a new room gets a row (and a line in docs/layout.md's table)
 // before it gets code.
 var layering = []struct {
@@ -224,7 +224,16 @@ var layering = []struct {
 }{
 	{".", nil}, // the module root: package docs and these lint rules
 	{"pool", nil},
-	{"srcs", []string{"pool"}},
+	// The runner contract: what srcs, the runners and the engine agree on
+	// below the user's API. srcs builds on it, so it builds on pool only.
+	{"internal/contract", []string{"pool"}},
+	// TLS certificates and CAs served from files, for srcs's TLSConfig.
+	{"internal/certs", nil},
+	// The MQTT packet codec of srcs's MQTT source.
+	{"internal/mqtt", nil},
+	// The PROXY protocol of srcs's listeners.
+	{"internal/proxy", nil},
+	{"srcs", []string{"pool", "internal/contract", "internal/certs", "internal/mqtt", "internal/proxy"}},
 	// internal packages may build on one another (srcstest runs the
 	// mosquitto broker for tests).
 	{"internal", []string{"pool", "srcs", "internal"}},
@@ -371,10 +380,15 @@ func TestLintLayeringCatchesSlips(t *testing.T) {
 		{"pool/pool.go", []string{"srcs"}, "pool/ may import nothing of ours"},
 		{"srcs/tcp.go", []string{"pool"}, ""},
 		{"srcs/tcp.go", []string{"ring"}, "srcs/tcp.go imports github.com/sluice-io/sluice/ring: srcs/ may import pool"},
-		{"ring/runner_linux.go", []string{"internal/lanes", "pool", "srcs"}, ""},
+		{"srcs/tcp.go", []string{"internal/contract"}, ""},
+		{"srcs/tcp.go", []string{"internal/driver"}, "srcs/ may import pool, internal/contract, internal/certs, internal/mqtt, internal/proxy"},
+		{"internal/certs/certs.go", []string{"pool"}, "internal/certs/ may import nothing of ours"},
+		{"internal/contract/lane.go", []string{"pool"}, ""},
+		{"internal/contract/lane.go", []string{"srcs"}, "internal/contract/ may import pool"},
+		{"ring/runner_linux.go", []string{"internal/front", "pool", "srcs"}, ""},
 		{"ring/runner_linux.go", []string{"fallback"}, "ring/ may import pool, srcs, internal"},
 		{"fallback/epoll_linux.go", []string{"ring"}, "fallback/ may import"},
-		{"internal/lanes/table.go", []string{"engine"}, "internal/ may import"},
+		{"internal/front/table.go", []string{"engine"}, "internal/ may import"},
 		{"engine/select.go", []string{"ring", "fallback", "internal/flush"}, ""},
 		{"engine/metrics/metrics.go", []string{"ring"}, "engine/metrics/ may import engine"},
 		{"bench/probe.go", []string{"ring"}, "bench/ may import engine"},
@@ -509,4 +523,222 @@ func sortedKeys(m map[string]bool) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// srcsExported is what srcs exports: the sources a program adds, their
+// configuration, the framers, the chunk flags, the errors a program
+// matches, and the capabilities a source of its own may offer. What only
+// the engine and the runners use belongs in internal/contract or
+// internal/driver, where users need not read past it.
+var srcsExported = []string{
+	// The vocabulary and the capabilities a user's source may offer.
+	"Source", "ID", "Flags", "Partial", "EndOfStream", "Datagrams", "Records", "Truncated",
+	"Backoff", "DefaultBackoffInitial", "DefaultBackoffMax",
+	"Deadliner", "Reconnector", "Repeater", "ReleaseObserver", "ChunkObserver",
+	"DropCounter", "Identified", "Framed", "SourceError",
+	// The sources and their configuration.
+	"Listener", "ListenTCP", "ListenUnix", "ListenerConfig", "ListenerStats",
+	"TLSConfig", "ClientAuthNone", "ClientAuthRequire", "ClientAuthVerifyIfGiven",
+	"ProxyProtocolConfig", "DefaultHandshakeTimeout", "DefaultMaxHandshakes",
+	"Secret", "LoadSecret", "Redacted",
+	"TCPClient", "NewTCPClient", "TCPClientConfig", "DefaultDialTimeout",
+	"UnixClient", "NewUnixClient", "UnixClientConfig",
+	"Conn", "NewConn", "NewTLSConn",
+	"UDPSource", "ListenUDP", "UDPConfig", "MaxUDPPayload",
+	"FileSource", "NewFile", "FileConfig",
+	"Tail", "NewTail", "TailConfig", "DefaultTailPoll", "Position",
+	"Checkpoint", "NewCheckpoint", "CheckpointError", "DefaultCheckpointEvery",
+	"MQTT", "NewMQTT", "MQTTConfig", "MQTTStats", "DefaultMQTTKeepAlive", "DefaultMQTTMaxMessage",
+	"MQTTConnectError", "MQTTSubscribeError",
+	// Framing, and decoding what arrives.
+	"Framer", "ParseFraming", "Newline", "LengthPrefix", "OctetCounting", "MQTTPackets",
+	"MaxOctetDigits", "CountRecords", "RecordError", "SkipToBoundary",
+	"ForEachDatagram", "DatagramHeaderLen", "ForEachMQTTMessage", "MQTTMessage",
+	// Errors a program matches.
+	"ErrStopped", "ErrReset", "ErrTimeout", "ErrNoDescriptor", "ErrMalformed",
+	"ErrRecordTooLong", "ErrTooLarge", "ErrMalformedDatagrams", "ErrDatagramTooLarge",
+	"ErrProxyHeader", "ErrProxyUntrusted",
+}
+
+// srcsRunnerMethods are the exported methods of srcs's types whose
+// signatures name internal packages: what a runner asks of a source, which
+// must be exported to satisfy internal/contract's interfaces. A program
+// has no use for them; keep the list short.
+var srcsRunnerMethods = []string{
+	"Conn.Desc", "FileSource.Desc", "MQTT.Desc", "TCPClient.Desc",
+	"UDPSource.Desc", "UnixClient.Desc", "Listener.AcceptThrough",
+}
+
+// runnerContract names the runner contract's parts: the engine's exported
+// API must name none of them, nor any internal package.
+var runnerContract = []string{
+	"Runner", "Lane", "RunnerRef", "RunnerConfig", "Emitter", "BytesEmitter", "WakeupHolder",
+	"AcceptRunner", "AcceptQueue", "RunnerAccepted", "Directed", "Descriptor", "Desc", "HandOff",
+}
+
+// exportedAPI returns the exported top-level names of the package in dir
+// (non-test files, every platform) and, for each exported function,
+// method of an exported type (its own, or promoted from an unexported
+// type it embeds), exported field or type whose declaration names one of
+// the module's internal packages, "Name" or "Type.Name".
+func exportedAPI(t *testing.T, files []goFile, dir string) (names map[string]bool, internalRefs []string) {
+	t.Helper()
+	names = map[string]bool{}
+	seen := map[string]bool{}
+	methodRefs := map[string][]string{} // receiver type: its exported methods that name internal packages
+	embeds := map[string][]string{}     // struct type: the unexported types it embeds
+	for _, gf := range files {
+		if filepath.Dir(gf.path) != dir || strings.HasSuffix(gf.path, "_test.go") {
+			continue
+		}
+		internal := map[string]bool{}
+		for _, imp := range gf.ast.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			if strings.HasPrefix(p, modulePath+"/internal/") {
+				internal[importName(gf.ast, p)] = true
+			}
+		}
+		namesInternal := func(n ast.Node) bool {
+			hit := false
+			ast.Inspect(n, func(n ast.Node) bool {
+				if sel, ok := n.(*ast.SelectorExpr); ok {
+					if id, ok := sel.X.(*ast.Ident); ok && internal[id.Name] {
+						hit = true
+					}
+				}
+				return !hit
+			})
+			return hit
+		}
+		ref := func(name string, n ast.Node) {
+			if n != nil && namesInternal(n) && !seen[name] {
+				seen[name] = true
+				internalRefs = append(internalRefs, name)
+			}
+		}
+		for _, d := range gf.ast.Decls {
+			switch d := d.(type) {
+			case *ast.FuncDecl:
+				if !d.Name.IsExported() {
+					continue
+				}
+				if d.Recv == nil {
+					names[d.Name.Name] = true
+					ref(d.Name.Name, d.Type)
+					continue
+				}
+				recv := d.Recv.List[0].Type
+				if st, ok := recv.(*ast.StarExpr); ok {
+					recv = st.X
+				}
+				if id, ok := recv.(*ast.Ident); ok && namesInternal(d.Type) {
+					methodRefs[id.Name] = append(methodRefs[id.Name], d.Name.Name)
+				}
+			case *ast.GenDecl:
+				for _, s := range d.Specs {
+					switch s := s.(type) {
+					case *ast.TypeSpec:
+						if st, ok := s.Type.(*ast.StructType); ok {
+							for _, f := range st.Fields.List {
+								typ := f.Type
+								if star, ok := typ.(*ast.StarExpr); ok {
+									typ = star.X
+								}
+								if id, ok := typ.(*ast.Ident); ok && len(f.Names) == 0 && !id.IsExported() {
+									embeds[s.Name.Name] = append(embeds[s.Name.Name], id.Name)
+								}
+							}
+						}
+						if !s.Name.IsExported() {
+							continue
+						}
+						names[s.Name.Name] = true
+						switch typ := s.Type.(type) {
+						case *ast.StructType:
+							for _, f := range typ.Fields.List {
+								for _, n := range f.Names {
+									if n.IsExported() {
+										ref(s.Name.Name+"."+n.Name, f.Type)
+									}
+								}
+							}
+						case *ast.InterfaceType:
+							ref(s.Name.Name, typ)
+						default:
+							if s.Assign == 0 { // an alias names its target on purpose
+								ref(s.Name.Name, typ)
+							}
+						}
+					case *ast.ValueSpec:
+						for _, n := range s.Names {
+							if n.IsExported() {
+								names[n.Name] = true
+								ref(n.Name, s.Type)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	// The methods of an exported type, and those it promotes from the
+	// unexported types it embeds.
+	var promoted func(typ string, depth int) []string
+	promoted = func(typ string, depth int) []string {
+		ms := slices.Clone(methodRefs[typ])
+		if depth < 4 {
+			for _, e := range embeds[typ] {
+				ms = append(ms, promoted(e, depth+1)...)
+			}
+		}
+		return ms
+	}
+	for typ := range names {
+		for _, m := range promoted(typ, 0) {
+			if !seen[typ+"."+m] {
+				seen[typ+"."+m] = true
+				internalRefs = append(internalRefs, typ+"."+m)
+			}
+		}
+	}
+	return names, internalRefs
+}
+
+// TestLintExportedSurface keeps srcs the size a program needs and the
+// engine free of the runner contract: a name added to srcs must be added
+// to srcsExported on purpose, and what only runners use goes internal.
+func TestLintExportedSurface(t *testing.T) {
+	files := moduleFiles(t)
+	names, refs := exportedAPI(t, files, "srcs")
+	want := map[string]bool{}
+	for _, n := range srcsExported {
+		want[n] = true
+		if !names[n] {
+			t.Errorf("srcs no longer exports %s: take it off srcsExported in lint_test.go", n)
+		}
+	}
+	for _, n := range sortedKeys(names) {
+		if !want[n] {
+			t.Errorf("srcs exports %s, which srcsExported (lint_test.go) does not list: srcs is what a program "+
+				"uses to add sources; if a program needs %s, list it there, and if only the engine or the "+
+				"runners do, put it in internal/contract or internal/driver", n, n)
+		}
+	}
+	slices.Sort(refs)
+	if want := slices.Sorted(slices.Values(srcsRunnerMethods)); !slices.Equal(refs, want) {
+		t.Errorf("srcs's exported API names internal packages in %v; srcsRunnerMethods (lint_test.go) allows %v: "+
+			"a program cannot use what it cannot name, so keep runner-only parts off srcs's types", refs, want)
+	}
+
+	names, refs = exportedAPI(t, files, "engine")
+	for _, r := range refs {
+		t.Errorf("engine's exported %s names an internal package: the engine's API is for programs, "+
+			"and the runner contract stays in internal/contract", r)
+	}
+	for _, n := range runnerContract {
+		if names[n] {
+			t.Errorf("engine exports %s, part of the runner contract: no option of the engine takes a runner; "+
+				"keep it in internal/contract", n)
+		}
+	}
 }

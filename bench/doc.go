@@ -68,7 +68,7 @@
 // child measures its own getrusage (RUSAGE_SELF, user+sys), polls
 // /proc/self/status for the maximum OS threads and RSS, counts pool waits
 // and partial flushes, takes the deltas of the runner's counters
-// (srcs.RunnerStats): completions per enter, waits and wake-ups per
+// (engine.RunnerStats): completions per enter, waits and wake-ups per
 // second, syscalls per MiB, and samples a quarter, half and three
 // quarters into the run how many bytes wait unread in its connections'
 // receive queues (/proc/net/tcp): tens of KiB per source mean the engine

@@ -5,7 +5,7 @@ import (
 
 	"github.com/sluice-io/sluice/bench/harness"
 	"github.com/sluice-io/sluice/bench/report"
-	"github.com/sluice-io/sluice/srcs"
+	"github.com/sluice-io/sluice/engine"
 )
 
 // Limits of a generator that holds its offered load.
@@ -92,8 +92,8 @@ type Counters struct {
 	SyscallsPerMiB      float64 `json:"syscalls_per_mib"`
 }
 
-func SumRunnerStats(rs []srcs.RunnerStats) srcs.RunnerStats {
-	var t srcs.RunnerStats
+func SumRunnerStats(rs []engine.RunnerStats) engine.RunnerStats {
+	var t engine.RunnerStats
 	for _, r := range rs {
 		t = t.Add(r)
 	}
@@ -101,7 +101,7 @@ func SumRunnerStats(rs []srcs.RunnerStats) srcs.RunnerStats {
 }
 
 // CounterDeltas turns two snapshots into the interval's counters.
-func CounterDeltas(a, b srcs.RunnerStats, bytes uint64, seconds float64) Counters {
+func CounterDeltas(a, b engine.RunnerStats, bytes uint64, seconds float64) Counters {
 	c := Counters{Reads: b.Reads - a.Reads, Waits: b.Waits - a.Waits, Wakeups: b.Wakeups - a.Wakeups,
 		Enters: b.Enters - a.Enters, Completions: b.Completions - a.Completions, Syscalls: b.Syscalls - a.Syscalls}
 	c.derive(bytes, seconds)

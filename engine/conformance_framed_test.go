@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/engine"
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/srcstest"
 	"github.com/sluice-io/sluice/srcs"
 )
@@ -524,7 +525,7 @@ func TestFramedNeedsTwoBuffers(t *testing.T) {
 }
 
 // TestFramedPausesInsideRecords sends records of sizes around
-// srcs.ParkMax and around the buffer size, each cut in pieces with a pause
+// contract.ParkMax and around the buffer size, each cut in pieces with a pause
 // several flush timeouts long at every cut: a lane holds part of a record
 // past its flush deadline, parked outside the pool when the part is short
 // enough and kept in its buffer when it is not, and must go on reading
@@ -536,7 +537,7 @@ func TestFramedPausesInsideRecords(t *testing.T) {
 		flush   = 2 * time.Millisecond
 		pause   = 4 * flush
 	)
-	sizes := []int{srcs.ParkMax - 20, srcs.ParkMax - 1, srcs.ParkMax, srcs.ParkMax + 1, srcs.ParkMax + 50, bufSize / 2, bufSize - 16}
+	sizes := []int{contract.ParkMax - 20, contract.ParkMax - 1, contract.ParkMax, contract.ParkMax + 1, contract.ParkMax + 50, bufSize / 2, bufSize - 16}
 	for _, fc := range framedCases() {
 		t.Run(fc.name, func(t *testing.T) {
 			forEachRunner(t, func(t *testing.T, runner string) {
@@ -549,7 +550,7 @@ func TestFramedPausesInsideRecords(t *testing.T) {
 					// Cut after the first byte, on both sides of ParkMax,
 					// and before the last byte.
 					cuts := []int{0}
-					for _, k := range []int{1, srcs.ParkMax, srcs.ParkMax + 1, len(rec) - 1} {
+					for _, k := range []int{1, contract.ParkMax, contract.ParkMax + 1, len(rec) - 1} {
 						if k > cuts[len(cuts)-1] && k < len(rec) {
 							cuts = append(cuts, k)
 						}
@@ -587,7 +588,7 @@ func TestFramedIdleLaneSpendsNoCPU(t *testing.T) {
 		fc := framedCases()[0]
 		e, col, addr := framedEngine(t, runner, fc.framer, engine.Config{BufSize: 16 << 10, Flush: flush})
 		c, name := dialTagged(t, addr, fc.encode)
-		part := bytes.Repeat([]byte("p"), srcs.ParkMax+1)
+		part := bytes.Repeat([]byte("p"), contract.ParkMax+1)
 		if _, err := c.Write(part); err != nil {
 			t.Fatal(err)
 		}

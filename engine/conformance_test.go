@@ -462,7 +462,7 @@ func TestConformanceThousandSources(t *testing.T) {
 // checkRunnerCounters checks that a runner that carried traffic counted
 // its system calls, and its kernel entries and completions where it has
 // them, so that reports can say why one runner is cheaper than another.
-func checkRunnerCounters(t *testing.T, runner string, rs srcs.RunnerStats) {
+func checkRunnerCounters(t *testing.T, runner string, rs engine.RunnerStats) {
 	t.Helper()
 	t.Logf("%s: reads %d, waits %d, enters %d, completions %d, syscalls %d",
 		runner, rs.Reads, rs.Waits, rs.Enters, rs.Completions, rs.Syscalls)

@@ -233,7 +233,7 @@ func (q *queue) close() {
 	}
 }
 
-// wakeHold is the engine's srcs.WakeupHolder: while any runner worker
+// wakeHold is the engine's contract.WakeupHolder: while any runner worker
 // holds, pushes mark their queue pending instead of waking a consumer, and
 // the last release wakes each pending queue once. Safe for concurrent use.
 type wakeHold struct {

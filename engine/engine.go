@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/pool"
 	"github.com/sluice-io/sluice/srcs"
 )
@@ -100,10 +101,10 @@ type Engine struct {
 	cfg    Config
 	log    *slog.Logger
 	pool   *pool.Pool
-	runner Runner
+	runner contract.Runner
 	// side drives sources without a kernel descriptor when the main
 	// runner needs one. Created on first use.
-	side    Runner
+	side    contract.Runner
 	handler Handler
 	inline  bool // handler runs inside deliver (WithInlineHandler)
 	onError ErrorHandler
@@ -173,7 +174,7 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 	for range nshards {
 		hold.shards = append(hold.shards, newQueue(hold))
 	}
-	rc := srcs.RunnerConfig{Workers: cfg.Workers, Pool: p, MaxThreads: cfg.MaxThreads, Logger: o.log,
+	rc := contract.RunnerConfig{Workers: cfg.Workers, Pool: p, MaxThreads: cfg.MaxThreads, Logger: o.log,
 		BatchWait: cfg.BatchWait, Wakeups: hold, Inline: o.inline, FileSlots: cfg.FileSlots}
 	if o.inline {
 		rc.Wakeups = nil // nothing is queued: there is no one to wake
@@ -239,12 +240,12 @@ func WithFraming(f srcs.Framer) SourceOption {
 // loop: that is how a caller tells which listener a connection came from
 // without matching names. f must not block. Under the uring runner a
 // listener's connection is accepted into a worker's file table and has
-// no descriptor in the process (srcs.Directed), so set socket options on
-// the listener, whose accepted sockets inherit them (srcs.ListenerConfig
-// RecvBuffer, keepalive). Where a connection is a descriptor
-// (srcs.Descriptor), tune it in f, not after: once the source starts, the
-// uring runner may take the socket into its file table (Config.FileSlots,
-// srcs.HandOff), and Desc fails.
+// no descriptor in the process, so set socket options on the listener,
+// whose accepted sockets inherit them (srcs.ListenerConfig RecvBuffer,
+// keepalive). Where a connection offers its socket (syscall.Conn, as a
+// srcs.Conn does), tune it in f, not after: once the source starts, its
+// runner may take the socket for itself (the uring runner into its file
+// table, Config.FileSlots), and SyscallConn fails.
 func WithAdded(f func(id srcs.ID, src srcs.Source)) SourceOption {
 	return func(o *sourceOpts) { o.added = f }
 }
@@ -412,7 +413,7 @@ func (e *Engine) newSource(src srcs.Source, opts []SourceOption) (*source, func(
 	}
 	id := e.nextID
 	e.nextID++
-	s.lane = srcs.Lane{ID: id, Src: src, Account: e.pool.Join(id), Flush: so.flush, Framer: so.framer, Out: s}
+	s.lane = contract.Lane{ID: id, Src: src, Account: e.pool.Join(id), Flush: so.flush, Framer: so.framer, Out: s}
 	if so.rate > 0 {
 		s.lane.Account.SetRate(so.rate, so.burst)
 		s.coldPart().limited = true
@@ -467,14 +468,14 @@ func (so *sourceOpts) check() error {
 
 // runnerForLocked picks the runner for a source: the engine's runner,
 // unless it drives descriptors and the source has none, or one that
-// carries ciphertext (a TLS session, srcs.Encrypted), which only the
+// carries ciphertext (a TLS session, contract.Encrypted), which only the
 // source's Read can decrypt.
-func (e *Engine) runnerForLocked(src srcs.Source) (Runner, error) {
+func (e *Engine) runnerForLocked(src srcs.Source) (contract.Runner, error) {
 	if rawReadable(src) || e.runner.Name() == RunnerGoroutine {
 		return e.runner, nil
 	}
 	if e.side == nil {
-		r, err := newGoroutineRunner(srcs.RunnerConfig{Pool: e.pool, Logger: e.log})
+		r, err := newGoroutineRunner(contract.RunnerConfig{Pool: e.pool, Logger: e.log})
 		if err != nil {
 			return nil, err
 		}
@@ -484,7 +485,7 @@ func (e *Engine) runnerForLocked(src srcs.Source) (Runner, error) {
 		e.side = r
 		e.log.Info("sources without a descriptor, and TLS sessions, use the goroutine runner", "main", e.runner.Name())
 	}
-	if enc, ok := src.(srcs.Encrypted); ok && enc.Encrypted() {
+	if enc, ok := src.(contract.Encrypted); ok && enc.Encrypted() {
 		e.log.Debug("TLS source on the goroutine runner, decrypting into pool buffers", "name", src.Name())
 	}
 	return e.side, nil
@@ -492,13 +493,13 @@ func (e *Engine) runnerForLocked(src srcs.Source) (Runner, error) {
 
 // rawReadable says whether a runner that drives descriptors can read src.
 func rawReadable(src srcs.Source) bool {
-	if _, ok := src.(srcs.Directed); ok {
+	if _, ok := src.(contract.Directed); ok {
 		return true // the runner accepted it
 	}
-	if _, ok := src.(srcs.Descriptor); !ok {
+	if _, ok := src.(contract.Descriptor); !ok {
 		return false
 	}
-	enc, ok := src.(srcs.Encrypted)
+	enc, ok := src.(contract.Encrypted)
 	return !ok || !enc.Encrypted()
 }
 
@@ -579,17 +580,18 @@ func (e *Engine) AddListener(l Acceptor, opts ...SourceOption) error {
 // descriptors (thread), else as Go's connections. stop ends the accepting once the
 // listener's loop is done.
 func (e *Engine) acceptorFor(l Acceptor) (accept func(context.Context) (srcs.Source, error), stop func()) {
-	if ar, ok := e.runner.(srcs.AcceptRunner); ok {
+	if ar, ok := e.runner.(contract.AcceptRunner); ok {
 		if ta, ok := l.(throughAcceptor); ok {
 			ra, err := ta.AcceptThrough(ar)
 			if err == nil {
-				return ra.Accept, func() {
+				accept := func(ctx context.Context) (srcs.Source, error) { return ra.Accept(ctx) }
+				return accept, func() {
 					if err := ra.Close(); err != nil {
 						e.log.Warn("listener: closing the runner's accepts", "err", err)
 					}
 				}
 			}
-			if !errors.Is(err, srcs.ErrNotRunnerAcceptable) {
+			if !errors.Is(err, contract.ErrNotRunnerAcceptable) {
 				e.log.Warn("listener: the runner cannot accept; accepting through Go", "err", err)
 			}
 		}
@@ -606,7 +608,7 @@ func (e *Engine) acceptorFor(l Acceptor) (accept func(context.Context) (srcs.Sou
 // connections a runner can accept on its own loops
 // (srcs.Listener.AcceptThrough).
 type throughAcceptor interface {
-	AcceptThrough(r srcs.AcceptRunner) (*srcs.RunnerAcceptor, error)
+	AcceptThrough(r contract.AcceptRunner) (contract.Acceptor, error)
 }
 
 var _ throughAcceptor = (*srcs.Listener)(nil)
@@ -971,7 +973,7 @@ func waitCtx(ctx context.Context, what string, f func() error) error {
 // Stats is a snapshot of the engine.
 type Stats struct {
 	Runner  string
-	Runners []srcs.RunnerStats
+	Runners []RunnerStats
 	Pool    pool.Stats
 	// Queued is the number of chunks waiting for a consumer; Paused says
 	// whether the watermarks have paused reading, and Pauses counts how
@@ -989,9 +991,9 @@ func (e *Engine) Stats() Stats {
 	srcList := e.liveLocked()
 	side := e.side
 	e.mu.Unlock()
-	st := Stats{Runner: e.runner.Name(), Runners: []srcs.RunnerStats{e.runner.Stats()}, Pool: e.pool.Stats()}
+	st := Stats{Runner: e.runner.Name(), Runners: []RunnerStats{RunnerStats(e.runner.Stats())}, Pool: e.pool.Stats()}
 	if side != nil {
-		st.Runners = append(st.Runners, side.Stats())
+		st.Runners = append(st.Runners, RunnerStats(side.Stats()))
 	}
 	st.Queued, st.Paused, st.Pauses = e.flow.snapshot()
 	for _, s := range srcList {

@@ -27,7 +27,7 @@ func runnerStats(e *engine.Engine) (accepted uint64, direct int) {
 }
 
 // loopAcceptRunners are the runners that accept a listener's connections
-// in their own loops (srcs.AcceptRunner).
+// in their own loops (contract.AcceptRunner).
 var loopAcceptRunners = []string{engine.RunnerURing, engine.RunnerEpoll}
 
 // forLoopAcceptRunners runs f as a subtest per runner that accepts in its

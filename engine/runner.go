@@ -2,40 +2,59 @@ package engine
 
 import (
 	"github.com/sluice-io/sluice/fallback"
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/ring"
-	"github.com/sluice-io/sluice/srcs"
 )
 
-// Runner drives lanes: it reads their sources into pool buffers on its own
-// workers and hands the filled buffers to each lane's Emitter. The engine
-// never sees how a runner schedules its work. All methods are safe for
-// concurrent use.
-type Runner interface {
-	// Name is "uring", "epoll", "goroutine" or "thread".
-	Name() string
-	// Add starts driving l, whose source is open. Add does not block on
-	// I/O. An error (srcs.ErrNoDescriptor, a thread limit, a closed
-	// runner) means the runner will not drive l and will not call Finish.
-	Add(l *srcs.Lane) error
-	// Remove asks the runner to stop driving l: reads in flight are
-	// cancelled, bytes already read are emitted (Partial), and
-	// Finish(l, srcs.ErrStopped) follows. Remove does not wait. Removing
-	// a lane that has finished is a no-op.
-	Remove(l *srcs.Lane)
-	// SetPaused stops (true) or resumes (false) posting new reads on every
-	// lane. Reads in flight complete and are emitted. A paused runner still
-	// honours Remove and Close.
-	SetPaused(paused bool)
-	// Close finishes every lane (each gets Finish with srcs.ErrStopped),
-	// stops the workers and waits for them. It is idempotent.
-	Close() error
-	// Stats returns the runner's counters.
-	Stats() srcs.RunnerStats
+// The runners the engine chooses from.
+var (
+	_ contract.Runner = (*fallback.Goroutine)(nil)
+	_ contract.Runner = (*fallback.Thread)(nil)
+	_ contract.Runner = (*fallback.Epoll)(nil)
+	_ contract.Runner = (*ring.Runner)(nil)
+)
+
+// RunnerStats is a snapshot of a runner's own counters (Stats.Runners).
+type RunnerStats struct {
+	Runner  string
+	Workers int
+	// Threads is the number of OS threads the runner holds locked.
+	Threads int
+	// Lanes is the number of sources the runner reads now.
+	Lanes int
+	// DirectFiles is the number of connections in the workers'
+	// registered file tables rather than the process's descriptor table
+	// (uring; see Config.FileSlots).
+	DirectFiles int
+	// Accepted counts the connections the runner accepted on its own
+	// loops (uring and epoll; see Engine.AddListener).
+	Accepted uint64
+	// Reads counts completed read operations (syscalls or io_uring CQEs).
+	Reads uint64
+	// Waits counts the times a worker blocked in the kernel waiting for
+	// work (io_uring_enter with a wait, epoll_wait, poll).
+	Waits uint64
+	// Wakeups counts cross-thread wake-ups of a worker.
+	Wakeups uint64
+	// Enters counts the runner's entries into the kernel to submit work or
+	// wait for it: io_uring_enter (uring), epoll_wait (epoll), poll
+	// (thread). The goroutine runner leaves waiting to Go's netpoller and
+	// counts none.
+	Enters uint64
+	// Completions counts what those entries brought back: CQEs reaped
+	// (uring) or readiness events (epoll). Completions per enter is the
+	// batching a runner achieves.
+	Completions uint64
+	// Syscalls counts every system call the runner made on its own behalf:
+	// enters, reads and receives, readiness probes, epoll_ctl and wake-up
+	// writes. The netpoller's own calls (goroutine runner) are not in it.
+	Syscalls uint64
 }
 
-var (
-	_ Runner = (*fallback.Goroutine)(nil)
-	_ Runner = (*fallback.Thread)(nil)
-	_ Runner = (*fallback.Epoll)(nil)
-	_ Runner = (*ring.Runner)(nil)
-)
+// Add returns s with o's figures added to its own (its Runner stays s's):
+// the sum of two workers' stats, or of two runners'.
+func (s RunnerStats) Add(o RunnerStats) RunnerStats {
+	// The runners count in contract.RunnerStats; the conversions keep
+	// the two field lists equal, or the engine does not build.
+	return RunnerStats(contract.RunnerStats(s).Add(contract.RunnerStats(o)))
+}

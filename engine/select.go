@@ -6,13 +6,13 @@ import (
 	"os"
 
 	"github.com/sluice-io/sluice/fallback"
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/ring"
-	"github.com/sluice-io/sluice/srcs"
 )
 
 // factory builds a runner, or says why it cannot work here. Building is
 // the probe: a runner's constructor checks what it needs of the kernel.
-type factory func(srcs.RunnerConfig) (Runner, error)
+type factory func(contract.RunnerConfig) (contract.Runner, error)
 
 // ladder is the order auto tries runners in. The thread runner is never
 // chosen automatically: it is the baseline, for comparison.
@@ -21,21 +21,23 @@ var ladder = [...]string{RunnerURing, RunnerEpoll, RunnerGoroutine}
 func defaultFactories() map[string]factory {
 	return map[string]factory{
 		RunnerURing:     newURingRunner,
-		RunnerEpoll:     func(c srcs.RunnerConfig) (Runner, error) { return asRunner(fallback.NewEpoll(c)) },
+		RunnerEpoll:     func(c contract.RunnerConfig) (contract.Runner, error) { return asRunner(fallback.NewEpoll(c)) },
 		RunnerGoroutine: newGoroutineRunner,
-		RunnerThread:    func(c srcs.RunnerConfig) (Runner, error) { return asRunner(fallback.NewThread(c)) },
+		RunnerThread:    func(c contract.RunnerConfig) (contract.Runner, error) { return asRunner(fallback.NewThread(c)) },
 	}
 }
 
-func newGoroutineRunner(c srcs.RunnerConfig) (Runner, error) {
+func newGoroutineRunner(c contract.RunnerConfig) (contract.Runner, error) {
 	return asRunner(fallback.NewGoroutine(c))
 }
 
-func newURingRunner(c srcs.RunnerConfig) (Runner, error) { return asRunner(ring.NewRunner(c)) }
+func newURingRunner(c contract.RunnerConfig) (contract.Runner, error) {
+	return asRunner(ring.NewRunner(c))
+}
 
 // asRunner converts a constructor's result, so that a failed constructor's
 // nil pointer never becomes a non-nil Runner interface.
-func asRunner[R Runner](r R, err error) (Runner, error) {
+func asRunner[R contract.Runner](r R, err error) (contract.Runner, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -57,7 +59,7 @@ func (e *RunnerError) Unwrap() error { return e.Err }
 // chooseRunner builds the requested runner, or walks the auto ladder,
 // logging why each step down was taken. SLUICE_RUNNER overrides the
 // request. An explicit runner that cannot work is an error.
-func chooseRunner(want string, rc srcs.RunnerConfig, factories map[string]factory, log *slog.Logger) (Runner, error) {
+func chooseRunner(want string, rc contract.RunnerConfig, factories map[string]factory, log *slog.Logger) (contract.Runner, error) {
 	if env := os.Getenv(EnvRunner); env != "" {
 		switch env {
 		case RunnerAuto, RunnerURing, RunnerEpoll, RunnerGoroutine, RunnerThread:

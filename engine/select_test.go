@@ -7,18 +7,18 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluice-io/sluice/srcs"
+	"github.com/sluice-io/sluice/internal/contract"
 )
 
 // fakeRunner stands in for a runner in selection tests: nothing is read.
 type fakeRunner struct{ name string }
 
-func (f *fakeRunner) Name() string            { return f.name }
-func (f *fakeRunner) Add(*srcs.Lane) error    { return errors.New("fake") }
-func (f *fakeRunner) Remove(*srcs.Lane)       {}
-func (f *fakeRunner) SetPaused(bool)          {}
-func (f *fakeRunner) Close() error            { return nil }
-func (f *fakeRunner) Stats() srcs.RunnerStats { return srcs.RunnerStats{Runner: f.name} }
+func (f *fakeRunner) Name() string                { return f.name }
+func (f *fakeRunner) Add(*contract.Lane) error    { return errors.New("fake") }
+func (f *fakeRunner) Remove(*contract.Lane)       {}
+func (f *fakeRunner) SetPaused(bool)              {}
+func (f *fakeRunner) Close() error                { return nil }
+func (f *fakeRunner) Stats() contract.RunnerStats { return contract.RunnerStats{Runner: f.name} }
 
 var errNoKernel = errors.Join(errors.ErrUnsupported, errors.New("probe says no"))
 
@@ -31,7 +31,7 @@ func fakeFactories(broken ...string) map[string]factory {
 		for _, b := range broken {
 			fail = fail || b == name
 		}
-		m[name] = func(srcs.RunnerConfig) (Runner, error) {
+		m[name] = func(contract.RunnerConfig) (contract.Runner, error) {
 			if fail {
 				return nil, errNoKernel
 			}
@@ -69,7 +69,7 @@ func TestChooseRunner(t *testing.T) {
 			t.Setenv(EnvRunner, tc.env)
 			var logBuf bytes.Buffer
 			log := slog.New(slog.NewTextHandler(&logBuf, nil))
-			r, err := chooseRunner(tc.want, srcs.RunnerConfig{}, fakeFactories(tc.broken...), log)
+			r, err := chooseRunner(tc.want, contract.RunnerConfig{}, fakeFactories(tc.broken...), log)
 			if tc.errLike != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.errLike) {
 					t.Fatalf("err = %v, want one mentioning %q", err, tc.errLike)
@@ -93,7 +93,7 @@ func TestChooseRunner(t *testing.T) {
 
 func TestExplicitRunnerErrorUnwraps(t *testing.T) {
 	t.Setenv(EnvRunner, "")
-	_, err := chooseRunner(RunnerURing, srcs.RunnerConfig{}, fakeFactories(RunnerURing), slog.New(slog.DiscardHandler))
+	_, err := chooseRunner(RunnerURing, contract.RunnerConfig{}, fakeFactories(RunnerURing), slog.New(slog.DiscardHandler))
 	var re *RunnerError
 	if !errors.As(err, &re) || re.Runner != RunnerURing || !errors.Is(err, errors.ErrUnsupported) {
 		t.Fatalf("err = %v: want a *RunnerError for uring wrapping ErrUnsupported", err)

@@ -11,20 +11,22 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/contract"
+	"github.com/sluice-io/sluice/internal/driver"
 	"github.com/sluice-io/sluice/pool"
 	"github.com/sluice-io/sluice/srcs"
 )
 
 // source is the engine's side of one source: its lifecycle, its lane, its
-// counters, and the srcs.Emitter its runner reports to. An engine keeps
+// counters, and the contract.Emitter its runner reports to. An engine keeps
 // one per connection, most of them idle, so a source holds here only what
 // every source uses; what only some use waits behind a pointer: watched
 // for the sources that observe their own delivery, cold (made on first
 // use) for errors, back-off and the Open in progress.
 type source struct {
 	e    *Engine
-	lane srcs.Lane // its ID and Src are the source's id and source
-	name string    // lane.Src.Name(), for every chunk
+	lane contract.Lane // its ID and Src are the source's id and source
+	name string        // lane.Src.Name(), for every chunk
 
 	mu    sync.Mutex // serialises lifecycle events
 	lc    lifecycle
@@ -121,7 +123,7 @@ func (s *source) src() srcs.Source { return s.lane.Src }
 // runner returns the runner that reads the source, as runnerForLocked
 // chose it. A source for the side runner was made after e.side was set,
 // which never changes again; one for e.runner never reads e.side.
-func (s *source) runner() Runner {
+func (s *source) runner() contract.Runner {
 	if rawReadable(s.src()) || s.e.runner.Name() == RunnerGoroutine {
 		return s.e.runner
 	}
@@ -129,17 +131,17 @@ func (s *source) runner() Runner {
 }
 
 var (
-	_ srcs.DatagramDropReporter = (*source)(nil)
-	_ srcs.RecordReporter       = (*source)(nil)
-	_ srcs.SkipCounter          = (*source)(nil)
-	_ srcs.BytesEmitter         = (*source)(nil)
+	_ contract.DatagramDropReporter = (*source)(nil)
+	_ driver.RecordReporter         = (*source)(nil)
+	_ contract.SkipCounter          = (*source)(nil)
+	_ contract.BytesEmitter         = (*source)(nil)
 )
 
-// BytesSkipped implements srcs.SkipCounter: bytes of a skipped record
+// BytesSkipped implements contract.SkipCounter: bytes of a skipped record
 // count in the stream offsets the source's observers see, so that a
 // checkpoint taken from Released lands where the delivered bytes end in
 // the source, not short of them. It runs on the emit path, like Emit.
-func (s *source) BytesSkipped(_ *srcs.Lane, n int) {
+func (s *source) BytesSkipped(_ *contract.Lane, n int) {
 	w := s.watch()
 	if w == nil {
 		return
@@ -152,12 +154,12 @@ func (s *source) BytesSkipped(_ *srcs.Lane, n int) {
 	}
 }
 
-// RecordSkipped implements srcs.RecordReporter: a record too long for its
+// RecordSkipped implements driver.RecordReporter: a record too long for its
 // framer or a buffer was skipped. Every one is counted; the first of the
 // source's life is logged and handed to the error handler, in order behind
 // the data read before it, and the rest only counted, so a stream of bad
 // records cannot flood the log.
-func (s *source) RecordSkipped(_ *srcs.Lane, err *srcs.RecordError) {
+func (s *source) RecordSkipped(_ *contract.Lane, err *srcs.RecordError) {
 	s.e.totals.skipped.Add(1)
 	if s.coldPart().skipped.Add(1) > 1 {
 		return
@@ -167,22 +169,22 @@ func (s *source) RecordSkipped(_ *srcs.Lane, err *srcs.RecordError) {
 	s.report("read", err)
 }
 
-// DatagramDropped implements srcs.DatagramDropReporter: the drop is counted
+// DatagramDropped implements contract.DatagramDropReporter: the drop is counted
 // and reported, in order behind the datagrams read before it.
-func (s *source) DatagramDropped(_ *srcs.Lane, size int) {
+func (s *source) DatagramDropped(_ *contract.Lane, size int) {
 	s.coldPart().dropped.Add(1)
 	s.report("read", fmt.Errorf("%w: dropped a datagram of %d bytes or more", srcs.ErrDatagramTooLarge, size))
 }
 
-// Emit implements srcs.Emitter: it turns a filled buffer into a chunk and
+// Emit implements contract.Emitter: it turns a filled buffer into a chunk and
 // queues it on the source's shard. It never blocks.
-func (s *source) Emit(_ *srcs.Lane, b *pool.Buf, n int, flags srcs.Flags, first time.Time) {
+func (s *source) Emit(_ *contract.Lane, b *pool.Buf, n int, flags srcs.Flags, first time.Time) {
 	s.emit(b, b.Bytes()[:n], flags, first)
 }
 
-// EmitBytes implements srcs.BytesEmitter: data, held outside the pool,
+// EmitBytes implements contract.BytesEmitter: data, held outside the pool,
 // becomes a chunk like any other, whose Release frees no buffer.
-func (s *source) EmitBytes(_ *srcs.Lane, data []byte, flags srcs.Flags, first time.Time) {
+func (s *source) EmitBytes(_ *contract.Lane, data []byte, flags srcs.Flags, first time.Time) {
 	s.emit(nil, data, flags, first)
 }
 
@@ -221,9 +223,9 @@ func (s *source) emit(b *pool.Buf, data []byte, flags srcs.Flags, first time.Tim
 	s.e.deliver(s, item{chunk: c})
 }
 
-// Finish implements srcs.Emitter. The runner may call it from its worker,
+// Finish implements contract.Emitter. The runner may call it from its worker,
 // so the lifecycle step runs on a goroutine of the engine's own.
-func (s *source) Finish(_ *srcs.Lane, err error) {
+func (s *source) Finish(_ *contract.Lane, err error) {
 	if re := (*srcs.RecordError)(nil); errors.As(err, &re) {
 		// A record too long to deliver that ends the lane (a length
 		// prefix, an MQTT packet) is a skipped record like those the

@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/srcs"
 )
 
@@ -21,7 +22,7 @@ func TestSourceSet(t *testing.T) {
 		for step := range 20000 {
 			switch op := r.IntN(10); {
 			case op < 5 || len(held) == 0:
-				s := &source{lane: srcs.Lane{ID: next}}
+				s := &source{lane: contract.Lane{ID: next}}
 				next++
 				set.add(s)
 				ref[s.id()] = s
@@ -72,7 +73,7 @@ func TestSourceSet(t *testing.T) {
 func TestSourceSetEach(t *testing.T) {
 	var set sourceSet
 	for id := srcs.ID(1); id <= 1000; id++ {
-		set.add(&source{lane: srcs.Lane{ID: id}})
+		set.add(&source{lane: contract.Lane{ID: id}})
 	}
 	for id := srcs.ID(1); id <= 1000; id += 3 {
 		set.remove(id)

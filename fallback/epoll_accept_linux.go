@@ -12,8 +12,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sluice-io/sluice/internal/lanes"
-	"github.com/sluice-io/sluice/srcs"
+	"github.com/sluice-io/sluice/internal/contract"
+	"github.com/sluice-io/sluice/internal/front"
 )
 
 // epAcceptDepth is how many grants a listener holds per worker, all of
@@ -24,9 +24,9 @@ const epAcceptDepth = 16
 // acceptor's place in the worker's list.
 const epAcceptFD = -2
 
-type epAcceptor = lanes.Acceptor[*epWorker]
+type epAcceptor = front.Acceptor[*epWorker]
 
-// StartAccept implements srcs.AcceptRunner: one worker, a different one
+// StartAccept implements contract.AcceptRunner: one worker, a different one
 // for each listener in turn, registers a duplicate of the listening
 // socket with its epoll instance (EPOLLIN|EPOLLET) and, while it holds
 // grants, accepts with accept4(2) until the backlog is empty, on a
@@ -35,10 +35,10 @@ type epAcceptor = lanes.Acceptor[*epWorker]
 // places it on the least loaded worker, as any other. Should the
 // accepting worker fail, the next one takes the grants over. (Every
 // worker watching the socket would wake them all for each connection.)
-func (e *Epoll) StartAccept(fd int) (srcs.AcceptQueue, error) {
+func (e *Epoll) StartAccept(fd int) (contract.AcceptQueue, error) {
 	k := int(e.listeners.Add(1)-1) % len(e.workers)
 	ws := append(append([]*epWorker(nil), e.workers[k:]...), e.workers[:k]...)
-	q, err := lanes.NewAccepts("fallback: epoll", fd, ws, epAcceptDepth)
+	q, err := front.NewAccepts("fallback: epoll", fd, ws, epAcceptDepth)
 	if err != nil {
 		return nil, err
 	}
@@ -74,7 +74,7 @@ func (w *epWorker) arm(a *epAcceptor) {
 		if err := unix.EpollCtl(w.epfd, unix.EPOLL_CTL_ADD, a.Q.LFD, &ev); err != nil {
 			err = os.NewSyscallError("epoll_ctl", err)
 			for a.Take() {
-				a.Done(srcs.RunnerAccepted{FD: -1, Err: err})
+				a.Done(contract.RunnerAccepted{FD: -1, Err: err})
 			}
 			return
 		}
@@ -95,7 +95,7 @@ func (w *epWorker) acceptNow(a *epAcceptor) {
 		case nil:
 			w.accepted.Add(1)
 			peer, path := peerOf(sa)
-			a.Done(srcs.RunnerAccepted{FD: nfd, Peer: peer, Path: path})
+			a.Done(contract.RunnerAccepted{FD: nfd, Peer: peer, Path: path})
 		case unix.EAGAIN:
 			// Drained: the next connection raises a new edge.
 			a.Untake()
@@ -105,7 +105,7 @@ func (w *epWorker) acceptNow(a *epAcceptor) {
 		default:
 			// EMFILE and the like: the listener backs off and grants
 			// again; retrying here would spin.
-			a.Done(srcs.RunnerAccepted{FD: -1, Err: os.NewSyscallError("accept4", err)})
+			a.Done(contract.RunnerAccepted{FD: -1, Err: os.NewSyscallError("accept4", err)})
 			return
 		}
 	}
@@ -134,7 +134,7 @@ func (w *epWorker) stopAccept(a *epAcceptor) {
 	a.AckStop()
 }
 
-// peerOf is the address accept4 reported, as srcs.RunnerAccepted has it.
+// peerOf is the address accept4 reported, as contract.RunnerAccepted has it.
 func peerOf(sa unix.Sockaddr) (netip.AddrPort, string) {
 	switch a := sa.(type) {
 	case *unix.SockaddrInet4:

@@ -3,8 +3,8 @@ package fallback
 import (
 	"testing"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/runnertest"
-	"github.com/sluice-io/sluice/srcs"
 )
 
 // faultyEpoll is an Epoll whose workers the worker fault suite can fail,
@@ -14,7 +14,7 @@ type faultyEpoll struct{ *Epoll }
 func (e faultyEpoll) FailWorker(i int, err error) bool { return e.injectFault(i, err) }
 func (e faultyEpoll) WorkerStopped(i int) bool         { return e.workers[i].Stopped() }
 
-func (e faultyEpoll) WorkerOf(l *srcs.Lane) (int, bool) {
+func (e faultyEpoll) WorkerOf(l *contract.Lane) (int, bool) {
 	ref, ok := e.front.Lookup(l)
 	if !ok {
 		return 0, false
@@ -28,7 +28,7 @@ func (e faultyEpoll) WorkerOf(l *srcs.Lane) (int, bool) {
 }
 
 func TestEpollWorkerFaults(t *testing.T) {
-	runnertest.TestWorkerFaults(t, func(cfg srcs.RunnerConfig) (runnertest.Faulty, error) {
+	runnertest.TestWorkerFaults(t, func(cfg contract.RunnerConfig) (runnertest.Faulty, error) {
 		e, err := NewEpoll(cfg)
 		if err != nil {
 			return nil, err

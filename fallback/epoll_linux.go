@@ -11,9 +11,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/driver"
-	"github.com/sluice-io/sluice/internal/lanes"
-	"github.com/sluice-io/sluice/srcs"
+	"github.com/sluice-io/sluice/internal/front"
 )
 
 const (
@@ -49,7 +49,7 @@ const (
 // recvmmsg(2), as many as the buffer has rooms for, until one brings fewer
 // than it asked for, into buffers framed as srcs.ForEachDatagram reads
 // them; a datagram too large for its room is dropped, reported to the
-// emitter if it is a srcs.DatagramDropReporter, and logged once per lane,
+// emitter if it is a contract.DatagramDropReporter, and logged once per lane,
 // and the lane keeps running.
 //
 // A listener's connections are accepted in a worker's loop (StartAccept,
@@ -71,9 +71,9 @@ type Epoll struct {
 	log     *slog.Logger
 	workers []*epWorker
 	wg      sync.WaitGroup
-	front   lanes.Front[*epWorker] // the lanes being driven; add, remove, close
+	front   front.Front[*epWorker] // the lanes being driven; add, remove, close
 
-	lanes.Control[*epWorker] // Remove, SetPaused, Close and Stats
+	front.Control[*epWorker] // Remove, SetPaused, Close and Stats
 
 	listeners atomic.Uint32 // StartAccept's turn among the workers
 }
@@ -81,7 +81,7 @@ type Epoll struct {
 // NewEpoll creates the workers' epoll instances and eventfds and starts the
 // workers. A zero cfg.Workers means one worker; the engine passes its own
 // default.
-func NewEpoll(cfg srcs.RunnerConfig) (*Epoll, error) {
+func NewEpoll(cfg contract.RunnerConfig) (*Epoll, error) {
 	if cfg.Workers < 0 {
 		return nil, fmt.Errorf("fallback: epoll: config: Workers = %d: must not be negative", cfg.Workers)
 	}
@@ -101,11 +101,11 @@ func NewEpoll(cfg srcs.RunnerConfig) (*Epoll, error) {
 		}
 		e.workers = append(e.workers, w)
 	}
-	e.front = lanes.Front[*epWorker]{Name: "fallback: epoll", Workers: e.workers}
-	e.front.Ops = lanes.Ops[*epWorker]{
+	e.front = front.Front[*epWorker]{Name: "fallback: epoll", Workers: e.workers}
+	e.front.Ops = front.Ops[*epWorker]{
 		Runner: "epoll", Stats: (*epWorker).stats, Wait: e.wg.Wait,
-		Post: func(w *epWorker, op lanes.Op, tok uint64) {
-			w.post(epCmd{op: [...]epOp{lanes.OpRemove: epRemove, lanes.OpResume: epWake, lanes.OpStop: epClose}[op], tok: tok})
+		Post: func(w *epWorker, op front.Op, tok uint64) {
+			w.post(epCmd{op: [...]epOp{front.OpRemove: epRemove, front.OpResume: epWake, front.OpStop: epClose}[op], tok: tok})
 		},
 	}
 	e.Control = e.front.Control()
@@ -118,10 +118,10 @@ func NewEpoll(cfg srcs.RunnerConfig) (*Epoll, error) {
 
 // Add registers l's descriptor with the least loaded worker that has not
 // failed. It fails with srcs.ErrNoDescriptor for a source that is no
-// srcs.Descriptor, for a datagram descriptor that is no SOCK_DGRAM socket,
+// contract.Descriptor, for a datagram descriptor that is no SOCK_DGRAM socket,
 // with net.ErrClosed after Close, when epoll refuses the descriptor, and
 // with the first worker's failure once every worker has failed.
-func (e *Epoll) Add(l *srcs.Lane) error {
+func (e *Epoll) Add(l *contract.Lane) error {
 	c, err := epAddCmd(l, e.front.Addable)
 	if err != nil {
 		return err
@@ -177,7 +177,7 @@ func (w *epWorker) register(c *epCmd) (bool, error) {
 
 // epAddCmd admits l (admit: the runner takes it) and decides how its
 // descriptor will be read.
-func epAddCmd(l *srcs.Lane, admit func(*srcs.Lane) error) (epCmd, error) {
+func epAddCmd(l *contract.Lane, admit func(*contract.Lane) error) (epCmd, error) {
 	a, err := driver.AdmitDescriptor("fallback: epoll", l, admit)
 	if err != nil {
 		return epCmd{}, err
@@ -187,7 +187,7 @@ func epAddCmd(l *srcs.Lane, admit func(*srcs.Lane) error) (epCmd, error) {
 	case driver.ReadFile:
 		// epoll refuses regular files with EPERM; they never block
 		// anyway. A stream behind which a file stands is read like one.
-		c.kind, c.always = srcs.File, true
+		c.kind, c.always = contract.File, true
 		return c, nil
 	case driver.ReadSocket:
 		// Sockets raise a new edge for every arrival, so a short read

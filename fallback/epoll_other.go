@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/sluice-io/sluice/srcs"
+	"github.com/sluice-io/sluice/internal/contract"
 )
 
 // Epoll is the edge-triggered epoll runner. epoll exists only on Linux:
@@ -16,7 +16,7 @@ import (
 type Epoll struct{}
 
 // NewEpoll fails: epoll is Linux-only.
-func NewEpoll(srcs.RunnerConfig) (*Epoll, error) {
+func NewEpoll(contract.RunnerConfig) (*Epoll, error) {
 	return nil, fmt.Errorf("fallback: epoll: epoll needs Linux: %w", errors.ErrUnsupported)
 }
 
@@ -24,12 +24,12 @@ func NewEpoll(srcs.RunnerConfig) (*Epoll, error) {
 func (*Epoll) Name() string { return "epoll" }
 
 // Add fails: epoll is Linux-only.
-func (*Epoll) Add(*srcs.Lane) error {
+func (*Epoll) Add(*contract.Lane) error {
 	return fmt.Errorf("fallback: epoll: add: epoll needs Linux: %w", errors.ErrUnsupported)
 }
 
 // Remove does nothing: no lane was ever added.
-func (*Epoll) Remove(*srcs.Lane) {}
+func (*Epoll) Remove(*contract.Lane) {}
 
 // SetPaused does nothing.
 func (*Epoll) SetPaused(bool) {}
@@ -38,4 +38,4 @@ func (*Epoll) SetPaused(bool) {}
 func (*Epoll) Close() error { return nil }
 
 // Stats returns zero counters.
-func (*Epoll) Stats() srcs.RunnerStats { return srcs.RunnerStats{Runner: "epoll"} }
+func (*Epoll) Stats() contract.RunnerStats { return contract.RunnerStats{Runner: "epoll"} }

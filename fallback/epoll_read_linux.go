@@ -12,9 +12,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/driver"
 	"github.com/sluice-io/sluice/internal/flush"
-	"github.com/sluice-io/sluice/srcs"
 )
 
 // epLane is a worker's state for one lane. Slots are reused; the token
@@ -32,7 +32,7 @@ type epLane struct {
 	notify func() // posts a grant for this incarnation; made on the first pool wait
 	fd     int
 
-	kind     srcs.Kind
+	kind     contract.Kind
 	earlyHup bool
 	always   bool // not pollable: always readable
 	polled   bool // registered with the worker's epoll instance
@@ -118,7 +118,7 @@ func (w *epWorker) serve() {
 // service reads a readable lane until EAGAIN, a short socket read, the end
 // of its source, a wait for a buffer, or the end of its read budget.
 func (w *epWorker) service(ln *epLane) {
-	if ln.kind == srcs.Datagram {
+	if ln.kind == contract.Datagram {
 		w.serviceDatagrams(ln)
 		return
 	}
@@ -145,7 +145,7 @@ func (w *epWorker) service(ln *epLane) {
 			w.finish(ln, io.EOF)
 			return
 		}
-		if ln.kind == srcs.File {
+		if ln.kind == contract.File {
 			ln.off += int64(n)
 		}
 		if err := ln.f.Commit(n, time.Now()); err != nil {
@@ -214,9 +214,9 @@ func (w *epWorker) drained(ln *epLane) {
 
 func (w *epWorker) readOp(ln *epLane) string {
 	switch ln.kind {
-	case srcs.File:
+	case contract.File:
 		return "pread"
-	case srcs.Datagram:
+	case contract.Datagram:
 		return "recvmsg"
 	}
 	return "read"
@@ -232,7 +232,7 @@ func (w *epWorker) read(ln *epLane, p []byte) (int, error) {
 	for {
 		var n int
 		var err error
-		if ln.kind == srcs.File {
+		if ln.kind == contract.File {
 			n, err = unix.Pread(ln.fd, p, ln.off)
 		} else {
 			n, err = unix.Read(ln.fd, p)

@@ -55,7 +55,7 @@ func (w *epWorker) shutdown(cause error) {
 			rest[i].acc.AckStop()
 		}
 	}
-	// Grants posted from now on come straight back (lanes.Accepts).
+	// Grants posted from now on come straight back (front.Accepts).
 	for _, a := range w.acceptors {
 		if a != nil {
 			a.Revoke()

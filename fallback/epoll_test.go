@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-io/sluice/fallback"
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/runnertest"
 	"github.com/sluice-io/sluice/pool"
 	"github.com/sluice-io/sluice/srcs"
@@ -31,16 +32,16 @@ func TestEpollAddErrors(t *testing.T) {
 	}
 	a, b := runnertest.Socketpair(t, unix.SOCK_STREAM)
 	defer unix.Close(b)
-	if err := g.R.Add(g.Lane(&runnertest.FDSource{FD: a, Kind: srcs.Datagram}, 0)); !errors.Is(err, unix.EPROTOTYPE) {
+	if err := g.R.Add(g.Lane(&runnertest.FDSource{FD: a, Kind: contract.Datagram}, 0)); !errors.Is(err, unix.EPROTOTYPE) {
 		t.Errorf("datagram kind on a stream socket: %v, want EPROTOTYPE", err)
 	}
-	if err := g.R.Add(g.Lane(&runnertest.FDSource{FD: 1 << 20, Kind: srcs.Stream}, 0)); !errors.Is(err, syscall.EBADF) {
+	if err := g.R.Add(g.Lane(&runnertest.FDSource{FD: 1 << 20, Kind: contract.Stream}, 0)); !errors.Is(err, syscall.EBADF) {
 		t.Errorf("bad descriptor: %v, want EBADF", err)
 	}
 	if st := g.R.Stats(); st.Lanes != 0 {
 		t.Errorf("after failed Adds: %d lanes", st.Lanes)
 	}
-	if _, err := fallback.NewEpoll(srcs.RunnerConfig{Workers: -1, Pool: g.Pool}); err == nil {
+	if _, err := fallback.NewEpoll(contract.RunnerConfig{Workers: -1, Pool: g.Pool}); err == nil {
 		t.Error("NewEpoll with negative Workers succeeded")
 	}
 }
@@ -49,7 +50,7 @@ func TestEpollAddErrors(t *testing.T) {
 // come in with a few recvmmsg calls, not one call each.
 func TestEpollDatagramBatches(t *testing.T) {
 	g := runnertest.NewRig(t, newEpoll, runnertest.RigConfig{
-		Pool: pool.Config{BufSize: 64 << 10, Buffers: 4}, Runner: srcs.RunnerConfig{Workers: 1}, Datagrams: true,
+		Pool: pool.Config{BufSize: 64 << 10, Buffers: 4}, Runner: contract.RunnerConfig{Workers: 1}, Datagrams: true,
 	})
 	s, err := srcs.ListenUDP(srcs.UDPConfig{Addr: "127.0.0.1:0", MaxDatagram: 512})
 	if err != nil {

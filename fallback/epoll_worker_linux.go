@@ -17,8 +17,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/flush"
-	"github.com/sluice-io/sluice/internal/lanes"
+	"github.com/sluice-io/sluice/internal/front"
 	"github.com/sluice-io/sluice/internal/mmsg"
 	"github.com/sluice-io/sluice/srcs"
 )
@@ -43,9 +44,9 @@ const (
 type epCmd struct {
 	op   epOp
 	tok  uint64
-	lane *srcs.Lane // epAdd
-	fd   int        // epAdd, and the fields below
-	kind srcs.Kind
+	lane *contract.Lane // epAdd
+	fd   int            // epAdd, and the fields below
+	kind contract.Kind
 	off  int64
 	// always marks a descriptor epoll cannot watch: it is always readable.
 	always bool
@@ -64,9 +65,9 @@ type epWorker struct {
 	efd  int     // eventfd, closed only under mu with stopped set
 	one  [8]byte // the eventfd increment, read-only
 
-	// The command queue, the slots and the load (lanes.Worker), which
+	// The command queue, the slots and the load (front.Worker), which
 	// other goroutines share with the worker.
-	lanes.Mailbox[epCmd]
+	front.Mailbox[epCmd]
 	wake func() // wakes the worker if it may sleep; bound once
 
 	sleeping atomic.Bool // the worker may block: posters must write efd
@@ -257,9 +258,9 @@ func (w *epWorker) drainCmds() (closing bool) {
 // stats returns the worker's counters: it enters the kernel to wait
 // (epoll_wait), and makes a system call for every read, wait, wake-up,
 // epoll_ctl and accept4.
-func (w *epWorker) stats() srcs.RunnerStats {
+func (w *epWorker) stats() contract.RunnerStats {
 	reads, waits, wakeups := w.reads.Load(), w.waits.Load(), w.wakeups.Load()
-	return srcs.RunnerStats{
+	return contract.RunnerStats{
 		Reads: reads, Waits: waits, Wakeups: wakeups, Enters: waits,
 		Completions: w.nevents.Load(), Syscalls: reads + waits + wakeups + w.ctls.Load() + w.accepts.Load(),
 		Accepted: w.accepted.Load(),
@@ -267,7 +268,7 @@ func (w *epWorker) stats() srcs.RunnerStats {
 }
 
 // slot returns the state for a slot index, growing the table as needed.
-func (w *epWorker) slot(idx uint32) *epLane { return lanes.Slot(&w.slots, &w.spare, idx) }
+func (w *epWorker) slot(idx uint32) *epLane { return front.Slot(&w.slots, &w.spare, idx) }
 
 // lane returns the live lane with token tok, or nil.
 func (w *epWorker) lane(tok uint64) *epLane {
@@ -293,7 +294,7 @@ func (w *epWorker) add(c *epCmd) {
 		polled: c.polled,
 		sock:   c.sock,
 	}
-	if c.kind == srcs.Datagram {
+	if c.kind == contract.Datagram {
 		ln.f.ResetDatagram(c.lane, c.lane.Flush)
 	} else {
 		ln.f.Reset(c.lane, c.lane.Flush)

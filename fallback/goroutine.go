@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/driver"
 	"github.com/sluice-io/sluice/srcs"
 )
@@ -42,10 +43,10 @@ import (
 //     could wake the lane at the flush deadline, and Remove and Close take
 //     effect only when the current Read returns: Close waits for it.
 //
-// Sources that are srcs.DatagramReader (srcs.UDPSource) are read one
+// Sources that are contract.DatagramReader (srcs.UDPSource) are read one
 // datagram per ReadDatagram, into buffers framed as srcs.ForEachDatagram
 // reads them; a datagram too large for the room left is dropped, reported
-// to the emitter if it is a srcs.DatagramDropReporter, and logged once per
+// to the emitter if it is a contract.DatagramDropReporter, and logged once per
 // lane, and the lane keeps running. Other sources are byte streams to this
 // runner, whatever their descriptor's Kind, since it never asks for one.
 //
@@ -64,12 +65,12 @@ type Goroutine struct {
 
 // NewGoroutine returns a goroutine-per-lane runner. It uses only cfg.Logger;
 // the lanes carry their pool accounts.
-func NewGoroutine(cfg srcs.RunnerConfig) (*Goroutine, error) {
+func NewGoroutine(cfg contract.RunnerConfig) (*Goroutine, error) {
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Goroutine{log: log, laneSet: laneSet[*goLane]{lanes: map[*srcs.Lane]*goLane{}}}, nil
+	return &Goroutine{log: log, laneSet: laneSet[*goLane]{lanes: map[*contract.Lane]*goLane{}}}, nil
 }
 
 // Name returns "goroutine".
@@ -83,9 +84,9 @@ type goLane struct {
 	ctx    context.Context // ends on Remove or Close, to abandon pool and pause waits
 	cancel context.CancelFunc
 
-	dgram  srcs.DatagramReader // nil unless the source reads datagrams
-	dl     srcs.Deadliner      // nil if the source has no deadline
-	rc     syscall.RawConn     // nil unless the source exposes one and a deadline
+	dgram  contract.DatagramReader // nil unless the source reads datagrams
+	dl     srcs.Deadliner          // nil if the source has no deadline
+	rc     syscall.RawConn         // nil unless the source exposes one and a deadline
 	peek   func(fd uintptr) bool
 	one    [1]byte     // MSG_PEEK target
 	peeked error       // a socket error the peek consumed
@@ -101,7 +102,7 @@ type goLane struct {
 
 // Add starts a goroutine that drives l. It fails after Close, for a lane
 // that is already being driven, and for a malformed lane.
-func (g *Goroutine) Add(l *srcs.Lane) error {
+func (g *Goroutine) Add(l *contract.Lane) error {
 	if err := driver.Check("fallback: goroutine", l); err != nil {
 		return err
 	}
@@ -118,8 +119,8 @@ func (g *Goroutine) Add(l *srcs.Lane) error {
 	} else {
 		flush = 0
 	}
-	if dr, ok := l.Src.(srcs.DatagramReader); ok {
-		if err := srcs.CheckFraming(l, srcs.Datagram); err != nil {
+	if dr, ok := l.Src.(contract.DatagramReader); ok {
+		if err := contract.CheckFraming(l, contract.Datagram); err != nil {
 			return fmt.Errorf("fallback: goroutine: add %w", err)
 		}
 		gl.dgram = dr
@@ -147,7 +148,7 @@ func (g *Goroutine) Add(l *srcs.Lane) error {
 // Remove stops driving l; see the type's documentation for sources that
 // cannot be interrupted. It does not wait, and is a no-op for a lane that
 // has finished or was never added.
-func (g *Goroutine) Remove(l *srcs.Lane) { g.remove(l) }
+func (g *Goroutine) Remove(l *contract.Lane) { g.remove(l) }
 
 // halt asks the lane's goroutine to stop and interrupts whatever it waits on.
 func (gl *goLane) halt() {
@@ -187,10 +188,10 @@ func (g *Goroutine) Close() error { return g.closeAll() }
 // Stats returns the runner's counters. Workers counts lane goroutines; the
 // runner locks no OS threads. Waits counts readability waits on the
 // netpoller.
-func (g *Goroutine) Stats() srcs.RunnerStats {
+func (g *Goroutine) Stats() contract.RunnerStats {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	st := srcs.RunnerStats{Runner: g.Name(), Workers: len(g.lanes), Lanes: len(g.lanes), Reads: g.retired, Waits: g.waited}
+	st := contract.RunnerStats{Runner: g.Name(), Workers: len(g.lanes), Lanes: len(g.lanes), Reads: g.retired, Waits: g.waited}
 	for _, gl := range g.lanes {
 		st.Reads += gl.reads.Load()
 		st.Waits += gl.waits.Load()
@@ -299,7 +300,7 @@ func (gl *goLane) readErr(err error) error {
 	case errors.Is(err, io.EOF):
 		return io.EOF
 	}
-	return srcs.Classify(err)
+	return driver.Classify(err)
 }
 
 // setDeadline makes the source's read deadline the flush deadline of the

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/fallback"
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/runnertest"
 	"github.com/sluice-io/sluice/pool"
 	"github.com/sluice-io/sluice/srcs"
@@ -39,7 +40,7 @@ func TestGoroutineNoDeadline(t *testing.T) {
 }
 
 func TestGoroutineName(t *testing.T) {
-	r, err := fallback.NewGoroutine(srcs.RunnerConfig{})
+	r, err := fallback.NewGoroutine(contract.RunnerConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}

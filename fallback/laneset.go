@@ -3,7 +3,7 @@ package fallback
 import (
 	"sync"
 
-	"github.com/sluice-io/sluice/srcs"
+	"github.com/sluice-io/sluice/internal/contract"
 )
 
 // laneSet is the table of a runner that gives every lane a goroutine or
@@ -13,12 +13,12 @@ import (
 type laneSet[L interface{ halt() }] struct {
 	mu     sync.Mutex
 	closed bool
-	lanes  map[*srcs.Lane]L
+	lanes  map[*contract.Lane]L
 	wg     sync.WaitGroup
 }
 
 // remove halts l's lane, if the runner drives it, without waiting.
-func (s *laneSet[L]) remove(l *srcs.Lane) {
+func (s *laneSet[L]) remove(l *contract.Lane) {
 	s.mu.Lock()
 	x, ok := s.lanes[l]
 	s.mu.Unlock()

@@ -5,12 +5,12 @@ import (
 	"testing"
 
 	"github.com/sluice-io/sluice/fallback"
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/runnertest"
 	"github.com/sluice-io/sluice/srcs"
 )
 
-// runner is engine.Runner, as the runner suite states it (engine imports
-// this package).
+// runner is the runner contract, as the runner suite states it.
 type runner = runnertest.Runner
 
 var (
@@ -19,9 +19,9 @@ var (
 	_ runner = (*fallback.Epoll)(nil)
 )
 
-func newGoroutine(cfg srcs.RunnerConfig) (runner, error) { return fallback.NewGoroutine(cfg) }
-func newThread(cfg srcs.RunnerConfig) (runner, error)    { return fallback.NewThread(cfg) }
-func newEpoll(cfg srcs.RunnerConfig) (runner, error)     { return fallback.NewEpoll(cfg) }
+func newGoroutine(cfg contract.RunnerConfig) (runner, error) { return fallback.NewGoroutine(cfg) }
+func newThread(cfg contract.RunnerConfig) (runner, error)    { return fallback.NewThread(cfg) }
+func newEpoll(cfg contract.RunnerConfig) (runner, error)     { return fallback.NewEpoll(cfg) }
 
 // deadlineOnly wraps a connection as a source with a read deadline but no
 // RawConn: the goroutine runner cannot wait for readability, so a lane

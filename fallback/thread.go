@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/driver"
 	"github.com/sluice-io/sluice/srcs"
 )
@@ -32,11 +33,11 @@ var ErrThreadLimit = errors.New("fallback: thread: lane thread limit reached")
 // Thread is the thread-per-source runner, NebulaStream's blocking baseline
 // (G7): each lane gets a goroutine locked to its own OS thread for its whole
 // life, which waits in poll(2) and reads with read(2), or pread(2) for
-// files. It drives only sources that are srcs.Descriptor. Datagram
+// files. It drives only sources that are contract.Descriptor. Datagram
 // descriptors (SOCK_DGRAM sockets) are read one datagram per poll and
 // recvmsg(2), into buffers framed as srcs.ForEachDatagram reads them; a
 // datagram too large for the room left is dropped, reported to the emitter
-// if it is a srcs.DatagramDropReporter, and logged once per lane, and the
+// if it is a contract.DatagramDropReporter, and logged once per lane, and the
 // lane keeps running.
 //
 // The lane's descriptor may be non-blocking. Each lane polls it together
@@ -61,15 +62,15 @@ type Thread struct {
 
 	laneSet[*threadLane] // mu, closed, lanes, wg
 	paused               bool
-	threads              int              // lane threads reserved or running
-	retired              srcs.RunnerStats // counters of lanes that have finished
+	threads              int                  // lane threads reserved or running
+	retired              contract.RunnerStats // counters of lanes that have finished
 
 	pausedFlag atomic.Bool // mirrors paused, for the read path
 }
 
 // NewThread returns a thread-per-lane runner capped at cfg.MaxThreads lane
 // threads (DefaultMaxThreads when zero).
-func NewThread(cfg srcs.RunnerConfig) (*Thread, error) {
+func NewThread(cfg contract.RunnerConfig) (*Thread, error) {
 	if cfg.MaxThreads < 0 {
 		return nil, fmt.Errorf("fallback: thread: config: MaxThreads = %d: must not be negative", cfg.MaxThreads)
 	}
@@ -82,7 +83,7 @@ func NewThread(cfg srcs.RunnerConfig) (*Thread, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	log.Debug("fallback: thread runner", "max_threads", limit)
-	return &Thread{log: log, maxThreads: limit, laneSet: laneSet[*threadLane]{lanes: map[*srcs.Lane]*threadLane{}}}, nil
+	return &Thread{log: log, maxThreads: limit, laneSet: laneSet[*threadLane]{lanes: map[*contract.Lane]*threadLane{}}}, nil
 }
 
 // Name returns "thread".
@@ -93,7 +94,7 @@ func (t *Thread) Name() string { return "thread" }
 type threadLane struct {
 	f      driver.Lane
 	fd     int
-	kind   srcs.Kind
+	kind   contract.Kind
 	off    int64 // next pread offset, for files
 	fds    [2]unix.PollFd
 	ctx    context.Context // ends on Remove or Close, to abandon a pool wait
@@ -110,13 +111,13 @@ type threadLane struct {
 
 // Add reserves a thread for l, takes its descriptor and starts the thread.
 // It fails with ErrThreadLimit at the cap, with srcs.ErrNoDescriptor for a
-// source that is no srcs.Descriptor, for a datagram descriptor that is no
+// source that is no contract.Descriptor, for a datagram descriptor that is no
 // SOCK_DGRAM socket, and after Close.
-func (t *Thread) Add(l *srcs.Lane) error {
+func (t *Thread) Add(l *contract.Lane) error {
 	// The thread is reserved before the source is touched: Desc may
 	// detach a connection from the netpoller, which cannot be undone.
 	reserved := false
-	a, err := driver.AdmitDescriptor("fallback: thread", l, func(l *srcs.Lane) error {
+	a, err := driver.AdmitDescriptor("fallback: thread", l, func(l *contract.Lane) error {
 		err := t.reserve(l)
 		reserved = err == nil
 		return err
@@ -151,7 +152,7 @@ func (t *Thread) Add(l *srcs.Lane) error {
 }
 
 // reserve counts a lane thread against the cap.
-func (t *Thread) reserve(l *srcs.Lane) error {
+func (t *Thread) reserve(l *contract.Lane) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	switch {
@@ -168,16 +169,16 @@ func (t *Thread) reserve(l *srcs.Lane) error {
 	return nil
 }
 
-func newThreadLane(l *srcs.Lane, desc driver.Admitted) (*threadLane, error) {
+func newThreadLane(l *contract.Lane, desc driver.Admitted) (*threadLane, error) {
 	wake, err := newThreadWaker()
 	if err != nil {
 		return nil, fmt.Errorf("fallback: thread: add lane %d (%s): wake descriptor: %w", l.ID, l.Name(), err)
 	}
 	tl := &threadLane{fd: desc.FD, kind: desc.Kind, off: desc.Offset, wake: wake}
 	if desc.How == driver.ReadFile {
-		tl.kind = srcs.File // a stream behind which a file stands reads like one
+		tl.kind = contract.File // a stream behind which a file stands reads like one
 	}
-	if desc.Kind == srcs.Datagram {
+	if desc.Kind == contract.Datagram {
 		tl.f.ResetDatagram(l, l.Flush)
 	} else {
 		tl.f.Reset(l, l.Flush)
@@ -191,7 +192,7 @@ func newThreadLane(l *srcs.Lane, desc driver.Admitted) (*threadLane, error) {
 // Remove stops driving l: its thread wakes, emits partial data and finishes
 // with srcs.ErrStopped. It does not wait, and is a no-op for a lane that has
 // finished or was never added.
-func (t *Thread) Remove(l *srcs.Lane) { t.remove(l) }
+func (t *Thread) Remove(l *contract.Lane) { t.remove(l) }
 
 // SetPaused stops or resumes new reads on every lane. Paused lanes still
 // flush partial data on time, give back empty buffers, and honour Remove
@@ -219,7 +220,7 @@ func (t *Thread) Close() error { return t.closeAll() }
 
 // Stats returns the runner's counters. Threads and Workers count the lane
 // threads; Waits counts polls and Wakeups writes to wake descriptors.
-func (t *Thread) Stats() srcs.RunnerStats {
+func (t *Thread) Stats() contract.RunnerStats {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	st := t.retired
@@ -311,7 +312,7 @@ func (t *Thread) drive(tl *threadLane) error {
 			// cap it, since poll(2) takes a C int of milliseconds.
 			timeout = int((min(d, time.Hour) + time.Millisecond - 1) / time.Millisecond)
 		}
-		if paused || tl.kind != srcs.File {
+		if paused || tl.kind != contract.File {
 			readable, err := tl.poll(paused, timeout)
 			if err != nil {
 				return err
@@ -333,18 +334,18 @@ func (t *Thread) drive(tl *threadLane) error {
 		var n int
 		var err error
 		truncated := false
-		if tl.kind == srcs.Datagram {
+		if tl.kind == contract.Datagram {
 			n, truncated, err = recvDatagram(tl.fd, f.Space())
 		} else {
 			n, err = tl.read(f.Space())
 		}
 		tl.reads.Add(1)
 		errno := driver.Errno(err)
-		switch r := driver.Result(n, errno, tl.kind == srcs.Datagram); {
+		switch r := driver.Result(n, errno, tl.kind == contract.Datagram); {
 		case r == driver.ReadAgain:
 			continue
 		case r == driver.ReadDrained:
-			if tl.kind == srcs.Datagram && f.Pending() == 0 {
+			if tl.kind == contract.Datagram && f.Pending() == 0 {
 				// A datagram that failed its checksum made poll report
 				// readable; an idle lane holds no buffer.
 				f.Flush(time.Now())
@@ -412,7 +413,7 @@ func (tl *threadLane) poll(paused bool, timeout int) (bool, error) {
 }
 
 func (tl *threadLane) readOp() string {
-	if tl.kind == srcs.Datagram {
+	if tl.kind == contract.Datagram {
 		return "recvmsg"
 	}
 	return "read"
@@ -420,7 +421,7 @@ func (tl *threadLane) readOp() string {
 
 // read reads once from the lane's descriptor, positionally for files.
 func (tl *threadLane) read(p []byte) (int, error) {
-	if tl.kind == srcs.File {
+	if tl.kind == contract.File {
 		n, err := unix.Pread(tl.fd, p, tl.off)
 		if n > 0 {
 			tl.off += int64(n)

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/sluice-io/sluice/fallback"
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/runnertest"
 	"github.com/sluice-io/sluice/pool"
 	"github.com/sluice-io/sluice/srcs"
@@ -21,14 +22,14 @@ func newThreadRig(t *testing.T, buffers, maxThreads int) *runnertest.Rig {
 	t.Helper()
 	return runnertest.NewRig(t, newThread, runnertest.RigConfig{
 		Pool:   pool.Config{Buffers: buffers},
-		Runner: srcs.RunnerConfig{MaxThreads: maxThreads},
+		Runner: contract.RunnerConfig{MaxThreads: maxThreads},
 	})
 }
 
 func TestThreadLimit(t *testing.T) {
 	g := newThreadRig(t, 8, 3)
 	var clients []net.Conn
-	var lanes []*srcs.Lane
+	var lanes []*contract.Lane
 	for range 3 {
 		c, l := g.Conn(0)
 		clients, lanes = append(clients, c), append(lanes, l)
@@ -69,10 +70,10 @@ func TestThreadLimit(t *testing.T) {
 }
 
 func TestThreadConfig(t *testing.T) {
-	if _, err := fallback.NewThread(srcs.RunnerConfig{MaxThreads: -1}); err == nil || !strings.Contains(err.Error(), "MaxThreads") {
+	if _, err := fallback.NewThread(contract.RunnerConfig{MaxThreads: -1}); err == nil || !strings.Contains(err.Error(), "MaxThreads") {
 		t.Errorf("negative MaxThreads: %v", err)
 	}
-	r, err := fallback.NewThread(srcs.RunnerConfig{})
+	r, err := fallback.NewThread(contract.RunnerConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,15 +85,15 @@ func TestThreadConfig(t *testing.T) {
 
 // fakeDesc is a source whose descriptor is whatever the test says.
 type fakeDesc struct {
-	desc srcs.Desc
+	desc contract.Desc
 	err  error
 }
 
-func (s *fakeDesc) Name() string               { return "fake" }
-func (s *fakeDesc) Open(context.Context) error { return nil }
-func (s *fakeDesc) Read([]byte) (int, error)   { return 0, io.EOF }
-func (s *fakeDesc) Close() error               { return nil }
-func (s *fakeDesc) Desc() (srcs.Desc, error)   { return s.desc, s.err }
+func (s *fakeDesc) Name() string                 { return "fake" }
+func (s *fakeDesc) Open(context.Context) error   { return nil }
+func (s *fakeDesc) Read([]byte) (int, error)     { return 0, io.EOF }
+func (s *fakeDesc) Close() error                 { return nil }
+func (s *fakeDesc) Desc() (contract.Desc, error) { return s.desc, s.err }
 
 func TestThreadAddErrors(t *testing.T) {
 	descErr := errors.New("no session")
@@ -108,7 +109,7 @@ func TestThreadAddErrors(t *testing.T) {
 		want error
 	}{
 		{"NoDescriptor", plainSource{&fakeDesc{}}, srcs.ErrNoDescriptor},
-		{"DatagramNotSocket", &fakeDesc{desc: srcs.Desc{FD: int(pr.Fd()), Kind: srcs.Datagram}}, syscall.ENOTSOCK},
+		{"DatagramNotSocket", &fakeDesc{desc: contract.Desc{FD: int(pr.Fd()), Kind: contract.Datagram}}, syscall.ENOTSOCK},
 		{"DescError", &fakeDesc{err: descErr}, descErr},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -15,8 +15,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sluice-io/sluice/internal/lanes"
-	"github.com/sluice-io/sluice/srcs"
+	"github.com/sluice-io/sluice/internal/contract"
+	"github.com/sluice-io/sluice/internal/front"
 )
 
 // acceptDepth is how many accepts a worker keeps armed for one listener
@@ -28,20 +28,20 @@ const acceptDepth = 16
 // in the worker's acceptOps.
 const tagAccept = tagFileRead + 1
 
-// StartAccept implements srcs.AcceptRunner: the listener's accepts are
+// StartAccept implements contract.AcceptRunner: the listener's accepts are
 // armed on every worker's ring (single-shot IORING_OP_ACCEPT with a
 // sockaddr each, so that every connection is named by its peer and can
 // be refused by address; a multishot accept shares one sockaddr, and a
 // direct descriptor has no getpeername). A connection goes into a slot
 // of the accepting worker's file table when one is free, and its source
-// is then srcs.Directed, read by that worker alone; otherwise it comes as
+// is then contract.Directed, read by that worker alone; otherwise it comes as
 // a descriptor (and EMFILE as an error, for the listener to back off).
 //
 // The kernel hands each connection to one armed accept, and the grants
 // keep about as many armed on every worker, so connections spread over
 // the workers.
-func (r *Runner) StartAccept(fd int) (srcs.AcceptQueue, error) {
-	q, err := lanes.NewAccepts("ring: runner", fd, r.workers, acceptDepth)
+func (r *Runner) StartAccept(fd int) (contract.AcceptQueue, error) {
+	q, err := front.NewAccepts("ring: runner", fd, r.workers, acceptDepth)
 	if err != nil {
 		return nil, err
 	}
@@ -61,16 +61,16 @@ func (r *Runner) StartAccept(fd int) (srcs.AcceptQueue, error) {
 	return &acceptQueue{q, r}, nil
 }
 
-// acceptQueue is one listener's accepts on the runner (srcs.AcceptQueue);
+// acceptQueue is one listener's accepts on the runner (contract.AcceptQueue);
 // it knows the runner it belongs to, so that Add can tell its
 // connections from another runner's.
 type acceptQueue struct {
-	*lanes.Accepts[*worker]
+	*front.Accepts[*worker]
 	r *Runner
 }
 
 // acceptor is a listener's accepts on one worker.
-type acceptor = lanes.Acceptor[*worker]
+type acceptor = front.Acceptor[*worker]
 
 // acceptOp is one armed accept: where the kernel writes the peer's
 // address. The worker keeps it until the CQE arrives.
@@ -148,7 +148,7 @@ func (w *worker) acceptDone(idx uint32, res int32) {
 	}
 	op := w.acceptOps[idx]
 	a := op.acc
-	out := srcs.RunnerAccepted{FD: -1}
+	out := contract.RunnerAccepted{FD: -1}
 	switch {
 	case res < 0:
 		if op.direct {
@@ -262,7 +262,7 @@ func (w *worker) abandonAccepts(reason error) {
 		w.acceptFree = append(w.acceptFree, uint32(idx))
 		a.Armed--
 		w.accepting--
-		a.Done(srcs.RunnerAccepted{FD: -1, Err: err})
+		a.Done(contract.RunnerAccepted{FD: -1, Err: err})
 	}
 	for _, a := range w.acceptors {
 		a.Revoke()
@@ -327,14 +327,14 @@ func (w *worker) closeSlot(slot uint32) {
 
 // addDirect places a lane whose connection a worker accepted into its
 // table on that worker, which alone can read it.
-func (r *Runner) addDirect(l *srcs.Lane, d srcs.Directed) error {
+func (r *Runner) addDirect(l *contract.Lane, d contract.Directed) error {
 	if q, ok := d.AcceptedBy().(*acceptQueue); !ok || q.r != r {
 		return fmt.Errorf("ring: runner: add lane %d (%s): the connection was accepted by another runner", l.ID, l.Name())
 	}
 	if err := r.front.Addable(l); err != nil {
 		return err
 	}
-	if err := srcs.CheckFraming(l, srcs.Stream); err != nil {
+	if err := contract.CheckFraming(l, contract.Stream); err != nil {
 		return fmt.Errorf("ring: runner: add %w", err)
 	}
 	wi, slot, ok := d.TakeDirect()

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/pool"
 	"github.com/sluice-io/sluice/srcs"
 )
@@ -61,7 +62,7 @@ type acceptRig struct {
 	r   *Runner
 	k   *killer
 	ln  *srcs.Listener
-	ra  *srcs.RunnerAcceptor
+	ra  contract.Acceptor
 	got chan srcs.Source
 	err chan error
 }
@@ -75,7 +76,7 @@ func newAcceptRig(t *testing.T) *acceptRig {
 	}
 	t.Cleanup(func() { p.Close() })
 	k := new(killer)
-	r, err := newRunner(srcs.RunnerConfig{Workers: 2, Pool: p}, runnerOptions{fault: k.hook})
+	r, err := newRunner(contract.RunnerConfig{Workers: 2, Pool: p}, runnerOptions{fault: k.hook})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +134,7 @@ func (g *acceptRig) accept(n int) []srcs.Source {
 func TestAcceptWorkerFails(t *testing.T) {
 	g := newAcceptRig(t)
 	for _, src := range g.accept(4) {
-		if _, ok := src.(srcs.Directed); !ok {
+		if _, ok := src.(contract.Directed); !ok {
 			t.Errorf("%s: accepted as %T, want a connection in a file table", src.Name(), src)
 		}
 		src.Close()

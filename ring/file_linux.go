@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-io/sluice/internal/driver"
 	"github.com/sluice-io/sluice/pool"
 	"github.com/sluice-io/sluice/srcs"
 )
@@ -191,7 +192,7 @@ func (w *worker) emitFileReads(ln *lane) {
 				fa.end = io.EOF
 				w.staleFileReads(ln)
 			default:
-				fa.end = srcs.Classify(os.NewSyscallError("read", unix.Errno(-res)))
+				fa.end = driver.Classify(os.NewSyscallError("read", unix.Errno(-res)))
 				w.staleFileReads(ln)
 			}
 			continue

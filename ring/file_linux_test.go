@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/pool"
 	"github.com/sluice-io/sluice/srcs"
 )
@@ -23,12 +24,12 @@ type emitted struct {
 	flags srcs.Flags
 }
 
-func (e *orderEmitter) Emit(_ *srcs.Lane, b *pool.Buf, n int, flags srcs.Flags, _ time.Time) {
+func (e *orderEmitter) Emit(_ *contract.Lane, b *pool.Buf, n int, flags srcs.Flags, _ time.Time) {
 	e.chunks = append(e.chunks, emitted{b.Bytes()[0], n, flags})
 	b.Release()
 }
 
-func (e *orderEmitter) Finish(_ *srcs.Lane, err error) { e.done, e.ended = err, true }
+func (e *orderEmitter) Finish(_ *contract.Lane, err error) { e.done, e.ended = err, true }
 
 // fileRig is a worker with no ring and one file lane whose queue holds
 // depth reads in flight, read k into a buffer whose first byte is k.
@@ -48,7 +49,7 @@ func fileRig(t *testing.T, depth int) (*worker, *lane, *orderEmitter, *pool.Pool
 	w := &worker{r: r}
 	w.SetGenMask(genMask)
 	out := &orderEmitter{}
-	l := &srcs.Lane{ID: 1, Account: p.Join(1), Out: out}
+	l := &contract.Lane{ID: 1, Account: p.Join(1), Out: out}
 	idx, gen := w.AllocSlot()
 	ln := &lane{slot: idx, gen: gen, mode: modeFile, fa: &fileAhead{}, op: tagRead}
 	ln.d.Reset(l, 0)

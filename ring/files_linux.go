@@ -1,5 +1,5 @@
 // A uring worker's registered file table: where the sockets of accepted
-// connections live once their sources hand them over (srcs.HandOff), as
+// connections live once their sources hand them over (contract.HandOff), as
 // direct descriptors that count against no descriptor limit.
 
 package ring
@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/srcs"
 )
 
@@ -105,12 +106,12 @@ func (w *worker) setSlot(slot uint32, fd int32) error {
 func (w *worker) putSlot(slot uint32) { w.files.free = append(w.files.free, slot) }
 
 // direct moves an accepted connection's socket into w's file table when
-// its source hands it over (srcs.HandOff): the lane then reads the slot
+// its source hands it over (contract.HandOff): the lane then reads the slot
 // with SQEFixedFile, the worker owns the socket, and the process's own
 // descriptor is closed. A lane stays on its descriptor when the table
 // has no slot for it, or the source is closed already.
 func (w *worker) direct(ln *lane, src srcs.Source) {
-	ho, ok := src.(srcs.HandOff)
+	ho, ok := src.(contract.HandOff)
 	if !ok || ln.mode != modeSock {
 		return
 	}

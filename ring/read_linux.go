@@ -13,7 +13,6 @@ import (
 
 	"github.com/sluice-io/sluice/internal/driver"
 	"github.com/sluice-io/sluice/pool"
-	"github.com/sluice-io/sluice/srcs"
 )
 
 // readMode says how a lane reads.
@@ -48,7 +47,7 @@ func (w *worker) polled(ln *lane, res int32) {
 		switch errno := unix.Errno(-res); errno {
 		case unix.ECANCELED, unix.EINTR, unix.EAGAIN:
 		default:
-			w.finish(ln, srcs.Classify(os.NewSyscallError("poll", errno)))
+			w.finish(ln, driver.Classify(os.NewSyscallError("poll", errno)))
 			return
 		}
 	} else {

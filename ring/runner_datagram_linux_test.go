@@ -8,10 +8,12 @@ import (
 	"golang.org/x/sys/unix"
 
 	"fmt"
+	"net"
+
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/runnertest"
 	"github.com/sluice-io/sluice/pool"
 	"github.com/sluice-io/sluice/srcs"
-	"net"
 )
 
 // TestRunnerDatagrams runs the runners' datagram suite (runnertest) on
@@ -34,7 +36,7 @@ func (s sizedFd) MaxDatagram() int { return s.max }
 // datagram socketpair blocks the writer instead of dropping.
 func TestRunnerDatagramAllocs(t *testing.T) {
 	a := newAllocRig(t, 16<<10, unix.SOCK_DGRAM, func(fd int) srcs.Source {
-		return sizedFd{&runnertest.FDSource{FD: fd, Kind: srcs.Datagram}, 1000}
+		return sizedFd{&runnertest.FDSource{FD: fd, Kind: contract.Datagram}, 1000}
 	})
 	defer unix.Close(a.wr)
 	const perRun = 64
@@ -69,7 +71,7 @@ func TestRunnerDatagramAllocs(t *testing.T) {
 func TestRunnerDatagramBatches(t *testing.T) {
 	requireURing(t)
 	g := runnertest.NewRig(t, newRunnerWith(runnerOptions{}), runnertest.RigConfig{
-		Pool: pool.Config{BufSize: 64 << 10, Buffers: 4}, Runner: srcs.RunnerConfig{Workers: 1}, Datagrams: true,
+		Pool: pool.Config{BufSize: 64 << 10, Buffers: 4}, Runner: contract.RunnerConfig{Workers: 1}, Datagrams: true,
 	})
 	s, err := srcs.ListenUDP(srcs.UDPConfig{Addr: "127.0.0.1:0", MaxDatagram: 512})
 	if err != nil {

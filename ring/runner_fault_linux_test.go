@@ -9,9 +9,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/runnertest"
 	"github.com/sluice-io/sluice/pool"
-	"github.com/sluice-io/sluice/srcs"
 )
 
 // errInjected is the ring failure the fault hooks report.
@@ -47,7 +47,7 @@ func (r faultyRunner) FailWorker(i int, err error) bool {
 
 func (r faultyRunner) WorkerStopped(i int) bool { return r.workers[i].Stopped() }
 
-func (r faultyRunner) WorkerOf(l *srcs.Lane) (int, bool) {
+func (r faultyRunner) WorkerOf(l *contract.Lane) (int, bool) {
 	ref, ok := r.front.Lookup(l)
 	if !ok {
 		return 0, false
@@ -58,7 +58,7 @@ func (r faultyRunner) WorkerOf(l *srcs.Lane) (int, bool) {
 // newFaultyRunner makes uring runners whose workers a killer fails; opts
 // are the other test knobs.
 func newFaultyRunner(opts runnerOptions) runnertest.NewFaulty {
-	return func(cfg srcs.RunnerConfig) (runnertest.Faulty, error) {
+	return func(cfg contract.RunnerConfig) (runnertest.Faulty, error) {
 		k := new(killer)
 		opts.fault = k.hook
 		r, err := newRunner(cfg, opts)
@@ -96,7 +96,7 @@ func TestRunnerFaultEmitsInFlightReads(t *testing.T) {
 		return nil
 	}
 	// One buffer: the lane holds it with partial data, another waits.
-	g, run := newRig(t, srcs.RunnerConfig{Workers: 1}, pool.Config{Buffers: 1}, runnerOptions{fault: fault})
+	g, run := newRig(t, contract.RunnerConfig{Workers: 1}, pool.Config{Buffers: 1}, runnerOptions{fault: fault})
 	g.CloseErr = errInjected
 	g.Rec.Keep = true
 	client, l := g.Conn(time.Hour)
@@ -137,8 +137,8 @@ func TestRunnerFaultLeaksBuffersInFlight(t *testing.T) {
 			return errors.Join(r.Close(), errStuck)
 		},
 	})
-	g := runnertest.NewRig(t, func(cfg srcs.RunnerConfig) (runnertest.Runner, error) { return nr(cfg) },
-		runnertest.RigConfig{Pool: pool.Config{Buffers: 4}, Runner: srcs.RunnerConfig{Workers: 1}})
+	g := runnertest.NewRig(t, func(cfg contract.RunnerConfig) (runnertest.Runner, error) { return nr(cfg) },
+		runnertest.RigConfig{Pool: pool.Config{Buffers: 4}, Runner: contract.RunnerConfig{Workers: 1}})
 	run := g.R.(faultyRunner)
 	g.CloseErr = errInjected
 	g.Leaked = 1
@@ -150,7 +150,7 @@ func TestRunnerFaultLeaksBuffersInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unix.Close(fds[1])
-	pipe := g.Add(&runnertest.FDSource{FD: fds[0], Kind: srcs.File}, time.Hour)
+	pipe := g.Add(&runnertest.FDSource{FD: fds[0], Kind: contract.File}, time.Hour)
 	// A socket lane holding partial data behind a poll, which does not
 	// refer to the buffer: its data must still be emitted.
 	client, sock := g.Conn(time.Hour)

@@ -9,10 +9,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/driver"
-	"github.com/sluice-io/sluice/internal/lanes"
+	"github.com/sluice-io/sluice/internal/front"
 	"github.com/sluice-io/sluice/pool"
-	"github.com/sluice-io/sluice/srcs"
 )
 
 // Runner is the io_uring runner: RunnerConfig.Workers workers (one when
@@ -57,10 +57,10 @@ import (
 // msghdr and an iovec in an off-heap [Arena] of its worker, which outlive
 // every operation of the slot's lanes. A datagram is never short, so only
 // EAGAIN sends the lane back to its poll. When less room is left than the
-// lane's srcs.DatagramLimit, the buffer is emitted (flag Datagrams, and
+// lane's driver.DatagramLimit, the buffer is emitted (flag Datagrams, and
 // Partial unless exactly full). A datagram longer than its room comes back
 // truncated: it is dropped, reported to the emitter if it is a
-// srcs.DatagramDropReporter, logged once per lane, and the lane keeps
+// contract.DatagramDropReporter, logged once per lane, and the lane keeps
 // running.
 //
 // # Accepting
@@ -122,17 +122,17 @@ import (
 type Runner struct {
 	log     *slog.Logger
 	pool    *pool.Pool
-	wakeups srcs.WakeupHolder // nil: every Emit wakes processing itself
-	inline  bool              // processing runs inside Emit: workers never yield for it
+	wakeups contract.WakeupHolder // nil: every Emit wakes processing itself
+	inline  bool                  // processing runs inside Emit: workers never yield for it
 	opts    runnerOptions
 	workers []*worker
 	wg      sync.WaitGroup
-	front   lanes.Front[*worker] // the lanes being driven; add, remove, close
+	front   front.Front[*worker] // the lanes being driven; add, remove, close
 
-	lanes.Control[*worker] // Remove, SetPaused, Close and Stats
+	front.Control[*worker] // Remove, SetPaused, Close and Stats
 
 	noFixedOnce sync.Once
-	fileSlots   int // srcs.RunnerConfig.FileSlots; resolved when a worker registers its table
+	fileSlots   int // contract.RunnerConfig.FileSlots; resolved when a worker registers its table
 }
 
 // runnerOptions are knobs for tests.
@@ -156,11 +156,11 @@ type runnerOptions struct {
 // returns an error matching [ErrNotSupported] when the kernel lacks
 // io_uring or an operation the runner needs, and the first worker's setup
 // error otherwise (after stopping the workers that did start).
-func NewRunner(cfg srcs.RunnerConfig) (*Runner, error) {
+func NewRunner(cfg contract.RunnerConfig) (*Runner, error) {
 	return newRunner(cfg, runnerOptions{})
 }
 
-func newRunner(cfg srcs.RunnerConfig, opts runnerOptions) (*Runner, error) {
+func newRunner(cfg contract.RunnerConfig, opts runnerOptions) (*Runner, error) {
 	if cfg.Workers < 0 {
 		return nil, fmt.Errorf("ring: runner: config: Workers = %d: must not be negative", cfg.Workers)
 	}
@@ -200,9 +200,9 @@ func newRunner(cfg srcs.RunnerConfig, opts runnerOptions) (*Runner, error) {
 		w.onCQE, w.wake = w.handleCQE, w.wakeLocked
 		r.workers = append(r.workers, w)
 	}
-	ops := lanes.Ops[*worker]{Runner: "uring", Wait: r.wg.Wait, Stats: (*worker).stats}
-	ops.Post = func(w *worker, op lanes.Op, tok uint64) { w.post(cmd{op: frontCmds[op], tok: tok}) }
-	r.front = lanes.Front[*worker]{Name: "ring: runner", Workers: r.workers, Ops: ops}
+	ops := front.Ops[*worker]{Runner: "uring", Wait: r.wg.Wait, Stats: (*worker).stats}
+	ops.Post = func(w *worker, op front.Op, tok uint64) { w.post(cmd{op: frontCmds[op], tok: tok}) }
+	r.front = front.Front[*worker]{Name: "ring: runner", Workers: r.workers, Ops: ops}
 	r.Control = r.front.Control()
 	for _, w := range r.workers {
 		r.wg.Go(w.run)
@@ -247,12 +247,12 @@ func runnerSupported(p ProbeResult) error {
 }
 
 // Add hands l to the least loaded worker that has not failed. It fails with
-// srcs.ErrNoDescriptor for a source that is no srcs.Descriptor, for a
+// srcs.ErrNoDescriptor for a source that is no contract.Descriptor, for a
 // datagram descriptor that is no SOCK_DGRAM socket, with net.ErrClosed after
 // Close, and with the first worker's failure once every worker has failed.
-func (r *Runner) Add(l *srcs.Lane) error {
+func (r *Runner) Add(l *contract.Lane) error {
 	if l != nil {
-		if d, ok := l.Src.(srcs.Directed); ok {
+		if d, ok := l.Src.(contract.Directed); ok {
 			return r.addDirect(l, d)
 		}
 	}
@@ -265,7 +265,7 @@ func (r *Runner) Add(l *srcs.Lane) error {
 
 // queueAdd gives w a slot for l and posts c, the lane's add. ok is false
 // when w stopped since it was picked.
-func (r *Runner) queueAdd(w *worker, l *srcs.Lane, c cmd) (tok uint64, ok bool, err error) {
+func (r *Runner) queueAdd(w *worker, l *contract.Lane, c cmd) (tok uint64, ok bool, err error) {
 	idx, gen := w.AllocSlot()
 	if idx > slotMask {
 		w.FreeSlot(idx)
@@ -287,7 +287,7 @@ func (r *Runner) queueAdd(w *worker, l *srcs.Lane, c cmd) (tok uint64, ok bool, 
 
 // addCmd admits l (admit: the runner takes it) and decides how its
 // descriptor will be read.
-func addCmd(l *srcs.Lane, admit func(*srcs.Lane) error) (cmd, error) {
+func addCmd(l *contract.Lane, admit func(*contract.Lane) error) (cmd, error) {
 	a, err := driver.AdmitDescriptor("ring: runner", l, admit)
 	if err != nil {
 		return cmd{}, err

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/runnertest"
 	"github.com/sluice-io/sluice/pool"
 	"github.com/sluice-io/sluice/srcs"
@@ -29,7 +30,7 @@ func (r syncRunner) Sync() { r.sync() }
 // newRunnerWith returns the constructor the runner suite and the Rig take,
 // for a runner with the test knobs opts.
 func newRunnerWith(opts runnerOptions) runnertest.New {
-	return func(cfg srcs.RunnerConfig) (runnertest.Runner, error) {
+	return func(cfg contract.RunnerConfig) (runnertest.Runner, error) {
 		r, err := newRunner(cfg, opts)
 		if err != nil {
 			return nil, err
@@ -40,7 +41,7 @@ func newRunnerWith(opts runnerOptions) runnertest.New {
 
 // newRig is a runnertest.Rig over a uring runner with the test knobs opts,
 // returned with it; io_uring is required.
-func newRig(t *testing.T, rc srcs.RunnerConfig, pc pool.Config, opts runnerOptions) (*runnertest.Rig, *Runner) {
+func newRig(t *testing.T, rc contract.RunnerConfig, pc pool.Config, opts runnerOptions) (*runnertest.Rig, *Runner) {
 	t.Helper()
 	requireURing(t)
 	g := runnertest.NewRig(t, newRunnerWith(opts), runnertest.RigConfig{Pool: pc, Runner: rc})
@@ -75,7 +76,7 @@ func TestRunnerFile(t *testing.T) {
 		{name: "memlock-read", register: memlock},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			g, run := newRig(t, srcs.RunnerConfig{Workers: 2}, pool.Config{BufSize: 64 << 10, Buffers: 16}, runnerOptions{register: tc.register})
+			g, run := newRig(t, contract.RunnerConfig{Workers: 2}, pool.Config{BufSize: 64 << 10, Buffers: 16}, runnerOptions{register: tc.register})
 			f, err := os.Open(file.Name())
 			if err != nil {
 				t.Fatal(err)
@@ -119,7 +120,7 @@ func TestRunnerFile(t *testing.T) {
 func TestRunnerGrantNotHeldByBatchWait(t *testing.T) {
 	const size = 4 << 20
 	data := runnertest.RandomBytes(13, size)
-	g, _ := newRig(t, srcs.RunnerConfig{Workers: 1, BatchWait: time.Second},
+	g, _ := newRig(t, contract.RunnerConfig{Workers: 1, BatchWait: time.Second},
 		pool.Config{BufSize: 64 << 10, Buffers: 4, MaxPerSource: 2}, runnerOptions{})
 	g.Rec.Hold = true
 	stop := make(chan struct{})
@@ -159,7 +160,7 @@ func TestRunnerHoldLessBatchWait(t *testing.T) {
 		t.Skip("batched waits need IORING_FEAT_MIN_TIMEOUT (6.12)")
 	}
 	const flush, batch = 400 * time.Millisecond, 200 * time.Millisecond
-	g, _ := newRig(t, srcs.RunnerConfig{Workers: 1, BatchWait: batch},
+	g, _ := newRig(t, contract.RunnerConfig{Workers: 1, BatchWait: batch},
 		pool.Config{BufSize: 16 << 10, Buffers: 8}, runnerOptions{})
 	c, l := g.Conn(flush)
 	g.Conn(flush)             // a second lane polling, so that the worker batches its waits
@@ -187,15 +188,15 @@ func TestRunnerHoldLessBatchWait(t *testing.T) {
 // TestRunnerAddErrors adds what only the uring runner refuses (the shared
 // cases are the suite's).
 func TestRunnerAddErrors(t *testing.T) {
-	g, _ := newRig(t, srcs.RunnerConfig{Workers: 1}, pool.Config{Buffers: 4}, runnerOptions{})
+	g, _ := newRig(t, contract.RunnerConfig{Workers: 1}, pool.Config{Buffers: 4}, runnerOptions{})
 	a, b := runnertest.Socketpair(t, unix.SOCK_STREAM)
 	defer unix.Close(b)
-	stream := &runnertest.FDSource{FD: a, Kind: srcs.Datagram}
+	stream := &runnertest.FDSource{FD: a, Kind: contract.Datagram}
 	negative := g.Lane(stream, 0)
 	negative.Flush = -1
 	for _, tc := range []struct {
 		name string
-		lane *srcs.Lane
+		lane *contract.Lane
 		want error
 	}{
 		{"datagram on a stream socket", g.Lane(stream, 0), unix.EPROTOTYPE},
@@ -244,7 +245,7 @@ func TestRunnerSupported(t *testing.T) {
 
 func TestRunnerConfigErrors(t *testing.T) {
 	requireURing(t)
-	if _, err := NewRunner(srcs.RunnerConfig{Workers: 1, BatchWait: time.Second}); err == nil {
+	if _, err := NewRunner(contract.RunnerConfig{Workers: 1, BatchWait: time.Second}); err == nil {
 		t.Error("NewRunner without a pool succeeded")
 	}
 	p, err := pool.New(pool.Config{BufSize: 4 << 10, Buffers: 1})
@@ -252,7 +253,7 @@ func TestRunnerConfigErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	if _, err := NewRunner(srcs.RunnerConfig{Workers: -1, Pool: p}); err == nil {
+	if _, err := NewRunner(contract.RunnerConfig{Workers: -1, Pool: p}); err == nil {
 		t.Error("NewRunner with -1 workers succeeded")
 	}
 }
@@ -264,7 +265,7 @@ type allocRig struct {
 	pool *pool.Pool
 	run  *Runner
 	src  srcs.Source
-	lane *srcs.Lane
+	lane *contract.Lane
 	out  *runnertest.Counter
 	wr   int // the socketpair's writing end
 }
@@ -279,13 +280,13 @@ func newAllocRig(t *testing.T, bufSize, typ int, src func(fd int) srcs.Source) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := NewRunner(srcs.RunnerConfig{Workers: 1, Pool: p})
+	r, err := NewRunner(contract.RunnerConfig{Workers: 1, Pool: p})
 	if err != nil {
 		t.Fatal(err)
 	}
 	rd, wr := runnertest.Socketpair(t, typ)
 	a := &allocRig{pool: p, run: r, src: src(rd), out: runnertest.NewCounter(1), wr: wr}
-	a.lane = &srcs.Lane{ID: 1, Src: a.src, Account: p.Join(1), Flush: time.Millisecond, Out: a.out}
+	a.lane = &contract.Lane{ID: 1, Src: a.src, Account: p.Join(1), Flush: time.Millisecond, Out: a.out}
 	if err := r.Add(a.lane); err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +320,7 @@ func (a *allocRig) close(t *testing.T) {
 }
 
 func TestRunnerSteadyStateAllocs(t *testing.T) {
-	a := newAllocRig(t, 64<<10, unix.SOCK_STREAM, func(fd int) srcs.Source { return &runnertest.FDSource{FD: fd, Kind: srcs.Stream} })
+	a := newAllocRig(t, 64<<10, unix.SOCK_STREAM, func(fd int) srcs.Source { return &runnertest.FDSource{FD: fd, Kind: contract.Stream} })
 	buf := make([]byte, 48<<10) // not a divisor of the buffer size
 	write := func() { a.write(t, buf, 32) }
 	write() // grow the worker's slices
@@ -390,7 +391,7 @@ func TestRunnerStreamHoldLessBatchWait(t *testing.T) {
 	for _, lanes := range []int{1, 2} {
 		t.Run(fmt.Sprintf("%d lanes", lanes), func(t *testing.T) {
 			const flush, batch = 400 * time.Millisecond, 100 * time.Millisecond
-			g, _ := newRig(t, srcs.RunnerConfig{Workers: 1, BatchWait: batch},
+			g, _ := newRig(t, contract.RunnerConfig{Workers: 1, BatchWait: batch},
 				pool.Config{BufSize: 16 << 10, Buffers: 8}, runnerOptions{})
 			g.Rec.Keep = true
 			conns := make([]*net.TCPConn, lanes)

@@ -2,7 +2,7 @@
 
 package ring
 
-import "github.com/sluice-io/sluice/srcs"
+import "github.com/sluice-io/sluice/internal/contract"
 
 var errRunnerNotLinux = &NotSupportedError{Op: "runner", Reason: "io_uring needs Linux"}
 
@@ -10,15 +10,15 @@ var errRunnerNotLinux = &NotSupportedError{Op: "runner", Reason: "io_uring needs
 type Runner struct{}
 
 // NewRunner returns an error matching ErrNotSupported on this OS.
-func NewRunner(cfg srcs.RunnerConfig) (*Runner, error) { return nil, errRunnerNotLinux }
+func NewRunner(cfg contract.RunnerConfig) (*Runner, error) { return nil, errRunnerNotLinux }
 
 // Name returns "uring".
 func (r *Runner) Name() string { return "uring" }
 
 // Add returns an error matching ErrNotSupported on this OS.
-func (r *Runner) Add(l *srcs.Lane) error { return errRunnerNotLinux }
+func (r *Runner) Add(l *contract.Lane) error { return errRunnerNotLinux }
 
-func (r *Runner) Remove(l *srcs.Lane)     {}
-func (r *Runner) SetPaused(paused bool)   {}
-func (r *Runner) Close() error            { return nil }
-func (r *Runner) Stats() srcs.RunnerStats { return srcs.RunnerStats{Runner: "uring"} }
+func (r *Runner) Remove(l *contract.Lane)     {}
+func (r *Runner) SetPaused(paused bool)       {}
+func (r *Runner) Close() error                { return nil }
+func (r *Runner) Stats() contract.RunnerStats { return contract.RunnerStats{Runner: "uring"} }

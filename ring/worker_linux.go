@@ -15,9 +15,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/driver"
 	"github.com/sluice-io/sluice/internal/flush"
-	"github.com/sluice-io/sluice/internal/lanes"
+	"github.com/sluice-io/sluice/internal/front"
 	"github.com/sluice-io/sluice/srcs"
 )
 
@@ -59,9 +60,9 @@ const batchWaitNr = runnerCQEntries / 32
 // wakeWrites returns the eventfd writes made to wake w. Any goroutine.
 // stats returns the worker's counters; every enter is a system call,
 // and so is every write that woke the worker.
-func (w *worker) stats() srcs.RunnerStats {
+func (w *worker) stats() contract.RunnerStats {
 	enters := w.enters.Load()
-	return srcs.RunnerStats{
+	return contract.RunnerStats{
 		Reads: w.reads.Load(), Waits: w.waits.Load(), Wakeups: w.wakeups.Load(),
 		Enters: enters, Completions: w.cqes.Load(), Syscalls: enters + w.wakeWrites(),
 		DirectFiles: int(w.files.used.Load()), Accepted: w.accepted.Load(),
@@ -93,7 +94,7 @@ const (
 )
 
 // frontCmds are the commands the runner's front posts for its ops.
-var frontCmds = [...]cmdOp{lanes.OpRemove: cmdRemove, lanes.OpResume: cmdResume, lanes.OpStop: cmdClose}
+var frontCmds = [...]cmdOp{front.OpRemove: cmdRemove, front.OpResume: cmdResume, front.OpStop: cmdClose}
 
 // cmd is a command for a worker. Lanes are named by token (slot and
 // generation), so commands that arrive after a lane finished (a late grant,
@@ -101,7 +102,7 @@ var frontCmds = [...]cmdOp{lanes.OpRemove: cmdRemove, lanes.OpResume: cmdResume,
 type cmd struct {
 	op     cmdOp
 	tok    uint64
-	lane   *srcs.Lane // cmdAdd, and the fields below
+	lane   *contract.Lane // cmdAdd, and the fields below
 	fd     int
 	mode   readMode
 	off    int64         // where a file lane starts reading
@@ -123,9 +124,9 @@ type worker struct {
 	setup chan error // the result of ring setup, sent once
 	onCQE func(*CQE) // handleCQE, bound once so reaping allocates nothing
 
-	// The command queue, the slots and the load (lanes.Worker), which
+	// The command queue, the slots and the load (front.Worker), which
 	// other goroutines share with the worker.
-	lanes.Mailbox[cmd]
+	front.Mailbox[cmd]
 	waker *Waker // Wake is called under Mu, so Close never races it
 	wake  func() // wakes the worker; bound once, so posting allocates nothing
 
@@ -191,7 +192,7 @@ type worker struct {
 // allow and the rarely used ones live elsewhere: a framed or datagram
 // lane's state in d, a file lane's read-ahead in fa, a lane's grant
 // notification made on its first pool wait, and a failed worker's reason
-// on the worker. The worker allocates them in slabs (lanes.Slot).
+// on the worker. The worker allocates them in slabs (front.Slot).
 type lane struct {
 	// d is the lane's buffer, its framing and the emit rules
 	// (internal/driver); the worker only arms reads and tells it what
@@ -213,7 +214,7 @@ type lane struct {
 	parked    bool // in the parked list
 	waiting   bool // a pool Wait is pending
 	fixed     bool // fd is a slot of the worker's file table (files_linux.go)
-	owned     bool // the worker closes fd when the lane ends (srcs.HandOff)
+	owned     bool // the worker closes fd when the lane ends (contract.HandOff)
 	removing  bool // Remove asked: cancel, then finish
 	failed    bool // removed because the worker failed: Finish reports w.failure
 	cancelled bool // the cancel SQE was issued
@@ -221,7 +222,7 @@ type lane struct {
 }
 
 // lane returns the engine's lane that ln drives.
-func (ln *lane) lane() *srcs.Lane { return ln.d.Lane() }
+func (ln *lane) lane() *contract.Lane { return ln.d.Lane() }
 
 // stopErr is what Finish reports once a removed lane's operations end.
 func (w *worker) stopErr(ln *lane) error {
@@ -358,7 +359,7 @@ func (w *worker) sqe() *SQE {
 // 20 µs to 10 ms later, and with GOMAXPROCS=1 nothing else runs meanwhile.
 // Each yield of a locked thread costs two context switches, so it is paid
 // once per batch of chunks, not once per chunk; and never when processing
-// runs inside Emit (srcs.RunnerConfig.Inline), where nothing waits for it.
+// runs inside Emit (contract.RunnerConfig.Inline), where nothing waits for it.
 func (w *worker) loop() error {
 	for {
 		// Processing is woken once a turn, not once a chunk: the hold
@@ -575,7 +576,7 @@ func nextStreamHold(hold time.Duration, bytes int64, bufSize int, batchWait time
 	return hold
 }
 
-// holdWakeups and releaseWakeups bracket a turn (srcs.WakeupHolder).
+// holdWakeups and releaseWakeups bracket a turn (contract.WakeupHolder).
 func (w *worker) holdWakeups() {
 	if h := w.r.wakeups; h != nil {
 		h.HoldWakeups()
@@ -714,7 +715,7 @@ func (w *worker) maxHold(flush time.Duration, mode readMode) time.Duration {
 
 func (w *worker) add(c *cmd) {
 	idx, gen := splitToken(c.tok)
-	ln := lanes.Slot(&w.slots, &w.spare, idx)
+	ln := front.Slot(&w.slots, &w.spare, idx)
 	*ln = lane{
 		slot:     idx,
 		gen:      gen,

@@ -12,23 +12,25 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/contract"
+	"github.com/sluice-io/sluice/internal/proxy"
 	"golang.org/x/sys/unix"
 )
 
-// AcceptDescriptor is Accept for an engine whose runner reads descriptors
-// itself (uring, epoll, thread): it returns the connection as its raw
-// socket, non-blocking, accepted with accept4(2) on the listener's
-// descriptor. No net.Conn is made for it, Go's netpoller never watches
+// AcceptDescriptor is AcceptSource for an engine whose runner reads
+// descriptors itself (uring, epoll, thread): it returns the connection as
+// its raw socket, non-blocking, accepted with accept4(2) on the listener's
+// descriptor. engine.Engine.AddListener calls it. No net.Conn is made for it, Go's netpoller never watches
 // it (only the listener's own socket is), and no goroutine waits for it:
-// an idle connection costs its source record and its name. The source is
-// a Descriptor from the start, so no runner has to duplicate it.
+// an idle connection costs its source record and its name. The source
+// offers its descriptor from the start, so no runner has to duplicate it.
 //
 // It honours MaxConns, the back-off when descriptors run out, Allow and
-// the counters as Accept does, and names the source by its peer as
-// Accept's do. A TCP listener sets TCP keepalive on its own socket (see
-// ListenTCP), which accepted sockets inherit. A listener with TLS or the
+// the counters, and names the source by its peer, as AcceptSource does. A
+// TCP listener sets TCP keepalive on its own socket (see ListenTCP), which
+// accepted sockets inherit. A listener with TLS or the
 // PROXY protocol, whose connections must be read through Go, returns
-// Accept's connections instead.
+// AcceptSource's connections instead.
 //
 // The source's Read reads the socket with read(2), which does not wait:
 // it is for runners that wait for readability themselves.
@@ -123,7 +125,7 @@ func (l *Listener) admitPeer(peer netip.AddrPort, path string) string {
 		}
 		return "unix://" + l.ln.Addr().String()
 	}
-	if ip := peer.Addr(); l.allow != nil && !inPrefixes(l.allow, ip) && (l.trusted == nil || !inPrefixes(l.trusted, ip)) {
+	if ip := peer.Addr(); l.allow != nil && !proxy.InPrefixes(l.allow, ip) && (l.trusted == nil || !proxy.InPrefixes(l.trusted, ip)) {
 		l.refuse(refDenied, net.TCPAddrFromAddrPort(peer), fmt.Errorf("%s is not in allow", ip))
 		return ""
 	}
@@ -142,10 +144,10 @@ type acceptedFD struct {
 }
 
 var (
-	_ Source     = (*acceptedFD)(nil)
-	_ Descriptor = (*acceptedFD)(nil)
-	_ Framed     = (*acceptedFD)(nil)
-	_ HandOff    = (*acceptedFD)(nil)
+	_ Source              = (*acceptedFD)(nil)
+	_ contract.Descriptor = (*acceptedFD)(nil)
+	_ Framed              = (*acceptedFD)(nil)
+	_ contract.HandOff    = (*acceptedFD)(nil)
 )
 
 // fdHandedOff is acceptedFD.fd once a runner took the socket (HandOff).
@@ -165,12 +167,12 @@ func (c *acceptedFD) Open(context.Context) error {
 }
 
 // Desc returns the socket.
-func (c *acceptedFD) Desc() (Desc, error) {
+func (c *acceptedFD) Desc() (contract.Desc, error) {
 	fd := c.fd.Load()
 	if fd < 0 {
-		return Desc{}, fmt.Errorf("srcs: %s: %w", c.name, net.ErrClosed)
+		return contract.Desc{}, fmt.Errorf("srcs: %s: %w", c.name, net.ErrClosed)
 	}
-	return Desc{FD: int(fd), Kind: Stream}, nil
+	return contract.Desc{FD: int(fd), Kind: contract.Stream}, nil
 }
 
 // Read reads the socket once with read(2), which does not wait: EAGAIN
@@ -190,7 +192,7 @@ func (c *acceptedFD) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// HandOff implements srcs.HandOff: the runner takes the socket, and Close
+// HandOff implements contract.HandOff: the runner takes the socket, and Close
 // only gives the listener its slot back.
 func (c *acceptedFD) HandOff(fd int) bool {
 	return fd >= 0 && c.fd.CompareAndSwap(int32(fd), fdHandedOff)
@@ -218,7 +220,7 @@ func (c *acceptedFD) Close() error {
 // raw access offers no Read. The duplicate shares the socket, its
 // backlog and its non-blocking mode; Listener.Close closes it. It
 // returns nil when ln offers no descriptor or it cannot be duplicated,
-// and AcceptDescriptor then returns Accept's connections.
+// and AcceptDescriptor then returns AcceptSource's connections.
 func rawListener(ln streamListener) *os.File {
 	sc, ok := ln.(syscall.Conn)
 	if !ok {

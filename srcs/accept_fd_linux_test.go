@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/srcs"
 )
 
@@ -49,15 +50,12 @@ func waitFD(t *testing.T, ch <-chan fdResult, within time.Duration) (srcs.Source
 	if _, ok := src.(syscall.Conn); ok {
 		t.Errorf("%T offers a syscall.Conn: a net.Conn is behind it", src)
 	}
-	if _, ok := src.(*srcs.AcceptedConn); ok {
-		t.Errorf("AcceptDescriptor returned an AcceptedConn")
-	}
-	d, ok := src.(srcs.Descriptor)
+	d, ok := src.(contract.Descriptor)
 	if !ok {
 		t.Fatalf("%T is no Descriptor", src)
 	}
 	desc, err := d.Desc()
-	if err != nil || desc.Kind != srcs.Stream {
+	if err != nil || desc.Kind != contract.Stream {
 		t.Fatalf("Desc = %+v, %v", desc, err)
 	}
 	fl, err := unix.FcntlInt(uintptr(desc.FD), unix.F_GETFL, 0)

@@ -4,18 +4,15 @@ package srcs
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
+
+	"github.com/sluice-io/sluice/internal/contract"
 )
 
-// ErrNotRunnerAcceptable says a listener's connections cannot be accepted
-// by a runner: outside Linux, none can.
-var ErrNotRunnerAcceptable = errors.New("connections are read through Go")
-
-// AcceptDescriptor is Accept for an engine whose runner reads descriptors
-// itself. Outside Linux it returns Accept's connections, which a runner
-// detaches from Go's netpoller (Conn.Desc).
+// AcceptDescriptor is AcceptSource for an engine whose runner reads
+// descriptors itself. Outside Linux it returns AcceptSource's connections,
+// which a runner detaches from Go's netpoller (Conn.Desc).
 func (l *Listener) AcceptDescriptor(ctx context.Context) (Source, error) {
 	return l.AcceptSource(ctx)
 }
@@ -28,12 +25,6 @@ func rawListener(streamListener) *os.File { return nil }
 func setKeepAlive(*os.File) error { return nil }
 
 // AcceptThrough is for runners that accept on Linux only.
-func (l *Listener) AcceptThrough(AcceptRunner) (*RunnerAcceptor, error) {
-	return nil, fmt.Errorf("srcs: accept %s through the runner: %w", l.name, ErrNotRunnerAcceptable)
+func (l *Listener) AcceptThrough(contract.AcceptRunner) (contract.Acceptor, error) {
+	return nil, fmt.Errorf("srcs: accept %s through the runner: %w", l.name, contract.ErrNotRunnerAcceptable)
 }
-
-// RunnerAcceptor is Linux only.
-type RunnerAcceptor struct{}
-
-func (*RunnerAcceptor) Accept(context.Context) (Source, error) { return nil, ErrNotRunnerAcceptable }
-func (*RunnerAcceptor) Close() error                           { return nil }

@@ -4,60 +4,56 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"golang.org/x/sys/unix"
 )
 
-// ErrNotRunnerAcceptable says a listener's connections cannot be accepted
-// by a runner: they need Go to read them (TLS, the PROXY protocol), or
-// the listener has no socket of its own.
-var ErrNotRunnerAcceptable = errors.New("connections are read through Go")
-
 // AcceptThrough returns an acceptor whose connections r accepts on its own
-// event loops (AcceptRunner), for an engine whose runner can. It fails
-// with ErrNotRunnerAcceptable for a listener with TLS or the PROXY
-// protocol.
+// event loops, for an engine whose runner can (uring, epoll). It fails
+// with contract.ErrNotRunnerAcceptable for a listener with TLS or the
+// PROXY protocol. A program has no use for it: engine.Engine.AddListener
+// calls it.
 //
-// The acceptor keeps what Accept promises: at MaxConns no accept is armed,
-// so further clients wait in the kernel's backlog; accepts failing for
+// The acceptor keeps what AcceptSource promises: at MaxConns no accept is
+// armed, so further clients wait in the kernel's backlog; accepts failing for
 // lack of descriptors or memory back off from 5ms to 1s, cut short when
 // a connection closes; Allow refuses by address; sources are named by
-// their peers. A connection r holds in a file table is a Directed source
-// only r can read; one it could not is a descriptor, as AcceptDescriptor
+// their peers. A connection r holds in a file table is a source only r can
+// read (contract.Directed); one it could not is a descriptor, as AcceptDescriptor
 // returns.
 //
 // The acceptor is not safe for concurrent use. Close it once done (after
 // the listener closed, or instead of further Accepts): that cancels the
 // accepts armed, and closes what they took.
-func (l *Listener) AcceptThrough(r AcceptRunner) (*RunnerAcceptor, error) {
+func (l *Listener) AcceptThrough(r contract.AcceptRunner) (contract.Acceptor, error) {
 	if l.hs != nil || l.rawf == nil {
-		return nil, fmt.Errorf("srcs: accept %s through the runner: %w", l.name, ErrNotRunnerAcceptable)
+		return nil, fmt.Errorf("srcs: accept %s through the runner: %w", l.name, contract.ErrNotRunnerAcceptable)
 	}
 	rc, err := l.rawf.SyscallConn()
 	if err != nil {
 		return nil, fmt.Errorf("srcs: accept %s through the runner: %w", l.name, err)
 	}
-	var q AcceptQueue
+	var q contract.AcceptQueue
 	if cerr := rc.Control(func(fd uintptr) { q, err = r.StartAccept(int(fd)) }); cerr != nil {
 		return nil, fmt.Errorf("srcs: accept %s through the runner: %w", l.name, cerr)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("srcs: accept %s through the runner: %w", l.name, err)
 	}
-	return &RunnerAcceptor{l: l, q: q}, nil
+	return &runnerAcceptor{l: l, q: q}, nil
 }
 
-// RunnerAcceptor accepts a Listener's connections through a runner; see
+// runnerAcceptor accepts a Listener's connections through a runner; see
 // Listener.AcceptThrough.
-type RunnerAcceptor struct {
+type runnerAcceptor struct {
 	l       *Listener
-	q       AcceptQueue
+	q       contract.AcceptQueue
 	granted int // grants out: each holds a slot under MaxConns
 	// A back-off after a shortage: no grants until timer fires or a
 	// connection closes.
@@ -70,7 +66,7 @@ type RunnerAcceptor struct {
 // Accept returns the next connection the runner accepted and the
 // listener admitted. It returns an error wrapping net.ErrClosed after the
 // listener's Close, and ctx's error when ctx ends first.
-func (a *RunnerAcceptor) Accept(ctx context.Context) (Source, error) {
+func (a *runnerAcceptor) Accept(ctx context.Context) (contract.Source, error) {
 	l := a.l
 	if a.closed {
 		return nil, l.errorf(net.ErrClosed)
@@ -108,7 +104,7 @@ func (a *RunnerAcceptor) Accept(ctx context.Context) (Source, error) {
 // grant keeps Depth accepts granted, each holding a slot under MaxConns,
 // unless backing off. With none granted and no slot free it waits for
 // one: a connection closing.
-func (a *RunnerAcceptor) grant(ctx context.Context) error {
+func (a *runnerAcceptor) grant(ctx context.Context) error {
 	if a.backingOff {
 		return nil
 	}
@@ -144,7 +140,7 @@ give:
 
 // unslot gives back the slot under MaxConns of a grant that brought no
 // connection.
-func (a *RunnerAcceptor) unslot() {
+func (a *runnerAcceptor) unslot() {
 	if a.l.slots != nil {
 		<-a.l.slots
 	}
@@ -152,13 +148,13 @@ func (a *RunnerAcceptor) unslot() {
 
 // take turns an accept's result into a source: nil and no error for a
 // connection refused or an accept worth trying again.
-func (a *RunnerAcceptor) take(res RunnerAccepted) (Source, error) {
+func (a *runnerAcceptor) take(res contract.RunnerAccepted) (Source, error) {
 	l := a.l
 	if res.Err != nil {
 		a.unslot()
 		switch {
 		case errors.Is(res.Err, syscall.ECONNABORTED), errors.Is(res.Err, syscall.EINTR), errors.Is(res.Err, syscall.EAGAIN),
-			errors.Is(res.Err, ErrAcceptRetry):
+			errors.Is(res.Err, contract.ErrAcceptRetry):
 			// The peer gave up while queued, as Go's Accept does; or the
 			// grant went to a worker that stopped: go on.
 			return nil, nil
@@ -183,9 +179,9 @@ func (a *RunnerAcceptor) take(res RunnerAccepted) (Source, error) {
 }
 
 // backOff stops granting for a while after an accept failed for lack of
-// descriptors or memory, as Accept's retries do. The accepts armed
+// descriptors or memory, as AcceptSource's retries do. The accepts armed
 // meanwhile may fail the same way; they do not lengthen it.
-func (a *RunnerAcceptor) backOff(err error) {
+func (a *runnerAcceptor) backOff(err error) {
 	if a.backingOff {
 		return
 	}
@@ -199,7 +195,7 @@ func (a *RunnerAcceptor) backOff(err error) {
 }
 
 // closeAccepted closes a connection nobody will read.
-func (a *RunnerAcceptor) closeAccepted(res RunnerAccepted) {
+func (a *runnerAcceptor) closeAccepted(res contract.RunnerAccepted) {
 	if res.Direct {
 		a.q.CloseDirect(res.Worker, res.Slot)
 	} else if res.FD >= 0 {
@@ -210,7 +206,7 @@ func (a *RunnerAcceptor) closeAccepted(res RunnerAccepted) {
 // Close stops the runner's accepts, waits for every grant to come back,
 // closing the connections accepted meanwhile, and releases the
 // runner's duplicate of the socket. Idempotent.
-func (a *RunnerAcceptor) Close() error {
+func (a *runnerAcceptor) Close() error {
 	if a.closed {
 		return nil
 	}
@@ -232,7 +228,7 @@ func (a *RunnerAcceptor) Close() error {
 // its name and two words.
 type directSource struct {
 	name string
-	a    *RunnerAcceptor
+	a    *runnerAcceptor
 	st   atomic.Uint64 // worker<<34 | slot<<2 | directClosed | directTaken
 }
 
@@ -241,20 +237,20 @@ const (
 	directClosed = 1 << 1 // Close was called
 )
 
-func newDirectSource(a *RunnerAcceptor, name string, worker, slot uint32) *directSource {
+func newDirectSource(a *runnerAcceptor, name string, worker, slot uint32) *directSource {
 	c := &directSource{name: name, a: a}
 	c.st.Store(uint64(worker)<<34 | uint64(slot)<<2)
 	return c
 }
 
 var (
-	_ Directed = (*directSource)(nil)
-	_ Framed   = (*directSource)(nil)
+	_ contract.Directed = (*directSource)(nil)
+	_ Framed            = (*directSource)(nil)
 )
 
-func (c *directSource) Name() string            { return c.name }
-func (c *directSource) Framer() Framer          { return c.a.l.framer }
-func (c *directSource) AcceptedBy() AcceptQueue { return c.a.q }
+func (c *directSource) Name() string                     { return c.name }
+func (c *directSource) Framer() Framer                   { return c.a.l.framer }
+func (c *directSource) AcceptedBy() contract.AcceptQueue { return c.a.q }
 
 // TakeDirect implements Directed.
 func (c *directSource) TakeDirect() (worker, slot uint32, ok bool) {
@@ -297,4 +293,4 @@ func (c *directSource) Close() error {
 	return nil
 }
 
-var _ io.Closer = (*RunnerAcceptor)(nil)
+var _ contract.Acceptor = (*runnerAcceptor)(nil)

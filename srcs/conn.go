@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/certs"
+	"github.com/sluice-io/sluice/internal/contract"
 	"golang.org/x/sys/unix"
 )
 
@@ -62,14 +64,15 @@ func newConn(c net.Conn, name string) *Conn {
 // close_notify alert, which could block on a peer that reads nothing: an
 // ingest source's peer only writes.
 func NewTLSConn(tc *tls.Conn, name string) *Conn {
-	id := peerSubject(tc.ConnectionState())
+	id := certs.PeerSubject(tc.ConnectionState())
 	if id != "" {
 		name += " [" + id + "]"
 	}
 	return &Conn{name: name, identity: id, raw: tc.NetConn(), tls: &tlsReader{tc: tc}, c: tc, fd: -1}
 }
 
-// Encrypted implements the capability: true for a TLS session.
+// Encrypted says the socket carries ciphertext, so the engine reads the
+// source through Read (contract.Encrypted): true for a TLS session.
 func (s *Conn) Encrypted() bool { return s.raw != nil }
 
 // Identity returns a TLS client's verified certificate subject, or "".
@@ -146,28 +149,28 @@ func (s *Conn) SyscallConn() (syscall.RawConn, error) {
 }
 
 // Desc detaches the socket from Go's netpoller on first use and returns it.
-func (s *Conn) Desc() (Desc, error) {
+func (s *Conn) Desc() (contract.Desc, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return Desc{}, fmt.Errorf("srcs: %s: %w", s.name, net.ErrClosed)
+		return contract.Desc{}, fmt.Errorf("srcs: %s: %w", s.name, net.ErrClosed)
 	}
 	if s.fd >= 0 {
-		return Desc{FD: s.fd, Kind: Stream}, nil
+		return contract.Desc{FD: s.fd, Kind: contract.Stream}, nil
 	}
 	if s.raw != nil {
-		return Desc{}, fmt.Errorf("srcs: %s: a TLS session: %w", s.name, ErrNoDescriptor)
+		return contract.Desc{}, fmt.Errorf("srcs: %s: a TLS session: %w", s.name, ErrNoDescriptor)
 	}
 	sc, ok := s.c.(syscall.Conn)
 	if !ok {
-		return Desc{}, fmt.Errorf("srcs: %s: %w", s.name, ErrNoDescriptor)
+		return contract.Desc{}, fmt.Errorf("srcs: %s: %w", s.name, ErrNoDescriptor)
 	}
 	fd, err := detach(s.name, sc, s.c)
 	if err != nil {
-		return Desc{}, err
+		return contract.Desc{}, err
 	}
 	s.c, s.fd = nil, fd
-	return Desc{FD: fd, Kind: Stream}, nil
+	return contract.Desc{FD: fd, Kind: contract.Stream}, nil
 }
 
 // detach duplicates the descriptor behind sc and closes c, so that the
@@ -213,8 +216,8 @@ func (s *Conn) Close() error {
 }
 
 var (
-	_ Encrypted  = (*Conn)(nil)
-	_ Identified = (*Conn)(nil)
+	_ contract.Encrypted = (*Conn)(nil)
+	_ Identified         = (*Conn)(nil)
 )
 
 // Sources whose runner may wait for readability before taking a buffer.

@@ -15,26 +15,21 @@ import (
 //
 // The chunk's length is exactly the sum of the prefixes and payloads: no
 // padding, no trailer. A datagram never straddles two chunks, and an empty
-// datagram (legal in UDP) is a bare zero prefix. Runners write the prefix
-// after the datagram has arrived, since only then is its length known: each
-// receive goes to buf[n+DatagramHeaderLen:] and its header to
-// buf[n:n+DatagramHeaderLen].
+// datagram (legal in UDP) is a bare zero prefix.
 //
 // The Partial flag means what it means for streams: the chunk was emitted
-// with free space left in its buffer. A runner never starts a receive with
-// less room than DatagramLimit; when less is left, it emits the buffer
-// (Partial unless exactly full) and receives into a new one. Datagrams longer
-// than the room a receive was given are dropped (see DatagramDropReporter),
-// never split.
+// with free space left in its buffer, too little for the next datagram.
+// Datagrams longer than the room a receive was given are dropped (counted
+// in engine.SourceStats), never split.
 //
-// ForEachDatagram decodes a chunk; AppendDatagram encodes one datagram.
+// ForEachDatagram decodes a chunk.
 
 const (
 	// DatagramHeaderLen is the length prefix before every datagram.
 	DatagramHeaderLen = 4
 	// MaxUDPPayload is the largest payload of a UDP datagram over IPv4
 	// (65535 minus the IPv4 and UDP headers). It is the default datagram
-	// limit for sources that state none (see DatagramSizer).
+	// limit for sources that state none.
 	MaxUDPPayload = 65507
 )
 
@@ -47,71 +42,6 @@ var (
 	// discarded: the socket never returns its tail.
 	ErrDatagramTooLarge = errors.New("srcs: datagram larger than the buffer")
 )
-
-// DatagramSizer is the optional capability of datagram sources that know the
-// largest datagram they expect. Runners reserve that much room (plus the
-// header) for each receive, so a smaller limit packs more datagrams into a
-// buffer. Datagrams above the limit are still delivered when they happen to
-// fit the room their receive was given, and dropped otherwise: a receive of
-// one datagram has the rest of the buffer, and a receive of several (the
-// epoll runner's recvmmsg) the limit for each but the last, whose room
-// runs to the end of the buffer.
-type DatagramSizer interface {
-	// MaxDatagram returns the limit in bytes, at least 1. It must not
-	// change while a runner drives the source.
-	MaxDatagram() int
-}
-
-// DatagramReader is the optional capability of datagram sources read
-// through their Read method rather than a descriptor (the goroutine runner).
-// A source of Kind Datagram must offer it to keep its datagram boundaries on
-// that runner; without it the runner treats the source as a byte stream.
-type DatagramReader interface {
-	// ReadDatagram receives one datagram into p and returns the number of
-	// bytes placed there. truncated reports that the datagram was longer
-	// than p: its tail is lost, and the runner drops it. Like Read, it
-	// honours the source's read deadline (os.ErrDeadlineExceeded).
-	ReadDatagram(p []byte) (n int, truncated bool, err error)
-}
-
-// DatagramDropReporter is the optional capability of an Emitter that counts
-// datagrams a runner dropped because they did not fit the room their
-// receive was given (a datagram larger than a buffer). Runners call it on the
-// lane's worker, between Emits, and keep the lane running; like Emit it must
-// not block. size is the datagram's length when the runner learned it, else
-// a lower bound: the room it was given plus one.
-type DatagramDropReporter interface {
-	DatagramDropped(l *Lane, size int)
-}
-
-// DatagramLimit returns the room a runner reserves for each receive into a
-// buffer of bufSize bytes from src: the source's MaxDatagram (MaxUDPPayload
-// when it states none), capped by what fits in one buffer after a header.
-func DatagramLimit(src Source, bufSize int) int {
-	limit := MaxUDPPayload
-	if s, ok := src.(DatagramSizer); ok {
-		limit = s.MaxDatagram()
-	}
-	return max(1, min(limit, bufSize-DatagramHeaderLen))
-}
-
-// DatagramSpace returns the payload room left in buf after n bytes of
-// framed datagrams and the next header: len(buf)-n-DatagramHeaderLen, or 0.
-func DatagramSpace(buf []byte, n int) int {
-	return max(0, len(buf)-n-DatagramHeaderLen)
-}
-
-// PutDatagramHeader writes the length prefix of a size-byte datagram at
-// b[:DatagramHeaderLen].
-func PutDatagramHeader(b []byte, size int) {
-	binary.LittleEndian.PutUint32(b[:DatagramHeaderLen], uint32(size))
-}
-
-// AppendDatagram appends payload to dst, framed.
-func AppendDatagram(dst, payload []byte) []byte {
-	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(payload)))
-	return append(dst, payload...)
-}
 
 // ForEachDatagram calls fn with each datagram of a chunk, in order, until fn
 // returns false. The payloads alias data. It returns an error wrapping

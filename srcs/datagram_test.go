@@ -6,6 +6,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/sluice-io/sluice/internal/driver"
 	"github.com/sluice-io/sluice/srcs"
 )
 
@@ -13,7 +14,7 @@ func TestForEachDatagram(t *testing.T) {
 	frame := func(ps ...string) []byte {
 		var b []byte
 		for _, p := range ps {
-			b = srcs.AppendDatagram(b, []byte(p))
+			b = driver.AppendDatagram(b, []byte(p))
 		}
 		return b
 	}
@@ -55,7 +56,7 @@ func TestForEachDatagram(t *testing.T) {
 }
 
 func TestForEachDatagramStops(t *testing.T) {
-	data := srcs.AppendDatagram(srcs.AppendDatagram(nil, []byte("a")), []byte("b"))
+	data := driver.AppendDatagram(driver.AppendDatagram(nil, []byte("a")), []byte("b"))
 	data = append(data, 9) // malformed tail, never reached
 	n := 0
 	err := srcs.ForEachDatagram(data, func([]byte) bool { n++; return false })
@@ -67,7 +68,7 @@ func TestForEachDatagramStops(t *testing.T) {
 // TestForEachDatagramAliases checks that a payload is capped at its end, so
 // appending to it cannot overwrite the next datagram.
 func TestForEachDatagramAliases(t *testing.T) {
-	data := srcs.AppendDatagram(srcs.AppendDatagram(nil, []byte("ab")), []byte("cd"))
+	data := driver.AppendDatagram(driver.AppendDatagram(nil, []byte("ab")), []byte("cd"))
 	var first []byte
 	srcs.ForEachDatagram(data, func(p []byte) bool { first = p; return false })
 	if cap(first) != 2 {
@@ -106,18 +107,18 @@ func TestDatagramLimit(t *testing.T) {
 		{"sizer above buffer", sized{noSrc{}, 65535}, 4 << 10, 4<<10 - 4},
 		{"sizer zero", sized{noSrc{}, 0}, 4 << 10, 1},
 	} {
-		if got := srcs.DatagramLimit(tc.src, tc.buf); got != tc.want {
+		if got := driver.DatagramLimit(tc.src, tc.buf); got != tc.want {
 			t.Errorf("%s: DatagramLimit = %d, want %d", tc.name, got, tc.want)
 		}
 	}
 	buf := make([]byte, 100)
 	for _, tc := range []struct{ n, want int }{{0, 96}, {90, 6}, {96, 0}, {100, 0}} {
-		if got := srcs.DatagramSpace(buf, tc.n); got != tc.want {
+		if got := driver.DatagramSpace(buf, tc.n); got != tc.want {
 			t.Errorf("DatagramSpace(100, %d) = %d, want %d", tc.n, got, tc.want)
 		}
 	}
 	h := make([]byte, 4)
-	srcs.PutDatagramHeader(h, 0x01020304)
+	driver.PutDatagramHeader(h, 0x01020304)
 	if !bytes.Equal(h, []byte{4, 3, 2, 1}) {
 		t.Errorf("PutDatagramHeader = % x, want little endian", h)
 	}
@@ -138,7 +139,7 @@ func FuzzForEachDatagram(f *testing.F) {
 			if len(p) > len(data) {
 				t.Fatalf("payload of %d bytes from a %d-byte chunk", len(p), len(data))
 			}
-			again = srcs.AppendDatagram(again, p)
+			again = driver.AppendDatagram(again, p)
 			return true
 		})
 		switch {
@@ -157,7 +158,7 @@ func FuzzForEachDatagram(f *testing.F) {
 		for _, c := range cuts {
 			n := min(int(c), len(rest))
 			sent = append(sent, rest[:n])
-			chunk = srcs.AppendDatagram(chunk, rest[:n])
+			chunk = driver.AppendDatagram(chunk, rest[:n])
 			rest = rest[n:]
 		}
 		i := 0

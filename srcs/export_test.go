@@ -7,5 +7,6 @@ var (
 	LastByte     = lastByte
 )
 
-// ReadProxyHeader is readProxyHeader, for the fuzz target.
-var ReadProxyHeader = readProxyHeader
+// ReadProxyHeader is the listener's PROXY header reader, for the fuzz
+// target.
+var ReadProxyHeader = proxyProtocol().ReadHeader

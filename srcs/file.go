@@ -9,6 +9,8 @@ import (
 	"os"
 	"sync"
 	"syscall"
+
+	"github.com/sluice-io/sluice/internal/contract"
 )
 
 // FileConfig configures NewFile.
@@ -22,9 +24,9 @@ type FileConfig struct {
 	Repeat int `yaml:"repeat"`
 }
 
-// FileSource is a source over a regular file, read from Offset to its end. As a
-// Descriptor it offers the file for positional reads (Kind File); Read
-// reads it sequentially instead, for the goroutine runner. A session is
+// FileSource is a source over a regular file, read from Offset to its end.
+// The uring, epoll and thread runners read its descriptor positionally
+// (Desc); Read reads it sequentially instead, for the goroutine runner. A session is
 // driven one way or the other, not both: Desc reports Offset, not what
 // Read has consumed.
 //
@@ -118,14 +120,14 @@ func (s *FileSource) Read(p []byte) (int, error) {
 }
 
 // Desc returns the open file for positional reads from Offset.
-func (s *FileSource) Desc() (Desc, error) {
+func (s *FileSource) Desc() (contract.Desc, error) {
 	f, err := s.file("desc")
 	if err != nil {
-		return Desc{}, err
+		return contract.Desc{}, err
 	}
 	// Fd would switch a pollable descriptor to blocking mode; regular
 	// files are never pollable, so that is harmless here.
-	return Desc{FD: int(f.Fd()), Kind: File, Offset: s.cfg.Offset}, nil
+	return contract.Desc{FD: int(f.Fd()), Kind: contract.File, Offset: s.cfg.Offset}, nil
 }
 
 // Again grants another pass while Repeat allows.
@@ -155,7 +157,7 @@ func (s *FileSource) Close() error {
 }
 
 var (
-	_ Source     = (*FileSource)(nil)
-	_ Descriptor = (*FileSource)(nil)
-	_ Repeater   = (*FileSource)(nil)
+	_ Source              = (*FileSource)(nil)
+	_ contract.Descriptor = (*FileSource)(nil)
+	_ Repeater            = (*FileSource)(nil)
 )

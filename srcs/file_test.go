@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/srcs"
 )
 
@@ -173,7 +174,7 @@ func preadAll(t *testing.T, f *srcs.FileSource, offset int64) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.Kind != srcs.File || d.Offset != offset {
+	if d.Kind != contract.File || d.Offset != offset {
 		t.Fatalf("Desc = %+v, want Kind file at offset %d", d, offset)
 	}
 	var out []byte

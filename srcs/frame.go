@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/dustin/go-humanize"
+	"github.com/sluice-io/sluice/internal/contract"
+	"github.com/sluice-io/sluice/internal/mqtt"
 )
 
 // Framing: records, not just bytes.
@@ -49,28 +51,6 @@ type Framer interface {
 	Next(p []byte, seen, limit int) (int, error)
 	// String names the framer as ParseFraming reads it.
 	String() string
-}
-
-// A WholeFramer is a Framer that can step over many records at once,
-// which costs less than one call of Next per record when records are
-// short. Runners use it in place of Next when a framer has it.
-type WholeFramer interface {
-	// Whole returns the length of a prefix of p made of one or more whole
-	// records, as Next called from record to record would split them
-	// without an error, and the caller goes on from there. When p's first
-	// record is not whole it returns what Next returns for p: 0, with the
-	// error when the record is bad. p, seen and limit are as for Next.
-	Whole(p []byte, seen, limit int) (int, error)
-}
-
-// A Resyncer is a Framer that can find the next record boundary in the
-// middle of a record, which lets a runner skip a record that is too long
-// without ending the lane.
-type Resyncer interface {
-	// Resync returns how many bytes of p lie before the next record
-	// boundary, and ok false when p holds none (all of p belongs to the
-	// record being skipped).
-	Resync(p []byte) (n int, ok bool)
 }
 
 // RecordError is a record that cannot be delivered whole.
@@ -118,22 +98,6 @@ type Framed interface {
 	Framer() Framer
 }
 
-// RecordReporter is the optional capability of an Emitter that counts and
-// reports the records a runner skipped (see RecordError).
-type RecordReporter interface {
-	RecordSkipped(l *Lane, err *RecordError)
-}
-
-// SkipCounter is the optional capability of an Emitter that counts the
-// bytes framed lanes drop while they skip a record, so that stream offsets
-// (ReleaseObserver, ChunkObserver) go on counting every byte the source
-// sent. A runner calls it on the lane's goroutine, after the Emit of the
-// records before the skipped bytes only when those went out first: the
-// skipped bytes lie before the end of the lane's next chunk.
-type SkipCounter interface {
-	BytesSkipped(l *Lane, n int)
-}
-
 // Limits of the framers.
 const (
 	// MaxOctetDigits bounds an octet-counting length field: nine digits,
@@ -177,8 +141,8 @@ func ParseFraming(s string) (Framer, error) {
 		return OctetCounting{Max: m}, err
 	case "mqtt":
 		m, err := maxOf(rest)
-		if err == nil && m > mqttMaxRemaining {
-			err = fmt.Errorf("framing %q: MQTT remaining length is at most %d", s, mqttMaxRemaining)
+		if err == nil && m > mqtt.MaxRemaining {
+			err = fmt.Errorf("framing %q: MQTT remaining length is at most %d", s, mqtt.MaxRemaining)
 		}
 		return MQTTPackets{Max: m}, err
 	case "length":
@@ -245,7 +209,7 @@ func (f Newline) Next(p []byte, seen, limit int) (int, error) {
 	return seen + i + 1, nil
 }
 
-// Whole implements WholeFramer. It finds p's first line as Next does.
+// Whole lets runners step over many lines at once (contract.WholeFramer). It finds p's first line as Next does.
 // When that line is short, the others probably are too, and Whole returns
 // every line up to the last '\n' it finds looking back from the end of
 // p's first Max+1 bytes (the limit's, when Max is 0 or more than a
@@ -290,7 +254,7 @@ func (f Newline) tooLong(size, mx int) error {
 	return &RecordError{Framer: f.String(), Size: int64(size), Max: mx, Skip: SkipToBoundary}
 }
 
-// Resync implements Resyncer: the next boundary follows the next '\n'.
+// Resync lets runners skip a line too long (contract.Resyncer): the next boundary follows the next '\n'.
 func (Newline) Resync(p []byte) (int, bool) {
 	if i := bytes.IndexByte(p, '\n'); i >= 0 {
 		return i + 1, true
@@ -477,10 +441,10 @@ func CountRecords(f Framer, p []byte) (records, n int, err error) {
 }
 
 var (
-	_ Framer      = Newline{}
-	_ Resyncer    = Newline{}
-	_ WholeFramer = Newline{}
-	_ Framer      = LengthPrefix{}
-	_ Framer      = OctetCounting{}
-	_ Framer      = MQTTPackets{}
+	_ Framer               = Newline{}
+	_ contract.Resyncer    = Newline{}
+	_ contract.WholeFramer = Newline{}
+	_ Framer               = LengthPrefix{}
+	_ Framer               = OctetCounting{}
+	_ Framer               = MQTTPackets{}
 )

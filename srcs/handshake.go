@@ -1,7 +1,7 @@
 package srcs
 
 // A listener's trust: the allow-list checked at accept, and the handshake
-// (PROXY header, TLS) every connection must finish before Accept returns
+// (PROXY header, TLS) every connection must finish before AcceptSource returns
 // it.
 //
 // Handshakes run in the background, one goroutine each, so a slow or
@@ -26,6 +26,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluice-io/sluice/internal/proxy"
 )
 
 // DefaultMaxHandshakes caps a listener's handshakes in progress when
@@ -58,7 +60,7 @@ func trustForm(cfg ListenerConfig) (trust, error) {
 		return t, fmt.Errorf("max_handshakes: %d is negative", cfg.MaxHandshakes)
 	}
 	if len(cfg.Allow) > 0 {
-		if t.allow, err = parsePrefixes("allow", cfg.Allow); err != nil {
+		if t.allow, err = proxy.ParsePrefixes("allow", cfg.Allow); err != nil {
 			return t, err
 		}
 	}
@@ -66,7 +68,7 @@ func trustForm(cfg ListenerConfig) (trust, error) {
 		if len(cfg.ProxyProtocol.Trusted) == 0 {
 			return t, errors.New("proxy_protocol.trusted: no proxy address: a header from anyone else is refused")
 		}
-		if t.trusted, err = parsePrefixes("proxy_protocol.trusted", cfg.ProxyProtocol.Trusted); err != nil {
+		if t.trusted, err = proxy.ParsePrefixes("proxy_protocol.trusted", cfg.ProxyProtocol.Trusted); err != nil {
 			return t, err
 		}
 	}
@@ -189,8 +191,8 @@ func (l *Listener) admit(c net.Conn) bool {
 	if l.allow == nil {
 		return true
 	}
-	a := addrOf(c.RemoteAddr())
-	if inPrefixes(l.allow, a) || (l.trusted != nil && inPrefixes(l.trusted, a)) {
+	a := proxy.AddrOf(c.RemoteAddr())
+	if proxy.InPrefixes(l.allow, a) || (l.trusted != nil && proxy.InPrefixes(l.trusted, a)) {
 		return true
 	}
 	l.refuse(refDenied, c.RemoteAddr(), fmt.Errorf("%s is not in allow", a))
@@ -207,7 +209,7 @@ type handshaker struct {
 
 	ctx    context.Context // cancelled by close: cuts every handshake
 	cancel context.CancelFunc
-	ready  chan *AcceptedConn // handshaken connections, for Accept
+	ready  chan *acceptedConn // handshaken connections, for Accept
 	failed chan struct{}      // closed when the accept loop stops on an error
 	err    error              // why; set before failed is closed
 
@@ -222,7 +224,7 @@ func newHandshaker(t trust, cfg ListenerConfig) *handshaker {
 		tls:     t.tls,
 		timeout: cfg.HandshakeTimeout,
 		sem:     make(chan struct{}, orDefault(cfg.MaxHandshakes, DefaultMaxHandshakes)),
-		ready:   make(chan *AcceptedConn),
+		ready:   make(chan *acceptedConn),
 		failed:  make(chan struct{}),
 	}
 	if h.timeout == 0 {
@@ -251,7 +253,7 @@ func (h *handshaker) close() {
 
 // acceptReady is Accept for a listener that handshakes: it starts the
 // accept loop on first use and returns the next handshaken connection.
-func (l *Listener) acceptReady(ctx context.Context) (*AcceptedConn, error) {
+func (l *Listener) acceptReady(ctx context.Context) (*acceptedConn, error) {
 	h := l.hs
 	h.mu.Lock()
 	if !h.started && !h.closed {
@@ -308,7 +310,7 @@ func (l *Listener) acceptLoop() {
 }
 
 // releaseSlot gives back a slot under MaxConns taken for a connection
-// that never reached Accept's caller.
+// that never reached AcceptSource's caller.
 func (l *Listener) releaseSlot() {
 	if l.slots != nil {
 		<-l.slots
@@ -351,17 +353,17 @@ func (l *Listener) handshake(c net.Conn) {
 // prepare reads a trusted proxy's PROXY header (or checks that an
 // untrusted peer sends none), then runs the TLS handshake, and returns the
 // connection as a source named for its original client.
-func (l *Listener) prepare(c net.Conn, deadline time.Time) (*AcceptedConn, refusal, error) {
+func (l *Listener) prepare(c net.Conn, deadline time.Time) (*acceptedConn, refusal, error) {
 	h := l.hs
 	name := "tcp://" + c.RemoteAddr().String()
 	if l.trusted != nil {
-		if inPrefixes(l.trusted, addrOf(c.RemoteAddr())) {
-			hdr, err := readProxyHeader(c)
+		if proxy.InPrefixes(l.trusted, proxy.AddrOf(c.RemoteAddr())) {
+			hdr, err := proxyProtocol().ReadHeader(c)
 			if err != nil {
 				return nil, classifyHandshake(err, refProxy), err
 			}
-			if src := proxiedAddr(hdr); src != nil {
-				if l.allow != nil && !inPrefixes(l.allow, addrOf(src)) {
+			if src := proxy.ProxiedAddr(hdr); src != nil {
+				if l.allow != nil && !proxy.InPrefixes(l.allow, proxy.AddrOf(src)) {
 					return nil, refDenied, fmt.Errorf("%s (behind proxy %s) is not in allow", src, c.RemoteAddr())
 				}
 				name = "tcp://" + src.String()
@@ -374,23 +376,23 @@ func (l *Listener) prepare(c net.Conn, deadline time.Time) (*AcceptedConn, refus
 			if grace := time.Now().Add(sniffGrace); h.tls == nil && grace.Before(deadline) {
 				until = grace
 			}
-			res, err := sniffProxyHeader(c, until)
+			res, err := proxyProtocol().SniffConn(c, until)
 			if err != nil {
 				return nil, classifyHandshake(err, refProxy), err
 			}
-			if res == sniffMaybe && h.tls == nil {
-				return &AcceptedConn{Conn: newConn(c, name), l: l, guard: &firstBytes{peer: c.RemoteAddr()}}, 0, nil
+			if res == proxy.Maybe && h.tls == nil {
+				return &acceptedConn{Conn: newConn(c, name), l: l, guard: &firstBytes{peer: c.RemoteAddr()}}, 0, nil
 			}
 		}
 	}
 	if h.tls == nil {
-		return &AcceptedConn{Conn: newConn(c, name), l: l}, 0, nil
+		return &acceptedConn{Conn: newConn(c, name), l: l}, 0, nil
 	}
 	tc := tls.Server(c, h.tls)
 	if err := tc.Handshake(); err != nil {
 		return nil, classifyHandshake(err, refTLS), fmt.Errorf("tls: %w", err)
 	}
-	return &AcceptedConn{Conn: NewTLSConn(tc, "tls://"+strings.TrimPrefix(name, "tcp://")), l: l}, 0, nil
+	return &acceptedConn{Conn: NewTLSConn(tc, "tls://"+strings.TrimPrefix(name, "tcp://")), l: l}, 0, nil
 }
 
 // classifyHandshake tells a timeout, a closed listener and a rejected

@@ -42,7 +42,7 @@ func TestListenTCPReusePort(t *testing.T) {
 		go func() {
 			defer func() { done <- struct{}{} }()
 			for {
-				c, err := l.Accept(ctx)
+				c, err := l.AcceptSource(ctx)
 				if err != nil {
 					return
 				}

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/srcs"
 )
 
@@ -35,12 +36,12 @@ func TestListenTCPRecvBuffer(t *testing.T) {
 		defer c.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		ac, err := l.Accept(ctx)
+		ac, err := l.AcceptSource(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer ac.Close()
-		d, err := ac.Desc()
+		d, err := ac.(contract.Descriptor).Desc()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -17,6 +17,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/mochi-mqtt/server/v2/packets"
+	"github.com/sluice-io/sluice/internal/contract"
+	"github.com/sluice-io/sluice/internal/mqtt"
 )
 
 // Defaults of MQTTConfig, applied where a field is zero.
@@ -234,7 +236,7 @@ func NewMQTT(cfg MQTTConfig) (*MQTT, error) {
 	m.framer = &mqttFramer{m: m, pk: MQTTPackets{
 		// Room for a topic and properties besides the payload; checkPacket
 		// holds the payload to MaxMessage exactly.
-		Max:   min(cfg.MaxMessage+mqttOverhead, mqttMaxRemaining),
+		Max:   min(cfg.MaxMessage+mqttOverhead, mqtt.MaxRemaining),
 		Check: m.checkHeader,
 	}}
 	return m, nil
@@ -276,8 +278,8 @@ func (cfg MQTTConfig) validate() error {
 		return fmt.Errorf("KeepAlive: %v is above the protocol's 65535s", cfg.KeepAlive)
 	case cfg.DialTimeout < 0:
 		return fmt.Errorf("DialTimeout: %v is negative", cfg.DialTimeout)
-	case cfg.MaxMessage < 0 || cfg.MaxMessage > mqttMaxRemaining:
-		return fmt.Errorf("MaxMessage: %d, must be from 0 (default) to %d", cfg.MaxMessage, mqttMaxRemaining)
+	case cfg.MaxMessage < 0 || cfg.MaxMessage > mqtt.MaxRemaining:
+		return fmt.Errorf("MaxMessage: %d, must be from 0 (default) to %d", cfg.MaxMessage, mqtt.MaxRemaining)
 	case cfg.Version != 5 && cfg.Password != "" && cfg.Username == "":
 		return errors.New("Password: MQTT 3.1.1 allows a password only with a Username")
 	}
@@ -350,15 +352,15 @@ func (m *MQTT) session(op string) (*mqttSession, error) {
 
 // Desc returns the current session's socket, a connected TCP stream in
 // non-blocking mode. The source keeps it open until Close.
-func (m *MQTT) Desc() (Desc, error) {
+func (m *MQTT) Desc() (contract.Desc, error) {
 	if m.tls != nil {
-		return Desc{}, fmt.Errorf("srcs: mqtt %s: a TLS session: %w", m.name, ErrNoDescriptor)
+		return contract.Desc{}, fmt.Errorf("srcs: mqtt %s: a TLS session: %w", m.name, ErrNoDescriptor)
 	}
 	s, err := m.session("desc")
 	if err != nil {
-		return Desc{}, err
+		return contract.Desc{}, err
 	}
-	return Desc{FD: s.fd, Kind: Stream}, nil
+	return contract.Desc{FD: s.fd, Kind: contract.Stream}, nil
 }
 
 // SyscallConn returns the current session's raw connection, so that the
@@ -390,10 +392,11 @@ func (w mqttTLSWait) Read(f func(fd uintptr) bool) error {
 	return nil
 }
 
-// Encrypted implements the capability: true when the source runs TLS.
+// Encrypted says the socket carries ciphertext, so the engine reads the
+// source through Read (contract.Encrypted): true when the source runs TLS.
 func (m *MQTT) Encrypted() bool { return m.tls != nil }
 
-var _ Encrypted = (*MQTT)(nil)
+var _ contract.Encrypted = (*MQTT)(nil)
 
 // Framer returns the framer the source's lanes must be framed with: MQTT
 // packets, each checked as it completes (see the type's documentation).
@@ -470,7 +473,7 @@ func (m *MQTT) Delivered(data []byte, flags Flags) {
 	start := m.delivered
 	m.delivered += int64(len(data))
 	for off := 0; off < len(data) && flags&Records != 0; {
-		hl, n, err := mqttPacketLen(data[off:])
+		hl, n, err := mqttCodec().PacketLen(data[off:])
 		if err != nil || n == 0 {
 			break // the Truncated tail
 		}
@@ -480,11 +483,11 @@ func (m *MQTT) Delivered(data []byte, flags Flags) {
 			if (h>>1)&3 != 1 {
 				break
 			}
-			pub, err := parseMQTTPublish(h, data[off+hl:off+n], m.cfg.Version)
+			pub, err := mqttCodec().ParsePublish(h, data[off+hl:off+n], m.cfg.Version)
 			switch {
 			case err != nil: // the framer let no such packet through
 			case s != nil:
-				m.recs = append(m.recs, mqttAck{end: start + int64(off+n), sess: s.num, id: pub.id})
+				m.recs = append(m.recs, mqttAck{end: start + int64(off+n), sess: s.num, id: pub.ID})
 			default: // delivered after Close: no connection left to ack on
 				m.unacked.Add(1)
 			}
@@ -670,11 +673,11 @@ func mqttReason(version, pkt, code byte) string {
 }
 
 var (
-	_ Source          = (*MQTT)(nil)
-	_ Descriptor      = (*MQTT)(nil)
-	_ Deadliner       = (*MQTT)(nil)
-	_ Reconnector     = (*MQTT)(nil)
-	_ Framed          = (*MQTT)(nil)
-	_ ChunkObserver   = (*MQTT)(nil)
-	_ ReleaseObserver = (*MQTT)(nil)
+	_ Source              = (*MQTT)(nil)
+	_ contract.Descriptor = (*MQTT)(nil)
+	_ Deadliner           = (*MQTT)(nil)
+	_ Reconnector         = (*MQTT)(nil)
+	_ Framed              = (*MQTT)(nil)
+	_ ChunkObserver       = (*MQTT)(nil)
+	_ ReleaseObserver     = (*MQTT)(nil)
 )

@@ -20,6 +20,8 @@ import (
 
 	"github.com/sluice-io/sluice/srcs"
 
+	"github.com/sluice-io/sluice/internal/contract"
+	"github.com/sluice-io/sluice/internal/driver"
 	"github.com/sluice-io/sluice/internal/srcstest"
 )
 
@@ -171,7 +173,7 @@ func (s *subscriber) session() error {
 		if err != nil {
 			return err
 		}
-		if d.Kind != srcs.Stream {
+		if d.Kind != contract.Stream {
 			return fmt.Errorf("descriptor of kind %v", d.Kind)
 		}
 		read = func(p []byte) (int, error) { return s.readFD(d.FD, p) }
@@ -220,7 +222,7 @@ func (s *subscriber) readFD(fd int, p []byte) (int, error) {
 			}
 			unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 20)
 		default:
-			return 0, srcs.Classify(os.NewSyscallError("read", err))
+			return 0, driver.Classify(os.NewSyscallError("read", err))
 		}
 	}
 }

@@ -63,7 +63,7 @@ func (m *MQTT) Open(ctx context.Context) error {
 	d := net.Dialer{Timeout: m.cfg.DialTimeout}
 	nc, err := d.DialContext(ctx, "tcp", m.cfg.Broker)
 	if err != nil {
-		return fmt.Errorf("srcs: mqtt %s: dial: %w", m.name, Classify(err))
+		return fmt.Errorf("srcs: mqtt %s: dial: %w", m.name, classify(err))
 	}
 	s := &mqttSession{
 		m: m, conn: nc, sock: nc, num: m.sessions.Load() + 1, ka: m.cfg.KeepAlive, t0: time.Now(),
@@ -133,7 +133,7 @@ func (m *MQTT) handshake(ctx context.Context, s *mqttSession) (bool, error) {
 	var err error
 	if tc, ok := s.conn.(*tls.Conn); ok {
 		if err = tc.Handshake(); err != nil {
-			err = fmt.Errorf("srcs: mqtt %s: tls handshake: %w", m.name, Classify(err))
+			err = fmt.Errorf("srcs: mqtt %s: tls handshake: %w", m.name, classify(err))
 		}
 	}
 	if err == nil {
@@ -220,7 +220,7 @@ func (s *mqttSession) readConnack() (packets.Packet, error) {
 		case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 			err = fmt.Errorf("broker closed the connection: %w", io.ErrUnexpectedEOF)
 		default:
-			err = Classify(err)
+			err = classify(err)
 		}
 		return fmt.Errorf("srcs: mqtt %s: waiting for CONNACK: %w", m.name, err)
 	}
@@ -359,7 +359,7 @@ func (s *mqttSession) write(deadline time.Time, encode func(*bytes.Buffer) error
 	}
 	s.conn.SetWriteDeadline(deadline)
 	if _, err := s.conn.Write(s.wbuf.Bytes()); err != nil {
-		return fmt.Errorf("srcs: mqtt %s: write: %w", s.m.name, Classify(err))
+		return fmt.Errorf("srcs: mqtt %s: write: %w", s.m.name, classify(err))
 	}
 	s.lastSent.Store(s.now())
 	return nil

@@ -128,7 +128,7 @@ func TestProxyProtocolBehindHAProxy(t *testing.T) {
 		}
 		c.(*net.TCPConn).CloseWrite()
 		// The startup probes (from 127.0.0.1) may have reached us too.
-		var ac *srcs.AcceptedConn
+		var ac srcs.Source
 		for ac == nil || strings.HasPrefix(ac.Name(), "tcp://127.0.0.1:") {
 			ac = acceptOne(t, l)
 		}

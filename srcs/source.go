@@ -28,80 +28,10 @@ type Source interface {
 	// the engine cancels once Open returns: a session must not keep it.
 	Open(ctx context.Context) error
 	// Read reads into p with io.Reader semantics. Runners that drive a
-	// descriptor (see Descriptor) do not call it.
+	// descriptor of a source sluice provides do not call it.
 	Read(p []byte) (int, error)
 	// Close ends the session and releases its resources. It is idempotent.
 	Close() error
-}
-
-// Kind says how a runner reads a descriptor.
-type Kind uint8
-
-const (
-	// Stream is a connected byte stream: recv(2) or read(2) until 0 bytes.
-	Stream Kind = iota
-	// Datagram is a message socket: one recvmsg(2) per datagram, boundaries
-	// preserved (see ForEachDatagram).
-	Datagram
-	// File is a regular file read positionally from Desc.Offset.
-	File
-)
-
-func (k Kind) String() string {
-	switch k {
-	case Stream:
-		return "stream"
-	case Datagram:
-		return "datagram"
-	case File:
-		return "file"
-	}
-	return fmt.Sprintf("kind(%d)", k)
-}
-
-// Desc describes a source's kernel descriptor to a runner.
-type Desc struct {
-	FD   int
-	Kind Kind
-	// Offset is where a File read starts.
-	Offset int64
-}
-
-// Descriptor is the optional capability of sources backed by a kernel
-// descriptor. Runners that drive descriptors directly (uring, epoll,
-// thread) use it; the goroutine runner calls Read instead. The source keeps
-// ownership of the descriptor: a runner never closes it, and stops using it
-// before it calls Close. The descriptor may be in non-blocking mode.
-type Descriptor interface {
-	// Desc returns the descriptor of the current session, valid from a
-	// successful Open until Close.
-	Desc() (Desc, error)
-}
-
-// HandOff is the optional capability of a Descriptor source whose
-// descriptor a runner may take for good. The uring runner takes an
-// accepted connection's socket into its worker's registered file table
-// (engine.Config.FileSlots), where it no longer counts against the
-// process's RLIMIT_NOFILE.
-type HandOff interface {
-	// HandOff gives fd, which Desc returned, to the runner, and reports
-	// whether the source still held it. From then on the runner owns
-	// the descriptor: it closes it when the lane ends, and the source's
-	// Close releases only what else the source holds. Desc, Read and
-	// Open fail after it. Once Close has begun, HandOff reports false
-	// and the source keeps the descriptor.
-	HandOff(fd int) bool
-}
-
-// Encrypted is the optional capability of sources that are Descriptors by
-// type but whose descriptor may carry ciphertext: a TLS session is
-// decrypted by its source's Read, so no runner may read its socket raw.
-// The engine hands a source whose Encrypted returns true to the goroutine
-// runner; such a source's Desc fails with ErrNoDescriptor. The answer is
-// fixed when the source is made (by its configuration) and must not
-// change.
-type Encrypted interface {
-	Encrypted() bool
 }
 
 // Identified is the optional capability of sources that know who is on
@@ -183,8 +113,9 @@ var (
 	ErrReset = errors.New("srcs: connection reset")
 	// ErrTimeout is an I/O or dial timeout.
 	ErrTimeout = errors.New("srcs: timeout")
-	// ErrNoDescriptor is returned by runners that need a Descriptor when
-	// the source has none.
+	// ErrNoDescriptor says a source has no kernel descriptor to give: a
+	// TLS session, whose socket carries ciphertext, or a connection whose
+	// socket a runner took (SyscallConn fails with it).
 	ErrNoDescriptor = errors.New("srcs: source has no kernel descriptor")
 )
 

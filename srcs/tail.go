@@ -64,8 +64,8 @@ func (cfg TailConfig) validate() error {
 	return nil
 }
 
-// Tail follows a file the way tail -F does, as a Read-based source: it has
-// no Descriptor, so the engine drives it with the goroutine runner.
+// Tail follows a file the way tail -F does, as a Read-based source: it
+// offers no descriptor, so the engine drives it with the goroutine runner.
 //
 // At the end of the file Read waits, on inotify (Linux) or by polling,
 // instead of returning io.EOF; a read deadline (Tail is a Deadliner) or

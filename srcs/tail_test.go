@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/driver"
 	"github.com/sluice-io/sluice/srcs"
 )
 
@@ -395,7 +396,7 @@ func TestTailDeadlineAndClose(t *testing.T) {
 
 		start := time.Now()
 		tl.SetReadDeadline(start.Add(20 * time.Millisecond))
-		if _, err := tl.Read(make([]byte, 8)); !errors.Is(err, os.ErrDeadlineExceeded) || !errors.Is(srcs.Classify(err), srcs.ErrTimeout) {
+		if _, err := tl.Read(make([]byte, 8)); !errors.Is(err, os.ErrDeadlineExceeded) || !errors.Is(driver.Classify(err), srcs.ErrTimeout) {
 			t.Fatalf("Read past the deadline = %v, want os.ErrDeadlineExceeded", err)
 		}
 		if el := time.Since(start); el > 5*time.Second {

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sluice-io/sluice/internal/contract"
 )
 
 // DefaultDialTimeout bounds a TCPClient's dial when DialTimeout is zero.
@@ -140,9 +142,9 @@ func (c *streamClient) Open(ctx context.Context) error {
 	if err != nil {
 		var op *net.OpError
 		if c.terse && errors.As(err, &op) {
-			return fmt.Errorf("srcs: %w", Classify(&dialError{op}))
+			return fmt.Errorf("srcs: %w", classify(&dialError{op}))
 		}
-		return fmt.Errorf("srcs: open%s: %w", c.where(), Classify(err))
+		return fmt.Errorf("srcs: open%s: %w", c.where(), classify(err))
 	}
 	conn := NewConn(nc)
 	if c.tls != nil {
@@ -152,7 +154,7 @@ func (c *streamClient) Open(ctx context.Context) error {
 			if ctx.Err() != nil {
 				err = fmt.Errorf("%w: %w", ErrTimeout, err)
 			}
-			return fmt.Errorf("srcs: open%s: tls handshake: %w", c.where(), Classify(err))
+			return fmt.Errorf("srcs: open%s: tls handshake: %w", c.where(), classify(err))
 		}
 		conn = NewTLSConn(tc, c.name)
 	}
@@ -190,7 +192,8 @@ func (e *dialError) Error() string {
 
 func (e *dialError) Unwrap() error { return e.op }
 
-// Encrypted implements the capability: true when the client runs TLS.
+// Encrypted says the socket carries ciphertext, so the engine reads the
+// source through Read (contract.Encrypted): true when the client runs TLS.
 func (c *streamClient) Encrypted() bool { return c.tls != nil }
 
 // session returns the current session, or an error wrapping net.ErrClosed.
@@ -233,10 +236,10 @@ func (c *streamClient) SyscallConn() (syscall.RawConn, error) {
 }
 
 // Desc detaches the current session's socket for a runner (see Conn.Desc).
-func (c *streamClient) Desc() (Desc, error) {
+func (c *streamClient) Desc() (contract.Desc, error) {
 	s, err := c.session("desc")
 	if err != nil {
-		return Desc{}, err
+		return contract.Desc{}, err
 	}
 	return s.Desc()
 }
@@ -260,9 +263,9 @@ func (c *streamClient) Close() error {
 }
 
 var (
-	_ Source      = (*TCPClient)(nil)
-	_ Descriptor  = (*TCPClient)(nil)
-	_ Deadliner   = (*TCPClient)(nil)
-	_ Reconnector = (*TCPClient)(nil)
-	_ Encrypted   = (*TCPClient)(nil)
+	_ Source              = (*TCPClient)(nil)
+	_ contract.Descriptor = (*TCPClient)(nil)
+	_ Deadliner           = (*TCPClient)(nil)
+	_ Reconnector         = (*TCPClient)(nil)
+	_ contract.Encrypted  = (*TCPClient)(nil)
 )

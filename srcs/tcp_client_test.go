@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-io/sluice/internal/driver"
 	"github.com/sluice-io/sluice/internal/srcstest"
 	"github.com/sluice-io/sluice/srcs"
 )
@@ -152,7 +153,7 @@ func TestTCPClientDeadline(t *testing.T) {
 	if err := c.SetReadDeadline(time.Now().Add(20 * time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Read(make([]byte, 8)); !errors.Is(srcs.Classify(err), srcs.ErrTimeout) {
+	if _, err := c.Read(make([]byte, 8)); !errors.Is(driver.Classify(err), srcs.ErrTimeout) {
 		t.Errorf("Read past the deadline = %v, want a timeout", err)
 	}
 	c.SetReadDeadline(time.Time{})

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sluice-io/sluice/internal/contract"
 )
 
 // Bounds of the back-off after accept(2) fails for lack of resources.
@@ -89,7 +91,7 @@ type ListenerConfig struct {
 //
 // Accept, Addr and Close are safe for concurrent use; concurrent Accepts
 // take turns. Closing the listener does not close the connections it
-// accepted: each AcceptedConn belongs to whoever Accept returned it to.
+// accepted: each acceptedConn belongs to whoever Accept returned it to.
 type Listener struct {
 	ln streamListener
 	// rawf is a duplicate of ln's socket on Go's netpoller, which
@@ -100,7 +102,7 @@ type Listener struct {
 	framer Framer
 
 	// slots holds one token per open accepted connection; nil if
-	// unlimited. Accept sends before accept(2), AcceptedConn.Close
+	// unlimited. Accept sends before accept(2), acceptedConn.Close
 	// receives.
 	slots chan struct{}
 	// freed is signalled (coalescing) when an accepted connection
@@ -116,7 +118,7 @@ type Listener struct {
 	// allow and trusted are the parsed Allow and ProxyProtocol.Trusted;
 	// nil when not configured.
 	allow, trusted []netip.Prefix
-	// hs handshakes connections (PROXY header, TLS) before Accept returns
+	// hs handshakes connections (PROXY header, TLS) before AcceptSource returns
 	// them; nil when the listener has neither.
 	hs *handshaker
 
@@ -192,20 +194,8 @@ func newListener(ln streamListener, name string, cfg ListenerConfig) *Listener {
 // Addr returns the address the listener is bound to.
 func (l *Listener) Addr() net.Addr { return l.ln.Addr() }
 
-// Accept waits for a free slot under MaxConns, then for a connection, and
-// returns it open. It returns an error wrapping net.ErrClosed after Close,
-// and ctx's error when ctx ends first. When accept(2) fails for lack of
-// descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM), Accept backs
-// off from 5ms doubling to 1s and tries again; an accepted connection
-// closing ends the back-off at once. It logs the first failure of a
-// shortage at Warn and the rest at Debug (see shortageQuiet). Other accept
-// errors are returned.
-//
-// On a listener with TLS or the PROXY protocol, connections are accepted
-// and handshaken in the background, several at once, each within
-// HandshakeTimeout, and Accept returns those whose handshake succeeded;
-// the others are closed, counted and logged (see Stats).
-func (l *Listener) Accept(ctx context.Context) (*AcceptedConn, error) {
+// acceptConn is AcceptSource's accept, returning the connection's own type.
+func (l *Listener) acceptConn(ctx context.Context) (*acceptedConn, error) {
 	if l.hs != nil {
 		return l.acceptReady(ctx)
 	}
@@ -216,10 +206,10 @@ func (l *Listener) Accept(ctx context.Context) (*AcceptedConn, error) {
 	}); err != nil {
 		return nil, err
 	}
-	return &AcceptedConn{Conn: NewConn(c), l: l}, nil
+	return &acceptedConn{Conn: NewConn(c), l: l}, nil
 }
 
-// takeTurn waits for Accept's turn, then for a free slot under MaxConns,
+// takeTurn waits for AcceptSource's turn, then for a free slot under MaxConns,
 // and runs accept, which takes the slot when it succeeds.
 func (l *Listener) takeTurn(ctx context.Context, accept func() error) error {
 	select {
@@ -250,10 +240,24 @@ func (l *Listener) takeTurn(ctx context.Context, accept func() error) error {
 	return nil
 }
 
-// AcceptSource is Accept for callers that want any Source, such as the
-// engine's listener loop.
+// AcceptSource waits for a free slot under MaxConns, then for a connection, and
+// returns it open. It returns an error wrapping net.ErrClosed after Close,
+// and ctx's error when ctx ends first. When accept(2) fails for lack of
+// descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM), it backs
+// off from 5ms doubling to 1s and tries again; an accepted connection
+// closing ends the back-off at once. It logs the first failure of a
+// shortage at Warn and the rest of it at Debug. Other accept
+// errors are returned.
+//
+// On a listener with TLS or the PROXY protocol, connections are accepted
+// and handshaken in the background, several at once, each within
+// HandshakeTimeout, and AcceptSource returns those whose handshake succeeded;
+// the others are closed, counted and logged (see Stats).
+//
+// engine.Engine.AddListener calls it, unless its runner accepts on its
+// own loops; a program that adds each connection itself may call it too.
 func (l *Listener) AcceptSource(ctx context.Context) (Source, error) {
-	c, err := l.Accept(ctx)
+	c, err := l.acceptConn(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -396,12 +400,12 @@ func (l *Listener) Close() error {
 	return l.closeErr
 }
 
-// AcceptedConn is a connection returned by Listener.Accept: a Conn whose
+// acceptedConn is a connection returned by Listener.AcceptSource: a Conn whose
 // Close also gives its slot under MaxConns back to the listener. Like
 // Conn, it is a Source, a Descriptor and a Deadliner, and is not safe for
 // concurrent use except that Close and SetReadDeadline may be called while
 // Read blocks.
-type AcceptedConn struct {
+type acceptedConn struct {
 	*Conn
 	l    *Listener
 	once sync.Once
@@ -414,7 +418,7 @@ type AcceptedConn struct {
 // Read reads from the connection. On a connection with a guard, its first
 // bytes are checked before any is delivered: a PROXY signature from an
 // untrusted peer fails Read with an error wrapping ErrProxyUntrusted.
-func (c *AcceptedConn) Read(p []byte) (int, error) {
+func (c *acceptedConn) Read(p []byte) (int, error) {
 	if g := c.guard; g != nil && !g.decided {
 		return g.read(c, p)
 	}
@@ -424,33 +428,33 @@ func (c *AcceptedConn) Read(p []byte) (int, error) {
 // Encrypted implements the capability: true for a TLS session, and for a
 // connection whose first bytes its Read must still check, which a runner
 // must therefore not read raw.
-func (c *AcceptedConn) Encrypted() bool { return c.guard != nil || c.Conn.Encrypted() }
+func (c *acceptedConn) Encrypted() bool { return c.guard != nil || c.Conn.Encrypted() }
 
 // Desc returns the connection's descriptor; a connection whose first
 // bytes its Read must check has none to give (ErrNoDescriptor).
-func (c *AcceptedConn) Desc() (Desc, error) {
+func (c *acceptedConn) Desc() (contract.Desc, error) {
 	if c.guard != nil {
-		return Desc{}, fmt.Errorf("srcs: %s: its first bytes are checked by Read: %w", c.Name(), ErrNoDescriptor)
+		return contract.Desc{}, fmt.Errorf("srcs: %s: its first bytes are checked by Read: %w", c.Name(), ErrNoDescriptor)
 	}
 	return c.Conn.Desc()
 }
 
 // Framer implements Framed: the listener's ListenerConfig.Framer.
-func (c *AcceptedConn) Framer() Framer { return c.l.framer }
+func (c *acceptedConn) Framer() Framer { return c.l.framer }
 
-var _ Framed = (*AcceptedConn)(nil)
+var _ Framed = (*acceptedConn)(nil)
 
 // Close closes the connection and releases its slot exactly once, after
 // the descriptor is closed so that a listener starved of descriptors can
 // use it.
-func (c *AcceptedConn) Close() error {
+func (c *acceptedConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(c.l.release)
 	return err
 }
 
 var (
-	_ Source     = (*AcceptedConn)(nil)
-	_ Descriptor = (*AcceptedConn)(nil)
-	_ Deadliner  = (*AcceptedConn)(nil)
+	_ Source              = (*acceptedConn)(nil)
+	_ contract.Descriptor = (*acceptedConn)(nil)
+	_ Deadliner           = (*acceptedConn)(nil)
 )

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/srcstest"
 	"github.com/sluice-io/sluice/srcs"
 )
@@ -44,8 +45,18 @@ func attr(r slog.Record, key string) slog.Value {
 	return v
 }
 
+// accepted is what a listener's connections offer besides Source: the
+// capabilities runners and the engine ask of them.
+type accepted interface {
+	srcs.Source
+	srcs.Identified
+	contract.Encrypted
+	contract.Descriptor
+	SyscallConn() (syscall.RawConn, error)
+}
+
 type acceptResult struct {
-	c   *srcs.AcceptedConn
+	c   srcs.Source
 	err error
 }
 
@@ -53,13 +64,13 @@ type acceptResult struct {
 func acceptAsync(ctx context.Context, l *srcs.Listener) <-chan acceptResult {
 	ch := make(chan acceptResult, 1)
 	go func() {
-		c, err := l.Accept(ctx)
+		c, err := l.AcceptSource(ctx)
 		ch <- acceptResult{c, err}
 	}()
 	return ch
 }
 
-func waitAccept(t *testing.T, ch <-chan acceptResult, within time.Duration) *srcs.AcceptedConn {
+func waitAccept(t *testing.T, ch <-chan acceptResult, within time.Duration) accepted {
 	t.Helper()
 	select {
 	case r := <-ch:
@@ -67,7 +78,7 @@ func waitAccept(t *testing.T, ch <-chan acceptResult, within time.Duration) *src
 			t.Fatalf("Accept: %v", r.err)
 		}
 		t.Cleanup(func() { r.c.Close() })
-		return r.c
+		return r.c.(accepted)
 	case <-time.After(within):
 		t.Fatalf("Accept did not return within %v", within)
 	}
@@ -117,7 +128,7 @@ func TestListenerAcceptsAndReads(t *testing.T) {
 			const n = 5
 			for i := range n {
 				cl := dial(t, l.Addr())
-				c, err := l.Accept(ctx)
+				c, err := l.AcceptSource(ctx)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -194,7 +205,7 @@ func TestListenerCap(t *testing.T) {
 	dial(t, l.Addr())
 	short, cancelShort := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancelShort()
-	if c, err := l.Accept(short); !errors.Is(err, context.DeadlineExceeded) {
+	if c, err := l.AcceptSource(short); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("fourth Accept with 2 open = %v, %v; want a deadline error (double Close freed two slots?)", c, err)
 	}
 }
@@ -245,7 +256,7 @@ func TestListenerAcceptUnblocks(t *testing.T) {
 				t.Fatal("Accept still blocked")
 			}
 			if tt.byClose {
-				if _, err := l.Accept(bg); !errors.Is(err, net.ErrClosed) {
+				if _, err := l.AcceptSource(bg); !errors.Is(err, net.ErrClosed) {
 					t.Fatalf("Accept after Close = %v, want net.ErrClosed", err)
 				}
 				return
@@ -398,7 +409,7 @@ func TestListenerSurvivesEMFILE(t *testing.T) {
 	}
 }
 
-func waitAcceptDialed(t *testing.T, ctx context.Context, l *srcs.Listener) *srcs.AcceptedConn {
+func waitAcceptDialed(t *testing.T, ctx context.Context, l *srcs.Listener) srcs.Source {
 	t.Helper()
 	dial(t, l.Addr())
 	return waitAccept(t, acceptAsync(ctx, l), 5*time.Second)

@@ -47,12 +47,12 @@ func TestTLSClientCAReload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	accepted := make(chan *srcs.AcceptedConn, 16)
+	accepted := make(chan srcs.Source, 16)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for {
-			c, err := l.Accept(ctx)
+			c, err := l.AcceptSource(ctx)
 			if err != nil {
 				return
 			}
@@ -71,7 +71,7 @@ func TestTLSClientCAReload(t *testing.T) {
 
 	// try opens a session with cert and says whether the listener let it
 	// in; a refusal must be for the certificate.
-	try := func(cert *testca.Leaf) *srcs.AcceptedConn {
+	try := func(cert *testca.Leaf) srcs.Source {
 		t.Helper()
 		c, err := s.dial(t, l.Addr(), cert)
 		if err == nil {
@@ -121,7 +121,7 @@ func TestTLSClientCAReload(t *testing.T) {
 	if _, err := old.Write([]byte("before ")); err != nil {
 		t.Fatal(err)
 	}
-	var oc *srcs.AcceptedConn
+	var oc srcs.Source
 	select {
 	case oc = <-accepted:
 	case <-time.After(10 * time.Second):

@@ -61,7 +61,7 @@ func (r *refusals) next() string {
 }
 
 // acceptOne accepts one connection within 10s.
-func acceptOne(t *testing.T, l *srcs.Listener) *srcs.AcceptedConn {
+func acceptOne(t *testing.T, l *srcs.Listener) srcs.Source {
 	t.Helper()
 	return waitAccept(t, acceptAsync(context.Background(), l), 10*time.Second)
 }
@@ -432,7 +432,7 @@ func TestProxyProtocol(t *testing.T) {
 				}
 				c.Close()
 			}
-			check := func(c *srcs.AcceptedConn, wantName, wantData string) {
+			check := func(c srcs.Source, wantName, wantData string) {
 				t.Helper()
 				if !strings.HasPrefix(c.Name(), wantName) {
 					t.Errorf("Name %q, want %q", c.Name(), wantName)

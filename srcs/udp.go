@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"golang.org/x/sys/unix"
 )
 
@@ -28,7 +29,7 @@ type UDPConfig struct {
 	// datagrams into each buffer, while the default, MaxUDPPayload, packs
 	// one datagram per buffer unless buffers are larger than 128 KiB.
 	// Longer datagrams are delivered when they happen to fit and are
-	// dropped otherwise (see DatagramDropReporter). Zero means
+	// dropped otherwise (counted in engine.SourceStats). Zero means
 	// MaxUDPPayload.
 	MaxDatagram int `yaml:"max_datagram"`
 }
@@ -70,11 +71,11 @@ type UDPSource struct {
 }
 
 var (
-	_ Source         = (*UDPSource)(nil)
-	_ Descriptor     = (*UDPSource)(nil)
-	_ Deadliner      = (*UDPSource)(nil)
-	_ DatagramReader = (*UDPSource)(nil)
-	_ DatagramSizer  = (*UDPSource)(nil)
+	_ Source                  = (*UDPSource)(nil)
+	_ contract.Descriptor     = (*UDPSource)(nil)
+	_ Deadliner               = (*UDPSource)(nil)
+	_ contract.DatagramReader = (*UDPSource)(nil)
+	_ contract.DatagramSizer  = (*UDPSource)(nil)
 )
 
 // ListenUDP binds a UDP socket as cfg says and returns it as a source.
@@ -172,8 +173,8 @@ func (s *UDPSource) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// ReadDatagram receives one datagram into p through Go's netpoller; see
-// DatagramReader. It allocates nothing.
+// ReadDatagram receives one datagram into p through Go's netpoller, for
+// the goroutine runner (contract.DatagramReader). It allocates nothing.
 func (s *UDPSource) ReadDatagram(p []byte) (int, bool, error) {
 	c, err := s.conn()
 	if err != nil {
@@ -207,21 +208,21 @@ func (s *UDPSource) SyscallConn() (syscall.RawConn, error) {
 
 // Desc detaches the socket from Go's netpoller on first use and returns it
 // as a Datagram descriptor.
-func (s *UDPSource) Desc() (Desc, error) {
+func (s *UDPSource) Desc() (contract.Desc, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return Desc{}, fmt.Errorf("srcs: %s: %w", s.name, net.ErrClosed)
+		return contract.Desc{}, fmt.Errorf("srcs: %s: %w", s.name, net.ErrClosed)
 	}
 	if s.fd >= 0 {
-		return Desc{FD: s.fd, Kind: Datagram}, nil
+		return contract.Desc{FD: s.fd, Kind: contract.Datagram}, nil
 	}
 	fd, err := detach(s.name, s.c, s.c)
 	if err != nil {
-		return Desc{}, err
+		return contract.Desc{}, err
 	}
 	s.c, s.fd = nil, fd
-	return Desc{FD: fd, Kind: Datagram}, nil
+	return contract.Desc{FD: fd, Kind: contract.Datagram}, nil
 }
 
 // Drops returns how many datagrams the kernel dropped for this socket since

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/srcs"
 )
 
@@ -125,7 +126,7 @@ func TestUDPSourceDesc(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.Kind != srcs.Datagram || d.FD < 0 {
+	if d.Kind != contract.Datagram || d.FD < 0 {
 		t.Fatalf("Desc = %+v", d)
 	}
 	if d2, err := s.Desc(); err != nil || d2 != d {

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"golang.org/x/sys/unix"
 )
 
@@ -149,8 +150,8 @@ func NewUnixClient(cfg UnixClientConfig) (*UnixClient, error) {
 }
 
 var (
-	_ Source      = (*UnixClient)(nil)
-	_ Descriptor  = (*UnixClient)(nil)
-	_ Deadliner   = (*UnixClient)(nil)
-	_ Reconnector = (*UnixClient)(nil)
+	_ Source              = (*UnixClient)(nil)
+	_ contract.Descriptor = (*UnixClient)(nil)
+	_ Deadliner           = (*UnixClient)(nil)
+	_ Reconnector         = (*UnixClient)(nil)
 )

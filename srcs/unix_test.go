@@ -17,6 +17,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-io/sluice/internal/contract"
+	"github.com/sluice-io/sluice/internal/driver"
 	"github.com/sluice-io/sluice/internal/srcstest"
 	"github.com/sluice-io/sluice/srcs"
 )
@@ -86,7 +88,7 @@ func TestUnixListenerAcceptsAndReads(t *testing.T) {
 			const n = 5
 			for i := range n {
 				cl := dialUnix(t, path)
-				c, err := l.Accept(ctx)
+				c, err := l.AcceptSource(ctx)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -134,7 +136,7 @@ func TestUnixListenerCap(t *testing.T) {
 	l := listenUnix(t, path, srcs.ListenerConfig{MaxConns: 2})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	accept := func() *srcs.AcceptedConn {
+	accept := func() srcs.Source {
 		dialUnix(t, path)
 		return waitAccept(t, acceptAsync(ctx, l), 5*time.Second)
 	}
@@ -162,7 +164,7 @@ func TestUnixListenerCap(t *testing.T) {
 	dialUnix(t, path)
 	short, cancelShort := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancelShort()
-	if c, err := l.Accept(short); !errors.Is(err, context.DeadlineExceeded) {
+	if c, err := l.AcceptSource(short); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Accept with 2 open under MaxConns 2 = %v, %v; want a deadline error", c, err)
 	}
 }
@@ -320,14 +322,14 @@ func TestUnixClientReconnect(t *testing.T) {
 		if err := c.Open(ctx); err != nil {
 			t.Fatalf("session %d: Open: %v", i, err)
 		}
-		sc, err := l.Accept(ctx)
+		sc, err := l.AcceptSource(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		msg := fmt.Sprintf("session %d", i)
 		// An accepted conn is a read-only source; write through its
 		// descriptor.
-		d, err := sc.Desc()
+		d, err := sc.(contract.Descriptor).Desc()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -399,7 +401,7 @@ func TestUnixClientDeadline(t *testing.T) {
 	sc := waitAccept(t, acceptAsync(context.Background(), l), 5*time.Second)
 	defer sc.Close()
 	c.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
-	if _, err := c.Read(make([]byte, 8)); !errors.Is(srcs.Classify(err), srcs.ErrTimeout) {
+	if _, err := c.Read(make([]byte, 8)); !errors.Is(driver.Classify(err), srcs.ErrTimeout) {
 		t.Errorf("Read past the deadline = %v, want a timeout", err)
 	}
 }

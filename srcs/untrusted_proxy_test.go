@@ -49,10 +49,11 @@ func TestUntrustedFirstBytes(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			ac, err := l.Accept(ctx)
+			src, err := l.AcceptSource(ctx)
 			if err != nil {
 				t.Fatalf("accept: %v", err)
 			}
+			ac := src.(accepted)
 			defer ac.Close()
 			if tc.early {
 				if ac.Encrypted() {

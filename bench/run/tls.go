@@ -4,7 +4,7 @@ package run
 //
 // The kernels sluice targets have no kTLS, so every TLS source is read by
 // the goroutine runner through crypto/tls, whatever the engine's runner
-// (see srcs.Encrypted). run --tls therefore adds one row, RowTLS: an
+// (see engine.Config.Runner). run --tls therefore adds one row, RowTLS: an
 // engine on the goroutine runner behind a TLS listener, the listener
 // configured as a node file would configure it (srcs.TLSConfig), fed by
 // the same generator over TLS. The row goes first, so that the ratios the

@@ -5,9 +5,8 @@ import (
 	"io"
 	"os"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"golang.org/x/sys/unix"
-
-	"github.com/sluice-io/sluice/srcs"
 )
 
 // How says how a runner reads a descriptor it admitted.
@@ -30,7 +29,7 @@ const (
 
 // Admitted is a descriptor a runner admitted, and how to read it.
 type Admitted struct {
-	srcs.Desc
+	contract.Desc
 	How How
 }
 
@@ -42,7 +41,7 @@ type Admitted struct {
 // negative, a Datagram descriptor a SOCK_DGRAM socket, a Stream no
 // directory), and how every runner reads it: the decision is made here
 // once, so that a descriptor reads the same whichever runner has it.
-func AdmitDescriptor(runner string, l *srcs.Lane, admit func(*srcs.Lane) error) (Admitted, error) {
+func AdmitDescriptor(runner string, l *contract.Lane, admit func(*contract.Lane) error) (Admitted, error) {
 	fail := func(err error) (Admitted, error) {
 		return Admitted{}, fmt.Errorf("%s: add lane %d (%s): %w", runner, l.ID, l.Name(), err)
 	}
@@ -60,22 +59,22 @@ func AdmitDescriptor(runner string, l *srcs.Lane, admit func(*srcs.Lane) error) 
 	if d.FD < 0 {
 		return fail(fmt.Errorf("invalid descriptor %d", d.FD))
 	}
-	if err := srcs.CheckFraming(l, d.Kind); err != nil {
+	if err := contract.CheckFraming(l, d.Kind); err != nil {
 		return Admitted{}, fmt.Errorf("%s: add %w", runner, err)
 	}
 	a := Admitted{Desc: d}
 	switch d.Kind {
-	case srcs.File:
+	case contract.File:
 		if d.Offset < 0 {
 			return fail(fmt.Errorf("negative offset %d", d.Offset))
 		}
 		a.How = ReadFile
-	case srcs.Datagram:
+	case contract.Datagram:
 		if err := CheckDatagramSocket(d.FD); err != nil {
 			return fail(err)
 		}
 		a.How = ReadDatagrams
-	case srcs.Stream:
+	case contract.Stream:
 		var st unix.Stat_t
 		if err := unix.Fstat(d.FD, &st); err != nil {
 			return fail(os.NewSyscallError("fstat", err))

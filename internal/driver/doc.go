@@ -14,6 +14,14 @@
 // at its deadline (Due, Flush) and end it (Finish). Its tests, a fuzz
 // target among them, run without a kernel.
 //
+// Around the Lane sit the decisions every runner makes the same way, so
+// that they too are written once: what a read's result means (Result,
+// ReadError, Classify), how a datagram lane lays out its buffer
+// (DatagramLimit and the header helpers), and how to read a descriptor,
+// which AdmitDescriptor learns by asking the kernel (fstat(2), lseek(2),
+// getsockopt(2)): the one place in the package that makes system calls.
+// None of them reads or writes a source's bytes.
+//
 // Building with -tags invariants makes every Lane check its own rules: a
 // buffer is held by exactly one lane, a lane finishes exactly once, and
 // nothing is emitted after it finished.

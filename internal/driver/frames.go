@@ -4,8 +4,15 @@ import (
 	"errors"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/srcs"
 )
+
+// RecordReporter is the optional capability of an Emitter that counts and
+// reports the records a lane skipped (see srcs.RecordError).
+type RecordReporter interface {
+	RecordSkipped(l *contract.Lane, err *srcs.RecordError)
+}
 
 // frames is the framing state of a Lane: how much of the buffer being
 // filled holds whole records, how far the framer has looked past them,
@@ -24,11 +31,11 @@ import (
 // Its zero value frames nothing (raw bytes).
 type frames struct {
 	f   srcs.Framer
-	rs  srcs.Resyncer    // f's, if it has one
-	wf  srcs.WholeFramer // f's, if it has one
-	l   *srcs.Lane
-	rep srcs.RecordReporter // l.Out's, if it has one
-	sk  srcs.SkipCounter    // l.Out's, if it has one
+	rs  contract.Resyncer    // f's, if it has one
+	wf  contract.WholeFramer // f's, if it has one
+	l   *contract.Lane
+	rep RecordReporter       // l.Out's, if it has one
+	sk  contract.SkipCounter // l.Out's, if it has one
 
 	done int   // bytes of the buffer holding whole records
 	seen int   // bytes past done the framer scanned without finding an end
@@ -44,16 +51,16 @@ type frames struct {
 }
 
 // Reset binds the state to l and its srcs.Framer, holding nothing.
-func (s *frames) Reset(l *srcs.Lane) {
+func (s *frames) Reset(l *contract.Lane) {
 	*s = frames{l: l}
 	if l == nil || l.Framer == nil {
 		return
 	}
 	s.f = l.Framer
-	s.rs, _ = l.Framer.(srcs.Resyncer)
-	s.wf, _ = l.Framer.(srcs.WholeFramer)
-	s.rep, _ = l.Out.(srcs.RecordReporter)
-	s.sk, _ = l.Out.(srcs.SkipCounter)
+	s.rs, _ = l.Framer.(contract.Resyncer)
+	s.wf, _ = l.Framer.(contract.WholeFramer)
+	s.rep, _ = l.Out.(RecordReporter)
+	s.sk, _ = l.Out.(contract.SkipCounter)
 }
 
 // On reports whether the lane is framed.
@@ -137,10 +144,10 @@ func (s *frames) Carry(dst, buf []byte, n int) int {
 // of the pool, so that a lane that has waited a flush timeout for the rest
 // gives its buffer back: a slow sender must not pin pool buffers. It
 // reports false, and copies nothing, when whole records are held or the
-// part is longer than srcs.ParkMax. The lane's next buffer takes the part back
+// part is longer than contract.ParkMax. The lane's next buffer takes the part back
 // with Unpark.
 func (s *frames) Park(buf []byte, n int) bool {
-	if s.f == nil || s.done != 0 || n == 0 || n > srcs.ParkMax || len(s.park) > 0 {
+	if s.f == nil || s.done != 0 || n == 0 || n > contract.ParkMax || len(s.park) > 0 {
 		return false
 	}
 	s.park = append([]byte(nil), buf[:n]...)
@@ -153,7 +160,7 @@ func (s *frames) Park(buf []byte, n int) bool {
 // to park, which no deadline can move: the lane has no flush deadline
 // until a read completes the record, and must go on reading meanwhile.
 func (s *frames) Flushable(n int) bool {
-	return s.done > 0 || n > 0 && n <= srcs.ParkMax && len(s.park) == 0
+	return s.done > 0 || n > 0 && n <= contract.ParkMax && len(s.park) == 0
 }
 
 // Unpark copies the parked part to the start of dst, the lane's next
@@ -171,7 +178,7 @@ func (s *frames) Unpark(dst []byte) int {
 // lane ends while it waits outside the pool: into a buffer if the
 // account has one free, else as bytes, if l.Out is a BytesEmitter. It
 // reports false when it could do neither (the part is lost; an Emitter
-// that frames should be a srcs.BytesEmitter).
+// that frames should be a contract.BytesEmitter).
 func (s *frames) EmitParked() bool {
 	if len(s.park) == 0 {
 		return true
@@ -183,7 +190,7 @@ func (s *frames) EmitParked() bool {
 		l.Out.Emit(l, b, n, srcs.Partial|srcs.Records|srcs.Truncated, time.Time{})
 		return true
 	}
-	if be, ok := l.Out.(srcs.BytesEmitter); ok {
+	if be, ok := l.Out.(contract.BytesEmitter); ok {
 		be.EmitBytes(l, p, srcs.Partial|srcs.Records|srcs.Truncated, time.Time{})
 		return true
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"testing"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	rt "github.com/sluice-io/sluice/internal/recordtest"
 	"github.com/sluice-io/sluice/srcs"
 )
@@ -42,7 +43,7 @@ func benchFramesReads(b *testing.B, f srcs.Framer, stream []byte, read int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	l := &srcs.Lane{Framer: f, Out: &recorder{}}
+	l := &contract.Lane{Framer: f, Out: &recorder{}}
 	bufs := [2][]byte{make([]byte, benchBuf), make([]byte, benchBuf)}
 	var fr frames
 	b.SetBytes(int64(len(stream)))

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	rt "github.com/sluice-io/sluice/internal/recordtest"
 	"github.com/sluice-io/sluice/pool"
 	"github.com/sluice-io/sluice/srcs"
@@ -38,15 +39,15 @@ func TestRecordFlags(t *testing.T) {
 // itself, so Emit and Finish do nothing, and RecordSkipped keeps the
 // reports.
 type recorder struct {
-	lane    *srcs.Lane
+	lane    *contract.Lane
 	skipped []*srcs.RecordError
 	bad     []string
 }
 
-func (r *recorder) Emit(*srcs.Lane, *pool.Buf, int, srcs.Flags, time.Time) {}
-func (r *recorder) Finish(*srcs.Lane, error)                               {}
+func (r *recorder) Emit(*contract.Lane, *pool.Buf, int, srcs.Flags, time.Time) {}
+func (r *recorder) Finish(*contract.Lane, error)                               {}
 
-func (r *recorder) RecordSkipped(l *srcs.Lane, err *srcs.RecordError) {
+func (r *recorder) RecordSkipped(l *contract.Lane, err *srcs.RecordError) {
 	if l != r.lane {
 		r.bad = append(r.bad, fmt.Sprintf("RecordSkipped for lane %p, want %p", l, r.lane))
 	}
@@ -56,7 +57,7 @@ func (r *recorder) RecordSkipped(l *srcs.Lane, err *srcs.RecordError) {
 	r.skipped = append(r.skipped, err)
 }
 
-var _ srcs.RecordReporter = (*recorder)(nil)
+var _ RecordReporter = (*recorder)(nil)
 
 // feed says how runFeed reads a stream.
 type feed struct {
@@ -91,7 +92,7 @@ type fed struct {
 func runFeed(tb testing.TB, f srcs.Framer, stream []byte, c feed) fed {
 	tb.Helper()
 	em := &recorder{}
-	l := &srcs.Lane{Framer: f, Out: em}
+	l := &contract.Lane{Framer: f, Out: em}
 	em.lane = l
 	var fr frames
 	fr.Reset(l)
@@ -365,7 +366,7 @@ func TestFramesScanError(t *testing.T) {
 	// The bad record's bytes stay in the buffer after an error that ends
 	// the lane: Done() marks where they begin.
 	f := srcs.LengthPrefix{Size: 1, Order: binary.BigEndian}
-	l := &srcs.Lane{Framer: f}
+	l := &contract.Lane{Framer: f}
 	var fr frames
 	fr.Reset(l)
 	buf := make([]byte, 16)
@@ -385,11 +386,11 @@ func TestFramesZero(t *testing.T) {
 	if fr.On() {
 		t.Error("Frames on after Reset(nil)")
 	}
-	fr.Reset(&srcs.Lane{})
+	fr.Reset(&contract.Lane{})
 	if fr.On() {
 		t.Error("Frames on for a lane without a framer")
 	}
-	fr.Reset(&srcs.Lane{Framer: srcs.Newline{}})
+	fr.Reset(&contract.Lane{Framer: srcs.Newline{}})
 	if !fr.On() {
 		t.Error("Frames off for a framed lane")
 	}
@@ -413,7 +414,7 @@ func TestFramesWithoutReporter(t *testing.T) {
 			}
 		}
 		var fr frames
-		fr.Reset(&srcs.Lane{Framer: tc.f})
+		fr.Reset(&contract.Lane{Framer: tc.f})
 		buf := make([]byte, 1024)
 		n, err := fr.Scan(buf, copy(buf, stream))
 		if err != nil || !bytes.Equal(buf[:n], want) || fr.Done() != n {
@@ -435,7 +436,7 @@ func TestFramesScanAllocs(t *testing.T) {
 		{srcs.MQTTPackets{}, rt.MQTTPkt(0x30, 100, 0)},
 	} {
 		stream := bytes.Repeat(tc.rec, 50)
-		l := &srcs.Lane{Framer: tc.f, Out: &recorder{}}
+		l := &contract.Lane{Framer: tc.f, Out: &recorder{}}
 		var fr frames
 		a, b := make([]byte, 1000), make([]byte, 1000)
 		allocs := testing.AllocsPerRun(20, func() {

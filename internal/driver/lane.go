@@ -6,6 +6,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/pool"
 	"github.com/sluice-io/sluice/srcs"
 )
@@ -32,7 +33,7 @@ import (
 // drives the lane at the moment and is not safe for concurrent use. Its
 // zero value is unusable; call Reset first.
 type Lane struct {
-	l *srcs.Lane
+	l *contract.Lane
 	// maxHold is how long partial data may be held: the lane's Flush,
 	// unless the runner cannot wake up on time for this lane, in which
 	// case it is zero and every read is emitted at once.
@@ -56,14 +57,14 @@ type Lane struct {
 // datagrams is the state of a datagram lane, whose buffers hold framed
 // datagrams.
 type datagrams struct {
-	limit  int                       // the source's datagram limit (srcs.DatagramSizer)
-	rep    srcs.DatagramDropReporter // l.Out's, if it has one
-	warned bool                      // a dropped datagram was logged
+	limit  int                           // the source's datagram limit (contract.DatagramSizer)
+	rep    contract.DatagramDropReporter // l.Out's, if it has one
+	warned bool                          // a dropped datagram was logged
 }
 
 // Reset binds the Lane to l, holding nothing. maxHold is how long partial
 // data may wait (l.Flush, or zero when the runner cannot wake up for it).
-func (d *Lane) Reset(l *srcs.Lane, maxHold time.Duration) {
+func (d *Lane) Reset(l *contract.Lane, maxHold time.Duration) {
 	*d = Lane{l: l, maxHold: maxHold}
 	if l != nil && l.Framer != nil {
 		d.fr = new(frames)
@@ -74,14 +75,14 @@ func (d *Lane) Reset(l *srcs.Lane, maxHold time.Duration) {
 
 // ResetDatagram binds the Lane to a datagram lane: each commit is one
 // datagram, framed as srcs.ForEachDatagram reads it.
-func (d *Lane) ResetDatagram(l *srcs.Lane, maxHold time.Duration) {
+func (d *Lane) ResetDatagram(l *contract.Lane, maxHold time.Duration) {
 	d.Reset(l, maxHold)
-	d.dg = &datagrams{limit: srcs.DatagramLimit(l.Src, math.MaxInt32)} // capped by the buffer in Commit
-	d.dg.rep, _ = l.Out.(srcs.DatagramDropReporter)
+	d.dg = &datagrams{limit: DatagramLimit(l.Src, math.MaxInt32)} // capped by the buffer in Commit
+	d.dg.rep, _ = l.Out.(contract.DatagramDropReporter)
 }
 
 // Lane returns the lane the Lane drives.
-func (d *Lane) Lane() *srcs.Lane { return d.l }
+func (d *Lane) Lane() *contract.Lane { return d.l }
 
 // Framed reports whether the lane is framed into records.
 func (d *Lane) Framed() bool { return d.fr != nil }
@@ -159,7 +160,7 @@ func (d *Lane) Commit(n int, now time.Time) error {
 		d.first = stampOf(now)
 	}
 	if d.dg != nil {
-		srcs.PutDatagramHeader(d.buf.Bytes()[d.n:], n)
+		PutDatagramHeader(d.buf.Bytes()[d.n:], n)
 		d.n += srcs.DatagramHeaderLen
 	}
 	d.n += n
@@ -167,7 +168,7 @@ func (d *Lane) Commit(n int, now time.Time) error {
 	switch {
 	case d.n == size:
 		d.emit(0)
-	case d.dg != nil && srcs.DatagramSpace(d.buf.Bytes(), d.n) < min(d.dg.limit, size-srcs.DatagramHeaderLen):
+	case d.dg != nil && DatagramSpace(d.buf.Bytes(), d.n) < min(d.dg.limit, size-srcs.DatagramHeaderLen):
 		d.emit(srcs.Partial)
 	case d.maxHold <= 0:
 		d.emit(srcs.Partial)
@@ -443,7 +444,7 @@ func (d *Lane) out(b *pool.Buf, n int, flags srcs.Flags, first time.Time) {
 
 // Check rejects a lane a runner could not drive; runner names the runner
 // in the error.
-func Check(runner string, l *srcs.Lane) error {
+func Check(runner string, l *contract.Lane) error {
 	switch {
 	case l == nil:
 		return fmt.Errorf("%s: add: nil lane", runner)
@@ -460,13 +461,13 @@ func Check(runner string, l *srcs.Lane) error {
 }
 
 // CheckDescriptor is Check for a runner that reads a lane's kernel
-// descriptor: it also returns the source's srcs.Descriptor, or an error
+// descriptor: it also returns the source's contract.Descriptor, or an error
 // wrapping srcs.ErrNoDescriptor for a source without one.
-func CheckDescriptor(runner string, l *srcs.Lane) (srcs.Descriptor, error) {
+func CheckDescriptor(runner string, l *contract.Lane) (contract.Descriptor, error) {
 	if err := Check(runner, l); err != nil {
 		return nil, err
 	}
-	d, ok := l.Src.(srcs.Descriptor)
+	d, ok := l.Src.(contract.Descriptor)
 	if !ok {
 		return nil, fmt.Errorf("%s: add lane %d (%s): %w", runner, l.ID, l.Name(), srcs.ErrNoDescriptor)
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	rt "github.com/sluice-io/sluice/internal/recordtest"
 	"github.com/sluice-io/sluice/pool"
 	"github.com/sluice-io/sluice/srcs"
@@ -36,18 +37,20 @@ type sink struct {
 	skipped  []*srcs.RecordError
 }
 
-func (s *sink) Emit(_ *srcs.Lane, b *pool.Buf, n int, flags srcs.Flags, first time.Time) {
+func (s *sink) Emit(_ *contract.Lane, b *pool.Buf, n int, flags srcs.Flags, first time.Time) {
 	s.chunks = append(s.chunks, chunk{bytes.Clone(b.Bytes()[:n]), flags, first})
 	b.Release()
 }
 
-func (s *sink) EmitBytes(_ *srcs.Lane, p []byte, flags srcs.Flags, first time.Time) {
+func (s *sink) EmitBytes(_ *contract.Lane, p []byte, flags srcs.Flags, first time.Time) {
 	s.chunks = append(s.chunks, chunk{bytes.Clone(p), flags, first})
 }
 
-func (s *sink) Finish(_ *srcs.Lane, err error) { s.finished++; s.err = err }
+func (s *sink) Finish(_ *contract.Lane, err error) { s.finished++; s.err = err }
 
-func (s *sink) RecordSkipped(_ *srcs.Lane, err *srcs.RecordError) { s.skipped = append(s.skipped, err) }
+func (s *sink) RecordSkipped(_ *contract.Lane, err *srcs.RecordError) {
+	s.skipped = append(s.skipped, err)
+}
 
 // data returns every byte emitted, in order.
 func (s *sink) data() []byte {
@@ -80,7 +83,7 @@ func newLane(t testing.TB, f srcs.Framer, bufSize, buffers int, hold time.Durati
 	}
 	t.Cleanup(func() { p.Close() })
 	s := &sink{}
-	l := &srcs.Lane{ID: 1, Src: nameSrc{}, Account: p.Join(1), Flush: hold, Framer: f, Out: s}
+	l := &contract.Lane{ID: 1, Src: nameSrc{}, Account: p.Join(1), Flush: hold, Framer: f, Out: s}
 	var d Lane
 	d.Reset(l, hold)
 	return &d, s, p
@@ -173,18 +176,18 @@ func TestLaneNoHold(t *testing.T) {
 }
 
 // TestLaneParks: part of a record that waited a flush timeout leaves the
-// pool when it is at most srcs.ParkMax bytes, and comes back with the
+// pool when it is at most contract.ParkMax bytes, and comes back with the
 // lane's next buffer; a longer part keeps its buffer and sets no deadline
 // (a deadline no flush can meet would make a runner spin).
 func TestLaneParks(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	const hold = 10 * time.Millisecond
-	for _, n := range []int{1, srcs.ParkMax, srcs.ParkMax + 1, 8000} {
+	for _, n := range []int{1, contract.ParkMax, contract.ParkMax + 1, 8000} {
 		d, s, p := newLane(t, srcs.Newline{}, 8192, 4, hold)
 		part := bytes.Repeat([]byte("p"), n)
 		read(t, d, part, t0)
 		due, ok := d.Due()
-		parkable := n <= srcs.ParkMax
+		parkable := n <= contract.ParkMax
 		if ok != parkable || ok && !due.Equal(t0.Add(hold)) {
 			t.Fatalf("%d bytes: Due = %v, %v; want a deadline %v", n, due, ok, parkable)
 		}
@@ -254,7 +257,7 @@ func TestLaneDatagrams(t *testing.T) {
 	}
 	defer p.Close()
 	s := &sink{}
-	l := &srcs.Lane{ID: 1, Src: smallDatagrams{}, Account: p.Join(1), Flush: time.Millisecond, Out: s}
+	l := &contract.Lane{ID: 1, Src: smallDatagrams{}, Account: p.Join(1), Flush: time.Millisecond, Out: s}
 	var d Lane
 	d.ResetDatagram(l, time.Millisecond)
 	b, _ := l.Account.TryAcquire()
@@ -284,7 +287,7 @@ func TestLaneDatagrams(t *testing.T) {
 }
 
 // FuzzLane runs a framed lane the way a runner would over a stream of
-// newline records of random sizes (some longer than srcs.ParkMax, some
+// newline records of random sizes (some longer than contract.ParkMax, some
 // longer than a buffer), read in random sizes at random times, with the
 // runner waking at the lane's deadlines. After every step:
 //
@@ -375,7 +378,7 @@ type dropCounter struct {
 	drops []int
 }
 
-func (c *dropCounter) DatagramDropped(_ *srcs.Lane, size int) { c.drops = append(c.drops, size) }
+func (c *dropCounter) DatagramDropped(_ *contract.Lane, size int) { c.drops = append(c.drops, size) }
 
 // TestLaneDatagramBatch receives datagrams of random sizes several at a
 // time, into the rooms DatagramBatch gives, some of them too long for
@@ -390,7 +393,7 @@ func TestLaneDatagramBatch(t *testing.T) {
 			t.Fatal(err)
 		}
 		out := &dropCounter{}
-		l := &srcs.Lane{ID: 1, Src: smallDatagrams{}, Account: p.Join(1), Flush: hold, Out: out}
+		l := &contract.Lane{ID: 1, Src: smallDatagrams{}, Account: p.Join(1), Flush: hold, Out: out}
 		var d Lane
 		d.ResetDatagram(l, hold)
 		rng := rand.New(rand.NewPCG(1, uint64(hold)))

@@ -5,6 +5,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/srcs"
 )
 
@@ -46,10 +47,16 @@ func Result(n int, errno unix.Errno, datagram bool) ReadResult {
 }
 
 // ReadError is the error a lane ends with when its read, the system call
-// op, failed with errno: typed as srcs.Classify types it.
+// op, failed with errno: typed as Classify types it.
 func ReadError(op string, errno unix.Errno) error {
-	return srcs.Classify(os.NewSyscallError(op, errno))
+	return Classify(os.NewSyscallError(op, errno))
 }
+
+// Classify maps a read error from any runner to srcs's vocabulary, so
+// that callers see the same typed errors whichever runner read the bytes:
+// io.EOF stays io.EOF, resets wrap srcs.ErrReset, deadlines and timeouts
+// wrap srcs.ErrTimeout. Other errors pass through unchanged.
+func Classify(err error) error { return contract.Classify(err, srcs.ErrReset, srcs.ErrTimeout) }
 
 // Errno returns the errno of a system call's error: 0 for none, and
 // unix.EIO for an error that carries none.

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/pool"
 	"github.com/sluice-io/sluice/srcs"
 )
@@ -26,13 +27,13 @@ type Counter struct {
 // NewCounter returns a Counter for up to lanes lanes.
 func NewCounter(lanes int) *Counter { return &Counter{Finished: make(chan error, lanes)} }
 
-func (c *Counter) Emit(l *srcs.Lane, b *pool.Buf, n int, flags srcs.Flags, first time.Time) {
+func (c *Counter) Emit(l *contract.Lane, b *pool.Buf, n int, flags srcs.Flags, first time.Time) {
 	c.Bytes.Add(int64(n))
 	c.Chunks.Add(1)
 	b.Release()
 }
 
-func (c *Counter) Finish(l *srcs.Lane, err error) { c.Finished <- err }
+func (c *Counter) Finish(l *contract.Lane, err error) { c.Finished <- err }
 
 // BenchConfig says what Bench drives.
 type BenchConfig struct {
@@ -55,7 +56,7 @@ func Bench(b *testing.B, newRunner New, cfg BenchConfig) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	r, err := newRunner(srcs.RunnerConfig{Workers: cfg.Workers, Pool: p})
+	r, err := newRunner(contract.RunnerConfig{Workers: cfg.Workers, Pool: p})
 	if errors.Is(err, errors.ErrUnsupported) {
 		p.Close()
 		b.Skip(err)
@@ -66,11 +67,11 @@ func Bench(b *testing.B, newRunner New, cfg BenchConfig) {
 	out := NewCounter(cfg.Lanes)
 	writers := make([]int, cfg.Lanes)
 	sources := make([]srcs.Source, cfg.Lanes)
-	lanes := make([]*srcs.Lane, cfg.Lanes)
+	lanes := make([]*contract.Lane, cfg.Lanes)
 	for i := range cfg.Lanes {
 		rd, wr := Socketpair(b, unix.SOCK_STREAM)
 		writers[i] = wr
-		var src srcs.Source = &FDSource{FD: rd, Kind: srcs.Stream}
+		var src srcs.Source = &FDSource{FD: rd, Kind: contract.Stream}
 		if cfg.Source != nil {
 			if src, err = cfg.Source(rd); err != nil {
 				b.Fatal(err)
@@ -78,7 +79,7 @@ func Bench(b *testing.B, newRunner New, cfg BenchConfig) {
 		}
 		sources[i] = src
 		id := srcs.ID(i + 1)
-		lanes[i] = &srcs.Lane{ID: id, Src: src, Account: p.Join(id), Flush: time.Millisecond, Out: out}
+		lanes[i] = &contract.Lane{ID: id, Src: src, Account: p.Join(id), Flush: time.Millisecond, Out: out}
 		if err := r.Add(lanes[i]); err != nil {
 			b.Fatal(err)
 		}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/pool"
 	"github.com/sluice-io/sluice/srcs"
 )
@@ -22,14 +23,14 @@ func dgRig(t *testing.T, newRunner New, bufSize, buffers int) *Rig {
 	t.Helper()
 	return NewRig(t, newRunner, RigConfig{
 		Pool:      pool.Config{BufSize: bufSize, Buffers: buffers},
-		Runner:    srcs.RunnerConfig{Workers: 2},
+		Runner:    contract.RunnerConfig{Workers: 2},
 		Datagrams: true,
 	})
 }
 
 // UDP binds a UDP source, adds it as a lane and dials it. The test's
 // cleanup closes the client.
-func (g *Rig) UDP(cfg srcs.UDPConfig, flush time.Duration) (*srcs.UDPSource, *net.UDPConn, *srcs.Lane) {
+func (g *Rig) UDP(cfg srcs.UDPConfig, flush time.Duration) (*srcs.UDPSource, *net.UDPConn, *contract.Lane) {
 	g.t.Helper()
 	cfg.Addr = "127.0.0.1:0"
 	s, err := srcs.ListenUDP(cfg)

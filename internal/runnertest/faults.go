@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/pool"
 	"github.com/sluice-io/sluice/srcs"
 )
@@ -25,11 +26,11 @@ type Faulty interface {
 	WorkerStopped(i int) bool
 	// WorkerOf returns the index of the worker that drives l, and false
 	// when none does.
-	WorkerOf(l *srcs.Lane) (int, bool)
+	WorkerOf(l *contract.Lane) (int, bool)
 }
 
 // NewFaulty makes a Faulty runner under test from cfg.
-type NewFaulty func(cfg srcs.RunnerConfig) (Faulty, error)
+type NewFaulty func(cfg contract.RunnerConfig) (Faulty, error)
 
 // errInjected is the failure the suite gives a worker.
 var errInjected = errors.New("runnertest: injected worker failure")
@@ -39,9 +40,9 @@ var errInjected = errors.New("runnertest: injected worker failure")
 // them with its failure and says so in the log; Add passes it over, and
 // fails with the first failure once every worker has failed.
 func TestWorkerFaults(t *testing.T, newRunner NewFaulty) {
-	nr := func(cfg srcs.RunnerConfig) (Runner, error) { return newRunner(cfg) }
+	nr := func(cfg contract.RunnerConfig) (Runner, error) { return newRunner(cfg) }
 	rig := func(t *testing.T, workers int, pc pool.Config) (*Rig, Faulty) {
-		g := NewRig(t, nr, RigConfig{Pool: pc, Runner: srcs.RunnerConfig{Workers: workers}})
+		g := NewRig(t, nr, RigConfig{Pool: pc, Runner: contract.RunnerConfig{Workers: workers}})
 		g.CloseErr = errInjected
 		return g, g.R.(Faulty)
 	}
@@ -67,7 +68,7 @@ func TestWorkerFaults(t *testing.T, newRunner NewFaulty) {
 		if data := g.Rec.Lane(l1.ID).Data; string(data) != string(sent) {
 			t.Errorf("lane %d emitted %d bytes, want the %d it held", l1.ID, len(data), len(sent))
 		}
-		for _, l := range []*srcs.Lane{l2, l3} {
+		for _, l := range []*contract.Lane{l2, l3} {
 			if n := g.Rec.Lane(l.ID).Bytes; n != 0 {
 				t.Errorf("lane %d emitted %d bytes, want none", l.ID, n)
 			}
@@ -85,7 +86,7 @@ func TestWorkerFaults(t *testing.T, newRunner NewFaulty) {
 		// lowest load.
 		g, f := rig(t, 2, pool.Config{Buffers: 32})
 		clients := make([]io.WriteCloser, 12)
-		lanes := make([]*srcs.Lane, 12)
+		lanes := make([]*contract.Lane, 12)
 		for i := range 2 {
 			clients[i], lanes[i] = g.Conn(0)
 			if w, ok := f.WorkerOf(lanes[i]); !ok || w != i {

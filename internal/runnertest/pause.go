@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/pool"
 	"github.com/sluice-io/sluice/srcs"
 )
@@ -31,7 +32,7 @@ func (s suite) pause(t *testing.T) {
 	// flush timeout.
 	const held = 3
 	heldClients := make([]*net.TCPConn, held)
-	heldLanes := make([]*srcs.Lane, held)
+	heldLanes := make([]*contract.Lane, held)
 	sent := make([][]byte, held)
 	for i := range held {
 		c, hl := g.Conn(time.Hour)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/srcstest"
 	"github.com/sluice-io/sluice/pool"
 	"github.com/sluice-io/sluice/srcs"
@@ -31,7 +32,7 @@ type RigConfig struct {
 	Pool pool.Config
 	// Runner is handed to the runner's constructor with the rig's Pool and
 	// Logger filled in.
-	Runner srcs.RunnerConfig
+	Runner contract.RunnerConfig
 	// Source makes the source of an accepted connection (Conn); nil means
 	// srcs.NewConn.
 	Source func(c net.Conn) srcs.Source
@@ -64,14 +65,14 @@ type Rig struct {
 	Leaked   int
 
 	t      *testing.T
-	out    srcs.Emitter
+	out    contract.Emitter
 	check  func() error // the emitter's contract
 	source func(c net.Conn) srcs.Source
 	ln     net.Listener
 	log    *os.File // what the runner logs; a file, so a test may read it while the runner writes
 
 	mu     sync.Mutex
-	lanes  []*srcs.Lane
+	lanes  []*contract.Lane
 	nextID srcs.ID
 	closed bool
 }
@@ -149,7 +150,7 @@ func (g *Rig) Dial() (client, server *net.TCPConn) {
 
 // Conn connects a client to a new lane, added with the given flush
 // timeout, whose source is the accepted side.
-func (g *Rig) Conn(flush time.Duration) (*net.TCPConn, *srcs.Lane) {
+func (g *Rig) Conn(flush time.Duration) (*net.TCPConn, *contract.Lane) {
 	g.t.Helper()
 	client, server := g.Dial()
 	return client, g.Add(g.source(server), flush)
@@ -157,7 +158,7 @@ func (g *Rig) Conn(flush time.Duration) (*net.TCPConn, *srcs.Lane) {
 
 // Add makes a lane for src and adds it to the runner, failing the test
 // if the runner refuses it.
-func (g *Rig) Add(src srcs.Source, flush time.Duration) *srcs.Lane {
+func (g *Rig) Add(src srcs.Source, flush time.Duration) *contract.Lane {
 	g.t.Helper()
 	l := g.Lane(src, flush)
 	if err := g.R.Add(l); err != nil {
@@ -168,20 +169,20 @@ func (g *Rig) Add(src srcs.Source, flush time.Duration) *srcs.Lane {
 
 // Lane makes a lane for src, with the next id, without adding it. The
 // rig's cleanup closes src and leaves the lane's account.
-func (g *Rig) Lane(src srcs.Source, flush time.Duration) *srcs.Lane {
+func (g *Rig) Lane(src srcs.Source, flush time.Duration) *contract.Lane {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.nextID++
-	l := &srcs.Lane{ID: g.nextID, Src: src, Account: g.Pool.Join(g.nextID), Flush: flush, Out: g.out}
+	l := &contract.Lane{ID: g.nextID, Src: src, Account: g.Pool.Join(g.nextID), Flush: flush, Out: g.out}
 	g.lanes = append(g.lanes, l)
 	return l
 }
 
 // Lanes returns the lanes made so far.
-func (g *Rig) Lanes() []*srcs.Lane {
+func (g *Rig) Lanes() []*contract.Lane {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return append([]*srcs.Lane(nil), g.lanes...)
+	return append([]*contract.Lane(nil), g.lanes...)
 }
 
 // WaitUntil re-checks cond on every emit, and every few milliseconds for
@@ -214,7 +215,7 @@ func (g *Rig) Finished(n int) map[srcs.ID]*srcstest.LaneRecord {
 }
 
 // Finish waits for l to finish, which must be the next lane to.
-func (g *Rig) Finish(l *srcs.Lane) *srcstest.LaneRecord {
+func (g *Rig) Finish(l *contract.Lane) *srcstest.LaneRecord {
 	g.t.Helper()
 	got := g.Finished(1)
 	lr := got[l.ID]

@@ -10,23 +10,17 @@ package runnertest
 import (
 	"net"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/srcs"
 )
 
-// Runner is what the suite drives: engine.Runner, which it may not import.
-type Runner interface {
-	Name() string
-	Add(l *srcs.Lane) error
-	Remove(l *srcs.Lane)
-	SetPaused(paused bool)
-	Close() error
-	Stats() srcs.RunnerStats
-}
+// Runner is what the suite drives.
+type Runner = contract.Runner
 
 // New makes a runner under test from cfg. An error matching
 // errors.ErrUnsupported skips the test: the runner cannot work here. A
 // caller that requires the runner checks for it before.
-type New func(cfg srcs.RunnerConfig) (Runner, error)
+type New func(cfg contract.RunnerConfig) (Runner, error)
 
 // Options says how the runner under test differs from the others where
 // the runner contract leaves it room. The zero value describes a runner

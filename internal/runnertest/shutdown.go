@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/pool"
 	"github.com/sluice-io/sluice/srcs"
 )
@@ -19,7 +20,7 @@ import (
 // must not hang, and every lane finishes with srcs.ErrStopped.
 func (s suite) closeWhilePaused(t *testing.T) {
 	g := s.rig(t, pool.Config{Buffers: 4}, 2)
-	var lanes []*srcs.Lane
+	var lanes []*contract.Lane
 	for range 3 {
 		client, l := g.Conn(time.Hour)
 		client.Write([]byte("x"))

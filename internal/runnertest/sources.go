@@ -8,9 +8,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"golang.org/x/sys/unix"
-
-	"github.com/sluice-io/sluice/srcs"
 )
 
 // FileSource is a regular file read from an offset: through Read (for the
@@ -33,8 +32,8 @@ func (s *FileSource) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (s *FileSource) Desc() (srcs.Desc, error) {
-	return srcs.Desc{FD: int(s.F.Fd()), Kind: srcs.File, Offset: s.Off}, nil
+func (s *FileSource) Desc() (contract.Desc, error) {
+	return contract.Desc{FD: int(s.F.Fd()), Kind: contract.File, Offset: s.Off}, nil
 }
 
 // TempFile writes data to a new file in the test's temporary directory and
@@ -57,14 +56,14 @@ func TempFile(t testing.TB, data []byte) *os.File {
 // descriptor is not). Close closes the descriptor once.
 type FDSource struct {
 	FD   int
-	Kind srcs.Kind
+	Kind contract.Kind
 
 	once sync.Once
 }
 
-func (s *FDSource) Name() string               { return "fd" }
-func (s *FDSource) Open(context.Context) error { return nil }
-func (s *FDSource) Desc() (srcs.Desc, error)   { return srcs.Desc{FD: s.FD, Kind: s.Kind}, nil }
+func (s *FDSource) Name() string                 { return "fd" }
+func (s *FDSource) Open(context.Context) error   { return nil }
+func (s *FDSource) Desc() (contract.Desc, error) { return contract.Desc{FD: s.FD, Kind: s.Kind}, nil }
 
 // Read reads once with read(2); zero bytes are the end of the stream.
 func (s *FDSource) Read(p []byte) (int, error) {

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/srcstest"
 	"github.com/sluice-io/sluice/pool"
 	"github.com/sluice-io/sluice/srcs"
@@ -32,7 +33,7 @@ type suite struct {
 // it has workers.
 func (s suite) rig(t *testing.T, pc pool.Config, workers int) *Rig {
 	t.Helper()
-	return NewRig(t, s.newRunner, RigConfig{Pool: pc, Runner: srcs.RunnerConfig{Workers: workers}, Source: s.Source})
+	return NewRig(t, s.newRunner, RigConfig{Pool: pc, Runner: contract.RunnerConfig{Workers: workers}, Source: s.Source})
 }
 
 // TestStreams runs the stream cases against the runners newRunner makes,
@@ -377,7 +378,7 @@ func (s suite) idleLanes(t *testing.T) {
 	const idle, active, removed, filled = 500, 10, 100, 300
 	g := s.rig(t, pool.Config{Buffers: 64}, 2)
 	clients := make([]*net.TCPConn, idle)
-	lanes := make([]*srcs.Lane, idle)
+	lanes := make([]*contract.Lane, idle)
 	for i := range idle {
 		clients[i], lanes[i] = g.Conn(time.Millisecond)
 	}
@@ -387,7 +388,7 @@ func (s suite) idleLanes(t *testing.T) {
 	}
 	// Lanes added last reach every worker after the idle lanes: once they
 	// are done, every idle lane has been registered and looked at.
-	var busy []*srcs.Lane
+	var busy []*contract.Lane
 	for range active {
 		c, l := g.Conn(0)
 		if _, err := c.Write([]byte("x")); err != nil {
@@ -501,7 +502,7 @@ func (s suite) fileFairness(t *testing.T) {
 	file := g.Lane(&FileSource{F: TempFile(t, RandomBytes(1, size))}, time.Hour)
 	o := &order{Recorder: g.Rec, file: file.ID, sock: sock.ID, firstFile: make(chan struct{})}
 	sock.Out, file.Out = o, o
-	for _, l := range []*srcs.Lane{sock, file} {
+	for _, l := range []*contract.Lane{sock, file} {
 		if err := g.R.Add(l); err != nil {
 			t.Fatal(err)
 		}
@@ -537,7 +538,7 @@ type order struct {
 	log []string
 }
 
-func (o *order) Emit(l *srcs.Lane, b *pool.Buf, n int, flags srcs.Flags, first time.Time) {
+func (o *order) Emit(l *contract.Lane, b *pool.Buf, n int, flags srcs.Flags, first time.Time) {
 	o.Recorder.Emit(l, b, n, flags, first)
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -550,7 +551,7 @@ func (o *order) Emit(l *srcs.Lane, b *pool.Buf, n int, flags srcs.Flags, first t
 	}
 }
 
-func (o *order) Finish(l *srcs.Lane, err error) {
+func (o *order) Finish(l *contract.Lane, err error) {
 	o.mu.Lock()
 	if l.ID == o.file {
 		o.log = append(o.log, "file finish")
@@ -573,7 +574,7 @@ func (s suite) descriptors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := s.rig(t, pool.Config{Buffers: 8}, 1)
 			r, w := tc.pair(t)
-			l := g.Add(&FDSource{FD: r, Kind: srcs.Stream}, time.Millisecond)
+			l := g.Add(&FDSource{FD: r, Kind: contract.Stream}, time.Millisecond)
 			data := RandomBytes(3, 1<<20)
 			go func() {
 				defer unix.Close(w)
@@ -597,7 +598,7 @@ func (s suite) descriptors(t *testing.T) {
 // it drives already. None of them may leave state behind.
 func (s suite) addErrors(t *testing.T) {
 	g := s.rig(t, pool.Config{Buffers: 4}, 1)
-	for _, l := range []*srcs.Lane{nil, {}, {Src: NoDesc{}}} {
+	for _, l := range []*contract.Lane{nil, {}, {Src: NoDesc{}}} {
 		if err := g.R.Add(l); err == nil {
 			t.Errorf("Add(%+v) succeeded", l)
 		}
@@ -632,7 +633,7 @@ func TestDescriptorAdmission(t *testing.T, newRunner New) {
 		t.Fatal(err)
 	}
 	// The rig closes every lane's source at its end, refused or not.
-	if err := g.R.Add(g.Lane(&FDSource{FD: dfd, Kind: srcs.Stream}, 0)); !errors.Is(err, unix.EISDIR) {
+	if err := g.R.Add(g.Lane(&FDSource{FD: dfd, Kind: contract.Stream}, 0)); !errors.Is(err, unix.EISDIR) {
 		t.Errorf("a directory as a Stream: %v, want EISDIR", err)
 	}
 	if st := g.R.Stats(); st.Lanes != 0 {
@@ -647,7 +648,7 @@ func TestDescriptorAdmission(t *testing.T, newRunner New) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := g.Add(&FDSource{FD: ffd, Kind: srcs.Stream}, 0)
+	l := g.Add(&FDSource{FD: ffd, Kind: contract.Stream}, 0)
 	want := data[1000:]
 	if lr := g.Finish(l); lr.Err != io.EOF || lr.Bytes != int64(len(want)) || lr.CRC != CRC(want) {
 		t.Errorf("a file as a Stream, from offset 1000: Finish(%v) after %d bytes crc %08x; want io.EOF after %d crc %08x",

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/pool"
 	"github.com/sluice-io/sluice/srcs"
 )
@@ -32,7 +33,7 @@ type DatagramChunk struct {
 	Hold      time.Duration // from its first byte to its emit
 }
 
-var _ srcs.DatagramDropReporter = (*DatagramRecorder)(nil)
+var _ contract.DatagramDropReporter = (*DatagramRecorder)(nil)
 
 // NewDatagramRecorder returns an empty DatagramRecorder.
 func NewDatagramRecorder() *DatagramRecorder {
@@ -45,7 +46,7 @@ func NewDatagramRecorder() *DatagramRecorder {
 }
 
 // Emit checks and records a chunk, then hands it to the Recorder.
-func (r *DatagramRecorder) Emit(l *srcs.Lane, b *pool.Buf, n int, flags srcs.Flags, first time.Time) {
+func (r *DatagramRecorder) Emit(l *contract.Lane, b *pool.Buf, n int, flags srcs.Flags, first time.Time) {
 	data := b.Bytes()[:n]
 	r.mu.Lock()
 	if flags&srcs.Datagrams == 0 {
@@ -67,8 +68,8 @@ func (r *DatagramRecorder) Emit(l *srcs.Lane, b *pool.Buf, n int, flags srcs.Fla
 	r.Recorder.Emit(l, b, n, flags, first)
 }
 
-// DatagramDropped implements srcs.DatagramDropReporter.
-func (r *DatagramRecorder) DatagramDropped(l *srcs.Lane, size int) {
+// DatagramDropped implements contract.DatagramDropReporter.
+func (r *DatagramRecorder) DatagramDropped(l *contract.Lane, size int) {
 	r.mu.Lock()
 	r.drops[l.ID] = append(r.drops[l.ID], size)
 	r.mu.Unlock()

@@ -6,6 +6,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/srcs"
 )
 
@@ -13,11 +14,11 @@ import (
 // read(2), as a runner would.
 func ReadDesc(t testing.TB, src srcs.Source) []byte {
 	t.Helper()
-	d, err := src.(srcs.Descriptor).Desc()
+	d, err := src.(contract.Descriptor).Desc()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.Kind != srcs.Stream {
+	if d.Kind != contract.Stream {
 		t.Fatalf("Kind = %v, want stream", d.Kind)
 	}
 	var out []byte

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/contract"
+	"github.com/sluice-io/sluice/internal/driver"
 	"github.com/sluice-io/sluice/internal/srcstest"
 	"github.com/sluice-io/sluice/internal/synthetic"
 	"github.com/sluice-io/sluice/srcs"
@@ -53,7 +55,7 @@ func TestFaultyCapabilities(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := srcstest.Faulty(tt.src, srcstest.Faults{})
-			if _, ok := f.(srcs.Descriptor); ok {
+			if _, ok := f.(contract.Descriptor); ok {
 				t.Error("Faulty exposes Descriptor, which would bypass the faults")
 			}
 			if _, ok := f.(srcs.Repeater); ok {
@@ -148,7 +150,7 @@ func TestFaultyReadError(t *testing.T) {
 				n, err = f.Read(buf)
 				got += int64(n)
 			}
-			if !errors.Is(err, reset) || !errors.Is(srcs.Classify(err), srcs.ErrReset) {
+			if !errors.Is(err, reset) || !errors.Is(driver.Classify(err), srcs.ErrReset) {
 				t.Fatalf("read ended with %v, want the injected reset", err)
 			}
 			if got != after {
@@ -185,7 +187,7 @@ func TestFaultyDeadline(t *testing.T) {
 	buf := make([]byte, 10)
 	f.Read(buf) // the first byte is due at once
 	f.(srcs.Deadliner).SetReadDeadline(time.Now().Add(10 * time.Millisecond))
-	if _, err := f.Read(buf); !errors.Is(srcs.Classify(err), srcs.ErrTimeout) {
+	if _, err := f.Read(buf); !errors.Is(driver.Classify(err), srcs.ErrTimeout) {
 		t.Errorf("Read past deadline = %v, want a timeout", err)
 	}
 }
@@ -218,7 +220,7 @@ func TestReset(t *testing.T) {
 	}
 	cl.SetReadDeadline(time.Now().Add(5 * time.Second))
 	_, err = cl.Read(buf)
-	if !errors.Is(srcs.Classify(err), srcs.ErrReset) {
+	if !errors.Is(driver.Classify(err), srcs.ErrReset) {
 		t.Errorf("peer read after Reset = %v, want a reset (an orderly close gives io.EOF)", err)
 	}
 }

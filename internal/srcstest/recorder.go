@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/pool"
 	"github.com/sluice-io/sluice/srcs"
 )
@@ -13,7 +14,7 @@ import (
 // Castagnoli is the CRC-32C table the tests digest streams with.
 var Castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// Recorder is an srcs.Emitter for runner tests. It checks the Emitter
+// Recorder is an contract.Emitter for runner tests. It checks the Emitter
 // contract (no empty emits, no emit after Finish, one Finish per lane) and
 // keeps, per lane, the byte count, the CRC-32C of the bytes in emit order,
 // the number of chunks and partial chunks, and optionally the bytes
@@ -66,8 +67,8 @@ func (r *Recorder) lane(id srcs.ID) *LaneRecord {
 	return lr
 }
 
-// Emit implements srcs.Emitter.
-func (r *Recorder) Emit(l *srcs.Lane, b *pool.Buf, n int, flags srcs.Flags, first time.Time) {
+// Emit implements contract.Emitter.
+func (r *Recorder) Emit(l *contract.Lane, b *pool.Buf, n int, flags srcs.Flags, first time.Time) {
 	data := b.Bytes()[:n]
 	now := time.Now()
 	r.mu.Lock()
@@ -104,8 +105,8 @@ func (r *Recorder) Emit(l *srcs.Lane, b *pool.Buf, n int, flags srcs.Flags, firs
 	}
 }
 
-// Finish implements srcs.Emitter.
-func (r *Recorder) Finish(l *srcs.Lane, err error) {
+// Finish implements contract.Emitter.
+func (r *Recorder) Finish(l *contract.Lane, err error) {
 	r.mu.Lock()
 	lr := r.lane(l.ID)
 	if lr.Finished {

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/srcs"
 )
 
@@ -225,10 +226,10 @@ func (s *Source) SyscallConn() (syscall.RawConn, error) {
 }
 
 // Desc detaches the reading socket for a runner (see srcs.Conn.Desc).
-func (s *Source) Desc() (srcs.Desc, error) {
+func (s *Source) Desc() (contract.Desc, error) {
 	c, err := s.session("desc")
 	if err != nil {
-		return srcs.Desc{}, err
+		return contract.Desc{}, err
 	}
 	return c.Desc()
 }
@@ -292,8 +293,8 @@ func (g *synthBytes) fill(p []byte) {
 }
 
 var (
-	_ srcs.Source     = (*Source)(nil)
-	_ srcs.Descriptor = (*Source)(nil)
-	_ srcs.Deadliner  = (*Source)(nil)
-	_ syscall.Conn    = (*Source)(nil)
+	_ srcs.Source         = (*Source)(nil)
+	_ contract.Descriptor = (*Source)(nil)
+	_ srcs.Deadliner      = (*Source)(nil)
+	_ syscall.Conn        = (*Source)(nil)
 )

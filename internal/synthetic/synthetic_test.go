@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/contract"
+	"github.com/sluice-io/sluice/internal/driver"
 	"github.com/sluice-io/sluice/internal/srcstest"
 	"github.com/sluice-io/sluice/internal/synthetic"
 	"github.com/sluice-io/sluice/srcs"
@@ -178,7 +180,7 @@ func TestSyntheticCloseMidStream(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
-		if _, err := s.Read(buf); !errors.Is(srcs.Classify(err), srcs.ErrTimeout) {
+		if _, err := s.Read(buf); !errors.Is(driver.Classify(err), srcs.ErrTimeout) {
 			t.Errorf("Read past deadline = %v, want a timeout", err)
 		}
 	})
@@ -211,7 +213,7 @@ func TestSyntheticConfig(t *testing.T) {
 	if _, err := s.Read(make([]byte, 1)); !errors.Is(err, net.ErrClosed) {
 		t.Errorf("Read before Open = %v, want net.ErrClosed", err)
 	}
-	if _, ok := any(s).(srcs.Descriptor); !ok {
+	if _, ok := any(s).(contract.Descriptor); !ok {
 		t.Error("Synthetic is not a Descriptor")
 	}
 }

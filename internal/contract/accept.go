@@ -1,6 +1,7 @@
-package srcs
+package contract
 
 import (
+	"context"
 	"errors"
 	"net/netip"
 )
@@ -9,8 +10,8 @@ import (
 // own event loops: the uring runner with IORING_OP_ACCEPT on every
 // worker's ring, straight into the worker's registered file table; the
 // epoll runner with accept4(2) on a readiness edge in a worker's loop. A
-// Listener drives it through AcceptThrough; no goroutine, net.Conn or
-// netpoller registration is made per connection, and a connection
+// srcs.Listener drives it through AcceptThrough; no goroutine, net.Conn
+// or netpoller registration is made per connection, and a connection
 // accepted into a file table never has a descriptor in the process at
 // all.
 type AcceptRunner interface {
@@ -52,6 +53,11 @@ type AcceptQueue interface {
 // still run: grant it again.
 var ErrAcceptRetry = errors.New("accept: grant returned by a stopped worker; grant again")
 
+// ErrNotRunnerAcceptable says a listener's connections cannot be accepted
+// by a runner: they need Go to read them (TLS, the PROXY protocol), the
+// listener has no socket of its own, or the platform is not Linux.
+var ErrNotRunnerAcceptable = errors.New("connections are read through Go")
+
 // RunnerAccepted is what an AcceptRunner accepted: a connection held in
 // slot Slot of worker Worker's file table (Direct), or a non-blocking
 // descriptor the receiver owns (FD, when the table had no room), or the
@@ -65,6 +71,15 @@ type RunnerAccepted struct {
 	Peer netip.AddrPort
 	Path string
 	Err  error
+}
+
+// Acceptor yields the connections an AcceptRunner accepted for a
+// listener, as sources (srcs.Listener.AcceptThrough). It is not safe for
+// concurrent use. Close cancels the accepts armed and closes what they
+// took.
+type Acceptor interface {
+	Accept(ctx context.Context) (Source, error)
+	Close() error
 }
 
 // Directed is a source whose connection an AcceptRunner holds in a file

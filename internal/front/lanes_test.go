@@ -1,9 +1,9 @@
-package lanes
+package front
 
 import (
 	"testing"
 
-	"github.com/sluice-io/sluice/srcs"
+	"github.com/sluice-io/sluice/internal/contract"
 )
 
 type fakeWorker struct {
@@ -47,7 +47,7 @@ func TestPickLeastLoadedRoundRobin(t *testing.T) {
 func TestTableForgetKeepsAReAdd(t *testing.T) {
 	var tb Table[*fakeWorker]
 	w := &fakeWorker{}
-	l := &srcs.Lane{ID: 1}
+	l := &contract.Lane{ID: 1}
 	ws := []*fakeWorker{{}, w}
 	tb.Put(l, 1, 7)
 	tb.Put(l, 1, 9) // finished and added again before the first Forget
@@ -56,7 +56,7 @@ func TestTableForgetKeepsAReAdd(t *testing.T) {
 		t.Fatalf("Get after a stale Forget = %+v, %v; want token 9", r, ok)
 	}
 	tb.Forget(l, 9)
-	if _, ok := tb.Get(l, ws); ok || tb.Len() != 0 || l.Runner != (srcs.RunnerRef{}) {
+	if _, ok := tb.Get(l, ws); ok || tb.Len() != 0 || l.Runner != (contract.RunnerRef{}) {
 		t.Fatalf("lane still in the table (%d lanes)", tb.Len())
 	}
 }

@@ -1,4 +1,4 @@
-package lanes
+package front
 
 // Slots hands out a worker's slot indices, each with a generation that
 // changes every time the slot is taken, so that a token (slot and

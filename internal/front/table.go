@@ -1,6 +1,6 @@
-package lanes
+package front
 
-import "github.com/sluice-io/sluice/srcs"
+import "github.com/sluice-io/sluice/internal/contract"
 
 // Worker is what the table asks of a runner's worker.
 type Worker interface {
@@ -18,7 +18,7 @@ type Ref[W comparable] struct {
 }
 
 // Table is the set of lanes a runner drives, each with its Ref. It keeps
-// a lane's Ref in the lane itself (srcs.Lane.Runner: the worker's index
+// a lane's Ref in the lane itself (contract.Lane.Runner: the worker's index
 // and the token), not in a map of its own, which would cost an entry per
 // connection. It is not safe for concurrent use: the runner guards it
 // with the mutex that guards its own closing, so that Add never races
@@ -33,7 +33,7 @@ type Table[W interface {
 
 // Get returns l's Ref among ws, the workers Put was given indices of, and
 // false when l is not being driven.
-func (t *Table[W]) Get(l *srcs.Lane, ws []W) (Ref[W], bool) {
+func (t *Table[W]) Get(l *contract.Lane, ws []W) (Ref[W], bool) {
 	r := l.Runner
 	if r.Worker == 0 || int(r.Worker) > len(ws) {
 		return Ref[W]{}, false
@@ -42,21 +42,21 @@ func (t *Table[W]) Get(l *srcs.Lane, ws []W) (Ref[W], bool) {
 }
 
 // Put records that worker i drives l under tok.
-func (t *Table[W]) Put(l *srcs.Lane, i int, tok uint64) {
+func (t *Table[W]) Put(l *contract.Lane, i int, tok uint64) {
 	if l.Runner.Worker == 0 {
 		t.n++
 	}
-	l.Runner = srcs.RunnerRef{Worker: uint32(i) + 1, Token: tok}
+	l.Runner = contract.RunnerRef{Worker: uint32(i) + 1, Token: tok}
 }
 
 // Has reports whether l is in the table.
-func (t *Table[W]) Has(l *srcs.Lane) bool { return l.Runner.Worker != 0 }
+func (t *Table[W]) Has(l *contract.Lane) bool { return l.Runner.Worker != 0 }
 
 // Forget drops l, unless it was added again meanwhile under another
 // token.
-func (t *Table[W]) Forget(l *srcs.Lane, tok uint64) {
+func (t *Table[W]) Forget(l *contract.Lane, tok uint64) {
 	if l.Runner.Worker != 0 && l.Runner.Token == tok {
-		l.Runner = srcs.RunnerRef{}
+		l.Runner = contract.RunnerRef{}
 		t.n--
 	}
 }

@@ -1,4 +1,4 @@
-package lanes
+package front
 
 import (
 	"fmt"
@@ -7,15 +7,14 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"golang.org/x/sys/unix"
-
-	"github.com/sluice-io/sluice/srcs"
 )
 
 func closeFD(fd int) error { return os.NewSyscallError("close", unix.Close(fd)) }
 
 // Accepts is one listener's accepts on an event-loop runner's workers
-// (srcs.AcceptQueue), written once for the uring and epoll runners: the
+// (contract.AcceptQueue), written once for the uring and epoll runners: the
 // grants, spread over the workers that run by how many each holds, the
 // results, and the grants a stopped worker gives back. How a worker
 // accepts stays the runner's own.
@@ -43,7 +42,7 @@ type Accepts[W interface {
 	// listener.
 	Concentrate bool
 
-	ready chan srcs.RunnerAccepted
+	ready chan contract.RunnerAccepted
 	next  int
 	// stopping is set by Stop; acks counts the workers yet to let go of
 	// the socket after it, which Close waits for.
@@ -85,15 +84,15 @@ func NewAccepts[W interface {
 	if err != nil {
 		return nil, fmt.Errorf("%s: accept: %w", runner, os.NewSyscallError("fcntl", err))
 	}
-	q := &Accepts[W]{Runner: runner, LFD: lfd, ready: make(chan srcs.RunnerAccepted, depth*len(ws))}
+	q := &Accepts[W]{Runner: runner, LFD: lfd, ready: make(chan contract.RunnerAccepted, depth*len(ws))}
 	for i, w := range ws {
 		q.Per = append(q.Per, &Acceptor[W]{Q: q, W: w, Index: i})
 	}
 	return q, nil
 }
 
-func (q *Accepts[W]) Depth() int                        { return cap(q.ready) }
-func (q *Accepts[W]) Ready() <-chan srcs.RunnerAccepted { return q.ready }
+func (q *Accepts[W]) Depth() int                            { return cap(q.ready) }
+func (q *Accepts[W]) Ready() <-chan contract.RunnerAccepted { return q.ready }
 
 // Grant gives each of n grants to the running worker that holds the
 // fewest, then tells the workers it gave to. A worker that has stopped
@@ -116,7 +115,7 @@ func (q *Accepts[W]) Grant(n int) {
 		}
 		q.next++
 		if best < 0 {
-			q.Put(srcs.RunnerAccepted{FD: -1, Err: fmt.Errorf("%s: accept: every worker stopped: %w", q.Runner, net.ErrClosed)})
+			q.Put(contract.RunnerAccepted{FD: -1, Err: fmt.Errorf("%s: accept: every worker stopped: %w", q.Runner, net.ErrClosed)})
 			continue
 		}
 		a := q.Per[best]
@@ -162,7 +161,7 @@ func (q *Accepts[W]) Close() error {
 	return closeFD(fd)
 }
 
-// CloseDirect implements srcs.AcceptQueue.
+// CloseDirect implements contract.AcceptQueue.
 func (q *Accepts[W]) CloseDirect(worker, slot uint32) {
 	if q.DirectClose != nil {
 		q.DirectClose(worker, slot)
@@ -172,7 +171,7 @@ func (q *Accepts[W]) CloseDirect(worker, slot uint32) {
 // Put hands a result to the listener's loop. It never waits: every grant
 // yields one result, and the loop holds at most Depth grants. A result
 // that finds no room breaks that promise; its connection is closed.
-func (q *Accepts[W]) Put(res srcs.RunnerAccepted) {
+func (q *Accepts[W]) Put(res contract.RunnerAccepted) {
 	select {
 	case q.ready <- res:
 	default:
@@ -187,12 +186,12 @@ func (q *Accepts[W]) Put(res srcs.RunnerAccepted) {
 
 // StopErr is the error of a grant given back or an accept cancelled
 // without accepting: the runner closed, or, while it runs, grant again
-// (srcs.ErrAcceptRetry), to a worker that runs.
+// (contract.ErrAcceptRetry), to a worker that runs.
 func (q *Accepts[W]) StopErr(worker int, why string) error {
 	if q.Closed() {
 		return fmt.Errorf("%s: accept: %w", q.Runner, net.ErrClosed)
 	}
-	return fmt.Errorf("%s: accept: worker %d %s: %w", q.Runner, worker, why, srcs.ErrAcceptRetry)
+	return fmt.Errorf("%s: accept: worker %d %s: %w", q.Runner, worker, why, contract.ErrAcceptRetry)
 }
 
 // Take uses one of a's grants: false when it holds none.
@@ -212,7 +211,7 @@ func (a *Acceptor[W]) Take() bool {
 func (a *Acceptor[W]) Untake() { a.credit.Add(1) }
 
 // Done reports the result of a grant in use: the worker's accept ended.
-func (a *Acceptor[W]) Done(res srcs.RunnerAccepted) {
+func (a *Acceptor[W]) Done(res contract.RunnerAccepted) {
 	a.load.Add(-1)
 	a.Q.Put(res)
 }
@@ -235,6 +234,6 @@ func (a *Acceptor[W]) Revoke() {
 	a.load.Add(-n)
 	err := a.Q.StopErr(a.Index, "stopped")
 	for ; n > 0; n-- {
-		a.Q.Put(srcs.RunnerAccepted{FD: -1, Err: err})
+		a.Q.Put(contract.RunnerAccepted{FD: -1, Err: err})
 	}
 }

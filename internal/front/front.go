@@ -1,4 +1,4 @@
-package lanes
+package front
 
 import (
 	"errors"
@@ -9,7 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/sluice-io/sluice/srcs"
+	"github.com/sluice-io/sluice/internal/contract"
 )
 
 // Front is the side of an event-loop runner that the engine's goroutines
@@ -43,13 +43,13 @@ type Front[W interface {
 
 // Addable refuses l when the runner is closed or drives l already. A
 // runner calls it before it touches the source's descriptor.
-func (f *Front[W]) Addable(l *srcs.Lane) error {
+func (f *Front[W]) Addable(l *contract.Lane) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.addableLocked(l)
 }
 
-func (f *Front[W]) addableLocked(l *srcs.Lane) error {
+func (f *Front[W]) addableLocked(l *contract.Lane) error {
 	switch {
 	case f.closed:
 		return fmt.Errorf("%s: add lane %d: %w", f.Name, l.ID, net.ErrClosed)
@@ -65,7 +65,7 @@ func (f *Front[W]) addableLocked(l *srcs.Lane) error {
 // fails when the runner closed or took l meanwhile, with try's error, and
 // when every worker has stopped: with the first failure, if one was
 // recorded (Fail).
-func (f *Front[W]) Place(l *srcs.Lane, try func(w W) (tok uint64, ok bool, err error)) error {
+func (f *Front[W]) Place(l *contract.Lane, try func(w W) (tok uint64, ok bool, err error)) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.addableLocked(l); err != nil {
@@ -92,7 +92,7 @@ func (f *Front[W]) Place(l *srcs.Lane, try func(w W) (tok uint64, ok bool, err e
 
 // PlaceOn is Place for a lane only w can drive (a connection w accepted
 // into its own file table). It fails when w has stopped.
-func (f *Front[W]) PlaceOn(l *srcs.Lane, w W, try func(w W) (tok uint64, ok bool, err error)) error {
+func (f *Front[W]) PlaceOn(l *contract.Lane, w W, try func(w W) (tok uint64, ok bool, err error)) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.addableLocked(l); err != nil {
@@ -121,7 +121,7 @@ func (f *Front[W]) Closed() bool {
 }
 
 // Lookup returns the worker that drives l and the lane's token there.
-func (f *Front[W]) Lookup(l *srcs.Lane) (Ref[W], bool) {
+func (f *Front[W]) Lookup(l *contract.Lane) (Ref[W], bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.table.Get(l, f.Workers)
@@ -130,7 +130,7 @@ func (f *Front[W]) Lookup(l *srcs.Lane) (Ref[W], bool) {
 // Forget drops l, which a worker finished under tok, unless it was added
 // again meanwhile. Workers call it before they report Finish, so that the
 // engine may add the lane again at once.
-func (f *Front[W]) Forget(l *srcs.Lane, tok uint64) {
+func (f *Front[W]) Forget(l *contract.Lane, tok uint64) {
 	f.mu.Lock()
 	f.table.Forget(l, tok)
 	f.mu.Unlock()
@@ -170,7 +170,7 @@ type Ops[W any] struct {
 	Runner string // the runner's name, as in its Stats
 	Post   func(w W, op Op, tok uint64)
 	Wait   func()
-	Stats  func(w W) srcs.RunnerStats
+	Stats  func(w W) contract.RunnerStats
 }
 
 // Control is the half of the engine's runner interface that every
@@ -188,7 +188,7 @@ func (f *Front[W]) Control() Control[W] { return Control[W]{f} }
 // Partial and Finish(l, srcs.ErrStopped) follows on the worker. It does
 // not wait, and is a no-op for a lane that has finished or was never
 // added.
-func (c Control[W]) Remove(l *srcs.Lane) {
+func (c Control[W]) Remove(l *contract.Lane) {
 	if r, ok := c.f.Lookup(l); ok {
 		c.f.Ops.Post(r.W, OpRemove, r.Tok)
 	}
@@ -231,9 +231,9 @@ func (c Control[W]) Close() error {
 func (c Control[W]) Name() string { return c.f.Ops.Runner }
 
 // Stats returns the runner's counters summed over its workers.
-func (c Control[W]) Stats() srcs.RunnerStats {
+func (c Control[W]) Stats() contract.RunnerStats {
 	f := c.f
-	st := srcs.RunnerStats{Runner: f.Ops.Runner, Workers: len(f.Workers),
+	st := contract.RunnerStats{Runner: f.Ops.Runner, Workers: len(f.Workers),
 		Threads: int(f.Threads.Load()), Lanes: int(f.Lanes.Load())}
 	for _, w := range f.Workers {
 		ws := f.Ops.Stats(w)

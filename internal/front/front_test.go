@@ -1,11 +1,11 @@
-package lanes
+package front
 
 import (
 	"errors"
 	"net"
 	"testing"
 
-	"github.com/sluice-io/sluice/srcs"
+	"github.com/sluice-io/sluice/internal/contract"
 )
 
 // TestFront: a lane is placed on a running worker, refused twice and after
@@ -13,8 +13,8 @@ import (
 func TestFront(t *testing.T) {
 	a, b := &fakeWorker{}, &fakeWorker{}
 	f := Front[*fakeWorker]{Name: "test", Workers: []*fakeWorker{a, b}}
-	l1, l2, l3 := &srcs.Lane{ID: 1}, &srcs.Lane{ID: 2}, &srcs.Lane{ID: 3}
-	place := func(l *srcs.Lane) error {
+	l1, l2, l3 := &contract.Lane{ID: 1}, &contract.Lane{ID: 2}, &contract.Lane{ID: 3}
+	place := func(l *contract.Lane) error {
 		return f.Place(l, func(w *fakeWorker) (uint64, bool, error) {
 			if w == a {
 				a.stopped = true // stopped since the pick: try the next
@@ -79,7 +79,7 @@ func TestFront(t *testing.T) {
 func TestFrontRemoveAndPause(t *testing.T) {
 	a, b := &fakeWorker{}, &fakeWorker{}
 	f := Front[*fakeWorker]{Name: "test", Workers: []*fakeWorker{a, b}}
-	l := &srcs.Lane{ID: 1}
+	l := &contract.Lane{ID: 1}
 	if err := f.Place(l, func(*fakeWorker) (uint64, bool, error) { return 9, true, nil }); err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func TestFrontRemoveAndPause(t *testing.T) {
 	}
 	c := f.Control()
 	c.Remove(l)
-	c.Remove(&srcs.Lane{ID: 2}) // never added
+	c.Remove(&contract.Lane{ID: 2}) // never added
 	f.Forget(l, 9)
 	c.Remove(l) // finished
 	if len(posts) != 1 || posts[0] != (post{a, 9}) {
