@@ -61,8 +61,8 @@ func (w *epWorker) shutdown(cause error) {
 			a.Revoke()
 		}
 	}
-	for _, ln := range w.slots {
-		if ln != nil && ln.tok != 0 {
+	for ln := range w.slots.All() {
+		if ln.tok != 0 {
 			w.finish(ln, reason)
 		}
 	}

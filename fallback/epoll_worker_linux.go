@@ -80,8 +80,7 @@ type epWorker struct {
 	accepts  atomic.Uint64 // accept4 calls
 
 	// Owned by the worker goroutine.
-	slots   []*epLane           // by slot index
-	spare   []epLane            // the slab the next new slot's lane comes from
+	slots   front.Slab[epLane]  // by slot index
 	ready   []uint64            // tokens of lanes to serve, FIFO
 	batch   []uint64            // the ready queue being served this turn
 	flushes flush.Heap[*epLane] // lanes holding partial data, by flush deadline
@@ -268,15 +267,11 @@ func (w *epWorker) stats() contract.RunnerStats {
 }
 
 // slot returns the state for a slot index, growing the table as needed.
-func (w *epWorker) slot(idx uint32) *epLane { return front.Slot(&w.slots, &w.spare, idx) }
+func (w *epWorker) slot(idx uint32) *epLane { return w.slots.Get(idx) }
 
 // lane returns the live lane with token tok, or nil.
 func (w *epWorker) lane(tok uint64) *epLane {
-	idx := tok >> 32
-	if idx >= uint64(len(w.slots)) {
-		return nil
-	}
-	if ln := w.slots[idx]; ln != nil && ln.tok == tok {
+	if ln := w.slots.Lookup(uint32(tok >> 32)); ln != nil && ln.tok == tok {
 		return ln
 	}
 	return nil

@@ -51,9 +51,9 @@ func fileRig(t *testing.T, depth int) (*worker, *lane, *orderEmitter, *pool.Pool
 	out := &orderEmitter{}
 	l := &contract.Lane{ID: 1, Account: p.Join(1), Out: out}
 	idx, gen := w.AllocSlot()
-	ln := &lane{slot: idx, gen: gen, mode: modeFile, fa: &fileAhead{}, op: tagRead}
+	ln := w.slots.Get(idx)
+	*ln = lane{slot: idx, gen: gen, mode: modeFile, fa: &fileAhead{}, op: tagRead}
 	ln.d.Reset(l, 0)
-	w.slots = []*lane{ln}
 	w.live = 1
 	for k := range depth {
 		b, ok := l.Account.TryAcquire()

@@ -88,8 +88,8 @@ func TestRunnerFaultEmitsInFlightReads(t *testing.T) {
 		if !armed.Load() || w.ring.CQReady() == 0 {
 			return nil
 		}
-		for _, ln := range w.slots {
-			if ln != nil && ln.gen != 0 && uint64(ln.lane().ID) == target.Load() && ln.op == tagRead {
+		for ln := range w.slots.All() {
+			if ln.gen != 0 && uint64(ln.lane().ID) == target.Load() && ln.op == tagRead {
 				return errInjected
 			}
 		}
@@ -159,8 +159,8 @@ func TestRunnerFaultLeaksBuffersInFlight(t *testing.T) {
 	g.WaitUntil("the socket lane to read", func() bool { return run.Stats().Reads >= 1 })
 	run.sync()
 	inFlight := 0
-	for _, ln := range run.workers[0].slots { // the worker is asleep: sync is done
-		if ln != nil && ln.gen != 0 && ln.op == tagRead {
+	for ln := range run.workers[0].slots.All() { // the worker is asleep: sync is done
+		if ln.gen != 0 && ln.op == tagRead {
 			inFlight++
 		}
 	}

@@ -63,8 +63,8 @@ func (w *worker) shutdown(cause error) {
 		errs = append(errs, fmt.Errorf("ring: runner: worker %d: %w", w.id, closeErr))
 	}
 	leaked := 0
-	for _, ln := range w.slots {
-		if ln == nil || ln.gen == 0 {
+	for ln := range w.slots.All() {
+		if ln.gen == 0 {
 			continue
 		}
 		err := reason
@@ -109,8 +109,8 @@ func (w *worker) quiesce(reason error) {
 	// What failed was the loop; cancels may still get through.
 	w.fatal = nil
 	w.failure = reason
-	for _, ln := range w.slots {
-		if ln != nil && ln.gen != 0 {
+	for ln := range w.slots.All() {
+		if ln.gen != 0 {
 			w.stop(ln, true)
 		}
 	}
@@ -142,8 +142,8 @@ func (w *worker) busy() bool {
 	if w.accepting > 0 {
 		return true
 	}
-	for _, ln := range w.slots {
-		if ln != nil && ln.gen != 0 && ln.op != tagNone {
+	for ln := range w.slots.All() {
+		if ln.gen != 0 && ln.op != tagNone {
 			return true
 		}
 	}

@@ -142,8 +142,7 @@ type worker struct {
 	fixed    bool              // the slab is registered: files use READ_FIXED
 	regd     bool              // registering the slab was tried (registerSlab)
 	iovs     []unix.Iovec      // the registered slab, to check a buffer's index
-	slots    []*lane           // by slot index
-	spare    []lane            // the slab the next new slot's lane comes from
+	slots    front.Slab[lane]  // by slot index
 	ready    []*lane           // lanes to advance this turn
 	batch    []*lane           // the ready queue being advanced
 	parked   []*lane           // readable lanes held back by a pause
@@ -192,7 +191,7 @@ type worker struct {
 // allow and the rarely used ones live elsewhere: a framed or datagram
 // lane's state in d, a file lane's read-ahead in fa, a lane's grant
 // notification made on its first pool wait, and a failed worker's reason
-// on the worker. The worker allocates them in slabs (front.Slot).
+// on the worker. The worker allocates them in slabs (front.Slab).
 type lane struct {
 	// d is the lane's buffer, its framing and the emit rules
 	// (internal/driver); the worker only arms reads and tells it what
@@ -610,10 +609,7 @@ func (w *worker) handleCQE(c *CQE) {
 	}
 	idx := int(slot >> fileIdxShift)
 	slot &= slotMask
-	if int(slot) >= len(w.slots) {
-		return
-	}
-	ln := w.slots[slot]
+	ln := w.slots.Lookup(slot)
 	if ln == nil || ln.gen != gen {
 		return
 	}
@@ -672,8 +668,8 @@ func (w *worker) runCmd(c *cmd) {
 		w.parked = w.parked[:0]
 	case cmdClose:
 		w.closing = true
-		for _, ln := range w.slots {
-			if ln != nil && ln.gen != 0 {
+		for ln := range w.slots.All() {
+			if ln.gen != 0 {
 				w.remove(ln)
 			}
 		}
@@ -692,10 +688,7 @@ func (w *worker) runCmd(c *cmd) {
 // lane returns the live lane with token tok, or nil.
 func (w *worker) lane(tok uint64) *lane {
 	idx, gen := splitToken(tok)
-	if int(idx) >= len(w.slots) {
-		return nil
-	}
-	if ln := w.slots[idx]; ln != nil && ln.gen == gen {
+	if ln := w.slots.Lookup(idx); ln != nil && ln.gen == gen {
 		return ln
 	}
 	return nil
@@ -715,7 +708,7 @@ func (w *worker) maxHold(flush time.Duration, mode readMode) time.Duration {
 
 func (w *worker) add(c *cmd) {
 	idx, gen := splitToken(c.tok)
-	ln := front.Slot(&w.slots, &w.spare, idx)
+	ln := w.slots.Get(idx)
 	*ln = lane{
 		slot:     idx,
 		gen:      gen,

@@ -3,6 +3,8 @@ package front
 import (
 	"errors"
 	"fmt"
+	"iter"
+	"math/bits"
 	"net"
 	"reflect"
 	"slices"
@@ -245,28 +247,57 @@ func (c Control[W]) Stats() contract.RunnerStats {
 	return st
 }
 
-// slabBytes is about how much Slot allocates at once: a size class of
+// slabBytes is about how much a Slab allocates at once: a size class of
 // Go's allocator, so that a slab of lane states wastes little of it.
 const slabBytes = 16 << 10
 
-// Slot returns the lane state at index idx of a worker's slots, growing
-// the slice and allocating the state as needed: a slot's state is
-// allocated once and reused by every lane that holds the slot after it.
-// New states are cut from slabs of about slabBytes (spare holds the rest
-// of the current one), so that a worker with thousands of lanes pays no
-// size class rounding per lane; a slab lives as long as the worker.
-func Slot[T any](slots *[]*T, spare *[]T, idx uint32) *T {
-	for int(idx) >= len(*slots) {
-		*slots = append(*slots, nil)
+// Slab holds a worker's lane states by slot index. A slot's state is
+// allocated once, with its slab, and reused by every lane that holds the
+// slot after it; a slab lives as long as the worker. States come in
+// slabs of a power of two of them, about slabBytes each, so that a worker
+// with thousands of lanes pays neither a size class rounding nor a
+// pointer per lane. The states of a slab's unused slots are zero values,
+// which the runners tell from a lane's by its generation (never 0). The
+// zero value is ready.
+type Slab[T any] struct {
+	slabs [][]T
+	shift uint // log2 of the states per slab; set by the first Get
+}
+
+// Get returns the state of slot idx, making its slab if need be.
+func (s *Slab[T]) Get(idx uint32) *T {
+	if len(s.slabs) == 0 {
+		per := max(1, slabBytes/max(1, int(reflect.TypeFor[T]().Size())))
+		s.shift = uint(bits.Len(uint(per)) - 1)
 	}
-	ln := (*slots)[idx]
-	if ln == nil {
-		if len(*spare) == 0 {
-			*spare = make([]T, max(1, slabBytes/max(1, int(reflect.TypeFor[T]().Size()))))
+	i := int(idx >> s.shift)
+	for i >= len(s.slabs) {
+		s.slabs = append(s.slabs, nil)
+	}
+	if s.slabs[i] == nil {
+		s.slabs[i] = make([]T, 1<<s.shift)
+	}
+	return &s.slabs[i][idx&(1<<s.shift-1)]
+}
+
+// Lookup returns the state of slot idx, or nil if its slab was never made.
+func (s *Slab[T]) Lookup(idx uint32) *T {
+	if i := int(idx >> s.shift); i < len(s.slabs) && s.slabs[i] != nil {
+		return &s.slabs[i][idx&(1<<s.shift-1)]
+	}
+	return nil
+}
+
+// All yields every state of the slabs made, used slots or not, in slot
+// order.
+func (s *Slab[T]) All() iter.Seq[*T] {
+	return func(yield func(*T) bool) {
+		for _, slab := range s.slabs {
+			for i := range slab {
+				if !yield(&slab[i]) {
+					return
+				}
+			}
 		}
-		ln = &(*spare)[0]
-		*spare = (*spare)[1:]
-		(*slots)[idx] = ln
 	}
-	return ln
 }

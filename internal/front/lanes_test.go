@@ -91,23 +91,41 @@ func TestSlotsGenerations(t *testing.T) {
 	}
 }
 
-func TestSlotStatesStayPut(t *testing.T) {
+// TestSlabStatesStayPut: every slot has a state of its own, which stays
+// where it is as the slab grows; a slot whose slab was never made has
+// none, and All yields every state of the slabs made, in slot order.
+func TestSlabStatesStayPut(t *testing.T) {
 	type state struct{ a, b uint64 }
-	var slots []*state
-	var spare []state
+	var slots Slab[state]
+	if slots.Lookup(0) != nil {
+		t.Fatal("an empty slab has a state")
+	}
 	const n = 3000 // several slabs
 	seen := map[*state]bool{}
 	for i := range uint32(n) {
-		p := Slot(&slots, &spare, i)
+		p := slots.Get(i)
 		if seen[p] {
 			t.Fatalf("slot %d shares its state with another", i)
 		}
 		seen[p] = true
-		p.a = uint64(i)
+		p.a = uint64(i) + 1
 	}
 	for i := range uint32(n) {
-		if p := Slot(&slots, &spare, i); p.a != uint64(i) || p != slots[i] {
+		if p := slots.Get(i); p.a != uint64(i)+1 || p != slots.Lookup(i) {
 			t.Fatalf("slot %d: state moved or was overwritten (a = %d)", i, p.a)
 		}
+	}
+	if p := slots.Lookup(1 << 20); p != nil {
+		t.Fatal("a slot far past the last slab has a state")
+	}
+	var i uint64
+	for p := range slots.All() {
+		if i < n && p.a != i+1 || i >= n && p.a != 0 {
+			t.Fatalf("All's state %d has a = %d", i, p.a)
+		}
+		i++
+	}
+	if i < n || i%(slabBytes/16) != 0 {
+		t.Fatalf("All yielded %d states, want whole slabs of %d covering %d slots", i, slabBytes/16, n)
 	}
 }
