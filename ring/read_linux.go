@@ -22,20 +22,9 @@ const (
 	modeSock    readMode = iota + 1 // poll, then RECV with MSG_DONTWAIT
 	modeStream                      // poll, then READ with RWF_NOWAIT (pipes, ttys)
 	modeFile                        // READ(_FIXED)s at advancing offsets, several in flight, no poll (file_linux.go)
-	modeDgram                       // poll, then RECVMSGs into the rooms of a buffer, framed (dgram_linux.go)
+	modeDgram                       // poll, then recvmmsg(2) into the rooms of a buffer (dgram_linux.go)
 	modeFileSeq                     // a framed file: one READ(_FIXED) at a time into the lane's buffer (frame_linux.go)
 )
-
-// dgramArenaSize is the size of each arena that holds the slots' msghdrs:
-// about 28 datagram slots per 64 KiB.
-const dgramArenaSize = 64 << 10
-
-// dgramMsg is the kernel-visible part of a datagram receive: it lives in an
-// Arena and is owned by one slot, so it outlives any operation in flight.
-type dgramMsg struct {
-	hdr unix.Msghdr
-	iov unix.Iovec
-}
 
 // polled handles a poll completion.
 func (w *worker) polled(ln *lane, res int32) {

@@ -51,14 +51,14 @@ import (
 // RWF_NOWAIT.
 //
 // Datagram descriptors (Kind Datagram, SOCK_DGRAM sockets) poll like stream
-// sockets when idle, then take one RECVMSG (MSG_DONTWAIT|MSG_TRUNC) per
-// datagram into buf[n+4:], and write its length prefix at buf[n:n+4] when it
-// has arrived (the framing of srcs.ForEachDatagram). Each slot owns a
-// msghdr and an iovec in an off-heap [Arena] of its worker, which outlive
-// every operation of the slot's lanes. A datagram is never short, so only
-// EAGAIN sends the lane back to its poll. When less room is left than the
-// lane's driver.DatagramLimit, the buffer is emitted (flag Datagrams, and
-// Partial unless exactly full). A datagram longer than its room comes back
+// sockets when idle; a readable one is drained with recvmmsg(2)
+// (MSG_DONTWAIT|MSG_TRUNC), up to 64 datagrams a call, each into a room of
+// the lane's buffer behind its 4-byte length (the framing of
+// srcs.ForEachDatagram): a system call of the worker's own, not a ring
+// operation, since one call takes what dozens of RECVMSGs would. Only
+// EAGAIN, or a batch that comes back short, sends the lane back to its
+// poll. When less room is left than the lane's driver.DatagramLimit, the
+// buffer is emitted (flag Datagrams, and Partial unless exactly full). A datagram longer than its room comes back
 // truncated: it is dropped, reported to the emitter if it is a
 // contract.DatagramDropReporter, logged once per lane, and the lane keeps
 // running.

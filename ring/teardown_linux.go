@@ -85,17 +85,6 @@ func (w *worker) shutdown(cause error) {
 	if err := w.waker.Close(); err != nil {
 		errs = append(errs, err)
 	}
-	if leaked == 0 {
-		// The kernel is done with every msghdr. Otherwise a RECVMSG may
-		// still write through one: the arenas stay mapped.
-		clear(w.dgrams)
-		for _, a := range w.arenas {
-			if err := a.Close(); err != nil {
-				errs = append(errs, fmt.Errorf("ring: runner: worker %d: %w", w.id, err))
-			}
-		}
-		w.arenas = nil
-	}
 	if len(errs) > 0 {
 		w.r.front.CloseErrs(errs...)
 	}

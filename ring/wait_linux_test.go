@@ -129,21 +129,3 @@ func TestNextStep(t *testing.T) {
 		}
 	}
 }
-
-// TestNextDgramBatch: a datagram lane's batch doubles while every receive
-// brings a datagram, and falls to one more than the last brought.
-func TestNextDgramBatch(t *testing.T) {
-	for _, c := range []struct{ issued, got, want int }{
-		{1, 1, 2},
-		{4, 4, 8},
-		{16, 16, dgramDepth},
-		{dgramDepth, dgramDepth, dgramDepth},
-		{dgramDepth, 3, 4},
-		{dgramDepth, 0, 1},
-		{2, 1, 2},
-	} {
-		if got := nextDgramBatch(c.issued, c.got); got != c.want {
-			t.Errorf("nextDgramBatch(%d, %d) = %d, want %d", c.issued, c.got, got, c.want)
-		}
-	}
-}

@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-io/sluice/internal/driver"
 	"github.com/sluice-io/sluice/internal/flush"
 	"github.com/sluice-io/sluice/internal/front"
+	"github.com/sluice-io/sluice/internal/mmsg"
 	"github.com/sluice-io/sluice/srcs"
 )
 
@@ -138,21 +139,21 @@ type worker struct {
 	accepted atomic.Uint64 // connections accepted on the ring
 
 	// Owned by the worker goroutine.
-	ring     *Ring
-	fixed    bool              // the slab is registered: files use READ_FIXED
-	regd     bool              // registering the slab was tried (registerSlab)
-	iovs     []unix.Iovec      // the registered slab, to check a buffer's index
-	slots    front.Slab[lane]  // by slot index
-	ready    []*lane           // lanes to advance this turn
-	batch    []*lane           // the ready queue being advanced
-	parked   []*lane           // readable lanes held back by a pause
-	flushes  flush.Heap[*lane] // lanes holding partial data, by flush deadline
-	syncs    []chan struct{}
-	dgrams   []*dgramBatch // by slot index; nil until a datagram lane uses it
-	notifies []notifier    // by slot index; grown when a lane first waits for a buffer
-	arenas   []*Arena      // where their msghdrs live; closed after the ring
-	files    fileTable     // accepted connections' sockets, as direct descriptors
-	live     int           // lanes added and not finished
+	ring      *Ring
+	fixed     bool              // the slab is registered: files use READ_FIXED
+	regd      bool              // registering the slab was tried (registerSlab)
+	iovs      []unix.Iovec      // the registered slab, to check a buffer's index
+	slots     front.Slab[lane]  // by slot index
+	ready     []*lane           // lanes to advance this turn
+	batch     []*lane           // the ready queue being advanced
+	parked    []*lane           // readable lanes held back by a pause
+	flushes   flush.Heap[*lane] // lanes holding partial data, by flush deadline
+	syncs     []chan struct{}
+	mmsg      *mmsg.Receiver // receives datagram lanes' batches with recvmmsg(2)
+	moreReady bool           // a lane read this turn is still readable: turn again at once
+	notifies  []notifier     // by slot index; grown when a lane first waits for a buffer
+	files     fileTable      // accepted connections' sockets, as direct descriptors
+	live      int            // lanes added and not finished
 	// The listeners' accepts on this worker (accept_linux.go): those with
 	// accepts armed or granted, the records of armed accepts by index,
 	// free records, and the number armed.
@@ -377,6 +378,9 @@ func (w *worker) loop() error {
 				return err
 			}
 			ready = w.ring.CQReady() > 0
+		}
+		if w.moreReady {
+			ready, w.moreReady = true, false
 		}
 		if w.r.inline {
 			w.unyielded = 0
@@ -613,12 +617,6 @@ func (w *worker) handleCQE(c *CQE) {
 	if ln == nil || ln.gen != gen {
 		return
 	}
-	if tag == tagDgramRead {
-		if ln.op == tagRead && ln.mode == modeDgram && idx < dgramDepth {
-			w.dgramDone(ln, idx, c.Res)
-		}
-		return
-	}
 	if tag == tagFileRead {
 		if ln.mode == modeFile && ln.op == tagRead && idx < fileDepth {
 			w.fileDone(ln, idx, c.Res)
@@ -736,12 +734,6 @@ func (w *worker) add(c *cmd) {
 		ln.fixed, ln.owned = true, true
 	case c.mode == modeSock:
 		w.direct(ln, c.lane.Src)
-	}
-	if c.mode == modeDgram {
-		if err := w.allocDgram(idx); err != nil {
-			w.finish(ln, fmt.Errorf("ring: runner: lane %d: %w", c.lane.ID, err))
-			return
-		}
 	}
 	if w.closing {
 		w.remove(ln)
