@@ -245,6 +245,9 @@ var layering = []struct {
 	{"engine/metrics", []string{"engine", "srcs", "pool"}},
 	// The operator's node: YAML, outputs, metrics endpoint, signals, on
 	// the engine and its adapters.
+	// Tests' engines: an engine listening on a loopback port, shut down
+	// when the test ends (a test helper: only tests import it).
+	{"internal/enginetest", []string{"engine", "srcs"}},
 	{"internal/node", []string{"engine", "engine/jetstream", "engine/metrics", "srcs", "pool"}},
 	// Commands: thin drivers over the node.
 	{"cmd", []string{"engine", "srcs", "pool", "internal/node"}},
@@ -284,7 +287,7 @@ var layering = []struct {
 
 // testHelperPkgs exist only for tests: no other file may import them (but
 // one another), so neither the library nor the bench links test code.
-var testHelperPkgs = []string{"internal/srcstest", "internal/recordtest", "internal/runnertest", "internal/testca", "bench/benchtest"}
+var testHelperPkgs = []string{"internal/srcstest", "internal/recordtest", "internal/runnertest", "internal/testca", "internal/enginetest", "bench/benchtest"}
 
 // testHelper returns the test-helper package that holds pkg, or "".
 func testHelper(pkg string) string {

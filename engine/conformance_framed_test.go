@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluice-io/sluice/engine"
 	"github.com/sluice-io/sluice/internal/contract"
+	"github.com/sluice-io/sluice/internal/enginetest"
 	"github.com/sluice-io/sluice/internal/srcstest"
 	"github.com/sluice-io/sluice/srcs"
 )
@@ -249,17 +250,7 @@ func framedEngine(t *testing.T, runner string, f srcs.Framer, cfg engine.Config)
 		cfg.Buffers = 64
 	}
 	col := newRecordCollector(t, f)
-	e, err := engine.New(cfg, engine.WithErrorHandler(col.onError))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := srcs.ListenTCP("127.0.0.1:0", srcs.ListenerConfig{Framer: f})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.AddListener(ln); err != nil {
-		t.Fatal(err)
-	}
+	e, addr := enginetest.Listen(t, cfg, srcs.ListenerConfig{Framer: f}, []engine.Option{engine.WithErrorHandler(col.onError)})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -278,7 +269,7 @@ func framedEngine(t *testing.T, runner string, f srcs.Framer, cfg engine.Config)
 		}
 		col.mu.Unlock()
 	})
-	return e, col, ln.Addr().String()
+	return e, col, addr
 }
 
 // TestFramedRecordsSplitEverywhere sends a stream of records whose every

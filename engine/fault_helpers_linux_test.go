@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-io/sluice/engine"
+	"github.com/sluice-io/sluice/internal/enginetest"
 	"github.com/sluice-io/sluice/internal/srcstest"
 	"github.com/sluice-io/sluice/srcs"
 )
@@ -225,17 +226,7 @@ func checkFile(t *testing.T, e *engine.Engine, col *collector, size int) {
 // anywhere, and requires them byte-exact in chunks of whole lines.
 func checkNewlineStream(t *testing.T, cfg engine.Config, tap *logTap, size int) {
 	t.Helper()
-	e, err := engine.New(cfg, engine.WithLogger(slog.New(tap)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := srcs.ListenTCP("127.0.0.1:0", srcs.ListenerConfig{Framer: srcs.Newline{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.AddListener(ln); err != nil {
-		t.Fatal(err)
-	}
+	e, addr := enginetest.Listen(t, cfg, srcs.ListenerConfig{Framer: srcs.Newline{}}, []engine.Option{engine.WithLogger(slog.New(tap))})
 	var (
 		got    sent
 		chunks int
@@ -258,7 +249,7 @@ func checkNewlineStream(t *testing.T, cfg engine.Config, tap *logTap, size int) 
 			got.crc = crc32.Update(got.crc, srcstest.Castagnoli, ch.Data)
 		})
 	}()
-	c, err := net.Dial("tcp", ln.Addr().String())
+	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-io/sluice/engine"
+	"github.com/sluice-io/sluice/internal/enginetest"
 	"github.com/sluice-io/sluice/srcs"
 )
 
@@ -33,24 +34,13 @@ func TestInlineRunsWhereRead(t *testing.T) {
 			}
 			c.Release()
 		}
-		e, err := engine.New(engine.Config{Runner: runner, Workers: 1, Buffers: 32, BufSize: 4 << 10, Flush: time.Millisecond},
-			engine.WithInlineHandler(handle))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ln, err := srcs.ListenTCP("127.0.0.1:0", srcs.ListenerConfig{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := e.AddListener(ln); err != nil {
-			t.Fatal(err)
-		}
+		e, addr := enginetest.Listen(t, engine.Config{Runner: runner, Workers: 1, Buffers: 32, BufSize: 4 << 10, Flush: time.Millisecond}, srcs.ListenerConfig{}, []engine.Option{engine.WithInlineHandler(handle)})
 		if _, err := e.Next(context.Background()); err == nil {
 			t.Error("Next returned a chunk from an engine with an inline handler")
 		}
 		const conns = 4
 		for range conns {
-			c, _ := dialTagged(t, ln.Addr().String(), nil)
+			c, _ := dialTagged(t, addr, nil)
 			for range 20 {
 				if _, err := c.Write(make([]byte, 3000)); err != nil {
 					t.Fatal(err)

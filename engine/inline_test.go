@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/engine"
+	"github.com/sluice-io/sluice/internal/enginetest"
 	"github.com/sluice-io/sluice/srcs"
 )
 
@@ -74,28 +75,17 @@ func TestDeliveryInlineFromConfig(t *testing.T) {
 	busy := make(chan struct{})
 	done := make(chan struct{})
 	var once sync.Once
-	e, err := engine.New(engine.Config{Runner: engine.RunnerGoroutine, Buffers: 16, BufSize: 4096, Flush: time.Millisecond,
-		Delivery: engine.DeliveryInline},
-		engine.WithHandler(func(c engine.Chunk) {
-			if len(c.Data) > 0 {
-				once.Do(func() {
-					close(busy)
-					<-done
-				})
-			}
-			c.Release()
-		}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := srcs.ListenTCP("127.0.0.1:0", srcs.ListenerConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.AddListener(ln); err != nil {
-		t.Fatal(err)
-	}
-	c, _ := dialTagged(t, ln.Addr().String(), nil)
+	e, addr := enginetest.Listen(t, engine.Config{Runner: engine.RunnerGoroutine, Buffers: 16, BufSize: 4096, Flush: time.Millisecond,
+		Delivery: engine.DeliveryInline}, srcs.ListenerConfig{}, []engine.Option{engine.WithHandler(func(c engine.Chunk) {
+		if len(c.Data) > 0 {
+			once.Do(func() {
+				close(busy)
+				<-done
+			})
+		}
+		c.Release()
+	})})
+	c, _ := dialTagged(t, addr, nil)
 	select {
 	case <-busy:
 	case <-time.After(30 * time.Second):

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-io/sluice/engine"
 	"github.com/sluice-io/sluice/engine/jetstream"
+	"github.com/sluice-io/sluice/internal/enginetest"
 	"github.com/sluice-io/sluice/srcs"
 )
 
@@ -33,27 +34,17 @@ func TestBackpressureReachesTheSender(t *testing.T) {
 	}
 	defer p.Close(context.Background())
 	eos := make(chan struct{}, 1)
-	e, err := engine.New(engine.Config{Buffers: buffers, BufSize: 4096, Handlers: 1}, engine.WithHandler(func(c engine.Chunk) {
+	e, addr := enginetest.Listen(t, engine.Config{Buffers: buffers, BufSize: 4096, Handlers: 1}, srcs.ListenerConfig{}, []engine.Option{engine.WithHandler(func(c engine.Chunk) {
 		if c.Flags&srcs.EndOfStream != 0 {
 			eos <- struct{}{}
 		}
 		p.Handle(c)
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := srcs.ListenTCP("127.0.0.1:0", srcs.ListenerConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.AddListener(ln); err != nil {
-		t.Fatal(err)
-	}
+	})})
 	stopServer(ns)
 
 	// Far more than the pool, the publisher and the socket buffers hold.
 	data := make([]byte, 24<<20)
-	c, err := net.Dial("tcp", ln.Addr().String())
+	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/sluice-io/sluice/engine"
 	"github.com/sluice-io/sluice/engine/jetstream"
+	"github.com/sluice-io/sluice/internal/enginetest"
 	"github.com/sluice-io/sluice/srcs"
 )
 
@@ -272,23 +273,14 @@ func testClusterKill(t *testing.T, clients, perTick int) {
 	defer p.Close(context.Background())
 
 	eos := make(chan struct{}, clients)
-	e, err := engine.New(engine.Config{Buffers: 64, BufSize: 4096, Handlers: 2}, engine.WithHandler(func(c engine.Chunk) {
-		if c.Flags&srcs.EndOfStream != 0 {
-			eos <- struct{}{}
-		}
-		p.Handle(c)
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, addr := enginetest.Listen(t, engine.Config{Buffers: 64, BufSize: 4096, Handlers: 2}, srcs.ListenerConfig{Framer: srcs.Newline{}},
+		[]engine.Option{engine.WithHandler(func(c engine.Chunk) {
+			if c.Flags&srcs.EndOfStream != 0 {
+				eos <- struct{}{}
+			}
+			p.Handle(c)
+		})})
 	defer e.Shutdown(context.Background())
-	ln, err := srcs.ListenTCP("127.0.0.1:0", srcs.ListenerConfig{Framer: srcs.Newline{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.AddListener(ln); err != nil {
-		t.Fatal(err)
-	}
 
 	// Each client sends a few records every 2 ms until told to stop, and
 	// counts them.
@@ -297,7 +289,7 @@ func testClusterKill(t *testing.T, clients, perTick int) {
 	var wg sync.WaitGroup
 	var conns []net.Conn
 	for i := range clients {
-		conn, err := net.Dial("tcp", ln.Addr().String())
+		conn, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}

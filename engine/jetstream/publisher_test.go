@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluice-io/sluice/engine"
 	"github.com/sluice-io/sluice/engine/jetstream"
+	"github.com/sluice-io/sluice/internal/enginetest"
 	"github.com/sluice-io/sluice/srcs"
 )
 
@@ -154,17 +155,7 @@ func TestPublishSurvivesServerRestart(t *testing.T) {
 		bmu.Unlock()
 		p.Handle(c)
 	}
-	e, err := engine.New(engine.Config{Buffers: 32, BufSize: 4096, Handlers: 2}, engine.WithHandler(h))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := srcs.ListenTCP("127.0.0.1:0", srcs.ListenerConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.AddListener(ln); err != nil {
-		t.Fatal(err)
-	}
+	e, addr := enginetest.Listen(t, engine.Config{Buffers: 32, BufSize: 4096, Handlers: 2}, srcs.ListenerConfig{}, []engine.Option{engine.WithHandler(h)})
 
 	want := make([]sent, clients)
 	var wg sync.WaitGroup
@@ -174,7 +165,7 @@ func TestPublishSurvivesServerRestart(t *testing.T) {
 		for j := range data {
 			data[j] = byte(r.Uint32())
 		}
-		c, err := net.Dial("tcp", ln.Addr().String())
+		c, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}

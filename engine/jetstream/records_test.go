@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-io/sluice/engine"
 	"github.com/sluice-io/sluice/engine/jetstream"
+	"github.com/sluice-io/sluice/internal/enginetest"
 	"github.com/sluice-io/sluice/srcs"
 )
 
@@ -25,23 +26,13 @@ func TestPublishRecordsHeader(t *testing.T) {
 	}
 	defer p.Close(context.Background())
 	ended := make(chan struct{})
-	e, err := engine.New(engine.Config{Buffers: 16, BufSize: 4096, Flush: -1}, engine.WithHandler(func(c engine.Chunk) {
+	e, addr := enginetest.Listen(t, engine.Config{Buffers: 16, BufSize: 4096, Flush: -1}, srcs.ListenerConfig{Framer: srcs.Newline{}}, []engine.Option{engine.WithHandler(func(c engine.Chunk) {
 		if c.Flags&srcs.EndOfStream != 0 {
 			close(ended)
 		}
 		p.Handle(c)
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := srcs.ListenTCP("127.0.0.1:0", srcs.ListenerConfig{Framer: srcs.Newline{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.AddListener(ln); err != nil {
-		t.Fatal(err)
-	}
-	c, err := net.Dial("tcp", ln.Addr().String())
+	})})
+	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
