@@ -151,9 +151,8 @@ type item struct {
 // in practice by the pool (every data chunk holds a buffer) plus a few
 // events per source. Safe for concurrent use.
 type queue struct {
-	hold    *wakeHold     // nil: never held
-	pending atomic.Bool   // a push found wake-ups held: release signals
-	taken   atomic.Uint32 // items taken, for takeYield
+	hold    *wakeHold   // nil: never held
+	pending atomic.Bool // a push found wake-ups held: release signals
 
 	mu     sync.Mutex
 	items  []item // ring buffer
@@ -287,12 +286,3 @@ func (f *flow) snapshot() (depth int64, paused bool, pauses uint64) {
 	defer f.mu.Unlock()
 	return f.depth, f.paused, f.pauses
 }
-
-// takeYield is how many chunks a consumer takes before it yields its P
-// (runtime.Gosched). A consumer with a long queue otherwise keeps the P
-// until the runtime preempts it, and a runner worker that yielded its P
-// to it, or that woke from the kernel, waits on the run queue meanwhile:
-// with GOMAXPROCS=1 its sockets go unread for as long as the queue takes
-// to drain, and a busy core can delay the runtime's preemption by
-// hundreds of milliseconds.
-const takeYield = 16

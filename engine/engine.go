@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"math"
 	"net"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -697,9 +696,6 @@ func (e *Engine) take(q *queue) (c Chunk, ok, done bool) {
 		if it.chunk.data() {
 			e.flow.add(-1)
 			e.totals.took(&it.chunk, time.Now())
-		}
-		if q.taken.Add(1)%takeYield == 0 {
-			runtime.Gosched()
 		}
 		return it.chunk, true, false
 	}
