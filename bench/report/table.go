@@ -24,7 +24,7 @@ import (
 //
 // UpdateTables rewrites every such table from its reports, so that no
 // figure in it is typed by hand.
-var tableMarker = regexp.MustCompile(`(?m)^<!-- perf-table ([^\s:,]+)[^\n]*-->\n((?s:.*?))^<!-- /perf-table -->$`)
+var tableMarker = regexp.MustCompile(`(?m)^<!-- perf-table(-udp)? ([^\s:,]+)[^\n]*-->\n((?s:.*?))^<!-- /perf-table -->$`)
 
 // tableRows are the rows of a performance table, in order: the report
 // each is read from (name.json in the table's directory). A row whose
@@ -67,8 +67,12 @@ func UpdateTables(path string, doc []byte) ([]byte, error) {
 	var failed error
 	out := tableMarker.ReplaceAllFunc(doc, func(m []byte) []byte {
 		sub := tableMarker.FindSubmatch(m)
-		dir := filepath.Join(filepath.Dir(path), string(sub[1]))
-		table, err := PerfTable(dir)
+		dir := filepath.Join(filepath.Dir(path), string(sub[2]))
+		render := PerfTable
+		if len(sub[1]) > 0 {
+			render = UDPTable
+		}
+		table, err := render(dir)
 		if err != nil {
 			failed = errors.Join(failed, fmt.Errorf("%s: %w", path, err))
 			return m
@@ -275,3 +279,81 @@ func RefreshTables(paths []string, check bool, w io.Writer) error {
 	}
 	return nil
 }
+
+// udpReport is what a table reads of a `sluice-bench run --proto udp`
+// JSON report.
+type udpReport struct {
+	Config struct {
+		Peers []string `json:"peers"`
+		Size  int      `json:"datagram_size"`
+		Rates []int    `json:"rates_dps"`
+	} `json:"config"`
+	Summary []struct {
+		Runner    string `json:"runner"`
+		Core      spread `json:"core_cpu_s_per_million"`
+		Delivered spread `json:"delivered_fraction"`
+	} `json:"summary"`
+}
+
+// UDPTable renders the datagram reports in dir (udp-*.json, one per
+// datagram size, in name order) as a Markdown table of the receiving
+// core's CPU-seconds per million datagrams delivered, median (min-max)
+// over rounds, and the least fraction delivered in a round, a column per
+// sink, the reference sinks first.
+func UDPTable(dir string) (string, error) {
+	names, err := filepath.Glob(filepath.Join(dir, "udp-*.json"))
+	if err != nil || len(names) == 0 {
+		return "", fmt.Errorf("no report (udp-*.json) in %s", dir)
+	}
+	var b strings.Builder
+	var cols []string
+	for _, name := range names {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			return "", err
+		}
+		var r udpReport
+		if err := json.Unmarshal(data, &r); err != nil {
+			return "", fmt.Errorf("%s: %w", filepath.Base(name), err)
+		}
+		got := append([]string{}, r.Config.Peers...)
+		for _, s := range r.Summary {
+			if !slices.Contains(got, s.Runner) {
+				got = append(got, s.Runner)
+			}
+		}
+		if cols == nil {
+			cols = got
+			heads := []string{"datagrams"}
+			for _, c := range cols {
+				if h, ok := udpSinkNames[c]; ok {
+					heads = append(heads, h)
+				} else {
+					heads = append(heads, "sluice, "+c+" runner")
+				}
+			}
+			b.WriteString("| " + strings.Join(heads, " | ") + " |\n|" + strings.Repeat("---|", len(heads)) + "\n")
+		} else if strings.Join(got, ",") != strings.Join(cols, ",") {
+			return "", fmt.Errorf("%s: sinks %v, but the table's are %v", filepath.Base(name), got, cols)
+		}
+		rate := 0
+		if len(r.Config.Rates) > 0 {
+			rate = r.Config.Rates[0]
+		}
+		cells := []string{fmt.Sprintf("%s at %s/s", exactSize(r.Config.Size), commas(rate))}
+		for _, c := range cols {
+			cell := "-"
+			for _, s := range r.Summary {
+				if s.Runner == c {
+					cell = fmt.Sprintf("%s; %.2f%% delivered", s.Core, 100*s.Delivered.Min)
+				}
+			}
+			cells = append(cells, cell)
+		}
+		b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
+	}
+	return b.String(), nil
+}
+
+// udpSinkNames are the datagram table's headings for the reference sinks.
+var udpSinkNames = map[string]string{"go": "Go, one ReadFromUDP loop", "gnet": "gnet v2"}

@@ -62,3 +62,27 @@ func TestREADMETablesAreGenerated(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestUDPTable(t *testing.T) {
+	dir := t.TempDir()
+	report := `{"config":{"peers":["go"],"datagram_size":512,"rates_dps":[200000]},
+ "summary":[{"runner":"uring","core_cpu_s_per_million":{"median":1.641,"min":1.59,"max":1.88},"delivered_fraction":{"median":1,"min":0.9995,"max":1}},
+            {"runner":"go","core_cpu_s_per_million":{"median":3.81,"min":3.67,"max":3.82},"delivered_fraction":{"median":1,"min":1,"max":1}}]}`
+	if err := os.WriteFile(filepath.Join(dir, "udp-0512.json"), []byte(report), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := UDPTable(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `| datagrams | Go, one ReadFromUDP loop | sluice, uring runner |
+|---|---|---|
+| 512 B at 200,000/s | 3.81 (3.67-3.82); 100.00% delivered | 1.64 (1.59-1.88); 99.95% delivered |
+`
+	if got != want {
+		t.Errorf("table:\n%s\nwant:\n%s", got, want)
+	}
+	if _, err := UDPTable(t.TempDir()); err == nil {
+		t.Error("a directory with no report gave a table")
+	}
+}
