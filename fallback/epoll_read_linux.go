@@ -177,20 +177,19 @@ func (w *epWorker) serviceDatagrams(ln *epLane) {
 		if ln.f.NeedsBuffer() && !w.acquire(ln) {
 			return
 		}
-		room, stride, k := ln.f.DatagramBatch()
-		k = min(k, budget)
-		n, k, err := w.recvBatch(ln, room, stride, k)
-		switch errno := driver.Errno(err); driver.Result(n, errno, true) {
-		case driver.ReadDrained:
-			w.drained(ln)
-			return
-		case driver.ReadAgain:
-			continue
-		case driver.ReadFailed:
-			w.finish(ln, driver.ReadError("recvmmsg", errno))
+		w.reads.Add(1)
+		n, k, drained, err := w.mmsg.Take(ln.fd, &ln.f, budget, w.e.log, "fallback: epoll")
+		if err != nil {
+			w.finish(ln, err)
 			return
 		}
-		ln.f.CommitDatagrams(n, w.mmsg, time.Now(), w.e.log, "fallback: epoll")
+		if drained {
+			w.drained(ln)
+			return
+		}
+		if n == 0 {
+			continue // interrupted: receive again
+		}
 		w.holdPartial(ln)
 		budget -= n
 		if n < k {
@@ -222,12 +221,6 @@ func (w *epWorker) readOp(ln *epLane) string {
 	return "read"
 }
 
-// recvBatch receives up to k datagrams into ln's rooms (DatagramBatch); it
-// returns how many came, and how many it asked for.
-func (w *epWorker) recvBatch(ln *epLane, room, stride, k int) (int, int, error) {
-	w.reads.Add(1)
-	return w.mmsg.Recv(ln.fd, ln.f.Space(), stride, room, k)
-}
 func (w *epWorker) read(ln *epLane, p []byte) (int, error) {
 	for {
 		var n int

@@ -7,7 +7,6 @@ package ring
 import (
 	"time"
 
-	"github.com/sluice-io/sluice/internal/driver"
 	"github.com/sluice-io/sluice/internal/mmsg"
 )
 
@@ -26,25 +25,24 @@ func (w *worker) recvDgrams(ln *lane) {
 		if !ln.d.Held() && !w.acquire(ln) {
 			return
 		}
-		room, stride, k := ln.d.DatagramBatch()
-		n, asked, err := w.mmsg.Recv(int(ln.fd), ln.d.Space(), stride, room, k)
 		w.reads.Add(1)
-		switch errno := driver.Errno(err); driver.Result(n, errno, true) {
-		case driver.ReadDrained:
+		n, asked, drained, err := w.mmsg.Take(int(ln.fd), &ln.d, dgramBatch, w.r.log, "ring: runner")
+		if err != nil {
+			w.finish(ln, err)
+			return
+		}
+		if drained {
 			ln.readable = false
 			if ln.d.Held() && ln.d.Pending() == 0 {
 				ln.d.Flush(time.Now()) // idle lanes hold no buffer
-				w.settle(ln)
 			}
+			w.settle(ln)
 			w.enqueue(ln)
 			return
-		case driver.ReadAgain:
-			continue
-		case driver.ReadFailed:
-			w.finish(ln, driver.ReadError("recvmmsg", errno))
-			return
 		}
-		ln.d.CommitDatagrams(n, w.mmsg, time.Now(), w.r.log, "ring: runner")
+		if n == 0 {
+			continue // interrupted: receive again
+		}
 		w.settle(ln)
 		if ln.flushNow {
 			ln.flushNow = false

@@ -3,10 +3,14 @@
 package mmsg
 
 import (
+	"log/slog"
 	"structs"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sluice-io/sluice/internal/driver"
 )
 
 // mmsghdr is struct mmsghdr of <sys/socket.h>: a message header and the
@@ -88,4 +92,26 @@ func (r *Receiver) Size(i int) int { return int(r.hdrs[i].len) }
 // than its room, so that only its head arrived.
 func (r *Receiver) Truncated(i int) bool {
 	return r.hdrs[i].hdr.Flags&unix.MSG_TRUNC != 0 || int(r.hdrs[i].len) > int(r.iovs[i].Len)
+}
+
+// Take receives up to limit datagrams from the socket fd into the rooms
+// of l's buffer (driver.Lane.DatagramBatch) and commits what came: the
+// one receive every runner that drains datagram sockets makes. It returns
+// how many arrived and how many it asked for (fewer arriving means the
+// socket ran dry); drained when none was queued (EAGAIN); and the error,
+// in the driver's terms, that ends the lane. None arriving, not drained
+// and no error: receive again.
+func (r *Receiver) Take(fd int, l *driver.Lane, limit int, log *slog.Logger, runner string) (n, asked int, drained bool, err error) {
+	room, stride, k := l.DatagramBatch()
+	n, asked, err = r.Recv(fd, l.Space(), stride, room, min(k, limit))
+	errno := driver.Errno(err)
+	switch driver.Result(n, errno, true) {
+	case driver.ReadData:
+		l.CommitDatagrams(n, r, time.Now(), log, runner)
+	case driver.ReadDrained:
+		return 0, asked, true, nil
+	case driver.ReadFailed:
+		return 0, asked, false, driver.ReadError("recvmmsg", errno)
+	}
+	return n, asked, false, nil
 }
