@@ -1,6 +1,8 @@
 // Package mmsg receives a batch of datagrams from a socket with one
-// recvmmsg(2) call, for the runners that read datagram sockets themselves
-// rather than through io_uring (the epoll runner). A datagram at a time
+// recvmmsg(2) call, for the runners that drain datagram sockets
+// themselves: the epoll runner, and the uring runner once its ring's poll
+// says a socket is readable. Receiver.Take is that receive into a lane's
+// rooms, with its commit, for both. A datagram at a time
 // costs a system call each; at hundreds of thousands of datagrams a
 // second that is most of what a receiver spends, and a receiver that
 // falls behind loses what its socket's buffer cannot hold.
