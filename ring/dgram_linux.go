@@ -21,11 +21,16 @@ func (w *worker) recvDgrams(ln *lane) {
 	if w.mmsg == nil {
 		w.mmsg = mmsg.NewReceiver(dgramBatch)
 	}
-	for range dgramTurnBatches {
+	for i := range dgramTurnBatches {
+		if i > 0 && w.r.front.Paused.Load() {
+			w.enqueue(ln) // parked until delivery resumes
+			return
+		}
 		if !ln.d.Held() && !w.acquire(ln) {
 			return
 		}
 		w.reads.Add(1)
+		w.recvmmsg.Add(1)
 		n, asked, drained, err := w.mmsg.Take(int(ln.fd), &ln.d, dgramBatch, w.r.log, "ring: runner")
 		if err != nil {
 			w.finish(ln, err)

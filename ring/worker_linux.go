@@ -65,7 +65,7 @@ func (w *worker) stats() contract.RunnerStats {
 	enters := w.enters.Load()
 	return contract.RunnerStats{
 		Reads: w.reads.Load(), Waits: w.waits.Load(), Wakeups: w.wakeups.Load(),
-		Enters: enters, Completions: w.cqes.Load(), Syscalls: enters + w.wakeWrites(),
+		Enters: enters, Completions: w.cqes.Load(), Syscalls: enters + w.wakeWrites() + w.recvmmsg.Load(),
 		DirectFiles: int(w.files.used.Load()), Accepted: w.accepted.Load(),
 	}
 }
@@ -137,6 +137,7 @@ type worker struct {
 	enters   atomic.Uint64 // the ring's io_uring_enter calls, published each turn
 	cqes     atomic.Uint64 // CQEs reaped
 	accepted atomic.Uint64 // connections accepted on the ring
+	recvmmsg atomic.Uint64 // datagram batches received outside the ring
 
 	// Owned by the worker goroutine.
 	ring      *Ring
