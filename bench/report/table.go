@@ -12,6 +12,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/dustin/go-humanize"
 )
 
 // A performance table in a Markdown file sits between two markers, and
@@ -119,10 +121,20 @@ func PerfTable(dir string) (string, error) {
 // tableColumns returns the sinks of a report: its peers first, then its
 // runners.
 func tableColumns(r *tableReport) []string {
-	cols := append([]string{}, r.Config.Peers...)
-	for _, s := range r.Summary {
-		if !slices.Contains(cols, s.Runner) {
-			cols = append(cols, s.Runner)
+	runners := make([]string, len(r.Summary))
+	for i, s := range r.Summary {
+		runners[i] = s.Runner
+	}
+	return sinkColumns(r.Config.Peers, runners)
+}
+
+// sinkColumns returns a report's sinks, its reference sinks (peers)
+// first, then the runners its summary names, each once.
+func sinkColumns(peers, runners []string) []string {
+	cols := append([]string{}, peers...)
+	for _, r := range runners {
+		if !slices.Contains(cols, r) {
+			cols = append(cols, r)
 		}
 	}
 	return cols
@@ -200,7 +212,7 @@ func workload(r *tableReport) string {
 	c := r.Config
 	conns := "one connection"
 	if c.Sources != 1 {
-		conns = commas(c.Sources) + " connections"
+		conns = humanize.Comma(int64(c.Sources)) + " connections"
 	}
 	writes := exactSize(c.MsgSize) + " writes"
 	switch {
@@ -225,15 +237,6 @@ func sig3(v float64) string {
 	}
 	decimals := max(0, 2-int(math.Floor(math.Log10(v))))
 	return fmt.Sprintf("%.*f", decimals, v)
-}
-
-// commas writes n with thousands separators.
-func commas(n int) string {
-	s := fmt.Sprint(n)
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	return s
 }
 
 // exactSize writes n bytes in the largest binary unit that divides it.
@@ -316,12 +319,11 @@ func UDPTable(dir string) (string, error) {
 		if err := json.Unmarshal(data, &r); err != nil {
 			return "", fmt.Errorf("%s: %w", filepath.Base(name), err)
 		}
-		got := append([]string{}, r.Config.Peers...)
-		for _, s := range r.Summary {
-			if !slices.Contains(got, s.Runner) {
-				got = append(got, s.Runner)
-			}
+		runners := make([]string, len(r.Summary))
+		for i, s := range r.Summary {
+			runners[i] = s.Runner
 		}
+		got := sinkColumns(r.Config.Peers, runners)
 		if cols == nil {
 			cols = got
 			heads := []string{"datagrams"}
@@ -340,7 +342,7 @@ func UDPTable(dir string) (string, error) {
 		if len(r.Config.Rates) > 0 {
 			rate = r.Config.Rates[0]
 		}
-		cells := []string{fmt.Sprintf("%s at %s/s", exactSize(r.Config.Size), commas(rate))}
+		cells := []string{fmt.Sprintf("%s at %s/s", exactSize(r.Config.Size), humanize.Comma(int64(rate)))}
 		for _, c := range cols {
 			cell := "-"
 			for _, s := range r.Summary {
