@@ -119,7 +119,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
-	st := c.e.Stats()
+	st := c.e.Overview()
 	tot := c.e.Totals()
 	counter := func(d *prometheus.Desc, v float64, lv ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, lv...)
@@ -173,18 +173,16 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.runAccepted, float64(r.Accepted), r.Runner)
 	}
 
-	states := map[string]int{}
-	for _, s := range st.Sources {
-		states[s.State.String()]++
-	}
-	for name, n := range states {
-		gauge(c.sources, float64(n), name)
+	for state, n := range c.e.CountSources() {
+		if n > 0 {
+			gauge(c.sources, float64(n), engine.State(state).String())
+		}
 	}
 
 	if c.opts.PerSource <= 0 {
 		return
 	}
-	ss := st.Sources
+	ss := c.e.Stats().Sources
 	sort.Slice(ss, func(i, j int) bool { return ss[i].ID < ss[j].ID })
 	omitted := 0
 	if len(ss) > c.opts.PerSource {
