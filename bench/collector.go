@@ -353,7 +353,7 @@ func (s *SinkEngine) Addrs() []string {
 }
 
 // Live is the number of sources the engine is still driving.
-func (s *SinkEngine) Live() int { return len(s.Engine.Stats().Sources) }
+func (s *SinkEngine) Live() int { return s.Engine.CountSources().Live() }
 
 // Close shuts the engine down, which also closes the listeners.
 func (s *SinkEngine) Close() error {

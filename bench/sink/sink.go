@@ -258,7 +258,7 @@ loop:
 		case now := <-ticker.C:
 			total := col.Total.Load()
 			usage = harness.AppendUsage(usage, harness.UsageSample{UnixNs: now.UnixNano(), CPUNs: int64(harness.CPUTime() - cpu0), Bytes: total})
-			// The live count walks every source's stats: ask for it only
+			// The live count walks every source: ask for it only
 			// once the bytes have stopped, not on every tick of a run.
 			if c.UntilIdle > 0 && total > 0 && now.Sub(time.Unix(0, col.Last.Load())) >= c.UntilIdle &&
 				sk.Live() == 0 {

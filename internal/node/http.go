@@ -21,7 +21,6 @@ import (
 	"golang.org/x/crypto/bcrypt"
 	"gopkg.in/yaml.v3"
 
-	"github.com/sluice-io/sluice/engine"
 	"github.com/sluice-io/sluice/engine/jetstream"
 	"github.com/sluice-io/sluice/engine/metrics"
 	"github.com/sluice-io/sluice/srcs"
@@ -202,7 +201,7 @@ func (c listenerCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(r.count(st)), label, r.reason)
 		}
 		en.mu.Lock()
-		open := len(en.conns)
+		open := en.conns
 		en.mu.Unlock()
 		ch <- prometheus.MustNewConstMetric(descConns, prometheus.GaugeValue, float64(open), label)
 		ch <- prometheus.MustNewConstMetric(descConnsFailed, prometheus.CounterValue, float64(en.connsFailed.Load()), label)
@@ -290,24 +289,24 @@ type SourceHealth struct {
 // Health returns the node's health: its sources' states, and whether it
 // is draining. Safe for concurrent use.
 func (n *Node) Health() Health {
-	live := map[uint64]engine.State{}
-	for _, s := range n.e.Stats().Sources {
-		live[uint64(s.ID)] = s.State
-	}
 	n.mu.Lock()
 	entries := append([]*entry(nil), n.entries...)
 	draining := n.draining
 	n.mu.Unlock()
 	h := Health{Status: "ok"}
 	for _, en := range entries {
+		// The engine is asked per entry, not for every live source: a
+		// probe costs the same with 100,000 connections open.
 		en.mu.Lock()
-		st := en.state
-		if (st == stateOpening || st == stateRunning) && en.hasID {
-			if s, ok := live[uint64(en.id)]; ok {
-				st = s.String()
+		st, id, hasID := en.state, en.id, en.hasID
+		en.mu.Unlock()
+		if (st == stateOpening || st == stateRunning) && hasID {
+			if s, ok := n.e.SourceStats(id); ok {
+				st = s.State.String()
 			}
 		}
-		sh := SourceHealth{Source: en.name, State: st, Conns: len(en.conns)}
+		en.mu.Lock()
+		sh := SourceHealth{Source: en.name, State: st, Conns: en.conns}
 		if en.err != nil && st != stateRunning {
 			sh.Err = describeErr(en.err)
 		}

@@ -73,12 +73,7 @@ func (n *Node) statusLoop() {
 			for _, s := range n.Health().Sources {
 				states[s.State]++
 			}
-			conns := 0
-			for _, s := range n.e.Stats().Sources {
-				if s.State == engine.Running {
-					conns++
-				}
-			}
+			conns := n.e.CountSources()[engine.Running]
 			n.log.Info("status",
 				"bytes", t.Bytes, "bytes_per_s", int64(float64(t.Bytes-last.Bytes)/secs),
 				"records", recs, "records_per_s", int64(float64(recs-lastRecs)/secs),

@@ -99,11 +99,17 @@ func (n *Node) stopEntry(en *entry) {
 	en.mu.Lock()
 	en.stopped = true
 	id, hasID, cancel := en.id, en.hasID, en.cancel
-	var conns []srcs.ID
-	for c := range en.conns {
-		conns = append(conns, c)
-	}
 	en.mu.Unlock()
+	var conns []srcs.ID
+	if en.ln != nil {
+		n.idMu.RLock()
+		for c, owner := range n.byID {
+			if owner == en {
+				conns = append(conns, c)
+			}
+		}
+		n.idMu.RUnlock()
+	}
 	n.log.Info("reload: stopping a source no longer in the node file", "source", en.name)
 	if en.ln != nil {
 		en.ln.Close()

@@ -53,8 +53,8 @@ type entry struct {
 	id      srcs.ID // the engine's id, for a source that is not a listener
 	hasID   bool
 	state   string
-	err     error            // the last error, for /healthz
-	conns   map[srcs.ID]bool // a listener's live connections, from accept to end of stream
+	err     error // the last error, for /healthz
+	conns   int   // a listener's live connections, from accept to end of stream (their ids are in Node.byID)
 	stopped bool
 	cancel  context.CancelFunc // ends a wait for a file
 }
@@ -99,7 +99,7 @@ func entryKey(s Source) string {
 // cannot be read, a checkpoint that cannot be written.
 func (n *Node) add(i int, s Source) error {
 	kind := s.Kind()
-	en := &entry{index: i, cfg: s, key: entryKey(s), name: s.Name(), state: stateOpening, conns: map[srcs.ID]bool{}}
+	en := &entry{index: i, cfg: s, key: entryKey(s), name: s.Name(), state: stateOpening}
 	fail := func(err error) error { return fmt.Errorf("sources[%d] (%s): %w", i, en.name, err) }
 	var opts []engine.SourceOption
 	if s.Flush > 0 {
@@ -229,7 +229,7 @@ func (n *Node) accepted(en *entry) func(srcs.ID, srcs.Source) {
 		n.byID[id] = en
 		n.idMu.Unlock()
 		en.mu.Lock()
-		en.conns[id] = true
+		en.conns++
 		stopped := en.stopped
 		en.mu.Unlock()
 		if stopped {
@@ -322,12 +322,6 @@ func (n *Node) waitForFile(en *entry, t *srcs.Tail, poll time.Duration, opts []e
 func (n *Node) awaitOpens(limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for {
-		running := map[srcs.ID]bool{}
-		for _, s := range n.e.Stats().Sources {
-			if s.State == engine.Running {
-				running[s.ID] = true
-			}
-		}
 		pending := 0
 		n.mu.Lock()
 		entries := append([]*entry(nil), n.entries...)
@@ -338,10 +332,16 @@ func (n *Node) awaitOpens(limit time.Duration) error {
 			}
 			en.mu.Lock()
 			st, id, hasID, err := en.state, en.id, en.hasID, en.err
-			if st == stateOpening && hasID && running[id] {
-				en.state, st = stateRunning, stateRunning
-			}
 			en.mu.Unlock()
+			if st == stateOpening && hasID {
+				if s, ok := n.e.SourceStats(id); ok && s.State == engine.Running {
+					en.mu.Lock()
+					if en.state == stateOpening && en.id == id {
+						en.state, st = stateRunning, stateRunning
+					}
+					en.mu.Unlock()
+				}
+			}
 			switch st {
 			case stateFailed:
 				return &startError{msg: fmt.Sprintf("sources[%d] (%s): cannot open: %s", en.index, en.name, describeErr(err)), err: err}
@@ -391,7 +391,7 @@ func (n *Node) sourceEnded(en *entry, c engine.Chunk) {
 	}
 	en.mu.Lock()
 	if en.ln != nil { // a connection of a listener
-		delete(en.conns, c.Source)
+		en.conns--
 		en.mu.Unlock()
 		if c.Final != nil && c.Final.State == engine.Failed {
 			en.connsFailed.Add(1)
