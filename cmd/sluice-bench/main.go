@@ -44,6 +44,7 @@ commands:
   probe    what the kernel offers, and which runner auto picks and why
   jetstream  TCP sources into NATS JetStream: throughput, CPU per GiB of sluice and the server
   idle     many idle connections beside a few active ones: memory, threads and accept time per connection, per runner
+  hold     open idle connections to a sink that runs on its own (a node) and hold them until interrupted
   wire-check  one round over the veth wire (as root): on which CPU each side's packets are received
   tables   regenerate the performance tables of Markdown files from the JSON reports they name
 
@@ -137,6 +138,11 @@ func cli(args []string) int {
 		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, ios harness.IO) error {
 			_, err := idle.Idle(ctx, c, ios)
 			return err
+		}}
+	case "hold":
+		c := load.DefaultHoldConfig()
+		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, ios harness.IO) error {
+			return load.Hold(ctx, c, ios)
 		}}
 	case "wire-check":
 		c := wirecheck.DefaultWireCheckConfig()
