@@ -70,10 +70,13 @@ test: deps vet lint
 
 # invariants runs the lane driver's own checks (internal/driver, built with
 # -tags invariants: a buffer held by one lane only, Finish exactly once, no
-# emit after it) under the runners' tests and the framed conformance suite.
+# emit after it) under the runners' tests (the runner suite, runnertest, with
+# its small pools and resets), the framed conformance suite, and the
+# engine's end-to-end and reset conformance cases.
 invariants:
 	bash scripts/heartbeat.sh $(GO) test -tags invariants -count=1 ./internal/... ./ring/ ./fallback/
-	bash scripts/heartbeat.sh $(GO) test -tags invariants -count=1 -run 'Framed|ConformanceTinyPool|ConformanceResetMidBuffer' ./engine/
+	bash scripts/heartbeat.sh $(GO) test -tags invariants -count=1 -run 'Framed' ./engine/
+	bash scripts/heartbeat.sh $(GO) test -tags invariants -count=1 -run '^TestConformance$$/./^(ThousandSources|ResetInOrder)$$' ./engine/
 
 # fio-check drives the sink with fio's net engine from 1,000 connections
 # and requires the byte totals to reconcile exactly.

@@ -23,10 +23,12 @@ import (
 	"github.com/sluice-io/sluice/srcs"
 )
 
-// Framed conformance: whichever runner reads a framed source, every chunk
-// starts and ends on a record boundary (Records), records split across
-// reads at any byte arrive whole and in order, and an oversized record is
-// skipped or ends the source as its framer says, with nothing else lost.
+// Framed conformance, the engine's framing suite (TestFramed*, next to the
+// conformance table in conformance_test.go): whichever runner reads a
+// framed source, every chunk starts and ends on a record boundary
+// (Records), records split across reads at any byte arrive whole and in
+// order, and an oversized record is skipped or ends the source as its
+// framer says, with nothing else lost.
 
 // framedCase is one framer with a way to encode a record of it.
 type framedCase struct {

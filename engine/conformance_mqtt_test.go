@@ -63,21 +63,17 @@ func (c *mqttCollector) count(t *testing.T) int {
 	return len(c.msgs)
 }
 
-// TestConformanceMQTT subscribes through the engine with every runner: the
-// source's socket is read by the runner itself, framed into whole MQTT
-// packets. 300 QoS 1 messages arrive whole and in order, and the broker
-// ends with every one acknowledged.
-func TestConformanceMQTT(t *testing.T) {
+// mqtt subscribes through the engine, in MQTT 3.1.1 and 5: the source's
+// socket is read by the runner itself, framed into whole MQTT packets.
+// 300 QoS 1 messages arrive whole and in order, and the broker ends with
+// every one acknowledged.
+func mqtt(t *testing.T, runner string) {
 	for _, version := range []byte{4, 5} {
-		t.Run(fmt.Sprintf("v%d", version), func(t *testing.T) {
-			forEachRunner(t, func(t *testing.T, runner string) {
-				testConformanceMQTT(t, runner, version)
-			})
-		})
+		t.Run(fmt.Sprintf("v%d", version), func(t *testing.T) { mqttVersion(t, runner, version) })
 	}
 }
 
-func testConformanceMQTT(t *testing.T, runner string, version byte) {
+func mqttVersion(t *testing.T, runner string, version byte) {
 	t.Setenv(engine.EnvRunner, "")
 	srv, broker, subscribed := srcstest.StartMochi(t)
 
@@ -133,140 +129,134 @@ func testConformanceMQTT(t *testing.T, runner string, version byte) {
 	}
 }
 
-// TestConformanceMQTTMosquittoRestart subscribes at QoS 1 to a real
-// mosquitto through the engine with every runner, restarts the broker
-// mid-stream while a publisher keeps publishing, and checks that the
-// engine reconnects and every message published after the subscriber has
-// subscribed again arrives. Duplicates are allowed (QoS 1 is at least
-// once).
-func TestConformanceMQTTMosquittoRestart(t *testing.T) {
+// mqttMosquittoRestart subscribes at QoS 1 to a real mosquitto through
+// the engine, restarts the broker mid-stream while a publisher keeps
+// publishing, and checks that the engine reconnects and every message
+// published after the subscriber has subscribed again arrives. Duplicates
+// are allowed (QoS 1 is at least once).
+func mqttMosquittoRestart(t *testing.T, runner string) {
 	bin := srcstest.RequireMosquitto(t)
-	forEachRunner(t, func(t *testing.T, runner string) {
-		t.Setenv(engine.EnvRunner, "")
-		broker, err := mosquitto.Start(bin, t.TempDir())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer broker.Kill()
-		const topic = "sluice/seq"
-		col := &mqttCollector{version: 5}
-		e, err := engine.New(engine.Config{Runner: runner, Buffers: 64, BufSize: 4096, Flush: time.Millisecond},
-			engine.WithErrorHandler(col.handle))
-		if err != nil {
-			t.Fatal(err)
-		}
-		src, err := srcs.NewMQTT(srcs.MQTTConfig{Broker: broker.Addr, ClientID: "sluice-test-" + runner, Topics: []string{topic},
-			QoS: 1, Version: 5, DialTimeout: 2 * time.Second,
-			Backoff: srcs.Backoff{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := e.AddSource(src); err != nil {
-			t.Fatal(err)
-		}
-		defer pullUntilShutdown(t, e, col.chunk)()
-		waitUntil(t, "the first SUBACK", func() bool { return src.Stats().Subscribes >= 1 })
-		pub := mosquitto.StartPublisher(broker.Addr, topic)
-		defer pub.Halt()
-		waitUntil(t, "messages before the restart", func() bool { return col.count(t) >= 200 })
+	t.Setenv(engine.EnvRunner, "")
+	broker, err := mosquitto.Start(bin, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer broker.Kill()
+	const topic = "sluice/seq"
+	col := &mqttCollector{version: 5}
+	e, err := engine.New(engine.Config{Runner: runner, Buffers: 64, BufSize: 4096, Flush: time.Millisecond},
+		engine.WithErrorHandler(col.handle))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := srcs.NewMQTT(srcs.MQTTConfig{Broker: broker.Addr, ClientID: "sluice-test-" + runner, Topics: []string{topic},
+		QoS: 1, Version: 5, DialTimeout: 2 * time.Second,
+		Backoff: srcs.Backoff{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.AddSource(src); err != nil {
+		t.Fatal(err)
+	}
+	defer pullUntilShutdown(t, e, col.chunk)()
+	waitUntil(t, "the first SUBACK", func() bool { return src.Stats().Subscribes >= 1 })
+	pub := mosquitto.StartPublisher(broker.Addr, topic)
+	defer pub.Halt()
+	waitUntil(t, "messages before the restart", func() bool { return col.count(t) >= 200 })
 
-		broker.Kill()
-		if err := broker.Start(); err != nil {
-			t.Fatal(err)
-		}
-		waitUntil(t, "the source to subscribe again", func() bool { return src.Stats().Subscribes >= 2 })
-		from := pub.Sending() + 1 // every number first sent from now on reaches the new subscription
-		waitUntil(t, "messages after the restart", func() bool { return pub.Confirmed() >= from+500 })
-		pub.Halt()
-		last := pub.Confirmed()
+	broker.Kill()
+	if err := broker.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the source to subscribe again", func() bool { return src.Stats().Subscribes >= 2 })
+	from := pub.Sending() + 1 // every number first sent from now on reaches the new subscription
+	waitUntil(t, "messages after the restart", func() bool { return pub.Confirmed() >= from+500 })
+	pub.Halt()
+	last := pub.Confirmed()
 
-		missing := func() int64 {
-			col.mu.Lock()
-			defer col.mu.Unlock()
-			seen := map[int64]bool{}
-			for _, m := range col.msgs {
-				n, err := strconv.ParseInt(string(m.Payload), 10, 64)
-				if err != nil || string(m.Topic) != topic {
-					t.Errorf("message %q on %q", m.Payload, m.Topic)
-				}
-				seen[n] = true
+	missing := func() int64 {
+		col.mu.Lock()
+		defer col.mu.Unlock()
+		seen := map[int64]bool{}
+		for _, m := range col.msgs {
+			n, err := strconv.ParseInt(string(m.Payload), 10, 64)
+			if err != nil || string(m.Topic) != topic {
+				t.Errorf("message %q on %q", m.Payload, m.Topic)
 			}
-			var miss int64
-			for n := from; n < last; n++ {
-				if !seen[n] {
-					miss++
-				}
+			seen[n] = true
+		}
+		var miss int64
+		for n := from; n < last; n++ {
+			if !seen[n] {
+				miss++
 			}
-			return miss
 		}
-		waitUntil(t, "every message published after the resubscribe", func() bool { return col.count(t) > 0 && missing() == 0 })
-		if st := src.Stats(); st.Sessions < 2 {
-			t.Fatalf("%s: stats %+v: the source never reconnected", runner, st)
-		}
-		t.Logf("%s: %d messages, %d after the resubscribe; source %+v", runner, col.count(t), last-from, src.Stats())
-	})
+		return miss
+	}
+	waitUntil(t, "every message published after the resubscribe", func() bool { return col.count(t) > 0 && missing() == 0 })
+	if st := src.Stats(); st.Sessions < 2 {
+		t.Fatalf("%s: stats %+v: the source never reconnected", runner, st)
+	}
+	t.Logf("%s: %d messages, %d after the resubscribe; source %+v", runner, col.count(t), last-from, src.Stats())
 }
 
-// TestConformanceMQTTKeepaliveTimeout: a broker that accepts the session
-// and then goes silent is cut after 1.5 × KeepAlive, and the engine
-// reports why (srcs.ErrTimeout) on every runner, although the runner saw
-// only the socket's end.
-func TestConformanceMQTTKeepaliveTimeout(t *testing.T) {
-	forEachRunner(t, func(t *testing.T, runner string) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+// mqttKeepaliveTimeout: a broker that accepts the session and then goes
+// silent is cut after 1.5 × KeepAlive, and the engine reports why
+// (srcs.ErrTimeout), although the runner saw only the socket's end.
+func mqttKeepaliveTimeout(t *testing.T, runner string) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() {
+		c, err := ln.Accept()
 		if err != nil {
-			t.Fatal(err)
+			return
 		}
-		defer ln.Close()
-		var wg sync.WaitGroup
-		defer wg.Wait()
-		wg.Go(func() {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			defer c.Close()
-			buf := make([]byte, 512)
-			c.Read(buf)                             // CONNECT
-			c.Write([]byte{0x20, 0x02, 0x00, 0x00}) // CONNACK: accepted, no session
-			c.Read(buf)                             // SUBSCRIBE, packet id 1
-			c.Write([]byte{0x90, 0x03, 0x00, 0x01, 0x00})
-			// Silent from here on: PINGREQs go unanswered.
-			c.SetReadDeadline(time.Now().Add(20 * time.Second))
-			for {
-				if _, err := c.Read(buf); err != nil {
-					return
-				}
-			}
-		})
-		t.Setenv(engine.EnvRunner, "")
-		errs := make(chan error, 16)
-		e, err := engine.New(engine.Config{Runner: runner, Buffers: 16},
-			engine.WithHandler(func(c engine.Chunk) { c.Release() }),
-			engine.WithErrorHandler(func(err error) { errs <- err }))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer e.Shutdown(context.Background())
-		src, err := srcs.NewMQTT(srcs.MQTTConfig{Broker: ln.Addr().String(), ClientID: "silent", Topics: []string{"t"},
-			KeepAlive: 500 * time.Millisecond, Backoff: srcs.Backoff{Initial: time.Hour, Max: time.Hour}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := e.AddSource(src); err != nil {
-			t.Fatal(err)
-		}
-		deadline := time.After(15 * time.Second)
+		defer c.Close()
+		buf := make([]byte, 512)
+		c.Read(buf)                             // CONNECT
+		c.Write([]byte{0x20, 0x02, 0x00, 0x00}) // CONNACK: accepted, no session
+		c.Read(buf)                             // SUBSCRIBE, packet id 1
+		c.Write([]byte{0x90, 0x03, 0x00, 0x01, 0x00})
+		// Silent from here on: PINGREQs go unanswered.
+		c.SetReadDeadline(time.Now().Add(20 * time.Second))
 		for {
-			select {
-			case err := <-errs:
-				if errors.Is(err, srcs.ErrTimeout) {
-					return
-				}
-				t.Logf("error before the timeout: %v", err)
-			case <-deadline:
-				t.Fatal("no keepalive timeout reported")
+			if _, err := c.Read(buf); err != nil {
+				return
 			}
 		}
 	})
+	t.Setenv(engine.EnvRunner, "")
+	errs := make(chan error, 16)
+	e, err := engine.New(engine.Config{Runner: runner, Buffers: 16},
+		engine.WithHandler(func(c engine.Chunk) { c.Release() }),
+		engine.WithErrorHandler(func(err error) { errs <- err }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Shutdown(context.Background())
+	src, err := srcs.NewMQTT(srcs.MQTTConfig{Broker: ln.Addr().String(), ClientID: "silent", Topics: []string{"t"},
+		KeepAlive: 500 * time.Millisecond, Backoff: srcs.Backoff{Initial: time.Hour, Max: time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.AddSource(src); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(15 * time.Second)
+	for {
+		select {
+		case err := <-errs:
+			if errors.Is(err, srcs.ErrTimeout) {
+				return
+			}
+			t.Logf("error before the timeout: %v", err)
+		case <-deadline:
+			t.Fatal("no keepalive timeout reported")
+		}
+	}
 }

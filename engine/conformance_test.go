@@ -18,10 +18,47 @@ import (
 	"github.com/sluice-io/sluice/srcs"
 )
 
-// The conformance suite runs every test against every runner: whichever
-// runner reads the bytes, a source's bytes arrive exactly once, in order,
-// and every buffer, goroutine and descriptor comes home.
+// The engine's conformance suite. The runner contract (what a runner does
+// with a lane: streams, flushes, ends, resets, slow consumers, files,
+// datagrams, pause, close) has its own suite, internal/runnertest, which
+// each runner's package runs against its constructor. TestConformance
+// covers what the engine adds on top, over every runner: whichever runner
+// reads the bytes, the engine delivers a source's bytes once and in order
+// as numbered chunks, reports its errors behind its chunks and its end
+// last, serves the sources users have (listeners, unix sockets, UDP, MQTT),
+// pauses on its queue and shuts down leaving nothing behind. Each case runs
+// as TestConformance/<runner>/<case>. The framing suite (TestFramed*, in
+// conformance_framed_test.go) does the same for framed sources.
 var allRunners = []string{engine.RunnerURing, engine.RunnerEpoll, engine.RunnerGoroutine, engine.RunnerThread}
+
+// conformance is the engine's conformance table: each case runs once per
+// runner.
+var conformance = []struct {
+	name string
+	run  func(t *testing.T, runner string)
+}{
+	{"ThousandSources", thousandSources},
+	{"PartialFlush", partialFlush},
+	{"ResetInOrder", resetInOrder},
+	{"UDP", udp},
+	{"UnixSockets", unixSockets},
+	{"MQTT", mqtt},
+	{"MQTTMosquittoRestart", mqttMosquittoRestart},
+	{"MQTTKeepaliveTimeout", mqttKeepaliveTimeout},
+	{"StopWhilePaused", stopWhilePaused},
+	{"ShutdownUnderTrafficLeavesNothing", shutdownUnderTraffic},
+	{"ProcessingCannotStarveSources", processingCannotStarveSources},
+}
+
+// TestConformance runs the conformance table on every runner, as
+// TestConformance/<runner>/<case>.
+func TestConformance(t *testing.T) {
+	forEachRunner(t, func(t *testing.T, runner string) {
+		for _, c := range conformance {
+			t.Run(c.name, func(t *testing.T) { c.run(t, runner) })
+		}
+	})
+}
 
 func forEachRunner(t *testing.T, f func(t *testing.T, runner string)) {
 	for _, r := range allRunners {
@@ -449,126 +486,89 @@ func runSenders(t *testing.T, h *harness, n, maxBytes int) {
 	}
 }
 
-func TestConformanceThousandSources(t *testing.T) {
-	forEachRunner(t, func(t *testing.T, runner string) {
-		h := newHarness(t, runner, engine.Config{Workers: 2, BufSize: 16 << 10, Buffers: 256, Flush: 2 * time.Millisecond})
-		runSenders(t, h, 1000, 48<<10)
-		st := h.e.Stats()
-		t.Logf("%s: pool waits %d, pauses %d", runner, st.Pool.Waits, st.Pauses)
-		checkRunnerCounters(t, runner, st.Runners[0])
-	})
-}
-
-// checkRunnerCounters checks that a runner that carried traffic counted
-// its system calls, and its kernel entries and completions where it has
-// them, so that reports can say why one runner is cheaper than another.
-func checkRunnerCounters(t *testing.T, runner string, rs engine.RunnerStats) {
-	t.Helper()
+// thousandSources is the end-to-end case: 1,000 sources send random
+// streams at once through a listener, and the engine, on this runner,
+// delivers every byte of each once and in order, in chunks numbered from
+// zero, then its end and no error; and Stats reports the runner's
+// counters. The runner's own share (every lane's bytes, how its counters
+// add up) is runnertest's Streams/ManyConns.
+func thousandSources(t *testing.T, runner string) {
+	h := newHarness(t, runner, engine.Config{Workers: 2, BufSize: 16 << 10, Buffers: 256, Flush: 2 * time.Millisecond})
+	runSenders(t, h, 1000, 48<<10)
+	st := h.e.Stats()
+	t.Logf("%s: pool waits %d, pauses %d", runner, st.Pool.Waits, st.Pauses)
+	rs := st.Runners[0]
 	t.Logf("%s: reads %d, waits %d, enters %d, completions %d, syscalls %d",
 		runner, rs.Reads, rs.Waits, rs.Enters, rs.Completions, rs.Syscalls)
-	ok := rs.Reads > 0 && rs.Syscalls > 0
-	switch runner {
-	case engine.RunnerURing:
-		// Every read is a CQE; io_uring_enter is most of the syscalls.
-		ok = ok && rs.Enters > 0 && rs.Completions >= rs.Reads && rs.Syscalls >= rs.Enters
-	case engine.RunnerEpoll:
-		ok = ok && rs.Enters == rs.Waits && rs.Completions > 0 && rs.Syscalls >= rs.Reads+rs.Enters
-	case engine.RunnerThread:
-		ok = ok && rs.Enters == rs.Waits && rs.Syscalls >= rs.Reads+rs.Enters
-	case engine.RunnerGoroutine:
-		ok = ok && rs.Enters == 0 && rs.Syscalls == rs.Reads+rs.Waits
-	}
-	if !ok {
-		t.Errorf("%s: runner counters do not add up: %+v", runner, rs)
+	if len(st.Runners) != 1 || rs.Runner != runner || rs.Reads == 0 || rs.Syscalls == 0 {
+		t.Errorf("%s: Stats.Runners %+v: want this runner's counters, which carried the traffic", runner, st.Runners)
 	}
 }
 
-func TestConformanceTinyPoolManySources(t *testing.T) {
-	forEachRunner(t, func(t *testing.T, runner string) {
-		h := newHarness(t, runner, engine.Config{Workers: 2, BufSize: 4 << 10, Buffers: 16, Flush: time.Millisecond})
-		runSenders(t, h, 1000, 24<<10)
-		if st := h.e.Stats(); st.Pool.Waits == 0 {
-			t.Errorf("%s: 1,000 sources on 16 buffers never waited for one: the test did not contend", runner)
-		}
-	})
-}
-
-func TestConformancePartialFlush(t *testing.T) {
+// partialFlush checks the chunk the engine makes of a runner's partial
+// flush: a few bytes and then silence come out after the flush timeout,
+// the stream still open, and the chunk's FirstByte and Emitted show the
+// hold. How long a runner may hold, and when it must emit, is runnertest's
+// Flush.
+func partialFlush(t *testing.T, runner string) {
 	const flush = 30 * time.Millisecond
-	forEachRunner(t, func(t *testing.T, runner string) {
-		h := newHarness(t, runner, engine.Config{Workers: 1, Buffers: 16, Flush: flush})
-		c, name := h.dial()
-		defer c.Close()
-		if _, err := c.Write([]byte("a few bytes, then silence")); err != nil {
-			t.Fatal(err)
-		}
-		h.col.waitFor("the partial flush", 30*time.Second, func(m map[string]*stream) bool {
-			s := m[name]
-			return s != nil && s.partials > 0
-		})
-		got := h.col.get(name)
-		if got.bytes != 25 || got.eos {
-			t.Fatalf("%s: %d bytes, eos %v; want 25 bytes and the stream still open", runner, got.bytes, got.eos)
-		}
-		// The buffer must have waited for the timeout: a runner that
-		// emits at once would show a hold far below it.
-		if got.firstPartialHold < flush*2/3 {
-			t.Fatalf("%s: partial chunk held %v, want about the flush timeout %v", runner, got.firstPartialHold, flush)
-		}
+	h := newHarness(t, runner, engine.Config{Workers: 1, Buffers: 16, Flush: flush})
+	c, name := h.dial()
+	defer c.Close()
+	if _, err := c.Write([]byte("a few bytes, then silence")); err != nil {
+		t.Fatal(err)
+	}
+	h.col.waitFor("the partial flush", 30*time.Second, func(m map[string]*stream) bool {
+		s := m[name]
+		return s != nil && s.partials > 0
 	})
+	got := h.col.get(name)
+	if got.bytes != 25 || got.eos {
+		t.Fatalf("%s: %d bytes, eos %v; want 25 bytes and the stream still open", runner, got.bytes, got.eos)
+	}
+	// The buffer must have waited for the timeout: a runner that
+	// emits at once would show a hold far below it.
+	if got.firstPartialHold < flush*2/3 {
+		t.Fatalf("%s: partial chunk held %v, want about the flush timeout %v", runner, got.firstPartialHold, flush)
+	}
 }
 
-func TestConformanceEndOfStream(t *testing.T) {
-	forEachRunner(t, func(t *testing.T, runner string) {
-		h := newHarness(t, runner, engine.Config{Workers: 1, Buffers: 16, Flush: time.Hour})
-		c, name := h.dial()
-		msg := make([]byte, 5000)
-		for i := range msg {
-			msg[i] = byte(i)
-		}
-		c.Write(msg)
-		c.Close()
-		h.col.waitFor("end of stream", 30*time.Second, func(m map[string]*stream) bool {
-			s := m[name]
-			return s != nil && s.eos
-		})
-		got := h.col.get(name)
-		want := crc32.Checksum(msg, srcstest.Castagnoli)
-		if got.bytes != 5000 || got.crc != want || string(got.events) != "dx" || len(got.errs) != 0 {
-			t.Fatalf("%s: %d bytes crc %08x events %q errs %v; want 5000 bytes crc %08x, data then end",
-				runner, got.bytes, got.crc, got.events, got.errs, want)
-		}
+// resetInOrder resets a connection while the runner holds its bytes in a
+// half-filled buffer, with the consumer not pulling: the engine queues the
+// data, the reset (a srcs.SourceError wrapping srcs.ErrReset) and the end,
+// and hands them out in that order once the consumer pulls again. That
+// the runner emits the held bytes before it reports the reset is
+// runnertest's Reset/MidBuffer.
+func resetInOrder(t *testing.T, runner string) {
+	// A long flush keeps the bytes in a half-filled buffer when the
+	// reset arrives.
+	h := newHarness(t, runner, engine.Config{Workers: 1, Buffers: 16, Flush: time.Hour})
+	c, name := h.dial()
+	msg := []byte("bytes that must survive the reset")
+	if _, err := c.Write(msg); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until the runner has the bytes in a buffer: the source
+	// holds one.
+	waitSource(t, h.e, "tcp://"+c.LocalAddr().String(), func(s engine.SourceStats) bool { return s.Held > 0 })
+	h.col.setPulling(false)
+	if err := srcstest.Reset(c); err != nil {
+		t.Fatal(err)
+	}
+	// The engine counts the reset as it queues it, behind the data.
+	waitUntil(t, "the reset to be queued", func() bool { return h.e.Totals().Errors[engine.ErrorReset] == 1 })
+	h.col.setPulling(true)
+	h.col.waitFor("end after the reset", 30*time.Second, func(m map[string]*stream) bool {
+		s := m[name]
+		return s != nil && s.eos
 	})
-}
-
-func TestConformanceResetMidBuffer(t *testing.T) {
-	forEachRunner(t, func(t *testing.T, runner string) {
-		// A long flush keeps the bytes in a half-filled buffer when the
-		// reset arrives.
-		h := newHarness(t, runner, engine.Config{Workers: 1, Buffers: 16, Flush: time.Hour})
-		c, name := h.dial()
-		msg := []byte("bytes that must survive the reset")
-		if _, err := c.Write(msg); err != nil {
-			t.Fatal(err)
-		}
-		// Wait until the runner has the bytes in a buffer: the source
-		// holds one.
-		waitSource(t, h.e, "tcp://"+c.LocalAddr().String(), func(s engine.SourceStats) bool { return s.Held > 0 })
-		if err := srcstest.Reset(c); err != nil {
-			t.Fatal(err)
-		}
-		h.col.waitFor("end after the reset", 30*time.Second, func(m map[string]*stream) bool {
-			s := m[name]
-			return s != nil && s.eos
-		})
-		got := h.col.get(name)
-		if got.bytes != int64(len(msg)) || got.crc != crc32.Checksum(msg, srcstest.Castagnoli) {
-			t.Fatalf("%s: %d bytes delivered, want the %d sent before the reset", runner, got.bytes, len(msg))
-		}
-		if string(got.events) != "dex" || len(got.errs) != 1 || !errors.Is(got.errs[0], srcs.ErrReset) {
-			t.Fatalf("%s: events %q errs %v; want data, then a reset error, then the end", runner, got.events, got.errs)
-		}
-	})
+	got := h.col.get(name)
+	if got.bytes != int64(len(msg)) || got.crc != crc32.Checksum(msg, srcstest.Castagnoli) {
+		t.Fatalf("%s: %d bytes delivered, want the %d sent before the reset", runner, got.bytes, len(msg))
+	}
+	if string(got.events) != "dex" || len(got.errs) != 1 || !errors.Is(got.errs[0], srcs.ErrReset) {
+		t.Fatalf("%s: events %q errs %v; want data, then a reset error, then the end", runner, got.events, got.errs)
+	}
 }
 
 // waitSource waits until the stats of the live source named name satisfy
@@ -586,65 +586,6 @@ func waitSource(t *testing.T, e *engine.Engine, name string, cond func(engine.So
 		time.Sleep(time.Millisecond)
 	}
 	t.Fatalf("source %s never reached the expected state", name)
-}
-
-func TestConformanceSlowConsumer(t *testing.T) {
-	forEachRunner(t, func(t *testing.T, runner string) { slowConsumer(t, runner, false) })
-}
-
-// slowConsumer checks that a consumer that keeps every chunk throttles
-// the sender through the pool, and that everything arrives once it lets
-// go.
-func slowConsumer(t *testing.T, runner string, inline bool) {
-	const buffers, bufSize = 32, 16 << 10
-	h := newHarnessMode(t, runner, engine.Config{Workers: 1, Buffers: buffers, BufSize: bufSize, Flush: time.Millisecond}, inline)
-	h.col.setHold(true)
-	c, name := h.dial()
-	r := rand.New(rand.NewPCG(1, 2))
-	block := make([]byte, 64<<10)
-	var w sent
-	write := func() error {
-		for i := range block {
-			block[i] = byte(r.Uint32())
-		}
-		n, err := c.Write(block)
-		w.bytes += int64(n)
-		w.crc = crc32.Update(w.crc, srcstest.Castagnoli, block[:n])
-		return err
-	}
-	// With nothing released, the engine can take in at most the pool
-	// plus the socket buffers: the sender must stall long before this.
-	const limit = 512 << 20
-	c.SetWriteDeadline(time.Now().Add(2 * time.Second))
-	var err error
-	for w.bytes < limit && err == nil {
-		err = write()
-	}
-	if !errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Fatalf("%s: sender wrote %d bytes without being throttled (err %v)", runner, w.bytes, err)
-	}
-	st := h.e.Stats()
-	if inline && st.Queued != 0 {
-		t.Fatalf("%s: %d chunks queued with an inline handler", runner, st.Queued)
-	}
-	if st.Pool.InUse > buffers || st.Queued > buffers {
-		t.Fatalf("%s: %d buffers in use and %d queued with a pool of %d", runner, st.Pool.InUse, st.Queued, buffers)
-	}
-	t.Logf("%s: sender throttled after %d bytes; pool %d/%d in use", runner, w.bytes, st.Pool.InUse, buffers)
-	// The consumer recovers: everything sent arrives, in order.
-	h.col.setHold(false)
-	c.SetWriteDeadline(time.Time{})
-	if err := write(); err != nil {
-		t.Fatal(err)
-	}
-	c.Close()
-	h.col.waitFor("the end after recovery", 60*time.Second, func(m map[string]*stream) bool {
-		s := m[name]
-		return s != nil && s.eos
-	})
-	if got := h.col.get(name); got.bytes != w.bytes || got.crc != w.crc {
-		t.Fatalf("%s: got %d bytes crc %08x, sent %d crc %08x", runner, got.bytes, got.crc, w.bytes, w.crc)
-	}
 }
 
 func openFDs(t *testing.T) int {

@@ -2,6 +2,10 @@ package engine_test
 
 import (
 	"context"
+	"errors"
+	"hash/crc32"
+	"math/rand/v2"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -9,6 +13,7 @@ import (
 
 	"github.com/sluice-io/sluice/engine"
 	"github.com/sluice-io/sluice/internal/enginetest"
+	"github.com/sluice-io/sluice/internal/srcstest"
 	"github.com/sluice-io/sluice/srcs"
 )
 
@@ -31,7 +36,7 @@ func TestInlineConformance(t *testing.T) {
 // A consumer that keeps its chunks throttles the senders through the pool
 // alone, and everything arrives once it lets go.
 func TestInlineSlowConsumer(t *testing.T) {
-	forEachRunner(t, func(t *testing.T, runner string) { slowConsumer(t, runner, true) })
+	forEachRunner(t, func(t *testing.T, runner string) { slowConsumer(t, runner) })
 }
 
 // Config.Delivery chooses the same inline delivery from a file, and
@@ -104,5 +109,61 @@ func TestDeliveryInlineFromConfig(t *testing.T) {
 	c.Close()
 	if err := e.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// slowConsumer checks that an inline consumer that keeps every chunk
+// throttles the sender through the pool, with nothing queued, and that
+// everything arrives once it lets go. (How a runner stops reading while
+// the pool is dry is runnertest's SlowConsumer.)
+func slowConsumer(t *testing.T, runner string) {
+	const buffers, bufSize = 32, 16 << 10
+	h := newHarnessMode(t, runner, engine.Config{Workers: 1, Buffers: buffers, BufSize: bufSize, Flush: time.Millisecond}, true)
+	h.col.setHold(true)
+	c, name := h.dial()
+	r := rand.New(rand.NewPCG(1, 2))
+	block := make([]byte, 64<<10)
+	var w sent
+	write := func() error {
+		for i := range block {
+			block[i] = byte(r.Uint32())
+		}
+		n, err := c.Write(block)
+		w.bytes += int64(n)
+		w.crc = crc32.Update(w.crc, srcstest.Castagnoli, block[:n])
+		return err
+	}
+	// With nothing released, the engine can take in at most the pool
+	// plus the socket buffers: the sender must stall long before this.
+	const limit = 512 << 20
+	c.SetWriteDeadline(time.Now().Add(2 * time.Second))
+	var err error
+	for w.bytes < limit && err == nil {
+		err = write()
+	}
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("%s: sender wrote %d bytes without being throttled (err %v)", runner, w.bytes, err)
+	}
+	st := h.e.Stats()
+	if st.Queued != 0 {
+		t.Fatalf("%s: %d chunks queued with an inline handler", runner, st.Queued)
+	}
+	if st.Pool.InUse > buffers || st.Queued > buffers {
+		t.Fatalf("%s: %d buffers in use and %d queued with a pool of %d", runner, st.Pool.InUse, st.Queued, buffers)
+	}
+	t.Logf("%s: sender throttled after %d bytes; pool %d/%d in use", runner, w.bytes, st.Pool.InUse, buffers)
+	// The consumer recovers: everything sent arrives, in order.
+	h.col.setHold(false)
+	c.SetWriteDeadline(time.Time{})
+	if err := write(); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	h.col.waitFor("the end after recovery", 60*time.Second, func(m map[string]*stream) bool {
+		s := m[name]
+		return s != nil && s.eos
+	})
+	if got := h.col.get(name); got.bytes != w.bytes || got.crc != w.crc {
+		t.Fatalf("%s: got %d bytes crc %08x, sent %d crc %08x", runner, got.bytes, got.crc, w.bytes, w.crc)
 	}
 }

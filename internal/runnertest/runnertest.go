@@ -1,10 +1,18 @@
-// Package runnertest is the test suite every runner passes, in the manner
-// of testing/fstest.TestFS: a runner's tests call its functions with a
+// Package runnertest is the runner contract suite, the test suite every
+// runner passes, in the manner of testing/fstest.TestFS: each runner's own
+// package tests (ring, fallback) call its functions with the runner's
 // constructor, and the cases are written once. TestStreams drives stream
-// lanes (streams, flushes, files, pause and resume, shutdown),
-// TestDatagrams datagram sockets, and TestWorkerFaults the failure of a
-// worker of the event-loop runners. Rig is the one harness they share, and
-// that runner tests of their own build on. Only tests import it.
+// lanes (streams, flushes, ends, resets, slow consumers, files, pause and
+// resume, shutdown), TestDatagrams datagram sockets, and TestWorkerFaults
+// the failure of a worker of the event-loop runners. Rig is the one
+// harness they share, and that runner tests of their own build on. Only
+// tests import it.
+//
+// This is where what a runner does with a lane is tested. The engine's
+// conformance table (TestConformance in package engine) runs over every
+// runner too, but covers only what the engine adds on top: chunk
+// numbering and delivery, error ordering, the sources users have, its
+// queue's pauses and Shutdown, with one end-to-end case per runner.
 package runnertest
 
 import (

@@ -2,11 +2,14 @@ package runnertest
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"hash/crc32"
 	"io"
 	"math/rand/v2"
 	"net"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -73,7 +76,8 @@ func TestStreams(t *testing.T, newRunner New, o Options) {
 // each of many concurrent connections, and checks that every lane delivers
 // exactly those bytes and ends with io.EOF; with a pool far smaller than
 // the number of lanes, it must not deadlock either, and the FIFO grants
-// must keep every lane moving.
+// must keep every lane moving. The runner's counters must add up
+// (checkCounters).
 func (s suite) streams(t *testing.T) {
 	for _, tc := range []struct {
 		name              string
@@ -84,7 +88,7 @@ func (s suite) streams(t *testing.T) {
 	}{
 		{"ManyConns", 1000, pool.Config{BufSize: 16 << 10, Buffers: 256}, 48 << 10, 16 << 10, 2 * time.Millisecond, 2 * time.Millisecond},
 		// 16 buffers for 1000 lanes: most wait for a buffer at some point.
-		{"SmallPool", 1000, pool.Config{Buffers: 16}, 20 << 10, 4 << 10, time.Millisecond, time.Millisecond},
+		{"SmallPool", 1000, pool.Config{Buffers: 16}, 24 << 10, 4 << 10, time.Millisecond, time.Millisecond},
 		{"Bursts", 100, pool.Config{Buffers: 8}, 32 << 10, 6000, 0, 2 * time.Millisecond},
 		{"NoFlush", 100, pool.Config{Buffers: 32}, 32 << 10, 4 << 10, time.Millisecond, 0},
 	} {
@@ -141,17 +145,40 @@ func (s suite) streams(t *testing.T) {
 			case !s.LaneWorkers && (st.Workers != 2 || st.Threads != 2 || st.Waits == 0):
 				t.Errorf("stats after every lane ended: %+v, want 2 workers, each on a locked thread, that waited", st)
 			}
+			checkCounters(t, st)
 			if n := g.Pool.Stats().InUse; n != 0 {
 				t.Errorf("after every lane ended: %d buffers in use", n)
 			}
-			// Event-loop workers serve many lanes each and must make
-			// some wait; a lane of its own goroutine or thread may take
-			// and return its buffer before another asks, as the
-			// scheduler runs them.
-			if st := g.Pool.Stats(); tc.name == "SmallPool" && !s.LaneWorkers && st.Waits == 0 {
+			// A thousand lanes on 16 buffers must make some wait, or the
+			// case did not test contention.
+			if st := g.Pool.Stats(); tc.name == "SmallPool" && st.Waits == 0 {
 				t.Errorf("no lane ever waited for a buffer: %+v", st)
 			}
 		})
+	}
+}
+
+// checkCounters checks that a runner that carried traffic counted its
+// system calls, and its kernel entries and completions where it has them
+// (contract.RunnerStats says what each runner counts), so that reports can
+// say why one runner is cheaper than another.
+func checkCounters(t *testing.T, st contract.RunnerStats) {
+	t.Helper()
+	ok := st.Reads > 0 && st.Syscalls > 0
+	switch st.Runner {
+	case "uring":
+		// Every read is a CQE; io_uring_enter is most of the syscalls.
+		ok = ok && st.Enters > 0 && st.Completions >= st.Reads && st.Syscalls >= st.Enters
+	case "epoll":
+		ok = ok && st.Enters == st.Waits && st.Completions > 0 && st.Syscalls >= st.Reads+st.Enters
+	case "thread":
+		ok = ok && st.Enters == st.Waits && st.Syscalls >= st.Reads+st.Enters
+	case "goroutine":
+		// Go's netpoller waits: the runner enters the kernel only to read.
+		ok = ok && st.Enters == 0 && st.Syscalls == st.Reads+st.Waits
+	}
+	if !ok {
+		t.Errorf("runner counters do not add up: %+v", st)
 	}
 }
 
@@ -224,13 +251,24 @@ func (s suite) eof(t *testing.T) {
 }
 
 // reset resets a connection whose bytes the lane has emitted or still
-// holds: they all come out before Finish reports the reset.
+// holds: they all come out before Finish reports the reset. In MidBuffer
+// the lane has read every byte into a buffer it still holds when the
+// reset arrives.
 func (s suite) reset(t *testing.T) {
-	for _, flush := range []time.Duration{0, time.Hour} {
-		t.Run("flush="+flush.String(), func(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		flush     time.Duration
+		size      int
+		midBuffer bool
+	}{
+		{"flush=0s", 0, 5000, false},
+		{"flush=1h0m0s", time.Hour, 5000, false},
+		{"MidBuffer", time.Hour, 1000, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			g := s.rig(t, pool.Config{Buffers: 4}, 1)
-			client, l := g.Conn(flush)
-			data := RandomBytes(9, 5000)
+			client, l := g.Conn(tc.flush)
+			data := RandomBytes(9, tc.size)
 			if _, err := client.Write(data); err != nil {
 				t.Fatal(err)
 			}
@@ -243,6 +281,17 @@ func (s suite) reset(t *testing.T) {
 				}
 				return n == 0
 			})
+			if tc.midBuffer {
+				// Less than a buffer, written at once: the lane's first read
+				// takes it all, and the hour-long flush keeps it in the
+				// buffer.
+				g.WaitUntil("the lane to read the bytes", func() bool {
+					return g.R.Stats().Reads >= 1 && l.Account.Stats().Held == 1
+				})
+				if n := g.Rec.Lane(l.ID).Bytes; n != 0 {
+					t.Fatalf("%d bytes emitted before the reset: want them held", n)
+				}
+			}
 			if err := client.SetLinger(0); err != nil {
 				t.Fatal(err)
 			}
@@ -456,8 +505,11 @@ func (s suite) idleLanes(t *testing.T) {
 	}
 }
 
-// file reads regular files, from offsets, to their end.
+// file reads regular files, from offsets, to their end; and a large one
+// through srcs.FileSource, the file source users have, into large
+// buffers (fileLarge).
 func (s suite) file(t *testing.T) {
+	t.Run("Large", s.fileLarge)
 	for _, tc := range []struct {
 		name         string
 		size, offset int
@@ -482,6 +534,39 @@ func (s suite) file(t *testing.T) {
 				t.Errorf("got %d bytes, want %d bytes from offset %d, byte-exact", len(lr.Data), len(want), tc.offset)
 			}
 		})
+	}
+}
+
+// fileLarge reads 256 MiB of a file opened by srcs.NewFile through 64
+// buffers of 256 KiB, each buffer used many times over: every byte
+// arrives, in order.
+func (s suite) fileLarge(t *testing.T) {
+	const size = 256 << 20
+	path := filepath.Join(t.TempDir(), "large")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := crc32.New(srcstest.Castagnoli)
+	_, err = io.CopyN(io.MultiWriter(f, h), rand.NewChaCha8([32]byte{1}), size)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := srcs.NewFile(srcs.FileConfig{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := src.Open(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	g := s.rig(t, pool.Config{BufSize: 256 << 10, Buffers: 64}, 1)
+	l := g.Add(src, time.Hour)
+	lr := g.Finish(l)
+	if !errors.Is(lr.Err, io.EOF) || lr.Bytes != size || lr.CRC != h.Sum32() {
+		t.Errorf("finished with %v after %d bytes crc %08x, want io.EOF after %d crc %08x", lr.Err, lr.Bytes, lr.CRC, size, h.Sum32())
 	}
 }
 
