@@ -561,13 +561,8 @@ const (
 // streams fast enough to keep the worker busy are not held back. What
 // piles up in the sockets during a hold is about what one wake-up reads;
 // a sender that fills a receive buffer meanwhile is slowed by TCP's flow
-// control, and loses nothing.
-//
-// Under fio's one-stream load (64 KiB writes, about 1.5 GiB/s) the hold
-// took the uring sink from 1.41x-1.50x gnet's CPU-s/GiB to 0.75x-0.78x,
-// with 790-1,130 waits a second instead of 14,700-21,800; bounds of 2
-// and 8 buffers gave only 1.02x-1.10x (see
-// docs/decisions/0006-few-streams-held.md).
+// control, and loses nothing. Why the hold and its bounds are what they
+// are: docs/decisions/0006-few-streams-held.md and 0017.
 func nextStreamHold(hold time.Duration, bytes int64, bufSize int, batchWait time.Duration) time.Duration {
 	switch {
 	case bytes < streamHoldLow*int64(bufSize):
