@@ -50,10 +50,7 @@ type Config struct {
 	// every page resident from New on, so that no read waits for a page
 	// fault. By default a page becomes resident when a buffer first
 	// receives data, so an idle engine holds little memory (the default
-	// pool is 64 MiB) and a busy one grows to what its traffic uses. The
-	// uring runner registers the pool for fixed-buffer file reads, which
-	// pins, and so faults in, the whole pool where RLIMIT_MEMLOCK (or
-	// CAP_IPC_LOCK) allows the registration.
+	// pool is 64 MiB) and a busy one grows to what its traffic uses.
 	PrefaultPool bool `yaml:"prefault_pool"`
 	// Flush is the default flush timeout: a partly filled buffer is
 	// delivered (flag Partial) this long after its first byte. Zero means

@@ -29,9 +29,7 @@ func residentBytes(t *testing.T) int64 {
 // pool of 64 MiB) leaves the pool's pages untouched, so an idle engine
 // holds little memory; PrefaultPool makes the whole pool resident. The
 // bounds are far apart (16 MiB against 48), so what else the process
-// touches meanwhile cannot decide the result. The uring runner registers
-// the pool for fixed-buffer reads, which pins every page, only once a
-// worker is given a file to read.
+// touches meanwhile cannot decide the result.
 func TestIdleEngineMemory(t *testing.T) {
 	const pool = engine.DefaultBuffers * engine.DefaultBufSize
 	for _, tc := range []struct {

@@ -103,22 +103,10 @@ func (w *worker) advanceFile(ln *lane) {
 		fa.next += int64(fr.want)
 		fa.n++
 		fa.inflight++
-		w.prepFileRead(s, int(ln.fd), fr)
+		s.PrepRead(int(ln.fd), fr.buf.Bytes(), uint64(fr.off))
 		s.UserData = fileUserData(ln, i)
 		ln.op = tagRead
 		w.readsIssued = true
-	}
-}
-
-// prepFileRead prepares fr as a READ_FIXED when its buffer is registered
-// with the ring, else as a READ.
-func (w *worker) prepFileRead(s *SQE, fd int, fr *fileRead) {
-	space := fr.buf.Bytes()
-	if idx := fr.buf.Index(); w.fixed && idx < len(w.iovs) && w.iovs[idx].Base == &space[0] {
-		s.PrepReadFixed(fd, space, uint64(fr.off), uint16(idx))
-	} else {
-		// Not registered, or a buffer from another pool.
-		s.PrepRead(fd, space, uint64(fr.off))
 	}
 }
 
@@ -142,7 +130,7 @@ func (w *worker) fileDone(ln *lane, i int, res int32) {
 		if !ln.removing && fa.end == nil {
 			// Try the same read again, in the same place of the order.
 			if s := w.sqe(); s != nil {
-				w.prepFileRead(s, int(ln.fd), fr)
+				s.PrepRead(int(ln.fd), fr.buf.Bytes(), uint64(fr.off))
 				s.UserData = fileUserData(ln, i)
 				fa.inflight++
 				ln.op = tagRead

@@ -303,7 +303,7 @@ func (w *worker) read(ln *lane) {
 		s.PrepRead(int(ln.fd), space, 0)
 		s.OpFlags = unix.RWF_NOWAIT
 	case modeFileSeq:
-		w.prepSeqRead(s, ln, space)
+		s.PrepRead(int(ln.fd), space, uint64(ln.fa.next))
 	}
 	s.UserData = ln.userData(tagRead)
 	ln.op = tagRead
@@ -389,16 +389,4 @@ func (w *worker) grant(ln *lane) {
 	w.starved--
 	w.take(ln, b)
 	w.enqueue(ln)
-}
-
-// prepSeqRead prepares the read of a framed file lane into space, the free
-// tail of its buffer: a READ_FIXED when the buffer is registered with the
-// ring, else a READ.
-func (w *worker) prepSeqRead(s *SQE, ln *lane, space []byte) {
-	b := ln.d.Buf()
-	if idx := b.Index(); w.fixed && idx < len(w.iovs) && w.iovs[idx].Base == &b.Bytes()[0] {
-		s.PrepReadFixed(int(ln.fd), space, uint64(ln.fa.next), uint16(idx))
-	} else {
-		s.PrepRead(int(ln.fd), space, uint64(ln.fa.next))
-	}
 }

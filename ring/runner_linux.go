@@ -7,8 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/driver"
 	"github.com/sluice-io/sluice/internal/front"
@@ -43,9 +41,8 @@ import (
 // buffer, saves a CQE per drained burst but makes every flush an
 // ASYNC_CANCEL and a wait, and pins buffers in idle lanes.
 //
-// Regular files (Kind File) need no poll: up to fileDepth READ_FIXEDs (or
-// READs, when the slab could not be registered) are in flight per lane at
-// consecutive offsets, each into its own buffer, and are emitted in file
+// Regular files (Kind File) need no poll: up to fileDepth READs are in
+// flight per lane at consecutive offsets, each into its own buffer, and are emitted in file
 // order until a read returns 0 (see file_linux.go). Other non-socket
 // streams (pipes, character devices) poll like sockets and read with
 // RWF_NOWAIT.
@@ -79,11 +76,10 @@ import (
 //
 // # Buffers
 //
-// A worker registers the pool's slab as fixed buffers when it is first
-// given a file lane: registration pins every page of the slab, which a
-// worker that only receives from sockets has no use for. When the kernel
-// refuses (RLIMIT_MEMLOCK, 8 MiB without CAP_IPC_LOCK) the worker reads
-// files with plain READ, and the runner says so once in its log.
+// Sockets and files are read into the pool buffer their lane holds, with
+// plain RECV and READ: the pool is never registered as fixed buffers,
+// which would pin all of it and, for page-cached files, saves nothing
+// (docs/decisions/0020-no-fixed-buffers.md).
 //
 // # Threads and commands
 //
@@ -131,15 +127,11 @@ type Runner struct {
 
 	front.Control[*worker] // Remove, SetPaused, Close and Stats
 
-	noFixedOnce sync.Once
-	fileSlots   int // contract.RunnerConfig.FileSlots; resolved when a worker registers its table
+	fileSlots int // contract.RunnerConfig.FileSlots; resolved when a worker registers its table
 }
 
 // runnerOptions are knobs for tests.
 type runnerOptions struct {
-	// register registers the slab with a worker's ring; nil means
-	// Ring.RegisterBuffers. Tests replace it to force the READ fallback.
-	register func(r *Ring, iovs []unix.Iovec) error
 	// fault, if set, runs on the worker at the top of every loop turn,
 	// before it reaps; a non-nil result is taken as a fatal ring error.
 	fault func(w *worker) error
@@ -169,9 +161,6 @@ func newRunner(cfg contract.RunnerConfig, opts runnerOptions) (*Runner, error) {
 	}
 	if err := runnerSupported(Probe()); err != nil {
 		return nil, err
-	}
-	if opts.register == nil {
-		opts.register = (*Ring).RegisterBuffers
 	}
 	if opts.quiesce == 0 {
 		opts.quiesce = quiesceTimeout

@@ -5,10 +5,8 @@
 package ring
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -45,7 +43,7 @@ const (
 	tagNone   opTag = iota // no operation in flight
 	tagWake                // the Waker's eventfd read
 	tagPoll                // one-shot POLL_ADD on a lane
-	tagRead                // RECV, RECVMSG, READ or READ_FIXED into a lane's buffer
+	tagRead                // RECV, RECVMSG or READ into a lane's buffer
 	tagCancel              // ASYNC_CANCEL by fd; its CQE is ignored
 )
 
@@ -141,9 +139,6 @@ type worker struct {
 
 	// Owned by the worker goroutine.
 	ring      *Ring
-	fixed     bool              // the slab is registered: files use READ_FIXED
-	regd      bool              // registering the slab was tried (registerSlab)
-	iovs      []unix.Iovec      // the registered slab, to check a buffer's index
 	slots     front.Slab[lane]  // by slot index
 	ready     []*lane           // lanes to advance this turn
 	batch     []*lane           // the ready queue being advanced
@@ -290,36 +285,6 @@ func (w *worker) start() error {
 		return fmt.Errorf("ring: runner: worker %d: arm waker: %w", w.id, err)
 	}
 	return nil
-}
-
-// registerSlab registers the pool's slab with the ring as fixed buffers,
-// for the READ_FIXED of file lanes, the first time a worker is given one.
-// Registration pins the whole slab in memory, and only files read into
-// fixed buffers (sockets receive into the buffer the lane holds), so a
-// worker that never reads a file leaves the pool's pages untouched until
-// data fills them. When the kernel refuses (RLIMIT_MEMLOCK: 8 MiB without
-// CAP_IPC_LOCK), files are read with plain READ, and the runner says so
-// once.
-func (w *worker) registerSlab() {
-	if w.regd {
-		return
-	}
-	w.regd = true
-	iovs := w.r.pool.Iovecs()
-	err := w.r.opts.register(w.ring, iovs)
-	if err == nil {
-		w.fixed, w.iovs = true, iovs
-		return
-	}
-	var me *MemlockError
-	level := slog.LevelWarn
-	if errors.As(err, &me) {
-		level = slog.LevelInfo
-	}
-	w.r.noFixedOnce.Do(func() {
-		w.r.log.Log(context.Background(), level, "ring: runner: fixed buffers unavailable, using READ",
-			"err", err, "bytes", len(iovs)*w.r.pool.BufSize())
-	})
 }
 
 // arm queues the Waker's eventfd read.
@@ -734,9 +699,6 @@ func (w *worker) add(c *cmd) {
 	if w.closing {
 		w.remove(ln)
 		return
-	}
-	if c.mode == modeFile {
-		w.registerSlab() // only for a file that will be read
 	}
 	w.enqueue(ln)
 }

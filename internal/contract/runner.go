@@ -39,8 +39,7 @@ type RunnerConfig struct {
 	// Workers is the number of event-loop workers (uring, epoll), each an
 	// OS-thread-locked goroutine. Other runners ignore it.
 	Workers int
-	// Pool is the engine's source pool. The uring runner registers its
-	// slab as fixed buffers.
+	// Pool is the engine's source pool.
 	Pool *pool.Pool
 	// MaxThreads caps the thread runner's locked OS threads, so that it
 	// fails a source clearly instead of crashing the process at Go's
