@@ -15,13 +15,15 @@
 # keeps the reports and charts. About 15 minutes with the defaults on a 2-CPU
 # machine; run it on a quiet one.
 #
-# Usage: scripts/fio-targets.sh [-B BIN] [-o DIR] [-r ROUNDS] [-d DURATION] [-R RUNNERS] [-w WIRE] [ROW...]
+# Usage: scripts/fio-targets.sh [-B BIN] [-o DIR] [-r ROUNDS] [-d DURATION] [-R RUNNERS] [-w WIRE] [-I] [ROW...]
 #   -B BIN       use this sluice-bench binary instead of building one
 #   -o DIR       keep the text and JSON reports and the charts here (default: a temp dir)
 #   -r ROUNDS    rounds per row (default 3)
 #   -d DURATION  fio's runtime per row and round (default 6s)
 #   -R RUNNERS   runners to compare (default uring,goroutine,epoll,thread)
 #   -w WIRE      auto, veth or loopback (default auto: veth where it can be built)
+#   -I           run the engine's consumer inline, where each chunk was read
+#                (--inline), as gnet's handler and Go's goroutine run theirs
 #   ROW          bulk, paced, stream, lines (default: these four), or
 #                bulk-rated: the bulk row's 1,000 connections held to 2 MiB/s
 #                each (2 GiB/s offered), a load the sinks mostly keep up with, so
@@ -29,8 +31,8 @@
 #                with fio
 set -euo pipefail
 
-bin="" out="" rounds=3 duration=6s runners=uring,goroutine,epoll,thread wire=auto
-while getopts "B:o:r:d:R:w:h" opt; do
+bin="" out="" rounds=3 duration=6s runners=uring,goroutine,epoll,thread wire=auto inline=()
+while getopts "B:o:r:d:R:w:Ih" opt; do
 	case $opt in
 	B) bin=$OPTARG ;;
 	o) out=$OPTARG ;;
@@ -38,6 +40,7 @@ while getopts "B:o:r:d:R:w:h" opt; do
 	d) duration=$OPTARG ;;
 	R) runners=$OPTARG ;;
 	w) wire=$OPTARG ;;
+	I) inline=(--inline) ;;
 	*)
 		sed -n '2,/^set -e/p' "$0" | sed 's/^# \{0,1\}//; /^set -e/d'
 		exit 2
@@ -70,7 +73,7 @@ row() {
 }
 
 common=(run --client fio --wire "$wire" --runners "$runners" --peers gnet,go --duration "$duration" --rounds "$rounds"
-	--target 'cpu_s_per_gib<=0.8')
+	--target 'cpu_s_per_gib<=0.8' ${inline[@]+"${inline[@]}"})
 for r in "${rows[@]}"; do
 	case $r in
 	bulk)
