@@ -43,6 +43,7 @@ type tableReport struct {
 		RateBps    float64  `json:"rate_bps"`
 		Framing    string   `json:"framing"`
 		RecordSize int      `json:"record_size"`
+		Inline     bool     `json:"inline"`
 	} `json:"config"`
 	Summary []struct {
 		Runner string `json:"runner"`
@@ -92,6 +93,7 @@ func UpdateTables(path string, doc []byte) ([]byte, error) {
 func PerfTable(dir string) (string, error) {
 	var b strings.Builder
 	var cols []string
+	inline := false
 	for _, name := range tableRows {
 		data, err := os.ReadFile(filepath.Join(dir, name+".json"))
 		if errors.Is(err, os.ErrNotExist) {
@@ -105,10 +107,12 @@ func PerfTable(dir string) (string, error) {
 			return "", fmt.Errorf("%s.json: %w", name, err)
 		}
 		if cols == nil {
-			cols = tableColumns(&r)
-			b.WriteString(tableHeader(cols))
+			cols, inline = tableColumns(&r), r.Config.Inline
+			b.WriteString(tableHeader(cols, inline))
 		} else if got := tableColumns(&r); strings.Join(got, ",") != strings.Join(cols, ",") {
 			return "", fmt.Errorf("%s.json: sinks %v, but the table's are %v", name, got, cols)
+		} else if r.Config.Inline != inline {
+			return "", fmt.Errorf("%s.json: inline %v, but the table's first report's is %v", name, r.Config.Inline, inline)
 		}
 		b.WriteString(tableRow(name, &r, cols))
 	}
@@ -143,12 +147,18 @@ func sinkColumns(peers, runners []string) []string {
 // sinkNames are the table's headings for the reference sinks.
 var sinkNames = map[string]string{"gnet": "gnet v2", "go": "Go, a goroutine per connection"}
 
-func tableHeader(cols []string) string {
+// tableHeader names the columns; a sluice runner's says when its
+// consumer ran inline (--inline), where each chunk was read.
+func tableHeader(cols []string, inline bool) string {
 	heads := []string{"row"}
 	var ratios []string
 	for _, c := range cols {
 		if h, ok := sinkNames[c]; ok {
 			heads = append(heads, h)
+			continue
+		}
+		if inline {
+			heads = append(heads, "sluice, "+c+" runner, consumer inline")
 			continue
 		}
 		heads = append(heads, "sluice, "+c+" runner")

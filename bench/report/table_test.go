@@ -55,6 +55,32 @@ func TestPerfTable(t *testing.T) {
 	}
 }
 
+// TestPerfTableInline: reports of runs whose consumer ran inline say so
+// in the runner's heading, and a table does not mix them with runs that
+// queued.
+func TestPerfTableInline(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const summary = `"summary":[{"runner":"uring","core_cpu_s_per_gib_rounds":{"median":10.4,"min":10.3,"max":10.5}},
+            {"runner":"gnet","core_cpu_s_per_gib_rounds":{"median":12.1,"min":11.9,"max":12.5}}]}`
+	write("paced.json", `{"config":{"client":"fio","peers":["gnet"],"sources":1000,"msg_size":1024,"rate_bps":65536,"framing":"none","inline":true},`+summary)
+	got, err := PerfTable(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(got, "| row | gnet v2 | sluice, uring runner, consumer inline | uring / gnet |") {
+		t.Errorf("table:\n%s", got)
+	}
+	write("lines.json", `{"config":{"client":"fio","peers":["gnet"],"sources":200,"msg_size":16384,"framing":"newline","record_size":128},`+summary)
+	if _, err := PerfTable(dir); err == nil || !strings.Contains(err.Error(), "inline") {
+		t.Errorf("a table of inline and queued runs: err %v", err)
+	}
+}
+
 // TestREADMETablesAreGenerated: the README's performance tables are what
 // their reports give, so no figure in them is typed by hand.
 func TestREADMETablesAreGenerated(t *testing.T) {
