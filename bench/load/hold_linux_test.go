@@ -50,7 +50,9 @@ func TestHold(t *testing.T) {
 	var errOut strings.Builder
 	var errMu sync.Mutex
 	done := make(chan error, 1)
-	go func() { done <- Hold(ctx, c, harness.IO{Out: &lockedWriter{w: &errOut, mu: &errMu}, Err: &lockedWriter{w: &errOut, mu: &errMu}}) }()
+	go func() {
+		done <- Hold(ctx, c, harness.IO{Out: &lockedWriter{w: &errOut, mu: &errMu}, Err: &lockedWriter{w: &errOut, mu: &errMu}})
+	}()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		errMu.Lock()
