@@ -62,12 +62,22 @@ fi
 # Eight listeners on free ports: 100,000 connections from 80 local
 # addresses is 156 per address and listener, well inside the ephemeral
 # range.
+free_port() {
+	local p
+	while :; do
+		p=$((20000 + RANDOM % 12000))
+		if [ -z "$(ss -Hltn "sport = :$p")" ] && [[ " ${ports[*]} " != *" $p "* ]]; then
+			echo "$p"
+			return
+		fi
+	done
+}
 ports=() to=()
 for _ in 1 2 3 4 5 6 7 8; do
-	p=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+	p=$(free_port)
 	ports+=("$p") to+=("127.0.0.1:$p")
 done
-mport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+mport=$(free_port)
 {
 	printf 'engine:\n  runner: uring\n  workers: %d\nsources:\n' "$workers"
 	for p in "${ports[@]}"; do printf '  - tcp:\n      listen: 127.0.0.1:%d\n' "$p"; done
