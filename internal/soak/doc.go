@@ -63,7 +63,8 @@
 // any load, OS threads within 32 of it (the runtime parks the threads it
 // started for blocking system calls and never ends them), and the
 // resident set within 10% of its level after the warm-up (which sized
-// every table to the peak). Under the race detector, whose shadow memory
+// every table to the peak; the pool is mapped populated, so buffers first
+// written under the load do not count). Under the race detector, whose shadow memory
 // is never returned, the live Go heap and stacks stand in for the
 // resident set, within 10% and 4 MiB. --seed (random by default, printed) makes every choice
 // repeatable, timing aside. --json writes Report: the connections

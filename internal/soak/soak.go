@@ -314,6 +314,11 @@ func (r *soakRun) setup(brokerBin string) error {
 	}
 	log := slog.New(slog.NewTextHandler(r.ios.Err, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	cfg := c.Engine.Config(c.Runner)
+	// The pool's pages are resident from the start: otherwise each buffer
+	// first written under the load adds its pages to the resident set,
+	// and a load that touches more of the pool than the warm-up did reads
+	// as a leak.
+	cfg.PrefaultPool = true
 	e, err := engine.New(cfg, engine.WithHandler(r.chk.handle), engine.WithErrorHandler(r.chk.onError), engine.WithLogger(log))
 	if err != nil {
 		return fmt.Errorf("bench: soak: engine: %w", err)
