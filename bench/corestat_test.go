@@ -2,6 +2,7 @@ package bench
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -183,12 +184,17 @@ func closeUse(a, b harness.CoreUse) bool {
 
 func TestBusyNote(t *testing.T) {
 	for _, tc := range []struct {
-		load float64
-		cpus int
-		want bool
-	}{{0.5, 2, false}, {2, 2, false}, {2.1, 2, true}, {63, 2, true}, {-1, 2, false}, {5, 0, false}} {
-		if got := harness.BusyNote(tc.load, tc.cpus) != ""; got != tc.want {
-			t.Errorf("load %v on %d CPUs: note %v, want %v", tc.load, tc.cpus, got, tc.want)
+		name string
+		s    harness.CPUShare
+		want string // "" for no note
+	}{
+		{"Quiet", harness.CPUShare{Seconds: 40, Others: 1.5}, ""},
+		{"BuildBeside", harness.CPUShare{Seconds: 40, Others: 39}, "other processes used at least 39.0 CPU-s of 2 CPUs over the 40s run (0.97 CPUs"},
+		{"NoInterval", harness.CPUShare{Others: 5}, ""},
+	} {
+		got := harness.BusyNote(tc.s, 2)
+		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("%s: %+v: note %q, want %q", tc.name, tc.s, got, tc.want)
 		}
 	}
 }

@@ -4,9 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
-	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 )
@@ -177,33 +175,4 @@ func (s *coreSampler) Finish() []CoreSample {
 	s.once.Do(func() { close(s.stop) })
 	<-s.done
 	return s.samples
-}
-
-// LoadAverage is the machine's load average over the last 5 minutes
-// (/proc/loadavg), or -1 where there is none.
-func LoadAverage() float64 {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return -1
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 2 {
-		return -1
-	}
-	v, err := strconv.ParseFloat(f[1], 64)
-	if err != nil {
-		return -1
-	}
-	return v
-}
-
-// BusyNote is the report's warning when the machine ran more than it has
-// CPUs for: then other work shared the sink's and the load's cores, and
-// the whole-core figures hold some of it.
-func BusyNote(load float64, cpus int) string {
-	if cpus <= 0 || load <= float64(cpus) {
-		return ""
-	}
-	return fmt.Sprintf("busy machine: load average %.1f over 5 minutes on %d CPUs; other processes shared the cores, "+
-		"and the core figures (core s/GiB, softirq, load core) count their work there too", load, cpus)
 }

@@ -336,6 +336,7 @@ func Run(ctx context.Context, c RunConfig, ios harness.IO) (*RunReport, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
+	cpu := harness.MarkCPU() // what other processes use while it runs: see BusyNote
 	if c.Proto == load.ProtoUDP {
 		_, err := RunUDP(ctx, c, ios)
 		return nil, err
@@ -507,8 +508,10 @@ func Run(ctx context.Context, c RunConfig, ios harness.IO) (*RunReport, error) {
 	}
 	rep.Verdicts = bench.Judge(c.Targets, rep.Ratios, wire.Veth())
 	rep.Notes = append(rep.Notes, c.tlsNotes(rep.Runs)...)
-	if n := harness.BusyNote(harness.LoadAverage(), rep.Host.CPUs); n != "" {
-		rep.Notes = append(rep.Notes, n)
+	if share, ok := harness.CPUShareSince(cpu); ok {
+		if n := harness.BusyNote(share, rep.Host.CPUs); n != "" {
+			rep.Notes = append(rep.Notes, n)
+		}
 	}
 	fmt.Fprintln(ios.Out)
 	writeRunTable(ios.Out, rep)

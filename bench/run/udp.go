@@ -371,6 +371,7 @@ func RunUDP(ctx context.Context, c RunConfig, ios harness.IO) (*UDPRunReport, er
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
+	cpu := harness.MarkCPU() // what other processes use while it runs: see BusyNote
 	exe, err := bench.Executable(c.Exe)
 	if err != nil {
 		return nil, err
@@ -477,8 +478,10 @@ func RunUDP(ctx context.Context, c RunConfig, ios harness.IO) (*UDPRunReport, er
 			}
 		}
 	}
-	if n := harness.BusyNote(harness.LoadAverage(), rep.Host.CPUs); n != "" {
-		rep.Notes = append(rep.Notes, n)
+	if share, ok := harness.CPUShareSince(cpu); ok {
+		if n := harness.BusyNote(share, rep.Host.CPUs); n != "" {
+			rep.Notes = append(rep.Notes, n)
+		}
 	}
 	fmt.Fprintln(ios.Out)
 	writeUDPTable(ios.Out, rep)
