@@ -451,7 +451,7 @@ func (r *soakRun) run(ctx context.Context) *Report {
 	if !c.MQTT {
 		rep.Config.MQTTPubs, rep.Config.MQTTRate, rep.Config.MQTTRestart = 0, 0, 0
 	}
-	start := r.settledLevels()
+	start := r.settledLevels(nil)
 	fds0 := describeFDs()
 	r.baseSources = start.Sources
 	r.overflows0, _ = listenOverflows()
@@ -482,7 +482,7 @@ func (r *soakRun) run(ctx context.Context) *Report {
 	}
 	r.settleConns(time.Now().Add(r.cfg.Settle))
 	rep.Warmup = SoakWarmup{Opened: warm.opened.Load(), Peak: warm.peak.Load(), Seconds: time.Since(t0).Seconds()}
-	rep.Levels.Warm = r.settledLevels()
+	rep.Levels.Warm = r.settledLevels(nil)
 	fmt.Fprintf(r.ios.Err, "sluice-soak: warm-up: %s connections to a peak of %s in %.1fs; %s\n",
 		humanize.Comma(int64(rep.Warmup.Opened)), humanize.Comma(rep.Warmup.Peak), rep.Warmup.Seconds, formatLevels(rep.Levels.Warm))
 	r.verified0, r.unseen0 = r.chk.verified.Load(), r.chk.unseen.Load()
@@ -521,7 +521,7 @@ func (r *soakRun) run(ctx context.Context) *Report {
 	prog.finish()
 	r.drain()
 
-	end := r.settledLevels()
+	end := r.settledLevels(&start)
 	rep.Levels.End = end
 	r.mu.Lock()
 	rep.Levels.Peak = r.peak
