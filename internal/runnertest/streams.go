@@ -56,6 +56,7 @@ func TestStreams(t *testing.T, newRunner New, o Options) {
 		{"EOF", s.eof},
 		{"Reset", s.reset},
 		{"SlowConsumer", s.slowConsumer},
+		{"Survivors", s.survivors},
 		{"IdleLanes", s.idleLanes},
 		{"File", s.file},
 		{"FileFairness", s.fileFairness},
