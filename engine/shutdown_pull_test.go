@@ -182,6 +182,17 @@ func TestChunksEndsWithShutdown(t *testing.T) {
 				}
 			}
 			if tc.breakAt != 0 {
+				// Once the lane has read the end of the source and given
+				// back the buffer it read it into, the chunks the loop never
+				// took hold the only buffers: one more is the chunk in
+				// hand at the break.
+				waitUntil(t, "the source's lane to end", func() bool {
+					lanes := 0
+					for _, rs := range e.Overview().Runners {
+						lanes += rs.Lanes
+					}
+					return lanes == 0
+				})
 				if st := e.Pool().Stats(); st.InUse > 5-tc.breakAt {
 					t.Fatalf("%d buffers in use after a break at chunk %d of 5", st.InUse, tc.breakAt)
 				}
