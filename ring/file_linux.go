@@ -71,10 +71,11 @@ type fileAhead struct {
 }
 
 // advanceFile issues reads for a file lane until fileDepth are queued, the
-// pool refuses a buffer, or the SQ is full.
+// turn's reads may bring front.TurnBytes (one read is always allowed when
+// none is queued), the pool refuses a buffer, or the SQ is full.
 func (w *worker) advanceFile(ln *lane) {
 	fa := ln.fa
-	for fa.end == nil && fa.n < fileDepth {
+	for fa.end == nil && fa.n < fileDepth && (!w.pace.Spent() || fa.n == 0) {
 		b := fa.grant
 		if b != nil {
 			fa.grant = nil // a granted buffer serves the next read
@@ -101,6 +102,7 @@ func (w *worker) advanceFile(ln *lane) {
 		fr := &fa.q[i]
 		*fr = fileRead{buf: b, off: fa.next, want: len(b.Bytes()), state: frInFlight}
 		fa.next += int64(fr.want)
+		w.pace.Spend(fr.want)
 		fa.n++
 		fa.inflight++
 		s.PrepRead(int(ln.fd), fr.buf.Bytes(), uint64(fr.off))
@@ -194,7 +196,8 @@ func (w *worker) emitFileReads(ln *lane) {
 			w.staleFileReads(ln)
 		}
 		ln.lane().Out.Emit(ln.lane(), b, int(res), flags, time.Now())
-		w.unyielded++
+		w.pace.Emitted(1)
+		w.pace.Read(int(res))
 	}
 }
 

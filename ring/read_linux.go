@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-io/sluice/internal/driver"
+	"github.com/sluice-io/sluice/internal/front"
 	"github.com/sluice-io/sluice/pool"
 )
 
@@ -75,6 +76,21 @@ func (w *worker) readDone(ln *lane, res int32, flags CQEFlags) {
 		ln.flushNow = false
 		w.flushLane(ln, time.Now())
 	}
+	w.requeue(ln)
+}
+
+// requeue puts a lane whose read completed back in line: a socket that
+// still holds data is read again first, at the head of the next turn,
+// until it drains or has had front.DrainReads reads in a row; any other
+// lane joins the back of the ready queue.
+func (w *worker) requeue(ln *lane) {
+	if ln.readable && ln.mode == modeSock && !ln.queued && !ln.removing && ln.streak < front.DrainReads {
+		ln.streak++
+		ln.queued = true
+		w.draining = append(w.draining, ln)
+		return
+	}
+	ln.streak = 0
 	w.enqueue(ln)
 }
 
@@ -90,6 +106,7 @@ func (w *worker) commit(ln *lane, n int, flags CQEFlags) bool {
 	case modeSock:
 		w.cycleBytes += int64(n)
 	}
+	w.pace.Read(n)
 	err := ln.d.Commit(n, time.Now())
 	w.settle(ln)
 	if err != nil {
@@ -97,6 +114,7 @@ func (w *worker) commit(ln *lane, n int, flags CQEFlags) bool {
 		return false
 	}
 	ln.readable = flags&CQEFSockNonempty != 0 || n == int(ln.want) || ln.mode == modeFileSeq
+	ln.want = int32(n)
 	return true
 }
 
@@ -113,7 +131,7 @@ func (m readMode) opName() string {
 // settle follows a step of ln's driver: it counts the chunks it emitted
 // and keeps ln's place in the flush heap at the driver's deadline.
 func (w *worker) settle(ln *lane) {
-	w.unyielded += ln.d.TakeEmitted()
+	w.pace.Emitted(ln.d.TakeEmitted())
 	due, ok := ln.d.Due()
 	w.flushes.Set(&ln.fl, ln, due, ok)
 }
@@ -126,22 +144,39 @@ func (w *worker) enqueue(ln *lane) {
 	}
 }
 
-// advanceReady issues the next operation of every lane in the ready queue.
+// advanceReady issues the next operation of the lanes that are draining
+// their sockets, then of the lanes in the ready queue, in order, until the
+// reads issued may bring front.TurnBytes: the rest keep their places for
+// the next turn, which follows at once.
 func (w *worker) advanceReady() {
+	w.pace.Turn()
+	draining := w.draining
+	w.draining = w.drainSpare[:0]
+	w.advanceSome(draining, &w.draining)
+	clear(draining)
+	w.drainSpare = draining[:0]
+
 	batch := w.ready
 	w.ready = w.batch[:0]
-	for i, ln := range batch {
-		if w.fatal != nil {
-			w.ready = append(w.ready, batch[i:]...)
-			break
+	w.advanceSome(batch, &w.ready)
+	clear(batch)
+	w.batch = batch[:0]
+}
+
+// advanceSome advances lanes in order until the turn's budget is spent or
+// the ring failed, and appends the lanes left to *left.
+func (w *worker) advanceSome(lanes []*lane, left *[]*lane) {
+	for i, ln := range lanes {
+		if w.fatal != nil || w.pace.Spent() {
+			w.moreReady = w.moreReady || w.fatal == nil
+			*left = append(*left, lanes[i:]...)
+			return
 		}
 		if ln.queued {
 			ln.queued = false
 			w.advance(ln)
 		}
 	}
-	clear(batch)
-	w.batch = batch[:0]
 }
 
 // laneStep is what a lane does next (nextStep).
@@ -292,6 +327,8 @@ func (w *worker) read(ln *lane) {
 		return
 	}
 	space := ln.d.Space()
+	// What the lane's last read brought says what this one may bring.
+	w.pace.Spend(min(int(ln.want), len(space)))
 	ln.want = int32(len(space))
 	switch ln.mode {
 	case modeSock:

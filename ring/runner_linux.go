@@ -118,8 +118,7 @@ import (
 type Runner struct {
 	log     *slog.Logger
 	pool    *pool.Pool
-	wakeups contract.WakeupHolder // nil: every Emit wakes processing itself
-	inline  bool                  // processing runs inside Emit: workers never yield for it
+	cfg     contract.RunnerConfig // what the workers' Pace follows: Inline, Wakeups
 	opts    runnerOptions
 	workers []*worker
 	wg      sync.WaitGroup
@@ -172,7 +171,7 @@ func newRunner(cfg contract.RunnerConfig, opts runnerOptions) (*Runner, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	r := &Runner{log: log, pool: cfg.Pool, wakeups: cfg.Wakeups, inline: cfg.Inline, opts: opts, fileSlots: cfg.FileSlots}
+	r := &Runner{log: log, pool: cfg.Pool, cfg: cfg, opts: opts, fileSlots: cfg.FileSlots}
 	if cfg.BatchWait < 0 {
 		return nil, fmt.Errorf("ring: runner: config: BatchWait = %v: must not be negative", cfg.BatchWait)
 	}
@@ -184,7 +183,7 @@ func newRunner(cfg contract.RunnerConfig, opts runnerOptions) (*Runner, error) {
 	}
 	n := max(cfg.Workers, 1)
 	for i := range n {
-		w := &worker{r: r, id: i, setup: make(chan error, 1), batchWait: batchWait}
+		w := &worker{r: r, id: i, setup: make(chan error, 1), batchWait: batchWait, pace: front.NewPace(cfg)}
 		w.SetGenMask(genMask)
 		w.onCQE, w.wake = w.handleCQE, w.wakeLocked
 		r.workers = append(r.workers, w)

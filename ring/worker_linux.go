@@ -47,10 +47,6 @@ const (
 	tagCancel              // ASYNC_CANCEL by fd; its CQE is ignored
 )
 
-// yieldChunks is how many chunks a busy worker emits before it yields its
-// P to processing (see loop).
-const yieldChunks = 16
-
 // batchWaitNr is how many completions a batched wait asks for. The time
 // bound, not the count, paces a busy worker: the count only ends a wait
 // early when a burst would otherwise fill much of the CQ.
@@ -140,7 +136,7 @@ type worker struct {
 	// Owned by the worker goroutine.
 	ring      *Ring
 	slots     front.Slab[lane]  // by slot index
-	ready     []*lane           // lanes to advance this turn
+	ready     []*lane           // lanes to advance this turn, after those draining
 	batch     []*lane           // the ready queue being advanced
 	parked    []*lane           // readable lanes held back by a pause
 	flushes   flush.Heap[*lane] // lanes holding partial data, by flush deadline
@@ -175,7 +171,12 @@ type worker struct {
 	// back a few polling stream lanes (see nextStreamHold).
 	cycleBytes int64
 	streamHold time.Duration
-	unyielded  int   // chunks handed downstream since the worker last yielded its P
+	pace       front.Pace // the turn's budget of bytes, and when to yield to processing
+	// draining are the lanes whose sockets still held data after a read,
+	// read again first next turn (requeue); drainSpare is the spare list
+	// a turn swaps in.
+	draining   []*lane
+	drainSpare []*lane
 	woken      bool  // the Waker's read completed: re-arm it
 	closing    bool  // Close was asked: finish every lane, then exit
 	fatal      error // the ring failed; the loop ends
@@ -201,20 +202,21 @@ type lane struct {
 	slot uint32
 	gen  uint32 // zero when the slot is free
 	fd   int32
-	want int32 // length of the read in flight
+	want int32 // length of the read in flight; once it completed, what it brought
 	mode readMode
 	op   opTag // the operation in flight, if any (tagRead for a file lane's reads)
 
-	readable  bool // data (or an end) is expected: read rather than poll
-	queued    bool // in the ready queue
-	parked    bool // in the parked list
-	waiting   bool // a pool Wait is pending
-	fixed     bool // fd is a slot of the worker's file table (files_linux.go)
-	owned     bool // the worker closes fd when the lane ends (contract.HandOff)
-	removing  bool // Remove asked: cancel, then finish
-	failed    bool // removed because the worker failed: Finish reports w.failure
-	cancelled bool // the cancel SQE was issued
-	flushNow  bool // the flush deadline passed during a read
+	readable  bool  // data (or an end) is expected: read rather than poll
+	queued    bool  // in the ready queue
+	parked    bool  // in the parked list
+	waiting   bool  // a pool Wait is pending
+	fixed     bool  // fd is a slot of the worker's file table (files_linux.go)
+	owned     bool  // the worker closes fd when the lane ends (contract.HandOff)
+	removing  bool  // Remove asked: cancel, then finish
+	failed    bool  // removed because the worker failed: Finish reports w.failure
+	cancelled bool  // the cancel SQE was issued
+	flushNow  bool  // the flush deadline passed during a read
+	streak    uint8 // reads in a row that left the socket with data (requeue)
 }
 
 // lane returns the engine's lane that ln drives.
@@ -314,26 +316,40 @@ func (w *worker) sqe() *SQE {
 // loop runs turns until a close command has finished every lane, or the
 // ring fails.
 //
-// A turn that issued reads submits them without sleeping first
-// (SubmitNowait), and while that leaves completions to reap, the next
-// turn follows at once: a receive from a busy socket or a page-cache read
-// completes at submission, so a busy worker runs turn after turn without
-// waiting and without giving up its P. Only when nothing is ready does it
-// wait in the kernel. Before it waits, and after every yieldChunks chunks
-// it emitted, it yields its P so that processing can take them: the
-// worker's locked thread otherwise keeps the P until Go's sysmon notices,
-// 20 µs to 10 ms later, and with GOMAXPROCS=1 nothing else runs meanwhile.
-// Each yield of a locked thread costs two context switches, so it is paid
-// once per batch of chunks, not once per chunk; and never when processing
-// runs inside Emit (contract.RunnerConfig.Inline), where nothing waits for it.
+// A turn reaps every completion and runs the commands (reap), then issues
+// the next operations (issue). Reads a turn issued are submitted without
+// sleeping (SubmitNowait), and while that leaves completions to reap, the
+// next turn follows at once: a receive from a busy socket or a page-cache
+// read completes at submission, so a busy worker runs turn after turn
+// without waiting and without giving up its P. Only when nothing is ready
+// does it wait in the kernel.
+//
+// A turn's reads bring at most about front.TurnBytes, and between reaping
+// and issuing, once it has read that much or emitted front.YieldChunks
+// chunks since it last did, the worker yields its P (front.Pace) so that
+// processing takes what it read while the bytes are still in the cache,
+// and releases their buffers before the next reads take buffers again. It
+// yields before it waits, too. Each yield of a locked thread costs two
+// context switches, so it is paid once per batch, not once per chunk; and
+// never when processing runs inside Emit (contract.RunnerConfig.Inline),
+// where nothing waits for it.
 func (w *worker) loop() error {
 	for {
-		// Processing is woken once a turn, not once a chunk: the hold
-		// ends before the worker waits.
-		w.holdWakeups()
-		now, exit, err := w.turn()
-		w.releaseWakeups()
+		// Processing is woken once a phase, not once a chunk: each hold
+		// ends before the worker yields or waits.
+		w.pace.Hold()
+		exit, err := w.reap()
+		w.pace.Release()
 		if exit || err != nil {
+			return err
+		}
+		if w.pace.YieldDue() {
+			w.pace.Yield()
+		}
+		w.pace.Hold()
+		now, err := w.issue()
+		w.pace.Release()
+		if err != nil {
 			return err
 		}
 		ready := false
@@ -348,14 +364,11 @@ func (w *worker) loop() error {
 		if w.moreReady {
 			ready, w.moreReady = true, false
 		}
-		if w.r.inline {
-			w.unyielded = 0
-		} else if w.unyielded > 0 && (!ready || w.unyielded >= yieldChunks) {
-			w.unyielded = 0
-			runtime.Gosched()
-		}
 		if ready {
 			continue
+		}
+		if w.pace.Pending() {
+			w.pace.Yield()
 		}
 		if err := w.wait(now); err != nil {
 			return err
@@ -363,12 +376,12 @@ func (w *worker) loop() error {
 	}
 }
 
-// turn reaps every CQE, takes the commands, issues the next operations and
-// emits partial buffers that are due. exit says the worker is done.
-func (w *worker) turn() (now time.Time, exit bool, err error) {
+// reap reaps every CQE and runs the commands. exit says the worker is
+// done.
+func (w *worker) reap() (exit bool, err error) {
 	if w.r.opts.fault != nil {
 		if err := w.r.opts.fault(w); err != nil {
-			return now, true, err
+			return true, err
 		}
 	}
 	w.cqes.Add(uint64(w.ring.ForEachCQE(w.onCQE)))
@@ -383,18 +396,21 @@ func (w *worker) turn() (now time.Time, exit bool, err error) {
 	}
 	w.drainCmds()
 	if w.fatal != nil {
-		return now, true, w.fatal
+		return true, w.fatal
 	}
-	if w.closing && w.live == 0 && w.accepting == 0 {
-		return now, true, nil
-	}
+	return w.closing && w.live == 0 && w.accepting == 0, nil
+}
+
+// issue issues the next operations of the ready lanes and emits partial
+// buffers that are due.
+func (w *worker) issue() (now time.Time, err error) {
 	w.readsIssued = false
 	w.advanceReady()
 	now = time.Now()
 	w.flushDue(now)
 	if len(w.syncs) > 0 {
 		if _, err := w.ring.Submit(); err != nil {
-			return now, true, err
+			return now, err
 		}
 		for _, ch := range w.syncs {
 			close(ch)
@@ -402,10 +418,7 @@ func (w *worker) turn() (now time.Time, exit bool, err error) {
 		clear(w.syncs)
 		w.syncs = w.syncs[:0]
 	}
-	if w.fatal != nil {
-		return now, true, w.fatal
-	}
-	return now, false, nil
+	return now, w.fatal
 }
 
 // wait submits what the turn queued and sleeps in the kernel until a
@@ -421,7 +434,7 @@ func (w *worker) wait(now time.Time) error {
 	w.cycleBytes = 0
 	flush, flushing := w.nextFlush(now)
 	p := planWait(waitState{
-		stuck:       w.woken || len(w.ready) > 0,
+		stuck:       w.woken || len(w.ready) > 0 || len(w.draining) > 0,
 		readsIssued: w.readsIssued,
 		starved:     w.starved,
 		polling:     w.polling,
@@ -538,19 +551,6 @@ func nextStreamHold(hold time.Duration, bytes int64, bufSize int, batchWait time
 		}
 	}
 	return hold
-}
-
-// holdWakeups and releaseWakeups bracket a turn (contract.WakeupHolder).
-func (w *worker) holdWakeups() {
-	if h := w.r.wakeups; h != nil {
-		h.HoldWakeups()
-	}
-}
-
-func (w *worker) releaseWakeups() {
-	if h := w.r.wakeups; h != nil {
-		h.ReleaseWakeups()
-	}
 }
 
 // handleCQE routes one completion to its lane. Stale completions (a slot
