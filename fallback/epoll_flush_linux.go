@@ -9,6 +9,7 @@ import "time"
 // holdPartial keeps ln in the flush heap at its driver's deadline while it
 // has one, and out of it otherwise.
 func (w *epWorker) holdPartial(ln *epLane) {
+	w.pace.Emitted(ln.f.TakeEmitted())
 	due, ok := ln.f.Due()
 	w.flushes.Set(&ln.fl, ln, due, ok)
 }

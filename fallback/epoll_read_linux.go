@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/driver"
 	"github.com/sluice-io/sluice/internal/flush"
+	"github.com/sluice-io/sluice/internal/front"
 )
 
 // epLane is a worker's state for one lane. Slots are reused; the token
@@ -31,16 +32,18 @@ type epLane struct {
 	off    int64  // next pread offset, for files
 	notify func() // posts a grant for this incarnation; made on the first pool wait
 	fd     int
+	last   int32 // what the lane's last read brought: what its next may bring
 
 	kind     contract.Kind
 	earlyHup bool
-	always   bool // not pollable: always readable
-	polled   bool // registered with the worker's epoll instance
-	sock     bool // a socket: a short read means drained
-	readable bool // an edge was seen and the lane has not hit EAGAIN since
-	full     bool // read until EAGAIN: a short read does not prove drained
-	queued   bool // in the ready queue
-	waiting  bool // a pool Wait is pending
+	always   bool  // not pollable: always readable
+	polled   bool  // registered with the worker's epoll instance
+	sock     bool  // a socket: a short read means drained
+	readable bool  // an edge was seen and the lane has not hit EAGAIN since
+	full     bool  // read until EAGAIN: a short read does not prove drained
+	queued   bool  // in the ready queue, or among the lanes draining
+	streak   uint8 // turns in a row the lane ended with data left (drain)
+	waiting  bool  // a pool Wait is pending
 }
 
 // notifier returns ln's grant notification, made on its first pool wait:
@@ -94,16 +97,32 @@ func (w *epWorker) enqueue(ln *epLane) {
 	}
 }
 
-// serve gives each lane that was ready at the start of the turn one read
-// budget. Lanes that still have data rejoin the back of the queue.
+// serve gives each lane that was draining its socket, then each lane that
+// was ready at the start of the turn, one read budget, in order, until the
+// turn's reads may bring front.TurnBytes: the rest keep their places for
+// the next turn. A lane whose socket still holds data after its budget is
+// served first next turn (requeue).
 func (w *epWorker) serve() {
+	w.pace.Turn()
+	draining := w.draining
+	w.draining = w.drainSpare[:0]
+	w.serveSome(draining, &w.draining)
+	w.drainSpare = draining[:0]
+
 	batch := w.ready
 	w.ready = w.batch[:0]
-	for i, tok := range batch {
-		if w.e.front.Paused.Load() {
-			// Keep the rest for the resume; stale tokens are skipped then.
-			w.ready = append(w.ready, batch[i:]...)
-			break
+	w.serveSome(batch, &w.ready)
+	w.batch = batch[:0]
+}
+
+// serveSome serves lanes in order until delivery pauses or the turn's
+// budget is spent, and appends the tokens left to *left; stale tokens are
+// skipped when their turn comes.
+func (w *epWorker) serveSome(toks []uint64, left *[]uint64) {
+	for i, tok := range toks {
+		if w.e.front.Paused.Load() || w.pace.Spent() {
+			*left = append(*left, toks[i:]...)
+			return
 		}
 		ln := w.lane(tok)
 		if ln == nil || !ln.queued {
@@ -112,7 +131,20 @@ func (w *epWorker) serve() {
 		ln.queued = false
 		w.service(ln)
 	}
-	w.batch = batch[:0]
+}
+
+// requeue puts a lane whose socket still holds data after its read budget
+// in line to be served first next turn, until it has been so for
+// front.DrainReads turns in a row; then it joins the back of the queue.
+func (w *epWorker) requeue(ln *epLane) {
+	if ln.queued || ln.streak >= front.DrainReads || w.e.front.Paused.Load() {
+		ln.streak = 0
+		w.enqueue(ln)
+		return
+	}
+	ln.streak++
+	ln.queued = true
+	w.draining = append(w.draining, ln.tok)
 }
 
 // service reads a readable lane until EAGAIN, a short socket read, the end
@@ -123,15 +155,18 @@ func (w *epWorker) service(ln *epLane) {
 		return
 	}
 	for range epReadsPerTurn {
-		if w.e.front.Paused.Load() {
-			// No new reads; the lane stays readable for the resume.
+		if w.e.front.Paused.Load() || w.pace.Spent() {
+			// No new reads; the lane stays readable for the resume or
+			// the next turn.
 			break
 		}
 		if ln.f.NeedsBuffer() && !w.acquire(ln) {
 			return
 		}
 		space := ln.f.Space()
+		w.pace.Spend(min(int(ln.last), len(space)))
 		n, err := w.read(ln, space)
+		ln.last = int32(max(n, 0))
 		switch errno := driver.Errno(err); driver.Result(n, errno, false) {
 		case driver.ReadDrained:
 			w.drained(ln)
@@ -148,6 +183,7 @@ func (w *epWorker) service(ln *epLane) {
 		if ln.kind == contract.File {
 			ln.off += int64(n)
 		}
+		w.pace.Read(n)
 		if err := ln.f.Commit(n, time.Now()); err != nil {
 			w.finish(ln, err)
 			return
@@ -158,11 +194,11 @@ func (w *epWorker) service(ln *epLane) {
 		w.holdPartial(ln)
 		if ln.sock && !ln.full && n < len(space) {
 			// The socket drained; its next arrival raises a new edge.
-			ln.readable = false
+			ln.readable, ln.streak = false, 0
 			return
 		}
 	}
-	w.enqueue(ln)
+	w.requeue(ln)
 }
 
 // serviceDatagrams receives a readable datagram lane's datagrams, as many
@@ -205,7 +241,7 @@ func (w *epWorker) serviceDatagrams(ln *epLane) {
 // drained records that a lane's read said EAGAIN: it waits for its next
 // edge, and holds no empty buffer meanwhile.
 func (w *epWorker) drained(ln *epLane) {
-	ln.readable, ln.full = false, false
+	ln.readable, ln.full, ln.streak = false, false, 0
 	if ln.f.Pending() == 0 {
 		ln.f.Flush(time.Now()) // idle lanes hold no buffer
 	}

@@ -80,20 +80,26 @@ type epWorker struct {
 	accepts  atomic.Uint64 // accept4 calls
 
 	// Owned by the worker goroutine.
-	slots   front.Slab[epLane]  // by slot index
-	ready   []uint64            // tokens of lanes to serve, FIFO
-	batch   []uint64            // the ready queue being served this turn
-	flushes flush.Heap[*epLane] // lanes holding partial data, by flush deadline
-	events  []unix.EpollEvent
-	mmsg    *mmsg.Receiver // receives a datagram lane's batches
-	drain   [8]byte        // eventfd read buffer
-	fault   error          // an injected failure: the loop ends with it
+	slots front.Slab[epLane] // by slot index
+	ready []uint64           // tokens of lanes to serve, FIFO, after those draining
+	// draining are the tokens of lanes whose sockets still held data
+	// after their read budget, served first next turn (requeue);
+	// drainSpare is the spare list a turn swaps in.
+	draining   []uint64
+	drainSpare []uint64
+	batch      []uint64            // the ready queue being served this turn
+	flushes    flush.Heap[*epLane] // lanes holding partial data, by flush deadline
+	events     []unix.EpollEvent
+	mmsg       *mmsg.Receiver // receives a datagram lane's batches
+	drain      [8]byte        // eventfd read buffer
+	fault      error          // an injected failure: the loop ends with it
+	pace       front.Pace     // the turn's budget of bytes, and when to yield to processing
 	// acceptors are the listeners whose socket the worker watches, by
 	// the slot their readiness events carry; nil where one stopped.
 	acceptors []*epAcceptor
 }
 
-func newEpWorker(e *Epoll) (*epWorker, error) {
+func newEpWorker(e *Epoll, pace front.Pace) (*epWorker, error) {
 	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("fallback: epoll: %w", os.NewSyscallError("epoll_create1", err))
@@ -103,7 +109,7 @@ func newEpWorker(e *Epoll) (*epWorker, error) {
 		unix.Close(epfd)
 		return nil, fmt.Errorf("fallback: epoll: %w", os.NewSyscallError("eventfd", err))
 	}
-	w := &epWorker{e: e, epfd: epfd, efd: efd, events: make([]unix.EpollEvent, epMaxEvents), mmsg: mmsg.NewReceiver(epDatagramsPerTurn)}
+	w := &epWorker{e: e, epfd: epfd, efd: efd, pace: pace, events: make([]unix.EpollEvent, epMaxEvents), mmsg: mmsg.NewReceiver(epDatagramsPerTurn)}
 	w.wake = w.wakeLocked
 	binary.NativeEndian.PutUint64(w.one[:], 1)
 	// Level-triggered: the worker reads the counter whenever it fires.
@@ -173,20 +179,38 @@ func (w *epWorker) run() {
 }
 
 // loop runs turns until a close command arrives or epoll_wait fails.
+//
+// A turn runs the commands, then serves the ready lanes until its reads
+// may bring front.TurnBytes, and emits partial buffers that are due;
+// between the two, once it has read that much or emitted
+// front.YieldChunks chunks since it last did, and before a wait that may
+// sleep, the worker yields its P to processing (front.Pace), which then
+// takes what was read while it is still in the cache.
 func (w *epWorker) loop() error {
 	for {
-		if w.drainCmds() {
+		w.pace.Hold()
+		closing := w.drainCmds()
+		w.pace.Release()
+		if closing {
 			return nil
 		}
 		if w.fault != nil {
 			return w.fault
 		}
+		if w.pace.YieldDue() {
+			w.pace.Yield()
+		}
+		w.pace.Hold()
 		if !w.e.front.Paused.Load() {
 			w.serve()
 		}
 		now := time.Now()
 		w.flushDue(now)
+		w.pace.Release()
 		timeout := w.timeout(now)
+		if timeout != 0 && w.pace.Pending() {
+			w.pace.Yield()
+		}
 		if timeout != 0 {
 			w.sleeping.Store(true)
 			if w.Pending() {
@@ -214,7 +238,7 @@ func (w *epWorker) loop() error {
 // timeout is the epoll_wait timeout in milliseconds: zero while lanes are
 // ready to serve, else until the nearest flush deadline, else forever.
 func (w *epWorker) timeout(now time.Time) int {
-	if len(w.ready) > 0 && !w.e.front.Paused.Load() {
+	if len(w.ready)+len(w.draining) > 0 && !w.e.front.Paused.Load() {
 		return 0
 	}
 	if w.flushes.Len() == 0 {
