@@ -92,6 +92,15 @@ type goLane struct {
 	peeked error       // a socket error the peek consumed
 	dlCur  time.Time   // the read deadline last set
 	dlSet  bool        // whether dlCur is known to be in force
+	// more says the lane's last read filled the room it was given, so
+	// the source likely has more: the next buffer is taken without a
+	// readability wait first (a wait and a read where one read does), and
+	// goes back if nothing comes within the lane's flush timeout of
+	// heldAt. A lane without a flush timeout, or whose reads take no
+	// deadline, always waits first, so that an idle source never holds an
+	// empty buffer.
+	more   bool
+	heldAt time.Time
 	timer  *time.Timer // flush timer while paused, made on first need
 	reads  atomic.Uint64
 	waits  atomic.Uint64
@@ -234,7 +243,7 @@ func (g *Goroutine) drive(gl *goLane) error {
 			continue
 		}
 		if f.NeedsBuffer() {
-			if !f.Held() && gl.rc != nil {
+			if !f.Held() && gl.rc != nil && (!gl.more || l.Flush <= 0 || gl.dl == nil) {
 				if err := gl.awaitReadable(); err != nil {
 					return gl.readErr(err)
 				}
@@ -246,7 +255,8 @@ func (g *Goroutine) drive(gl *goLane) error {
 				}
 				return fmt.Errorf("fallback: goroutine: lane %d: acquire: %w", l.ID, err)
 			}
-			f.Hold(b, time.Now())
+			gl.heldAt = time.Now()
+			f.Hold(b, gl.heldAt)
 			// Re-check stop and pause: the wait may have been long.
 			continue
 		}
@@ -256,10 +266,12 @@ func (g *Goroutine) drive(gl *goLane) error {
 		var n int
 		var err error
 		truncated := false
+		space := f.Space()
 		if gl.dgram != nil {
-			n, truncated, err = gl.dgram.ReadDatagram(f.Space())
+			n, truncated, err = gl.dgram.ReadDatagram(space)
 		} else {
-			n, err = l.Src.Read(f.Space())
+			n, err = l.Src.Read(space)
+			gl.more = n == len(space)
 		}
 		gl.reads.Add(1)
 		now := time.Now()
@@ -280,9 +292,11 @@ func (g *Goroutine) drive(gl *goLane) error {
 		}
 		if err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) && !gl.stop.Load() {
-				// Our flush deadline fired. Flush whatever is held; with
-				// nothing held the deadline was stale, so set it again.
-				gl.dlSet = false
+				// Our flush deadline fired. Flush whatever is held (an
+				// empty buffer goes back to the pool, and the lane waits
+				// for readability before it takes another); with nothing
+				// held the deadline was stale, so set it again.
+				gl.dlSet, gl.more = false, false
 				f.Flush(now)
 				continue
 			}
@@ -310,7 +324,12 @@ func (gl *goLane) setDeadline() error {
 	if gl.dl == nil {
 		return nil
 	}
-	want, _ := gl.f.Due()
+	want, ok := gl.f.Due()
+	if l := gl.f.Lane(); !ok && gl.more && gl.f.Held() && gl.f.Pending() == 0 && l.Flush > 0 {
+		// An empty buffer taken without a readability wait goes back if
+		// nothing comes within the flush timeout.
+		want = gl.heldAt.Add(l.Flush)
+	}
 	if gl.dlSet && want.Equal(gl.dlCur) {
 		return nil
 	}
