@@ -207,10 +207,12 @@ func (c *acceptedFD) Close() error {
 	case -1:
 		return nil
 	case fdHandedOff:
+		c.l.closedConn()
 		c.l.release()
 		return nil
 	}
 	err := unix.Close(int(fd))
+	c.l.closedConn()
 	c.l.release()
 	return os.NewSyscallError("close", err)
 }

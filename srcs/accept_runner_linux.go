@@ -172,6 +172,7 @@ func (a *runnerAcceptor) take(res contract.RunnerAccepted) (Source, error) {
 		return nil, nil
 	}
 	l.counters.accepted.Add(1)
+	l.opened()
 	if res.Direct {
 		return newDirectSource(a, name, res.Worker, res.Slot), nil
 	}
@@ -289,6 +290,7 @@ func (c *directSource) Close() error {
 	if st&directTaken == 0 {
 		c.a.q.CloseDirect(uint32(st>>34), uint32(st>>2)&(1<<32-1))
 	}
+	c.a.l.closedConn()
 	c.a.l.release()
 	return nil
 }

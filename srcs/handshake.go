@@ -264,6 +264,7 @@ func (l *Listener) acceptReady(ctx context.Context) (*acceptedConn, error) {
 	select {
 	case c := <-h.ready:
 		l.counters.accepted.Add(1)
+		l.opened()
 		return c, nil
 	case <-h.failed:
 		return nil, h.err

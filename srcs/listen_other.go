@@ -23,3 +23,9 @@ func listenControl(cfg ListenerConfig) func(_, _ string, c syscall.RawConn) erro
 	}
 	return nil
 }
+
+// setRecvBuffer is not supported: socket options are set as Unix ones.
+func (l *Listener) setRecvBuffer(int) error { return errors.ErrUnsupported }
+
+// autoRecvSupported says automatic receive buffers can be set here.
+const autoRecvSupported = false

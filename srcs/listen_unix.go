@@ -3,7 +3,9 @@
 package srcs
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -40,3 +42,26 @@ func listenControl(cfg ListenerConfig) func(_, _ string, c syscall.RawConn) erro
 		return nil
 	}
 }
+
+// setRecvBuffer sets SO_RCVBUF on the listening socket, which the
+// connections it accepts from then on inherit.
+func (l *Listener) setRecvBuffer(bytes int) error {
+	sc, ok := l.ln.(syscall.Conn)
+	if !ok {
+		return errors.ErrUnsupported
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, bytes)
+	}); err != nil {
+		return err
+	}
+	return os.NewSyscallError("setsockopt SO_RCVBUF", serr)
+}
+
+// autoRecvSupported says automatic receive buffers can be set here.
+const autoRecvSupported = true

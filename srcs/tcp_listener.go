@@ -44,9 +44,17 @@ type ListenerConfig struct {
 	// that every accepted connection starts with a receive buffer of
 	// this many bytes (the kernel doubles it for its bookkeeping, and
 	// net.core.rmem_max caps it) and can advertise a window that large.
-	// A connection with a set buffer is no longer autotuned. Zero leaves
-	// the kernel's autotuning, which starts from net.ipv4.tcp_rmem's
-	// default (128 KiB on most systems). ListenUnix ignores it.
+	// A connection with a set buffer is no longer autotuned. Negative
+	// leaves every connection to the kernel's autotuning, which starts
+	// from net.ipv4.tcp_rmem's default (128 KiB on most systems). Zero,
+	// the default, leaves the first connections to the autotuning too,
+	// but once the listener holds 16 connections at once, the ones it
+	// accepts from then on get 256 KiB: hundreds of busy autotuned
+	// connections together exhaust the kernel's TCP memory, which then
+	// costs every byte more (see docs/decisions/0023-receive-buffers.md).
+	// A window of 256 KiB carries about 25 MB/s per connection over a
+	// round trip of 10 ms: a listener for a few long-distance bulk
+	// streams wants a larger buffer, or -1. ListenUnix ignores it.
 	//
 	// Many busy senders into small receive buffers can lock an engine on
 	// loopback into doing the senders' transmit work: each read that
@@ -123,6 +131,7 @@ type Listener struct {
 	hs *handshaker
 
 	counters listenerCounters
+	recv     recvAuto // RecvBuffer zero: the buffer set once many connections are open
 
 	done      chan struct{}
 	closeOnce sync.Once
@@ -143,9 +152,6 @@ func ListenTCP(addr string, cfg ListenerConfig) (*Listener, error) {
 	if cfg.MaxConns < 0 {
 		return nil, fmt.Errorf("srcs: listen tcp: MaxConns: %d is negative", cfg.MaxConns)
 	}
-	if cfg.RecvBuffer < 0 {
-		return nil, fmt.Errorf("srcs: listen tcp: RecvBuffer: %d is negative", cfg.RecvBuffer)
-	}
 	t, err := newTrust(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("srcs: listen tcp %s: %w", addr, err)
@@ -157,6 +163,7 @@ func ListenTCP(addr string, cfg ListenerConfig) (*Listener, error) {
 		return nil, fmt.Errorf("srcs: listen tcp: %w", err)
 	}
 	l := newListener(ln.(*net.TCPListener), "tcp://"+ln.Addr().String(), cfg)
+	l.recv.on = cfg.RecvBuffer == 0 && autoRecvSupported
 	if l.rawf != nil {
 		if err := setKeepAlive(l.rawf); err != nil {
 			l.Close()
@@ -237,6 +244,7 @@ func (l *Listener) takeTurn(ctx context.Context, accept func() error) error {
 		return err
 	}
 	l.counters.accepted.Add(1)
+	l.opened()
 	return nil
 }
 
@@ -449,7 +457,10 @@ var _ Framed = (*acceptedConn)(nil)
 // use it.
 func (c *acceptedConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(c.l.release)
+	c.once.Do(func() {
+		c.l.closedConn()
+		c.l.release()
+	})
 	return err
 }
 

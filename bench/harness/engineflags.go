@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sluice-io/sluice/bench/report"
@@ -32,8 +33,10 @@ type EngineFlags struct {
 	BatchWait time.Duration
 	MaxConns  int // listener connection cap (--max-conns)
 	// RecvBuffer is SO_RCVBUF of the engine's TCP listeners, inherited by
-	// the connections they accept (--recv-buffer); zero: autotuned.
-	RecvBuffer report.Size
+	// the connections they accept (--recv-buffer); zero: automatic
+	// (srcs.ListenerConfig.RecvBuffer), negative: the kernel's autotuning
+	// always (--recv-buffer kernel).
+	RecvBuffer recvBuffer
 	// Framing names the listeners' framer, as srcs.ParseFraming reads it
 	// (--framing, on the commands that take it); "" or "none": raw bytes.
 	Framing string
@@ -75,7 +78,7 @@ func (f *EngineFlags) Register(fs *flag.FlagSet) {
 // RegisterListen defines the flags of the engine's TCP listeners, for the
 // commands that listen.
 func (f *EngineFlags) RegisterListen(fs *flag.FlagSet) {
-	fs.Var(&f.RecvBuffer, "recv-buffer", "SO_RCVBUF of accepted connections, e.g. 1MiB (default: the kernel's autotuning)")
+	fs.Var(&f.RecvBuffer, "recv-buffer", "SO_RCVBUF of the connections the engine's listeners accept, e.g. 1MiB, or kernel: the kernel's autotuning for every one (default: automatic, autotuning until a listener holds 16 connections, then 256 KiB; docs/decisions/0024-receive-buffers.md)")
 	fs.IntVar(&f.FileSlots, "file-slots", f.FileSlots, fmt.Sprintf("size of each uring worker's registered file table, where accepted connections need no descriptor of the sink's (default: the soft RLIMIT_NOFILE, at most %d; negative: none)", engine.DefaultMaxFileSlots))
 }
 
@@ -89,8 +92,6 @@ func (f EngineFlags) Validate() error {
 		return fmt.Errorf("--workers: %d: must not be negative", f.Workers)
 	case f.MaxConns < 0:
 		return fmt.Errorf("--max-conns: %d: must not be negative", f.MaxConns)
-	case f.RecvBuffer < 0:
-		return errors.New("--recv-buffer: must not be negative")
 	case f.FileSlots > engine.MaxFileSlots:
 		return fmt.Errorf("--file-slots: %d: must be at most %d (the kernel's most), or negative for none", f.FileSlots, engine.MaxFileSlots)
 	}
@@ -163,7 +164,7 @@ func (f EngineFlags) Args() []string {
 		a = append(a, "--max-conns", strconv.Itoa(f.MaxConns))
 	}
 	if f.RecvBuffer != 0 {
-		a = append(a, "--recv-buffer", strconv.FormatInt(int64(f.RecvBuffer), 10))
+		a = append(a, "--recv-buffer", f.RecvBuffer.String())
 	}
 	if f.Framing != "" && f.Framing != "none" {
 		a = append(a, "--framing", f.Framing)
@@ -237,4 +238,31 @@ func WriteJSON(path string, v any, ios IO) error {
 	}
 	fmt.Fprintf(ios.Err, "sluice-bench: wrote %s\n", path)
 	return nil
+}
+
+// recvBuffer is --recv-buffer: a size, or "kernel" (stored as -1) for the
+// kernel's autotuning on every connection. It implements flag.Value.
+type recvBuffer int64
+
+func (r *recvBuffer) Set(v string) error {
+	if strings.TrimSpace(v) == "kernel" {
+		*r = -1
+		return nil
+	}
+	n, err := report.ParseSize(v)
+	if err != nil {
+		return err
+	}
+	if n < 0 {
+		return fmt.Errorf("%q: must not be negative (kernel: the kernel's autotuning)", v)
+	}
+	*r = recvBuffer(n)
+	return nil
+}
+
+func (r recvBuffer) String() string {
+	if r < 0 {
+		return "kernel"
+	}
+	return strconv.FormatInt(int64(r), 10)
 }

@@ -334,8 +334,6 @@ func (f *file) validate() error {
 			return f.errorf(at("reuse_port"), "applies to tcp listeners only")
 		case s.Unix != nil && s.Unix.RecvBuffer != 0:
 			return f.errorf(at("recv_buffer"), "applies to tcp listeners only")
-		case s.TCP != nil && s.TCP.RecvBuffer < 0:
-			return f.errorf(at("recv_buffer"), "%d: must not be negative", s.TCP.RecvBuffer)
 		case s.TCP != nil && s.TCP.MaxConns < 0, s.Unix != nil && s.Unix.MaxConns < 0:
 			return f.errorf(at("max_conns"), "must not be negative")
 		case s.UDP != nil && s.UDP.Addr == "":
