@@ -37,9 +37,12 @@ func TestIdleEngineMemory(t *testing.T) {
 		prefault bool
 		min, max int64 // growth of RSS across New
 	}{
-		{engine.RunnerURing, false, 0, 16 << 20},
-		{engine.RunnerEpoll, false, 0, 16 << 20},
-		{engine.RunnerGoroutine, false, 0, 16 << 20},
+		// Without a prefault only the bound above matters: the rest of
+		// the process (a previous test's garbage, the scavenger) may
+		// give back more than New takes.
+		{engine.RunnerURing, false, -1 << 62, 16 << 20},
+		{engine.RunnerEpoll, false, -1 << 62, 16 << 20},
+		{engine.RunnerGoroutine, false, -1 << 62, 16 << 20},
 		{engine.RunnerGoroutine, true, pool * 3 / 4, 1 << 62},
 	} {
 		name := tc.runner
@@ -59,7 +62,7 @@ func TestIdleEngineMemory(t *testing.T) {
 				t.Fatal(err)
 			}
 			if grew < tc.min || grew > tc.max {
-				t.Fatalf("RSS grew by %d KiB at New, want %d to %d KiB", grew>>10, tc.min>>10, tc.max>>10)
+				t.Fatalf("RSS grew by %d KiB at New, want at least %d and at most %d KiB", grew>>10, tc.min>>10, tc.max>>10)
 			}
 			t.Logf("RSS grew by %d KiB at New", grew>>10)
 		})
