@@ -139,3 +139,56 @@ func TestCloseWhenIdle(t *testing.T) {
 		})
 	}
 }
+
+// TestCancelOfAGrantWhileClosing: a buffer reserved for a waiter that
+// cancels after CloseWhenIdle goes on to the next waiter, as a released
+// one does, and the slab is unmapped only once that waiter releases it:
+// it is never lent out of an unmapped slab.
+func TestCancelOfAGrantWhileClosing(t *testing.T) {
+	p, err := New(Config{BufSize: 4096, Buffers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner, first, second := p.Join(0), p.Join(1), p.Join(2)
+	b, ok := owner.TryAcquire()
+	if !ok {
+		t.Fatal("no buffer")
+	}
+	var rec recorder
+	for _, a := range []*Account{first, second} {
+		if _, ok, err := a.Wait(rec.notifier(a)); ok || err != nil {
+			t.Fatalf("Wait on a dry pool: ok %v, err %v", ok, err)
+		}
+	}
+	if err := p.CloseWhenIdle(); err != nil {
+		t.Fatal(err)
+	}
+	b.Release()
+	if got := rec.take(); len(got) != 1 || got[0] != first {
+		t.Fatal("the released buffer did not go to the first waiter")
+	}
+	first.Cancel()
+	if got := rec.take(); len(got) != 1 || got[0] != second {
+		t.Fatal("the buffer reserved for a waiter that cancelled did not go to the next one")
+	}
+	nb, ok := second.Claim()
+	if !ok {
+		t.Fatal("the next waiter could not claim")
+	}
+	if p.Stats().Closed {
+		t.Fatal("the slab was unmapped under a buffer it lent")
+	}
+	if n := len(nb.Bytes()); n != 4096 {
+		t.Fatalf("the buffer lent has %d bytes, want 4096", n)
+	}
+	nb.Release()
+	if !p.Stats().Closed {
+		t.Fatal("not unmapped once every buffer came home")
+	}
+	for _, a := range []*Account{owner, first, second} {
+		a.Leave()
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -712,12 +712,16 @@ func (a *Account) cancelLocked() func() {
 		a.acquired--
 		p.st.acquired--
 		p.free = append(p.free, b.idx)
-		p.homeLocked()
 	default:
 		return nil
 	}
 	a.w.granted, a.w.notify, a.state = nil, nil, idle
-	return p.dispatchLocked()
+	// As on a release, the next waiter gets the buffer before the pool
+	// counts what is home: after CloseWhenIdle, counting first would
+	// unmap the slab under the buffer handed on.
+	notify := p.dispatchLocked()
+	p.homeLocked()
+	return notify
 }
 
 // Acquire blocks until the policy grants a buffer or ctx ends. On
