@@ -86,12 +86,11 @@ func (a *Account) Charge(n int) {
 	p.mu.Unlock()
 }
 
-// holdLocked starts holding a waiting account until it has paid what it
-// owes, d from now.
+// holdLocked starts the timer of a waiting account the policy holds for
+// its rate limit, which ends the hold when it has paid what it owes, d
+// from now.
 func (p *Pool) holdLocked(a *Account, d time.Duration, now time.Duration) {
 	l := a.w.lim
-	a.in = inRate
-	p.rateHeld++
 	p.st.rateHolds++
 	l.holds++
 	l.heldSince = now
@@ -119,20 +118,18 @@ func (p *Pool) unhold(a *Account) {
 	}
 	p.endHoldLocked(a, now)
 	a.w.since = now // its wait for a buffer starts now: the hold is not pool contention
-	p.enqueueLocked(a)
-	notify := p.dispatchLocked()
+	notify := p.grantLocked(p.policy.unhold(a))
 	p.mu.Unlock()
 	if notify != nil {
 		notify()
 	}
 }
 
-// endHoldLocked records the end of a's hold at now.
+// endHoldLocked records the end of a's hold at now and stops its timer;
+// the policy then queues a (unhold) or forgets it (cancel).
 func (p *Pool) endHoldLocked(a *Account, now time.Duration) {
 	l := a.w.lim
 	l.heldTotal += now - l.heldSince
 	p.st.rateHeld += now - l.heldSince
-	a.in = inNone
-	p.rateHeld--
 	l.timer.Stop()
 }
