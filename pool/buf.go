@@ -5,10 +5,10 @@ import (
 	"sync/atomic"
 )
 
-// Buf is one buffer of the pool. Its index is its slot in the slab, which
-// is also its io_uring fixed-buffer index. A Buf is owned by one account
-// from acquisition until Release; it is not safe for concurrent use by
-// several goroutines, but it may be handed from one to another.
+// Buf is one buffer of the pool. Its index is its slot in the slab, and in
+// Iovecs. A Buf is owned by one account from acquisition until Release; it
+// is not safe for concurrent use by several goroutines, but it may be
+// handed from one to another.
 type Buf struct {
 	p     *Pool
 	idx   int32

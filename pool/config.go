@@ -9,10 +9,15 @@ import (
 const (
 	// MinBufSize is the smallest buffer: one page.
 	MinBufSize = 4 << 10
-	// MaxBufSize is the largest buffer io_uring accepts as one fixed buffer.
+	// MaxBufSize is the largest buffer: the largest power of two that one
+	// read or receive can fill, since Linux moves at most 2 GiB less a
+	// page in one.
 	MaxBufSize = 1 << 30
 	// MaxBuffers is the most buffers a pool may have: io_uring's limit on
-	// registered buffers, so that every index is a valid fixed-buffer index.
+	// registered buffers, so that the slab Iovecs describes is one the
+	// kernel will register for a caller that wants to. sluice's runners
+	// read into the buffers without registering them
+	// (docs/decisions/0020-no-fixed-buffers.md).
 	MaxBuffers = 1 << 14
 	// DefaultMaxBytes caps the slab when Config.MaxBytes is zero.
 	DefaultMaxBytes = 4 << 30

@@ -10,7 +10,9 @@
 // source is granted a second buffer. Without contention a per-source cap
 // still applies. A source that already holds buffers and asks for more while
 // the pool is dry waits in a second queue that is served only when nobody
-// with empty hands is waiting.
+// with empty hands is waiting. A source its rate limit holds
+// ([Account.SetRate]) gets no buffer and waits in neither queue until it has
+// paid for what it read; then it queues like any other.
 //
 // # Acquiring
 //
@@ -33,12 +35,14 @@
 //
 // The slab is mapped off the Go heap and its pages become resident as
 // buffers are first written, so an idle pool costs next to nothing;
-// [Config].Prefault maps it populated instead. A registration of the slab
-// as io_uring fixed buffers pins, and so faults in, every page.
+// [Config].Prefault maps it populated instead. The runners read into the
+// buffers without registering the slab as io_uring fixed buffers, which
+// would pin, and so fault in, every page at once.
 // [Pool.CloseWhenIdle] unmaps the slab when the last held buffer comes
 // home, for owners that stop before their consumers are done.
 //
 // The engine creates one source pool for all its sources. Processing stages
 // that need memory create their own pools, so nothing downstream ever waits
-// on the source pool (NebulaStream's G2).
+// on the source pool, and sources can never starve processing into a
+// deadlock.
 package pool

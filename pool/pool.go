@@ -80,9 +80,10 @@ func (p *Pool) BufSize() int { return p.cfg.BufSize }
 // Len returns the number of buffers.
 func (p *Pool) Len() int { return len(p.bufs) }
 
-// Iovecs describes the slab as one iovec per buffer, in index order, for
-// registration as io_uring fixed buffers. The memory stays valid until
-// Close succeeds.
+// Iovecs describes the slab as one iovec per buffer, in index order, as
+// the kernel takes it to register io_uring fixed buffers, for a caller
+// that registers them (no runner of sluice does). The memory stays valid
+// until Close succeeds.
 func (p *Pool) Iovecs() []unix.Iovec {
 	iovs := make([]unix.Iovec, len(p.bufs))
 	for i := range p.bufs {
