@@ -145,7 +145,7 @@ func sinkColumns(peers, runners []string) []string {
 }
 
 // sinkNames are the table's headings for the reference sinks.
-var sinkNames = map[string]string{"gnet": "gnet v2", "go": "Go, a goroutine per connection"}
+var sinkNames = map[string]string{"gnet": "gnet v2", "go": "Go, a goroutine per connection", "bare-epoll": "a bare epoll loop"}
 
 // tableHeader names the columns; a sluice runner's says when its
 // consumer ran inline (--inline), where each chunk was read.

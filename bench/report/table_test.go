@@ -1,6 +1,7 @@
 package report
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -52,6 +53,49 @@ func TestPerfTable(t *testing.T) {
 	}
 	if _, err := UpdateTables(filepath.Join(dir, "README.md"), []byte("<!-- perf-table nowhere -->\n<!-- /perf-table -->\n")); err == nil || !strings.Contains(err.Error(), "no report") {
 		t.Errorf("a table whose directory holds no report: err %v", err)
+	}
+}
+
+// TestPerfTablePeers: the bare epoll loop gets a column, and uring's ratio
+// to it, beside the other reference sinks; a report from before it
+// existed renders without that column.
+func TestPerfTablePeers(t *testing.T) {
+	const summary = `"summary":[{"runner":"uring","core_cpu_s_per_gib_rounds":{"median":0.5,"min":0.45,"max":0.55}},
+            {"runner":"epoll","core_cpu_s_per_gib_rounds":{"median":0.6,"min":0.58,"max":0.61}},
+            {"runner":"go","core_cpu_s_per_gib_rounds":{"median":0.29,"min":0.28,"max":0.3}}%s],
+ "ratios":[{"a":"uring","b":"go","ratios":[{"metric":"core_cpu_s_per_gib","median":1.72,"min":1.5,"max":1.9}]}%s]}`
+	const epollRow = `,
+            {"runner":"bare-epoll","core_cpu_s_per_gib_rounds":{"median":0.25,"min":0.24,"max":0.262}}`
+	const epollRatio = `,
+           {"a":"uring","b":"bare-epoll","ratios":[{"metric":"core_cpu_s_per_gib","median":2,"min":1.8,"max":2.2}]}`
+	for _, tc := range []struct {
+		name, peers, summary, want string
+	}{
+		{"with the epoll loop", `["go","bare-epoll"]`, fmt.Sprintf(summary, epollRow, epollRatio),
+			`| row | Go, a goroutine per connection | a bare epoll loop | sluice, uring runner | sluice, epoll runner | uring / go | uring / bare-epoll | epoll / go | epoll / bare-epoll |
+|---|---|---|---|---|---|---|---|---|
+| bulk: 1,000 connections, 64 KiB writes | 0.290 (0.280-0.300) | 0.250 (0.240-0.262) | 0.500 (0.450-0.550) | 0.600 (0.580-0.610) | 1.72x (1.50-1.90) | 2.00x (1.80-2.20) | - | - |
+`},
+		{"a report from before it", `["go"]`, fmt.Sprintf(summary, "", ""),
+			`| row | Go, a goroutine per connection | sluice, uring runner | sluice, epoll runner | uring / go | epoll / go |
+|---|---|---|---|---|---|
+| bulk: 1,000 connections, 64 KiB writes | 0.290 (0.280-0.300) | 0.500 (0.450-0.550) | 0.600 (0.580-0.610) | 1.72x (1.50-1.90) | - |
+`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			body := `{"config":{"client":"fio","peers":` + tc.peers + `,"sources":1000,"msg_size":65536,"framing":"none"},` + tc.summary
+			if err := os.WriteFile(filepath.Join(dir, "bulk.json"), []byte(body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			got, err := PerfTable(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Errorf("table:\n%s\nwant:\n%s", got, tc.want)
+			}
+		})
 	}
 }
 

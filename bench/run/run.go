@@ -52,7 +52,8 @@ type RunConfig struct {
 	// load.ClientFio (fio's net engine, one job and connection per source).
 	Client string
 	// Peers are reference rows measured in the same rounds as the
-	// runners, pinned like them: peers.Gnet, peers.Go.
+	// runners, pinned like them: peers.Gnet, peers.Go, peers.Epoll (whose
+	// row is peers.EpollRow).
 	Peers report.StringList
 	// RecordSize is the line length fio writes with --framing newline
 	// (0: DefaultFioRecordSize); each --msg-size write holds whole lines.
@@ -115,7 +116,8 @@ func (c *RunConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Client, "client", c.Client, "what sends the load: gen (the built-in generator) or fio (fio's net engine, a job and TCP connection per source, "+
 		"--msg-size per write, --rate per job with Poisson or linear arrivals, TCP_NODELAY; its totals reconciled with fio's report)")
 	fs.Var(&c.Peers, "peers", "reference rows measured in the same rounds, pinned like the engine, each a sink doing the consumer's job, built from bench/gnetsink: "+
-		"gnet (on gnet v2's event loops), go (Go's net package, a goroutine per connection; with --tls also go+tls, behind crypto/tls)")
+		"gnet (on gnet v2's event loops), go (Go's net package, a goroutine per connection; with --tls also go+tls, behind crypto/tls), "+
+		"epoll (Linux, TCP: a bare edge-triggered epoll loop on one locked thread, one shared 64 KiB buffer; its row is "+peers.EpollRow+")")
 	fs.Var(&c.RecordSize, "record-size", fmt.Sprintf("with --client fio --framing newline: the length of each line fio writes (default %d); --msg-size must hold whole lines", load.DefaultFioRecordSize))
 	fs.StringVar(&c.GnetSink, "gnet-sink", c.GnetSink, "the reference sinks' binary, for --peers (default: go build bench/gnetsink into the user cache directory)")
 	fs.BoolVar(&c.TLS, "tls", c.TLS, "add a row first: TLS ingestion (TLS 1.3 from the generator into a TLS listener, on the goroutine runner that carries TLS), "+
@@ -156,7 +158,10 @@ func (c RunConfig) Validate() error {
 	}
 	for i, p := range c.Peers {
 		if !slices.Contains(peers.All(), p) {
-			return fmt.Errorf("--peers: %q: must be gnet or go", p)
+			return fmt.Errorf("--peers: %q: must be gnet, go or epoll", p)
+		}
+		if p == peers.Epoll && runtime.GOOS != "linux" {
+			return fmt.Errorf("--peers: epoll: the bare epoll loop is Linux only (this is %s)", runtime.GOOS)
 		}
 		if slices.Contains(c.Peers[:i], p) {
 			return fmt.Errorf("--peers: %s is named twice: each peer is one row", p)
@@ -341,6 +346,7 @@ func Run(ctx context.Context, c RunConfig, ios harness.IO) (*RunReport, error) {
 		_, err := RunUDP(ctx, c, ios)
 		return nil, err
 	}
+	c.Peers = peers.Rows(c.Peers) // from here on, rows
 	exe, err := bench.Executable(c.Exe)
 	if err != nil {
 		return nil, err
