@@ -75,6 +75,11 @@ type RunConfig struct {
 	UDPReadBuffer report.Size
 	// UDPMaxLoss is a sweep's pass mark (DefaultUDPMaxLoss).
 	UDPMaxLoss float64
+	// QuietSource, when positive, adds a quiet source to every row of a
+	// --client fio run: one more connection to the same sink that sends
+	// its clock as a line this often (see load.QuietHeader), each line
+	// timed by the sink's handler.
+	QuietSource time.Duration
 }
 
 // DefaultRunConfig returns the defaults documented on the flags.
@@ -133,6 +138,9 @@ func (c *RunConfig) RegisterFlags(fs *flag.FlagSet) {
 		"a comma-separated rising list is a sweep that reports the highest rate each row sustains within --udp-max-loss")
 	fs.Var(&c.UDPReadBuffer, "udp-read-buffer", "with --proto udp: every sink's SO_RCVBUF; the kernel doubles it, capped at net.core.rmem_max")
 	fs.Float64Var(&c.UDPMaxLoss, "udp-max-loss", c.UDPMaxLoss, "with a --udp-rate sweep: the largest median fraction lost at which a rate counts as sustained")
+	fs.DurationVar(&c.QuietSource, "quiet-source", c.QuietSource, "with --client fio: one more connection to each row's sink, from the load's side, "+
+		"that sends its clock (CLOCK_REALTIME) as a line this often, e.g. 20ms, while fio runs; each row reports the latency of its lines, "+
+		"p50, p99 and max of now minus the stamp as the sink's handler got each line")
 	c.Engine.Register(fs)
 	c.Engine.RegisterListen(fs)
 	c.Engine.RegisterFraming(fs, "; the generator sends each --msg-size message as one such record, without timestamps: "+
@@ -168,6 +176,9 @@ func (c RunConfig) Validate() error {
 		}
 	}
 	if err := c.validateUDP(); err != nil {
+		return err
+	}
+	if err := c.validateQuiet(); err != nil {
 		return err
 	}
 	if c.Proto == load.ProtoUDP {
@@ -239,6 +250,26 @@ func (c RunConfig) validateClient() error {
 	pc, _ := c.Engine.PoolConfig()
 	if err := load.CheckRecord(f, rs, pc.BufSize); err != nil {
 		return fmt.Errorf("--record-size: a %d-byte line does not fit a %d-byte pool buffer (--buf): %v", rs, pc.BufSize, err)
+	}
+	return nil
+}
+
+// validateQuiet checks what a quiet source can go with: fio's load,
+// whose sinks read raw bytes.
+func (c RunConfig) validateQuiet() error {
+	switch {
+	case c.QuietSource == 0:
+		return nil
+	case c.QuietSource < 0:
+		return fmt.Errorf("--quiet-source: %v: must be positive", c.QuietSource)
+	case c.QuietSource < time.Millisecond:
+		return fmt.Errorf("--quiet-source: %v: a quiet source sends at most a line a millisecond", c.QuietSource)
+	case c.Proto == load.ProtoUDP:
+		return errors.New("--quiet-source: TCP only (a quiet source is a connection)")
+	case c.Client != load.ClientFio:
+		return errors.New("--quiet-source: only with --client fio (the quiet source runs beside fio's load)")
+	case c.Engine.Framing != "" && c.Engine.Framing != "none":
+		return fmt.Errorf("--quiet-source: not with --framing %s (the sinks read raw bytes, and the quiet source's lines among them)", c.Engine.Framing)
 	}
 	return nil
 }
@@ -331,6 +362,9 @@ type runParams struct {
 	// Inline says the engine's consumer ran where each chunk was read
 	// (--inline).
 	Inline bool `json:"inline,omitempty"`
+	// QuietEveryNs is --quiet-source: how often the quiet source sent a
+	// line; 0 without one.
+	QuietEveryNs int64 `json:"quiet_every_ns,omitempty"`
 }
 
 // Run runs the `run` command: every runner in turn, the table on ios.Out,
@@ -392,7 +426,7 @@ func Run(ctx context.Context, c RunConfig, ios harness.IO) (*RunReport, error) {
 		Config: runParams{Client: c.Client, Peers: c.Peers, Sources: c.Sources, DurationS: c.Duration.Seconds(), MsgSize: int64(c.MsgSize),
 			RateBps: float64(c.Rate), Arrivals: c.Arrivals, Skew: c.Skew, Rounds: c.Rounds,
 			Pool: c.Engine.Pool, Buf: int64(c.Engine.Buf), Workers: c.Engine.Workers, FlushNs: int64(c.Engine.Flush), Verify: c.Verify,
-			Framing: harness.FramingName(framer), TLS: c.TLS, Inline: c.Engine.Inline}}
+			Framing: harness.FramingName(framer), TLS: c.TLS, Inline: c.Engine.Inline, QuietEveryNs: int64(c.QuietSource)}}
 	msgs := "messages"
 	if framer != nil {
 		msgs = framer.String() + " records"
