@@ -156,3 +156,53 @@ func TestUDPTable(t *testing.T) {
 		t.Error("a directory with no report gave a table")
 	}
 }
+
+func TestQuietTable(t *testing.T) {
+	const quiet = `{"config":{"client":"fio","peers":["go","bare-epoll"],"sources":1000,"msg_size":65536,"framing":"none","quiet_every_ns":20000000},
+ "summary":[{"runner":"uring","quiet":{"sent":750,"lines":750,"latency_ns":{"p50":1234567,"p99":48100000,"max":61000000}}},
+            {"runner":"epoll","quiet":{"sent":750,"lines":750,"latency_ns":{"p50":2000000,"p99":20000000,"max":25500000}}},
+            {"runner":"go","quiet":{"sent":750,"lines":750,"latency_ns":{"p50":800000,"p99":9990000,"max":12000000}}},
+            {"runner":"bare-epoll"}]}`
+	for _, tc := range []struct {
+		name    string
+		files   map[string]string
+		want    string
+		wantErr string
+	}{
+		{"a quiet run", map[string]string{"quiet.json": quiet},
+			`| row | Go, a goroutine per connection | a bare epoll loop | sluice, uring runner | sluice, epoll runner |
+|---|---|---|---|---|
+| quiet: a line every 20ms beside 1,000 connections, 64 KiB writes; p50 / p99 / max | 800µs / 9.99ms / 12ms | - | 1.23ms / 48.1ms / 61ms | 2ms / 20ms / 25.5ms |
+`, ""},
+		{"a run without a quiet source", map[string]string{"quiet.json": `{"config":{"client":"fio","peers":["go"],"sources":1000,"msg_size":65536},"summary":[{"runner":"uring"}]}`},
+			"", "not a run with --quiet-source"},
+		{"no report", map[string]string{"bulk.json": quiet}, "", "no report"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for name, body := range tc.files {
+				if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := QuietTable(dir)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err %v, want one saying %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Errorf("table:\n%s\nwant:\n%s", got, tc.want)
+			}
+			doc := "<!-- perf-table-quiet " + filepath.Base(dir) + ": generated -->\n| stale |\n<!-- /perf-table -->\n"
+			out, err := UpdateTables(filepath.Join(filepath.Dir(dir), "README.md"), []byte(doc))
+			if err != nil || !strings.Contains(string(out), tc.want) || strings.Contains(string(out), "stale") {
+				t.Errorf("UpdateTables: %v\n%s", err, out)
+			}
+		})
+	}
+}

@@ -145,6 +145,8 @@ func TestFioClient(t *testing.T) {
 		{"lines-inline", 1, []string{"--sources", "20", "--msg-size", "16KiB", "--framing", "newline", "--inline"}, ""},
 		{"lines-go", 1, []string{"--sources", "20", "--msg-size", "16KiB", "--framing", "newline"}, peers.Go},
 		{"lines-epoll", 1, []string{"--sources", "20", "--msg-size", "16KiB", "--framing", "newline"}, peers.Epoll},
+		// A quiet source beside the load, its lines timed by every sink.
+		{"bulk-quiet-epoll", 1, []string{"--sources", "20", "--msg-size", "64KiB", "--quiet-source", "20ms"}, peers.Epoll},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			peer := cmp.Or(tc.peer, peers.Gnet)
@@ -179,6 +181,9 @@ func TestFioClient(t *testing.T) {
 				if r.CPUSPerGiBListened <= 0 || (r.CPUOver != bench.CPUOverListened && r.CPUOver != r.ThroughputOver) {
 					t.Errorf("%s round %d: CPU over %q, throughput over %q, %.3f CPU-s/GiB listened",
 						r.Runner, r.Round, r.CPUOver, r.ThroughputOver, r.CPUSPerGiBListened)
+				}
+				if q := r.Quiet; slices.Contains(tc.args, "--quiet-source") && (q == nil || q.Sent == 0 || q.Lines != q.Sent || q.LatencyNs.Count != int64(q.Lines) || q.LatencyNs.Max <= 0) {
+					t.Errorf("%s round %d: quiet source %+v", r.Runner, r.Round, q)
 				}
 				if slices.Contains(tc.args, "newline") && (r.Records == 0 || r.TruncatedBytes < load.FioTrailer*uint64(r.Sources)) {
 					t.Errorf("%s round %d: %d records, %d truncated bytes", r.Runner, r.Round, r.Records, r.TruncatedBytes)

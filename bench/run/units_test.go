@@ -81,6 +81,12 @@ func TestFlagErrorsNameTheFlag(t *testing.T) {
 		{[]string{"--peers", "gnet", "--framing", "octet"}, "--peers"},
 		{[]string{"--peers", "go", "--framing", "octet"}, "--peers"},
 		{[]string{"--tls", "--peers", "gnet"}, "--peers gnet"},
+		{[]string{"--quiet-source", "20ms"}, "--quiet-source"}, // fio's only
+		{[]string{"--client", "fio", "--quiet-source", "-1s"}, "--quiet-source"},
+		{[]string{"--client", "fio", "--quiet-source", "10us"}, "--quiet-source"},
+		{[]string{"--client", "fio", "--quiet-source", "20ms", "--framing", "newline"}, "--quiet-source"},
+		{[]string{"--proto", "udp", "--client", "fio", "--sources", "4", "--msg-size", "512", "--quiet-source", "20ms"}, "--quiet-source"},
+		{[]string{"--proto", "udp", "--client", "fio", "--sources", "4", "--msg-size", "512", "--peers", "epoll"}, "--peers epoll"},
 	} {
 		err := parseRun(tc.args...)
 		if err == nil {
@@ -96,6 +102,9 @@ func TestFlagErrorsNameTheFlag(t *testing.T) {
 	}
 	if err := parseRun("--client", "fio", "--peers", "gnet", "--framing", "newline", "--msg-size", "16KiB", "--record-size", "128"); err != nil {
 		t.Errorf("good fio flags rejected: %v", err)
+	}
+	if err := parseRun("--client", "fio", "--peers", "gnet,go,epoll", "--quiet-source", "20ms"); err != nil {
+		t.Errorf("good quiet-source flags rejected: %v", err)
 	}
 	if err := parseRun("--tls", "--peers", "go"); err != nil {
 		t.Errorf("--tls --peers go rejected: %v", err)
