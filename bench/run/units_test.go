@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/sluice-io/sluice/bench"
@@ -189,4 +190,30 @@ func TestPlots(t *testing.T) {
 		t.Errorf("cpu.svg does not label the medians 0.550 and 0.410")
 	}
 
+}
+
+// TestQuietRunTable: a run with a quiet source gets a table of its lines'
+// latency per row, a dash for a row that has none; a run without one
+// gets no such table.
+func TestQuietRunTable(t *testing.T) {
+	rs := []*bench.Result{
+		{Runner: "uring", Quiet: &load.QuietSummary{Sent: 150, Lines: 150, LatencyNs: report.Latency{Count: 150, P50: 1_230_000, P99: 48_100_000, Max: 61_000_000}}},
+		{Runner: "bare-epoll"},
+	}
+	var buf bytes.Buffer
+	writeQuietTable(&buf, rs, 20*time.Millisecond)
+	want := `
+quiet source: one connection beside the load sending its clock as a line every 20ms; latency of its lines, now minus the stamp, as each sink's handler got them
+      runner  lines  sent     p50     p99   max
+       uring    150   150  1.23ms  48.1ms  61ms
+  bare-epoll      -     -       -       -     -
+`
+	if buf.String() != want {
+		t.Errorf("table:\n%s\nwant:\n%s", buf.String(), want)
+	}
+	buf.Reset()
+	writeQuietTable(&buf, rs, 0)
+	if buf.Len() != 0 {
+		t.Errorf("a run without a quiet source: %q", buf.String())
+	}
 }
