@@ -61,6 +61,8 @@ test: deps vet lint
 	$(GO) test -race -count=1 -run '^$$' ./...
 	@echo "== make test: the suite under the race detector"
 	bash scripts/heartbeat.sh $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	@echo "== make test: the reference sinks' own module (bench/gnetsink)"
+	cd bench/gnetsink && $(GO) test -race -count=1 ./...
 	@echo "== make test: the runners in the lane driver's invariants build"
 	$(MAKE) invariants
 	@echo "== make test: every benchmark once"
@@ -107,11 +109,12 @@ fuzz:
 bench:
 	$(GO) run ./cmd/sluice-bench run
 
-# perf-table regenerates the performance tables of README.md from the JSON
-# reports each names (scripts/fio-targets.sh writes them); a test fails
-# when a table differs from its reports.
+# perf-table regenerates the performance tables of README.md and
+# docs/benchmarking.md from the JSON reports each names
+# (scripts/fio-targets.sh writes them); a test fails when a table differs
+# from its reports.
 perf-table:
-	$(GO) run ./cmd/sluice-bench tables --files README.md
+	$(GO) run ./cmd/sluice-bench tables --files README.md,docs/benchmarking.md
 
 # soak is the long form of the soak that `make test` runs for 60s under
 # the race detector (TestSoak in internal/soak): every kind of source on

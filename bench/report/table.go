@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/dustin/go-humanize"
 )
@@ -24,9 +25,12 @@ import (
 //	| row | ... |
 //	<!-- /perf-table -->
 //
+// perf-table-udp renders the datagram reports instead (UDPTable), and
+// perf-table-quiet the quiet source's latency (QuietTable).
+//
 // UpdateTables rewrites every such table from its reports, so that no
 // figure in it is typed by hand.
-var tableMarker = regexp.MustCompile(`(?m)^<!-- perf-table(-udp)? ([^\s:,]+)[^\n]*-->\n((?s:.*?))^<!-- /perf-table -->$`)
+var tableMarker = regexp.MustCompile(`(?m)^<!-- perf-table(-udp|-quiet)? ([^\s:,]+)[^\n]*-->\n((?s:.*?))^<!-- /perf-table -->$`)
 
 // tableRows are the rows of a performance table, in order: the report
 // each is read from (name.json in the table's directory). A row whose
@@ -44,10 +48,21 @@ type tableReport struct {
 		Framing    string   `json:"framing"`
 		RecordSize int      `json:"record_size"`
 		Inline     bool     `json:"inline"`
+		QuietEvery int64    `json:"quiet_every_ns"`
 	} `json:"config"`
 	Summary []struct {
 		Runner string `json:"runner"`
 		Core   spread `json:"core_cpu_s_per_gib_rounds"`
+		// Quiet is the quiet source's, with --quiet-source.
+		Quiet *struct {
+			Sent      uint64 `json:"sent"`
+			Lines     uint64 `json:"lines"`
+			LatencyNs struct {
+				P50 int64 `json:"p50"`
+				P99 int64 `json:"p99"`
+				Max int64 `json:"max"`
+			} `json:"latency_ns"`
+		} `json:"quiet"`
 	} `json:"summary"`
 	Ratios []struct {
 		A      string   `json:"a"`
@@ -72,8 +87,11 @@ func UpdateTables(path string, doc []byte) ([]byte, error) {
 		sub := tableMarker.FindSubmatch(m)
 		dir := filepath.Join(filepath.Dir(path), string(sub[2]))
 		render := PerfTable
-		if len(sub[1]) > 0 {
+		switch string(sub[1]) {
+		case "-udp":
 			render = UDPTable
+		case "-quiet":
+			render = QuietTable
 		}
 		table, err := render(dir)
 		if err != nil {
@@ -145,7 +163,7 @@ func sinkColumns(peers, runners []string) []string {
 }
 
 // sinkNames are the table's headings for the reference sinks.
-var sinkNames = map[string]string{"gnet": "gnet v2", "go": "Go, a goroutine per connection"}
+var sinkNames = map[string]string{"gnet": "gnet v2", "go": "Go, a goroutine per connection", "bare-epoll": "a bare epoll loop"}
 
 // tableHeader names the columns; a sluice runner's says when its
 // consumer ran inline (--inline), where each chunk was read.
@@ -291,6 +309,68 @@ func RefreshTables(paths []string, check bool, w io.Writer) error {
 		return fmt.Errorf("a performance table differs from its reports in %s: run make perf-table", strings.Join(stale, ", "))
 	}
 	return nil
+}
+
+// quietRows are the reports a quiet-source table is made from, in order
+// (name.json in the table's directory); a missing one is left out.
+var quietRows = []string{"quiet"}
+
+// QuietTable renders the quiet-source reports in dir (`run --client fio
+// --quiet-source`) as a Markdown table of the latency of the quiet
+// source's lines, p50 / p99 / max over every round, one row per report
+// and a column per sink, the reference sinks first.
+func QuietTable(dir string) (string, error) {
+	var b strings.Builder
+	var cols []string
+	for _, name := range quietRows {
+		data, err := os.ReadFile(filepath.Join(dir, name+".json"))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		var r tableReport
+		if err := json.Unmarshal(data, &r); err != nil {
+			return "", fmt.Errorf("%s.json: %w", name, err)
+		}
+		if r.Config.QuietEvery <= 0 {
+			return "", fmt.Errorf("%s.json: not a run with --quiet-source", name)
+		}
+		got := tableColumns(&r)
+		if cols == nil {
+			cols = got
+			heads := []string{"row"}
+			for _, c := range cols {
+				if h, ok := sinkNames[c]; ok {
+					heads = append(heads, h)
+				} else if r.Config.Inline {
+					heads = append(heads, "sluice, "+c+" runner, consumer inline")
+				} else {
+					heads = append(heads, "sluice, "+c+" runner")
+				}
+			}
+			b.WriteString("| " + strings.Join(heads, " | ") + " |\n|" + strings.Repeat("---|", len(heads)) + "\n")
+		} else if strings.Join(got, ",") != strings.Join(cols, ",") {
+			return "", fmt.Errorf("%s.json: sinks %v, but the table's are %v", name, got, cols)
+		}
+		cells := []string{fmt.Sprintf("%s: a line every %v beside %s; p50 / p99 / max", name, time.Duration(r.Config.QuietEvery), workload(&r))}
+		for _, c := range cols {
+			cell := "-"
+			for _, s := range r.Summary {
+				if s.Runner == c && s.Quiet != nil {
+					q := s.Quiet.LatencyNs
+					cell = fmt.Sprintf("%s / %s / %s", FormatNanos(q.P50), FormatNanos(q.P99), FormatNanos(q.Max))
+				}
+			}
+			cells = append(cells, cell)
+		}
+		b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
+	}
+	if cols == nil {
+		return "", fmt.Errorf("no report (%s.json) in %s", strings.Join(quietRows, ".json, "), dir)
+	}
+	return b.String(), nil
 }
 
 // udpReport is what a table reads of a `sluice-bench run --proto udp`

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -55,6 +56,49 @@ func TestPerfTable(t *testing.T) {
 	}
 }
 
+// TestPerfTablePeers: the bare epoll loop gets a column, and uring's ratio
+// to it, beside the other reference sinks; a report from before it
+// existed renders without that column.
+func TestPerfTablePeers(t *testing.T) {
+	const summary = `"summary":[{"runner":"uring","core_cpu_s_per_gib_rounds":{"median":0.5,"min":0.45,"max":0.55}},
+            {"runner":"epoll","core_cpu_s_per_gib_rounds":{"median":0.6,"min":0.58,"max":0.61}},
+            {"runner":"go","core_cpu_s_per_gib_rounds":{"median":0.29,"min":0.28,"max":0.3}}%s],
+ "ratios":[{"a":"uring","b":"go","ratios":[{"metric":"core_cpu_s_per_gib","median":1.72,"min":1.5,"max":1.9}]}%s]}`
+	const epollRow = `,
+            {"runner":"bare-epoll","core_cpu_s_per_gib_rounds":{"median":0.25,"min":0.24,"max":0.262}}`
+	const epollRatio = `,
+           {"a":"uring","b":"bare-epoll","ratios":[{"metric":"core_cpu_s_per_gib","median":2,"min":1.8,"max":2.2}]}`
+	for _, tc := range []struct {
+		name, peers, summary, want string
+	}{
+		{"with the epoll loop", `["go","bare-epoll"]`, fmt.Sprintf(summary, epollRow, epollRatio),
+			`| row | Go, a goroutine per connection | a bare epoll loop | sluice, uring runner | sluice, epoll runner | uring / go | uring / bare-epoll | epoll / go | epoll / bare-epoll |
+|---|---|---|---|---|---|---|---|---|
+| bulk: 1,000 connections, 64 KiB writes | 0.290 (0.280-0.300) | 0.250 (0.240-0.262) | 0.500 (0.450-0.550) | 0.600 (0.580-0.610) | 1.72x (1.50-1.90) | 2.00x (1.80-2.20) | - | - |
+`},
+		{"a report from before it", `["go"]`, fmt.Sprintf(summary, "", ""),
+			`| row | Go, a goroutine per connection | sluice, uring runner | sluice, epoll runner | uring / go | epoll / go |
+|---|---|---|---|---|---|
+| bulk: 1,000 connections, 64 KiB writes | 0.290 (0.280-0.300) | 0.500 (0.450-0.550) | 0.600 (0.580-0.610) | 1.72x (1.50-1.90) | - |
+`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			body := `{"config":{"client":"fio","peers":` + tc.peers + `,"sources":1000,"msg_size":65536,"framing":"none"},` + tc.summary
+			if err := os.WriteFile(filepath.Join(dir, "bulk.json"), []byte(body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			got, err := PerfTable(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Errorf("table:\n%s\nwant:\n%s", got, tc.want)
+			}
+		})
+	}
+}
+
 // TestPerfTableInline: reports of runs whose consumer ran inline say so
 // in the runner's heading, and a table does not mix them with runs that
 // queued.
@@ -81,10 +125,11 @@ func TestPerfTableInline(t *testing.T) {
 	}
 }
 
-// TestREADMETablesAreGenerated: the README's performance tables are what
-// their reports give, so no figure in them is typed by hand.
+// TestREADMETablesAreGenerated: the performance tables of the README and
+// docs/benchmarking.md are what their reports give, so no figure in them
+// is typed by hand.
 func TestREADMETablesAreGenerated(t *testing.T) {
-	if err := RefreshTables([]string{"../../README.md"}, true, nil); err != nil {
+	if err := RefreshTables([]string{"../../README.md", "../../docs/benchmarking.md"}, true, nil); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -110,5 +155,55 @@ func TestUDPTable(t *testing.T) {
 	}
 	if _, err := UDPTable(t.TempDir()); err == nil {
 		t.Error("a directory with no report gave a table")
+	}
+}
+
+func TestQuietTable(t *testing.T) {
+	const quiet = `{"config":{"client":"fio","peers":["go","bare-epoll"],"sources":1000,"msg_size":65536,"framing":"none","quiet_every_ns":20000000},
+ "summary":[{"runner":"uring","quiet":{"sent":750,"lines":750,"latency_ns":{"p50":1234567,"p99":48100000,"max":61000000}}},
+            {"runner":"epoll","quiet":{"sent":750,"lines":750,"latency_ns":{"p50":2000000,"p99":20000000,"max":25500000}}},
+            {"runner":"go","quiet":{"sent":750,"lines":750,"latency_ns":{"p50":800000,"p99":9990000,"max":12000000}}},
+            {"runner":"bare-epoll"}]}`
+	for _, tc := range []struct {
+		name    string
+		files   map[string]string
+		want    string
+		wantErr string
+	}{
+		{"a quiet run", map[string]string{"quiet.json": quiet},
+			`| row | Go, a goroutine per connection | a bare epoll loop | sluice, uring runner | sluice, epoll runner |
+|---|---|---|---|---|
+| quiet: a line every 20ms beside 1,000 connections, 64 KiB writes; p50 / p99 / max | 800µs / 9.99ms / 12ms | - | 1.23ms / 48.1ms / 61ms | 2ms / 20ms / 25.5ms |
+`, ""},
+		{"a run without a quiet source", map[string]string{"quiet.json": `{"config":{"client":"fio","peers":["go"],"sources":1000,"msg_size":65536},"summary":[{"runner":"uring"}]}`},
+			"", "not a run with --quiet-source"},
+		{"no report", map[string]string{"bulk.json": quiet}, "", "no report"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for name, body := range tc.files {
+				if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := QuietTable(dir)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err %v, want one saying %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Errorf("table:\n%s\nwant:\n%s", got, tc.want)
+			}
+			doc := "<!-- perf-table-quiet " + filepath.Base(dir) + ": generated -->\n| stale |\n<!-- /perf-table -->\n"
+			out, err := UpdateTables(filepath.Join(filepath.Dir(dir), "README.md"), []byte(doc))
+			if err != nil || !strings.Contains(string(out), tc.want) || strings.Contains(string(out), "stale") {
+				t.Errorf("UpdateTables: %v\n%s", err, out)
+			}
+		})
 	}
 }

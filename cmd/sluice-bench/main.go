@@ -182,6 +182,11 @@ func cli(args []string) int {
 		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, _ harness.IO) error {
 			return load.RunGen(ctx, c, os.Stdin, os.Stdout)
 		}}
+	case "quiet": // hidden: the quiet source that run --quiet-source starts
+		var c load.QuietConfig
+		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, _ harness.IO) error {
+			return load.RunQuiet(ctx, c, os.Stdin, os.Stdout)
+		}}
 	case "udpgen": // hidden: the UDP load that run --proto udp --client gen starts
 		var c load.UDPGenConfig
 		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, _ harness.IO) error {
