@@ -43,6 +43,20 @@ func (w *worker) polled(ln *lane, res int32) {
 	} else {
 		// POLLIN, or an end (RDHUP, HUP, ERR) that only a read reports.
 		ln.readable = true
+		w.enqueueReadable(ln)
+		return
+	}
+	w.enqueue(ln)
+}
+
+// enqueueReadable puts a lane whose socket became readable in line: first
+// among the lanes of the next turn if its last read brought little
+// (front.LightRead), else at the back of the ready queue.
+func (w *worker) enqueueReadable(ln *lane) {
+	if ln.mode == modeSock && ln.want > 0 && ln.want <= front.LightRead && !ln.queued {
+		ln.queued = true
+		w.light = append(w.light, ln)
+		return
 	}
 	w.enqueue(ln)
 }
@@ -80,11 +94,21 @@ func (w *worker) readDone(ln *lane, res int32, flags CQEFlags) {
 }
 
 // requeue puts a lane whose read completed back in line: a socket that
-// still holds data is read again first, at the head of the next turn,
+// drained arms its poll first thing next turn (a poll brings no bytes, and
+// one left behind the busy sockets' reads would leave its next arrival
+// unseen for as long); a socket that still holds data is read again next,
 // until it drains or has had front.DrainReads reads in a row; any other
 // lane joins the back of the ready queue.
 func (w *worker) requeue(ln *lane) {
-	if ln.readable && ln.mode == modeSock && !ln.queued && !ln.removing && ln.streak < front.DrainReads {
+	switch {
+	case ln.queued:
+		return
+	case !ln.readable && ln.mode != modeFile:
+		ln.streak = 0
+		ln.queued = true
+		w.light = append(w.light, ln)
+		return
+	case ln.readable && ln.mode == modeSock && !ln.removing && ln.streak < front.DrainReads:
 		ln.streak++
 		ln.queued = true
 		w.draining = append(w.draining, ln)
@@ -144,12 +168,20 @@ func (w *worker) enqueue(ln *lane) {
 	}
 }
 
-// advanceReady issues the next operation of the lanes that are draining
-// their sockets, then of the lanes in the ready queue, in order, until the
-// reads issued may bring front.TurnBytes: the rest keep their places for
-// the next turn, which follows at once.
+// advanceReady issues the next operation of the lanes in the light list
+// (sockets that drained, to arm their polls, and readable ones whose last
+// read brought little: front.LightRead), then of the lanes that are
+// draining their sockets, then of the lanes in the ready queue, in order,
+// until the reads issued may bring front.TurnBytes: the rest keep their
+// places for the next turn, which follows at once.
 func (w *worker) advanceReady() {
 	w.pace.Turn()
+	light := w.light
+	w.light = w.lightSpare[:0]
+	w.advanceSome(light, &w.light)
+	clear(light)
+	w.lightSpare = light[:0]
+
 	draining := w.draining
 	w.draining = w.drainSpare[:0]
 	w.advanceSome(draining, &w.draining)

@@ -177,6 +177,12 @@ type worker struct {
 	// a turn swaps in.
 	draining   []*lane
 	drainSpare []*lane
+	// light are the lanes served first next turn: those whose sockets
+	// became readable after a last read that brought little
+	// (front.LightRead), and those whose sockets drained, to arm their
+	// polls; lightSpare is the spare list a turn swaps in.
+	light      []*lane
+	lightSpare []*lane
 	woken      bool  // the Waker's read completed: re-arm it
 	closing    bool  // Close was asked: finish every lane, then exit
 	fatal      error // the ring failed; the loop ends
@@ -434,7 +440,7 @@ func (w *worker) wait(now time.Time) error {
 	w.cycleBytes = 0
 	flush, flushing := w.nextFlush(now)
 	p := planWait(waitState{
-		stuck:       w.woken || len(w.ready) > 0 || len(w.draining) > 0,
+		stuck:       w.woken || len(w.ready) > 0 || len(w.draining) > 0 || len(w.light) > 0,
 		readsIssued: w.readsIssued,
 		starved:     w.starved,
 		polling:     w.polling,
@@ -620,7 +626,7 @@ func (w *worker) runCmd(c *cmd) {
 		for _, ln := range w.parked {
 			if ln.parked {
 				ln.parked = false
-				w.enqueue(ln)
+				w.enqueueReadable(ln)
 			}
 		}
 		clear(w.parked)
