@@ -363,13 +363,30 @@ func (f *file) validate() error {
 		var typ reflect.Type
 		switch {
 		case s.TCPClient != nil:
-			_, err = srcs.NewTCPClient(*s.TCPClient)
+			// A client reads its TLS files when it is made: check their
+			// form here, and leave the files to Preflight's warnings, as
+			// a listener's are.
+			c := *s.TCPClient
+			if c.TLS != nil {
+				if key, msg := tlsForm(c.TLS, false); msg != "" {
+					return f.errorf(append([]any{"sources", i, kind}, key...), "%s", msg)
+				}
+				c.TLS = nil
+			}
+			_, err = srcs.NewTCPClient(c)
 			typ = reflect.TypeFor[srcs.TCPClientConfig]()
 		case s.UnixClient != nil:
 			_, err = srcs.NewUnixClient(*s.UnixClient)
 			typ = reflect.TypeFor[srcs.UnixClientConfig]()
 		case s.MQTT != nil:
-			_, err = srcs.NewMQTT(*s.MQTT)
+			c := *s.MQTT
+			if c.TLS != nil {
+				if key, msg := tlsForm(c.TLS, false); msg != "" {
+					return f.errorf(append([]any{"sources", i, kind}, key...), "%s", msg)
+				}
+				c.TLS = nil
+			}
+			_, err = srcs.NewMQTT(c)
 			typ = reflect.TypeFor[srcs.MQTTConfig]()
 		case s.Tail != nil:
 			_, err = srcs.NewTail(s.Tail.TailConfig)

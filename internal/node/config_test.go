@@ -262,14 +262,20 @@ func TestResolvedDefaults(t *testing.T) {
 }
 
 // TestPreflightWarnings: check warns of what run would refuse that
-// depends on the machine or the command line: a listener's certificate
-// that does not load, an endpoint option without an endpoint.
+// depends on the machine or the command line: a listener's or a client's
+// certificate or CA that does not load (which check does not refuse: the
+// file may be on the machine that runs the node), an endpoint option
+// without an endpoint.
 func TestPreflightWarnings(t *testing.T) {
 	dir := t.TempDir()
 	notPEM := srcstest.WriteFile(t, dir, "cert.pem", "not a certificate\n")
 	for _, tc := range []struct{ name, yaml, want string }{
 		{"certificate", "sources:\n  - tcp:\n      listen: 127.0.0.1:0\n      tls: {cert_file: " + notPEM + ", key_file: " + notPEM + "}\n",
 			"sources[0] (tcp 127.0.0.1:0): tls.cert_file " + notPEM + ", tls.key_file " + notPEM + ": "},
+		{"a client's CA", "sources:\n  - tcp_client:\n      addr: 127.0.0.1:7000\n      tls: {ca_file: " + dir + "/missing-ca.pem}\n",
+			"sources[0] (tcp_client 127.0.0.1:7000): tls.ca_file: open " + dir + "/missing-ca.pem: no such file or directory"},
+		{"an MQTT client's certificate", "sources:\n  - mqtt:\n      broker: 127.0.0.1:8883\n      client_id: x\n      topics: [a]\n      tls: {cert_file: " + notPEM + ", key_file: " + notPEM + "}\n",
+			"sources[0] (mqtt 127.0.0.1:8883): tls.cert_file " + notPEM + ", tls.key_file " + notPEM + ": "},
 		{"pprof without an endpoint", "sources:\n  - tcp: {listen: 127.0.0.1:0}\nmetrics: {pprof: true}\n",
 			"metrics.pprof: needs an endpoint: run refuses to start unless metrics.listen or --metrics gives one"},
 	} {

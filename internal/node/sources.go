@@ -454,6 +454,10 @@ func Preflight(cfg Config) []string {
 			_, err = checkTail(s.Tail)
 		case s.TCP != nil && s.TCP.TLS != nil:
 			err = checkTLSFiles(s.TCP.TLS)
+		case s.TCPClient != nil && s.TCPClient.TLS != nil:
+			err = checkTLSFiles(s.TCPClient.TLS)
+		case s.MQTT != nil && s.MQTT.TLS != nil:
+			err = checkTLSFiles(s.MQTT.TLS)
 		}
 		if err != nil {
 			out = append(out, fmt.Sprintf("sources[%d] (%s): %v", i, s.Name(), err))
@@ -558,11 +562,13 @@ type startError struct {
 func (e *startError) Error() string { return e.msg }
 func (e *startError) Unwrap() error { return e.err }
 
-// checkTLSFiles says whether a listener's certificate and key load, and
+// checkTLSFiles says whether a tls section's certificate and key load, and
 // its client CA bundle holds a certificate.
 func checkTLSFiles(t *srcs.TLSConfig) error {
-	if _, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile); err != nil {
-		return fmt.Errorf("tls.cert_file %s, tls.key_file %s: %w", t.CertFile, t.KeyFile, pathReason(err))
+	if t.CertFile != "" || t.KeyFile != "" {
+		if _, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile); err != nil {
+			return fmt.Errorf("tls.cert_file %s, tls.key_file %s: %w", t.CertFile, t.KeyFile, pathReason(err))
+		}
 	}
 	if t.CAFile != "" {
 		pem, err := os.ReadFile(t.CAFile)
