@@ -199,8 +199,8 @@ func TestRedactURLs(t *testing.T) {
 }
 
 // TestByteUnits: byte counts take sizes with units as people write them,
-// plain or quoted, in block or flow mappings, and a later error still
-// names its own line.
+// plain or quoted, in block or flow mappings, several on one line, and a
+// later error still names its own line.
 func TestByteUnits(t *testing.T) {
 	cfg, err := Parse("node.yaml", []byte("engine:\n  buf_size: 64KiB # one buffer\n  buffers: 16\n  max_pool_bytes: '1 MiB'\n"+
 		"sources:\n  - tcp: {listen: 127.0.0.1:0, recv_buffer: 256KiB}\n  - udp:\n      addr: 127.0.0.1:0\n      read_buffer: \"4MB\"\n      max_datagram: 1500\n"))
@@ -216,6 +216,16 @@ func TestByteUnits(t *testing.T) {
 	}
 	if got := cfg.Sources[1].UDP; got.ReadBuffer != 4_000_000 || got.MaxDatagram != 1500 {
 		t.Errorf("udp read_buffer %d, max_datagram %d", got.ReadBuffer, got.MaxDatagram)
+	}
+	// Several sizes on one line, the first rewritten longer than it was
+	// written: each is found where the file has it.
+	cfg, err = Parse("node.yaml", []byte("engine: {max_pool_bytes: 64MiB, buf_size: 64KiB}\n"+
+		"sources:\n  - tcp: {listen: 127.0.0.1:0}\n    rate_limit: {bytes_per_second: 1MiB, burst: 256KiB}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, rl := cfg.Engine, cfg.Sources[0].RateLimit; e.MaxPoolBytes != 64<<20 || e.BufSize != 64<<10 || rl.BytesPerSecond != 1<<20 || rl.Burst != 256<<10 {
+		t.Errorf("sizes on one line: max_pool_bytes %d, buf_size %d, bytes_per_second %d, burst %d", e.MaxPoolBytes, e.BufSize, rl.BytesPerSecond, rl.Burst)
 	}
 	_, err = Parse("node.yaml", []byte("engine:\n  buf_size: 64KiB\n  bufers: 16\n"))
 	if err == nil || !strings.HasPrefix(err.Error(), "node.yaml:3: engine.bufers: unknown key") {

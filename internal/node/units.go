@@ -2,7 +2,9 @@ package node
 
 import (
 	"bytes"
+	"cmp"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -69,6 +71,12 @@ func (f *file) expandByteUnits(data []byte) ([]byte, error) {
 	if bad != nil || len(edits) == 0 {
 		return data, bad
 	}
+	// Right to left on each line: a rewritten value changes the length of
+	// its line, and the columns of the values after it on that line are
+	// the file's as written.
+	slices.SortStableFunc(edits, func(a, b edit) int {
+		return cmp.Or(cmp.Compare(a.line, b.line), cmp.Compare(b.col, a.col))
+	})
 	lines := bytes.SplitAfter(data, []byte("\n"))
 	for _, e := range edits {
 		if e.line < 1 || e.line > len(lines) {
