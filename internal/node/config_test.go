@@ -31,6 +31,7 @@ func TestConfigErrors(t *testing.T) {
 		{"bad size", "engine:\n  buf_size: 64 kilos\n", "node.yaml:2: engine.buf_size: \"64 kilos\" is not a byte count (write it like 65536, 64KiB or 1MiB)"},
 		{"bad nested size", "sources:\n  - tcp:\n      listen: 127.0.0.1:0\n      recv_buffer: lots\n", "node.yaml:4: sources[0].tcp.recv_buffer: \"lots\" is not a byte count"},
 		{"size out of range", "engine:\n  buf_size: 1EiB\n  buffers: 2\nsources:\n  - tcp: {listen: 127.0.0.1:0}\n", "node.yaml:2: engine.buf_size: "},
+		{"bare number for a duration", "sources:\n  - tcp: {listen: 127.0.0.1:0}\n    idle_timeout: 30\n", "node.yaml:3: sources[0].idle_timeout: \"30\" is not a duration (write it like 250ms, 5s or 1m30s: a number needs a unit, unless it is 0)"},
 		{"bad duration in a flow mapping", "sources:\n  - tcp: {listen: 127.0.0.1:0}\n    flush: 5x\n", "node.yaml:3: sources[0].flush: \"5x\" is not a duration"},
 		{"bad nested duration", "sources:\n  - tcp_client:\n      addr: 127.0.0.1:1\n      backoff: {initial: later}\n", "node.yaml:4: sources[0].tcp_client.backoff.initial: \"later\" is not a duration"},
 		{"list for a mapping", "engine: [1, 2]\n", "node.yaml:1: engine: a list must be a mapping of keys (runner, workers,"},
@@ -230,6 +231,31 @@ func TestByteUnits(t *testing.T) {
 	_, err = Parse("node.yaml", []byte("engine:\n  buf_size: 64KiB\n  bufers: 16\n"))
 	if err == nil || !strings.HasPrefix(err.Error(), "node.yaml:3: engine.bufers: unknown key") {
 		t.Errorf("an unknown key after a size: %v", err)
+	}
+}
+
+// TestBareZeroDuration: a duration given as a bare 0 is zero, as 0s is,
+// in block and flow mappings, at every depth; the reference writes the
+// defaults that way ("Default 0: never").
+func TestBareZeroDuration(t *testing.T) {
+	zero := "engine: {flush: 0, batch_wait: 0}\ndrain_timeout: 0\nlog: {status: 0}\n" +
+		"sources:\n  - tcp: {listen: 127.0.0.1:0, handshake_timeout: 0}\n    idle_timeout: 0\n    flush: 0\n" +
+		"  - tcp_client:\n      addr: 127.0.0.1:1\n      dial_timeout: 0\n      backoff: {initial: 0, max: 0}\n"
+	cfg, err := Parse("node.yaml", []byte(zero))
+	if err != nil {
+		t.Fatal(err)
+	}
+	same, err := Parse("node.yaml", []byte(strings.ReplaceAll(zero, ": 0", ": 0s")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := cfg.Resolved()
+	b, _ := same.Resolved()
+	if string(a) != string(b) {
+		t.Errorf("0 and 0s resolve differently:\n%s\n---\n%s", a, b)
+	}
+	if s := cfg.Sources[0]; s.IdleTimeout != 0 || s.Flush != 0 {
+		t.Errorf("idle_timeout %v, flush %v", s.IdleTimeout, s.Flush)
 	}
 }
 

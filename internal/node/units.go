@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"cmp"
 	"math"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/dustin/go-humanize"
 	"gopkg.in/yaml.v3"
@@ -26,7 +28,8 @@ var byteKeys = map[string]bool{
 const byteUnitsHint = "write it like 65536, 64KiB or 1MiB"
 
 // expandByteUnits rewrites the sizes with units that byteKeys' values
-// give into whole numbers, in place in data (a value's line never moves,
+// give into whole numbers, and a bare 0 given for a duration into 0s, in
+// place in data (a value's line never moves,
 // so the decoder's errors keep their lines), and returns the data to
 // decode. A value that is neither a whole number nor a size is an error
 // naming its key.
@@ -63,6 +66,13 @@ func (f *file) expandByteUnits(data []byte) ([]byte, error) {
 					edits = append(edits, edit{v.Line, v.Column, rawScalar(v), num})
 					continue
 				}
+				if v.Kind == yaml.ScalarNode && v.Tag == "!!int" && isZero(v.Value) && typeAt(reflect.TypeFor[Config](), p) == durationType {
+					// A bare 0 is zero, as the reference's "Default 0"
+					// writes it; the decoder takes only durations with
+					// a unit.
+					edits = append(edits, edit{v.Line, v.Column, rawScalar(v), "0s"})
+					continue
+				}
 				walk(v, p)
 			}
 		}
@@ -90,6 +100,15 @@ func (f *file) expandByteUnits(data []byte) ([]byte, error) {
 		lines[e.line-1] = []byte(ln[:at] + e.num + ln[at+len(e.raw):])
 	}
 	return bytes.Join(lines, nil), nil
+}
+
+// durationType is time.Duration's type: the node file's durations.
+var durationType = reflect.TypeFor[time.Duration]()
+
+// isZero says whether a YAML integer is zero (0, +0, 0x0, ...).
+func isZero(s string) bool {
+	v, err := strconv.ParseInt(strings.ReplaceAll(s, "_", ""), 0, 64)
+	return err == nil && v == 0
 }
 
 // parseByteCount reads a size with a unit as a whole number of bytes.
