@@ -410,19 +410,23 @@ type Stats struct {
 	BufSize  int
 	InUse    int
 	Free     int
-	Waiters  int // accounts waiting for a buffer, at the cap or not
-	RateHeld int // accounts their rate limit holds (among Waiters)
-	// RateHolds counts the times a rate limit held an account (SetRate),
-	// and RateHeldTime the time accounts spent so held, in holds that
-	// ended.
+	Waiters  int // accounts queued for a buffer, at the cap or not
+	// RateHeld is the accounts their rate limit holds now (SetRate),
+	// which wait for their limit, not for a buffer: they are not among
+	// Waiters, and their holds count in RateHolds, not in Waits.
+	RateHeld int
+	// RateHolds counts the times a rate limit held an account, and
+	// RateHeldTime the time accounts spent so held, in holds that ended.
 	RateHolds    uint64
 	RateHeldTime time.Duration
 	Accounts     int // accounts that joined and have not left
 	Acquired     uint64
 	Released     uint64
-	// Waits counts acquires that had to queue, whether or not they were
-	// later cancelled. WaitTime and WaitHist cover the time from queueing
-	// to the grant, for those that were granted.
+	// Waits counts acquires that had to queue for a buffer, whether or
+	// not they were later cancelled; a rate limit's hold is not one, nor
+	// is the grant that ends it when a buffer is free. WaitTime and
+	// WaitHist cover the time from queueing to the grant, for those that
+	// were granted.
 	Waits    uint64
 	WaitTime time.Duration
 	WaitHist Histogram
@@ -444,7 +448,7 @@ func (p *Pool) Stats() Stats {
 		BufSize:  p.cfg.BufSize,
 		InUse:    len(p.bufs) - len(p.free),
 		Free:     len(p.free),
-		Waiters:  p.hungry.n + p.greedy.n + p.parked + p.rateHeld,
+		Waiters:  p.hungry.n + p.greedy.n + p.parked,
 		RateHeld: p.rateHeld,
 
 		RateHolds:    p.st.rateHolds,
@@ -638,18 +642,25 @@ func (a *Account) Wait(notify func()) (*Buf, bool, error) {
 		if a.w == nil {
 			a.w = new(accountWait)
 		}
-		a.w.since = time.Since(p.epoch)
-		a.w.waits++
-		p.st.waits++
 		a.w.notify = notify
 		now := time.Since(p.epoch)
 		if d := a.owedLocked(now); d > 0 {
+			// Held by its rate limit: a hold, not a wait for a buffer.
 			p.holdLocked(a, d, now)
 		} else {
-			p.enqueueLocked(a)
+			p.queueLocked(a, now)
 		}
 	}
 	return nil, false, nil
+}
+
+// queueLocked queues a waiting account for a buffer from now on, and
+// counts the wait.
+func (p *Pool) queueLocked(a *Account, now time.Duration) {
+	a.w.since = now
+	a.w.waits++
+	p.st.waits++
+	p.enqueueLocked(a)
 }
 
 // owedLocked returns how long a must wait for its rate limit at now: 0
@@ -771,13 +782,19 @@ func (a *Account) Leave() {
 type AccountStats struct {
 	Held     int
 	Acquired uint64
+	// Waits counts the account's queueings for a buffer and WaitTime
+	// their time to the grant, as Stats counts them for the pool.
 	Waits    uint64
 	WaitTime time.Duration
-	Waiting  bool
-	// RateHolds counts the times its rate limit held it (SetRate), and
-	// RateHeld is the time it spent so held, the hold in progress included.
-	RateHolds uint64
-	RateHeld  time.Duration
+	// Waiting says a wait is pending: for a buffer, or for its rate limit
+	// (RateLimited).
+	Waiting bool
+	// RateLimited says its rate limit holds it now. RateHolds counts the
+	// times its rate limit held it (SetRate), and RateHeld is the time it
+	// spent so held, the hold in progress included.
+	RateLimited bool
+	RateHolds   uint64
+	RateHeld    time.Duration
 }
 
 // Stats returns a snapshot of the account.
@@ -792,6 +809,7 @@ func (a *Account) Stats() AccountStats {
 	if l := a.limiter(); l != nil {
 		st.RateHolds, st.RateHeld = l.holds, l.heldTotal
 		if a.state == waiting && a.in == inRate {
+			st.RateLimited = true
 			st.RateHeld += time.Since(p.epoch) - l.heldSince
 		}
 	}
