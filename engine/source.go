@@ -544,9 +544,12 @@ type SourceStats struct {
 	PoolWaits uint64
 	Held      int
 	// RateHolds counts the times its rate limit held the source
-	// (WithRateLimit), and RateHeld is the time it spent so held.
-	RateHolds uint64
-	RateHeld  time.Duration
+	// (WithRateLimit), and RateHeld is the time it spent so held, the
+	// hold in progress included; RateLimited says a hold is in progress.
+	// A hold is not a pool wait: it counts in none of PoolWaits.
+	RateHolds   uint64
+	RateHeld    time.Duration
+	RateLimited bool
 }
 
 func (s *source) stats() SourceStats {
@@ -554,7 +557,7 @@ func (s *source) stats() SourceStats {
 	st := SourceStats{
 		ID: s.id(), Name: s.name, Runner: s.runner().Name(), State: State(s.state.Load()),
 		Bytes: s.bytes.Load(), Chunks: s.seq.Load(),
-		PoolWaits: ps.Waits, Held: ps.Held, RateHolds: ps.RateHolds, RateHeld: ps.RateHeld,
+		PoolWaits: ps.Waits, Held: ps.Held, RateHolds: ps.RateHolds, RateHeld: ps.RateHeld, RateLimited: ps.RateLimited,
 	}
 	if c := s.cold.Load(); c != nil {
 		st.Chunks -= c.sessions.Load()

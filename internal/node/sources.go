@@ -48,6 +48,21 @@ type entry struct {
 	// connsFailed counts a listener's connections that ended on an
 	// error (a reset, a read error), as their end-of-stream chunks say.
 	connsFailed atomic.Uint64
+	// rateHolds and rateHeld sum the rate-limit holds of a listener's
+	// connections that ended, as their end-of-stream chunks say; those
+	// of its live ones are read at each scrape. Written under Node.idMu,
+	// with the connection's id leaving byID, so that a scrape counts a
+	// connection once, live or ended.
+	rateHolds atomic.Uint64
+	rateHeld  atomic.Int64 // nanoseconds
+	// rateShown is what the last scrape showed of those sums, under mu:
+	// a connection that has ended, but whose end-of-stream chunk the
+	// node has not handled yet, is in neither, and a counter must not
+	// go down meanwhile.
+	rateShown struct {
+		holds uint64
+		held  time.Duration
+	}
 
 	mu      sync.Mutex
 	id      srcs.ID // the engine's id, for a source that is not a listener
@@ -382,6 +397,10 @@ func (n *Node) entryOf(c engine.Chunk) *entry {
 func (n *Node) sourceEnded(en *entry, c engine.Chunk) {
 	n.idMu.Lock()
 	delete(n.byID, c.Source)
+	if en != nil && en.ln != nil && c.Final != nil && c.Final.RateHolds > 0 {
+		en.rateHolds.Add(c.Final.RateHolds)
+		en.rateHeld.Add(int64(c.Final.RateHeld))
+	}
 	n.idMu.Unlock()
 	n.mu.Lock()
 	draining := n.draining
