@@ -21,6 +21,12 @@ import (
 // net.ErrClosed (errors.Is), and says only that the engine is closed.
 var ErrClosed error = closedError{}
 
+// errAdd is the error of an add refused because the engine has shut
+// down (err is ErrClosed): it says so, and matches ErrClosed.
+func errAdd(what string, err error) error {
+	return fmt.Errorf("%w: cannot add %s after Shutdown", err, what)
+}
+
 // closedError is ErrClosed.
 type closedError struct{}
 
@@ -294,7 +300,9 @@ func WithSourceState(newState func(id srcs.ID, name string) any) SourceOption {
 	return func(o *sourceOpts) { o.state = newState }
 }
 
-// AddSource registers src and returns the id its chunks will carry.
+// AddSource registers src and returns the id its chunks will carry. Ids
+// count from 1; a failed AddSource returns 0, which is no source's id.
+// After Shutdown it fails with an error that matches ErrClosed.
 //
 // A source that can reconnect (a srcs.Reconnector: the TCP, unix and MQTT
 // clients) is opened in the background, and AddSource does not wait for
@@ -321,7 +329,7 @@ func (e *Engine) AddSource(src srcs.Source, opts ...SourceOption) (srcs.ID, erro
 		return s.id(), nil
 	}
 	if e.ctx.Err() != nil {
-		return 0, ErrClosed
+		return 0, errAdd("source "+src.Name(), ErrClosed)
 	}
 	// Bad options fail before anything is opened.
 	if _, err := e.sourceOptions(src, opts); err != nil {
@@ -385,7 +393,7 @@ func (e *Engine) newSource(src srcs.Source, opts []SourceOption) (*source, func(
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closing {
-		return nil, nil, ErrClosed
+		return nil, nil, errAdd("source "+src.Name(), ErrClosed)
 	}
 	// The runner is made here if need be; s.runner() finds it again.
 	if _, err := e.runnerForLocked(src); err != nil {
@@ -410,8 +418,8 @@ func (e *Engine) newSource(src srcs.Source, opts []SourceOption) (*source, func(
 		}
 		s.coldPart().w = w
 	}
+	e.nextID++ // from 1: the id 0 is no source's, as AddSource's failures return it
 	id := e.nextID
-	e.nextID++
 	s.lane = contract.Lane{ID: id, Src: src, Account: e.pool.Join(id), Flush: so.flush, Framer: so.framer, Out: s}
 	if so.rate > 0 {
 		s.lane.Account.SetRate(so.rate, so.burst)
@@ -544,7 +552,7 @@ func (e *Engine) AddListener(l Acceptor, opts ...SourceOption) error {
 	e.mu.Lock()
 	if e.closing {
 		e.mu.Unlock()
-		return ErrClosed
+		return errAdd("listener", ErrClosed)
 	}
 	defer e.mu.Unlock()
 	accept, stop := e.acceptorFor(l)
