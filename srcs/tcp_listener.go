@@ -154,7 +154,7 @@ func ListenTCP(addr string, cfg ListenerConfig) (*Listener, error) {
 	lc.Control = listenControl(cfg)
 	ln, err := lc.Listen(context.Background(), "tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("srcs: listen tcp: %w", err)
+		return nil, &listenError{"tcp", addr, err}
 	}
 	l := newListener(ln.(*net.TCPListener), "tcp://"+ln.Addr().String(), cfg)
 	if l.rawf != nil {
@@ -169,6 +169,30 @@ func ListenTCP(addr string, cfg ListenerConfig) (*Listener, error) {
 	}
 	return l, nil
 }
+
+// listenError is a listen that failed, named once: "srcs: listen tcp
+// 127.0.0.1:99999: invalid port", where the *net.OpError inside would
+// repeat the operation and the address ("listen tcp: address 99999:
+// invalid port"). Unwrap gives that error whole.
+type listenError struct {
+	network, addr string
+	err           error
+}
+
+func (e *listenError) Error() string {
+	msg := e.err.Error()
+	var op *net.OpError
+	var ae *net.AddrError
+	switch {
+	case errors.As(e.err, &ae):
+		msg = ae.Err // the address is in the message already
+	case errors.As(e.err, &op) && op.Err != nil:
+		msg = op.Err.Error()
+	}
+	return "srcs: listen " + e.network + " " + e.addr + ": " + msg
+}
+
+func (e *listenError) Unwrap() error { return e.err }
 
 // newListener wraps a listening socket; cfg has been checked.
 func newListener(ln streamListener, name string, cfg ListenerConfig) *Listener {

@@ -90,7 +90,7 @@ func ListenUDP(cfg UDPConfig) (*UDPSource, error) {
 	}
 	pc, err := net.ListenPacket("udp", cfg.Addr)
 	if err != nil {
-		return nil, fmt.Errorf("srcs: listen udp: %w", err)
+		return nil, &listenError{"udp", cfg.Addr, err}
 	}
 	c := pc.(*net.UDPConn)
 	s := &UDPSource{addr: c.LocalAddr(), limit: cfg.MaxDatagram, c: c, fd: -1}
