@@ -148,7 +148,9 @@ func (s *Conn) SyscallConn() (syscall.RawConn, error) {
 	return sc.SyscallConn()
 }
 
-// Desc detaches the socket from Go's netpoller on first use and returns it.
+// Desc is for the engine's runners, which read the socket themselves; a
+// program has no use for it. It detaches the socket from Go's netpoller
+// on first use and returns it.
 func (s *Conn) Desc() (contract.Desc, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

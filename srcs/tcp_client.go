@@ -235,7 +235,9 @@ func (c *streamClient) SyscallConn() (syscall.RawConn, error) {
 	return s.SyscallConn()
 }
 
-// Desc detaches the current session's socket for a runner (see Conn.Desc).
+// Desc is for the engine's runners, which read the socket themselves; a
+// program has no use for it. It detaches the current session's socket
+// (see Conn.Desc).
 func (c *streamClient) Desc() (contract.Desc, error) {
 	s, err := c.session("desc")
 	if err != nil {

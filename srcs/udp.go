@@ -206,8 +206,9 @@ func (s *UDPSource) SyscallConn() (syscall.RawConn, error) {
 	return c.SyscallConn()
 }
 
-// Desc detaches the socket from Go's netpoller on first use and returns it
-// as a Datagram descriptor.
+// Desc is for the engine's runners, which read the socket themselves; a
+// program has no use for it. It detaches the socket from Go's netpoller
+// on first use and returns it as a datagram descriptor.
 func (s *UDPSource) Desc() (contract.Desc, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
