@@ -36,6 +36,7 @@ type Collector struct {
 	queued, paused, pauses                            *prometheus.Desc
 	poolBuffers, poolInUse, poolWaiters, poolWaits    *prometheus.Desc
 	poolAcquired, poolWaitSeconds, sources            *prometheus.Desc
+	poolResident                                      *prometheus.Desc
 	runWorkers, runThreads, runLanes, runReads        *prometheus.Desc
 	runWaits, runWakeups, runEnters, runCompl, runSys *prometheus.Desc
 	runDirect, runAccepted                            *prometheus.Desc
@@ -69,6 +70,7 @@ func NewCollector(e *engine.Engine, opts Options) *Collector {
 	c.pauses = d("delivery_pauses_total", "Times the delivery watermarks paused reading.")
 	c.poolBuffers = d("pool_buffers", "Buffers in the source pool.")
 	c.poolInUse = d("pool_buffers_in_use", "Source pool buffers held by sources or unreleased chunks.")
+	c.poolResident = d("pool_buffers_resident", "Source pool buffers whose pages may be resident: lent out since their pages last went back to the kernel (pool_return_after).")
 	c.poolWaiters = d("pool_waiters", "Sources queued for a buffer now; those their rate limit holds are not (rate_limited_sources).")
 	c.poolWaits = d("pool_waits_total", "Buffer acquires that had to queue for a buffer; a rate limit's holds are not (rate_limit_holds_total).")
 	c.poolAcquired = d("pool_acquired_total", "Buffers acquired from the source pool.")
@@ -107,7 +109,7 @@ func NewCollector(e *engine.Engine, opts Options) *Collector {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.bytes, c.chunks, c.partials, c.delivered, c.errs, c.skipped, c.latency, c.queued, c.paused, c.pauses,
-		c.poolBuffers, c.poolInUse, c.poolWaiters, c.poolWaits, c.poolAcquired, c.poolWaitSeconds, c.sources,
+		c.poolBuffers, c.poolInUse, c.poolResident, c.poolWaiters, c.poolWaits, c.poolAcquired, c.poolWaitSeconds, c.sources,
 		c.rateHeld, c.rateHolds, c.rateHeldSeconds, c.idleTimeout,
 		c.runWorkers, c.runThreads, c.runLanes, c.runReads, c.runWaits, c.runWakeups, c.runEnters, c.runCompl, c.runSys, c.runDirect, c.runAccepted,
 	} {
@@ -153,6 +155,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	p := st.Pool
 	gauge(c.poolBuffers, float64(p.Buffers))
 	gauge(c.poolInUse, float64(p.InUse))
+	gauge(c.poolResident, float64(p.Resident))
 	gauge(c.poolWaiters, float64(p.Waiters))
 	counter(c.poolWaits, float64(p.Waits))
 	counter(c.poolAcquired, float64(p.Acquired))
