@@ -33,6 +33,14 @@ type closedError struct{}
 func (closedError) Error() string        { return "engine: closed" }
 func (closedError) Is(target error) bool { return target == net.ErrClosed }
 
+// ErrReconnected marks what the error handler hears when a source that
+// reconnects (a srcs.Reconnector) opens again after failed opens: a
+// *srcs.SourceError whose Err matches it and says after how many attempts
+// over how long ("engine: connected again after 12 failed attempts over
+// 1m3s"). It is no failure, and counts as none: it ends the outage that
+// the failures reported before it began.
+var ErrReconnected = errors.New("engine: connected again")
+
 // ErrIdleTimeout is the error of a source ended by its idle timeout
 // (WithIdleTimeout). It matches srcs.ErrTimeout, and counts as a timeout.
 var ErrIdleTimeout = fmt.Errorf("engine: no data: %w", srcs.ErrTimeout)
@@ -53,7 +61,12 @@ type Handler func(c Chunk)
 // the source's end-of-stream chunk marks it (see ErrorKinds). What does
 // reach it: open failures (an unreachable peer, a missing file), resets,
 // timeouts and other read errors, datagrams and records too large to
-// deliver, and a close that fails.
+// deliver, and a close that fails. A source that reconnects and keeps
+// failing is reported at its first failure, then at its 2nd, 4th, 8th
+// and so on, each saying how many attempts failed over how long; every
+// failure counts (SourceStats.Errors, Totals.Errors). When it opens again
+// after it could not (an open failed), the handler hears so: an error
+// matching ErrReconnected, which is no failure.
 type ErrorHandler func(err error)
 
 // Option configures the injected pieces of an engine.
