@@ -41,8 +41,11 @@ type Chunk struct {
 	// Final is set on the end-of-stream chunk: the source's counters at
 	// its end (bytes, chunks, errors, records skipped), in order behind
 	// everything the source delivered, so a consumer can close its books
-	// on the source without polling Stats. It is set on a session-end
-	// chunk too, with the counters at the session's end.
+	// on the source without polling Stats. Its State is Closed for a
+	// clean end (with no LastErr), or Failed with the error that ended
+	// the source. It is set on a session-end chunk too, with the counters
+	// at the session's end, and the session's own end: Closed when the
+	// peer ended it cleanly, Failed with the error that ended it.
 	Final *SourceStats
 	// SessionEnd marks the empty chunk that ends a session of a source
 	// that then opens again (a reconnecting client's connection, a
