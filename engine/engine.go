@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"reflect"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -99,7 +101,8 @@ func WithHandler(h Handler) Option { return func(o *options) { o.handler, o.inli
 // It is for cheap consumers that never block: a checksum, a count, a copy
 // into a batch that another goroutine sends. While h runs, its worker
 // reads for none of its sources, and a blocked h stalls all of them. h
-// must not call Shutdown. Backpressure then comes from the pool alone:
+// may call Shutdown, which then returns at once (see Shutdown).
+// Backpressure then comes from the pool alone:
 // chunks h keeps hold their buffers, and the delivery watermarks
 // (QueueHigh, QueueLow) do not apply. Config.Handlers is ignored. The
 // default, WithHandler, keeps processing apart from I/O; WithHandler
@@ -674,14 +677,7 @@ func (e *Engine) sourceDone(s *source) {
 // or with an inline handler hands it over at once.
 func (e *Engine) deliver(s *source, it item) {
 	if e.inline {
-		if it.err != nil {
-			e.reportError(it.err)
-			return
-		}
-		if it.chunk.data() {
-			e.totals.took(&it.chunk, time.Now())
-		}
-		e.handler(it.chunk)
+		e.deliverInline(it)
 		return
 	}
 	it.src = s
@@ -689,6 +685,19 @@ func (e *Engine) deliver(s *source, it item) {
 		e.flow.add(1)
 	}
 	e.shardOf(s.lane.ID).push(it)
+}
+
+// deliverInline hands an item to the inline handler, or its error to the
+// error handler, on the goroutine that read it.
+func (e *Engine) deliverInline(it item) {
+	if it.err != nil {
+		e.reportError(it.err)
+		return
+	}
+	if it.chunk.data() {
+		e.totals.took(&it.chunk, time.Now())
+	}
+	e.handler(it.chunk)
 }
 
 func (e *Engine) setPaused(p bool) {
@@ -865,13 +874,68 @@ func (e *Engine) Run(ctx context.Context) error {
 // outstanding; the pool then stays mapped while anything is held.
 // Shutdown is idempotent; later calls return the first one's result.
 // Every goroutine the engine started has ended when it returns.
+//
+// A handler may call Shutdown: a push or inline handler, or the error
+// handler beside one (of this engine or another: Shutdown looks for a
+// handler on the calling goroutine's stack). The shutdown must wait for
+// that handler to return, so the call only begins it, under ctx, and
+// returns nil at once; the shutdown finishes once the handler returns,
+// and Run, or Shutdown called on another goroutine, waits for it and
+// returns its result.
 func (e *Engine) Shutdown(ctx context.Context) error {
+	if inHandler() {
+		// The shutdown waits for this handler to return: it cannot be
+		// waited for here.
+		e.shutdownOnce.Do(func() {
+			go func() {
+				e.shutdownErr = e.shutdown(ctx)
+				close(e.done)
+			}()
+		})
+		return nil
+	}
 	e.shutdownOnce.Do(func() {
 		e.shutdownErr = e.shutdown(ctx)
 		close(e.done)
 	})
 	<-e.done
 	return e.shutdownErr
+}
+
+// handlerFuncs are the engine's functions that call a push handler or an
+// error handler: a goroutine with one of them on its stack is running a
+// handler, which a shutdown must wait for.
+var handlerFuncs = map[string]bool{
+	funcName((*Engine).serve):         true, // WithHandler's goroutines
+	funcName((*Engine).deliverInline): true, // WithInlineHandler, where the chunk was read
+}
+
+func funcName(f any) string { return runtime.FuncForPC(reflect.ValueOf(f).Pointer()).Name() }
+
+// inHandler says whether the calling goroutine is running a push
+// handler, an inline handler, or an error handler called from either, of
+// this engine or another: whether a function of handlerFuncs is on its
+// stack.
+func inHandler() bool {
+	pcs := make([]uintptr, 64)
+	for {
+		n := runtime.Callers(2, pcs)
+		if n < len(pcs) {
+			pcs = pcs[:n]
+			break
+		}
+		pcs = make([]uintptr, 2*len(pcs))
+	}
+	frames := runtime.CallersFrames(pcs)
+	for {
+		f, more := frames.Next()
+		if handlerFuncs[f.Function] {
+			return true
+		}
+		if !more {
+			return false
+		}
+	}
 }
 
 func (e *Engine) shutdown(ctx context.Context) error {
