@@ -35,6 +35,13 @@ type closedError struct{}
 func (closedError) Error() string        { return "engine: closed" }
 func (closedError) Is(target error) bool { return target == net.ErrClosed }
 
+// ErrUnread is wrapped by the error of a pull-mode Shutdown that leaves
+// chunks behind: queued and not taken, or source errors queued for the
+// error handler behind them (Next and Chunks still return them), or
+// chunks taken and not released. The pool stays mapped until the last of
+// those chunks is released.
+var ErrUnread = errors.New("engine: chunks left behind")
+
 // ErrReconnected marks what the error handler hears when a source that
 // reconnects (a srcs.Reconnector) opens again after failed opens: a
 // *srcs.SourceError whose Err matches it and says after how many attempts
@@ -75,11 +82,12 @@ type ErrorHandler func(err error)
 type Option func(*options)
 
 type options struct {
-	log       *slog.Logger
-	handler   Handler
-	inline    bool
-	onError   ErrorHandler
-	factories map[string]factory
+	log        *slog.Logger
+	handler    Handler
+	inline     bool
+	onError    ErrorHandler
+	factories  map[string]factory
+	stallAfter time.Duration
 }
 
 // WithLogger sets the logger for start-up decisions and source trouble.
@@ -112,7 +120,8 @@ func WithInlineHandler(h Handler) Option {
 }
 
 // WithErrorHandler sets the receiver of source errors. Without one they
-// are logged at level Warn.
+// are logged at level Warn (WithLogger; the default logger discards), and
+// Shutdown returns them: the first few, and how many there were.
 func WithErrorHandler(h ErrorHandler) Option { return func(o *options) { o.onError = h } }
 
 // Engine ingests bytes from sources into one source pool and delivers
@@ -156,6 +165,57 @@ type Engine struct {
 	shutdownOnce sync.Once
 	shutdownErr  error
 	done         chan struct{} // closed when Shutdown completes
+
+	unheard unheard // errors that reached no error handler (unheard.go)
+	readers readers // the loops over Chunks in progress
+}
+
+// readers counts the loops over Chunks in progress, for a pull-mode
+// Shutdown that waits for them to take what is queued. Safe for
+// concurrent use.
+type readers struct {
+	mu     sync.Mutex
+	n      int
+	parked int           // loops whose body waits in Shutdown: not waited for
+	change chan struct{} // closed when n or parked changes; nil until a wait asks
+}
+
+// add counts a loop that begins (1) or ends (-1).
+func (r *readers) add(d int) { r.update(&r.n, d) }
+
+// park counts a loop whose body enters (1) or leaves (-1) Shutdown.
+func (r *readers) park(d int) { r.update(&r.parked, d) }
+
+func (r *readers) update(v *int, d int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	*v += d
+	if r.change != nil {
+		close(r.change)
+		r.change = nil
+	}
+}
+
+// wait blocks until every loop in progress has ended or waits in
+// Shutdown, or ctx ends.
+func (r *readers) wait(ctx context.Context) error {
+	for {
+		r.mu.Lock()
+		if r.n <= r.parked {
+			r.mu.Unlock()
+			return nil
+		}
+		if r.change == nil {
+			r.change = make(chan struct{})
+		}
+		change := r.change
+		r.mu.Unlock()
+		select {
+		case <-change:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // closer is what the engine needs of a listener at shutdown.
@@ -218,6 +278,11 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 			e.handlers.Go(func() { e.serve(q) })
 		}
 	}
+	every := o.stallAfter
+	if every == 0 {
+		every = defaultStallAfter
+	}
+	e.tasks.Go(func() { e.watchStalls(every) })
 	e.log.Info("engine ready", "runner", r.Name(), "workers", cfg.Workers,
 		"buffers", cfg.Buffers, "buf_size", cfg.BufSize, "flush", cfg.Flush)
 	return e, nil
@@ -390,13 +455,18 @@ func (e *Engine) sourceOptions(src srcs.Source, opts []SourceOption) (sourceOpts
 	if fs, ok := src.(srcs.Framed); ok && !so.framerOK {
 		so.framer = fs.Framer()
 	}
-	if so.framer != nil && e.pool.Config().MaxPerSource < 2 {
+	return so, e.checkFramer(so.framer)
+}
+
+// checkFramer refuses a framer the pool cannot serve.
+func (e *Engine) checkFramer(f srcs.Framer) error {
+	if f != nil && e.pool.Config().MaxPerSource < 2 {
 		// A framed lane holds a full buffer while it takes the next one
 		// for the incomplete record at its end.
-		return so, &ConfigError{"MaxPerSource", e.pool.Config().MaxPerSource,
-			"must be at least 2 for a framed source (" + so.framer.String() + ")"}
+		return &ConfigError{"MaxPerSource", e.pool.Config().MaxPerSource,
+			"must be at least 2 for a framed source (" + f.String() + ")"}
 	}
-	return so, nil
+	return nil
 }
 
 // newSource registers src, and returns it with its WithAdded hook, for
@@ -565,6 +635,13 @@ func (e *Engine) AddListener(l Acceptor, opts ...SourceOption) error {
 	if err := so.check(); err != nil {
 		return err
 	}
+	// What every connection would be refused for is refused here, once.
+	if fl, ok := l.(srcs.Framed); ok && !so.framerOK {
+		so.framer = fl.Framer()
+	}
+	if err := e.checkFramer(so.framer); err != nil {
+		return err
+	}
 	e.mu.Lock()
 	if e.closing {
 		e.mu.Unlock()
@@ -582,6 +659,7 @@ func (e *Engine) AddListener(l Acceptor, opts ...SourceOption) error {
 			if err != nil {
 				if e.ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
 					e.log.Warn("listener stopped", "err", err)
+					e.reportListener(l, fmt.Errorf("listener stopped: %w", err))
 				}
 				return
 			}
@@ -591,6 +669,7 @@ func (e *Engine) AddListener(l Acceptor, opts ...SourceOption) error {
 					return
 				}
 				e.log.Warn("accepted connection refused", "name", src.Name(), "err", err)
+				e.reportListener(l, fmt.Errorf("connection from %s refused: %w", src.Name(), err))
 			}
 		}
 	})
@@ -754,7 +833,35 @@ func (e *Engine) reportError(err error) {
 		e.onError(err)
 		return
 	}
+	if errors.Is(err, ErrReconnected) {
+		e.log.Info("source error", "err", err) // the end of an outage: no failure
+		return
+	}
 	e.log.Warn("source error", "err", err)
+	e.unheard.add(err)
+}
+
+// reportListener hands an error of a listener's to the error handler: on
+// the delivery queue's consumer side, as a source's errors, or here with
+// an inline handler.
+func (e *Engine) reportListener(l Acceptor, err error) {
+	serr := &srcs.SourceError{Name: acceptorName(l), Op: "accept", Err: err}
+	if e.inline {
+		e.reportError(serr)
+		return
+	}
+	e.shards[0].push(item{chunk: Chunk{Name: serr.Name}, err: serr})
+}
+
+// acceptorName names a listener in its errors.
+func acceptorName(l Acceptor) string {
+	switch l := l.(type) {
+	case interface{ Name() string }:
+		return l.Name()
+	case interface{ Addr() net.Addr }:
+		return l.Addr().Network() + "://" + l.Addr().String()
+	}
+	return "listener"
 }
 
 // serve runs the push handler over one shard until it is closed and empty.
@@ -778,11 +885,12 @@ func (e *Engine) serve(q *queue) {
 // Next returns the next chunk in pull mode, blocking until one arrives, ctx
 // ends, or the engine has shut down and every chunk was taken (ErrClosed).
 // End-of-stream chunks are returned too, with no data. The caller must
-// Release every chunk. Shutdown does not wait for a reader: after it, Next
-// goes on returning the chunks read before it, in order, and returns
-// ErrClosed only after the last of them, so nothing read is lost. Chunks
-// is the loop that does this and releases every chunk. Next is safe for
-// concurrent use; chunks of one source come out in order.
+// Release every chunk. Shutdown does not wait for a caller of Next: after
+// it, Next goes on returning the chunks read before it, in order, and
+// returns ErrClosed only after the last of them, so nothing read is lost.
+// Chunks is the loop that does this and releases every chunk, and drains
+// the engine when its context ends, where Next returns ctx's error. Next
+// is safe for concurrent use; chunks of one source come out in order.
 func (e *Engine) Next(ctx context.Context) (Chunk, error) {
 	if e.handler != nil {
 		return Chunk{}, errors.New("engine: Next: the engine delivers to a handler (WithHandler or WithInlineHandler)")
@@ -818,24 +926,44 @@ func (e *Engine) Next(ctx context.Context) (Chunk, error) {
 // is done with it, so the body must not keep the chunk or its Data (a
 // Release in the body is harmless). The loop ends by itself once the
 // engine has shut down and every chunk read before has been yielded,
-// whichever goroutine called Shutdown, before or during the loop. An error
-// (ctx ended, or the engine delivers to a handler) is yielded once, with
-// no chunk, and ends the loop. Several goroutines may range over Chunks at
-// once; each chunk reaches one of them.
+// whichever goroutine called Shutdown, before or during the loop.
+//
+// When ctx ends, the loop shuts the engine down and drains it, as
+// http.Server's Shutdown drains its connections: the sources stop, and
+// the loop goes on yielding what they read and every source's
+// end-of-stream chunk, then ends. So the context of signal.NotifyContext
+// stops a program cleanly on SIGINT; Shutdown, called after the loop,
+// returns the shutdown's result. An error (the engine delivers to a
+// handler) is yielded once, with no chunk, and ends the loop. Several
+// goroutines may range over Chunks at once; each chunk reaches one of
+// them, and Shutdown waits for every such loop to take what is queued.
 func (e *Engine) Chunks(ctx context.Context) iter.Seq2[Chunk, error] {
-	return func(yield func(Chunk, error) bool) {
-		for {
-			c, err := e.Next(ctx)
-			switch {
-			case errors.Is(err, ErrClosed):
-				return
-			case err != nil:
-				yield(Chunk{}, err)
-				return
-			}
-			if !yieldChunk(yield, c) {
-				return
-			}
+	return func(yield func(Chunk, error) bool) { e.chunksLoop(ctx, yield) }
+}
+
+// chunksLoop is the loop Chunks returns. A goroutine with it on its
+// stack is running a loop body (loopFuncs).
+func (e *Engine) chunksLoop(ctx context.Context, yield func(Chunk, error) bool) {
+	e.readers.add(1)
+	defer e.readers.add(-1)
+	for {
+		c, err := e.Next(ctx)
+		switch {
+		case errors.Is(err, ErrClosed):
+			return
+		case err != nil && ctx.Err() != nil && e.handler == nil:
+			// ctx ended: drain, as http.Server's Shutdown does. The
+			// sources stop and the loop goes on with what they read,
+			// their ends included, until the last.
+			e.beginShutdown(context.Background())
+			ctx = context.Background()
+			continue
+		case err != nil:
+			yield(Chunk{}, err)
+			return
+		}
+		if !yieldChunk(yield, c) {
+			return
 		}
 	}
 }
@@ -863,12 +991,19 @@ func (e *Engine) Run(ctx context.Context) error {
 //
 //   - With a handler (WithHandler), it lets processing drain the queues,
 //     waits until every chunk is released, and unmaps the pool.
-//   - In pull mode (Next, Chunks) it returns once everything read is
-//     queued, without waiting for a reader, so it neither hangs nor drops
-//     chunks when nobody pulls. Next and Chunks go on returning the
-//     queued chunks, and the source errors behind them, until the last;
-//     the pool is unmapped when the last chunk is released, which may be
-//     after Shutdown returned. Chunks nobody ever takes keep their buffers.
+//   - In pull mode (Next, Chunks) it waits, once everything read is
+//     queued, for the loops over Chunks in progress to take it (they end
+//     once they have), as http.Server's Shutdown waits for its handlers.
+//     It does not wait for a program that reads with Next, nor for the
+//     loop whose body called it, which would hang: Next and Chunks go on
+//     returning the queued chunks, and the source errors behind them,
+//     until the last. What it leaves behind, queued and not taken or
+//     taken and not released, it reports (ErrUnread); the pool is
+//     unmapped when the last chunk is released, which may be after
+//     Shutdown returned. Chunks nobody ever takes keep their buffers.
+//
+// Without an error handler (WithErrorHandler), the source errors of the
+// engine's life are part of the result: the first few, and their count.
 //
 // If ctx ends first, it returns an error saying what was still
 // outstanding; the pool then stays mapped while anything is held.
@@ -883,23 +1018,36 @@ func (e *Engine) Run(ctx context.Context) error {
 // and Run, or Shutdown called on another goroutine, waits for it and
 // returns its result.
 func (e *Engine) Shutdown(ctx context.Context) error {
-	if inHandler() {
+	if onStack(handlerFuncs) {
 		// The shutdown waits for this handler to return: it cannot be
 		// waited for here.
-		e.shutdownOnce.Do(func() {
-			go func() {
-				e.shutdownErr = e.shutdown(ctx)
-				close(e.done)
-			}()
-		})
+		e.beginShutdown(ctx)
 		return nil
 	}
+	own := onStack(loopFuncs)
+	if own {
+		// The body of a loop over Chunks: the shutdown must not wait for
+		// that loop, which goes on once this returns.
+		e.readers.park(1)
+		defer e.readers.park(-1)
+	}
 	e.shutdownOnce.Do(func() {
-		e.shutdownErr = e.shutdown(ctx)
+		e.shutdownErr = e.shutdown(ctx, own)
 		close(e.done)
 	})
 	<-e.done
 	return e.shutdownErr
+}
+
+// beginShutdown starts the shutdown, under ctx, on a goroutine of its own,
+// unless it has begun.
+func (e *Engine) beginShutdown(ctx context.Context) {
+	e.shutdownOnce.Do(func() {
+		go func() {
+			e.shutdownErr = e.shutdown(ctx, false)
+			close(e.done)
+		}()
+	})
 }
 
 // handlerFuncs are the engine's functions that call a push handler or an
@@ -910,13 +1058,16 @@ var handlerFuncs = map[string]bool{
 	funcName((*Engine).deliverInline): true, // WithInlineHandler, where the chunk was read
 }
 
+// loopFuncs are those that run the body of a loop over Chunks.
+var loopFuncs = map[string]bool{funcName((*Engine).chunksLoop): true}
+
 func funcName(f any) string { return runtime.FuncForPC(reflect.ValueOf(f).Pointer()).Name() }
 
-// inHandler says whether the calling goroutine is running a push
-// handler, an inline handler, or an error handler called from either, of
-// this engine or another: whether a function of handlerFuncs is on its
-// stack.
-func inHandler() bool {
+// onStack says whether a function of funcs is on the calling goroutine's
+// stack: for handlerFuncs, whether it runs a push handler, an inline
+// handler, or an error handler called from either, of this engine or
+// another.
+func onStack(funcs map[string]bool) bool {
 	pcs := make([]uintptr, 64)
 	for {
 		n := runtime.Callers(2, pcs)
@@ -929,7 +1080,7 @@ func inHandler() bool {
 	frames := runtime.CallersFrames(pcs)
 	for {
 		f, more := frames.Next()
-		if handlerFuncs[f.Function] {
+		if funcs[f.Function] {
 			return true
 		}
 		if !more {
@@ -938,7 +1089,9 @@ func inHandler() bool {
 	}
 }
 
-func (e *Engine) shutdown(ctx context.Context) error {
+// shutdown is Shutdown's work; own says the caller is the body of a loop
+// over Chunks, which takes what is queued once it returns.
+func (e *Engine) shutdown(ctx context.Context, own bool) error {
 	e.mu.Lock()
 	e.closing = true
 	if e.sources.len() == 0 {
@@ -970,25 +1123,19 @@ func (e *Engine) shutdown(ctx context.Context) error {
 		defer cancel()
 	}
 	if err := waitCtx(wctx, "runners", e.closeRunners); err != nil {
-		return errors.Join(append(errs, err)...)
+		return errors.Join(append(errs, err, e.unheard.err())...)
 	}
 	if err := waitCtx(wctx, "source tasks", func() error { e.tasks.Wait(); return nil }); err != nil {
-		return errors.Join(append(errs, err)...)
+		return errors.Join(append(errs, err, e.unheard.err())...)
 	}
 	for _, q := range e.shards {
 		q.close()
 	}
 	if err := waitCtx(wctx, "processing handlers", func() error { e.handlers.Wait(); return nil }); err != nil {
-		return errors.Join(append(errs, err)...)
+		return errors.Join(append(errs, err, e.unheard.err())...)
 	}
 	if e.handler == nil {
-		// Pull mode: everything read is queued, for Next to hand out
-		// whenever the caller gets to it. Waiting here for a reader would
-		// hang a caller that reads and shuts down on one goroutine.
-		if err := e.pool.CloseWhenIdle(); err != nil {
-			errs = append(errs, err)
-		}
-		return errors.Join(errs...)
+		return errors.Join(append(errs, e.endPull(wctx, own), e.unheard.err())...)
 	}
 	// The handlers have drained the queues but may still hold chunks:
 	// wait for their releases. Past ctx, the last release unmaps the pool.
@@ -998,9 +1145,81 @@ func (e *Engine) shutdown(ctx context.Context) error {
 			errs = append(errs, cerr)
 		}
 		errs = append(errs, fmt.Errorf("engine: shutdown: %d chunks still held by the handler, pool unmapped at their release: %w", held, err))
-		return errors.Join(errs...)
+		return errors.Join(append(errs, e.unheard.err())...)
 	}
 	if err := e.pool.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(append(errs, e.unheard.err())...)
+}
+
+// unreadQuiet is how long a pull-mode Shutdown waits for a chunk left
+// queued to be taken, before it reports what is left: a caller of Next
+// that is still reading takes one sooner.
+const unreadQuiet = 200 * time.Millisecond
+
+// waitTaken waits while the delivery queues hold chunks or source errors
+// and a reader keeps taking them, until they are empty, or nothing was
+// taken for unreadQuiet, or ctx ends, and returns what is left.
+func (e *Engine) waitTaken(ctx context.Context) (data, failures int) {
+	var t *time.Ticker
+	var last uint64
+	since := time.Now()
+	for {
+		data, failures = 0, 0
+		var popped uint64
+		for _, q := range e.shards {
+			d, f, p := q.count()
+			data, failures, popped = data+d, failures+f, popped+p
+		}
+		switch {
+		case data+failures == 0:
+			return 0, 0
+		case t == nil:
+			t = time.NewTicker(unreadQuiet / 10)
+			defer t.Stop()
+		case popped != last:
+			since = time.Now()
+		case time.Since(since) >= unreadQuiet:
+			return data, failures
+		}
+		last = popped
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return data, failures
+		}
+	}
+}
+
+// endPull ends a pull-mode shutdown, once everything read is queued. It
+// waits for the loops over Chunks in progress to take what is queued (they
+// end once it is), as http.Server's Shutdown waits for its handlers, and
+// for a program reading with Next while it keeps taking; not for a loop
+// whose body called Shutdown, which would hang, nor for a reader that has
+// stopped. What nobody takes, or takes and does not release, it reports:
+// the pool stays mapped until the last chunk comes home, and Next and
+// Chunks still return what is queued.
+func (e *Engine) endPull(ctx context.Context, own bool) error {
+	var errs []error
+	if err := e.readers.wait(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("engine: shutdown: loops over Chunks still taking chunks: %w", err))
+	}
+	if !own {
+		data, failures := e.waitTaken(ctx)
+		held := e.pool.Stats().InUse - data
+		what := fmt.Sprintf("%d chunks", data)
+		if failures > 0 {
+			what += fmt.Sprintf(" and %d source errors", failures)
+		}
+		switch {
+		case data > 0 || failures > 0:
+			errs = append(errs, fmt.Errorf("%w: %s queued and not taken: Next and Chunks still return them, and the pool stays mapped until the chunks are released", ErrUnread, what))
+		case held > 0:
+			errs = append(errs, fmt.Errorf("%w: %d chunks taken and not released: the pool stays mapped until they are", ErrUnread, held))
+		}
+	}
+	if err := e.pool.CloseWhenIdle(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

@@ -594,8 +594,13 @@ func (s *source) recovered(failed int) {
 	c.unreachable = false
 	d := time.Since(c.outage).Round(time.Millisecond)
 	s.e.log.Info("source connected again", "source", s.id(), "name", s.name, "failed_attempts", failed, "over", d)
-	serr := &srcs.SourceError{ID: s.id(), Name: s.name, Op: "open",
-		Err: fmt.Errorf("%w after %s over %v", ErrReconnected, attempts(failed, "failed attempt"), d)}
+	s.notify("open", fmt.Errorf("%w after %s over %v", ErrReconnected, attempts(failed, "failed attempt"), d))
+}
+
+// notify queues for the error handler, behind the source's data, what is
+// no error of the source's: it is not counted, and is not its LastErr.
+func (s *source) notify(op string, err error) {
+	serr := &srcs.SourceError{ID: s.id(), Name: s.name, Op: op, Err: err}
 	s.e.deliver(s, item{chunk: Chunk{Source: s.id(), Name: s.name}, err: serr})
 }
 

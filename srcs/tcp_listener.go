@@ -215,6 +215,12 @@ func newListener(ln streamListener, name string, cfg ListenerConfig) *Listener {
 	return l
 }
 
+// Framer implements Framed: ListenerConfig.Framer, which frames each of
+// the listener's connections.
+func (l *Listener) Framer() Framer { return l.framer }
+
+var _ Framed = (*Listener)(nil)
+
 // Addr returns the address the listener is bound to.
 func (l *Listener) Addr() net.Addr { return l.ln.Addr() }
 
