@@ -251,6 +251,9 @@ var layering = []struct {
 	{"internal/node", []string{"engine", "engine/jetstream", "engine/metrics", "srcs", "pool"}},
 	// Commands: thin drivers over the node.
 	{"cmd", []string{"engine", "srcs", "pool", "internal/node"}},
+	// The example programs: what a user of the library writes, on its
+	// public packages only.
+	{"examples", []string{"engine", "srcs", "pool"}},
 	// The bench drives the engine and its adapters.
 	{"bench", []string{"engine", "srcs", "pool", "bench/harness", "bench/load", "bench/peers", "bench/report"}},
 	// The bench's rooms, each named exactly (exactRooms): the child
@@ -287,7 +290,7 @@ var layering = []struct {
 
 // testHelperPkgs exist only for tests: no other file may import them (but
 // one another), so neither the library nor the bench links test code.
-var testHelperPkgs = []string{"internal/srcstest", "internal/recordtest", "internal/runnertest", "internal/testca", "internal/enginetest", "bench/benchtest"}
+var testHelperPkgs = []string{"internal/srcstest", "internal/recordtest", "internal/runnertest", "internal/testca", "internal/enginetest", "internal/exampletest", "bench/benchtest"}
 
 // testHelper returns the test-helper package that holds pkg, or "".
 func testHelper(pkg string) string {
@@ -418,6 +421,9 @@ func TestLintLayeringCatchesSlips(t *testing.T) {
 		{"cmd/sluice/main.go", []string{"internal/node"}, ""},
 		{"cmd/sluice/main.go", []string{"internal/front"}, "cmd/ may import engine"},
 		{"cmd/sluice/main.go", []string{"bench"}, "cmd/ may import engine"},
+		{"examples/linecount/main.go", []string{"engine", "srcs"}, ""},
+		{"examples/linecount/main.go", []string{"internal/node"}, "examples/ may import engine, srcs, pool"},
+		{"examples/linecount/main.go", []string{"internal/exampletest"}, "a package for tests only"},
 	} {
 		src := "package x\nimport (\n"
 		for _, imp := range tt.imports {
