@@ -231,9 +231,17 @@ var layering = []struct {
 	{"internal/certs", nil},
 	// The MQTT packet codec of srcs's MQTT source.
 	{"internal/mqtt", nil},
-	// The PROXY protocol of srcs's listeners.
+	// The PROXY protocol of srcs's listeners: the header's bytes read
+	// exactly, first bytes sniffed, address lists; no parser.
 	{"internal/proxy", nil},
-	{"srcs", []string{"pool", "internal/contract", "internal/certs", "internal/mqtt", "internal/proxy"}},
+	// Where srcs finds TLS and the PROXY protocol, which srcs/trust
+	// provides when a program links it.
+	{"internal/trusthook", nil},
+	{"srcs", []string{"pool", "internal/contract", "internal/certs", "internal/mqtt", "internal/proxy", "internal/trusthook"}},
+	// TLS and the PROXY protocol's parser for srcs's listeners and
+	// clients, registered in internal/trusthook: apart from srcs, so that
+	// a program that serves neither links neither.
+	{"srcs/trust", []string{"pool", "srcs", "internal/contract", "internal/certs", "internal/trusthook"}},
 	// internal packages may build on one another (srcstest runs the
 	// mosquitto broker for tests).
 	{"internal", []string{"pool", "srcs", "internal"}},
@@ -387,7 +395,9 @@ func TestLintLayeringCatchesSlips(t *testing.T) {
 		{"srcs/tcp.go", []string{"pool"}, ""},
 		{"srcs/tcp.go", []string{"ring"}, "srcs/tcp.go imports github.com/sluice-io/sluice/ring: srcs/ may import pool"},
 		{"srcs/tcp.go", []string{"internal/contract"}, ""},
-		{"srcs/tcp.go", []string{"internal/driver"}, "srcs/ may import pool, internal/contract, internal/certs, internal/mqtt, internal/proxy"},
+		{"srcs/tcp.go", []string{"internal/driver"}, "srcs/ may import pool, internal/contract, internal/certs, internal/mqtt, internal/proxy, internal/trusthook"},
+		{"srcs/trust/trust.go", []string{"srcs", "internal/certs", "internal/trusthook"}, ""},
+		{"srcs/trust/trust.go", []string{"engine"}, "srcs/trust/ may import"},
 		{"internal/certs/certs.go", []string{"pool"}, "internal/certs/ may import nothing of ours"},
 		{"internal/contract/lane.go", []string{"pool"}, ""},
 		{"internal/contract/lane.go", []string{"srcs"}, "internal/contract/ may import pool"},
@@ -552,7 +562,7 @@ var srcsExported = []string{
 	"Secret", "LoadSecret", "Redacted",
 	"TCPClient", "NewTCPClient", "TCPClientConfig", "DefaultDialTimeout",
 	"UnixClient", "NewUnixClient", "UnixClientConfig",
-	"Conn", "NewConn", "NewTLSConn",
+	"Conn", "NewConn",
 	"UDPSource", "ListenUDP", "UDPConfig", "MaxUDPPayload",
 	"FileSource", "NewFile", "FileConfig",
 	"Tail", "NewTail", "TailConfig", "DefaultTailPoll", "Position",

@@ -2,7 +2,6 @@ package srcs
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -11,7 +10,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sluice-io/sluice/internal/certs"
 	"github.com/sluice-io/sluice/internal/contract"
 	"golang.org/x/sys/unix"
 )
@@ -26,11 +24,12 @@ import (
 // non-blocking mode), so a runner that drives descriptors gets readiness
 // only from its own epoll set or ring. After Desc, Read is unavailable.
 //
-// A Conn over a TLS session (see NewTLSConn) is Encrypted: it has no
-// descriptor to give (Desc fails with ErrNoDescriptor), so the engine
-// reads it on the goroutine runner, through Read, which decrypts. Its
-// SyscallConn waits for plaintext rather than for a readable socket (see
-// tlsWait), so that runner holds no pool buffer for an idle session.
+// A Conn over a TLS session (a listener's or a client's with TLS) is
+// Encrypted: it has no descriptor to give (Desc fails with
+// ErrNoDescriptor), so the engine reads it on the goroutine runner,
+// through Read, which decrypts. Its SyscallConn waits for plaintext rather
+// than for a readable socket (see tlsWait), so that runner holds no pool
+// buffer for an idle session.
 //
 // Conn is not safe for concurrent use, except that Close and
 // SetReadDeadline may be called while Read blocks.
@@ -57,18 +56,18 @@ func newConn(c net.Conn, name string) *Conn {
 	return &Conn{name: name, c: c, fd: -1}
 }
 
-// NewTLSConn wraps a TLS session whose handshake is done. name is the
-// source's name; when the client sent a verified certificate, its subject
-// is the source's Identity and ends the name, in brackets. The source
-// takes ownership of tc. Its Close closes the socket without sending a
-// close_notify alert, which could block on a peer that reads nothing: an
-// ingest source's peer only writes.
-func NewTLSConn(tc *tls.Conn, name string) *Conn {
-	id := certs.PeerSubject(tc.ConnectionState())
+// newTLSConn wraps a TLS session whose handshake is done: sess reads its
+// plaintext, over the socket raw. name is the source's name; id, the
+// subject of a client's verified certificate, is the source's Identity
+// and ends the name, in brackets. The source takes ownership of both. Its
+// Close closes the socket without sending a close_notify alert, which
+// could block on a peer that reads nothing: an ingest source's peer only
+// writes.
+func newTLSConn(sess, raw net.Conn, id, name string) *Conn {
 	if id != "" {
 		name += " [" + id + "]"
 	}
-	return &Conn{name: name, identity: id, raw: tc.NetConn(), tls: &tlsReader{tc: tc}, c: tc, fd: -1}
+	return &Conn{name: name, identity: id, raw: raw, tls: &tlsReader{tc: sess}, c: sess, fd: -1}
 }
 
 // Encrypted says the socket carries ciphertext, so the engine reads the

@@ -15,7 +15,6 @@ package srcs
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -28,6 +27,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/internal/proxy"
+	"github.com/sluice-io/sluice/internal/trusthook"
 )
 
 // DefaultMaxHandshakes caps a listener's handshakes in progress when
@@ -37,7 +37,9 @@ const DefaultMaxHandshakes = 1024
 // trust is a listener's checked trust configuration.
 type trust struct {
 	allow, trusted []netip.Prefix
-	tls            *tls.Config
+	tls            trusthook.Handshake
+	// proxy parses the trusted proxies' headers; set with trusted.
+	proxy trusthook.Provider
 }
 
 // CheckTrust checks the form of cfg's trust fields (handshake_timeout,
@@ -82,8 +84,13 @@ func newTrust(cfg ListenerConfig) (trust, error) {
 		return t, err
 	}
 	if cfg.TLS != nil {
-		if t.tls, err = cfg.TLS.serverConfig(cfg.Logger); err != nil {
+		if t.tls, err = cfg.TLS.server(cfg.Logger); err != nil {
 			return t, err
+		}
+	}
+	if t.trusted != nil {
+		if t.proxy = trusthook.Get(); t.proxy == nil {
+			return t, errNoTrust("proxy_protocol")
 		}
 	}
 	return t, nil
@@ -203,7 +210,8 @@ func (l *Listener) admit(c net.Conn) bool {
 // handshaker accepts and handshakes a listener's connections in the
 // background. It is safe for concurrent use.
 type handshaker struct {
-	tls     *tls.Config
+	tls     trusthook.Handshake
+	proxy   trusthook.Provider
 	timeout time.Duration
 	sem     chan struct{} // one token per handshake in progress
 
@@ -222,6 +230,7 @@ type handshaker struct {
 func newHandshaker(t trust, cfg ListenerConfig) *handshaker {
 	h := &handshaker{
 		tls:     t.tls,
+		proxy:   t.proxy,
 		timeout: cfg.HandshakeTimeout,
 		sem:     make(chan struct{}, orDefault(cfg.MaxHandshakes, DefaultMaxHandshakes)),
 		ready:   make(chan *acceptedConn),
@@ -362,7 +371,12 @@ func (l *Listener) prepare(c net.Conn, deadline time.Time) (*acceptedConn, refus
 			if err != nil {
 				return nil, classifyHandshake(err, refProxy), err
 			}
-			if src := proxy.ProxiedAddr(hdr); src != nil {
+			src, err := h.proxy.ProxyAddr(hdr)
+			if err != nil {
+				err = fmt.Errorf("%w: %w", ErrProxyHeader, err)
+				return nil, refProxy, err
+			}
+			if src != nil {
 				if l.allow != nil && !proxy.InPrefixes(l.allow, proxy.AddrOf(src)) {
 					return nil, refDenied, fmt.Errorf("%s (behind proxy %s) is not in allow", src, c.RemoteAddr())
 				}
@@ -388,23 +402,22 @@ func (l *Listener) prepare(c net.Conn, deadline time.Time) (*acceptedConn, refus
 	if h.tls == nil {
 		return &acceptedConn{Conn: newConn(c, name), l: l}, 0, nil
 	}
-	tc := tls.Server(c, h.tls)
-	if err := tc.Handshake(); err != nil {
+	sess, id, err := h.tls.Run(h.ctx, c)
+	if err != nil {
 		return nil, classifyHandshake(err, refTLS), fmt.Errorf("tls: %w", err)
 	}
-	return &acceptedConn{Conn: NewTLSConn(tc, "tls://"+strings.TrimPrefix(name, "tcp://")), l: l}, 0, nil
+	return &acceptedConn{Conn: newTLSConn(sess, c, id, "tls://"+strings.TrimPrefix(name, "tcp://")), l: l}, 0, nil
 }
 
 // classifyHandshake tells a timeout, a closed listener and a rejected
 // client certificate from other failures of the given kind.
 func classifyHandshake(err error, kind refusal) refusal {
-	var cv *tls.CertificateVerificationError
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		return refTimeout
 	case errors.Is(err, net.ErrClosed):
 		return refClosed
-	case errors.As(err, &cv), strings.Contains(err.Error(), "client didn't provide a certificate"):
+	case errors.Is(err, trusthook.ErrCertRejected):
 		return refCert
 	}
 	return kind

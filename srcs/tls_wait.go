@@ -1,9 +1,9 @@
 package srcs
 
 import (
-	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"syscall"
 )
@@ -18,7 +18,7 @@ const tlsFirstRead = 512
 // staged (see tlsWait) first. It is owned by the source's reading
 // goroutine.
 type tlsReader struct {
-	tc *tls.Conn
+	tc io.Reader // the session: a *tls.Conn
 	// stage[off:] is plaintext a wait read and Read has not returned yet,
 	// and err the error that came with it.
 	stage []byte

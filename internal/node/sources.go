@@ -20,6 +20,9 @@ import (
 
 	"github.com/sluice-io/sluice/engine"
 	"github.com/sluice-io/sluice/srcs"
+
+	// TLS and the PROXY protocol, for the node file's tls and proxy_protocol keys.
+	_ "github.com/sluice-io/sluice/srcs/trust"
 )
 
 // Source states as /healthz and the status line name them.
