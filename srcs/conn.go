@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/internal/contract"
+	"github.com/sluice-io/sluice/internal/tlsread"
 	"golang.org/x/sys/unix"
 )
 
@@ -28,16 +29,16 @@ import (
 // Encrypted: it has no descriptor to give (Desc fails with
 // ErrNoDescriptor), so the engine reads it on the goroutine runner,
 // through Read, which decrypts. Its SyscallConn waits for plaintext rather
-// than for a readable socket (see tlsWait), so that runner holds no pool
+// than for a readable socket (see tlsread.Wait), so that runner holds no pool
 // buffer for an idle session.
 //
 // Conn is not safe for concurrent use, except that Close and
 // SetReadDeadline may be called while Read blocks.
 type Conn struct {
 	name     string
-	identity string     // a TLS client's verified subject, or ""
-	raw      net.Conn   // the socket under a TLS session; nil without TLS
-	tls      *tlsReader // reads the TLS session; nil without TLS
+	identity string          // a TLS client's verified subject, or ""
+	raw      net.Conn        // the socket under a TLS session; nil without TLS
+	tls      *tlsread.Reader // reads the TLS session; nil without TLS
 
 	mu     sync.Mutex
 	c      net.Conn // nil once detached
@@ -67,7 +68,7 @@ func newTLSConn(sess, raw net.Conn, id, name string) *Conn {
 	if id != "" {
 		name += " [" + id + "]"
 	}
-	return &Conn{name: name, identity: id, raw: raw, tls: &tlsReader{tc: sess}, c: sess, fd: -1}
+	return &Conn{name: name, identity: id, raw: raw, tls: tlsread.NewReader(sess), c: sess, fd: -1}
 }
 
 // Encrypted says the socket carries ciphertext, so the engine reads the
@@ -101,7 +102,7 @@ func (s *Conn) Open(context.Context) error {
 }
 
 // Read reads from the connection through the Go netpoller; on a TLS
-// session, through crypto/tls (see tlsReader).
+// session, through crypto/tls (see tlsread.Reader).
 func (s *Conn) Read(p []byte) (int, error) {
 	if s.tls != nil {
 		return s.tls.Read(p)
@@ -129,10 +130,10 @@ func (s *Conn) SetReadDeadline(t time.Time) error {
 // SyscallConn returns the connection's raw descriptor access through Go's
 // netpoller, so that a runner can wait for readability before it takes a
 // buffer. It fails once Desc has detached the descriptor. On a TLS
-// session it returns a tlsWait, whose Read waits for plaintext.
+// session it returns a tlsread.Wait, whose Read waits for plaintext.
 func (s *Conn) SyscallConn() (syscall.RawConn, error) {
 	if s.tls != nil {
-		return tlsWait{s.tls, s.raw, s.name}, nil
+		return tlsread.Wait{R: s.tls, Raw: s.raw, Name: s.name}, nil
 	}
 	s.mu.Lock()
 	c := s.c
@@ -226,5 +227,4 @@ var (
 	_ syscall.Conn = (*Conn)(nil)
 	_ syscall.Conn = (*TCPClient)(nil)
 	_ syscall.Conn = (*UnixClient)(nil)
-	_ syscall.Conn = (*MQTT)(nil)
 )

@@ -366,6 +366,17 @@ func (f OctetCounting) Next(p []byte, _, limit int) (int, error) {
 	return 0, nil
 }
 
+// Errors of malformed input, which framers and the MQTT source return.
+var (
+	// ErrMalformed marks bytes that break a protocol or a framing: an MQTT
+	// packet the broker should not have sent (undecodable, or unexpected
+	// in its place), or a record header a framer cannot parse.
+	ErrMalformed = errors.New("srcs: malformed input")
+	// ErrTooLarge marks an MQTT message larger than the configured
+	// MaxMessage, or than a pool buffer can hold.
+	ErrTooLarge = errors.New("srcs: message too large")
+)
+
 // mqttMaxRemaining is the MQTT protocol's largest remaining length.
 const mqttMaxRemaining = 268435455
 

@@ -85,7 +85,7 @@ func (cfg TCPClientConfig) validate() error {
 	if cfg.DialTimeout < 0 {
 		return fmt.Errorf("DialTimeout: %v is negative", cfg.DialTimeout)
 	}
-	return cfg.Backoff.validate("Backoff")
+	return cfg.Backoff.Validate("Backoff")
 }
 
 // streamClient is the dialing source behind TCPClient and UnixClient: one

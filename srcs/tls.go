@@ -28,10 +28,11 @@ import (
 const DefaultHandshakeTimeout = 10 * time.Second
 
 // TLSConfig configures TLS on a listener (as the server) or on a TCP or
-// MQTT client. Keys are named as they appear in YAML under a tls: section.
-// TLS itself is package srcs/trust's: a program that uses a TLSConfig
-// imports it (import _ "github.com/sluice-io/sluice/srcs/trust"), and
-// without it a listener or client with a TLSConfig is refused, saying so.
+// MQTT (srcs/mqtt) client. Keys are named as they appear in YAML under a
+// tls: section. TLS itself is package srcs/trust's: a program that uses a
+// TLSConfig on a listener or a TCP client imports it (import _
+// "github.com/sluice-io/sluice/srcs/trust"), and without it such a
+// listener or client is refused, saying so; srcs/mqtt imports it itself.
 // The certificate and key files, and a listener's CA file, are read at New
 // and read again when they change on disk (checked at most once a second,
 // at a handshake), so a renewed certificate is served, and a changed CA

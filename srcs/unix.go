@@ -125,7 +125,7 @@ func (cfg UnixClientConfig) validate() error {
 	if cfg.DialTimeout < 0 {
 		return fmt.Errorf("DialTimeout: %v is negative", cfg.DialTimeout)
 	}
-	return cfg.Backoff.validate("Backoff")
+	return cfg.Backoff.Validate("Backoff")
 }
 
 // UnixClient is a source that connects to a unix stream socket, named

@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-io/sluice/engine"
 	"github.com/sluice-io/sluice/engine/jetstream"
 	"github.com/sluice-io/sluice/srcs"
+	"github.com/sluice-io/sluice/srcs/mqtt"
 )
 
 // Config is a node file: engine settings, sources, one output, the
@@ -59,7 +60,7 @@ type Source struct {
 	// Tail follows a growing file through rotation and truncation.
 	Tail *Tail `yaml:"tail,omitempty"`
 	// MQTT subscribes to topics on a broker, reconnecting with backoff.
-	MQTT *srcs.MQTTConfig `yaml:"mqtt,omitempty"`
+	MQTT *mqtt.MQTTConfig `yaml:"mqtt,omitempty"`
 	// Flush overrides the engine's flush timeout for this source (for a
 	// listener: for each of its connections).
 	Flush time.Duration `yaml:"flush,omitempty"`
@@ -386,8 +387,8 @@ func (f *file) validate() error {
 				}
 				c.TLS = nil
 			}
-			_, err = srcs.NewMQTT(c)
-			typ = reflect.TypeFor[srcs.MQTTConfig]()
+			_, err = mqtt.NewMQTT(c)
+			typ = reflect.TypeFor[mqtt.MQTTConfig]()
 		case s.Tail != nil:
 			_, err = srcs.NewTail(s.Tail.TailConfig)
 			typ = reflect.TypeFor[Tail]()

@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluice-io/sluice/engine"
 	"github.com/sluice-io/sluice/srcs"
+	"github.com/sluice-io/sluice/srcs/mqtt"
 
 	// TLS and the PROXY protocol, for the node file's tls and proxy_protocol keys.
 	_ "github.com/sluice-io/sluice/srcs/trust"
@@ -207,7 +208,7 @@ func (n *Node) add(i int, s Source) error {
 		}
 		src = t
 	case s.MQTT != nil:
-		src, err = srcs.NewMQTT(*s.MQTT)
+		src, err = mqtt.NewMQTT(*s.MQTT)
 	}
 	if err != nil {
 		return fail(err)
@@ -451,7 +452,7 @@ func countRecords(en *entry, c engine.Chunk) int {
 		return k
 	case en != nil && en.cfg.MQTT != nil:
 		k := 0
-		srcs.ForEachMQTTMessage(c.Data, en.cfg.MQTT.Version, func(srcs.MQTTMessage) error { k++; return nil })
+		mqtt.ForEachMQTTMessage(c.Data, en.cfg.MQTT.Version, func(mqtt.MQTTMessage) error { k++; return nil })
 		return k
 	case c.Flags&srcs.Records != 0 && en != nil && en.framer != nil:
 		k, _, _ := srcs.CountRecords(en.framer, c.Data)
