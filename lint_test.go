@@ -562,7 +562,7 @@ func sortedKeys(m map[string]bool) []string {
 // internal/driver, where users need not read past it.
 var srcsExported = []string{
 	// The vocabulary and the capabilities a user's source may offer.
-	"Source", "ID", "Flags", "Partial", "EndOfStream", "Datagrams", "Records", "Truncated",
+	"Source", "ID", "Flags", "Partial", "EndOfStream", "Datagrams", "Records", "Truncated", "Logger",
 	"Backoff", "DefaultBackoffInitial", "DefaultBackoffMax",
 	"Deadliner", "Reconnector", "Repeater", "ReleaseObserver", "ChunkObserver",
 	"DropCounter", "Identified", "Framed", "SourceError",

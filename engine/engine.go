@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"log/slog"
 	"math"
 	"net"
 	"reflect"
@@ -82,7 +81,7 @@ type ErrorHandler func(err error)
 type Option func(*options)
 
 type options struct {
-	log        *slog.Logger
+	log        srcs.Logger
 	handler    Handler
 	inline     bool
 	onError    ErrorHandler
@@ -90,9 +89,10 @@ type options struct {
 	stallAfter time.Duration
 }
 
-// WithLogger sets the logger for start-up decisions and source trouble.
-// The default discards everything.
-func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+// WithLogger sets the logger for start-up decisions and source trouble:
+// a *slog.Logger, or anything else with its Debug, Info, Warn and Error
+// (srcs.Logger). The default, and a nil l, discards everything.
+func WithLogger(l srcs.Logger) Option { return func(o *options) { o.log = contract.OrDiscard(l) } }
 
 // WithHandler selects push delivery: h runs for every chunk on
 // Config.Handlers processing goroutines. Without it, consumers pull with
@@ -129,7 +129,7 @@ func WithErrorHandler(h ErrorHandler) Option { return func(o *options) { o.onErr
 // has ended when Shutdown returns.
 type Engine struct {
 	cfg    Config
-	log    *slog.Logger
+	log    srcs.Logger
 	pool   *pool.Pool
 	runner contract.Runner
 	// side drives sources without a kernel descriptor when the main
@@ -229,7 +229,7 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := options{log: slog.New(slog.DiscardHandler), factories: defaultFactories()}
+	o := options{log: contract.Discard{}, factories: defaultFactories()}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -820,11 +820,11 @@ const shortageQuiet = time.Minute
 // descriptors.
 func (e *Engine) noteShortage(s *source, err error) {
 	now := time.Now().UnixNano()
-	level := slog.LevelDebug
+	level := contract.LevelDebug
 	if last := e.lastShort.Swap(now); last == 0 || now-last > int64(shortageQuiet) {
-		level = slog.LevelWarn
+		level = contract.LevelWarn
 	}
-	e.log.Log(context.Background(), level, "source waits for a descriptor; retrying",
+	contract.Log(e.log, level, "source waits for a descriptor; retrying",
 		"source", s.id(), "name", s.name, "err", err)
 }
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -315,11 +314,11 @@ func (s *source) step(ev event, err error) (short error) {
 	case acts&actOpenAfter != 0:
 		// The lifecycle counts failures from 1; Delay counts retries from 0.
 		d := s.coldPart().backoff.Delay(max(attempt-1, 0), rand.Float64)
-		level := slog.LevelDebug
+		level := contract.LevelDebug
 		if reported(attempt) {
-			level = slog.LevelInfo
+			level = contract.LevelInfo
 		}
-		s.e.log.Log(context.Background(), level, "source backing off", "source", s.id(), "name", s.name, "attempt", attempt, "delay", d)
+		contract.Log(s.e.log, level, "source backing off", "source", s.id(), "name", s.name, "attempt", attempt, "delay", d)
 		s.e.spawn(func() {
 			ctx, done := s.beginOp()
 			t := time.NewTimer(d)

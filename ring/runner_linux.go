@@ -3,7 +3,6 @@ package ring
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
 	"time"
 
@@ -116,7 +115,7 @@ import (
 // A Runner is safe for concurrent use. It uses each lane's descriptor from
 // Add until just before Finish and never closes it.
 type Runner struct {
-	log     *slog.Logger
+	log     contract.Logger
 	pool    *pool.Pool
 	wakeups contract.WakeupHolder // nil: every Emit wakes processing itself
 	inline  bool                  // processing runs inside Emit: workers never yield for it
@@ -170,7 +169,7 @@ func newRunner(cfg contract.RunnerConfig, opts runnerOptions) (*Runner, error) {
 	}
 	log := cfg.Logger
 	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+		log = contract.Discard{}
 	}
 	r := &Runner{log: log, pool: cfg.Pool, wakeups: cfg.Wakeups, inline: cfg.Inline, opts: opts, fileSlots: cfg.FileSlots}
 	if cfg.BatchWait < 0 {

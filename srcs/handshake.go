@@ -17,7 +17,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/netip"
 	"os"
@@ -26,6 +25,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/proxy"
 	"github.com/sluice-io/sluice/internal/trusthook"
 )
@@ -183,12 +183,12 @@ func (l *Listener) refuse(why refusal, peer net.Addr, err error) {
 		return
 	}
 	l.counters.refused[why].Add(1)
-	level, now := slog.LevelDebug, time.Now().UnixNano()
+	level, now := contract.LevelDebug, time.Now().UnixNano()
 	w := &l.counters.warned[why]
 	if last := w.Load(); now-last > int64(shortageQuiet) && w.CompareAndSwap(last, now) {
-		level = slog.LevelWarn
+		level = contract.LevelWarn
 	}
-	l.log.Log(context.Background(), level, "srcs: connection refused (further ones for this reason within a minute are logged at debug)",
+	contract.Log(l.log, level, "srcs: connection refused (further ones for this reason within a minute are logged at debug)",
 		"listener", l.name, "peer", peer.String(), "reason", refusalNames[why], "err", err)
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/netip"
 	"os"
@@ -82,7 +81,7 @@ type ListenerConfig struct {
 	Framer Framer `yaml:"-"`
 	// Logger receives accept trouble (descriptors exhausted). Nil
 	// discards.
-	Logger *slog.Logger `yaml:"-"`
+	Logger Logger `yaml:"-"`
 }
 
 // Listener accepts stream connections (TCP, or unix with ListenUnix) as
@@ -98,7 +97,7 @@ type Listener struct {
 	// AcceptDescriptor accepts on (Linux); nil where it is not used.
 	rawf   *os.File
 	name   string
-	log    *slog.Logger
+	log    Logger
 	framer Framer
 
 	// slots holds one token per open accepted connection; nil if
@@ -207,7 +206,7 @@ func newListener(ln streamListener, name string, cfg ListenerConfig) *Listener {
 		done:   make(chan struct{}),
 	}
 	if l.log == nil {
-		l.log = slog.New(slog.DiscardHandler)
+		l.log = contract.Discard{}
 	}
 	if cfg.MaxConns > 0 {
 		l.slots = make(chan struct{}, cfg.MaxConns)
@@ -377,12 +376,12 @@ func (l *Listener) retryAccept(ctx context.Context, setDeadline func(time.Time) 
 // the first failure of a shortage, at Debug for the rest (shortageQuiet).
 func (l *Listener) shortage(err error, prev time.Duration) time.Duration {
 	delay := min(max(2*prev, acceptBackoffMin), acceptBackoffMax)
-	level, now := slog.LevelDebug, time.Now()
+	level, now := contract.LevelDebug, time.Now()
 	if l.lastShort.IsZero() || now.Sub(l.lastShort) > shortageQuiet {
-		level = slog.LevelWarn
+		level = contract.LevelWarn
 	}
 	l.lastShort = now
-	l.log.Log(context.Background(), level, "srcs: accept failed; backing off",
+	contract.Log(l.log, level, "srcs: accept failed; backing off",
 		"listener", l.name, "err", err, "delay", delay)
 	return delay
 }

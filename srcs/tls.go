@@ -17,7 +17,6 @@ package srcs
 
 import (
 	"errors"
-	"log/slog"
 	"time"
 
 	"github.com/sluice-io/sluice/internal/trusthook"
@@ -81,7 +80,7 @@ func errNoTrust(what string) error {
 
 // server checks c for a listener and returns the server's side of its
 // handshake. Errors name the YAML keys.
-func (c *TLSConfig) server(log *slog.Logger) (trusthook.Handshake, error) {
+func (c *TLSConfig) server(log Logger) (trusthook.Handshake, error) {
 	p := trusthook.Get()
 	if p == nil {
 		return nil, errNoTrust("tls")
@@ -91,7 +90,7 @@ func (c *TLSConfig) server(log *slog.Logger) (trusthook.Handshake, error) {
 
 // client checks c for a client of host and returns the client's side of
 // its handshake. Errors name the YAML keys.
-func (c *TLSConfig) client(host string, log *slog.Logger) (trusthook.Handshake, error) {
+func (c *TLSConfig) client(host string, log Logger) (trusthook.Handshake, error) {
 	p := trusthook.Get()
 	if p == nil {
 		return nil, errNoTrust("tls")

@@ -10,9 +10,17 @@ package trusthook
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"net"
 )
+
+// Logger is what TLS logs through: srcs.Logger's methods, which
+// *slog.Logger has.
+type Logger interface {
+	Debug(msg string, args ...any)
+	Info(msg string, args ...any)
+	Warn(msg string, args ...any)
+	Error(msg string, args ...any)
+}
 
 // TLSConfig is srcs.TLSConfig's data, field for field, which srcs
 // converts to it.
@@ -31,10 +39,10 @@ type Provider interface {
 	// Server checks c for a listener, loads its certificate (and CAs),
 	// and returns the server's side of the handshake. Errors name the
 	// YAML keys under tls.
-	Server(c TLSConfig, log *slog.Logger) (Handshake, error)
+	Server(c TLSConfig, log Logger) (Handshake, error)
 	// Client checks c for a client of host and returns the client's side
 	// of the handshake. Errors name the YAML keys under tls.
-	Client(c TLSConfig, host string, log *slog.Logger) (Handshake, error)
+	Client(c TLSConfig, host string, log Logger) (Handshake, error)
 	// ProxyAddr parses a PROXY header, given whole, and returns the
 	// original client's address, or nil for a header that names none (a
 	// LOCAL command, an UNKNOWN family).

@@ -7,7 +7,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"strings"
 
@@ -27,7 +26,7 @@ var _ trusthook.Provider = provider{}
 
 // Server implements trusthook.Provider: it checks c for a listener and
 // builds its crypto/tls configuration. Errors name the YAML keys.
-func (provider) Server(c trusthook.TLSConfig, log *slog.Logger) (trusthook.Handshake, error) {
+func (provider) Server(c trusthook.TLSConfig, log trusthook.Logger) (trusthook.Handshake, error) {
 	tc, err := serverConfig(c, log)
 	if err != nil {
 		return nil, err
@@ -36,7 +35,7 @@ func (provider) Server(c trusthook.TLSConfig, log *slog.Logger) (trusthook.Hands
 }
 
 // Client implements trusthook.Provider.
-func (provider) Client(c trusthook.TLSConfig, host string, log *slog.Logger) (trusthook.Handshake, error) {
+func (provider) Client(c trusthook.TLSConfig, host string, log trusthook.Logger) (trusthook.Handshake, error) {
 	tc, err := clientConfig(c, host, log)
 	if err != nil {
 		return nil, err
@@ -110,7 +109,7 @@ func minVersion(c trusthook.TLSConfig) (uint16, error) {
 
 // serverConfig checks c for a listener and builds its crypto/tls
 // configuration. Errors name the YAML keys.
-func serverConfig(c trusthook.TLSConfig, log *slog.Logger) (*tls.Config, error) {
+func serverConfig(c trusthook.TLSConfig, log trusthook.Logger) (*tls.Config, error) {
 	if c.CertFile == "" || c.KeyFile == "" {
 		return nil, errors.New("tls: cert_file and key_file are required on a listener")
 	}
@@ -154,7 +153,7 @@ func serverConfig(c trusthook.TLSConfig, log *slog.Logger) (*tls.Config, error) 
 
 // clientConfig checks c for a client dialing host and builds its
 // crypto/tls configuration.
-func clientConfig(c trusthook.TLSConfig, host string, log *slog.Logger) (*tls.Config, error) {
+func clientConfig(c trusthook.TLSConfig, host string, log trusthook.Logger) (*tls.Config, error) {
 	if c.ClientAuth != "" {
 		return nil, errors.New("tls.client_auth: for listeners, not clients")
 	}
