@@ -21,16 +21,25 @@ import (
 // its path, in a directory the test removes.
 func Build(t testing.TB) string {
 	t.Helper()
+	return BuildPackage(t, ".")
+}
+
+// BuildPackage builds the program pkg (a path relative to the test's
+// package directory, such as "./testdata/twin") with go build and the
+// flags given, and returns its path, in a directory the test removes.
+func BuildPackage(t testing.TB, pkg string, flags ...string) string {
+	t.Helper()
 	bin := filepath.Join(t.TempDir(), "example")
-	cmd := exec.Command(goTool(), "build", "-o", bin, ".")
+	args := append(append([]string{"build", "-o", bin}, flags...), pkg)
+	cmd := exec.Command(GoTool(), args...)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return bin
 }
 
-// goTool is the go command that runs the test.
-func goTool() string {
+// GoTool is the go command that runs the test.
+func GoTool() string {
 	if p, err := exec.LookPath("go"); err == nil {
 		return p
 	}
