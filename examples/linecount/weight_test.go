@@ -40,7 +40,7 @@ func TestWeight(t *testing.T) {
 				t.Errorf("%s, linecount is %d bytes, %.2fx its twin on net (%d bytes), above %.1fx: "+
 					"find what it links and does not use (go version -m, go list -deps, "+
 					"go tool nm -size -sort size) and move it behind the package that needs it. "+
-					"Go 1.26 on linux/amd64 built them at 5,006,704 against 3,520,767 bytes (1.42x), "+
+					"Go 1.26 on linux/amd64 built them at 5,006,714 against 3,520,767 bytes (1.42x), "+
 					"stripped 3,338,505 against 2,363,657 (1.41x), where they had been 9,828,127 (2.79x) "+
 					"and 6,750,473 (2.86x) while srcs held MQTT, TLS and the PROXY parser and "+
 					"sluice logged through *slog.Logger",
