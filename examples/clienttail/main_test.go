@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -64,6 +65,18 @@ func testClienttail(t *testing.T) {
 	f.Close()
 	size := 100*len("an old line\n") + 50*len("a new line\n")
 	p.WaitLine("clienttail: source 1 (tcp://" + addr + "): open: engine: connected again after ")
+	// A drain stops the tail where it is: the new lines must have been
+	// read before SIGINT for the count to hold them. The checkpoint,
+	// saved every second for released bytes, says when they were.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		ck, _ := os.ReadFile(log + ".ckpt")
+		if strings.Contains(string(ck), fmt.Sprintf(`"offset":%d`, size)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the tail's checkpoint is %s, not yet at the offset %d", ck, size)
+		}
+	}
 
 	out, err := p.Interrupt()
 	if err != nil {
