@@ -229,11 +229,27 @@ var layering = []struct {
 	{"internal/contract", []string{"pool"}},
 	// TLS certificates and CAs served from files, for srcs's TLSConfig.
 	{"internal/certs", nil},
-	// The MQTT packet codec of srcs's MQTT source.
+	// The MQTT packet codec of the MQTT source (srcs/mqtt).
 	{"internal/mqtt", nil},
-	// The PROXY protocol of srcs's listeners.
+	// The PROXY protocol of srcs's listeners: the header's bytes read
+	// exactly, first bytes sniffed, address lists; no parser.
 	{"internal/proxy", nil},
-	{"srcs", []string{"pool", "internal/contract", "internal/certs", "internal/mqtt", "internal/proxy"}},
+	// Where srcs finds TLS and the PROXY protocol, which srcs/trust
+	// provides when a program links it.
+	{"internal/trusthook", nil},
+	// How a source reads a TLS session it waits on, through io.Reader
+	// only: srcs's connections and the MQTT source share it, and neither
+	// links crypto/tls through it.
+	{"internal/tlsread", []string{"internal/contract"}},
+	{"srcs", []string{"pool", "internal/contract", "internal/certs", "internal/proxy", "internal/trusthook", "internal/tlsread"}},
+	// TLS and the PROXY protocol's parser for srcs's listeners and
+	// clients, registered in internal/trusthook: apart from srcs, so that
+	// a program that serves neither links neither.
+	{"srcs/trust", []string{"pool", "srcs", "internal/contract", "internal/certs", "internal/trusthook"}},
+	// The MQTT source, on srcs's vocabulary, with its packet codec (and
+	// mochi-mqtt's) and a broker's TLS (srcs/trust): apart from srcs, so
+	// that a program that reads no MQTT links none of them.
+	{"srcs/mqtt", []string{"pool", "srcs", "srcs/trust", "internal/contract", "internal/mqtt", "internal/tlsread"}},
 	// internal packages may build on one another (srcstest runs the
 	// mosquitto broker for tests).
 	{"internal", []string{"pool", "srcs", "internal"}},
@@ -251,6 +267,9 @@ var layering = []struct {
 	{"internal/node", []string{"engine", "engine/jetstream", "engine/metrics", "srcs", "pool"}},
 	// Commands: thin drivers over the node.
 	{"cmd", []string{"engine", "srcs", "pool", "internal/node"}},
+	// The example programs: what a user of the library writes, on its
+	// public packages only.
+	{"examples", []string{"engine", "srcs", "pool"}},
 	// The bench drives the engine and its adapters.
 	{"bench", []string{"engine", "srcs", "pool", "bench/harness", "bench/load", "bench/peers", "bench/report"}},
 	// The bench's rooms, each named exactly (exactRooms): the child
@@ -287,7 +306,7 @@ var layering = []struct {
 
 // testHelperPkgs exist only for tests: no other file may import them (but
 // one another), so neither the library nor the bench links test code.
-var testHelperPkgs = []string{"internal/srcstest", "internal/recordtest", "internal/runnertest", "internal/testca", "internal/enginetest", "bench/benchtest"}
+var testHelperPkgs = []string{"internal/srcstest", "internal/recordtest", "internal/runnertest", "internal/testca", "internal/enginetest", "internal/exampletest", "bench/benchtest"}
 
 // testHelper returns the test-helper package that holds pkg, or "".
 func testHelper(pkg string) string {
@@ -384,7 +403,12 @@ func TestLintLayeringCatchesSlips(t *testing.T) {
 		{"srcs/tcp.go", []string{"pool"}, ""},
 		{"srcs/tcp.go", []string{"ring"}, "srcs/tcp.go imports github.com/sluice-io/sluice/ring: srcs/ may import pool"},
 		{"srcs/tcp.go", []string{"internal/contract"}, ""},
-		{"srcs/tcp.go", []string{"internal/driver"}, "srcs/ may import pool, internal/contract, internal/certs, internal/mqtt, internal/proxy"},
+		{"srcs/tcp.go", []string{"internal/driver"}, "srcs/ may import pool, internal/contract, internal/certs, internal/proxy, internal/trusthook, internal/tlsread"},
+		{"srcs/tcp.go", []string{"internal/mqtt"}, "srcs/ may import pool, internal/contract"},
+		{"srcs/mqtt/mqtt.go", []string{"srcs", "srcs/trust", "internal/mqtt", "internal/tlsread"}, ""},
+		{"srcs/mqtt/mqtt.go", []string{"engine"}, "srcs/mqtt/ may import"},
+		{"srcs/trust/trust.go", []string{"srcs", "internal/certs", "internal/trusthook"}, ""},
+		{"srcs/trust/trust.go", []string{"engine"}, "srcs/trust/ may import"},
 		{"internal/certs/certs.go", []string{"pool"}, "internal/certs/ may import nothing of ours"},
 		{"internal/contract/lane.go", []string{"pool"}, ""},
 		{"internal/contract/lane.go", []string{"srcs"}, "internal/contract/ may import pool"},
@@ -418,6 +442,9 @@ func TestLintLayeringCatchesSlips(t *testing.T) {
 		{"cmd/sluice/main.go", []string{"internal/node"}, ""},
 		{"cmd/sluice/main.go", []string{"internal/front"}, "cmd/ may import engine"},
 		{"cmd/sluice/main.go", []string{"bench"}, "cmd/ may import engine"},
+		{"examples/linecount/main.go", []string{"engine", "srcs"}, ""},
+		{"examples/linecount/main.go", []string{"internal/node"}, "examples/ may import engine, srcs, pool"},
+		{"examples/linecount/main.go", []string{"internal/exampletest"}, "a package for tests only"},
 	} {
 		src := "package x\nimport (\n"
 		for _, imp := range tt.imports {
@@ -535,7 +562,7 @@ func sortedKeys(m map[string]bool) []string {
 // internal/driver, where users need not read past it.
 var srcsExported = []string{
 	// The vocabulary and the capabilities a user's source may offer.
-	"Source", "ID", "Flags", "Partial", "EndOfStream", "Datagrams", "Records", "Truncated",
+	"Source", "ID", "Flags", "Partial", "EndOfStream", "Datagrams", "Records", "Truncated", "Logger",
 	"Backoff", "DefaultBackoffInitial", "DefaultBackoffMax",
 	"Deadliner", "Reconnector", "Repeater", "ReleaseObserver", "ChunkObserver",
 	"DropCounter", "Identified", "Framed", "SourceError",
@@ -546,21 +573,26 @@ var srcsExported = []string{
 	"Secret", "LoadSecret", "Redacted",
 	"TCPClient", "NewTCPClient", "TCPClientConfig", "DefaultDialTimeout",
 	"UnixClient", "NewUnixClient", "UnixClientConfig",
-	"Conn", "NewConn", "NewTLSConn",
+	"Conn", "NewConn",
 	"UDPSource", "ListenUDP", "UDPConfig", "MaxUDPPayload",
 	"FileSource", "NewFile", "FileConfig",
 	"Tail", "NewTail", "TailConfig", "DefaultTailPoll", "Position",
 	"Checkpoint", "NewCheckpoint", "CheckpointError", "DefaultCheckpointEvery",
-	"MQTT", "NewMQTT", "MQTTConfig", "MQTTStats", "DefaultMQTTKeepAlive", "DefaultMQTTMaxMessage",
-	"MQTTConnectError", "MQTTSubscribeError",
 	// Framing, and decoding what arrives.
 	"Framer", "ParseFraming", "Newline", "LengthPrefix", "OctetCounting", "MQTTPackets",
 	"MaxOctetDigits", "CountRecords", "RecordError", "SkipToBoundary",
-	"ForEachDatagram", "DatagramHeaderLen", "ForEachMQTTMessage", "MQTTMessage",
+	"ForEachDatagram", "DatagramHeaderLen",
 	// Errors a program matches.
 	"ErrStopped", "ErrReset", "ErrTimeout", "ErrNoDescriptor", "ErrMalformed",
 	"ErrRecordTooLong", "ErrTooLarge", "ErrMalformedDatagrams", "ErrDatagramTooLarge",
 	"ErrProxyHeader", "ErrProxyUntrusted",
+}
+
+// mqttExported is what srcs/mqtt exports: the MQTT source, its
+// configuration, counters and errors, and the decoding of its chunks.
+var mqttExported = []string{
+	"MQTT", "NewMQTT", "MQTTConfig", "MQTTStats", "DefaultMQTTKeepAlive", "DefaultMQTTMaxMessage",
+	"MQTTConnectError", "MQTTSubscribeError", "ForEachMQTTMessage", "MQTTMessage",
 }
 
 // srcsRunnerMethods are the exported methods of srcs's types whose
@@ -568,7 +600,7 @@ var srcsExported = []string{
 // must be exported to satisfy internal/contract's interfaces. A program
 // has no use for them; keep the list short.
 var srcsRunnerMethods = []string{
-	"Conn.Desc", "FileSource.Desc", "MQTT.Desc", "TCPClient.Desc",
+	"Conn.Desc", "FileSource.Desc", "TCPClient.Desc",
 	"UDPSource.Desc", "UnixClient.Desc", "Listener.AcceptThrough",
 }
 
@@ -712,28 +744,36 @@ func exportedAPI(t *testing.T, files []goFile, dir string) (names map[string]boo
 // to srcsExported on purpose, and what only runners use goes internal.
 func TestLintExportedSurface(t *testing.T) {
 	files := moduleFiles(t)
-	names, refs := exportedAPI(t, files, "srcs")
-	want := map[string]bool{}
-	for _, n := range srcsExported {
-		want[n] = true
-		if !names[n] {
-			t.Errorf("srcs no longer exports %s: take it off srcsExported in lint_test.go", n)
+	for _, pkg := range []struct {
+		dir, list      string
+		exported, refs []string
+	}{
+		{"srcs", "srcsExported", srcsExported, srcsRunnerMethods},
+		{"srcs/mqtt", "mqttExported", mqttExported, []string{"MQTT.Desc"}},
+	} {
+		names, refs := exportedAPI(t, files, pkg.dir)
+		want := map[string]bool{}
+		for _, n := range pkg.exported {
+			want[n] = true
+			if !names[n] {
+				t.Errorf("%s no longer exports %s: take it off %s in lint_test.go", pkg.dir, n, pkg.list)
+			}
 		}
-	}
-	for _, n := range sortedKeys(names) {
-		if !want[n] {
-			t.Errorf("srcs exports %s, which srcsExported (lint_test.go) does not list: srcs is what a program "+
-				"uses to add sources; if a program needs %s, list it there, and if only the engine or the "+
-				"runners do, put it in internal/contract or internal/driver", n, n)
+		for _, n := range sortedKeys(names) {
+			if !want[n] {
+				t.Errorf("%s exports %s, which %s (lint_test.go) does not list: %s is what a program "+
+					"uses to add sources; if a program needs %s, list it there, and if only the engine or the "+
+					"runners do, put it in internal/contract or internal/driver", pkg.dir, n, pkg.list, pkg.dir, n)
+			}
 		}
-	}
-	slices.Sort(refs)
-	if want := slices.Sorted(slices.Values(srcsRunnerMethods)); !slices.Equal(refs, want) {
-		t.Errorf("srcs's exported API names internal packages in %v; srcsRunnerMethods (lint_test.go) allows %v: "+
-			"a program cannot use what it cannot name, so keep runner-only parts off srcs's types", refs, want)
+		slices.Sort(refs)
+		if want := slices.Sorted(slices.Values(pkg.refs)); !slices.Equal(refs, want) {
+			t.Errorf("%s's exported API names internal packages in %v; lint_test.go allows %v: "+
+				"a program cannot use what it cannot name, so keep runner-only parts off its types", pkg.dir, refs, want)
+		}
 	}
 
-	names, refs = exportedAPI(t, files, "engine")
+	names, refs := exportedAPI(t, files, "engine")
 	for _, r := range refs {
 		t.Errorf("engine's exported %s names an internal package: the engine's API is for programs, "+
 			"and the runner contract stays in internal/contract", r)

@@ -52,6 +52,12 @@ type Config struct {
 	// receives data, so an idle engine holds little memory (the default
 	// pool is 64 MiB) and a busy one grows to what its traffic uses.
 	PrefaultPool bool `yaml:"prefault_pool"`
+	// PoolReturnAfter gives the pages of a pool buffer that stayed free
+	// this long back to the kernel (pool.Config.ReturnAfter), so that an
+	// engine that took a burst of traffic shrinks back to what its
+	// traffic keeps using, as Go's heap does. Zero means the default, a
+	// minute; negative keeps every page (so does PrefaultPool).
+	PoolReturnAfter time.Duration `yaml:"pool_return_after"`
 	// Flush is the default flush timeout: a partly filled buffer is
 	// delivered (flag Partial) this long after its first byte. Zero means
 	// the default, 5ms; a negative value means deliver after every read.
@@ -220,7 +226,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, &ConfigError{"FileSlots", c.FileSlots, fmt.Sprintf("must be at most %d (the kernel's IORING_MAX_FIXED_FILES), or negative for none", MaxFileSlots)}
 	}
 	// The pool validates its own shape; report its errors under our names.
-	if _, err := c.poolConfig().Validate(); err != nil {
+	pc, err := c.poolConfig().Validate()
+	if err != nil {
 		var pe *pool.ConfigError
 		if !errors.As(err, &pe) {
 			return c, err
@@ -231,12 +238,13 @@ func (c Config) withDefaults() (Config, error) {
 		}
 		return c, &ConfigError{field, pe.Value, pe.Reason}
 	}
+	c.PoolReturnAfter = pc.ReturnAfter
 	return c, nil
 }
 
 func (c Config) poolConfig() pool.Config {
 	return pool.Config{BufSize: c.BufSize, Buffers: c.Buffers, MaxPerSource: c.MaxPerSource, MaxBytes: c.MaxPoolBytes,
-		Prefault: c.PrefaultPool}
+		Prefault: c.PrefaultPool, ReturnAfter: c.PoolReturnAfter}
 }
 
 // Resolved returns c as New would run it: every zero field set to its

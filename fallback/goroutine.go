@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"os"
 	"sync"
@@ -53,7 +52,7 @@ import (
 // A Goroutine is safe for concurrent use. It borrows each lane from Add until
 // it calls Finish and never closes a source.
 type Goroutine struct {
-	log *slog.Logger
+	log contract.Logger
 
 	laneSet[*goLane]               // mu, closed, lanes, wg
 	resume           chan struct{} // closed when a pause ends; nil while running
@@ -68,7 +67,7 @@ type Goroutine struct {
 func NewGoroutine(cfg contract.RunnerConfig) (*Goroutine, error) {
 	log := cfg.Logger
 	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+		log = contract.Discard{}
 	}
 	return &Goroutine{log: log, laneSet: laneSet[*goLane]{lanes: map[*contract.Lane]*goLane{}}}, nil
 }

@@ -33,7 +33,10 @@
 //
 // The slab is mapped off the Go heap and its pages become resident as
 // buffers are first written, so an idle pool costs next to nothing;
-// [Config].Prefault maps it populated instead. A registration of the slab
+// [Config].Prefault maps it populated instead. The pages of a buffer that
+// stays free for [Config].ReturnAfter (a minute by default) go back to the
+// kernel, so a pool that took a burst shrinks back to what its traffic
+// keeps using. A registration of the slab
 // as io_uring fixed buffers pins, and so faults in, every page.
 // [Pool.CloseWhenIdle] unmaps the slab when the last held buffer comes
 // home, for owners that stop before their consumers are done.

@@ -118,9 +118,20 @@ func (p *Pool) unhold(a *Account) {
 		return
 	}
 	p.endHoldLocked(a, now)
-	a.w.since = now // its wait for a buffer starts now: the hold is not pool contention
-	p.enqueueLocked(a)
-	notify := p.dispatchLocked()
+	var notify func()
+	if len(p.free) > 0 && int(a.held) < p.cfg.MaxPerSource {
+		// A buffer is free, so nobody eligible queues for one (every
+		// release is dispatched at once): the account takes it without a
+		// wait, as TryAcquire would have, had it not owed bytes.
+		a.w.granted = p.takeLocked(a)
+		a.state = granted
+		notify = a.w.notify
+	} else {
+		// Its wait for a buffer starts now: the hold was no pool
+		// contention.
+		p.queueLocked(a, now)
+		notify = p.dispatchLocked()
+	}
 	p.mu.Unlock()
 	if notify != nil {
 		notify()

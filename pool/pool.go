@@ -63,9 +63,18 @@ type Config struct {
 	// a page in, at the price of holding the whole slab resident from
 	// New on. Without it, a page becomes resident when it is first
 	// written, and an idle pool costs next to nothing; a page once
-	// touched stays resident until Close. Only Linux maps the slab; other
-	// systems ignore it.
+	// touched stays resident until its buffer has stayed free for
+	// ReturnAfter. Only Linux maps the slab; other systems ignore it.
 	Prefault bool `yaml:"prefault"`
+	// ReturnAfter gives the pages of a buffer that has stayed free this
+	// long back to the kernel (madvise MADV_DONTNEED), so that a pool
+	// that took traffic in a burst shrinks back to what its traffic keeps
+	// using, as Go's heap does; a buffer lent out again is faulted in
+	// afresh, zeroed. Buffers go back between ReturnAfter and twice it
+	// after their release, the least recently used first. Zero means
+	// DefaultReturnAfter; negative keeps every page, as does Prefault.
+	// Only Linux returns pages.
+	ReturnAfter time.Duration `yaml:"return_after"`
 }
 
 // Validate checks c and returns it with defaults filled in. New calls it;
@@ -94,6 +103,9 @@ func (c Config) Validate() (Config, error) {
 	if c.MaxPerSource == 0 {
 		c.MaxPerSource = max(1, c.Buffers/4)
 	}
+	if c.ReturnAfter == 0 {
+		c.ReturnAfter = DefaultReturnAfter
+	}
 	return c, nil
 }
 
@@ -121,6 +133,8 @@ type Pool struct {
 	rateHeld int      // waiting accounts held by their rate limit, in no list
 	accounts int
 	idle     chan struct{} // closed when no buffer is held; nil until WaitIdle asks
+	ret      returner      // gives idle buffers' pages back (return.go)
+	resident int           // buffers with resident set
 	st       counters
 	// onGrant, if set, is called under mu after every grant. Tests use it
 	// to check the policy at the moment it acts.
@@ -133,6 +147,7 @@ type counters struct {
 	waitTotal                 time.Duration
 	rateHolds                 uint64
 	rateHeld                  time.Duration // holds that ended
+	returned                  uint64        // buffers whose pages went back to the kernel
 	hist                      Histogram
 }
 
@@ -215,6 +230,7 @@ func (p *Pool) CloseWhenIdle() error {
 
 func (p *Pool) unmapLocked() error {
 	p.closed = true
+	p.ret.stopLocked()
 	for i := range p.bufs {
 		p.bufs[i].data = nil
 	}
@@ -281,7 +297,7 @@ func (p *Pool) releaseLocked(b *Buf) {
 	if a.state == waiting {
 		p.requeueLocked(a)
 	}
-	p.free = append(p.free, b.idx)
+	p.pushFreeLocked(b)
 	notify := p.dispatchLocked()
 	p.homeLocked()
 	p.mu.Unlock()
@@ -394,6 +410,10 @@ func (p *Pool) takeLocked(a *Account) *Buf {
 	b := &p.bufs[idx]
 	b.owner = a
 	b.lease++
+	if !b.resident {
+		b.resident = true // its holder writes it
+		p.resident++
+	}
 	b.held.Store(true)
 	a.held++
 	a.acquired++
@@ -406,23 +426,27 @@ func (p *Pool) takeLocked(a *Account) *Buf {
 
 // Stats is a snapshot of a pool's accounting.
 type Stats struct {
-	Buffers  int
-	BufSize  int
-	InUse    int
-	Free     int
-	Waiters  int // accounts waiting for a buffer, at the cap or not
-	RateHeld int // accounts their rate limit holds (among Waiters)
-	// RateHolds counts the times a rate limit held an account (SetRate),
-	// and RateHeldTime the time accounts spent so held, in holds that
-	// ended.
+	Buffers int
+	BufSize int
+	InUse   int
+	Free    int
+	Waiters int // accounts queued for a buffer, at the cap or not
+	// RateHeld is the accounts their rate limit holds now (SetRate),
+	// which wait for their limit, not for a buffer: they are not among
+	// Waiters, and their holds count in RateHolds, not in Waits.
+	RateHeld int
+	// RateHolds counts the times a rate limit held an account, and
+	// RateHeldTime the time accounts spent so held, in holds that ended.
 	RateHolds    uint64
 	RateHeldTime time.Duration
 	Accounts     int // accounts that joined and have not left
 	Acquired     uint64
 	Released     uint64
-	// Waits counts acquires that had to queue, whether or not they were
-	// later cancelled. WaitTime and WaitHist cover the time from queueing
-	// to the grant, for those that were granted.
+	// Waits counts acquires that had to queue for a buffer, whether or
+	// not they were later cancelled; a rate limit's hold is not one, nor
+	// is the grant that ends it when a buffer is free. WaitTime and
+	// WaitHist cover the time from queueing to the grant, for those that
+	// were granted.
 	Waits    uint64
 	WaitTime time.Duration
 	WaitHist Histogram
@@ -430,6 +454,12 @@ type Stats struct {
 	// (ReleaseLease): a copy of a chunk released after another copy.
 	// They free nothing.
 	StaleReleases uint64
+	// Resident counts the buffers whose pages may be resident: those lent
+	// out since their pages last went back to the kernel (ReturnAfter),
+	// held or free. Returned counts the times a free buffer's pages went
+	// back.
+	Resident int
+	Returned uint64
 	// Closed says the slab is unmapped: Close succeeded, or CloseWhenIdle
 	// was called and every buffer has come home since.
 	Closed bool
@@ -444,7 +474,7 @@ func (p *Pool) Stats() Stats {
 		BufSize:  p.cfg.BufSize,
 		InUse:    len(p.bufs) - len(p.free),
 		Free:     len(p.free),
-		Waiters:  p.hungry.n + p.greedy.n + p.parked + p.rateHeld,
+		Waiters:  p.hungry.n + p.greedy.n + p.parked,
 		RateHeld: p.rateHeld,
 
 		RateHolds:    p.st.rateHolds,
@@ -457,6 +487,8 @@ func (p *Pool) Stats() Stats {
 		WaitHist:     p.st.hist,
 
 		StaleReleases: p.st.stale,
+		Resident:      p.resident,
+		Returned:      p.st.returned,
 		Closed:        p.closed,
 	}
 }
@@ -475,6 +507,11 @@ type Buf struct {
 	// under p.mu, while the buffer is free, so its holder may read it
 	// without the lock.
 	lease uint64
+	// resident says the buffer may hold pages (it was lent out since they
+	// last went back), and freed is the returner's tick when it last came
+	// home (return.go). Guarded by p.mu.
+	resident bool
+	freed    uint64
 }
 
 // Bytes returns the whole buffer. It panics if the buffer is not held: a
@@ -638,18 +675,25 @@ func (a *Account) Wait(notify func()) (*Buf, bool, error) {
 		if a.w == nil {
 			a.w = new(accountWait)
 		}
-		a.w.since = time.Since(p.epoch)
-		a.w.waits++
-		p.st.waits++
 		a.w.notify = notify
 		now := time.Since(p.epoch)
 		if d := a.owedLocked(now); d > 0 {
+			// Held by its rate limit: a hold, not a wait for a buffer.
 			p.holdLocked(a, d, now)
 		} else {
-			p.enqueueLocked(a)
+			p.queueLocked(a, now)
 		}
 	}
 	return nil, false, nil
+}
+
+// queueLocked queues a waiting account for a buffer from now on, and
+// counts the wait.
+func (p *Pool) queueLocked(a *Account, now time.Duration) {
+	a.w.since = now
+	a.w.waits++
+	p.st.waits++
+	p.enqueueLocked(a)
 }
 
 // owedLocked returns how long a must wait for its rate limit at now: 0
@@ -711,7 +755,7 @@ func (a *Account) cancelLocked() func() {
 		a.held--
 		a.acquired--
 		p.st.acquired--
-		p.free = append(p.free, b.idx)
+		p.pushFreeLocked(b)
 		p.homeLocked()
 	default:
 		return nil
@@ -771,13 +815,19 @@ func (a *Account) Leave() {
 type AccountStats struct {
 	Held     int
 	Acquired uint64
+	// Waits counts the account's queueings for a buffer and WaitTime
+	// their time to the grant, as Stats counts them for the pool.
 	Waits    uint64
 	WaitTime time.Duration
-	Waiting  bool
-	// RateHolds counts the times its rate limit held it (SetRate), and
-	// RateHeld is the time it spent so held, the hold in progress included.
-	RateHolds uint64
-	RateHeld  time.Duration
+	// Waiting says a wait is pending: for a buffer, or for its rate limit
+	// (RateLimited).
+	Waiting bool
+	// RateLimited says its rate limit holds it now. RateHolds counts the
+	// times its rate limit held it (SetRate), and RateHeld is the time it
+	// spent so held, the hold in progress included.
+	RateLimited bool
+	RateHolds   uint64
+	RateHeld    time.Duration
 }
 
 // Stats returns a snapshot of the account.
@@ -792,6 +842,7 @@ func (a *Account) Stats() AccountStats {
 	if l := a.limiter(); l != nil {
 		st.RateHolds, st.RateHeld = l.holds, l.heldTotal
 		if a.state == waiting && a.in == inRate {
+			st.RateLimited = true
 			st.RateHeld += time.Since(p.epoch) - l.heldSince
 		}
 	}

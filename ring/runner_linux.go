@@ -3,7 +3,6 @@ package ring
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
 	"time"
 
@@ -116,7 +115,7 @@ import (
 // A Runner is safe for concurrent use. It uses each lane's descriptor from
 // Add until just before Finish and never closes it.
 type Runner struct {
-	log     *slog.Logger
+	log     contract.Logger
 	pool    *pool.Pool
 	cfg     contract.RunnerConfig // what the workers' Pace follows: Inline, Wakeups
 	opts    runnerOptions
@@ -169,7 +168,7 @@ func newRunner(cfg contract.RunnerConfig, opts runnerOptions) (*Runner, error) {
 	}
 	log := cfg.Logger
 	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+		log = contract.Discard{}
 	}
 	r := &Runner{log: log, pool: cfg.Pool, cfg: cfg, opts: opts, fileSlots: cfg.FileSlots}
 	if cfg.BatchWait < 0 {

@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sluice-io/sluice/internal/contract"
 	"io"
 	"io/fs"
-	"log/slog"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -49,7 +49,7 @@ type TailConfig struct {
 	// Logger receives rotations and truncations at Info; the first of a
 	// run of failed checkpoint saves at Warn (the retries that fail too at
 	// Debug), and the save that ends the run at Info. Nil discards.
-	Logger *slog.Logger `yaml:"-"`
+	Logger Logger `yaml:"-"`
 }
 
 func (cfg TailConfig) validate() error {
@@ -121,7 +121,7 @@ func (cfg TailConfig) validate() error {
 // CheckpointErr, Truncations and Rotations at any time.
 type Tail struct {
 	cfg TailConfig
-	log *slog.Logger
+	log Logger
 	ck  *Checkpoint // nil without TailConfig.Checkpoint
 
 	truncations atomic.Uint64
@@ -175,7 +175,7 @@ func NewTail(cfg TailConfig) (*Tail, error) {
 	}
 	t := &Tail{cfg: cfg, log: cfg.Logger}
 	if t.log == nil {
-		t.log = slog.New(slog.DiscardHandler)
+		t.log = contract.Discard{}
 	}
 	if cfg.Checkpoint != "" {
 		ck, err := NewCheckpoint(cfg.Checkpoint, cfg.Path)
@@ -220,11 +220,11 @@ func (t *Tail) Open(context.Context) error {
 	if !t.cfg.PollOnly {
 		w, err = newInotifyWaiter(t.cfg.Path)
 		if err != nil {
-			lvl := slog.LevelInfo // out of watches or descriptors: worth knowing
+			lvl := contract.LevelInfo // out of watches or descriptors: worth knowing
 			if errors.Is(err, errors.ErrUnsupported) {
-				lvl = slog.LevelDebug
+				lvl = contract.LevelDebug
 			}
-			t.log.Log(context.Background(), lvl, "srcs: tail: inotify unavailable; polling",
+			contract.Log(t.log, lvl, "srcs: tail: inotify unavailable; polling",
 				"path", t.cfg.Path, "poll", t.cfg.Poll, "err", err)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/sluice-io/sluice/srcs"
+	"github.com/sluice-io/sluice/srcs/trust"
 )
 
 // Config configures a Publisher. It is plain data with YAML tags, as it
@@ -143,7 +144,7 @@ func (c Config) authOptions() ([]nats.Option, error) {
 		return nil, errors.New("user and password, token, nkey_seed_file, creds_file: set one at most")
 	}
 	if c.TLS != nil {
-		tc, err := c.TLS.ClientConfig("")
+		tc, err := trust.ClientConfig(c.TLS, "")
 		if err != nil {
 			return nil, err
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-io/sluice/engine"
 	"github.com/sluice-io/sluice/engine/jetstream"
 	"github.com/sluice-io/sluice/srcs"
+	"github.com/sluice-io/sluice/srcs/mqtt"
 )
 
 // Config is a node file: engine settings, sources, one output, the
@@ -59,7 +60,7 @@ type Source struct {
 	// Tail follows a growing file through rotation and truncation.
 	Tail *Tail `yaml:"tail,omitempty"`
 	// MQTT subscribes to topics on a broker, reconnecting with backoff.
-	MQTT *srcs.MQTTConfig `yaml:"mqtt,omitempty"`
+	MQTT *mqtt.MQTTConfig `yaml:"mqtt,omitempty"`
 	// Flush overrides the engine's flush timeout for this source (for a
 	// listener: for each of its connections).
 	Flush time.Duration `yaml:"flush,omitempty"`
@@ -361,14 +362,31 @@ func (f *file) validate() error {
 		var typ reflect.Type
 		switch {
 		case s.TCPClient != nil:
-			_, err = srcs.NewTCPClient(*s.TCPClient)
+			// A client reads its TLS files when it is made: check their
+			// form here, and leave the files to Preflight's warnings, as
+			// a listener's are.
+			c := *s.TCPClient
+			if c.TLS != nil {
+				if key, msg := tlsForm(c.TLS, false); msg != "" {
+					return f.errorf(append([]any{"sources", i, kind}, key...), "%s", msg)
+				}
+				c.TLS = nil
+			}
+			_, err = srcs.NewTCPClient(c)
 			typ = reflect.TypeFor[srcs.TCPClientConfig]()
 		case s.UnixClient != nil:
 			_, err = srcs.NewUnixClient(*s.UnixClient)
 			typ = reflect.TypeFor[srcs.UnixClientConfig]()
 		case s.MQTT != nil:
-			_, err = srcs.NewMQTT(*s.MQTT)
-			typ = reflect.TypeFor[srcs.MQTTConfig]()
+			c := *s.MQTT
+			if c.TLS != nil {
+				if key, msg := tlsForm(c.TLS, false); msg != "" {
+					return f.errorf(append([]any{"sources", i, kind}, key...), "%s", msg)
+				}
+				c.TLS = nil
+			}
+			_, err = mqtt.NewMQTT(c)
+			typ = reflect.TypeFor[mqtt.MQTTConfig]()
 		case s.Tail != nil:
 			_, err = srcs.NewTail(s.Tail.TailConfig)
 			typ = reflect.TypeFor[Tail]()

@@ -246,6 +246,10 @@ func (n *Node) sourceError(err error) {
 			// (sluice_listener_connections_failed_total); peers reset
 			// connections too often for each to be worth a warning.
 			n.log.Debug("connection error", "listener", en.name, "name", se.Name, "op", se.Op, "err", se.Err)
+		case en != nil && errors.Is(err, engine.ErrReconnected):
+			// The outage the earlier errors reported is over.
+			en.setErr(nil)
+			n.log.Info("source connected again", "source", en.name, "after", describeErr(se.Err))
 		case en != nil:
 			en.setErr(err)
 			n.log.Warn("source error", "source", en.name, "op", se.Op, "err", describeErr(se.Err))

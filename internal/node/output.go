@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-io/sluice/engine"
 	"github.com/sluice-io/sluice/engine/jetstream"
 	"github.com/sluice-io/sluice/srcs"
+	"github.com/sluice-io/sluice/srcs/mqtt"
 )
 
 // output is where the node's chunks go. handle takes ownership of the
@@ -201,7 +202,7 @@ func (o *writerOutput) writeRecords(en *entry, c engine.Chunk) {
 			return true
 		})
 	case en != nil && en.cfg.MQTT != nil:
-		srcs.ForEachMQTTMessage(c.Data, en.cfg.MQTT.Version, func(m srcs.MQTTMessage) error {
+		mqtt.ForEachMQTTMessage(c.Data, en.cfg.MQTT.Version, func(m mqtt.MQTTMessage) error {
 			w.Write(m.Payload)
 			w.WriteByte('\n')
 			return nil

@@ -20,6 +20,10 @@ import (
 
 	"github.com/sluice-io/sluice/engine"
 	"github.com/sluice-io/sluice/srcs"
+	"github.com/sluice-io/sluice/srcs/mqtt"
+
+	// TLS and the PROXY protocol, for the node file's tls and proxy_protocol keys.
+	_ "github.com/sluice-io/sluice/srcs/trust"
 )
 
 // Source states as /healthz and the status line name them.
@@ -48,6 +52,21 @@ type entry struct {
 	// connsFailed counts a listener's connections that ended on an
 	// error (a reset, a read error), as their end-of-stream chunks say.
 	connsFailed atomic.Uint64
+	// rateHolds and rateHeld sum the rate-limit holds of a listener's
+	// connections that ended, as their end-of-stream chunks say; those
+	// of its live ones are read at each scrape. Written under Node.idMu,
+	// with the connection's id leaving byID, so that a scrape counts a
+	// connection once, live or ended.
+	rateHolds atomic.Uint64
+	rateHeld  atomic.Int64 // nanoseconds
+	// rateShown is what the last scrape showed of those sums, under mu:
+	// a connection that has ended, but whose end-of-stream chunk the
+	// node has not handled yet, is in neither, and a counter must not
+	// go down meanwhile.
+	rateShown struct {
+		holds uint64
+		held  time.Duration
+	}
 
 	mu      sync.Mutex
 	id      srcs.ID // the engine's id, for a source that is not a listener
@@ -189,7 +208,7 @@ func (n *Node) add(i int, s Source) error {
 		}
 		src = t
 	case s.MQTT != nil:
-		src, err = srcs.NewMQTT(*s.MQTT)
+		src, err = mqtt.NewMQTT(*s.MQTT)
 	}
 	if err != nil {
 		return fail(err)
@@ -382,6 +401,10 @@ func (n *Node) entryOf(c engine.Chunk) *entry {
 func (n *Node) sourceEnded(en *entry, c engine.Chunk) {
 	n.idMu.Lock()
 	delete(n.byID, c.Source)
+	if en != nil && en.ln != nil && c.Final != nil && c.Final.RateHolds > 0 {
+		en.rateHolds.Add(c.Final.RateHolds)
+		en.rateHeld.Add(int64(c.Final.RateHeld))
+	}
 	n.idMu.Unlock()
 	n.mu.Lock()
 	draining := n.draining
@@ -429,7 +452,7 @@ func countRecords(en *entry, c engine.Chunk) int {
 		return k
 	case en != nil && en.cfg.MQTT != nil:
 		k := 0
-		srcs.ForEachMQTTMessage(c.Data, en.cfg.MQTT.Version, func(srcs.MQTTMessage) error { k++; return nil })
+		mqtt.ForEachMQTTMessage(c.Data, en.cfg.MQTT.Version, func(mqtt.MQTTMessage) error { k++; return nil })
 		return k
 	case c.Flags&srcs.Records != 0 && en != nil && en.framer != nil:
 		k, _, _ := srcs.CountRecords(en.framer, c.Data)
@@ -454,6 +477,10 @@ func Preflight(cfg Config) []string {
 			_, err = checkTail(s.Tail)
 		case s.TCP != nil && s.TCP.TLS != nil:
 			err = checkTLSFiles(s.TCP.TLS)
+		case s.TCPClient != nil && s.TCPClient.TLS != nil:
+			err = checkTLSFiles(s.TCPClient.TLS)
+		case s.MQTT != nil && s.MQTT.TLS != nil:
+			err = checkTLSFiles(s.MQTT.TLS)
 		}
 		if err != nil {
 			out = append(out, fmt.Sprintf("sources[%d] (%s): %v", i, s.Name(), err))
@@ -558,11 +585,13 @@ type startError struct {
 func (e *startError) Error() string { return e.msg }
 func (e *startError) Unwrap() error { return e.err }
 
-// checkTLSFiles says whether a listener's certificate and key load, and
+// checkTLSFiles says whether a tls section's certificate and key load, and
 // its client CA bundle holds a certificate.
 func checkTLSFiles(t *srcs.TLSConfig) error {
-	if _, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile); err != nil {
-		return fmt.Errorf("tls.cert_file %s, tls.key_file %s: %w", t.CertFile, t.KeyFile, pathReason(err))
+	if t.CertFile != "" || t.KeyFile != "" {
+		if _, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile); err != nil {
+			return fmt.Errorf("tls.cert_file %s, tls.key_file %s: %w", t.CertFile, t.KeyFile, pathReason(err))
+		}
 	}
 	if t.CAFile != "" {
 		pem, err := os.ReadFile(t.CAFile)

@@ -1,13 +1,13 @@
-package srcs
+package mqtt
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"math"
 
 	"github.com/mochi-mqtt/server/v2/packets"
 	"github.com/sluice-io/sluice/internal/mqtt"
+	"github.com/sluice-io/sluice/srcs"
 )
 
 // An MQTT subscriber's chunks.
@@ -25,18 +25,8 @@ import (
 // consumer only has to take the messages out: ForEachMQTTMessage does, and
 // skips the rest. A message never spans two chunks.
 
-var (
-	// ErrMalformed marks bytes that break a protocol or a framing: an MQTT
-	// packet the broker should not have sent (undecodable, or unexpected
-	// in its place), or a record header a framer cannot parse.
-	ErrMalformed = errors.New("srcs: malformed input")
-	// ErrTooLarge marks an MQTT message larger than the configured
-	// MaxMessage, or than a pool buffer can hold.
-	ErrTooLarge = errors.New("srcs: message too large")
-)
-
-// mqttCodec decodes MQTT packets; its errors wrap ErrMalformed.
-func mqttCodec() mqtt.Codec { return mqtt.Codec{Malformed: ErrMalformed} }
+// mqttCodec decodes MQTT packets; its errors wrap srcs.ErrMalformed.
+func mqttCodec() mqtt.Codec { return mqtt.Codec{Malformed: srcs.ErrMalformed} }
 
 const (
 	// mqttOverhead bounds what a PUBLISH carries besides its payload in
@@ -69,7 +59,7 @@ type MQTTMessage struct {
 // are skipped. It allocates nothing.
 //
 // An error from fn stops the walk and is returned as it is. A packet that
-// cannot be decoded returns an error wrapping ErrMalformed, and data that
+// cannot be decoded returns an error wrapping srcs.ErrMalformed, and data that
 // ends inside a packet (the tail of a chunk with the Truncated flag) one
 // wrapping io.ErrUnexpectedEOF, both after fn has seen the messages before
 // it.
@@ -104,7 +94,7 @@ func ForEachMQTTMessage(data []byte, version byte, fn func(MQTTMessage) error) e
 // the source, so one framer serves every session of the source.
 type mqttFramer struct {
 	m  *MQTT
-	pk MQTTPackets
+	pk srcs.MQTTPackets
 }
 
 func (f *mqttFramer) String() string { return f.pk.String() }
@@ -127,19 +117,19 @@ func (m *MQTT) checkHeader(h byte) error {
 	t := h >> 4
 	switch {
 	case t == packets.Publish && (h>>1)&3 == 3:
-		return fmt.Errorf("srcs: mqtt %s: PUBLISH with QoS 3 (header 0x%02x): %w", m.name, h, ErrMalformed)
+		return fmt.Errorf("srcs: mqtt %s: PUBLISH with QoS 3 (header 0x%02x): %w", m.name, h, srcs.ErrMalformed)
 	case t == packets.Publish && (h>>1)&3 == 2:
 		// This client subscribes at QoS 1 at most.
-		return fmt.Errorf("srcs: mqtt %s: QoS 2 PUBLISH, above every subscription's QoS: %w", m.name, ErrMalformed)
+		return fmt.Errorf("srcs: mqtt %s: QoS 2 PUBLISH, above every subscription's QoS: %w", m.name, srcs.ErrMalformed)
 	case t == packets.Publish:
 		return nil
 	case t == packets.Suback, t == packets.Pingresp, t == packets.Disconnect:
 		if h&0x0f != 0 {
-			return fmt.Errorf("srcs: mqtt %s: %s with reserved flags 0x%x: %w", m.name, packets.PacketNames[t], h&0x0f, ErrMalformed)
+			return fmt.Errorf("srcs: mqtt %s: %s with reserved flags 0x%x: %w", m.name, packets.PacketNames[t], h&0x0f, srcs.ErrMalformed)
 		}
 		return nil
 	}
-	return fmt.Errorf("srcs: mqtt %s: unexpected %s packet (header 0x%02x): %w", m.name, packets.PacketNames[t], h, ErrMalformed)
+	return fmt.Errorf("srcs: mqtt %s: unexpected %s packet (header 0x%02x): %w", m.name, packets.PacketNames[t], h, srcs.ErrMalformed)
 }
 
 // checkPacket checks a whole packet, whose header checkHeader passed. It
@@ -159,13 +149,13 @@ func (m *MQTT) checkPacket(p []byte) error {
 		case err != nil:
 		case len(pub.Topic) == 0:
 			// A topic alias: this client never allows the broker any.
-			err = fmt.Errorf("empty topic name: %w", ErrMalformed)
+			err = fmt.Errorf("empty topic name: %w", srcs.ErrMalformed)
 		case !mqtt.ValidString(pub.Topic):
-			err = fmt.Errorf("topic name is not valid UTF-8: %w", ErrMalformed)
+			err = fmt.Errorf("topic name is not valid UTF-8: %w", srcs.ErrMalformed)
 		case pub.QoS > 0 && pub.ID == 0:
-			err = fmt.Errorf("QoS %d with packet id 0: %w", pub.QoS, ErrMalformed)
+			err = fmt.Errorf("QoS %d with packet id 0: %w", pub.QoS, srcs.ErrMalformed)
 		case len(pub.Payload) > m.cfg.MaxMessage:
-			return &RecordError{Framer: m.framer.String(), Size: int64(len(p)), Max: len(p) - len(pub.Payload) + m.cfg.MaxMessage, Also: ErrTooLarge}
+			return &srcs.RecordError{Framer: m.framer.String(), Size: int64(len(p)), Max: len(p) - len(pub.Payload) + m.cfg.MaxMessage, Also: srcs.ErrTooLarge}
 		}
 		if err != nil {
 			return fmt.Errorf("srcs: mqtt %s: PUBLISH: %w", m.name, err)
@@ -174,7 +164,7 @@ func (m *MQTT) checkPacket(p []byte) error {
 		return m.checkSuback(body)
 	case packets.Pingresp:
 		if len(body) != 0 {
-			return fmt.Errorf("srcs: mqtt %s: PINGRESP with a %d-byte body: %w", m.name, len(body), ErrMalformed)
+			return fmt.Errorf("srcs: mqtt %s: PINGRESP with a %d-byte body: %w", m.name, len(body), srcs.ErrMalformed)
 		}
 	case packets.Disconnect:
 		return m.checkDisconnect(body)
@@ -185,13 +175,13 @@ func (m *MQTT) checkPacket(p []byte) error {
 // checkSuback checks the SUBACK against the SUBSCRIBE this session sent.
 func (m *MQTT) checkSuback(body []byte) error {
 	if !m.subSent.Load() {
-		return fmt.Errorf("srcs: mqtt %s: SUBACK, but this session sent no SUBSCRIBE: %w", m.name, ErrMalformed)
+		return fmt.Errorf("srcs: mqtt %s: SUBACK, but this session sent no SUBSCRIBE: %w", m.name, srcs.ErrMalformed)
 	}
 	malformed := func(err error) error {
 		return &MQTTSubscribeError{Broker: m.cfg.Broker, Reason: "malformed SUBACK", Err: err}
 	}
 	if len(body) < 2 {
-		return malformed(fmt.Errorf("%d-byte SUBACK has no packet id: %w", len(body), ErrMalformed))
+		return malformed(fmt.Errorf("%d-byte SUBACK has no packet id: %w", len(body), srcs.ErrMalformed))
 	}
 	id, codes := uint16(body[0])<<8|uint16(body[1]), body[2:]
 	var reason []byte
@@ -208,7 +198,7 @@ func (m *MQTT) checkSuback(body []byte) error {
 	if id != mqttSubID || len(codes) != len(m.cfg.Topics) {
 		return &MQTTSubscribeError{Broker: m.cfg.Broker,
 			Reason: fmt.Sprintf("SUBACK for packet %d with %d codes, want packet %d with %d", id, len(codes), mqttSubID, len(m.cfg.Topics)),
-			Err:    ErrMalformed}
+			Err:    srcs.ErrMalformed}
 	}
 	for i, c := range codes {
 		if c >= 0x80 {
@@ -230,14 +220,14 @@ func (m *MQTT) checkDisconnect(body []byte) error {
 		return nil // reason 0, normal disconnection
 	}
 	if m.cfg.Version != 5 {
-		return fmt.Errorf("srcs: mqtt %s: DISCONNECT with a %d-byte body: %w", m.name, len(body), ErrMalformed)
+		return fmt.Errorf("srcs: mqtt %s: DISCONNECT with a %d-byte body: %w", m.name, len(body), srcs.ErrMalformed)
 	}
 	code := body[0]
 	var reason []byte
 	if len(body) > 1 {
 		props, rest, err := mqttCodec().Props(body[1:])
 		if err == nil && len(rest) != 0 {
-			err = fmt.Errorf("%d bytes after the properties: %w", len(rest), ErrMalformed)
+			err = fmt.Errorf("%d bytes after the properties: %w", len(rest), srcs.ErrMalformed)
 		}
 		if err == nil {
 			reason, err = mqttCodec().CheckProps(props, packets.Disconnect)
@@ -255,4 +245,4 @@ func (m *MQTT) checkDisconnect(body []byte) error {
 	return fmt.Errorf("srcs: mqtt %s: broker disconnected: %s (0x%02x)", m.name, mqttReason(5, packets.Disconnect, code), code)
 }
 
-var _ Framer = (*mqttFramer)(nil)
+var _ srcs.Framer = (*mqttFramer)(nil)

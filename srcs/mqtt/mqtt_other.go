@@ -1,6 +1,6 @@
 //go:build !linux
 
-package srcs
+package mqtt
 
 import (
 	"syscall"

@@ -1,4 +1,4 @@
-package srcs_test
+package mqtt_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-io/sluice/internal/srcstest"
 	"github.com/sluice-io/sluice/internal/testca"
 	"github.com/sluice-io/sluice/srcs"
+	mqttsrc "github.com/sluice-io/sluice/srcs/mqtt"
 )
 
 // startMosquittoTLS runs mosquitto with its plaintext listener and a TLS
@@ -65,7 +66,7 @@ func TestMQTTMosquittoTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	const topic = "sluice/tls"
-	cfg := srcs.MQTTConfig{
+	cfg := mqttsrc.MQTTConfig{
 		Broker: tlsAddr, ClientID: "sluice-tls", Topics: []string{topic}, QoS: 1, CleanSession: true,
 		Username: "node", PasswordFile: pwFile, DialTimeout: 5 * time.Second,
 		TLS: &srcs.TLSConfig{CAFile: ca.CAFile, CertFile: client.CertFile, KeyFile: client.KeyFile},
@@ -91,7 +92,7 @@ func TestMQTTMosquittoTLS(t *testing.T) {
 	// No client certificate: the broker refuses the handshake.
 	bare := cfg
 	bare.TLS = &srcs.TLSConfig{CAFile: ca.CAFile}
-	m, err := srcs.NewMQTT(bare)
+	m, err := mqttsrc.NewMQTT(bare)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package srcs
+package mqtt
 
 import (
 	"crypto/tls"
@@ -19,6 +19,8 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/mqtt"
+	"github.com/sluice-io/sluice/srcs"
+	"github.com/sluice-io/sluice/srcs/trust"
 )
 
 // Defaults of MQTTConfig, applied where a field is zero.
@@ -59,27 +61,27 @@ type MQTTConfig struct {
 	KeepAlive time.Duration `yaml:"keep_alive"`
 	// DialTimeout bounds the dial, name resolution included, and then the
 	// CONNECT exchange and the SUBSCRIBE's write. Default
-	// DefaultDialTimeout.
+	// srcs.DefaultDialTimeout.
 	DialTimeout time.Duration `yaml:"dial_timeout"`
 	// Backoff is what Reconnect reports to the engine; zero fields take
 	// the defaults (Initial 50ms, Max 5s).
-	Backoff Backoff `yaml:"backoff"`
+	Backoff srcs.Backoff `yaml:"backoff"`
 	// Username and Password authenticate the connection when set. MQTT
 	// 3.1.1 allows a password only with a username. The password may come
 	// from a file (PasswordFile) or an environment variable (PasswordEnv,
 	// its name) instead; it prints redacted.
-	Username     string `yaml:"username"`
-	Password     Secret `yaml:"password"`
-	PasswordFile string `yaml:"password_file"`
-	PasswordEnv  string `yaml:"password_env"`
+	Username     string      `yaml:"username"`
+	Password     srcs.Secret `yaml:"password"`
+	PasswordFile string      `yaml:"password_file"`
+	PasswordEnv  string      `yaml:"password_env"`
 	// TLS, when set, runs TLS to the broker (usually port 8883),
 	// verifying it against CAFile (or the system's roots) and sending a
 	// client certificate if CertFile is set. DialTimeout bounds the
 	// handshake too. The source is then Encrypted: the engine reads it on
 	// the goroutine runner, which decrypts into pool buffers.
-	TLS *TLSConfig `yaml:"tls"`
+	TLS *srcs.TLSConfig `yaml:"tls"`
 	// MaxMessage bounds a message's payload. A larger PUBLISH ends the
-	// session with an error wrapping ErrTooLarge. A message is never split
+	// session with an error wrapping srcs.ErrTooLarge. A message is never split
 	// across chunks, so its whole packet must also fit in one pool buffer
 	// (the engine's BufSize); one that does not ends the session the same
 	// way. Default 1 MiB.
@@ -101,8 +103,8 @@ type MQTTConfig struct {
 // ForEachMQTTMessage). Open does not wait for the SUBACK: it comes in the
 // stream, and the framer checks it with every other packet. A refused
 // filter ends the session with a *MQTTSubscribeError, a message above
-// MaxMessage with an error wrapping ErrTooLarge, and a packet a broker must
-// not send a subscriber with one wrapping ErrMalformed; the engine reports
+// MaxMessage with an error wrapping srcs.ErrTooLarge, and a packet a broker must
+// not send a subscriber with one wrapping srcs.ErrMalformed; the engine reports
 // the error and reconnects.
 //
 // QoS 1 messages are acknowledged after release, which makes delivery at
@@ -127,7 +129,7 @@ type MQTT struct {
 	cfg     MQTTConfig // defaults applied
 	name    string
 	tls     *tls.Config // nil without TLS
-	backoff Backoff
+	backoff srcs.Backoff
 	framer  *mqttFramer
 
 	sess atomic.Pointer[mqttSession] // the current session; nil between sessions
@@ -180,7 +182,7 @@ func (e *MQTTConnectError) Error() string {
 
 // MQTTSubscribeError is a broker's refusal of one topic filter, or a
 // SUBACK that does not answer the SUBSCRIBE (then Filter is empty and Err
-// wraps ErrMalformed).
+// wraps srcs.ErrMalformed).
 type MQTTSubscribeError struct {
 	Broker string
 	Filter string
@@ -201,7 +203,7 @@ func (e *MQTTSubscribeError) Unwrap() error { return e.Err }
 
 // NewMQTT checks cfg and returns a subscriber that has not connected yet.
 func NewMQTT(cfg MQTTConfig) (*MQTT, error) {
-	pw, err := LoadSecret("password", cfg.Password, cfg.PasswordFile, cfg.PasswordEnv)
+	pw, err := srcs.LoadSecret("password", cfg.Password, cfg.PasswordFile, cfg.PasswordEnv)
 	if err != nil {
 		return nil, fmt.Errorf("srcs: mqtt: %w", err)
 	}
@@ -212,7 +214,7 @@ func NewMQTT(cfg MQTTConfig) (*MQTT, error) {
 	var tc *tls.Config
 	if cfg.TLS != nil {
 		host, _, _ := net.SplitHostPort(cfg.Broker)
-		if tc, err = cfg.TLS.clientConfig(host, nil); err != nil {
+		if tc, err = trust.ClientConfig(cfg.TLS, host); err != nil {
 			return nil, fmt.Errorf("srcs: mqtt %s: %w", cfg.Broker, err)
 		}
 	}
@@ -223,7 +225,7 @@ func NewMQTT(cfg MQTTConfig) (*MQTT, error) {
 		cfg.KeepAlive = DefaultMQTTKeepAlive
 	}
 	if cfg.DialTimeout == 0 {
-		cfg.DialTimeout = DefaultDialTimeout
+		cfg.DialTimeout = srcs.DefaultDialTimeout
 	}
 	if cfg.MaxMessage == 0 {
 		cfg.MaxMessage = DefaultMQTTMaxMessage
@@ -233,7 +235,7 @@ func NewMQTT(cfg MQTTConfig) (*MQTT, error) {
 	if tc != nil {
 		m.name = "mqtts://" + cfg.Broker
 	}
-	m.framer = &mqttFramer{m: m, pk: MQTTPackets{
+	m.framer = &mqttFramer{m: m, pk: srcs.MQTTPackets{
 		// Room for a topic and properties besides the payload; checkPacket
 		// holds the payload to MaxMessage exactly.
 		Max:   min(cfg.MaxMessage+mqttOverhead, mqtt.MaxRemaining),
@@ -289,7 +291,7 @@ func (cfg MQTTConfig) validate() error {
 	if len(cfg.Password) > math.MaxUint16 {
 		return errors.New("Password: longer than 65535 bytes")
 	}
-	return cfg.Backoff.validate("Backoff")
+	return cfg.Backoff.Validate("Backoff")
 }
 
 // checkMQTTString applies the protocol's rules for strings.
@@ -332,7 +334,7 @@ func checkTopicFilter(f string) error {
 func (m *MQTT) Name() string { return m.name }
 
 // Reconnect returns the configured back-off with defaults filled in.
-func (m *MQTT) Reconnect() Backoff { return m.backoff }
+func (m *MQTT) Reconnect() srcs.Backoff { return m.backoff }
 
 // Stats returns the source's counters.
 func (m *MQTT) Stats() MQTTStats {
@@ -354,7 +356,7 @@ func (m *MQTT) session(op string) (*mqttSession, error) {
 // non-blocking mode. The source keeps it open until Close.
 func (m *MQTT) Desc() (contract.Desc, error) {
 	if m.tls != nil {
-		return contract.Desc{}, fmt.Errorf("srcs: mqtt %s: a TLS session: %w", m.name, ErrNoDescriptor)
+		return contract.Desc{}, fmt.Errorf("srcs: mqtt %s: a TLS session: %w", m.name, srcs.ErrNoDescriptor)
 	}
 	s, err := m.session("desc")
 	if err != nil {
@@ -365,7 +367,7 @@ func (m *MQTT) Desc() (contract.Desc, error) {
 
 // SyscallConn returns the current session's raw connection, so that the
 // goroutine runner can wait for readability before it takes a buffer. Over
-// TLS its Read waits for plaintext instead (see tlsWait), and fails as
+// TLS its Read waits for plaintext instead (see tlsread.Wait), and fails as
 // Read would.
 func (m *MQTT) SyscallConn() (syscall.RawConn, error) {
 	s, err := m.session("syscall conn")
@@ -373,7 +375,7 @@ func (m *MQTT) SyscallConn() (syscall.RawConn, error) {
 		return nil, err
 	}
 	if s.tr != nil {
-		return mqttTLSWait{tlsWait{s.tr, s.sock, m.name}, s}, nil
+		return mqttTLSWait{tlsWait{R: s.tr, Raw: s.sock, Name: m.name}, s}, nil
 	}
 	return s.rc, nil
 }
@@ -403,7 +405,7 @@ var _ contract.Encrypted = (*MQTT)(nil)
 // Its state is the source's, so it serves every session. The engine frames
 // the source with it unless told otherwise; Delivered cuts a session whose
 // chunks do not have the Records flag.
-func (m *MQTT) Framer() Framer { return m.framer }
+func (m *MQTT) Framer() srcs.Framer { return m.framer }
 
 // Read reads the broker's raw bytes from the current session's connection,
 // for the goroutine runner, which frames them like any runner. At the
@@ -466,13 +468,13 @@ func (m *MQTT) Skipped(n int64) {
 // for Released, and counts the chunk's messages; it also tells the
 // keepalive that the broker was heard. data must be a chunk the source's
 // Framer framed (Records set); a Truncated tail is not a message.
-func (m *MQTT) Delivered(data []byte, flags Flags) {
+func (m *MQTT) Delivered(data []byte, flags srcs.Flags) {
 	var msgs, subs uint64
 	m.ackMu.Lock()
 	s := m.ackSess
 	start := m.delivered
 	m.delivered += int64(len(data))
-	for off := 0; off < len(data) && flags&Records != 0; {
+	for off := 0; off < len(data) && flags&srcs.Records != 0; {
 		hl, n, err := mqttCodec().PacketLen(data[off:])
 		if err != nil || n == 0 {
 			break // the Truncated tail
@@ -503,8 +505,8 @@ func (m *MQTT) Delivered(data []byte, flags Flags) {
 		return
 	}
 	s.lastRecv.Store(s.now())
-	if flags&Records == 0 {
-		s.fail(fmt.Errorf("srcs: mqtt %s: a chunk without the Records flag: the source must be framed by its Framer: %w", m.name, ErrMalformed))
+	if flags&srcs.Records == 0 {
+		s.fail(fmt.Errorf("srcs: mqtt %s: a chunk without the Records flag: the source must be framed by its Framer: %w", m.name, srcs.ErrMalformed))
 	}
 }
 
@@ -673,11 +675,11 @@ func mqttReason(version, pkt, code byte) string {
 }
 
 var (
-	_ Source              = (*MQTT)(nil)
-	_ contract.Descriptor = (*MQTT)(nil)
-	_ Deadliner           = (*MQTT)(nil)
-	_ Reconnector         = (*MQTT)(nil)
-	_ Framed              = (*MQTT)(nil)
-	_ ChunkObserver       = (*MQTT)(nil)
-	_ ReleaseObserver     = (*MQTT)(nil)
+	_ srcs.Source          = (*MQTT)(nil)
+	_ contract.Descriptor  = (*MQTT)(nil)
+	_ srcs.Deadliner       = (*MQTT)(nil)
+	_ srcs.Reconnector     = (*MQTT)(nil)
+	_ srcs.Framed          = (*MQTT)(nil)
+	_ srcs.ChunkObserver   = (*MQTT)(nil)
+	_ srcs.ReleaseObserver = (*MQTT)(nil)
 )

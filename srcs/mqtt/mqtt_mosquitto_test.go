@@ -1,4 +1,4 @@
-package srcs_test
+package mqtt_test
 
 import (
 	"fmt"
@@ -8,7 +8,7 @@ import (
 
 	"github.com/sluice-io/sluice/internal/mosquitto"
 	"github.com/sluice-io/sluice/internal/srcstest"
-	"github.com/sluice-io/sluice/srcs"
+	mqttsrc "github.com/sluice-io/sluice/srcs/mqtt"
 )
 
 // startMosquitto runs Debian's mosquitto until the test ends, or skips
@@ -34,7 +34,7 @@ func TestMQTTMosquittoRestart(t *testing.T) {
 			bothWays(t, func(t *testing.T, o driveOpts) {
 				broker := startMosquitto(t)
 				const topic = "sluice/seq"
-				s := subscribe(t, srcs.MQTTConfig{
+				s := subscribe(t, mqttsrc.MQTTConfig{
 					Broker: broker.Addr, ClientID: fmt.Sprintf("sluice-test-sub-v%d", version), Topics: []string{topic},
 					QoS: 1, Version: version, DialTimeout: 2 * time.Second,
 				}, o)

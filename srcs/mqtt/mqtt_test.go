@@ -1,4 +1,4 @@
-package srcs_test
+package mqtt_test
 
 import (
 	"context"
@@ -15,50 +15,51 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/sluice-io/sluice/srcs"
+	mqttsrc "github.com/sluice-io/sluice/srcs/mqtt"
 )
 
 func TestMQTTConfig(t *testing.T) {
-	ok := srcs.MQTTConfig{Broker: "localhost:1883", ClientID: "c", Topics: []string{"a/+/b", "#"}}
-	with := func(f func(*srcs.MQTTConfig)) srcs.MQTTConfig {
+	ok := mqttsrc.MQTTConfig{Broker: "localhost:1883", ClientID: "c", Topics: []string{"a/+/b", "#"}}
+	with := func(f func(*mqttsrc.MQTTConfig)) mqttsrc.MQTTConfig {
 		c := ok
 		f(&c)
 		return c
 	}
 	tests := []struct {
 		name  string
-		cfg   srcs.MQTTConfig
+		cfg   mqttsrc.MQTTConfig
 		field string // "" means valid
 	}{
 		{"valid", ok, ""},
-		{"valid v5 qos1", with(func(c *srcs.MQTTConfig) { c.Version, c.QoS = 5, 1 }), ""},
-		{"anonymous clean", with(func(c *srcs.MQTTConfig) { c.ClientID, c.CleanSession = "", true }), ""},
-		{"v5 password only", with(func(c *srcs.MQTTConfig) { c.Version, c.Password = 5, "p" }), ""},
-		{"sub-second keepalive", with(func(c *srcs.MQTTConfig) { c.KeepAlive = 200 * time.Millisecond }), ""},
-		{"no broker", with(func(c *srcs.MQTTConfig) { c.Broker = "" }), "Broker"},
-		{"no port", with(func(c *srcs.MQTTConfig) { c.Broker = "localhost" }), "Broker"},
-		{"port zero", with(func(c *srcs.MQTTConfig) { c.Broker = "localhost:0" }), "Broker"},
-		{"no host", with(func(c *srcs.MQTTConfig) { c.Broker = ":1883" }), "Broker"},
-		{"anonymous persistent", with(func(c *srcs.MQTTConfig) { c.ClientID = "" }), "ClientID"},
-		{"client id NUL", with(func(c *srcs.MQTTConfig) { c.ClientID = "a\x00" }), "ClientID"},
-		{"no topics", with(func(c *srcs.MQTTConfig) { c.Topics = nil }), "Topics"},
-		{"empty topic", with(func(c *srcs.MQTTConfig) { c.Topics = []string{"a", ""} }), "Topics[1]"},
-		{"hash not last", with(func(c *srcs.MQTTConfig) { c.Topics = []string{"a/#/b"} }), "Topics[0]"},
-		{"hash in level", with(func(c *srcs.MQTTConfig) { c.Topics = []string{"a/b#"} }), "Topics[0]"},
-		{"plus in level", with(func(c *srcs.MQTTConfig) { c.Topics = []string{"a+/b"} }), "Topics[0]"},
-		{"bad utf8 topic", with(func(c *srcs.MQTTConfig) { c.Topics = []string{"\xff"} }), "Topics[0]"},
-		{"qos 2", with(func(c *srcs.MQTTConfig) { c.QoS = 2 }), "QoS"},
-		{"version 3", with(func(c *srcs.MQTTConfig) { c.Version = 3 }), "Version"},
-		{"negative keepalive", with(func(c *srcs.MQTTConfig) { c.KeepAlive = -1 }), "KeepAlive"},
-		{"huge keepalive", with(func(c *srcs.MQTTConfig) { c.KeepAlive = 70000 * time.Second }), "KeepAlive"},
-		{"negative dial timeout", with(func(c *srcs.MQTTConfig) { c.DialTimeout = -1 }), "DialTimeout"},
-		{"negative max message", with(func(c *srcs.MQTTConfig) { c.MaxMessage = -1 }), "MaxMessage"},
-		{"huge max message", with(func(c *srcs.MQTTConfig) { c.MaxMessage = 1 << 30 }), "MaxMessage"},
-		{"v3 password only", with(func(c *srcs.MQTTConfig) { c.Password = "p" }), "Password"},
-		{"negative backoff", with(func(c *srcs.MQTTConfig) { c.Backoff.Initial = -1 }), "Backoff.Initial"},
+		{"valid v5 qos1", with(func(c *mqttsrc.MQTTConfig) { c.Version, c.QoS = 5, 1 }), ""},
+		{"anonymous clean", with(func(c *mqttsrc.MQTTConfig) { c.ClientID, c.CleanSession = "", true }), ""},
+		{"v5 password only", with(func(c *mqttsrc.MQTTConfig) { c.Version, c.Password = 5, "p" }), ""},
+		{"sub-second keepalive", with(func(c *mqttsrc.MQTTConfig) { c.KeepAlive = 200 * time.Millisecond }), ""},
+		{"no broker", with(func(c *mqttsrc.MQTTConfig) { c.Broker = "" }), "Broker"},
+		{"no port", with(func(c *mqttsrc.MQTTConfig) { c.Broker = "localhost" }), "Broker"},
+		{"port zero", with(func(c *mqttsrc.MQTTConfig) { c.Broker = "localhost:0" }), "Broker"},
+		{"no host", with(func(c *mqttsrc.MQTTConfig) { c.Broker = ":1883" }), "Broker"},
+		{"anonymous persistent", with(func(c *mqttsrc.MQTTConfig) { c.ClientID = "" }), "ClientID"},
+		{"client id NUL", with(func(c *mqttsrc.MQTTConfig) { c.ClientID = "a\x00" }), "ClientID"},
+		{"no topics", with(func(c *mqttsrc.MQTTConfig) { c.Topics = nil }), "Topics"},
+		{"empty topic", with(func(c *mqttsrc.MQTTConfig) { c.Topics = []string{"a", ""} }), "Topics[1]"},
+		{"hash not last", with(func(c *mqttsrc.MQTTConfig) { c.Topics = []string{"a/#/b"} }), "Topics[0]"},
+		{"hash in level", with(func(c *mqttsrc.MQTTConfig) { c.Topics = []string{"a/b#"} }), "Topics[0]"},
+		{"plus in level", with(func(c *mqttsrc.MQTTConfig) { c.Topics = []string{"a+/b"} }), "Topics[0]"},
+		{"bad utf8 topic", with(func(c *mqttsrc.MQTTConfig) { c.Topics = []string{"\xff"} }), "Topics[0]"},
+		{"qos 2", with(func(c *mqttsrc.MQTTConfig) { c.QoS = 2 }), "QoS"},
+		{"version 3", with(func(c *mqttsrc.MQTTConfig) { c.Version = 3 }), "Version"},
+		{"negative keepalive", with(func(c *mqttsrc.MQTTConfig) { c.KeepAlive = -1 }), "KeepAlive"},
+		{"huge keepalive", with(func(c *mqttsrc.MQTTConfig) { c.KeepAlive = 70000 * time.Second }), "KeepAlive"},
+		{"negative dial timeout", with(func(c *mqttsrc.MQTTConfig) { c.DialTimeout = -1 }), "DialTimeout"},
+		{"negative max message", with(func(c *mqttsrc.MQTTConfig) { c.MaxMessage = -1 }), "MaxMessage"},
+		{"huge max message", with(func(c *mqttsrc.MQTTConfig) { c.MaxMessage = 1 << 30 }), "MaxMessage"},
+		{"v3 password only", with(func(c *mqttsrc.MQTTConfig) { c.Password = "p" }), "Password"},
+		{"negative backoff", with(func(c *mqttsrc.MQTTConfig) { c.Backoff.Initial = -1 }), "Backoff.Initial"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m, err := srcs.NewMQTT(tt.cfg)
+			m, err := mqttsrc.NewMQTT(tt.cfg)
 			if tt.field == "" {
 				if err != nil {
 					t.Fatalf("NewMQTT = %v", err)
@@ -94,7 +95,7 @@ func TestMQTTMochi(t *testing.T) {
 				bothWays(t, func(t *testing.T, o driveOpts) {
 					srv, addr, subscribed := startMochi(t)
 					id := fmt.Sprintf("sub-v%d-q%d", version, qos)
-					s := subscribe(t, srcs.MQTTConfig{Broker: addr, ClientID: id, Topics: []string{"data/#", "other"}, QoS: qos, Version: version, CleanSession: true}, o)
+					s := subscribe(t, mqttsrc.MQTTConfig{Broker: addr, ClientID: id, Topics: []string{"data/#", "other"}, QoS: qos, Version: version, CleanSession: true}, o)
 					waitSubscribed(t, subscribed, id)
 
 					const n = 200
@@ -149,7 +150,7 @@ func TestMQTTOpenLeavesTheStream(t *testing.T) {
 	for _, version := range []byte{4, 5} {
 		t.Run(fmt.Sprintf("v%d", version), func(t *testing.T) {
 			b := newFakeBroker(t)
-			m := newMQTT(t, srcs.MQTTConfig{Broker: b.addr(), ClientID: "eager", Topics: []string{"t"}, Version: version, CleanSession: true})
+			m := newMQTT(t, mqttsrc.MQTTConfig{Broker: b.addr(), ClientID: "eager", Topics: []string{"t"}, Version: version, CleanSession: true})
 			defer m.Close()
 			errc := openAsync(m)
 			c := b.accept()
@@ -181,7 +182,7 @@ func TestMQTTAckAfterRelease(t *testing.T) {
 			bothWays(t, func(t *testing.T, o driveOpts) {
 				b := newFakeBroker(t)
 				o.bufSize = 8 << 10
-				s := subscribe(t, srcs.MQTTConfig{Broker: b.addr(), ClientID: "acker", Topics: []string{"t/#"}, QoS: 1, Version: version}, o)
+				s := subscribe(t, mqttsrc.MQTTConfig{Broker: b.addr(), ClientID: "acker", Topics: []string{"t/#"}, QoS: 1, Version: version}, o)
 				c := b.accept()
 				connect, off := c.handshake(false, true)
 				if connect.ProtocolVersion != version || connect.Connect.Clean {
@@ -239,7 +240,7 @@ func TestMQTTAckAfterRelease(t *testing.T) {
 func TestMQTTUnackedAcrossReconnect(t *testing.T) {
 	bothWays(t, func(t *testing.T, o driveOpts) {
 		b := newFakeBroker(t)
-		s := subscribe(t, srcs.MQTTConfig{Broker: b.addr(), ClientID: "re", Topics: []string{"t"}, QoS: 1}, o)
+		s := subscribe(t, mqttsrc.MQTTConfig{Broker: b.addr(), ClientID: "re", Topics: []string{"t"}, QoS: 1}, o)
 		c := b.accept()
 		c.handshake(false, true)
 		c.send(pub(1, 7, "t", "first"))
@@ -268,8 +269,8 @@ func TestMQTTUnackedAcrossReconnect(t *testing.T) {
 
 // keepaliveCfg has a short keepalive, and a backoff long enough that a
 // test sees one session.
-func keepaliveCfg(addr string, ka time.Duration) srcs.MQTTConfig {
-	return srcs.MQTTConfig{Broker: addr, ClientID: "ka", Topics: []string{"t"}, KeepAlive: ka,
+func keepaliveCfg(addr string, ka time.Duration) mqttsrc.MQTTConfig {
+	return mqttsrc.MQTTConfig{Broker: addr, ClientID: "ka", Topics: []string{"t"}, KeepAlive: ka,
 		DialTimeout: 2 * time.Second, Backoff: srcs.Backoff{Initial: time.Second}}
 }
 
@@ -414,7 +415,7 @@ func TestMQTTReconnectResubscribe(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			bothWays(t, func(t *testing.T, o driveOpts) {
 				b := newFakeBroker(t)
-				s := subscribe(t, srcs.MQTTConfig{Broker: b.addr(), ClientID: "rs", Topics: []string{"a", "b/#"}, CleanSession: tt.clean}, o)
+				s := subscribe(t, mqttsrc.MQTTConfig{Broker: b.addr(), ClientID: "rs", Topics: []string{"a", "b/#"}, CleanSession: tt.clean}, o)
 				c := b.accept()
 				c.handshake(false, true)
 				c.send(pub(0, 0, "a", "before"))
@@ -497,7 +498,7 @@ func TestMQTTBadPackets(t *testing.T) {
 				}
 				b := newFakeBroker(t)
 				o.once, o.bufSize = true, tt.bufSize
-				s := subscribe(t, srcs.MQTTConfig{Broker: b.addr(), ClientID: "bad", Topics: []string{"#"}, Version: tt.version, MaxMessage: 100}, o)
+				s := subscribe(t, mqttsrc.MQTTConfig{Broker: b.addr(), ClientID: "bad", Topics: []string{"#"}, Version: tt.version, MaxMessage: 100}, o)
 				c := b.accept()
 				c.handshake(tt.resumed, !tt.resumed)
 				good := c.encode(pub(0, 0, "ok", "fine"))
@@ -525,13 +526,13 @@ func TestMQTTRefused(t *testing.T) {
 			reason        string
 		}{{4, 5, "not authorized"}, {4, 2, "identifier rejected"}, {5, 0x86, "bad user name or password"}, {5, 0x8a, "banned"}} {
 			b := newFakeBroker(t)
-			m := newMQTT(t, srcs.MQTTConfig{Broker: b.addr(), ClientID: "x", Topics: []string{"#"}, Version: tt.version})
+			m := newMQTT(t, mqttsrc.MQTTConfig{Broker: b.addr(), ClientID: "x", Topics: []string{"#"}, Version: tt.version})
 			errc := openAsync(m)
 			c := b.accept()
 			c.read(packets.Connect)
 			c.send(connack(false, tt.code))
 			err := recvErr(t, errc)
-			var ce *srcs.MQTTConnectError
+			var ce *mqttsrc.MQTTConnectError
 			if !errors.As(err, &ce) || ce.Code != tt.code || ce.Reason != tt.reason || !strings.Contains(err.Error(), tt.reason) {
 				t.Fatalf("v%d code %#x: Open = %v; want an MQTTConnectError %q", tt.version, tt.code, err, tt.reason)
 			}
@@ -543,7 +544,7 @@ func TestMQTTRefused(t *testing.T) {
 				bothWays(t, func(t *testing.T, o driveOpts) {
 					b := newFakeBroker(t)
 					o.once = true
-					s := subscribe(t, srcs.MQTTConfig{Broker: b.addr(), ClientID: "x", Topics: []string{"ok", "forbidden/#"}, QoS: 1, Version: version}, o)
+					s := subscribe(t, mqttsrc.MQTTConfig{Broker: b.addr(), ClientID: "x", Topics: []string{"ok", "forbidden/#"}, QoS: 1, Version: version}, o)
 					c := b.accept()
 					c.read(packets.Connect)
 					c.send(connack(false, 0))
@@ -557,7 +558,7 @@ func TestMQTTRefused(t *testing.T) {
 					}
 					c.send(packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Suback}, PacketID: sub.PacketID, ReasonCodes: []byte{1, code}})
 					err := s.waitErr("the refusal", func(error) bool { return true })
-					var se *srcs.MQTTSubscribeError
+					var se *mqttsrc.MQTTSubscribeError
 					if !errors.As(err, &se) || se.Filter != "forbidden/#" || se.Code != code || !strings.HasPrefix(err.Error(), "read: ") {
 						t.Fatalf("v%d: session ended with %v; want an MQTTSubscribeError for forbidden/#", version, err)
 					}
@@ -570,20 +571,20 @@ func TestMQTTRefused(t *testing.T) {
 	})
 	t.Run("suback for another packet", func(t *testing.T) {
 		b := newFakeBroker(t)
-		s := subscribe(t, srcs.MQTTConfig{Broker: b.addr(), ClientID: "x", Topics: []string{"a"}}, driveOpts{once: true})
+		s := subscribe(t, mqttsrc.MQTTConfig{Broker: b.addr(), ClientID: "x", Topics: []string{"a"}}, driveOpts{once: true})
 		c := b.accept()
 		c.handshake(false, false)
 		c.read(packets.Subscribe)
 		c.send(packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Suback}, PacketID: 9, ReasonCodes: []byte{0}})
 		err := s.waitErr("the bad SUBACK", func(error) bool { return true })
-		var se *srcs.MQTTSubscribeError
+		var se *mqttsrc.MQTTSubscribeError
 		if !errors.As(err, &se) || !errors.Is(err, srcs.ErrMalformed) {
 			t.Fatalf("session ended with %v; want an MQTTSubscribeError wrapping ErrMalformed", err)
 		}
 	})
 	t.Run("broker hangs up during connect", func(t *testing.T) {
 		b := newFakeBroker(t)
-		m := newMQTT(t, srcs.MQTTConfig{Broker: b.addr(), ClientID: "x", Topics: []string{"#"}})
+		m := newMQTT(t, mqttsrc.MQTTConfig{Broker: b.addr(), ClientID: "x", Topics: []string{"#"}})
 		errc := openAsync(m)
 		c := b.accept()
 		c.read(packets.Connect)
@@ -594,7 +595,7 @@ func TestMQTTRefused(t *testing.T) {
 	})
 	t.Run("broker hangs up inside the connack", func(t *testing.T) {
 		b := newFakeBroker(t)
-		m := newMQTT(t, srcs.MQTTConfig{Broker: b.addr(), ClientID: "x", Topics: []string{"#"}})
+		m := newMQTT(t, mqttsrc.MQTTConfig{Broker: b.addr(), ClientID: "x", Topics: []string{"#"}})
 		errc := openAsync(m)
 		c := b.accept()
 		c.read(packets.Connect)
@@ -606,7 +607,7 @@ func TestMQTTRefused(t *testing.T) {
 	})
 	t.Run("publish before connack", func(t *testing.T) {
 		b := newFakeBroker(t)
-		m := newMQTT(t, srcs.MQTTConfig{Broker: b.addr(), ClientID: "x", Topics: []string{"#"}})
+		m := newMQTT(t, mqttsrc.MQTTConfig{Broker: b.addr(), ClientID: "x", Topics: []string{"#"}})
 		errc := openAsync(m)
 		c := b.accept()
 		c.read(packets.Connect)
@@ -617,7 +618,7 @@ func TestMQTTRefused(t *testing.T) {
 	})
 	t.Run("silent broker", func(t *testing.T) {
 		b := newFakeBroker(t)
-		m := newMQTT(t, srcs.MQTTConfig{Broker: b.addr(), ClientID: "x", Topics: []string{"#"}, DialTimeout: 100 * time.Millisecond})
+		m := newMQTT(t, mqttsrc.MQTTConfig{Broker: b.addr(), ClientID: "x", Topics: []string{"#"}, DialTimeout: 100 * time.Millisecond})
 		errc := openAsync(m)
 		b.accept()
 		if err := recvErr(t, errc); !errors.Is(err, srcs.ErrTimeout) {
@@ -631,13 +632,13 @@ func TestMQTTRefused(t *testing.T) {
 		}
 		addr := ln.Addr().String()
 		ln.Close()
-		m := newMQTT(t, srcs.MQTTConfig{Broker: addr, ClientID: "x", Topics: []string{"#"}})
+		m := newMQTT(t, mqttsrc.MQTTConfig{Broker: addr, ClientID: "x", Topics: []string{"#"}})
 		if err := m.Open(context.Background()); !errors.Is(err, syscall.ECONNREFUSED) || !strings.Contains(err.Error(), "mqtt://"+addr) {
 			t.Fatalf("Open = %v; want ECONNREFUSED naming the broker", err)
 		}
 	})
 	t.Run("dns", func(t *testing.T) {
-		m := newMQTT(t, srcs.MQTTConfig{Broker: "nonexistent.invalid:1883", ClientID: "x", Topics: []string{"#"}})
+		m := newMQTT(t, mqttsrc.MQTTConfig{Broker: "nonexistent.invalid:1883", ClientID: "x", Topics: []string{"#"}})
 		err := m.Open(context.Background())
 		var de *net.DNSError
 		if !errors.As(err, &de) || !strings.HasPrefix(err.Error(), "srcs: mqtt mqtt://nonexistent.invalid:1883: dial: ") {
@@ -651,7 +652,7 @@ func TestMQTTRefused(t *testing.T) {
 // session, Read and Desc fail with net.ErrClosed.
 func TestMQTTCloseDisconnects(t *testing.T) {
 	b := newFakeBroker(t)
-	m := newMQTT(t, srcs.MQTTConfig{Broker: b.addr(), ClientID: "bye", Topics: []string{"#"}, QoS: 1, Version: 5})
+	m := newMQTT(t, mqttsrc.MQTTConfig{Broker: b.addr(), ClientID: "bye", Topics: []string{"#"}, QoS: 1, Version: 5})
 	errc := openAsync(m)
 	c := b.accept()
 	_, subLen := c.handshake(false, true)

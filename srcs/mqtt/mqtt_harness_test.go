@@ -1,4 +1,4 @@
-package srcs_test
+package mqtt_test
 
 import (
 	"bufio"
@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-io/sluice/srcs"
+	mqttsrc "github.com/sluice-io/sluice/srcs/mqtt"
 
 	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/driver"
@@ -64,7 +65,7 @@ func (o driveOpts) String() string {
 // holds them.
 type subscriber struct {
 	t       *testing.T
-	m       *srcs.MQTT
+	m       *mqttsrc.MQTT
 	version byte
 	opts    driveOpts
 
@@ -83,9 +84,9 @@ type subscriber struct {
 	through int64 // bytes released
 }
 
-func newMQTT(t *testing.T, cfg srcs.MQTTConfig) *srcs.MQTT {
+func newMQTT(t *testing.T, cfg mqttsrc.MQTTConfig) *mqttsrc.MQTT {
 	t.Helper()
-	m, err := srcs.NewMQTT(cfg)
+	m, err := mqttsrc.NewMQTT(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +94,7 @@ func newMQTT(t *testing.T, cfg srcs.MQTTConfig) *srcs.MQTT {
 }
 
 // subscribe starts driving a new source for cfg, until the test ends.
-func subscribe(t *testing.T, cfg srcs.MQTTConfig, opts driveOpts) *subscriber {
+func subscribe(t *testing.T, cfg mqttsrc.MQTTConfig, opts driveOpts) *subscriber {
 	t.Helper()
 	if opts.bufSize == 0 {
 		opts.bufSize = 16 << 10
@@ -182,7 +183,7 @@ func (s *subscriber) session() error {
 	for {
 		k, err := read(buf[n:])
 		n += k
-		d, ferr := srcs.SplitRecords(f, buf, n)
+		d, ferr := mqttsrc.SplitRecords(f, buf, n)
 		if ferr == nil && d == 0 && n == len(buf) {
 			ferr = &srcs.RecordError{Framer: f.String(), Size: int64(n), Max: n}
 		}
@@ -198,7 +199,7 @@ func (s *subscriber) session() error {
 		}
 		if err != nil {
 			if n > 0 {
-				s.emit(buf[:n], srcs.RecordFlags(0, n))
+				s.emit(buf[:n], mqttsrc.RecordFlags(0, n))
 			}
 			return err
 		}
@@ -262,7 +263,7 @@ func (s *subscriber) take(c chunk) {
 	if c.flags&srcs.Records == 0 {
 		s.t.Fatalf("a chunk without the Records flag: %v", c.flags)
 	}
-	err := srcs.ForEachMQTTMessage(c.data, s.version, func(m srcs.MQTTMessage) error {
+	err := mqttsrc.ForEachMQTTMessage(c.data, s.version, func(m mqttsrc.MQTTMessage) error {
 		s.msgs = append(s.msgs, msg{string(m.Topic), string(m.Payload)})
 		return nil
 	})
@@ -541,7 +542,7 @@ func (c *fakeConn) expectSilence(d time.Duration, what string) {
 }
 
 // openAsync runs Open while the test plays the broker.
-func openAsync(m *srcs.MQTT) <-chan error {
+func openAsync(m *mqttsrc.MQTT) <-chan error {
 	errc := make(chan error, 1)
 	go func() { errc <- m.Open(context.Background()) }()
 	return errc

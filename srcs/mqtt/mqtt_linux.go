@@ -1,4 +1,4 @@
-package srcs
+package mqtt
 
 import (
 	"syscall"

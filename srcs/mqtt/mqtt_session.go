@@ -1,7 +1,7 @@
 // An MQTT subscriber's session: the connection, its handshake, and the
 // writer that sends acknowledgements and keepalives.
 
-package srcs
+package mqtt
 
 import (
 	"bytes"
@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/mochi-mqtt/server/v2/packets"
+	"github.com/sluice-io/sluice/internal/tlsread"
+	"github.com/sluice-io/sluice/srcs"
 	"golang.org/x/sys/unix"
 )
 
@@ -53,7 +55,7 @@ func (s *mqttSession) now() int64 { return int64(time.Since(s.t0)) }
 // Open dials the broker and sets up a session within DialTimeout and ctx:
 // CONNECT, CONNACK, and unless a session was resumed, SUBSCRIBE, whose
 // SUBACK the framer checks in the stream. A refused CONNECT is a
-// *MQTTConnectError; a timeout wraps ErrTimeout; dial errors (a
+// *MQTTConnectError; a timeout wraps srcs.ErrTimeout; dial errors (a
 // *net.OpError, a *net.DNSError) stay reachable with errors.As. Open fails
 // if a session is already open.
 func (m *MQTT) Open(ctx context.Context) error {
@@ -71,7 +73,7 @@ func (m *MQTT) Open(ctx context.Context) error {
 	}
 	if m.tls != nil {
 		tc := tls.Client(nc, m.tls)
-		s.conn, s.tr = tc, &tlsReader{tc: tc}
+		s.conn, s.tr = tc, tlsread.NewReader(tc)
 	}
 	if err := s.raw(); err != nil {
 		nc.Close()
@@ -103,7 +105,7 @@ func (m *MQTT) Open(ctx context.Context) error {
 func (s *mqttSession) raw() error {
 	sc, ok := s.sock.(syscall.Conn)
 	if !ok {
-		return fmt.Errorf("srcs: mqtt %s: %w", s.m.name, ErrNoDescriptor)
+		return fmt.Errorf("srcs: mqtt %s: %w", s.m.name, srcs.ErrNoDescriptor)
 	}
 	rc, err := sc.SyscallConn()
 	if err == nil {
@@ -225,7 +227,7 @@ func (s *mqttSession) readConnack() (packets.Packet, error) {
 		return fmt.Errorf("srcs: mqtt %s: waiting for CONNACK: %w", m.name, err)
 	}
 	malformed := func(format string, args ...any) error {
-		return fmt.Errorf("srcs: mqtt %s: connect: %s: %w", m.name, fmt.Sprintf(format, args...), ErrMalformed)
+		return fmt.Errorf("srcs: mqtt %s: connect: %s: %w", m.name, fmt.Sprintf(format, args...), srcs.ErrMalformed)
 	}
 	var pk packets.Packet
 	var hdr [5]byte
@@ -309,7 +311,7 @@ func (s *mqttSession) run() {
 			}
 			if now-since >= ka*3/2 {
 				s.fail(fmt.Errorf("srcs: mqtt %s: keepalive: nothing from the broker for %v: %w",
-					s.m.name, time.Duration(now-since).Round(time.Millisecond), ErrTimeout))
+					s.m.name, time.Duration(now-since).Round(time.Millisecond), srcs.ErrTimeout))
 				return
 			}
 		}

@@ -1,4 +1,4 @@
-package srcs
+package mqtt
 
 // Internal tests of the MQTT subscriber's packets: the framer's checks,
 // ForEachMQTTMessage, and Delivered's bookkeeping, on packets built with
@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/sluice-io/sluice/srcs"
 )
 
 // testMQTT returns a source that has not connected, for framing tests.
@@ -86,8 +88,8 @@ var pingresp = packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Pin
 // ones frame whole (and every prefix of them waits for more), bad ones
 // fail as the source documents.
 func TestMQTTFramerChecks(t *testing.T) {
-	isMalformed := func(err error) bool { return errors.Is(err, ErrMalformed) }
-	isTooLarge := func(err error) bool { return errors.Is(err, ErrTooLarge) && errors.Is(err, ErrRecordTooLong) }
+	isMalformed := func(err error) bool { return errors.Is(err, srcs.ErrMalformed) }
+	isTooLarge := func(err error) bool { return errors.Is(err, srcs.ErrTooLarge) && errors.Is(err, srcs.ErrRecordTooLong) }
 	refused := func(filter string, code byte) func(error) bool {
 		return func(err error) bool {
 			var se *MQTTSubscribeError
@@ -96,7 +98,7 @@ func TestMQTTFramerChecks(t *testing.T) {
 	}
 	badSuback := func(err error) bool {
 		var se *MQTTSubscribeError
-		return errors.As(err, &se) && se.Filter == "" && errors.Is(err, ErrMalformed)
+		return errors.As(err, &se) && se.Filter == "" && errors.Is(err, srcs.ErrMalformed)
 	}
 	says := func(s string) func(error) bool {
 		return func(err error) bool { return err != nil && strings.Contains(err.Error(), s) }
@@ -261,7 +263,7 @@ func TestForEachMQTTMessage(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			err := ForEachMQTTMessage(tt.in, tt.version, func(MQTTMessage) error { return nil })
-			if !errors.Is(err, ErrMalformed) {
+			if !errors.Is(err, srcs.ErrMalformed) {
 				t.Fatalf("ForEachMQTTMessage = %v; want ErrMalformed", err)
 			}
 		})
@@ -308,8 +310,8 @@ func TestMQTTDelivered(t *testing.T) {
 	p3 := encode(t, publish(5, 1, 13, "d", "three"))
 	chunk1 := append(append(append([]byte{}, sub...), p1...), p0...)
 	chunk2 := append(append([]byte{}, p2...), p3[:len(p3)-1]...) // ends inside p3
-	m.Delivered(chunk1, Records)
-	m.Delivered(chunk2, Records|Truncated)
+	m.Delivered(chunk1, srcs.Records)
+	m.Delivered(chunk2, srcs.Records|srcs.Truncated)
 	end1 := int64(len(sub) + len(p1))
 	end2 := int64(len(chunk1) + len(p2))
 	if len(m.recs) != 2 || m.recs[0] != (mqttAck{end1, 1, 11}) || m.recs[1] != (mqttAck{end2, 1, 12}) {
@@ -332,14 +334,14 @@ func TestMQTTDelivered(t *testing.T) {
 	if fmt.Sprint(s.acks) != "[11 12]" || len(m.recs) != 0 {
 		t.Fatalf("acks %v, records %+v; want [11 12] and none left", s.acks, m.recs)
 	}
-	m.Delivered(p3, Records)
+	m.Delivered(p3, srcs.Records)
 	if want := int64(len(chunk1) + len(chunk2) + len(p3)); len(m.recs) != 1 || m.recs[0].end != want {
 		t.Fatalf("ack records %+v; want one ending at %d", m.recs, want)
 	}
 
 	// A chunk that is not framed cuts the session.
 	m.Delivered(p0, 0)
-	if f := s.failed.Load(); f == nil || !errors.Is(*f, ErrMalformed) {
+	if f := s.failed.Load(); f == nil || !errors.Is(*f, srcs.ErrMalformed) {
 		t.Fatalf("an unframed chunk left the session up (failed %v)", f)
 	}
 }
@@ -347,7 +349,7 @@ func TestMQTTDelivered(t *testing.T) {
 // framePieces frames in as a runner would, feeding it in pieces of step
 // bytes into buffers of size bytes, and returns the chunks it would emit
 // and the error that ended the lane (nil if the input ran out).
-func framePieces(f Framer, in []byte, step, size int) (chunks [][]byte, flags []Flags, err error) {
+func framePieces(f srcs.Framer, in []byte, step, size int) (chunks [][]byte, flags []srcs.Flags, err error) {
 	buf, n := make([]byte, size), 0
 	for off := 0; off < len(in); {
 		k := copy(buf[n:], in[off:min(off+step, len(in))])
@@ -356,10 +358,10 @@ func framePieces(f Framer, in []byte, step, size int) (chunks [][]byte, flags []
 		d, err := splitRecords(f, buf, n)
 		if err == nil && d == 0 && n == size {
 			// A full buffer without a record's end: the lane ends.
-			err = &RecordError{Framer: f.String(), Size: int64(n), Max: size}
+			err = &srcs.RecordError{Framer: f.String(), Size: int64(n), Max: size}
 		}
 		if d > 0 {
-			chunks, flags = append(chunks, buf[:d]), append(flags, Records)
+			chunks, flags = append(chunks, buf[:d]), append(flags, srcs.Records)
 			next := make([]byte, size)
 			n = copy(next, buf[d:n])
 			buf = next
@@ -404,7 +406,7 @@ func FuzzMQTTFraming(f *testing.F) {
 		chunks, flags, err := framePieces(m.Framer(), in, max(int(step), 1), 16+int(size)*8)
 		if err != nil {
 			var se *MQTTSubscribeError
-			if !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrTooLarge) && !errors.As(err, &se) &&
+			if !errors.Is(err, srcs.ErrMalformed) && !errors.Is(err, srcs.ErrTooLarge) && !errors.As(err, &se) &&
 				!strings.Contains(err.Error(), "broker disconnected") {
 				t.Fatalf("lane error %v is not one the source documents", err)
 			}
@@ -413,7 +415,7 @@ func FuzzMQTTFraming(f *testing.F) {
 		for i, c := range chunks {
 			out = append(out, c...)
 			err := ForEachMQTTMessage(c, version, func(MQTTMessage) error { return nil })
-			if err != nil && !(flags[i]&Truncated != 0 && errors.Is(err, io.ErrUnexpectedEOF)) {
+			if err != nil && !(flags[i]&srcs.Truncated != 0 && errors.Is(err, io.ErrUnexpectedEOF)) {
 				t.Fatalf("chunk %d (flags %v) does not decode: %v", i, flags[i], err)
 			}
 			m.Delivered(c, flags[i])
@@ -445,7 +447,7 @@ func TestMQTTFramingAllocs(t *testing.T) {
 		if err := ForEachMQTTMessage(chunk, 5, func(MQTTMessage) error { return nil }); err != nil {
 			t.Fatal(err)
 		}
-		m.Delivered(chunk, Records)
+		m.Delivered(chunk, srcs.Records)
 	})
 	if allocs != 0 {
 		t.Fatalf("%v allocations per chunk, want 0", allocs)
@@ -471,11 +473,11 @@ func FuzzForEachMQTTMessage(f *testing.F) {
 			}
 			return nil
 		})
-		if err != nil && !errors.Is(err, ErrMalformed) && !errors.Is(err, io.ErrUnexpectedEOF) {
+		if err != nil && !errors.Is(err, srcs.ErrMalformed) && !errors.Is(err, io.ErrUnexpectedEOF) {
 			t.Fatalf("error %v wraps neither ErrMalformed nor io.ErrUnexpectedEOF", err)
 		}
 		m := testMQTT(t, version, 1, 0)
-		m.Delivered(in, Records|Truncated)
+		m.Delivered(in, srcs.Records|srcs.Truncated)
 	})
 }
 
@@ -535,7 +537,7 @@ func BenchmarkMQTTDelivered(b *testing.B) {
 	b.ReportAllocs()
 	var through int64
 	for b.Loop() {
-		m.Delivered(chunk, Records)
+		m.Delivered(chunk, srcs.Records)
 		through += int64(len(chunk))
 		m.Released(through)
 		m.ackSess.acks = m.ackSess.acks[:0]
