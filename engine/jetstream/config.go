@@ -35,10 +35,10 @@ type Config struct {
 	// for Stream: a chunk sent again within it after its first copy is
 	// stored once. Default JetStream's, two minutes.
 	DuplicateWindow time.Duration `yaml:"duplicate_window"`
-	// MaxPending caps the chunks the publisher holds: those awaiting an
-	// acknowledgement and those waiting behind an earlier chunk of their
+	// MaxPending caps the messages the publisher holds: those awaiting an
+	// acknowledgement and those waiting behind an earlier message of their
 	// source. Past it, the processing goroutine waits, holding its chunk.
-	// Default 256.
+	// Default 4096.
 	MaxPending int `yaml:"max_pending"`
 	// AckTimeout is how long an acknowledgement may take before the chunk
 	// is published again (with the same message id). Default 5s.
@@ -154,7 +154,7 @@ func (c Config) authOptions() ([]nats.Option, error) {
 
 // Defaults.
 const (
-	DefaultMaxPending = 256
+	DefaultMaxPending = 4096
 	DefaultAckTimeout = 5 * time.Second
 	DefaultRetryWait  = 100 * time.Millisecond
 )
