@@ -57,8 +57,22 @@ type MQTTMessage struct {
 	QoS byte
 	// Retain marks a retained message the broker sent on subscribing.
 	Retain bool
-	// Dup marks a QoS 1 message the broker may have delivered before.
+	// Dup marks a QoS 1 or 2 message the broker may have delivered
+	// before.
 	Dup bool
+	// ID is the broker's packet identifier of a QoS 1 or 2 message, 0 at
+	// QoS 0. The broker reuses an identifier once the message is
+	// acknowledged, so it names a message only while it is in flight.
+	ID uint16
+
+	props []byte // MQTT 5 properties, without their length
+}
+
+// UserProperty returns the value of the message's first MQTT 5 user
+// property named name, and whether it has one: a key a producer may put
+// in its messages. An MQTT 3.1.1 message has none.
+func (m MQTTMessage) UserProperty(name string) ([]byte, bool) {
+	return mqttCodec().UserProperty(m.props, name)
 }
 
 // ForEachMQTTMessage calls fn with each PUBLISH in data, in order, and skips
@@ -66,7 +80,7 @@ type MQTTMessage struct {
 // the Data of a chunk with the Records flag from an MQTT source (or from any
 // lane framed with MQTTPackets). version is the protocol level the packets
 // were sent with, 4 or 5 (0 means 4, as in MQTTConfig); MQTT 5 properties
-// are skipped. It allocates nothing.
+// are read by MQTTMessage.UserProperty. It allocates nothing.
 //
 // An error from fn stops the walk and is returned as it is. A packet that
 // cannot be decoded returns an error wrapping ErrMalformed, and data that
@@ -88,7 +102,8 @@ func ForEachMQTTMessage(data []byte, version byte, fn func(MQTTMessage) error) e
 			if err != nil {
 				return fmt.Errorf("srcs: mqtt PUBLISH at offset %d: %w", off, err)
 			}
-			if err := fn(MQTTMessage{Topic: pub.Topic, Payload: pub.Payload, QoS: pub.QoS, Retain: h&1 != 0, Dup: h&8 != 0}); err != nil {
+			if err := fn(MQTTMessage{Topic: pub.Topic, Payload: pub.Payload, QoS: pub.QoS, Retain: h&1 != 0, Dup: h&8 != 0,
+				ID: pub.ID, props: pub.Props}); err != nil {
 				return err
 			}
 		}

@@ -199,17 +199,23 @@ func TestForEachMQTTMessage(t *testing.T) {
 		topic, payload string
 		qos            byte
 		retain         bool
+		id             uint16
+		key            string // the user property k
 	}
 	for _, v := range []byte{4, 5} {
 		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
 			var want []msg
 			chunk := encode(t, suback(v, 1, 0))
 			for i := range 40 {
-				m := msg{fmt.Sprintf("t/%d/%s", i, strings.Repeat("x", i%5)), strings.Repeat(string(rune('a'+i%26)), (i*137)%700), byte(i % 2), i%7 == 0}
+				m := msg{fmt.Sprintf("t/%d/%s", i, strings.Repeat("x", i%5)), strings.Repeat(string(rune('a'+i%26)), (i*137)%700), byte(i % 2), i%7 == 0, 0, ""}
+				if m.qos > 0 {
+					m.id = uint16(i + 1)
+				}
 				pk := publish(v, m.qos, uint16(i+1), m.topic, m.payload)
 				pk.FixedHeader.Retain = m.retain
 				if v == 5 && i%3 == 0 {
 					pk = withProps(pk)
+					m.key = "v"
 				}
 				want = append(want, m)
 				chunk = append(chunk, encode(t, pk)...)
@@ -218,10 +224,11 @@ func TestForEachMQTTMessage(t *testing.T) {
 				}
 			}
 			chunk = append(chunk, encode(t, publish(v, 0, 0, "ü/ñ", "\x00\xff"))...)
-			want = append(want, msg{"ü/ñ", "\x00\xff", 0, false})
+			want = append(want, msg{"ü/ñ", "\x00\xff", 0, false, 0, ""})
 			var got []msg
 			err := ForEachMQTTMessage(chunk, v, func(m MQTTMessage) error {
-				got = append(got, msg{string(m.Topic), string(m.Payload), m.QoS, m.Retain})
+				k, _ := m.UserProperty("k")
+				got = append(got, msg{string(m.Topic), string(m.Payload), m.QoS, m.Retain, m.ID, string(k)})
 				return nil
 			})
 			if err != nil {
@@ -233,7 +240,8 @@ func TestForEachMQTTMessage(t *testing.T) {
 			// A Truncated chunk: the messages before the cut, then the cut.
 			got = got[:0]
 			err = ForEachMQTTMessage(chunk[:len(chunk)-1], v, func(m MQTTMessage) error {
-				got = append(got, msg{string(m.Topic), string(m.Payload), m.QoS, m.Retain})
+				k, _ := m.UserProperty("k")
+				got = append(got, msg{string(m.Topic), string(m.Payload), m.QoS, m.Retain, m.ID, string(k)})
 				return nil
 			})
 			if !errors.Is(err, io.ErrUnexpectedEOF) || len(got) != len(want)-1 {

@@ -310,7 +310,11 @@ func ensureStream(ctx context.Context, nc *nats.Conn, cfg Config) error {
 		}
 		return nil
 	}
-	sc := jetstream.StreamConfig{Name: cfg.Stream, Subjects: []string{cfg.Subject}, Replicas: cfg.Replicas,
+	subjects := []string{cfg.Subject}
+	if tpl, err := ParseTemplate(cfg.MQTTSubject); err == nil && !subjectCovers(cfg.Subject, tpl.Filter()) {
+		subjects = append(subjects, tpl.Filter())
+	}
+	sc := jetstream.StreamConfig{Name: cfg.Stream, Subjects: subjects, Replicas: cfg.Replicas,
 		Duplicates: cfg.DuplicateWindow}
 	if cfg.Storage == "memory" {
 		sc.Storage = jetstream.MemoryStorage
