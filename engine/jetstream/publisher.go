@@ -82,6 +82,10 @@ const (
 	// chunk holds whole records only, "truncated" when the bytes after its
 	// last whole record are part of one its source never finished.
 	HeaderRecords = "Sluice-Records"
+	// HeaderRecordEnds is set on a message that holds a batch of records
+	// (a node's records: batch): where each record ends in the body, as
+	// decimal byte offsets, comma-separated.
+	HeaderRecordEnds = "Sluice-Record-Ends"
 )
 
 // pipelinePause is how long a rejected pipelined publish stops

@@ -242,7 +242,7 @@ func TestResolvedDefaults(t *testing.T) {
 		"handshake_timeout: 10s\n", "max_handshakes: 1024\n",
 		"version: 4\n", "keep_alive: 30s\n", "max_message: 1048576\n", "dial_timeout: 5s\n",
 		"initial: 50ms\n", "max: 5s\n", "max_datagram: 65507\n", "poll: 250ms\n", "checkpoint_every: 1s\n",
-		"url: nats://127.0.0.1:4222\n", "max_pending: 256\n", "ack_timeout: 5s\n", "retry_wait: 100ms\n",
+		"url: nats://127.0.0.1:4222\n", "max_pending: 4096\n", "mqtt_subject: x.{topic}\n", "records: each\n", "ack_timeout: 5s\n", "retry_wait: 100ms\n",
 		"storage: file\n", "replicas: 1\n", "duplicate_window: 2m0s\n",
 		"bytes_per_second: 1048576\n", "burst: 65536\n", "idle_timeout: 5m0s\n",
 	} {
