@@ -26,6 +26,7 @@ type Publisher struct {
 	sending   atomic.Int64
 	confirmed atomic.Int64
 	sessions  atomic.Int64
+	paused    chan chan struct{} // Pause hands run a channel Resume closes
 	stop      chan struct{}
 	once      sync.Once
 	wg        sync.WaitGroup
@@ -35,7 +36,8 @@ type Publisher struct {
 // clientID, one number per interval at most (0: as fast as the broker
 // acknowledges).
 func StartPacedPublisher(addr, clientID, topic string, every time.Duration) *Publisher {
-	p := &Publisher{addr: addr, clientID: clientID, topic: topic, every: every, stop: make(chan struct{})}
+	p := &Publisher{addr: addr, clientID: clientID, topic: topic, every: every, stop: make(chan struct{}),
+		paused: make(chan chan struct{})}
 	p.wg.Go(p.run)
 	return p
 }
@@ -52,6 +54,18 @@ func (p *Publisher) Confirmed() int64 { return p.confirmed.Load() }
 
 // Sessions returns how many connections the broker accepted.
 func (p *Publisher) Sessions() int64 { return p.sessions.Load() }
+
+// Pause returns once the publisher is between two numbers, the last one
+// it sent confirmed, and keeps it there until the returned function is
+// called. The schedule of a paced publisher moves on by the pause.
+func (p *Publisher) Pause() (resume func()) {
+	r := make(chan struct{})
+	select {
+	case p.paused <- r:
+	case <-p.stop:
+	}
+	return sync.OnceFunc(func() { close(r) })
+}
 
 // Halt stops publishing and waits for the publisher's goroutine. It is
 // idempotent.
@@ -85,6 +99,14 @@ func (p *Publisher) run() {
 		select {
 		case <-p.stop:
 			return
+		case r := <-p.paused:
+			t0 := time.Now()
+			select {
+			case <-r:
+			case <-p.stop:
+				return
+			}
+			start = start.Add(time.Since(t0))
 		default:
 		}
 		if conn == nil {
