@@ -206,8 +206,10 @@ func (p *Publisher) LoadMQTTIDs(ctx context.Context, filter string, ids ...*MQTT
 	}
 	read := 0
 	for left := ci.NumPending; left > 0; {
-		batch, err := cons.Fetch(int(min(left, 1000)), jetstream.FetchMaxWait(5*time.Second), jetstream.FetchContext(ctx))
+		fctx, fcancel := context.WithTimeout(ctx, 5*time.Second)
+		batch, err := cons.Fetch(int(min(left, 1000)), jetstream.FetchContext(fctx))
 		if err != nil {
+			fcancel()
 			return read, fmt.Errorf("jetstream: read back %s: %w", name, err)
 		}
 		for m := range batch.Messages() {
@@ -229,7 +231,9 @@ func (p *Publisher) LoadMQTTIDs(ctx context.Context, filter string, ids ...*MQTT
 				}
 			}
 		}
-		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
+		err = batch.Error()
+		fcancel()
+		if err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
 			return read, fmt.Errorf("jetstream: read back %s: %w", name, err)
 		}
 		if ctx.Err() != nil {

@@ -315,8 +315,13 @@ func ensureStream(ctx context.Context, nc *nats.Conn, cfg Config) error {
 		return nil
 	}
 	subjects := []string{cfg.Subject}
-	if tpl, err := ParseTemplate(cfg.MQTTSubject); err == nil && !subjectCovers(cfg.Subject, tpl.Filter()) {
-		subjects = append(subjects, tpl.Filter())
+	if tpl, err := ParseTemplate(cfg.MQTTSubject); err == nil {
+		switch f := tpl.Filter(); {
+		case subjectCovers(f, cfg.Subject):
+			subjects = []string{f}
+		case !subjectCovers(cfg.Subject, f):
+			subjects = append(subjects, f)
+		}
 	}
 	sc := jetstream.StreamConfig{Name: cfg.Stream, Subjects: subjects, Replicas: cfg.Replicas,
 		Duplicates: cfg.DuplicateWindow}
