@@ -297,4 +297,3 @@ func checkLines(t *testing.T, ctx context.Context, js njs.JetStream, stream stri
 	}
 	return lost, twice, reordered
 }
-
