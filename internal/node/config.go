@@ -411,6 +411,9 @@ func (f *file) validate() error {
 	if err := f.checkSharedAddresses(); err != nil {
 		return err
 	}
+	if err := f.checkSharedState(); err != nil {
+		return err
+	}
 	if kinds := c.Output.kinds(); len(kinds) > 1 {
 		return f.errorf([]any{"output"}, "names several outputs (%s); a node has one", strings.Join(kinds, ", "))
 	}

@@ -515,7 +515,7 @@ func Preflight(cfg Config) []string {
 			out = append(out, fmt.Sprintf("metrics.web_config_file: %v", err))
 		}
 	}
-	return out
+	return append(out, jetStreamNotes(cfg)...)
 }
 
 // checkCheckpointDir says what stops a checkpoint file from being saved
