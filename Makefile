@@ -111,7 +111,7 @@ bench:
 # reports each names (scripts/fio-targets.sh writes them); a test fails
 # when a table differs from its reports.
 perf-table:
-	$(GO) run ./cmd/sluice-bench tables --files README.md
+	$(GO) run ./cmd/sluice-bench tables --files README.md,docs/jetstream.md
 
 # soak is the long form of the soak that `make test` runs for 60s under
 # the race detector (TestSoak in internal/soak): every kind of source on

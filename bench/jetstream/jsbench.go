@@ -2,6 +2,7 @@ package jetstream
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -38,6 +39,14 @@ type JetStreamConfig struct {
 	Workers int         // the engine's workers; 0 for its default
 	Storage string      // file or memory
 	Inline  bool        // publish from where each chunk was read (engine.WithInlineHandler)
+	// Records, if set, sends newline-ended records of RecordSize bytes,
+	// frames the connections by newline, and publishes: "chunks", each
+	// chunk as one message (as an unframed source's); "each", one message
+	// per record, without its newline (a node's default); "batch", one
+	// message per chunk's records with their ends in a header (a node's
+	// records: batch).
+	Records    string
+	RecordSize int
 	JSON    string      // report file; "-" for stdout, "" for none
 	// Check, if set, replaces the benchmark: read this stream and check
 	// it (see StreamCheckConfig).
@@ -72,6 +81,8 @@ func (c *JetStreamConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.Pending, "max-pending", c.Pending, "unacknowledged publishes before sources wait")
 	fs.StringVar(&c.Storage, "storage", c.Storage, "the stream's storage: file or memory")
 	fs.BoolVar(&c.Inline, "inline", c.Inline, "publish from where each chunk was read, on the runner's worker (engine.WithInlineHandler), instead of from the engine's processing goroutines")
+	fs.StringVar(&c.Records, "records", c.Records, "send newline records of --record-size bytes and publish them as chunks, each (one message per record) or batch (one message per chunk's records)")
+	fs.IntVar(&c.RecordSize, "record-size", c.RecordSize, "with --records: bytes per record, its newline included")
 	fs.StringVar(&c.JSON, "json", c.JSON, "write the JSON report to `FILE` (- for stdout)")
 	fs.StringVar(&c.Check.Stream, "check", "", "instead of the benchmark: read `STREAM` of newline records and check every source's order and every sender's records")
 	fs.StringVar(&c.Check.URL, "url", "nats://127.0.0.1:4222", "with --check: the NATS servers, comma-separated")
@@ -96,6 +107,12 @@ func (c JetStreamConfig) Validate() error {
 		return fmt.Errorf("--max-pending: %d: must be positive", c.Pending)
 	case c.Storage != "file" && c.Storage != "memory":
 		return fmt.Errorf("--storage: %q: must be file or memory", c.Storage)
+	case c.Records != "" && c.Records != "chunks" && c.Records != "each" && c.Records != "batch":
+		return fmt.Errorf("--records: %q: must be chunks, each or batch", c.Records)
+	case c.Records != "" && (c.RecordSize < 2 || c.RecordSize > int(c.BufSize)):
+		return fmt.Errorf("--record-size: %d: must be from 2 to --buf-size", c.RecordSize)
+	case c.Records != "" && int64(c.Write)%int64(c.RecordSize) != 0:
+		return fmt.Errorf("--write: %d: must be a multiple of --record-size (%d)", c.Write, c.RecordSize)
 	}
 	return nil
 }
@@ -113,6 +130,14 @@ type JetStreamReport struct {
 	BufSize          int64   `json:"buf_size"`
 	Bytes            uint64  `json:"bytes"`
 	Messages         uint64  `json:"messages"`
+	Records          string  `json:"records,omitempty"`     // chunks, each or batch; empty: bytes without records
+	RecordSize       int     `json:"record_size,omitempty"` // bytes per record, its newline included
+	RecordCount      uint64  `json:"record_count,omitempty"`
+	// RecordsPerS is records over the transfer alone; the CPU figures
+	// per record, in microseconds, over the transfer alone too.
+	RecordsPerS                float64 `json:"records_per_s,omitempty"`
+	TransferSluiceCPUUSPerRec  float64 `json:"transfer_sluice_cpu_us_per_record,omitempty"`
+	TransferServerCPUUSPerRec  float64 `json:"transfer_server_cpu_us_per_record,omitempty"`
 	Retries          uint64  `json:"retries"`
 	Pipelined        uint64  `json:"pipelined"` // messages sent before the previous one of their source was acknowledged
 	Rejected         uint64  `json:"rejected"`  // pipelined messages JetStream refused (sent again behind the earlier one)
@@ -180,7 +205,12 @@ func JetStream(ctx context.Context, c JetStreamConfig, ios harness.IO) (*JetStre
 		if ch.Flags&srcs.EndOfStream != 0 {
 			eos <- struct{}{}
 		}
-		pub.Handle(ch)
+		switch c.Records {
+		case "each", "batch":
+			pub.Publish(ch, recordMessages(pub.IDPrefix(), ch, c.Records == "batch"))
+		default:
+			pub.Handle(ch)
+		}
 	}
 	deliver := engine.WithHandler(h)
 	if c.Inline {
@@ -191,7 +221,11 @@ func JetStream(ctx context.Context, c JetStreamConfig, ios harness.IO) (*JetStre
 		pub.Close(context.Background())
 		return nil, err
 	}
-	ln, err := srcs.ListenTCP("127.0.0.1:0", srcs.ListenerConfig{})
+	lc := srcs.ListenerConfig{}
+	if c.Records != "" {
+		lc.Framer = srcs.Newline{}
+	}
+	ln, err := srcs.ListenTCP("127.0.0.1:0", lc)
 	if err == nil {
 		err = e.AddListener(ln)
 	}
@@ -207,7 +241,8 @@ func JetStream(ctx context.Context, c JetStreamConfig, ios harness.IO) (*JetStre
 	sluiceT0 := harness.CPUTime()
 	srvT0, srvTOK := harness.ProcCPU(srv.Process.Pid)
 	gen := exec.CommandContext(ctx, self, "jsgen", "--addr", ln.Addr().String(), "--conns", strconv.Itoa(c.Conns),
-		"--per-conn", strconv.FormatInt(int64(c.PerConn), 10), "--write", strconv.FormatInt(int64(c.Write), 10))
+		"--per-conn", strconv.FormatInt(int64(c.PerConn), 10), "--write", strconv.FormatInt(int64(c.Write), 10),
+		"--record-size", strconv.Itoa(c.RecordSize))
 	gen.Stderr = ios.Err
 	genErr := gen.Run()
 	var genCPU time.Duration
@@ -215,6 +250,7 @@ func JetStream(ctx context.Context, c JetStreamConfig, ios harness.IO) (*JetStre
 		genCPU = gen.ProcessState.UserTime() + gen.ProcessState.SystemTime()
 	}
 	var waitErr error
+	var transfer time.Duration
 	if genErr == nil {
 		for range c.Conns {
 			select {
@@ -231,6 +267,7 @@ func JetStream(ctx context.Context, c JetStreamConfig, ios harness.IO) (*JetStre
 	sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	shutErr := e.Shutdown(sctx)
+	transfer = time.Since(t0)
 	sluiceT := harness.CPUTime() - sluiceT0
 	srvT1, srvT1OK := harness.ProcCPU(srv.Process.Pid)
 	err = errors.Join(genErr, waitErr, shutErr, pub.Close(sctx))
@@ -263,6 +300,17 @@ func JetStream(ctx context.Context, c JetStreamConfig, ios harness.IO) (*JetStre
 			rep.TransferSluiceCPUSPerGiB = sluiceT.Seconds() / gib
 			rep.TransferServerCPUSPerGiB = (srvT1 - srvT0).Seconds() / gib
 		}
+	}
+	if c.Records != "" {
+		rep.Records, rep.RecordSize = c.Records, c.RecordSize
+		rep.RecordCount = tot.Bytes / uint64(c.RecordSize)
+		rep.RecordsPerS = float64(rep.RecordCount) / transfer.Seconds()
+		if srvTOK && srvT1OK && rep.RecordCount > 0 {
+			rep.TransferSluiceCPUUSPerRec = sluiceT.Seconds() * 1e6 / float64(rep.RecordCount)
+			rep.TransferServerCPUUSPerRec = (srvT1 - srvT0).Seconds() * 1e6 / float64(rep.RecordCount)
+		}
+		fmt.Fprintf(ios.Err, "sluice-bench jetstream: %d records of %d bytes as %s: %.0f records/s; CPU per record: sluice %.2f us, nats-server %.2f us\n",
+			rep.RecordCount, rep.RecordSize, rep.Records, rep.RecordsPerS, rep.TransferSluiceCPUUSPerRec, rep.TransferServerCPUUSPerRec)
 	}
 	if want := uint64(c.Conns) * uint64(c.PerConn); tot.Bytes != want {
 		return rep, fmt.Errorf("bench: jetstream: received %d bytes, sent %d", tot.Bytes, want)
@@ -310,12 +358,16 @@ func RunNatsd(store string, in io.Reader, out io.Writer) error {
 }
 
 // RunJSGen opens conns connections to addr at once and sends perConn
-// bytes on each in writes of write bytes, then closes them. It is the
-// hidden jsgen command.
-func RunJSGen(ctx context.Context, addr string, conns int, perConn, write int64) error {
+// bytes on each in writes of write bytes, then closes them; with record
+// above 0, the bytes are records of that size, each ending in a newline.
+// It is the hidden jsgen command.
+func RunJSGen(ctx context.Context, addr string, conns int, perConn, write, record int64) error {
 	buf := make([]byte, write)
 	for i := range buf {
 		buf[i] = byte('a' + i%26)
+		if record > 0 && int64(i)%record == record-1 {
+			buf[i] = '\n'
+		}
 	}
 	var wg sync.WaitGroup
 	errs := make(chan error, conns)
@@ -340,4 +392,40 @@ func RunJSGen(ctx context.Context, addr string, conns int, perConn, write int64)
 	wg.Wait()
 	close(errs)
 	return <-errs
+}
+
+// recordMessages cuts a newline-framed chunk into its records, as a
+// node's jetstream output does: one message per record without its
+// newline, or with batch one message of the chunk's records with their
+// ends in the Sluice-Record-Ends header. The ids are the run's.
+func recordMessages(prefix string, ch engine.Chunk, batch bool) []jetstream.Message {
+	if len(ch.Data) == 0 {
+		return nil
+	}
+	id := func(i int) string {
+		return prefix + "." + strconv.FormatUint(uint64(ch.Source), 10) + "." + strconv.FormatUint(ch.Seq, 10) + "." + strconv.Itoa(i)
+	}
+	var msgs []jetstream.Message
+	var body, ends []byte
+	for at, i := 0, 0; at < len(ch.Data); i++ {
+		n := bytes.IndexByte(ch.Data[at:], '\n')
+		if n < 0 {
+			break
+		}
+		rec := ch.Data[at : at+n]
+		at += n + 1
+		if !batch {
+			msgs = append(msgs, jetstream.Message{ID: id(i), Data: rec})
+			continue
+		}
+		if len(ends) > 0 {
+			ends = append(ends, ',')
+		}
+		body = append(body, rec...)
+		ends = strconv.AppendInt(ends, int64(len(body)), 10)
+	}
+	if batch && len(ends) > 0 {
+		msgs = append(msgs, jetstream.Message{ID: id(0), Data: body, Header: []jetstream.Field{{Key: jetstream.HeaderRecordEnds, Value: string(ends)}}})
+	}
+	return msgs
 }

@@ -112,3 +112,39 @@ func TestUDPTable(t *testing.T) {
 		t.Error("a directory with no report gave a table")
 	}
 }
+
+func TestJetStreamTable(t *testing.T) {
+	dir := t.TempDir()
+	for name, r := range map[string]string{
+		"chunks-1": `{"records":"chunks","record_size":128,"conns":16,"storage":"file","records_per_s":4000000,"transfer_sluice_cpu_us_per_record":0.1,"transfer_server_cpu_us_per_record":0.2}`,
+		"each-1":   `{"records":"each","record_size":128,"conns":16,"storage":"file","records_per_s":150000,"transfer_sluice_cpu_us_per_record":2.5,"transfer_server_cpu_us_per_record":6.5}`,
+		"each-2":   `{"records":"each","record_size":128,"conns":16,"storage":"file","records_per_s":170000,"transfer_sluice_cpu_us_per_record":2.7,"transfer_server_cpu_us_per_record":7.1}`,
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name+".json"), []byte(r), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := JetStreamTable(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `| 16 connections of 128-byte lines, file storage | records/s | sluice CPU per record, µs | nats-server CPU per record, µs | sluice + server against chunks |
+|---|---|---|---|---|
+| one message per chunk (an unframed source) | 4,000,000 (4,000,000-4,000,000) | 0.100 (0.100-0.100) | 0.200 (0.200-0.200) | 1.0x |
+| one message per record (records: each, the default) | 170,000 (150,000-170,000) | 2.70 (2.50-2.70) | 7.10 (6.50-7.10) | 32.7x |
+`
+	if got != want {
+		t.Errorf("table:\n%s\nwant:\n%s", got, want)
+	}
+	if _, err := JetStreamTable(t.TempDir()); err == nil {
+		t.Error("a directory with no report gave a table")
+	}
+}
+
+// TestJetStreamDocTablesAreGenerated: docs/jetstream.md's cost table is
+// what its reports give.
+func TestJetStreamDocTablesAreGenerated(t *testing.T) {
+	if err := RefreshTables([]string{"../../docs/jetstream.md"}, true, nil); err != nil {
+		t.Fatal(err)
+	}
+}
