@@ -47,7 +47,7 @@ type JetStreamConfig struct {
 	// records: batch).
 	Records    string
 	RecordSize int
-	JSON    string      // report file; "-" for stdout, "" for none
+	JSON       string // report file; "-" for stdout, "" for none
 	// Check, if set, replaces the benchmark: read this stream and check
 	// it (see StreamCheckConfig).
 	Check StreamCheckConfig
@@ -123,31 +123,31 @@ func (c JetStreamConfig) Validate() error {
 // start until the last chunk was acknowledged, without either one's
 // start-up and shutdown.
 type JetStreamReport struct {
-	Command          string  `json:"command"` // "jetstream"
-	Runner           string  `json:"runner"`
-	Conns            int     `json:"conns"`
-	Storage          string  `json:"storage"`
-	BufSize          int64   `json:"buf_size"`
-	Bytes            uint64  `json:"bytes"`
-	Messages         uint64  `json:"messages"`
-	Records          string  `json:"records,omitempty"`     // chunks, each or batch; empty: bytes without records
-	RecordSize       int     `json:"record_size,omitempty"` // bytes per record, its newline included
-	RecordCount      uint64  `json:"record_count,omitempty"`
+	Command     string `json:"command"` // "jetstream"
+	Runner      string `json:"runner"`
+	Conns       int    `json:"conns"`
+	Storage     string `json:"storage"`
+	BufSize     int64  `json:"buf_size"`
+	Bytes       uint64 `json:"bytes"`
+	Messages    uint64 `json:"messages"`
+	Records     string `json:"records,omitempty"`     // chunks, each or batch; empty: bytes without records
+	RecordSize  int    `json:"record_size,omitempty"` // bytes per record, its newline included
+	RecordCount uint64 `json:"record_count,omitempty"`
 	// RecordsPerS is records over the transfer alone; the CPU figures
 	// per record, in microseconds, over the transfer alone too.
-	RecordsPerS                float64 `json:"records_per_s,omitempty"`
-	TransferSluiceCPUUSPerRec  float64 `json:"transfer_sluice_cpu_us_per_record,omitempty"`
-	TransferServerCPUUSPerRec  float64 `json:"transfer_server_cpu_us_per_record,omitempty"`
-	Retries          uint64  `json:"retries"`
-	Pipelined        uint64  `json:"pipelined"` // messages sent before the previous one of their source was acknowledged
-	Rejected         uint64  `json:"rejected"`  // pipelined messages JetStream refused (sent again behind the earlier one)
-	DurationS        float64 `json:"duration_s"`
-	ThroughputBps    float64 `json:"throughput_bps"`
-	SluiceCPUS       float64 `json:"sluice_cpu_s"`
-	ServerCPUS       float64 `json:"server_cpu_s"`
-	GeneratorCPUS    float64 `json:"generator_cpu_s"`
-	SluiceCPUSPerGiB float64 `json:"sluice_cpu_s_per_gib"`
-	ServerCPUSPerGiB float64 `json:"server_cpu_s_per_gib"`
+	RecordsPerS               float64 `json:"records_per_s,omitempty"`
+	TransferSluiceCPUUSPerRec float64 `json:"transfer_sluice_cpu_us_per_record,omitempty"`
+	TransferServerCPUUSPerRec float64 `json:"transfer_server_cpu_us_per_record,omitempty"`
+	Retries                   uint64  `json:"retries"`
+	Pipelined                 uint64  `json:"pipelined"` // messages sent before the previous one of their source was acknowledged
+	Rejected                  uint64  `json:"rejected"`  // pipelined messages JetStream refused (sent again behind the earlier one)
+	DurationS                 float64 `json:"duration_s"`
+	ThroughputBps             float64 `json:"throughput_bps"`
+	SluiceCPUS                float64 `json:"sluice_cpu_s"`
+	ServerCPUS                float64 `json:"server_cpu_s"`
+	GeneratorCPUS             float64 `json:"generator_cpu_s"`
+	SluiceCPUSPerGiB          float64 `json:"sluice_cpu_s_per_gib"`
+	ServerCPUSPerGiB          float64 `json:"server_cpu_s_per_gib"`
 	// TransferSluiceCPUSPerGiB and TransferServerCPUSPerGiB: CPU-s/GiB
 	// over the transfer alone; zero where the server's CPU cannot be read
 	// while it runs.

@@ -139,4 +139,3 @@ func jetStreamNotes(cfg Config) []string {
 	}
 	return out
 }
-
