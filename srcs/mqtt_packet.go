@@ -20,7 +20,8 @@ import (
 // also has the Truncated flag, and ends with the start of that packet.
 //
 // The packets are the broker's PUBLISHes and the few control packets it may
-// send a subscriber: the SUBACK, PINGRESPs, and an MQTT 5 DISCONNECT. The
+// send a subscriber: the SUBACK, PINGRESPs, PUBRELs at QoS 2, and an MQTT
+// 5 DISCONNECT. The
 // framer has checked every packet a chunk holds (see MQTT.Framer), so a
 // consumer only has to take the messages out: ForEachMQTTMessage does, and
 // skips the rest. A message never spans two chunks.
@@ -143,10 +144,14 @@ func (m *MQTT) checkHeader(h byte) error {
 	switch {
 	case t == packets.Publish && (h>>1)&3 == 3:
 		return fmt.Errorf("srcs: mqtt %s: PUBLISH with QoS 3 (header 0x%02x): %w", m.name, h, ErrMalformed)
-	case t == packets.Publish && (h>>1)&3 == 2:
-		// This client subscribes at QoS 1 at most.
-		return fmt.Errorf("srcs: mqtt %s: QoS 2 PUBLISH, above every subscription's QoS: %w", m.name, ErrMalformed)
+	case t == packets.Publish && (h>>1)&3 > m.cfg.QoS:
+		return fmt.Errorf("srcs: mqtt %s: QoS %d PUBLISH, above every subscription's QoS: %w", m.name, (h>>1)&3, ErrMalformed)
 	case t == packets.Publish:
+		return nil
+	case t == packets.Pubrel && m.cfg.QoS == 2:
+		if h&0x0f != 2 { // [MQTT-3.6.1-1]
+			return fmt.Errorf("srcs: mqtt %s: PUBREL with flags 0x%x: %w", m.name, h&0x0f, ErrMalformed)
+		}
 		return nil
 	case t == packets.Suback, t == packets.Pingresp, t == packets.Disconnect:
 		if h&0x0f != 0 {
@@ -190,6 +195,10 @@ func (m *MQTT) checkPacket(p []byte) error {
 	case packets.Pingresp:
 		if len(body) != 0 {
 			return fmt.Errorf("srcs: mqtt %s: PINGRESP with a %d-byte body: %w", m.name, len(body), ErrMalformed)
+		}
+	case packets.Pubrel:
+		if len(body) < 2 || (m.cfg.Version != 5 && len(body) != 2) {
+			return fmt.Errorf("srcs: mqtt %s: PUBREL of %d bytes: %w", m.name, len(body), ErrMalformed)
 		}
 	case packets.Disconnect:
 		return m.checkDisconnect(body)

@@ -320,7 +320,7 @@ func TestMQTTDelivered(t *testing.T) {
 	m.Delivered(chunk2, Records|Truncated)
 	end1 := int64(len(sub) + len(p1))
 	end2 := int64(len(chunk1) + len(p2))
-	if len(m.recs) != 2 || m.recs[0] != (mqttAck{end1, 1, 11}) || m.recs[1] != (mqttAck{end2, 1, 12}) {
+	if len(m.recs) != 2 || m.recs[0] != (mqttAck{end1, 1, 11, packets.Puback}) || m.recs[1] != (mqttAck{end2, 1, 12, packets.Puback}) {
 		t.Fatalf("ack records %+v; want ends %d and %d", m.recs, end1, end2)
 	}
 	if st := m.Stats(); st.Messages != 3 || st.Subscribes != 1 {
@@ -331,14 +331,14 @@ func TestMQTTDelivered(t *testing.T) {
 		t.Fatalf("acks %v before the message's release", s.acks)
 	}
 	m.Released(int64(len(chunk1)))
-	if fmt.Sprint(s.acks) != "[11]" {
-		t.Fatalf("acks %v, want [11]", s.acks)
+	if fmt.Sprint(s.acks) != "[{4 11}]" {
+		t.Fatalf("acks %v, want a PUBACK of 11", s.acks)
 	}
 	// The truncated tail's bytes count too: the next session's offsets
 	// follow them.
 	m.Released(int64(len(chunk1) + len(chunk2)))
-	if fmt.Sprint(s.acks) != "[11 12]" || len(m.recs) != 0 {
-		t.Fatalf("acks %v, records %+v; want [11 12] and none left", s.acks, m.recs)
+	if fmt.Sprint(s.acks) != "[{4 11} {4 12}]" || len(m.recs) != 0 {
+		t.Fatalf("acks %v, records %+v; want PUBACKs of 11 and 12 and none left", s.acks, m.recs)
 	}
 	m.Delivered(p3, Records)
 	if want := int64(len(chunk1) + len(chunk2) + len(p3)); len(m.recs) != 1 || m.recs[0].end != want {
@@ -349,6 +349,41 @@ func TestMQTTDelivered(t *testing.T) {
 	m.Delivered(p0, 0)
 	if f := s.failed.Load(); f == nil || !errors.Is(*f, ErrMalformed) {
 		t.Fatalf("an unframed chunk left the session up (failed %v)", f)
+	}
+}
+
+// TestMQTTQoS2: at QoS 2 a message is answered with a PUBREC once its
+// chunk is released, never before, and the broker's PUBREL with a
+// PUBCOMP at once; a QoS 2 PUBLISH or a PUBREL is refused by a source
+// subscribed at QoS 1.
+func TestMQTTQoS2(t *testing.T) {
+	m := testMQTT(t, 4, 2, 0)
+	s := testSession(t, m)
+	p1 := encode(t, publish(4, 2, 21, "a", "one"))
+	p2 := encode(t, publish(4, 1, 22, "b", "two"))
+	rel := []byte{0x62, 2, 0, 20} // PUBREL of 20, whose PUBREC went before
+	for _, p := range [][]byte{p1, p2, rel} {
+		if n, err := m.Framer().Next(p, 0, 1<<20); err != nil || n != len(p) {
+			t.Fatalf("framer on %x: %d, %v", p, n, err)
+		}
+	}
+	chunk := append(append(append([]byte{}, p1...), rel...), p2...)
+	m.Delivered(chunk, Records)
+	if fmt.Sprint(s.acks) != "[{7 20}]" {
+		t.Fatalf("acks %v before any release, want the PUBCOMP of 20 alone", s.acks)
+	}
+	m.Released(int64(len(chunk)))
+	if fmt.Sprint(s.acks) != "[{7 20} {5 21} {4 22}]" {
+		t.Fatalf("acks %v, want PUBCOMP 20, PUBREC 21, PUBACK 22", s.acks)
+	}
+	q1 := testMQTT(t, 4, 1, 0)
+	for _, p := range [][]byte{p1, rel} {
+		if _, err := q1.Framer().Next(p, 0, 1<<20); !errors.Is(err, ErrMalformed) {
+			t.Errorf("a QoS 1 source framed %x: %v", p, err)
+		}
+	}
+	if _, err := m.Framer().Next([]byte{0x60, 2, 0, 1}, 0, 1<<20); !errors.Is(err, ErrMalformed) {
+		t.Errorf("a PUBREL without its flags: %v", err)
 	}
 }
 
