@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/sluice-io/sluice/bench"
 	"github.com/sluice-io/sluice/bench/harness"
 	"github.com/sluice-io/sluice/bench/report"
 	"github.com/sluice-io/sluice/engine"
@@ -39,6 +41,11 @@ type JetStreamConfig struct {
 	Workers int         // the engine's workers; 0 for its default
 	Storage string      // file or memory
 	Inline  bool        // publish from where each chunk was read (engine.WithInlineHandler)
+	// Pin puts sluice (this process, with the generator, whose loopback
+	// sends do sluice's sockets' receive work) on the first half of the
+	// allowed CPUs and the NATS server on the rest: one core each on a
+	// 2-core machine, so that neither takes the other's.
+	Pin bool
 	// Records, if set, sends newline-ended records of RecordSize bytes,
 	// frames the connections by newline, and publishes: "chunks", each
 	// chunk as one message (as an unframed source's); "each", one message
@@ -67,7 +74,7 @@ const DefaultJetStreamBufSize = 256 << 10
 // an engine, makes the figures.
 func DefaultJetStreamConfig() JetStreamConfig {
 	return JetStreamConfig{Conns: 1000, PerConn: 1 << 20, Write: 16 << 10, Runner: engine.RunnerAuto,
-		Pending: 1024, BufSize: DefaultJetStreamBufSize, Storage: "file", JSON: "-"}
+		Pending: 1024, BufSize: DefaultJetStreamBufSize, Storage: "file", Pin: true, JSON: "-"}
 }
 
 // RegisterFlags defines c's flags on fs.
@@ -81,6 +88,7 @@ func (c *JetStreamConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.Pending, "max-pending", c.Pending, "unacknowledged publishes before sources wait")
 	fs.StringVar(&c.Storage, "storage", c.Storage, "the stream's storage: file or memory")
 	fs.BoolVar(&c.Inline, "inline", c.Inline, "publish from where each chunk was read, on the runner's worker (engine.WithInlineHandler), instead of from the engine's processing goroutines")
+	fs.BoolVar(&c.Pin, "pin", c.Pin, "pin sluice and the generator to the first half of the CPUs and the NATS server to the rest (when there are 2 or more)")
 	fs.StringVar(&c.Records, "records", c.Records, "send newline records of --record-size bytes and publish them as chunks, each (one message per record) or batch (one message per chunk's records)")
 	fs.IntVar(&c.RecordSize, "record-size", c.RecordSize, "with --records: bytes per record, its newline included")
 	fs.StringVar(&c.JSON, "json", c.JSON, "write the JSON report to `FILE` (- for stdout)")
@@ -151,10 +159,18 @@ type JetStreamReport struct {
 	// TransferSluiceCPUSPerGiB and TransferServerCPUSPerGiB: CPU-s/GiB
 	// over the transfer alone; zero where the server's CPU cannot be read
 	// while it runs.
-	TransferSluiceCPUSPerGiB float64      `json:"transfer_sluice_cpu_s_per_gib,omitempty"`
-	TransferServerCPUSPerGiB float64      `json:"transfer_server_cpu_s_per_gib,omitempty"`
-	GeneratorCPUSPerGiB      float64      `json:"generator_cpu_s_per_gib"`
-	Host                     harness.Host `json:"host"`
+	TransferSluiceCPUSPerGiB float64 `json:"transfer_sluice_cpu_s_per_gib,omitempty"`
+	TransferServerCPUSPerGiB float64 `json:"transfer_server_cpu_s_per_gib,omitempty"`
+	GeneratorCPUSPerGiB      float64 `json:"generator_cpu_s_per_gib"`
+	// Pinning says where sluice and the generator ran (EngineCPUs) and
+	// the server (GenCPUs: the CPUs left to the others).
+	Pinning bench.Pinning `json:"pinning"`
+	// OthersCPUS is the CPU other processes used over the transfer (at
+	// least: see harness.CPUShareSince); Notes says when that was enough
+	// to share the measurement's cores.
+	OthersCPUS float64      `json:"others_cpu_s"`
+	Notes      []string     `json:"notes,omitempty"`
+	Host       harness.Host `json:"host"`
 }
 
 // JetStream runs the `jetstream` command.
@@ -176,12 +192,18 @@ func JetStream(ctx context.Context, c JetStreamConfig, ios harness.IO) (*JetStre
 	}
 	defer os.RemoveAll(store)
 
+	// sluice here, the server on the CPUs left; the generator, started
+	// from here, on sluice's.
+	pin, unpin := bench.PinApart(c.Pin)
+	defer unpin()
+	fmt.Fprintf(ios.Err, "sluice-bench jetstream: %s\n", pinNote(pin))
+
 	// The server: this binary again, as the hidden natsd command.
 	srv := exec.Command(self, "natsd", "--store", store)
 	srvIn, _ := srv.StdinPipe()
 	srvOut, _ := srv.StdoutPipe()
 	srv.Stderr = ios.Err
-	if err := srv.Start(); err != nil {
+	if err := harness.StartOnCPUs(srv, pin.GenCPUs); err != nil {
 		return nil, fmt.Errorf("bench: jetstream: start server: %w", err)
 	}
 	defer func() {
@@ -238,13 +260,17 @@ func JetStream(ctx context.Context, c JetStreamConfig, ios harness.IO) (*JetStre
 		c.Conns, report.FormatBytes(uint64(c.PerConn)), url, e.Runner(), c.Storage)
 
 	t0 := time.Now()
+	others := harness.MarkCPU() // what other processes use meanwhile: see BusyNote
 	sluiceT0 := harness.CPUTime()
 	srvT0, srvTOK := harness.ProcCPU(srv.Process.Pid)
 	gen := exec.CommandContext(ctx, self, "jsgen", "--addr", ln.Addr().String(), "--conns", strconv.Itoa(c.Conns),
 		"--per-conn", strconv.FormatInt(int64(c.PerConn), 10), "--write", strconv.FormatInt(int64(c.Write), 10),
 		"--record-size", strconv.Itoa(c.RecordSize))
 	gen.Stderr = ios.Err
-	genErr := gen.Run()
+	genErr := harness.StartOnCPUs(gen, pin.EngineCPUs)
+	if genErr == nil {
+		genErr = gen.Wait()
+	}
 	var genCPU time.Duration
 	if gen.ProcessState != nil {
 		genCPU = gen.ProcessState.UserTime() + gen.ProcessState.SystemTime()
@@ -270,6 +296,7 @@ func JetStream(ctx context.Context, c JetStreamConfig, ios harness.IO) (*JetStre
 	transfer = time.Since(t0)
 	sluiceT := harness.CPUTime() - sluiceT0
 	srvT1, srvT1OK := harness.ProcCPU(srv.Process.Pid)
+	share, shareOK := harness.CPUShareSince(others)
 	err = errors.Join(genErr, waitErr, shutErr, pub.Close(sctx))
 	d := time.Since(t0)
 	cpu := harness.CPUTime() - cpu0
@@ -290,7 +317,17 @@ func JetStream(ctx context.Context, c JetStreamConfig, ios harness.IO) (*JetStre
 		Bytes: tot.Bytes, BufSize: int64(c.BufSize), Messages: st.Acked, Retries: st.Retries, Pipelined: st.Pipelined, Rejected: st.Rejected,
 		DurationS: d.Seconds(), ThroughputBps: float64(tot.Bytes) / d.Seconds(),
 		SluiceCPUS: cpu.Seconds(), ServerCPUS: srvCPU.Seconds(), GeneratorCPUS: genCPU.Seconds(),
-		Host: harness.HostInfo(),
+		Pinning: pin, Host: harness.HostInfo(),
+	}
+	if shareOK {
+		rep.OthersCPUS = share.Others
+		if harness.BusyNote(share, rep.Host.CPUs) != "" {
+			n := fmt.Sprintf("busy machine: other processes used at least %.2f CPU-s over the %.2fs transfer (%.2f CPUs on average); "+
+				"they shared sluice's and the server's cores, so records/s and throughput are lower than on a quiet machine (each process's CPU is still its own)",
+				share.Others, share.Seconds, share.Others/share.Seconds)
+			rep.Notes = append(rep.Notes, n)
+			fmt.Fprintf(ios.Err, "sluice-bench jetstream: %s\n", n)
+		}
 	}
 	if gib > 0 {
 		rep.SluiceCPUSPerGiB = rep.SluiceCPUS / gib
@@ -336,6 +373,14 @@ func JetStream(ctx context.Context, c JetStreamConfig, ios harness.IO) (*JetStre
 		}
 	}
 	return rep, nil
+}
+
+// pinNote says where the processes run.
+func pinNote(p bench.Pinning) string {
+	if p.Enabled {
+		return fmt.Sprintf("sluice and the generator on CPUs %v, nats-server on CPUs %v", p.EngineCPUs, p.GenCPUs)
+	}
+	return "no pinning: " + p.Note
 }
 
 // RunNatsd runs an embedded NATS server with JetStream, storing in store,

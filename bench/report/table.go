@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/dustin/go-humanize"
@@ -383,6 +384,11 @@ type jetStreamReport struct {
 	RecordsPerS float64 `json:"records_per_s"`
 	SluiceUS    float64 `json:"transfer_sluice_cpu_us_per_record"`
 	ServerUS    float64 `json:"transfer_server_cpu_us_per_record"`
+	Pinning     struct {
+		Enabled    bool  `json:"enabled"`
+		EngineCPUs []int `json:"engine_cpus"`
+		GenCPUs    []int `json:"gen_cpus"`
+	} `json:"pinning"`
 }
 
 // jetStreamRows are the rows of a JetStream table, in order, by the
@@ -420,9 +426,10 @@ func JetStreamTable(dir string) (string, error) {
 		}
 		if first == nil {
 			first = &r
-		} else if r.RecordSize != first.RecordSize || r.Conns != first.Conns || r.Storage != first.Storage {
-			return "", fmt.Errorf("%s: %d connections of %d-byte records into %s storage, but the table's first report's are %d, %d, %s",
-				filepath.Base(name), r.Conns, r.RecordSize, r.Storage, first.Conns, first.RecordSize, first.Storage)
+		} else if r.RecordSize != first.RecordSize || r.Conns != first.Conns || r.Storage != first.Storage ||
+			r.Pinning.Enabled != first.Pinning.Enabled {
+			return "", fmt.Errorf("%s: %d connections of %d-byte records into %s storage, pinned %v, but the table's first report's are %d, %d, %s, pinned %v",
+				filepath.Base(name), r.Conns, r.RecordSize, r.Storage, r.Pinning.Enabled, first.Conns, first.RecordSize, first.Storage, first.Pinning.Enabled)
 		}
 		f := by[r.Records]
 		if f == nil {
@@ -439,8 +446,12 @@ func JetStreamTable(dir string) (string, error) {
 		return spread{Median: s[len(s)/2], Min: s[0], Max: s[len(s)-1]}
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "| %d connections of %d-byte lines, %s storage | records/s | sluice CPU per record, µs | nats-server CPU per record, µs | sluice + server against chunks |\n|---|---|---|---|---|\n",
-		first.Conns, first.RecordSize, first.Storage)
+	where := ""
+	if p := first.Pinning; p.Enabled {
+		where = fmt.Sprintf(", sluice on CPU %s, the server on CPU %s", joinCPUs(p.EngineCPUs), joinCPUs(p.GenCPUs))
+	}
+	fmt.Fprintf(&b, "| %d connections of %d-byte lines, %s storage%s | records/s | sluice CPU per record, µs | nats-server CPU per record, µs | sluice + server against chunks |\n|---|---|---|---|---|\n",
+		first.Conns, first.RecordSize, first.Storage, where)
 	var base float64
 	if f := by["chunks"]; f != nil {
 		base = med(f.sluice).Median + med(f.server).Median
@@ -459,4 +470,13 @@ func JetStreamTable(dir string) (string, error) {
 			humanize.Comma(int64(rate.Min)), humanize.Comma(int64(rate.Max)), med(f.sluice), med(f.server), against)
 	}
 	return b.String(), nil
+}
+
+// joinCPUs writes a list of CPUs as 0 or 0,1.
+func joinCPUs(cpus []int) string {
+	s := make([]string, len(cpus))
+	for i, c := range cpus {
+		s[i] = strconv.Itoa(c)
+	}
+	return strings.Join(s, ",")
 }
