@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"net"
 	"sync"
 	"testing"
@@ -12,16 +13,21 @@ import (
 // hears so. A node killed then has had its messages stored but has not
 // released their chunks: no checkpoint moved past them, no PUBACK went to
 // the broker; what the source gives again after the restart must find
-// the ids it had. Safe for concurrent use.
+// the ids it had. Swallowing, it drops what the node sends instead, its
+// publishes among it: a node killed then has read messages JetStream
+// never stored, and must not have acknowledged them to their source.
+// Safe for concurrent use.
 type ackProxy struct {
 	ln     net.Listener
 	target string
 
-	mu    sync.Mutex
-	held  bool
-	wake  *sync.Cond
-	conns map[net.Conn]bool
-	wg    sync.WaitGroup
+	mu        sync.Mutex
+	held      bool
+	swallow   bool
+	swallowed int // publishes dropped while swallowing
+	wake      *sync.Cond
+	conns     map[net.Conn]bool
+	wg        sync.WaitGroup
 }
 
 // startAckProxy listens on a loopback port and forwards every connection
@@ -49,16 +55,34 @@ func (p *ackProxy) hold() {
 	p.mu.Unlock()
 }
 
-// release forwards again; with drop, it first cuts every connection, so
-// what was held back is lost as it is when the node dies.
+// swallowPublishes drops what the node sends from now on, counting its
+// publishes, until release, which then cuts every connection: what was
+// dropped is lost, as it is when the node dies.
+func (p *ackProxy) swallowPublishes() {
+	p.mu.Lock()
+	p.swallow, p.swallowed = true, 0
+	p.mu.Unlock()
+}
+
+// swallowedPublishes returns how many publishes (NATS PUB or HPUB
+// commands) were dropped since swallowPublishes.
+func (p *ackProxy) swallowedPublishes() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.swallowed
+}
+
+// release forwards again; with drop (always, after swallowPublishes), it
+// first cuts every connection, so what was held back is lost as it is
+// when the node dies.
 func (p *ackProxy) release(drop bool) {
 	p.mu.Lock()
-	if drop {
+	if drop || p.swallow {
 		for c := range p.conns {
 			c.Close()
 		}
 	}
-	p.held = false
+	p.held, p.swallow = false, false
 	p.wake.Broadcast()
 	p.mu.Unlock()
 }
@@ -88,7 +112,8 @@ func (p *ackProxy) accept() {
 	}
 }
 
-// pipe copies from src to dst; fromServer copies wait while held.
+// pipe copies from src to dst; fromServer copies wait while held, and
+// the others are dropped while swallowing.
 func (p *ackProxy) pipe(dst, src net.Conn, fromServer bool) {
 	defer func() {
 		dst.Close()
@@ -111,6 +136,19 @@ func (p *ackProxy) pipe(dst, src net.Conn, fromServer bool) {
 			p.mu.Unlock()
 			if gone {
 				return
+			}
+		}
+		if n > 0 && !fromServer {
+			p.mu.Lock()
+			swallow := p.swallow
+			if swallow {
+				// A command split across two reads is missed: the count
+				// is a lower bound.
+				p.swallowed += bytes.Count(buf[:n], []byte("PUB "))
+			}
+			p.mu.Unlock()
+			if swallow {
+				n = 0
 			}
 		}
 		if n > 0 {

@@ -27,29 +27,39 @@ import (
 // It kills the node with SIGKILL twice where JetStream has stored
 // messages the node has not heard about (a proxy between node and server
 // holds the acknowledgements back, so no PUBACK has gone to the broker,
-// which sends them again to the restarted node), kills the broker with
+// which sends them again to the restarted node), once where the node
+// has read messages JetStream never stored (the proxy drops its
+// publishes, and another between node and broker makes sure the broker
+// has read all the node sent it), kills the broker with
 // SIGKILL and restarts it on its store (it sends again the messages the
 // node acknowledged after its last save), and kills the node once at a
 // random moment. An independent client then reads the stream and counts
 // per publisher: every number stored once and in order, as one message
 // with the payload as its body and the topic in its subject, and nothing
 // else (no SUBACK, no PINGRESP) stored. It runs on the default runner
-// and on epoll.
+// and on epoll; and end to end at QoS 2 (publishers, the broker and the
+// node's subscription), where the node answers a message with PUBREC
+// only once JetStream has stored it: a PUBREC sent earlier would let the
+// broker forget a message the killed node never stored.
 func TestMQTTExactlyOnce(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs a broker, a NATS server and the node for about 15 s per runner")
+		t.Skip("runs a broker, a NATS server and the node for about 15 s per case")
 	}
 	bin := srcstest.RequireMosquitto(t)
-	for _, runner := range []string{"", "epoll"} {
-		name := runner
-		if name == "" {
-			name = "default"
-		}
-		t.Run(name, func(t *testing.T) { testMQTTExactlyOnce(t, bin, runner) })
+	for _, tc := range []struct {
+		name   string
+		runner string // "" for the default
+		qos    byte   // the publishers' and the node's subscription's
+	}{
+		{"default", "", 1},
+		{"epoll", "epoll", 1},
+		{"qos2", "", 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testMQTTExactlyOnce(t, bin, tc.runner, tc.qos) })
 	}
 }
 
-func testMQTTExactlyOnce(t *testing.T, mosq, runner string) {
+func testMQTTExactlyOnce(t *testing.T, mosq, runner string, qos byte) {
 	node := sluiceBin(t)
 	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true,
 		StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
@@ -73,6 +83,7 @@ func testMQTTExactlyOnce(t *testing.T, mosq, runner string) {
 		t.Fatal(err)
 	}
 	defer broker.Kill()
+	mproxy := startMQTTProxy(t, broker.Addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 
@@ -84,7 +95,7 @@ sources:
       broker: %s
       client_id: sluice-exactly-once
       topics: ["sensors/#"]
-      qos: 1
+      qos: %d
       keep_alive: 5s
       backoff: {initial: 20ms, max: 200ms}
     flush: 5ms
@@ -96,7 +107,7 @@ output:
     stream: MQTTEO
     ack_timeout: 30s
 drain_timeout: 20s
-`, broker.Addr, proxy.URL()))
+`, mproxy.Addr(), qos, proxy.URL()))
 
 	nc, err := nats.Connect(ns.ClientURL())
 	if err != nil {
@@ -181,7 +192,7 @@ drain_timeout: 20s
 	}
 	pubs := make([]*mosquitto.Publisher, 4)
 	for i := range pubs {
-		pubs[i] = mosquitto.StartPacedPublisher(broker.Addr, fmt.Sprintf("pub-%d", i), fmt.Sprintf("sensors/%d", i), 2*time.Millisecond)
+		pubs[i] = mosquitto.StartQoSPublisher(broker.Addr, fmt.Sprintf("pub-%d", i), fmt.Sprintf("sensors/%d", i), 2*time.Millisecond, qos)
 	}
 	defer func() {
 		for _, p := range pubs {
@@ -202,6 +213,22 @@ drain_timeout: 20s
 	}
 	aimed()
 	aimed()
+
+	// Killed where the node has read messages and JetStream has stored
+	// none of them (the proxy drops its publishes): the broker must not
+	// have had a PUBACK or PUBREC for them, or it never sends them again.
+	// The broker reads the node's acknowledgements late; it has read
+	// every one the node sent before the kill.
+	progress(200)
+	proxy.swallowPublishes()
+	await("publishes of messages never stored", func() bool { return proxy.swallowedPublishes() >= 10 })
+	if !mproxy.sync(20 * time.Second) {
+		t.Fatalf("the broker read nothing more of the node's connection in 20s:\n%s", stderr)
+	}
+	kill()
+	t.Logf("node killed with at least %d messages read and never stored", proxy.swallowedPublishes())
+	proxy.release(true)
+	start()
 
 	// The broker, killed between publishes and restarted on its store.
 	progress(200)
@@ -268,7 +295,7 @@ drain_timeout: 20s
 		}
 		var pub int
 		if _, err := fmt.Sscanf(m.Subject, "mq.sensors.%d", &pub); err != nil || pub < 0 || pub >= len(pubs) ||
-			m.Header.Get("Mqtt-Topic") != "sensors/"+strconv.Itoa(pub) || m.Header.Get("Mqtt-Qos") != "1" {
+			m.Header.Get("Mqtt-Topic") != "sensors/"+strconv.Itoa(pub) || m.Header.Get("Mqtt-Qos") != strconv.Itoa(int(qos)) {
 			t.Fatalf("message %d on %s, headers %v: no publisher's", seq, m.Subject, m.Header)
 		}
 		n, err := strconv.ParseInt(string(m.Data), 10, 64)
