@@ -114,7 +114,7 @@ bench:
 # (scripts/fio-targets.sh writes them); a test fails when a table differs
 # from its reports.
 perf-table:
-	$(GO) run ./cmd/sluice-bench tables --files README.md,docs/benchmarking.md
+	$(GO) run ./cmd/sluice-bench tables --files README.md,docs/benchmarking.md,docs/jetstream.md
 
 # soak is the long form of the soak that `make test` runs for 60s under
 # the race detector (TestSoak in internal/soak): every kind of source on

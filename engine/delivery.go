@@ -83,6 +83,14 @@ func (c Chunk) State() any {
 	return nil
 }
 
+// Offset returns where the chunk's bytes start in its source's stream, as
+// srcs.ReleaseObserver counts it (the source's bytes delivered and
+// skipped before them), and whether it is known: it is for a data chunk
+// of a source that observes its releases, until the chunk is released.
+func (c Chunk) Offset() (int64, bool) {
+	return c.end - int64(len(c.Data)), c.end > 0 && len(c.Data) > 0
+}
+
 // Release returns the chunk's buffer to the source pool. It is safe on
 // any copy of the chunk and idempotent: see Chunk.
 func (c *Chunk) Release() {

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,12 +26,14 @@ import (
 //	| row | ... |
 //	<!-- /perf-table -->
 //
-// perf-table-udp renders the datagram reports instead (UDPTable), and
-// perf-table-quiet the quiet source's latency (QuietTable).
+// perf-table-udp renders the datagram reports instead (UDPTable),
+// perf-table-quiet the quiet source's latency (QuietTable), and
+// perf-table-jetstream the cost per record into JetStream
+// (JetStreamTable).
 //
 // UpdateTables rewrites every such table from its reports, so that no
 // figure in it is typed by hand.
-var tableMarker = regexp.MustCompile(`(?m)^<!-- perf-table(-udp|-quiet)? ([^\s:,]+)[^\n]*-->\n((?s:.*?))^<!-- /perf-table -->$`)
+var tableMarker = regexp.MustCompile(`(?m)^<!-- perf-table(-udp|-quiet|-jetstream)? ([^\s:,]+)[^\n]*-->\n((?s:.*?))^<!-- /perf-table -->$`)
 
 // tableRows are the rows of a performance table, in order: the report
 // each is read from (name.json in the table's directory). A row whose
@@ -92,6 +95,8 @@ func UpdateTables(path string, doc []byte) ([]byte, error) {
 			render = UDPTable
 		case "-quiet":
 			render = QuietTable
+		case "-jetstream":
+			render = JetStreamTable
 		}
 		table, err := render(dir)
 		if err != nil {
@@ -449,3 +454,110 @@ func UDPTable(dir string) (string, error) {
 
 // udpSinkNames are the datagram table's headings for the reference sinks.
 var udpSinkNames = map[string]string{"go": "Go, one ReadFromUDP loop", "gnet": "gnet v2"}
+
+// jetStreamReport is what a table reads of a `sluice-bench jetstream
+// --records` JSON report.
+type jetStreamReport struct {
+	Records     string  `json:"records"`
+	RecordSize  int     `json:"record_size"`
+	Conns       int     `json:"conns"`
+	Storage     string  `json:"storage"`
+	RecordsPerS float64 `json:"records_per_s"`
+	SluiceUS    float64 `json:"transfer_sluice_cpu_us_per_record"`
+	ServerUS    float64 `json:"transfer_server_cpu_us_per_record"`
+	Pinning     struct {
+		Enabled    bool  `json:"enabled"`
+		EngineCPUs []int `json:"engine_cpus"`
+		GenCPUs    []int `json:"gen_cpus"`
+	} `json:"pinning"`
+}
+
+// jetStreamRows are the rows of a JetStream table, in order, by the
+// reports' records field.
+var jetStreamRows = []struct{ mode, name string }{
+	{"chunks", "one message per chunk (an unframed source)"},
+	{"each", "one message per record (records: each, the default)"},
+	{"batch", "one message per chunk's records (records: batch)"},
+}
+
+// JetStreamTable renders the `sluice-bench jetstream --records` reports
+// in dir (MODE-ROUND.json) as a Markdown table, one row per mode: records
+// a second, and sluice's and the server's CPU per record over the
+// transfer, median (min-max) over rounds, and each against the chunk
+// output's.
+func JetStreamTable(dir string) (string, error) {
+	names, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil || len(names) == 0 {
+		return "", fmt.Errorf("no report (*.json) in %s", dir)
+	}
+	type figures struct{ rate, sluice, server []float64 }
+	by := map[string]*figures{}
+	var first *jetStreamReport
+	for _, name := range names {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			return "", err
+		}
+		var r jetStreamReport
+		if err := json.Unmarshal(data, &r); err != nil {
+			return "", fmt.Errorf("%s: %w", filepath.Base(name), err)
+		}
+		if r.Records == "" {
+			return "", fmt.Errorf("%s: not a --records report", filepath.Base(name))
+		}
+		if first == nil {
+			first = &r
+		} else if r.RecordSize != first.RecordSize || r.Conns != first.Conns || r.Storage != first.Storage ||
+			r.Pinning.Enabled != first.Pinning.Enabled {
+			return "", fmt.Errorf("%s: %d connections of %d-byte records into %s storage, pinned %v, but the table's first report's are %d, %d, %s, pinned %v",
+				filepath.Base(name), r.Conns, r.RecordSize, r.Storage, r.Pinning.Enabled, first.Conns, first.RecordSize, first.Storage, first.Pinning.Enabled)
+		}
+		f := by[r.Records]
+		if f == nil {
+			f = &figures{}
+			by[r.Records] = f
+		}
+		f.rate = append(f.rate, r.RecordsPerS)
+		f.sluice = append(f.sluice, r.SluiceUS)
+		f.server = append(f.server, r.ServerUS)
+	}
+	med := func(v []float64) spread {
+		s := slices.Clone(v)
+		slices.Sort(s)
+		return spread{Median: s[len(s)/2], Min: s[0], Max: s[len(s)-1]}
+	}
+	var b strings.Builder
+	where := ""
+	if p := first.Pinning; p.Enabled {
+		where = fmt.Sprintf(", sluice on CPU %s, the server on CPU %s", joinCPUs(p.EngineCPUs), joinCPUs(p.GenCPUs))
+	}
+	fmt.Fprintf(&b, "| %d connections of %d-byte lines, %s storage%s | records/s | sluice CPU per record, µs | nats-server CPU per record, µs | sluice + server against chunks |\n|---|---|---|---|---|\n",
+		first.Conns, first.RecordSize, first.Storage, where)
+	var base float64
+	if f := by["chunks"]; f != nil {
+		base = med(f.sluice).Median + med(f.server).Median
+	}
+	for _, row := range jetStreamRows {
+		f := by[row.mode]
+		if f == nil {
+			continue
+		}
+		rate := med(f.rate)
+		against := "-"
+		if base > 0 {
+			against = fmt.Sprintf("%.1fx", (med(f.sluice).Median+med(f.server).Median)/base)
+		}
+		fmt.Fprintf(&b, "| %s | %s (%s-%s) | %s | %s | %s |\n", row.name, humanize.Comma(int64(rate.Median)),
+			humanize.Comma(int64(rate.Min)), humanize.Comma(int64(rate.Max)), med(f.sluice), med(f.server), against)
+	}
+	return b.String(), nil
+}
+
+// joinCPUs writes a list of CPUs as 0 or 0,1.
+func joinCPUs(cpus []int) string {
+	s := make([]string, len(cpus))
+	for i, c := range cpus {
+		s[i] = strconv.Itoa(c)
+	}
+	return strings.Join(s, ",")
+}

@@ -207,3 +207,75 @@ func TestQuietTable(t *testing.T) {
 		})
 	}
 }
+
+func TestJetStreamTable(t *testing.T) {
+	dir := t.TempDir()
+	for name, r := range map[string]string{
+		"chunks-1": `{"records":"chunks","record_size":128,"conns":16,"storage":"file","records_per_s":4000000,"transfer_sluice_cpu_us_per_record":0.1,"transfer_server_cpu_us_per_record":0.2}`,
+		"each-1":   `{"records":"each","record_size":128,"conns":16,"storage":"file","records_per_s":150000,"transfer_sluice_cpu_us_per_record":2.5,"transfer_server_cpu_us_per_record":6.5}`,
+		"each-2":   `{"records":"each","record_size":128,"conns":16,"storage":"file","records_per_s":170000,"transfer_sluice_cpu_us_per_record":2.7,"transfer_server_cpu_us_per_record":7.1}`,
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name+".json"), []byte(r), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := JetStreamTable(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `| 16 connections of 128-byte lines, file storage | records/s | sluice CPU per record, µs | nats-server CPU per record, µs | sluice + server against chunks |
+|---|---|---|---|---|
+| one message per chunk (an unframed source) | 4,000,000 (4,000,000-4,000,000) | 0.100 (0.100-0.100) | 0.200 (0.200-0.200) | 1.0x |
+| one message per record (records: each, the default) | 170,000 (150,000-170,000) | 2.70 (2.50-2.70) | 7.10 (6.50-7.10) | 32.7x |
+`
+	if got != want {
+		t.Errorf("table:\n%s\nwant:\n%s", got, want)
+	}
+	if _, err := JetStreamTable(t.TempDir()); err == nil {
+		t.Error("a directory with no report gave a table")
+	}
+}
+
+// TestJetStreamTablePinned: the heading says where pinned reports ran,
+// and reports pinned and not are refused together.
+func TestJetStreamTablePinned(t *testing.T) {
+	const pinned = `"pinning":{"enabled":true,"engine_cpus":[0],"gen_cpus":[1]}`
+	for _, tc := range []struct {
+		name    string
+		reports map[string]string
+		want    string // the table's first line, or the error's text
+	}{
+		{"pinned", map[string]string{
+			"chunks-1": `{"records":"chunks","record_size":128,"conns":16,"storage":"file","records_per_s":4000000,"transfer_sluice_cpu_us_per_record":0.1,"transfer_server_cpu_us_per_record":0.2,` + pinned + `}`,
+			"each-1":   `{"records":"each","record_size":128,"conns":16,"storage":"file","records_per_s":150000,"transfer_sluice_cpu_us_per_record":2.5,"transfer_server_cpu_us_per_record":6.5,` + pinned + `}`,
+		}, "| 16 connections of 128-byte lines, file storage, sluice on CPU 0, the server on CPU 1 | records/s |"},
+		{"mixed", map[string]string{
+			"chunks-1": `{"records":"chunks","record_size":128,"conns":16,"storage":"file","records_per_s":4000000,"transfer_sluice_cpu_us_per_record":0.1,"transfer_server_cpu_us_per_record":0.2,` + pinned + `}`,
+			"each-1":   `{"records":"each","record_size":128,"conns":16,"storage":"file","records_per_s":150000,"transfer_sluice_cpu_us_per_record":2.5,"transfer_server_cpu_us_per_record":6.5}`,
+		}, "pinned false, but the table's first report's are 16, 128, file, pinned true"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for name, r := range tc.reports {
+				if err := os.WriteFile(filepath.Join(dir, name+".json"), []byte(r), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := JetStreamTable(dir)
+			if err != nil {
+				got = err.Error()
+			}
+			if !strings.Contains(got, tc.want) {
+				t.Errorf("got:\n%s\nwant it to hold %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestJetStreamDocTablesAreGenerated: docs/jetstream.md's cost table is
+// what its reports give.
+func TestJetStreamDocTablesAreGenerated(t *testing.T) {
+	if err := RefreshTables([]string{"../../docs/jetstream.md"}, true, nil); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -51,7 +51,7 @@ func TestConfigErrors(t *testing.T) {
 		{"bad framing", "sources:\n  - tcp:\n      listen: 127.0.0.1:0\n    framing: lines\n", "node.yaml:4: sources[0].framing: framing \"lines\": unknown"},
 		{"framed udp", "sources:\n  - udp:\n      addr: 127.0.0.1:0\n    framing: newline\n", "node.yaml:4: sources[0].framing: \"newline\": udp sources cannot be framed"},
 		{"mqtt topics", "sources:\n  - mqtt:\n      broker: 127.0.0.1:1883\n", "node.yaml:2: sources[0].mqtt.topics: required"},
-		{"mqtt qos", "sources:\n  - mqtt:\n      broker: 127.0.0.1:1883\n      client_id: x\n      topics: [a]\n      qos: 2\n", "node.yaml:6: sources[0].mqtt.qos: 2, must be 0 or 1"},
+		{"mqtt qos", "sources:\n  - mqtt:\n      broker: 127.0.0.1:1883\n      client_id: x\n      topics: [a]\n      qos: 3\n", "node.yaml:6: sources[0].mqtt.qos: 3, must be 0, 1 or 2"},
 		{"client address", "sources:\n  - tcp_client:\n      addr: nowhere\n", "node.yaml:3: sources[0].tcp_client.addr: \"nowhere\""},
 		{"tail poll", "sources:\n  - tail:\n      path: /x\n      poll: -1s\n", "node.yaml:4: sources[0].tail.poll: -1s is negative"},
 		{"jetstream subject", "sources:\n  - tcp: {listen: 127.0.0.1:0}\noutput:\n  jetstream:\n    url: nats://127.0.0.1:1\n", "node.yaml:4: output.jetstream.subject: required"},
@@ -278,7 +278,7 @@ func TestResolvedDefaults(t *testing.T) {
 		"handshake_timeout: 10s\n", "max_handshakes: 1024\n",
 		"version: 4\n", "keep_alive: 30s\n", "max_message: 1048576\n", "dial_timeout: 5s\n",
 		"initial: 50ms\n", "max: 5s\n", "max_datagram: 65507\n", "poll: 250ms\n", "checkpoint_every: 1s\n",
-		"url: nats://127.0.0.1:4222\n", "max_pending: 256\n", "ack_timeout: 5s\n", "retry_wait: 100ms\n",
+		"url: nats://127.0.0.1:4222\n", "max_pending: 4096\n", "mqtt_subject: x.{topic}\n", "records: each\n", "ack_timeout: 5s\n", "retry_wait: 100ms\n",
 		"storage: file\n", "replicas: 1\n", "duplicate_window: 2m0s\n",
 		"bytes_per_second: 1048576\n", "burst: 65536\n", "idle_timeout: 5m0s\n",
 	} {

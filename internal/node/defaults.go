@@ -97,6 +97,12 @@ func (c Config) withDefaults() Config {
 		if j.Name == "" {
 			j.Name = "sluice"
 		}
+		if j.MQTTSubject == "" && j.Subject != "" {
+			j.MQTTSubject = j.Subject + "." + jetstream.TopicVar
+		}
+		if j.Records == "" {
+			j.Records = jetstream.RecordsEach
+		}
 		if j.Stream != "" {
 			if j.Storage == "" {
 				j.Storage = "file"

@@ -19,6 +19,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/sluice-io/sluice/engine"
+	"github.com/sluice-io/sluice/engine/jetstream"
 	"github.com/sluice-io/sluice/srcs"
 	"github.com/sluice-io/sluice/srcs/mqtt"
 
@@ -67,6 +68,13 @@ type entry struct {
 		holds uint64
 		held  time.Duration
 	}
+
+	// For the jetstream output: the namespace of the ids a producer's key
+	// gives (msg_id), the count of messages without a usable key, and an
+	// MQTT session's ids (nil at QoS 0).
+	keyNS      string
+	keyMissing atomic.Uint64
+	mqttIDs    *jetstream.MQTTIDs
 
 	mu      sync.Mutex
 	id      srcs.ID // the engine's id, for a source that is not a listener
@@ -137,6 +145,9 @@ func (n *Node) add(i int, s Source) error {
 	en.framer = framer
 	if framer != nil {
 		opts = append(opts, engine.WithFraming(framer))
+	}
+	if err := n.prepareIDs(en); err != nil {
+		return fail(err)
 	}
 	n.mu.Lock()
 	n.entries = append(n.entries, en)
@@ -215,6 +226,36 @@ func (n *Node) add(i int, s Source) error {
 	}
 	return n.addSource(en, src, opts)
 }
+
+// prepareIDs readies what the jetstream output needs to give en's
+// messages their ids: the namespace of a producer's keys, and for an MQTT
+// session at QoS 1 or 2 the ids of its recent messages, read back from
+// the stream, so that the broker's redelivery of one is stored once.
+func (n *Node) prepareIDs(en *entry) error {
+	j, ok := n.out.(*jsOutput)
+	if !ok {
+		return nil
+	}
+	s := en.cfg
+	en.keyNS = "key." + strings.ReplaceAll(en.name, " ", ".") + "."
+	if s.MQTT == nil || s.MQTT.QoS == 0 {
+		return nil
+	}
+	en.mqttIDs = jetstream.NewMQTTIDs(mqttSession(s.MQTT))
+	ctx, cancel := context.WithTimeout(n.ctx, time.Minute)
+	defer cancel()
+	start := time.Now()
+	read, err := j.pub.LoadMQTTIDs(ctx, j.tpl.Filter(), en.mqttIDs)
+	if err != nil {
+		return fmt.Errorf("output.jetstream: reading back the session's recent messages: %w", err)
+	}
+	n.log.Info("mqtt session's recent messages read back", "source", en.name, "messages", read,
+		"took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// mqttSession names an MQTT session: the broker and the client identifier.
+func mqttSession(m *mqtt.MQTTConfig) string { return m.Broker + "/" + m.ClientID }
 
 // addSource hands src to the engine, which announces its id before its
 // first chunk or error, so the handler never sees the id unknown.
@@ -501,7 +542,7 @@ func Preflight(cfg Config) []string {
 			out = append(out, fmt.Sprintf("metrics.web_config_file: %v", err))
 		}
 	}
-	return out
+	return append(out, jetStreamNotes(cfg)...)
 }
 
 // checkCheckpointDir says what stops a checkpoint file from being saved

@@ -44,7 +44,11 @@ type MQTTConfig struct {
 	// Topics are the topic filters to subscribe to; wildcards allowed.
 	Topics []string `yaml:"topics"`
 	// QoS is the maximum quality of service requested for every filter:
-	// 0 (at most once) or 1 (at least once, acknowledged after release).
+	// 0 (at most once), 1 (at least once, PUBACK after release) or 2
+	// (PUBREC after release: the broker sends a message again until it
+	// has the PUBREC, and then never, so a message acknowledged is never
+	// redelivered while the broker keeps its session; PUBCOMP answers its
+	// PUBREL).
 	QoS byte `yaml:"qos"`
 	// Version is the protocol level: 4 for MQTT 3.1.1 (the default) or 5.
 	Version byte `yaml:"version"`
@@ -146,11 +150,19 @@ type MQTT struct {
 	sessions, subscribes, messages, acked, unacked, pings atomic.Uint64
 }
 
-// mqttAck is a QoS 1 message waiting for the release of its packet.
+// mqttAck is a QoS 1 or 2 message waiting for the release of its packet.
 type mqttAck struct {
 	end  int64 // stream offset just past the packet
 	sess uint64
 	id   uint16
+	typ  byte // the acknowledgement due: packets.Puback or packets.Pubrec
+}
+
+// mqttReply is an acknowledgement the session writes: a PUBACK, PUBREC
+// or PUBCOMP for a packet id.
+type mqttReply struct {
+	typ byte
+	id  uint16
 }
 
 // MQTTStats counts an MQTT source's events over its life.
@@ -270,8 +282,8 @@ func (cfg MQTTConfig) validate() error {
 		}
 	}
 	switch {
-	case cfg.QoS > 1:
-		return fmt.Errorf("QoS: %d, must be 0 or 1", cfg.QoS)
+	case cfg.QoS > 2:
+		return fmt.Errorf("QoS: %d, must be 0, 1 or 2", cfg.QoS)
 	case cfg.Version != 0 && cfg.Version != 4 && cfg.Version != 5:
 		return fmt.Errorf("Version: %d, must be 4 (MQTT 3.1.1) or 5", cfg.Version)
 	case cfg.KeepAlive < 0:
@@ -470,6 +482,7 @@ func (m *MQTT) Skipped(n int64) {
 // Framer framed (Records set); a Truncated tail is not a message.
 func (m *MQTT) Delivered(data []byte, flags srcs.Flags) {
 	var msgs, subs uint64
+	rel := false
 	m.ackMu.Lock()
 	s := m.ackSess
 	start := m.delivered
@@ -482,16 +495,29 @@ func (m *MQTT) Delivered(data []byte, flags srcs.Flags) {
 		switch h := data[off]; h >> 4 {
 		case packets.Publish:
 			msgs++
-			if (h>>1)&3 != 1 {
+			qos := (h >> 1) & 3
+			if qos == 0 {
 				break
+			}
+			typ := byte(packets.Puback)
+			if qos == 2 {
+				typ = packets.Pubrec
 			}
 			pub, err := mqttCodec().ParsePublish(h, data[off+hl:off+n], m.cfg.Version)
 			switch {
 			case err != nil: // the framer let no such packet through
 			case s != nil:
-				m.recs = append(m.recs, mqttAck{end: start + int64(off+n), sess: s.num, id: pub.ID})
+				m.recs = append(m.recs, mqttAck{end: start + int64(off+n), sess: s.num, id: pub.ID, typ: typ})
 			default: // delivered after Close: no connection left to ack on
 				m.unacked.Add(1)
+			}
+		case packets.Pubrel:
+			// The broker has the PUBREC, sent once the message was
+			// released: complete it at once.
+			if s != nil && n-hl >= 2 {
+				id := uint16(data[off+hl])<<8 | uint16(data[off+hl+1])
+				s.acks = append(s.acks, mqttReply{packets.Pubcomp, id})
+				rel = true
 			}
 		case packets.Suback:
 			subs++
@@ -504,14 +530,21 @@ func (m *MQTT) Delivered(data []byte, flags srcs.Flags) {
 	if s == nil {
 		return
 	}
+	if rel {
+		select {
+		case s.ackReady <- struct{}{}:
+		default:
+		}
+	}
 	s.lastRecv.Store(s.now())
 	if flags&srcs.Records == 0 {
 		s.fail(fmt.Errorf("srcs: mqtt %s: a chunk without the Records flag: the source must be framed by its Framer: %w", m.name, srcs.ErrMalformed))
 	}
 }
 
-// Released acknowledges, in arrival order, the QoS 1 messages of the
-// current session whose packets end at or before through, and forgets
+// Released acknowledges, in arrival order, the QoS 1 and 2 messages of
+// the current session whose packets end at or before through (PUBACK,
+// PUBREC), and forgets
 // those of earlier sessions. It only queues the PUBACKs: the session's
 // goroutine sends them.
 func (m *MQTT) Released(through int64) {
@@ -522,7 +555,7 @@ func (m *MQTT) Released(through int64) {
 		r := m.recs[m.recHead]
 		m.recHead++
 		if s != nil && r.sess == s.num {
-			s.acks = append(s.acks, r.id)
+			s.acks = append(s.acks, mqttReply{r.typ, r.id})
 			queued = true
 		} else {
 			m.unacked.Add(1)

@@ -20,7 +20,8 @@ import (
 // also has the Truncated flag, and ends with the start of that packet.
 //
 // The packets are the broker's PUBLISHes and the few control packets it may
-// send a subscriber: the SUBACK, PINGRESPs, and an MQTT 5 DISCONNECT. The
+// send a subscriber: the SUBACK, PINGRESPs, PUBRELs at QoS 2, and an MQTT
+// 5 DISCONNECT. The
 // framer has checked every packet a chunk holds (see MQTT.Framer), so a
 // consumer only has to take the messages out: ForEachMQTTMessage does, and
 // skips the rest. A message never spans two chunks.
@@ -47,8 +48,22 @@ type MQTTMessage struct {
 	QoS byte
 	// Retain marks a retained message the broker sent on subscribing.
 	Retain bool
-	// Dup marks a QoS 1 message the broker may have delivered before.
+	// Dup marks a QoS 1 or 2 message the broker may have delivered
+	// before.
 	Dup bool
+	// ID is the broker's packet identifier of a QoS 1 or 2 message, 0 at
+	// QoS 0. The broker reuses an identifier once the message is
+	// acknowledged, so it names a message only while it is in flight.
+	ID uint16
+
+	props []byte // MQTT 5 properties, without their length
+}
+
+// UserProperty returns the value of the message's first MQTT 5 user
+// property named name, and whether it has one: a key a producer may put
+// in its messages. An MQTT 3.1.1 message has none.
+func (m MQTTMessage) UserProperty(name string) ([]byte, bool) {
+	return mqttCodec().UserProperty(m.props, name)
 }
 
 // ForEachMQTTMessage calls fn with each PUBLISH in data, in order, and skips
@@ -56,7 +71,7 @@ type MQTTMessage struct {
 // the Data of a chunk with the Records flag from an MQTT source (or from any
 // lane framed with MQTTPackets). version is the protocol level the packets
 // were sent with, 4 or 5 (0 means 4, as in MQTTConfig); MQTT 5 properties
-// are skipped. It allocates nothing.
+// are read by MQTTMessage.UserProperty. It allocates nothing.
 //
 // An error from fn stops the walk and is returned as it is. A packet that
 // cannot be decoded returns an error wrapping srcs.ErrMalformed, and data that
@@ -78,7 +93,8 @@ func ForEachMQTTMessage(data []byte, version byte, fn func(MQTTMessage) error) e
 			if err != nil {
 				return fmt.Errorf("srcs: mqtt PUBLISH at offset %d: %w", off, err)
 			}
-			if err := fn(MQTTMessage{Topic: pub.Topic, Payload: pub.Payload, QoS: pub.QoS, Retain: h&1 != 0, Dup: h&8 != 0}); err != nil {
+			if err := fn(MQTTMessage{Topic: pub.Topic, Payload: pub.Payload, QoS: pub.QoS, Retain: h&1 != 0, Dup: h&8 != 0,
+				ID: pub.ID, props: pub.Props}); err != nil {
 				return err
 			}
 		}
@@ -118,10 +134,14 @@ func (m *MQTT) checkHeader(h byte) error {
 	switch {
 	case t == packets.Publish && (h>>1)&3 == 3:
 		return fmt.Errorf("srcs: mqtt %s: PUBLISH with QoS 3 (header 0x%02x): %w", m.name, h, srcs.ErrMalformed)
-	case t == packets.Publish && (h>>1)&3 == 2:
-		// This client subscribes at QoS 1 at most.
-		return fmt.Errorf("srcs: mqtt %s: QoS 2 PUBLISH, above every subscription's QoS: %w", m.name, srcs.ErrMalformed)
+	case t == packets.Publish && (h>>1)&3 > m.cfg.QoS:
+		return fmt.Errorf("srcs: mqtt %s: QoS %d PUBLISH, above every subscription's QoS: %w", m.name, (h>>1)&3, srcs.ErrMalformed)
 	case t == packets.Publish:
+		return nil
+	case t == packets.Pubrel && m.cfg.QoS == 2:
+		if h&0x0f != 2 { // [MQTT-3.6.1-1]
+			return fmt.Errorf("srcs: mqtt %s: PUBREL with flags 0x%x: %w", m.name, h&0x0f, srcs.ErrMalformed)
+		}
 		return nil
 	case t == packets.Suback, t == packets.Pingresp, t == packets.Disconnect:
 		if h&0x0f != 0 {
@@ -165,6 +185,10 @@ func (m *MQTT) checkPacket(p []byte) error {
 	case packets.Pingresp:
 		if len(body) != 0 {
 			return fmt.Errorf("srcs: mqtt %s: PINGRESP with a %d-byte body: %w", m.name, len(body), srcs.ErrMalformed)
+		}
+	case packets.Pubrel:
+		if len(body) < 2 || (m.cfg.Version != 5 && len(body) != 2) {
+			return fmt.Errorf("srcs: mqtt %s: PUBREL of %d bytes: %w", m.name, len(body), srcs.ErrMalformed)
 		}
 	case packets.Disconnect:
 		return m.checkDisconnect(body)

@@ -201,17 +201,23 @@ func TestForEachMQTTMessage(t *testing.T) {
 		topic, payload string
 		qos            byte
 		retain         bool
+		id             uint16
+		key            string // the user property k
 	}
 	for _, v := range []byte{4, 5} {
 		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
 			var want []msg
 			chunk := encode(t, suback(v, 1, 0))
 			for i := range 40 {
-				m := msg{fmt.Sprintf("t/%d/%s", i, strings.Repeat("x", i%5)), strings.Repeat(string(rune('a'+i%26)), (i*137)%700), byte(i % 2), i%7 == 0}
+				m := msg{fmt.Sprintf("t/%d/%s", i, strings.Repeat("x", i%5)), strings.Repeat(string(rune('a'+i%26)), (i*137)%700), byte(i % 2), i%7 == 0, 0, ""}
+				if m.qos > 0 {
+					m.id = uint16(i + 1)
+				}
 				pk := publish(v, m.qos, uint16(i+1), m.topic, m.payload)
 				pk.FixedHeader.Retain = m.retain
 				if v == 5 && i%3 == 0 {
 					pk = withProps(pk)
+					m.key = "v"
 				}
 				want = append(want, m)
 				chunk = append(chunk, encode(t, pk)...)
@@ -220,10 +226,11 @@ func TestForEachMQTTMessage(t *testing.T) {
 				}
 			}
 			chunk = append(chunk, encode(t, publish(v, 0, 0, "ü/ñ", "\x00\xff"))...)
-			want = append(want, msg{"ü/ñ", "\x00\xff", 0, false})
+			want = append(want, msg{"ü/ñ", "\x00\xff", 0, false, 0, ""})
 			var got []msg
 			err := ForEachMQTTMessage(chunk, v, func(m MQTTMessage) error {
-				got = append(got, msg{string(m.Topic), string(m.Payload), m.QoS, m.Retain})
+				k, _ := m.UserProperty("k")
+				got = append(got, msg{string(m.Topic), string(m.Payload), m.QoS, m.Retain, m.ID, string(k)})
 				return nil
 			})
 			if err != nil {
@@ -235,7 +242,8 @@ func TestForEachMQTTMessage(t *testing.T) {
 			// A Truncated chunk: the messages before the cut, then the cut.
 			got = got[:0]
 			err = ForEachMQTTMessage(chunk[:len(chunk)-1], v, func(m MQTTMessage) error {
-				got = append(got, msg{string(m.Topic), string(m.Payload), m.QoS, m.Retain})
+				k, _ := m.UserProperty("k")
+				got = append(got, msg{string(m.Topic), string(m.Payload), m.QoS, m.Retain, m.ID, string(k)})
 				return nil
 			})
 			if !errors.Is(err, io.ErrUnexpectedEOF) || len(got) != len(want)-1 {
@@ -314,7 +322,7 @@ func TestMQTTDelivered(t *testing.T) {
 	m.Delivered(chunk2, srcs.Records|srcs.Truncated)
 	end1 := int64(len(sub) + len(p1))
 	end2 := int64(len(chunk1) + len(p2))
-	if len(m.recs) != 2 || m.recs[0] != (mqttAck{end1, 1, 11}) || m.recs[1] != (mqttAck{end2, 1, 12}) {
+	if len(m.recs) != 2 || m.recs[0] != (mqttAck{end1, 1, 11, packets.Puback}) || m.recs[1] != (mqttAck{end2, 1, 12, packets.Puback}) {
 		t.Fatalf("ack records %+v; want ends %d and %d", m.recs, end1, end2)
 	}
 	if st := m.Stats(); st.Messages != 3 || st.Subscribes != 1 {
@@ -325,14 +333,14 @@ func TestMQTTDelivered(t *testing.T) {
 		t.Fatalf("acks %v before the message's release", s.acks)
 	}
 	m.Released(int64(len(chunk1)))
-	if fmt.Sprint(s.acks) != "[11]" {
-		t.Fatalf("acks %v, want [11]", s.acks)
+	if fmt.Sprint(s.acks) != "[{4 11}]" {
+		t.Fatalf("acks %v, want a PUBACK of 11", s.acks)
 	}
 	// The truncated tail's bytes count too: the next session's offsets
 	// follow them.
 	m.Released(int64(len(chunk1) + len(chunk2)))
-	if fmt.Sprint(s.acks) != "[11 12]" || len(m.recs) != 0 {
-		t.Fatalf("acks %v, records %+v; want [11 12] and none left", s.acks, m.recs)
+	if fmt.Sprint(s.acks) != "[{4 11} {4 12}]" || len(m.recs) != 0 {
+		t.Fatalf("acks %v, records %+v; want PUBACKs of 11 and 12 and none left", s.acks, m.recs)
 	}
 	m.Delivered(p3, srcs.Records)
 	if want := int64(len(chunk1) + len(chunk2) + len(p3)); len(m.recs) != 1 || m.recs[0].end != want {
@@ -343,6 +351,41 @@ func TestMQTTDelivered(t *testing.T) {
 	m.Delivered(p0, 0)
 	if f := s.failed.Load(); f == nil || !errors.Is(*f, srcs.ErrMalformed) {
 		t.Fatalf("an unframed chunk left the session up (failed %v)", f)
+	}
+}
+
+// TestMQTTQoS2: at QoS 2 a message is answered with a PUBREC once its
+// chunk is released, never before, and the broker's PUBREL with a
+// PUBCOMP at once; a QoS 2 PUBLISH or a PUBREL is refused by a source
+// subscribed at QoS 1.
+func TestMQTTQoS2(t *testing.T) {
+	m := testMQTT(t, 4, 2, 0)
+	s := testSession(t, m)
+	p1 := encode(t, publish(4, 2, 21, "a", "one"))
+	p2 := encode(t, publish(4, 1, 22, "b", "two"))
+	rel := []byte{0x62, 2, 0, 20} // PUBREL of 20, whose PUBREC went before
+	for _, p := range [][]byte{p1, p2, rel} {
+		if n, err := m.Framer().Next(p, 0, 1<<20); err != nil || n != len(p) {
+			t.Fatalf("framer on %x: %d, %v", p, n, err)
+		}
+	}
+	chunk := append(append(append([]byte{}, p1...), rel...), p2...)
+	m.Delivered(chunk, srcs.Records)
+	if fmt.Sprint(s.acks) != "[{7 20}]" {
+		t.Fatalf("acks %v before any release, want the PUBCOMP of 20 alone", s.acks)
+	}
+	m.Released(int64(len(chunk)))
+	if fmt.Sprint(s.acks) != "[{7 20} {5 21} {4 22}]" {
+		t.Fatalf("acks %v, want PUBCOMP 20, PUBREC 21, PUBACK 22", s.acks)
+	}
+	q1 := testMQTT(t, 4, 1, 0)
+	for _, p := range [][]byte{p1, rel} {
+		if _, err := q1.Framer().Next(p, 0, 1<<20); !errors.Is(err, srcs.ErrMalformed) {
+			t.Errorf("a QoS 1 source framed %x: %v", p, err)
+		}
+	}
+	if _, err := m.Framer().Next([]byte{0x60, 2, 0, 1}, 0, 1<<20); !errors.Is(err, srcs.ErrMalformed) {
+		t.Errorf("a PUBREL without its flags: %v", err)
 	}
 }
 

@@ -44,7 +44,7 @@ type mqttSession struct {
 	lastSent, lastRecv atomic.Int64
 	failed             atomic.Pointer[error] // why the session was cut from inside
 
-	acks, spare []uint16 // PUBACKs due; guarded by m.ackMu
+	acks, spare []mqttReply // acknowledgements due; guarded by m.ackMu
 	ackReady    chan struct{}
 	done        chan struct{}
 	wg          sync.WaitGroup
@@ -334,9 +334,18 @@ func (s *mqttSession) sendAcks(deadline time.Time) error {
 	s.acks = s.spare[:0]
 	m.ackMu.Unlock()
 	err := s.write(deadline, func(b *bytes.Buffer) error {
-		for _, id := range ids {
-			pk := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Puback}, PacketID: id, ProtocolVersion: m.cfg.Version}
-			if err := pk.PubackEncode(b); err != nil {
+		for _, a := range ids {
+			pk := packets.Packet{FixedHeader: packets.FixedHeader{Type: a.typ}, PacketID: a.id, ProtocolVersion: m.cfg.Version}
+			var err error
+			switch a.typ {
+			case packets.Pubrec:
+				err = pk.PubrecEncode(b)
+			case packets.Pubcomp:
+				err = pk.PubcompEncode(b)
+			default:
+				err = pk.PubackEncode(b)
+			}
+			if err != nil {
 				return err
 			}
 		}

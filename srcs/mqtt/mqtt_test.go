@@ -47,7 +47,7 @@ func TestMQTTConfig(t *testing.T) {
 		{"hash in level", with(func(c *mqttsrc.MQTTConfig) { c.Topics = []string{"a/b#"} }), "Topics[0]"},
 		{"plus in level", with(func(c *mqttsrc.MQTTConfig) { c.Topics = []string{"a+/b"} }), "Topics[0]"},
 		{"bad utf8 topic", with(func(c *mqttsrc.MQTTConfig) { c.Topics = []string{"\xff"} }), "Topics[0]"},
-		{"qos 2", with(func(c *mqttsrc.MQTTConfig) { c.QoS = 2 }), "QoS"},
+		{"qos 3", with(func(c *mqttsrc.MQTTConfig) { c.QoS = 3 }), "QoS"},
 		{"version 3", with(func(c *mqttsrc.MQTTConfig) { c.Version = 3 }), "Version"},
 		{"negative keepalive", with(func(c *mqttsrc.MQTTConfig) { c.KeepAlive = -1 }), "KeepAlive"},
 		{"huge keepalive", with(func(c *mqttsrc.MQTTConfig) { c.KeepAlive = 70000 * time.Second }), "KeepAlive"},
