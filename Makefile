@@ -101,13 +101,16 @@ fuzz:
 	  done; \
 	done
 
-# bench is the main job: every runner available here, side by side, on
-# the CLI's embedded default load (200 sources, 16 KiB messages, 5 s per
-# runner), printing the comparison table. As root it measures over a veth
-# wire between two network namespaces, each side's receive work on its
-# own CPU (run --wire auto); elsewhere over loopback, saying why.
+# bench is the main job: every runner available here, side by side with
+# Go's own sink (a goroutine per connection) and, on Linux, a bare epoll
+# loop, on the CLI's embedded default load (200 sources, 16 KiB messages,
+# 5 s per row), printing the comparison table. As root it measures over a
+# veth wire between two network namespaces, each side's receive work on
+# its own CPU (run --wire auto); elsewhere over loopback, saying why.
+comma := ,
+BENCH_PEERS := $(if $(filter Linux,$(shell uname -s)),go$(comma)epoll,go)
 bench:
-	$(GO) run ./cmd/sluice-bench run
+	$(GO) run ./cmd/sluice-bench run --peers $(BENCH_PEERS)
 
 # perf-table regenerates the performance tables of README.md and
 # docs/benchmarking.md from the JSON reports each names
