@@ -67,6 +67,13 @@ type tableReport struct {
 			} `json:"latency_ns"`
 		} `json:"quiet"`
 	} `json:"summary"`
+	// Runs are the rounds' figures, for ratios the report did not
+	// compute.
+	Runs []struct {
+		Runner string  `json:"runner"`
+		Round  int     `json:"round"`
+		Core   float64 `json:"core_cpu_s_per_gib"`
+	} `json:"runs"`
 	Ratios []struct {
 		A      string   `json:"a"`
 		B      string   `json:"b"`
@@ -186,15 +193,8 @@ func tableHeader(cols []string, inline bool) string {
 		}
 		heads = append(heads, "sluice, "+c+" runner")
 	}
-	for _, a := range cols {
-		if _, ok := sinkNames[a]; ok {
-			continue
-		}
-		for _, b := range cols {
-			if _, ok := sinkNames[b]; ok {
-				ratios = append(ratios, a+" / "+b)
-			}
-		}
+	for _, p := range ratioPairs(cols) {
+		ratios = append(ratios, p[0]+" / "+p[1])
 	}
 	heads = append(heads, ratios...)
 	return "| " + strings.Join(heads, " | ") + " |\n|" + strings.Repeat("---|", len(heads)) + "\n"
@@ -211,21 +211,42 @@ func tableRow(name string, r *tableReport, cols []string) string {
 		}
 		cells = append(cells, cell)
 	}
-	for _, a := range cols {
-		if _, ok := sinkNames[a]; ok {
-			continue
-		}
-		for _, b := range cols {
-			if _, ok := sinkNames[b]; ok {
-				cells = append(cells, ratio(r, a, b))
-			}
-		}
+	for _, p := range ratioPairs(cols) {
+		cells = append(cells, ratio(r, p[0], p[1]))
 	}
 	return "| " + strings.Join(cells, " | ") + " |\n"
 }
 
+// ratioPairs are a table's ratio columns: its first sluice runner over
+// every reference sink, then each other runner over Go's sink, the
+// fallbacks' reference.
+func ratioPairs(cols []string) [][2]string {
+	var pairs [][2]string
+	first := ""
+	for _, a := range cols {
+		if _, ok := sinkNames[a]; ok {
+			continue
+		}
+		if first == "" {
+			first = a
+			for _, b := range cols {
+				if _, ok := sinkNames[b]; ok {
+					pairs = append(pairs, [2]string{a, b})
+				}
+			}
+			continue
+		}
+		if slices.Contains(cols, "go") {
+			pairs = append(pairs, [2]string{a, "go"})
+		}
+	}
+	return pairs
+}
+
 // ratio returns a's core CPU-s/GiB over b's, median (min-max) over the
-// rounds, as the report computed it round by round.
+// rounds, as the report computed it round by round, or, for a pair the
+// report has no ratio of (it compares its first runner only), from its
+// runs, round by round where both were measured.
 func ratio(r *tableReport, a, b string) string {
 	for _, p := range r.Ratios {
 		if p.A != a || p.B != b {
@@ -237,7 +258,26 @@ func ratio(r *tableReport, a, b string) string {
 			}
 		}
 	}
-	return "-"
+	var xs []float64
+	for _, ra := range r.Runs {
+		if ra.Runner != a || ra.Core <= 0 {
+			continue
+		}
+		for _, rb := range r.Runs {
+			if rb.Runner == b && rb.Round == ra.Round && rb.Core > 0 {
+				xs = append(xs, ra.Core/rb.Core)
+			}
+		}
+	}
+	if len(xs) == 0 {
+		return "-"
+	}
+	slices.Sort(xs)
+	med := xs[len(xs)/2]
+	if n := len(xs); n%2 == 0 {
+		med = (xs[n/2-1] + xs[n/2]) / 2
+	}
+	return fmt.Sprintf("%.2fx (%.2f-%.2f)", med, xs[0], xs[len(xs)-1])
 }
 
 // workload describes a report's load in words.
