@@ -88,10 +88,10 @@ type goLane struct {
 	dl     srcs.Deadliner          // nil if the source has no deadline
 	rc     syscall.RawConn         // nil unless the source exposes one and a deadline
 	peek   func(fd uintptr) bool
-	one    [1]byte     // MSG_PEEK target
-	peeked error       // a socket error the peek consumed
-	dlCur  time.Time   // the read deadline last set
-	dlSet  bool        // whether dlCur is known to be in force
+	one    [1]byte   // MSG_PEEK target
+	peeked error     // a socket error the peek consumed
+	dlCur  time.Time // the read deadline last set
+	dlSet  bool      // whether dlCur is known to be in force
 	// more says the lane's last read filled the room it was given, so
 	// the source likely has more: the next buffer is taken without a
 	// readability wait first (a wait and a read where one read does), and
