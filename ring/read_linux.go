@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluice-io/sluice/internal/driver"
 	"github.com/sluice-io/sluice/internal/front"
+	"github.com/sluice-io/sluice/internal/uring"
 	"github.com/sluice-io/sluice/pool"
 )
 
@@ -48,7 +49,7 @@ func (w *worker) polled(ln *lane, res int32) {
 }
 
 // readDone handles a read completion.
-func (w *worker) readDone(ln *lane, res int32, flags CQEFlags) {
+func (w *worker) readDone(ln *lane, res int32, flags uring.CQEFlags) {
 	w.reads.Add(1)
 	n, errno := max(int(res), 0), unix.Errno(max(-res, 0))
 	switch r := driver.Result(n, errno, false); {
@@ -99,7 +100,7 @@ func (w *worker) requeue(ln *lane) {
 // poll, which checks the level when armed, tells when to read again); a
 // file is always readable, its end reading as 0. It reports false when the
 // bytes could not be framed, which finished the lane.
-func (w *worker) commit(ln *lane, n int, flags CQEFlags) bool {
+func (w *worker) commit(ln *lane, n int, flags uring.CQEFlags) bool {
 	switch ln.mode {
 	case modeFileSeq:
 		ln.fa.next += int64(n)
@@ -113,7 +114,7 @@ func (w *worker) commit(ln *lane, n int, flags CQEFlags) bool {
 		w.finish(ln, err)
 		return false
 	}
-	ln.readable = flags&CQEFSockNonempty != 0 || n == int(ln.want) || ln.mode == modeFileSeq
+	ln.readable = flags&uring.CQEFSockNonempty != 0 || n == int(ln.want) || ln.mode == modeFileSeq
 	ln.want = int32(n)
 	return true
 }
@@ -268,7 +269,7 @@ func (w *worker) cancel(ln *lane) {
 		// rather than a newer lane.
 		s.PrepCancel(ln.userData(ln.op), 0)
 	} else {
-		s.PrepCancelFd(int(ln.fd), CancelAll)
+		s.PrepCancelFd(int(ln.fd), uring.CancelAll)
 	}
 	s.UserData = ln.userData(tagCancel)
 	ln.cancelled = true
@@ -287,7 +288,7 @@ func (w *worker) poll(ln *lane) {
 	}
 	s.PrepPollAdd(int(ln.fd), unix.POLLIN|unix.POLLRDHUP)
 	if ln.fixed {
-		s.Flags |= SQEFixedFile
+		s.Flags |= uring.SQEFixedFile
 	}
 	s.UserData = ln.userData(tagPoll)
 	ln.op = tagPoll
@@ -334,7 +335,7 @@ func (w *worker) read(ln *lane) {
 	case modeSock:
 		s.PrepRecv(int(ln.fd), space, unix.MSG_DONTWAIT, 0)
 		if ln.fixed {
-			s.Flags |= SQEFixedFile
+			s.Flags |= uring.SQEFixedFile
 		}
 	case modeStream:
 		s.PrepRead(int(ln.fd), space, 0)

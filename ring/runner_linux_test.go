@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/runnertest"
+	"github.com/sluice-io/sluice/internal/uring"
 	"github.com/sluice-io/sluice/pool"
 	"github.com/sluice-io/sluice/srcs"
 )
@@ -122,7 +123,7 @@ func TestRunnerGrantNotHeldByBatchWait(t *testing.T) {
 // timeout; holding it for the whole timeout from its read would take the
 // timeout or more.
 func TestRunnerHoldLessBatchWait(t *testing.T) {
-	if requireURing(t).Features&FeatMinTimeout == 0 {
+	if requireURing(t).Features&uring.FeatMinTimeout == 0 {
 		t.Skip("batched waits need IORING_FEAT_MIN_TIMEOUT (6.12)")
 	}
 	const flush, batch = 400 * time.Millisecond, 200 * time.Millisecond
@@ -185,22 +186,27 @@ func TestRunnerSupported(t *testing.T) {
 	noCancel := ok
 	noCancel.CancelFd = false
 	noExtArg := ok
-	noExtArg.Features &^= FeatExtArg
+	noExtArg.Features &^= uring.FeatExtArg
 	noRecv := ok
-	noRecv.ops[OpRecv/64] &^= 1 << (OpRecv % 64)
+	noRecv.ops = uring.OpSet{}
+	for op := range uring.Op(255) {
+		if op != uring.OpRecv && ok.hasOp(op) {
+			noRecv.ops.Add(op)
+		}
+	}
 	for _, tc := range []struct {
 		name string
 		p    ProbeResult
 		want string
 	}{
-		{"disabled", ProbeResult{Reason: "setup: io_uring is disabled by sysctl", Err: &NotSupportedError{Op: "setup", Reason: "io_uring is disabled by sysctl kernel.io_uring_disabled=2"}}, "disabled"},
+		{"disabled", ProbeResult{Reason: "setup: io_uring is disabled by sysctl", Err: &uring.NotSupportedError{Op: "setup", Reason: "io_uring is disabled by sysctl kernel.io_uring_disabled=2"}}, "disabled"},
 		{"setup failed", ProbeResult{Reason: "setup: cannot allocate memory", Err: unix.ENOMEM}, "unusable"},
 		{"no cancel by fd", noCancel, "cancel by descriptor"},
 		{"no timed waits", noExtArg, "EXT_ARG"},
 		{"no recv", noRecv, "RECV"},
 	} {
 		err := runnerSupported(tc.p)
-		if !errors.Is(err, ErrNotSupported) || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "ring: runner: ") {
+		if !errors.Is(err, uring.ErrNotSupported) || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "ring: runner: ") {
 			t.Errorf("%s: %v, want ErrNotSupported saying %q", tc.name, err, tc.want)
 		}
 	}
@@ -351,7 +357,7 @@ func TestNextStreamHold(t *testing.T) {
 // messages, still delivers every byte, in order, and within the flush
 // timeout of its arrival.
 func TestRunnerStreamHoldLessBatchWait(t *testing.T) {
-	if requireURing(t).Features&FeatMinTimeout == 0 {
+	if requireURing(t).Features&uring.FeatMinTimeout == 0 {
 		t.Skip("batched waits need IORING_FEAT_MIN_TIMEOUT (6.12)")
 	}
 	for _, lanes := range []int{1, 2} {

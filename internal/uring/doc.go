@@ -1,23 +1,25 @@
-// Package ring is sluice's interface to io_uring: the kernel ABI, ring setup
-// and mapping, the submission and completion queues, SQE preparation, buffer
-// and file registration, provided buffer rings, a cross-thread [Waker], an
-// off-heap [Arena] for memory the kernel touches, and a cached feature
-// [Probe]. [Runner], the io_uring runner, is built on it: its workers arm
-// polls and reads, reap their completions, wait and wake, and leave what a
-// lane does with the bytes (commit, framing, flush, emit, finish) to
-// internal/driver's Lane, which every runner shares.
+// Package uring is sluice's interface to io_uring: the kernel ABI, ring
+// setup and mapping, the submission and completion queues, SQE preparation,
+// buffer and file registration, provided buffer rings, the opcodes a kernel
+// supports ([Ring.SupportedOps]), a cross-thread [Waker], an off-heap
+// [Arena] for memory the kernel touches, and the peer address an accept
+// writes. It is the one room of the module, with internal/mmsg and the
+// pool's slab, that uses unsafe, and sys_linux.go its one file of raw
+// system calls. The io_uring runner in ring/ is built on it, and ring.Probe
+// reads the kernel through it; nothing else uses it.
+//
+// Its errors begin "ring: ", the package its users meet them through.
 //
 // # Kernel versions
 //
 // Rings can be created from 5.6 (the oldest kernel with IORING_OP_READ, RECV
-// and CLOSE), but sluice's io_uring runner assumes 5.19 (multishot accept,
-// provided buffer rings, cancel by fd) and does best on 6.1 or newer, where
-// [New] gets SINGLE_ISSUER (6.0) and DEFER_TASKRUN (6.1). Each flag, opcode
-// and feature constant names the release that introduced it, [Probe]
-// reports what the running kernel has, and [KernelFeatures] lists what the
-// probe looks for, each with its release and what sluice uses it for.
+// and CLOSE), but sluice's io_uring runner needs 5.19 (cancel by fd) and
+// does best on 6.1 or newer, where [New] gets SINGLE_ISSUER (6.0) and
+// DEFER_TASKRUN (6.1). Each flag, opcode
+// and feature constant names the release that introduced it; ring.Probe
+// reports what the running kernel has.
 // When io_uring is absent or blocked (ENOSYS, EPERM from seccomp, sysctl
-// kernel.io_uring_disabled), [New] and [Probe] say why with an error
+// kernel.io_uring_disabled), [New] says why with an error
 // matching [ErrNotSupported], which also matches errors.ErrUnsupported.
 // On other operating systems every function returns ErrNotSupported, so
 // callers need no build tags.
@@ -29,8 +31,7 @@
 // from that goroutine until [Ring.Close] returns. The kernel enforces this for
 // SINGLE_ISSUER rings; the ring reports misuse as [ErrWrongThread]. Other
 // goroutines never touch the ring: they queue commands and call
-// [Waker.Wake], the only method here meant for concurrent use besides
-// [Probe].
+// [Waker.Wake], the only method here meant for concurrent use.
 //
 // # Memory
 //
@@ -49,4 +50,4 @@
 // CQEFMore comes back for it (multishot operations post many CQEs and end
 // with one lacking the flag). [Ring.Close] cancels everything, reaps until
 // nothing is in flight, and only then unmaps and closes the ring.
-package ring
+package uring
