@@ -55,7 +55,7 @@ func hasOps(ops ...uring.Op) func(ProbeResult) bool {
 // offers no direct probe for are found as ProbeResult documents.
 var kernelFeatures = [...]KernelFeature{
 	{"IORING_REGISTER_PROBE and the required opcodes", 5, 6,
-		"every read, receive, poll, timeout, cancel and close the uring runner submits (requiredOps)", hasOps(requiredOps()...)},
+		"every read, receive, accept, poll and cancel the uring runner submits", hasOps(requiredOps()...)},
 	{"IORING_FEAT_SINGLE_MMAP", 5, 4,
 		"one mapping for the submission and completion rings", hasFeat(uring.FeatSingleMmap)},
 	{"IORING_FEAT_EXT_ARG", 5, 11,

@@ -219,7 +219,7 @@ func runnerSupported(p ProbeResult) error {
 		return &uring.NotSupportedError{Op: "runner", Reason: "io_uring is unusable", Err: p.Err}
 	}
 	var missing []uring.Op
-	for _, op := range [...]uring.Op{uring.OpPollAdd, uring.OpRecv, uring.OpRead, uring.OpReadFixed, uring.OpAsyncCancel} {
+	for _, op := range requiredOps() {
 		if !p.hasOp(op) {
 			missing = append(missing, op)
 		}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -187,24 +188,28 @@ func TestRunnerSupported(t *testing.T) {
 	noCancel.CancelFd = false
 	noExtArg := ok
 	noExtArg.Features &^= uring.FeatExtArg
-	noRecv := ok
-	noRecv.ops = uring.OpSet{}
-	for op := range uring.Op(255) {
-		if op != uring.OpRecv && ok.hasOp(op) {
-			noRecv.ops.Add(op)
-		}
-	}
-	for _, tc := range []struct {
+	type testCase struct {
 		name string
 		p    ProbeResult
 		want string
-	}{
+	}
+	cases := []testCase{
 		{"disabled", ProbeResult{Reason: "setup: io_uring is disabled by sysctl", Err: &uring.NotSupportedError{Op: "setup", Reason: "io_uring is disabled by sysctl kernel.io_uring_disabled=2"}}, "disabled"},
 		{"setup failed", ProbeResult{Reason: "setup: cannot allocate memory", Err: unix.ENOMEM}, "unusable"},
 		{"no cancel by fd", noCancel, "cancel by descriptor"},
 		{"no timed waits", noExtArg, "EXT_ARG"},
-		{"no recv", noRecv, "RECV"},
-	} {
+	}
+	for _, missing := range requiredOps() {
+		p := ok
+		p.ops = uring.OpSet{}
+		for op := range uring.Op(255) {
+			if op != missing && ok.hasOp(op) {
+				p.ops.Add(op)
+			}
+		}
+		cases = append(cases, testCase{"no " + missing.String(), p, missing.String()})
+	}
+	for _, tc := range cases {
 		err := runnerSupported(tc.p)
 		if !errors.Is(err, uring.ErrNotSupported) || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "ring: runner: ") {
 			t.Errorf("%s: %v, want ErrNotSupported saying %q", tc.name, err, tc.want)
@@ -212,6 +217,17 @@ func TestRunnerSupported(t *testing.T) {
 	}
 	if err := runnerSupported(ok); err != nil {
 		t.Errorf("supported kernel: %v", err)
+	}
+	// Files are read with plain READ: a kernel without READ_FIXED will do.
+	noFixed := ok
+	noFixed.ops = uring.OpSet{}
+	for op := range uring.Op(255) {
+		if op != uring.OpReadFixed && ok.hasOp(op) {
+			noFixed.ops.Add(op)
+		}
+	}
+	if err := runnerSupported(noFixed); err != nil || slices.Contains(requiredOps(), uring.OpReadFixed) {
+		t.Errorf("a kernel without READ_FIXED: %v; required ops %v", err, requiredOps())
 	}
 }
 
