@@ -23,9 +23,9 @@ type readMode uint8
 const (
 	modeSock    readMode = iota + 1 // poll, then RECV with MSG_DONTWAIT
 	modeStream                      // poll, then READ with RWF_NOWAIT (pipes, ttys)
-	modeFile                        // READ(_FIXED)s at advancing offsets, several in flight, no poll (file_linux.go)
+	modeFile                        // READs at advancing offsets, several in flight, no poll (file_linux.go)
 	modeDgram                       // poll, then recvmmsg(2) into the rooms of a buffer (dgram_linux.go)
-	modeFileSeq                     // a framed file: one READ(_FIXED) at a time into the lane's buffer (frame_linux.go)
+	modeFileSeq                     // a framed file: one READ at a time into the lane's buffer (read, below)
 )
 
 // polled handles a poll completion.

@@ -94,8 +94,9 @@ import (
 // ready, the next turn follows at once. Otherwise one io_uring_enter
 // submits what is queued and sleeps until a completion or the nearest
 // flush deadline; while several lanes poll and none waits for a buffer, it
-// waits up to BatchWait for a batch of their completions (the Verona
-// seed's load-paced polling; see worker.loop and worker.wait), and while
+// waits up to BatchWait for a batch of their completions, so that the
+// busier the worker the more each wake-up does (worker.loop and
+// worker.wait; docs/decisions/0005-load-paced-waits.md), and while
 // a few stream sockets poll and keep waking it for little, it holds them
 // back for up to BatchWait so that each wake-up brings more
 // (nextStreamHold).
