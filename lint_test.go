@@ -212,12 +212,12 @@ func TestLintGoleakInEveryTestMain(t *testing.T) {
 	}
 }
 
-// layering is DESIGN.md's import table: the module's packages the non-test
-// files of each room may import. A package follows the rule of the longest
-// room that holds it, and naming a room admits every package under it, so
-// "internal" admits internal/front. A package with no room here fails the
-// lint: a new room gets a row (and a line in docs/layout.md's table)
-// before it gets code.
+// layering is the import order docs/layout.md draws: the module's
+// packages the non-test files of each room may import. A package follows
+// the rule of the longest room that holds it, and naming a room admits
+// every package under it, so "internal" admits internal/front. A package
+// with no room here fails the lint: a new room gets a row (and a line in
+// docs/layout.md's table) before it gets code.
 var layering = []struct {
 	room string
 	may  []string
@@ -340,7 +340,7 @@ func importViolations(path string, f *ast.File) []string {
 		}
 	}
 	if rule < 0 {
-		return []string{fmt.Sprintf("%s: package %s has no row in the layering table (lint_test.go); add one, as DESIGN.md's import table would", path, pkg)}
+		return []string{fmt.Sprintf("%s: package %s has no row in the layering table (lint_test.go); add one, and a line in docs/layout.md's table", path, pkg)}
 	}
 	var out []string
 	for _, imp := range f.Imports {
@@ -367,7 +367,7 @@ func importViolations(path string, f *ast.File) []string {
 			if len(layering[rule].may) > 0 {
 				may = strings.Join(layering[rule].may, ", ")
 			}
-			out = append(out, fmt.Sprintf("%s imports %s: %s/ may import %s (DESIGN.md's import table)", path, p, layering[rule].room, may))
+			out = append(out, fmt.Sprintf("%s imports %s: %s/ may import %s (docs/layout.md)", path, p, layering[rule].room, may))
 		}
 	}
 	return out
