@@ -135,7 +135,7 @@ sluice-soak:
 
 # microbench runs the micro benchmarks that guard the hot paths.
 microbench:
-	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./pool/ ./ring/ ./fallback/ ./srcs/ ./internal/driver/ ./bench/load/
+	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./pool/ ./internal/uring/ ./ring/ ./fallback/ ./srcs/ ./internal/driver/ ./bench/load/
 
 clean:
 	$(GO) clean -testcache

@@ -65,8 +65,8 @@ type Config struct {
 	// BatchWait is the latency the uring runner may add to gather
 	// completions while it is busy: a worker woken more often than this
 	// waits for a batch of completions, or BatchWait, before it wakes,
-	// instead of waking for each one (the Verona seed's load-paced
-	// polling). It batches only while no source waits for a pool buffer
+	// instead of waking for each one, so that under load each wake-up does
+	// more work. It batches only while no source waits for a pool buffer
 	// and several sources wait for data; an idle worker still wakes at
 	// once for its first completion. While fewer than 128 sources wait
 	// on a worker, all of them stream sockets, and each wake-up brings
@@ -82,11 +82,10 @@ type Config struct {
 	// BatchWait is kept whole), so bytes are delivered within the timeout
 	// of their arrival, as under the other runners. Zero means the
 	// default: 2ms, or two fifths of Flush if that is less (a wider window
-	// batches more: under fio's paced load, 2ms took a third off the
-	// uring sink's CPU against 500µs; see
-	// docs/decisions/0005-load-paced-waits.md); negative turns batching off. It must stay below Flush. It
-	// needs Linux 6.12 (IORING_FEAT_MIN_TIMEOUT); older kernels wake for
-	// every completion.
+	// batches more; docs/decisions/0005-load-paced-waits.md says how 2ms
+	// was chosen); negative turns batching off. It must stay below Flush. It needs
+	// Linux 6.12 (IORING_FEAT_MIN_TIMEOUT); older kernels wake for every
+	// completion.
 	BatchWait time.Duration `yaml:"batch_wait"`
 	// QueueHigh and QueueLow are the delivery queue's watermarks, in
 	// chunks: above QueueHigh undelivered chunks the runner pauses new

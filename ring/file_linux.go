@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-io/sluice/internal/driver"
+	"github.com/sluice-io/sluice/internal/uring"
 	"github.com/sluice-io/sluice/pool"
 	"github.com/sluice-io/sluice/srcs"
 )
@@ -34,7 +35,7 @@ const (
 
 // fileUserData is the user_data of read i of file lane ln.
 func fileUserData(ln *lane, i int) uint64 {
-	return PackUserData(ln.slot|uint32(i)<<fileIdxShift, uint32(tagFileRead)<<genBits|ln.gen)
+	return uring.PackUserData(ln.slot|uint32(i)<<fileIdxShift, uint32(tagFileRead)<<genBits|ln.gen)
 }
 
 // fileRead is one read of a file lane's queue.

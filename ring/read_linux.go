@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluice-io/sluice/internal/driver"
 	"github.com/sluice-io/sluice/internal/front"
+	"github.com/sluice-io/sluice/internal/uring"
 	"github.com/sluice-io/sluice/pool"
 )
 
@@ -22,9 +23,9 @@ type readMode uint8
 const (
 	modeSock    readMode = iota + 1 // poll, then RECV with MSG_DONTWAIT
 	modeStream                      // poll, then READ with RWF_NOWAIT (pipes, ttys)
-	modeFile                        // READ(_FIXED)s at advancing offsets, several in flight, no poll (file_linux.go)
+	modeFile                        // READs at advancing offsets, several in flight, no poll (file_linux.go)
 	modeDgram                       // poll, then recvmmsg(2) into the rooms of a buffer (dgram_linux.go)
-	modeFileSeq                     // a framed file: one READ(_FIXED) at a time into the lane's buffer (frame_linux.go)
+	modeFileSeq                     // a framed file: one READ at a time into the lane's buffer (read, below)
 )
 
 // polled handles a poll completion.
@@ -62,7 +63,7 @@ func (w *worker) enqueueReadable(ln *lane) {
 }
 
 // readDone handles a read completion.
-func (w *worker) readDone(ln *lane, res int32, flags CQEFlags) {
+func (w *worker) readDone(ln *lane, res int32, flags uring.CQEFlags) {
 	w.reads.Add(1)
 	n, errno := max(int(res), 0), unix.Errno(max(-res, 0))
 	switch r := driver.Result(n, errno, false); {
@@ -123,7 +124,7 @@ func (w *worker) requeue(ln *lane) {
 // poll, which checks the level when armed, tells when to read again); a
 // file is always readable, its end reading as 0. It reports false when the
 // bytes could not be framed, which finished the lane.
-func (w *worker) commit(ln *lane, n int, flags CQEFlags) bool {
+func (w *worker) commit(ln *lane, n int, flags uring.CQEFlags) bool {
 	switch ln.mode {
 	case modeFileSeq:
 		ln.fa.next += int64(n)
@@ -137,7 +138,7 @@ func (w *worker) commit(ln *lane, n int, flags CQEFlags) bool {
 		w.finish(ln, err)
 		return false
 	}
-	ln.readable = flags&CQEFSockNonempty != 0 || n == int(ln.want) || ln.mode == modeFileSeq
+	ln.readable = flags&uring.CQEFSockNonempty != 0 || n == int(ln.want) || ln.mode == modeFileSeq
 	ln.want = int32(n)
 	return true
 }
@@ -300,7 +301,7 @@ func (w *worker) cancel(ln *lane) {
 		// rather than a newer lane.
 		s.PrepCancel(ln.userData(ln.op), 0)
 	} else {
-		s.PrepCancelFd(int(ln.fd), CancelAll)
+		s.PrepCancelFd(int(ln.fd), uring.CancelAll)
 	}
 	s.UserData = ln.userData(tagCancel)
 	ln.cancelled = true
@@ -319,7 +320,7 @@ func (w *worker) poll(ln *lane) {
 	}
 	s.PrepPollAdd(int(ln.fd), unix.POLLIN|unix.POLLRDHUP)
 	if ln.fixed {
-		s.Flags |= SQEFixedFile
+		s.Flags |= uring.SQEFixedFile
 	}
 	s.UserData = ln.userData(tagPoll)
 	ln.op = tagPoll
@@ -366,7 +367,7 @@ func (w *worker) read(ln *lane) {
 	case modeSock:
 		s.PrepRecv(int(ln.fd), space, unix.MSG_DONTWAIT, 0)
 		if ln.fixed {
-			s.Flags |= SQEFixedFile
+			s.Flags |= uring.SQEFixedFile
 		}
 	case modeStream:
 		s.PrepRead(int(ln.fd), space, 0)

@@ -1,4 +1,4 @@
-package ring
+package uring
 
 import (
 	"errors"
@@ -94,63 +94,15 @@ func TestConfigErrors(t *testing.T) {
 	}
 }
 
-func TestProbe(t *testing.T) {
-	p := requireURing(t)
-	s := p.String()
-	t.Logf("\n%s", s)
-	for _, want := range []string{"io_uring: supported", "kernel:", "setup flags:", "memlock:"} {
-		if !strings.Contains(s, want) {
-			t.Errorf("String() lacks %q", want)
-		}
-	}
-	for _, op := range RequiredOps() {
-		if !p.HasOp(op) {
-			t.Errorf("supported, but HasOp(%v) is false", op)
-		}
-	}
-	if !p.FitsMemlock(0) {
-		t.Error("FitsMemlock(0) is false")
-	}
-	if !p.IPCLock && p.MemlockCur != ^uint64(0) && p.FitsMemlock(int64(p.MemlockCur)+1) {
-		t.Error("FitsMemlock over the limit is true")
-	}
-	// Fail, not skip, when a kernel new enough lacks a feature it should have.
-	k := p.Kernel
-	for _, f := range []struct {
-		name   string
-		have   bool
-		major  int
-		minor  int
-		orFlag SetupFlags
-	}{
-		{"multishot poll", p.MultishotPoll, 5, 13, 0},
-		{"multishot accept", p.MultishotAccept, 5, 19, 0},
-		{"buffer rings", p.BufRing, 5, 19, 0},
-		{"cancel by fd", p.CancelFd, 5, 19, 0},
-		{"multishot recv", p.MultishotRecv, 6, 0, 0},
-		{"SINGLE_ISSUER", p.Flags&SetupSingleIssuer != 0, 6, 0, 0},
-		{"DEFER_TASKRUN", p.Flags&SetupDeferTaskrun != 0, 6, 1, 0},
-		{"bundles", p.Bundles, 6, 10, 0},
-		{"min_wait", p.MinWait, 6, 12, 0},
-	} {
-		if k.AtLeast(f.major, f.minor) && !f.have {
-			t.Errorf("kernel %v lacks %s (added in %d.%d)", k, f.name, f.major, f.minor)
-		}
-	}
-	if again := Probe(); again.Kernel != p.Kernel || again.Flags != p.Flags {
-		t.Error("Probe is not cached")
-	}
-}
-
 func TestNewFlags(t *testing.T) {
 	runLocked(t, func(t *testing.T) {
-		p := requireURing(t)
+		k := requireURing(t)
 		r := newRing(t, Config{Entries: 16, CQEntries: 64})
 		if r.Flags()&SetupCQSize == 0 || r.CQEntries() != 64 || r.SQEntries() != 16 {
 			t.Errorf("flags %v, SQ %d, CQ %d; want CQSIZE, 16, 64", r.Flags(), r.SQEntries(), r.CQEntries())
 		}
-		if p.Kernel.AtLeast(6, 1) && r.Flags()&DefaultFlags != DefaultFlags {
-			t.Errorf("kernel %v granted %v, want all of %v", p.Kernel, r.Flags(), DefaultFlags)
+		if k.atLeast(6, 1) && r.Flags()&DefaultFlags != DefaultFlags {
+			t.Errorf("kernel %d.%d granted %v, want all of %v", k.major, k.minor, r.Flags(), DefaultFlags)
 		}
 		if r.Features()&FeatNoDrop == 0 || r.Features()&FeatExtArg == 0 {
 			t.Errorf("features %v lack NODROP or EXT_ARG", r.Features())

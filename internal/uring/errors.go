@@ -1,4 +1,4 @@
-package ring
+package uring
 
 import (
 	"errors"
@@ -9,7 +9,7 @@ import (
 var (
 	// ErrNotSupported means io_uring cannot be used here: not Linux, a kernel
 	// too old for a feature, io_uring disabled by sysctl, or blocked by a
-	// seccomp filter. Errors from [New] and [Probe] wrap it with the reason.
+	// seccomp filter. Errors from [New] and ring.Probe wrap it with the reason.
 	// It matches errors.ErrUnsupported, like every "not supported" error in
 	// sluice, so a caller can treat them alike without knowing this
 	// package.

@@ -1,4 +1,4 @@
-package ring
+package uring
 
 // This file is the whole io_uring ABI this package speaks: structs, opcodes
 // and flags, transcribed from the kernel's include/uapi/linux/io_uring.h.

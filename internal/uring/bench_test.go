@@ -1,6 +1,6 @@
 //go:build linux
 
-package ring
+package uring
 
 import (
 	"fmt"

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package ring
+package uring
 
 import (
 	"time"
@@ -84,6 +84,5 @@ func (a *Arena) Close() error                       { return nil }
 // ArenaAlloc returns an error matching ErrNotSupported on this OS.
 func ArenaAlloc[T any](a *Arena) (*T, error) { return nil, errNotLinux }
 
-func probe() ProbeResult {
-	return ProbeResult{Reason: errNotLinux.Reason, Err: errNotLinux}
-}
+// SupportedOps returns an error matching ErrNotSupported on this OS.
+func (r *Ring) SupportedOps() (OpSet, error) { return OpSet{}, errNotLinux }

@@ -1,4 +1,4 @@
-package ring
+package uring
 
 // The only file that makes the io_uring system calls. Each wrapper takes
 // unsafe.Pointer arguments and converts them to uintptr inside the call

@@ -1,4 +1,4 @@
-package ring
+package uring
 
 // SQE preparation helpers. They only fill memory, so they compile on every OS.
 // Each mirrors the matching io_uring_prep_* helper of liburing

@@ -1,4 +1,4 @@
-package ring
+package uring
 
 import (
 	"errors"
