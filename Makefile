@@ -61,6 +61,8 @@ test: deps vet lint
 	$(GO) test -race -count=1 -run '^$$' ./...
 	@echo "== make test: the suite under the race detector"
 	bash scripts/heartbeat.sh $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	@echo "== make test: the reference sinks' own module (bench/gnetsink)"
+	cd bench/gnetsink && $(GO) test -race -count=1 ./...
 	@echo "== make test: the runners in the lane driver's invariants build"
 	$(MAKE) invariants
 	@echo "== make test: every benchmark once"
@@ -99,19 +101,23 @@ fuzz:
 	  done; \
 	done
 
-# bench is the main job: every runner available here, side by side, on
-# the CLI's embedded default load (200 sources, 16 KiB messages, 5 s per
-# runner), printing the comparison table. As root it measures over a veth
-# wire between two network namespaces, each side's receive work on its
-# own CPU (run --wire auto); elsewhere over loopback, saying why.
+# bench is the main job: every runner available here, side by side with
+# Go's own sink (a goroutine per connection) and, on Linux, a bare epoll
+# loop, on the CLI's embedded default load (200 sources, 16 KiB messages,
+# 5 s per row), printing the comparison table. As root it measures over a
+# veth wire between two network namespaces, each side's receive work on
+# its own CPU (run --wire auto); elsewhere over loopback, saying why.
+comma := ,
+BENCH_PEERS := $(if $(filter Linux,$(shell uname -s)),go$(comma)epoll,go)
 bench:
-	$(GO) run ./cmd/sluice-bench run
+	$(GO) run ./cmd/sluice-bench run --peers $(BENCH_PEERS)
 
-# perf-table regenerates the performance tables of README.md from the JSON
-# reports each names (scripts/fio-targets.sh writes them); a test fails
-# when a table differs from its reports.
+# perf-table regenerates the performance tables of README.md and
+# docs/benchmarking.md from the JSON reports each names
+# (scripts/fio-targets.sh writes them); a test fails when a table differs
+# from its reports.
 perf-table:
-	$(GO) run ./cmd/sluice-bench tables --files README.md
+	$(GO) run ./cmd/sluice-bench tables --files README.md,docs/benchmarking.md,docs/jetstream.md
 
 # soak is the long form of the soak that `make test` runs for 60s under
 # the race detector (TestSoak in internal/soak): every kind of source on
@@ -129,7 +135,7 @@ sluice-soak:
 
 # microbench runs the micro benchmarks that guard the hot paths.
 microbench:
-	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./pool/ ./ring/ ./fallback/ ./srcs/ ./internal/driver/ ./bench/load/
+	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./pool/ ./internal/uring/ ./ring/ ./fallback/ ./srcs/ ./internal/driver/ ./bench/load/
 
 clean:
 	$(GO) clean -testcache

@@ -107,22 +107,22 @@ func selectorCalls(gf goFile, importPath string, match func(string) bool) []stri
 	return hits
 }
 
-// unsafeAllowed says where unsafe may live: the kernel interface in ring/
-// and internal/mmsg/ (recvmmsg, which x/sys lacks), and the slab
-// allocator in pool/.
+// unsafeAllowed says where unsafe may live: the kernel interfaces,
+// io_uring's in internal/uring/ and recvmmsg's (which x/sys lacks) in
+// internal/mmsg/, and the slab allocator in pool/.
 func unsafeAllowed(path string) bool {
-	return strings.HasPrefix(path, "ring/") || strings.HasPrefix(path, "internal/mmsg/") || strings.HasPrefix(path, "pool/slab")
+	return strings.HasPrefix(path, "internal/uring/") || strings.HasPrefix(path, "internal/mmsg/") || strings.HasPrefix(path, "pool/slab")
 }
 
 // rawSyscallFiles are the files that may make raw system calls: io_uring's
-// in ring/, and recvmmsg's for the runners that read datagram sockets
-// themselves.
-var rawSyscallFiles = []string{"ring/sys_linux.go", "internal/mmsg/mmsg_linux.go"}
+// in internal/uring/, and recvmmsg's for the runners that read datagram
+// sockets themselves.
+var rawSyscallFiles = []string{"internal/uring/sys_linux.go", "internal/mmsg/mmsg_linux.go"}
 
-func TestLintUnsafeOnlyInRingAndSlab(t *testing.T) {
+func TestLintUnsafeOnlyInKernelRoomsAndSlab(t *testing.T) {
 	for _, gf := range moduleFiles(t) {
 		if importName(gf.ast, "unsafe") != "" && !unsafeAllowed(gf.path) {
-			t.Errorf("%s imports unsafe; only ring/, internal/mmsg/ and pool/slab*.go may", gf.path)
+			t.Errorf("%s imports unsafe; only internal/uring/, internal/mmsg/ and pool/slab*.go may", gf.path)
 		}
 		for _, cg := range gf.ast.Comments {
 			for _, c := range cg.List {
@@ -212,12 +212,12 @@ func TestLintGoleakInEveryTestMain(t *testing.T) {
 	}
 }
 
-// layering is DESIGN.md's import table: the module's packages the non-test
-// files of each room may import. A package follows the rule of the longest
-// room that holds it, and naming a room admits every package under it, so
-// "internal" admits internal/front. A package with no room here fails the
-// lint: a new room gets a row (and a line in docs/layout.md's table)
-// before it gets code.
+// layering is the import order docs/layout.md draws: the module's
+// packages the non-test files of each room may import. A package follows
+// the rule of the longest room that holds it, and naming a room admits
+// every package under it, so "internal" admits internal/front. A package
+// with no room here fails the lint: a new room gets a row (and a line in
+// docs/layout.md's table) before it gets code.
 var layering = []struct {
 	room string
 	may  []string
@@ -229,11 +229,29 @@ var layering = []struct {
 	{"internal/contract", []string{"pool"}},
 	// TLS certificates and CAs served from files, for srcs's TLSConfig.
 	{"internal/certs", nil},
-	// The MQTT packet codec of srcs's MQTT source.
+	// The MQTT packet codec of the MQTT source (srcs/mqtt).
 	{"internal/mqtt", nil},
-	// The PROXY protocol of srcs's listeners.
+	// The PROXY protocol of srcs's listeners: the header's bytes read
+	// exactly, first bytes sniffed, address lists; no parser.
 	{"internal/proxy", nil},
-	{"srcs", []string{"pool", "internal/contract", "internal/certs", "internal/mqtt", "internal/proxy"}},
+	// Where srcs finds TLS and the PROXY protocol, which srcs/trust
+	// provides when a program links it.
+	{"internal/trusthook", nil},
+	// How a source reads a TLS session it waits on, through io.Reader
+	// only: srcs's connections and the MQTT source share it, and neither
+	// links crypto/tls through it.
+	{"internal/tlsread", []string{"internal/contract"}},
+	// io_uring's kernel interface, under the uring runner (ring/) alone.
+	{"internal/uring", nil},
+	{"srcs", []string{"pool", "internal/contract", "internal/certs", "internal/proxy", "internal/trusthook", "internal/tlsread"}},
+	// TLS and the PROXY protocol's parser for srcs's listeners and
+	// clients, registered in internal/trusthook: apart from srcs, so that
+	// a program that serves neither links neither.
+	{"srcs/trust", []string{"pool", "srcs", "internal/contract", "internal/certs", "internal/trusthook"}},
+	// The MQTT source, on srcs's vocabulary, with its packet codec (and
+	// mochi-mqtt's) and a broker's TLS (srcs/trust): apart from srcs, so
+	// that a program that reads no MQTT links none of them.
+	{"srcs/mqtt", []string{"pool", "srcs", "srcs/trust", "internal/contract", "internal/mqtt", "internal/tlsread"}},
 	// internal packages may build on one another (srcstest runs the
 	// mosquitto broker for tests).
 	{"internal", []string{"pool", "srcs", "internal"}},
@@ -251,6 +269,9 @@ var layering = []struct {
 	{"internal/node", []string{"engine", "engine/jetstream", "engine/metrics", "srcs", "pool"}},
 	// Commands: thin drivers over the node.
 	{"cmd", []string{"engine", "srcs", "pool", "internal/node"}},
+	// The example programs: what a user of the library writes, on its
+	// public packages only.
+	{"examples", []string{"engine", "srcs", "pool"}},
 	// The bench drives the engine and its adapters.
 	{"bench", []string{"engine", "srcs", "pool", "bench/harness", "bench/load", "bench/peers", "bench/report"}},
 	// The bench's rooms, each named exactly (exactRooms): the child
@@ -285,9 +306,14 @@ var layering = []struct {
 	{"bench/gnetsink", nil},
 }
 
+// kernelRoom is io_uring's kernel interface, and kernelRoomUser the one
+// room that builds on it: the rest of the module reads the kernel through
+// ring's Probe and Runner.
+const kernelRoom, kernelRoomUser = "internal/uring", "ring"
+
 // testHelperPkgs exist only for tests: no other file may import them (but
 // one another), so neither the library nor the bench links test code.
-var testHelperPkgs = []string{"internal/srcstest", "internal/recordtest", "internal/runnertest", "internal/testca", "internal/enginetest", "bench/benchtest"}
+var testHelperPkgs = []string{"internal/srcstest", "internal/recordtest", "internal/runnertest", "internal/testca", "internal/enginetest", "internal/exampletest", "bench/benchtest"}
 
 // testHelper returns the test-helper package that holds pkg, or "".
 func testHelper(pkg string) string {
@@ -333,7 +359,7 @@ func importViolations(path string, f *ast.File) []string {
 		}
 	}
 	if rule < 0 {
-		return []string{fmt.Sprintf("%s: package %s has no row in the layering table (lint_test.go); add one, as DESIGN.md's import table would", path, pkg)}
+		return []string{fmt.Sprintf("%s: package %s has no row in the layering table (lint_test.go); add one, and a line in docs/layout.md's table", path, pkg)}
 	}
 	var out []string
 	for _, imp := range f.Imports {
@@ -347,6 +373,10 @@ func importViolations(path string, f *ast.File) []string {
 			out = append(out, fmt.Sprintf("%s imports %s, a package for tests only", path, p))
 			continue
 		}
+		if under(rel, kernelRoom) && !under(pkg, kernelRoomUser) {
+			out = append(out, fmt.Sprintf("%s imports %s: only %s/ may, the io_uring runner it is the kernel interface of", path, p, kernelRoomUser))
+			continue
+		}
 		allowed := false
 		for _, room := range layering[rule].may {
 			allowed = allowed || under(rel, room)
@@ -356,7 +386,7 @@ func importViolations(path string, f *ast.File) []string {
 			if len(layering[rule].may) > 0 {
 				may = strings.Join(layering[rule].may, ", ")
 			}
-			out = append(out, fmt.Sprintf("%s imports %s: %s/ may import %s (DESIGN.md's import table)", path, p, layering[rule].room, may))
+			out = append(out, fmt.Sprintf("%s imports %s: %s/ may import %s (docs/layout.md)", path, p, layering[rule].room, may))
 		}
 	}
 	return out
@@ -384,12 +414,22 @@ func TestLintLayeringCatchesSlips(t *testing.T) {
 		{"srcs/tcp.go", []string{"pool"}, ""},
 		{"srcs/tcp.go", []string{"ring"}, "srcs/tcp.go imports github.com/sluice-io/sluice/ring: srcs/ may import pool"},
 		{"srcs/tcp.go", []string{"internal/contract"}, ""},
-		{"srcs/tcp.go", []string{"internal/driver"}, "srcs/ may import pool, internal/contract, internal/certs, internal/mqtt, internal/proxy"},
+		{"srcs/tcp.go", []string{"internal/driver"}, "srcs/ may import pool, internal/contract, internal/certs, internal/proxy, internal/trusthook, internal/tlsread"},
+		{"srcs/tcp.go", []string{"internal/mqtt"}, "srcs/ may import pool, internal/contract"},
+		{"srcs/mqtt/mqtt.go", []string{"srcs", "srcs/trust", "internal/mqtt", "internal/tlsread"}, ""},
+		{"srcs/mqtt/mqtt.go", []string{"engine"}, "srcs/mqtt/ may import"},
+		{"srcs/trust/trust.go", []string{"srcs", "internal/certs", "internal/trusthook"}, ""},
+		{"srcs/trust/trust.go", []string{"engine"}, "srcs/trust/ may import"},
 		{"internal/certs/certs.go", []string{"pool"}, "internal/certs/ may import nothing of ours"},
 		{"internal/contract/lane.go", []string{"pool"}, ""},
 		{"internal/contract/lane.go", []string{"srcs"}, "internal/contract/ may import pool"},
 		{"ring/runner_linux.go", []string{"internal/front", "pool", "srcs"}, ""},
 		{"ring/runner_linux.go", []string{"fallback"}, "ring/ may import pool, srcs, internal"},
+		{"ring/worker_linux.go", []string{"internal/uring", "internal/front"}, ""},
+		{"internal/uring/ring_linux.go", []string{"pool"}, "internal/uring/ may import nothing of ours"},
+		{"fallback/epoll_linux.go", []string{"internal/uring"}, "only ring/ may"},
+		{"engine/probe.go", []string{"internal/uring"}, "only ring/ may"},
+		{"internal/front/table.go", []string{"internal/uring"}, "only ring/ may"},
 		{"fallback/epoll_linux.go", []string{"ring"}, "fallback/ may import"},
 		{"internal/front/table.go", []string{"engine"}, "internal/ may import"},
 		{"engine/select.go", []string{"ring", "fallback", "internal/flush"}, ""},
@@ -418,6 +458,9 @@ func TestLintLayeringCatchesSlips(t *testing.T) {
 		{"cmd/sluice/main.go", []string{"internal/node"}, ""},
 		{"cmd/sluice/main.go", []string{"internal/front"}, "cmd/ may import engine"},
 		{"cmd/sluice/main.go", []string{"bench"}, "cmd/ may import engine"},
+		{"examples/linecount/main.go", []string{"engine", "srcs"}, ""},
+		{"examples/linecount/main.go", []string{"internal/node"}, "examples/ may import engine, srcs, pool"},
+		{"examples/linecount/main.go", []string{"internal/exampletest"}, "a package for tests only"},
 	} {
 		src := "package x\nimport (\n"
 		for _, imp := range tt.imports {
@@ -535,7 +578,7 @@ func sortedKeys(m map[string]bool) []string {
 // internal/driver, where users need not read past it.
 var srcsExported = []string{
 	// The vocabulary and the capabilities a user's source may offer.
-	"Source", "ID", "Flags", "Partial", "EndOfStream", "Datagrams", "Records", "Truncated",
+	"Source", "ID", "Flags", "Partial", "EndOfStream", "Datagrams", "Records", "Truncated", "Logger",
 	"Backoff", "DefaultBackoffInitial", "DefaultBackoffMax",
 	"Deadliner", "Reconnector", "Repeater", "ReleaseObserver", "ChunkObserver",
 	"DropCounter", "Identified", "Framed", "SourceError",
@@ -546,21 +589,26 @@ var srcsExported = []string{
 	"Secret", "LoadSecret", "Redacted",
 	"TCPClient", "NewTCPClient", "TCPClientConfig", "DefaultDialTimeout",
 	"UnixClient", "NewUnixClient", "UnixClientConfig",
-	"Conn", "NewConn", "NewTLSConn",
+	"Conn", "NewConn",
 	"UDPSource", "ListenUDP", "UDPConfig", "MaxUDPPayload",
 	"FileSource", "NewFile", "FileConfig",
 	"Tail", "NewTail", "TailConfig", "DefaultTailPoll", "Position",
 	"Checkpoint", "NewCheckpoint", "CheckpointError", "DefaultCheckpointEvery",
-	"MQTT", "NewMQTT", "MQTTConfig", "MQTTStats", "DefaultMQTTKeepAlive", "DefaultMQTTMaxMessage",
-	"MQTTConnectError", "MQTTSubscribeError",
 	// Framing, and decoding what arrives.
 	"Framer", "ParseFraming", "Newline", "LengthPrefix", "OctetCounting", "MQTTPackets",
 	"MaxOctetDigits", "CountRecords", "RecordError", "SkipToBoundary",
-	"ForEachDatagram", "DatagramHeaderLen", "ForEachMQTTMessage", "MQTTMessage",
+	"ForEachDatagram", "DatagramHeaderLen",
 	// Errors a program matches.
 	"ErrStopped", "ErrReset", "ErrTimeout", "ErrNoDescriptor", "ErrMalformed",
 	"ErrRecordTooLong", "ErrTooLarge", "ErrMalformedDatagrams", "ErrDatagramTooLarge",
 	"ErrProxyHeader", "ErrProxyUntrusted",
+}
+
+// mqttExported is what srcs/mqtt exports: the MQTT source, its
+// configuration, counters and errors, and the decoding of its chunks.
+var mqttExported = []string{
+	"MQTT", "NewMQTT", "MQTTConfig", "MQTTStats", "DefaultMQTTKeepAlive", "DefaultMQTTMaxMessage",
+	"MQTTConnectError", "MQTTSubscribeError", "ForEachMQTTMessage", "MQTTMessage",
 }
 
 // srcsRunnerMethods are the exported methods of srcs's types whose
@@ -568,7 +616,7 @@ var srcsExported = []string{
 // must be exported to satisfy internal/contract's interfaces. A program
 // has no use for them; keep the list short.
 var srcsRunnerMethods = []string{
-	"Conn.Desc", "FileSource.Desc", "MQTT.Desc", "TCPClient.Desc",
+	"Conn.Desc", "FileSource.Desc", "TCPClient.Desc",
 	"UDPSource.Desc", "UnixClient.Desc", "Listener.AcceptThrough",
 }
 
@@ -707,33 +755,62 @@ func exportedAPI(t *testing.T, files []goFile, dir string) (names map[string]boo
 	return names, internalRefs
 }
 
-// TestLintExportedSurface keeps srcs the size a program needs and the
-// engine free of the runner contract: a name added to srcs must be added
-// to srcsExported on purpose, and what only runners use goes internal.
-func TestLintExportedSurface(t *testing.T) {
-	files := moduleFiles(t)
-	names, refs := exportedAPI(t, files, "srcs")
-	want := map[string]bool{}
-	for _, n := range srcsExported {
-		want[n] = true
+// ringExported is what ring exports: the io_uring runner the engine
+// chooses, and the probe a program's start-up log or `sluice probe` reads,
+// with the table of what it looks for.
+var ringExported = []string{
+	"Runner", "NewRunner",
+	"Probe", "ProbeResult", "KernelVersion", "KernelFeature", "KernelFeatures", "ErrNotSupported",
+}
+
+// ringInternalRefs are ring's exported names whose declarations name
+// internal packages: the runner contract a Runner implements, and the
+// kernel's setup flags, features and opcodes in a ProbeResult, whose types
+// are the kernel interface's (a program prints them).
+var ringInternalRefs = []string{
+	"NewRunner", "Runner.Add", "Runner.Remove", "Runner.StartAccept", "Runner.Stats",
+	"ProbeResult.Flags", "ProbeResult.Features", "ProbeResult.MissingOps",
+}
+
+// checkSurface checks that the package in dir exports exactly the names of
+// want (listed as wantName in this file), and that of its exported API only
+// the names of refs (listed as refsName) name internal packages.
+func checkSurface(t *testing.T, files []goFile, dir, wantName string, want []string, refsName string, refs []string, why string) {
+	t.Helper()
+	names, got := exportedAPI(t, files, dir)
+	listed := map[string]bool{}
+	for _, n := range want {
+		listed[n] = true
 		if !names[n] {
-			t.Errorf("srcs no longer exports %s: take it off srcsExported in lint_test.go", n)
+			t.Errorf("%s no longer exports %s: take it off %s in lint_test.go", dir, n, wantName)
 		}
 	}
 	for _, n := range sortedKeys(names) {
-		if !want[n] {
-			t.Errorf("srcs exports %s, which srcsExported (lint_test.go) does not list: srcs is what a program "+
-				"uses to add sources; if a program needs %s, list it there, and if only the engine or the "+
-				"runners do, put it in internal/contract or internal/driver", n, n)
+		if !listed[n] {
+			t.Errorf("%s exports %s, which %s (lint_test.go) does not list: %s", dir, n, wantName, why)
 		}
 	}
-	slices.Sort(refs)
-	if want := slices.Sorted(slices.Values(srcsRunnerMethods)); !slices.Equal(refs, want) {
-		t.Errorf("srcs's exported API names internal packages in %v; srcsRunnerMethods (lint_test.go) allows %v: "+
-			"a program cannot use what it cannot name, so keep runner-only parts off srcs's types", refs, want)
+	slices.Sort(got)
+	if want := slices.Sorted(slices.Values(refs)); !slices.Equal(got, want) {
+		t.Errorf("%s's exported API names internal packages in %v; %s (lint_test.go) allows %v: "+
+			"a program cannot use what it cannot name, so keep runner-only parts off %s's types", dir, got, refsName, want, dir)
 	}
+}
 
-	names, refs = exportedAPI(t, files, "engine")
+// TestLintExportedSurface keeps srcs and ring the size a program needs and
+// the engine free of the runner contract: a name added to srcs or ring must
+// be added to its list on purpose, and what only runners use goes internal.
+func TestLintExportedSurface(t *testing.T) {
+	files := moduleFiles(t)
+	checkSurface(t, files, "srcs", "srcsExported", srcsExported, "srcsRunnerMethods", srcsRunnerMethods,
+		"srcs is what a program uses to add sources; if a program needs it, list it there, and if only "+
+			"the engine or the runners do, put it in internal/contract or internal/driver")
+	checkSurface(t, files, "srcs/mqtt", "mqttExported", mqttExported, "the MQTT source's Desc", []string{"MQTT.Desc"},
+		"srcs/mqtt is what a program uses to add an MQTT source; if only the engine or the runners need it, put it in internal/contract")
+	checkSurface(t, files, "ring", "ringExported", ringExported, "ringInternalRefs", ringInternalRefs,
+		"ring is the io_uring runner and its probe; the kernel interface under them is internal/uring")
+
+	names, refs := exportedAPI(t, files, "engine")
 	for _, r := range refs {
 		t.Errorf("engine's exported %s names an internal package: the engine's API is for programs, "+
 			"and the runner contract stays in internal/contract", r)

@@ -45,6 +45,9 @@ type Stream struct {
 	// Skipped is the records too long to deliver, which the engine
 	// dropped: the source's final count, from its end-of-stream chunk.
 	Skipped uint64
+	// quiet marks a quiet source (load.QuietHeader), whose lines are
+	// timed rather than counted as load: Snapshot leaves it out.
+	quiet *load.QuietLines
 }
 
 // latStripe is one of the collector's latency histograms. Sources are
@@ -72,6 +75,9 @@ type Collector struct {
 	errSamples []string  // the first maxErrorSamples errors
 
 	stripes []latStripe
+
+	quietMu sync.Mutex
+	quiet   load.QuietReport // the quiet sources' lines, under quietMu
 
 	Total    atomic.Uint64
 	chunks   atomic.Uint64
@@ -133,6 +139,16 @@ func (c *Collector) stream(id srcs.ID, name string) *Stream {
 // Handle is the engine's push handler.
 func (c *Collector) Handle(ch engine.Chunk) {
 	s := c.stream(ch.Source, ch.Name)
+	if s.Bytes == 0 && s.quiet == nil && len(ch.Data) > 0 && load.IsQuiet(ch.Data) {
+		s.quiet = &load.QuietLines{}
+		c.quietMu.Lock()
+		c.quiet.Connections++
+		c.quietMu.Unlock()
+	}
+	if s.quiet != nil {
+		c.handleQuiet(s, ch)
+		return
+	}
 	if n := len(ch.Data); n > 0 {
 		now := time.Now().UnixNano()
 		if s.Bytes == 0 {
@@ -175,6 +191,35 @@ func (c *Collector) Handle(ch engine.Chunk) {
 		}
 	}
 	ch.Release()
+}
+
+// handleQuiet times the lines of a quiet source's chunk, the handler's
+// job for such a source; its bytes are not the load's, so they stay out
+// of the totals and of the streams that are checked against the load.
+func (c *Collector) handleQuiet(s *Stream, ch engine.Chunk) {
+	if len(ch.Data) > 0 {
+		now := time.Now().UnixNano()
+		s.Bytes += uint64(len(ch.Data))
+		c.quietMu.Lock()
+		s.quiet.Feed(ch.Data, now, &c.quiet)
+		c.quietMu.Unlock()
+	}
+	if ch.Flags&srcs.EndOfStream != 0 {
+		s.ended = true
+	}
+	ch.Release()
+}
+
+// Quiet returns what the quiet sources brought, nil when none connected.
+func (c *Collector) Quiet() *load.QuietReport {
+	c.quietMu.Lock()
+	defer c.quietMu.Unlock()
+	if c.quiet.Connections == 0 {
+		return nil
+	}
+	q := c.quiet
+	q.LatencyNs = append([]int64(nil), q.LatencyNs...)
+	return &q
 }
 
 // count checksums p, a chunk with the Records flag, and counts its
@@ -282,14 +327,14 @@ func (c *Collector) latency() (eng, e2e *hdrhistogram.Histogram) {
 	return eng, e2e
 }
 
-// Snapshot returns the streams seen, in id order. Call it after the
-// engine has shut down.
+// Snapshot returns the streams seen, in id order, but the quiet sources'
+// (see Quiet). Call it after the engine has shut down.
 func (c *Collector) Snapshot() []*Stream {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]*Stream, 0, len(c.Streams))
 	for _, s := range c.Streams {
-		if s != nil {
+		if s != nil && s.quiet == nil {
 			out = append(out, s)
 		}
 	}

@@ -239,6 +239,12 @@ type Result struct {
 	CoreRounds       *RatioSpread `json:"core_cpu_s_per_gib_rounds,omitempty"`
 	Hist             *hdrhistogram.Histogram
 	E2E              *hdrhistogram.Histogram
+	// Quiet is the quiet source's (run --quiet-source): the stamps it
+	// sent beside the load, the lines the sink's handler timed, and
+	// their latency, now minus the stamp, in nanoseconds; QuietHist holds
+	// the latencies. Nil without a quiet source.
+	Quiet     *load.QuietSummary      `json:"quiet,omitempty"`
+	QuietHist *hdrhistogram.Histogram `json:"-"`
 	// CPUWin is, for a fio row, the interval (UnixNano) cpu_s_per_gib is
 	// over and the bytes received in it, for the whole-core figures.
 	CPUWin      [2]int64
@@ -576,6 +582,17 @@ func MergeResults(rs []*Result) *Result {
 		if r.E2E != nil {
 			s.E2E.Merge(r.E2E)
 		}
+		if r.Quiet != nil {
+			if s.Quiet == nil {
+				s.Quiet, s.QuietHist = &load.QuietSummary{}, report.NewHist()
+			}
+			s.Quiet.Sent += r.Quiet.Sent
+			s.Quiet.Lines += r.Quiet.Lines
+			s.Quiet.BadLines += r.Quiet.BadLines
+			if r.QuietHist != nil {
+				s.QuietHist.Merge(r.QuietHist)
+			}
+		}
 		// The worst round speaks for the generator.
 		s.GenHeld = min(s.GenHeld, r.GenHeld)
 		if r.GenLagNs.P99 >= s.GenLagNs.P99 {
@@ -637,6 +654,9 @@ func MergeResults(rs []*Result) *Result {
 	s.FairnessJain = fair / float64(len(rs))
 	s.LatencyNs = report.Summarize(s.Hist)
 	s.E2ELatencyNs = report.Summarize(s.E2E)
+	if s.Quiet != nil {
+		s.Quiet.LatencyNs = report.Summarize(s.QuietHist)
+	}
 	s.RxBacklogBytes /= int64(len(rs))
 	s.EngineCPUUtil = engUtil / float64(len(rs))
 	s.GenCPUUtil = genUtil / float64(len(rs))

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"io/fs"
 	"net"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -89,5 +91,59 @@ func TestAddSourceOpenErrors(t *testing.T) {
 				t.Fatalf("the error handler heard of an error AddSource returned")
 			}
 		})
+	}
+}
+
+// TestAddAfterShutdown: a source or listener added after Shutdown is
+// refused with an error that says so and matches ErrClosed, and the id
+// AddSource returns then, 0, is no source's: the first source's id is 1.
+func TestAddAfterShutdown(t *testing.T) {
+	t.Setenv(engine.EnvRunner, "")
+	e, err := engine.New(engine.Config{Buffers: 16, BufSize: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "a.log")
+	if err := os.WriteFile(path, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	file, _ := srcs.NewFile(srcs.FileConfig{Path: path})
+	first, err := e.AddSource(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first == 0 {
+		t.Errorf("the first source's id is 0, the id AddSource returns with an error")
+	}
+	if err := e.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for c := range e.Chunks(context.Background()) {
+		_ = c // the file's chunks, queued before the shutdown
+	}
+	client, _ := srcs.NewTCPClient(srcs.TCPClientConfig{Addr: "127.0.0.1:1"})
+	again, _ := srcs.NewFile(srcs.FileConfig{Path: path})
+	ln, err := srcs.ListenTCP("127.0.0.1:0", srcs.ListenerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	for _, tc := range []struct {
+		name string
+		add  func() (srcs.ID, error)
+	}{
+		{"a file", func() (srcs.ID, error) { return e.AddSource(again) }},
+		{"a reconnecting client", func() (srcs.ID, error) { return e.AddSource(client) }},
+		{"a listener", func() (srcs.ID, error) { return 0, e.AddListener(ln) }},
+	} {
+		id, err := tc.add()
+		switch {
+		case !errors.Is(err, engine.ErrClosed) || !errors.Is(err, net.ErrClosed):
+			t.Errorf("%s after Shutdown: %v, want ErrClosed", tc.name, err)
+		case !strings.Contains(err.Error(), "after Shutdown"):
+			t.Errorf("%s after Shutdown: %q does not say why", tc.name, err)
+		case id != 0:
+			t.Errorf("%s after Shutdown: id %d", tc.name, id)
+		}
 	}
 }

@@ -41,17 +41,14 @@ func chunkPathEngine(tb testing.TB, n int, opts ...Option) (*Engine, []*source) 
 	}
 	tb.Cleanup(func() {
 		for _, s := range ss {
-			// Never opened: end it as an open that failed for good.
+			// Never opened: stop it, and end the open it never made.
+			s.handle(evStop, nil)
 			s.handle(evOpenFailed, io.EOF)
 		}
 		if e.handler == nil {
+			// A loop over Chunks, which Shutdown waits for.
 			go func() {
-				for {
-					c, err := e.Next(context.Background())
-					if err != nil {
-						return
-					}
-					c.Release()
+				for range e.Chunks(context.Background()) {
 				}
 			}()
 		}

@@ -52,6 +52,12 @@ type Config struct {
 	// receives data, so an idle engine holds little memory (the default
 	// pool is 64 MiB) and a busy one grows to what its traffic uses.
 	PrefaultPool bool `yaml:"prefault_pool"`
+	// PoolReturnAfter gives the pages of a pool buffer that stayed free
+	// this long back to the kernel (pool.Config.ReturnAfter), so that an
+	// engine that took a burst of traffic shrinks back to what its
+	// traffic keeps using, as Go's heap does. Zero means the default, a
+	// minute; negative keeps every page (so does PrefaultPool).
+	PoolReturnAfter time.Duration `yaml:"pool_return_after"`
 	// Flush is the default flush timeout: a partly filled buffer is
 	// delivered (flag Partial) this long after its first byte. Zero means
 	// the default, 5ms; a negative value means deliver after every read.
@@ -59,8 +65,8 @@ type Config struct {
 	// BatchWait is the latency the uring runner may add to gather
 	// completions while it is busy: a worker woken more often than this
 	// waits for a batch of completions, or BatchWait, before it wakes,
-	// instead of waking for each one (the Verona seed's load-paced
-	// polling). It batches only while no source waits for a pool buffer
+	// instead of waking for each one, so that under load each wake-up does
+	// more work. It batches only while no source waits for a pool buffer
 	// and several sources wait for data; an idle worker still wakes at
 	// once for its first completion. While fewer than 128 sources wait
 	// on a worker, all of them stream sockets, and each wake-up brings
@@ -76,11 +82,10 @@ type Config struct {
 	// BatchWait is kept whole), so bytes are delivered within the timeout
 	// of their arrival, as under the other runners. Zero means the
 	// default: 2ms, or two fifths of Flush if that is less (a wider window
-	// batches more: under fio's paced load, 2ms took a third off the
-	// uring sink's CPU against 500µs; see
-	// docs/decisions/0005-load-paced-waits.md); negative turns batching off. It must stay below Flush. It
-	// needs Linux 6.12 (IORING_FEAT_MIN_TIMEOUT); older kernels wake for
-	// every completion.
+	// batches more; docs/decisions/0005-load-paced-waits.md says how 2ms
+	// was chosen); negative turns batching off. It must stay below Flush. It needs
+	// Linux 6.12 (IORING_FEAT_MIN_TIMEOUT); older kernels wake for every
+	// completion.
 	BatchWait time.Duration `yaml:"batch_wait"`
 	// QueueHigh and QueueLow are the delivery queue's watermarks, in
 	// chunks: above QueueHigh undelivered chunks the runner pauses new
@@ -220,7 +225,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, &ConfigError{"FileSlots", c.FileSlots, fmt.Sprintf("must be at most %d (the kernel's IORING_MAX_FIXED_FILES), or negative for none", MaxFileSlots)}
 	}
 	// The pool validates its own shape; report its errors under our names.
-	if _, err := c.poolConfig().Validate(); err != nil {
+	pc, err := c.poolConfig().Validate()
+	if err != nil {
 		var pe *pool.ConfigError
 		if !errors.As(err, &pe) {
 			return c, err
@@ -231,12 +237,13 @@ func (c Config) withDefaults() (Config, error) {
 		}
 		return c, &ConfigError{field, pe.Value, pe.Reason}
 	}
+	c.PoolReturnAfter = pc.ReturnAfter
 	return c, nil
 }
 
 func (c Config) poolConfig() pool.Config {
 	return pool.Config{BufSize: c.BufSize, Buffers: c.Buffers, MaxPerSource: c.MaxPerSource, MaxBytes: c.MaxPoolBytes,
-		Prefault: c.PrefaultPool}
+		Prefault: c.PrefaultPool, ReturnAfter: c.PoolReturnAfter}
 }
 
 // Resolved returns c as New would run it: every zero field set to its

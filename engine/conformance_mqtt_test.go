@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-io/sluice/internal/mosquitto"
 	"github.com/sluice-io/sluice/internal/srcstest"
 	"github.com/sluice-io/sluice/srcs"
+	"github.com/sluice-io/sluice/srcs/mqtt"
 )
 
 // subscribed reports when a client's SUBSCRIBE has been handled.
@@ -23,7 +24,7 @@ type mqttCollector struct {
 	version byte
 
 	mu   sync.Mutex
-	msgs []srcs.MQTTMessage // copies
+	msgs []mqtt.MQTTMessage // copies
 	err  error              // the first chunk that did not decode
 	errs []error            // from the engine's error handler
 }
@@ -37,8 +38,8 @@ func (c *mqttCollector) chunk(ch engine.Chunk) {
 	if ch.Flags&srcs.Records == 0 && c.err == nil {
 		c.err = fmt.Errorf("a chunk of %d bytes without the Records flag (%v)", len(ch.Data), ch.Flags)
 	}
-	err := srcs.ForEachMQTTMessage(ch.Data, c.version, func(m srcs.MQTTMessage) error {
-		c.msgs = append(c.msgs, srcs.MQTTMessage{Topic: append([]byte(nil), m.Topic...), Payload: append([]byte(nil), m.Payload...)})
+	err := mqtt.ForEachMQTTMessage(ch.Data, c.version, func(m mqtt.MQTTMessage) error {
+		c.msgs = append(c.msgs, mqtt.MQTTMessage{Topic: append([]byte(nil), m.Topic...), Payload: append([]byte(nil), m.Payload...)})
 		return nil
 	})
 	if err != nil && !(ch.Flags&srcs.Truncated != 0 && errors.Is(err, io.ErrUnexpectedEOF)) && c.err == nil {
@@ -63,11 +64,11 @@ func (c *mqttCollector) count(t *testing.T) int {
 	return len(c.msgs)
 }
 
-// mqtt subscribes through the engine, in MQTT 3.1.1 and 5: the source's
+// mqttCase subscribes through the engine, in MQTT 3.1.1 and 5: the source's
 // socket is read by the runner itself, framed into whole MQTT packets.
 // 300 QoS 1 messages arrive whole and in order, and the broker ends with
 // every one acknowledged.
-func mqtt(t *testing.T, runner string) {
+func mqttCase(t *testing.T, runner string) {
 	for _, version := range []byte{4, 5} {
 		t.Run(fmt.Sprintf("v%d", version), func(t *testing.T) { mqttVersion(t, runner, version) })
 	}
@@ -83,7 +84,7 @@ func mqttVersion(t *testing.T, runner string, version byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := srcs.NewMQTT(srcs.MQTTConfig{Broker: broker, ClientID: "sluice-" + runner,
+	src, err := mqtt.NewMQTT(mqtt.MQTTConfig{Broker: broker, ClientID: "sluice-" + runner,
 		Topics: []string{"sensors/#"}, QoS: 1, Version: version, CleanSession: true})
 	if err != nil {
 		t.Fatal(err)
@@ -149,7 +150,7 @@ func mqttMosquittoRestart(t *testing.T, runner string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := srcs.NewMQTT(srcs.MQTTConfig{Broker: broker.Addr, ClientID: "sluice-test-" + runner, Topics: []string{topic},
+	src, err := mqtt.NewMQTT(mqtt.MQTTConfig{Broker: broker.Addr, ClientID: "sluice-test-" + runner, Topics: []string{topic},
 		QoS: 1, Version: 5, DialTimeout: 2 * time.Second,
 		Backoff: srcs.Backoff{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond}})
 	if err != nil {
@@ -239,7 +240,7 @@ func mqttKeepaliveTimeout(t *testing.T, runner string) {
 		t.Fatal(err)
 	}
 	defer e.Shutdown(context.Background())
-	src, err := srcs.NewMQTT(srcs.MQTTConfig{Broker: ln.Addr().String(), ClientID: "silent", Topics: []string{"t"},
+	src, err := mqtt.NewMQTT(mqtt.MQTTConfig{Broker: ln.Addr().String(), ClientID: "silent", Topics: []string{"t"},
 		KeepAlive: 500 * time.Millisecond, Backoff: srcs.Backoff{Initial: time.Hour, Max: time.Hour}})
 	if err != nil {
 		t.Fatal(err)

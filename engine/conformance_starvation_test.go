@@ -71,17 +71,18 @@ func processingCannotStarveSources(t *testing.T, runner string) {
 		t.Fatal(err)
 	}
 	const n = 50
-	var want []sent
+	want := map[srcs.ID]sent{}
 	for i := range n {
 		s, err := synthetic.New(synthetic.Config{Total: 256 << 10, Seed: uint64(i)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		bytes, crc := s.Digest()
-		want = append(want, sent{bytes, crc})
-		if _, err := e.AddSource(s); err != nil {
+		id, err := e.AddSource(s)
+		if err != nil {
 			t.Fatal(err)
 		}
+		want[id] = sent{bytes, crc}
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for ended.Load() < n && time.Now().Before(deadline) {
@@ -99,8 +100,8 @@ func processingCannotStarveSources(t *testing.T, runner string) {
 	}
 	window = nil
 	for id, w := range want {
-		if got[srcs.ID(id)] != w.crc {
-			t.Errorf("%s: source %d crc %08x, want %08x", runner, id, got[srcs.ID(id)], w.crc)
+		if got[id] != w.crc {
+			t.Errorf("%s: source %d crc %08x, want %08x", runner, id, got[id], w.crc)
 		}
 	}
 	mu.Unlock()

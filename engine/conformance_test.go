@@ -42,7 +42,7 @@ var conformance = []struct {
 	{"ResetInOrder", resetInOrder},
 	{"UDP", udp},
 	{"UnixSockets", unixSockets},
-	{"MQTT", mqtt},
+	{"MQTT", mqttCase},
 	{"MQTTMosquittoRestart", mqttMosquittoRestart},
 	{"MQTTKeepaliveTimeout", mqttKeepaliveTimeout},
 	{"StopWhilePaused", stopWhilePaused},

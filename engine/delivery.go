@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,8 +42,11 @@ type Chunk struct {
 	// Final is set on the end-of-stream chunk: the source's counters at
 	// its end (bytes, chunks, errors, records skipped), in order behind
 	// everything the source delivered, so a consumer can close its books
-	// on the source without polling Stats. It is set on a session-end
-	// chunk too, with the counters at the session's end.
+	// on the source without polling Stats. Its State is Closed for a
+	// clean end (with no LastErr), or Failed with the error that ended
+	// the source. It is set on a session-end chunk too, with the counters
+	// at the session's end, and the session's own end: Closed when the
+	// peer ended it cleanly, Failed with the error that ended it.
 	Final *SourceStats
 	// SessionEnd marks the empty chunk that ends a session of a source
 	// that then opens again (a reconnecting client's connection, a
@@ -77,6 +81,14 @@ func (c Chunk) State() any {
 		return cold.user
 	}
 	return nil
+}
+
+// Offset returns where the chunk's bytes start in its source's stream, as
+// srcs.ReleaseObserver counts it (the source's bytes delivered and
+// skipped before them), and whether it is known: it is for a data chunk
+// of a source that observes its releases, until the chunk is released.
+func (c Chunk) Offset() (int64, bool) {
+	return c.end - int64(len(c.Data)), c.end > 0 && len(c.Data) > 0
 }
 
 // Release returns the chunk's buffer to the source pool. It is safe on
@@ -158,6 +170,7 @@ type queue struct {
 	items  []item // ring buffer
 	head   int
 	n      int
+	popped uint64 // items taken, for a Shutdown that waits for a reader
 	closed bool
 	ready  chan struct{} // capacity 1: "the queue may have items"
 	done   chan struct{} // closed by close: wakes every waiter at once
@@ -216,11 +229,30 @@ func (q *queue) pop() (it item, ok, done bool) {
 	q.items[q.head] = item{}
 	q.head = (q.head + 1) % len(q.items)
 	q.n--
+	q.popped++
 	if q.n > 0 {
 		// Several consumers may wait; pass the wake-up on.
 		q.signal()
 	}
 	return it, true, false
+}
+
+// count returns the data chunks and the source errors (not notices such
+// as ErrReconnected) waiting in q, and how many items were taken so far.
+func (q *queue) count() (data, failures int, popped uint64) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	popped = q.popped
+	for i := range q.n {
+		it := &q.items[(q.head+i)%len(q.items)]
+		switch {
+		case it.err != nil && !errors.Is(it.err, ErrReconnected):
+			failures++
+		case it.chunk.data():
+			data++
+		}
+	}
+	return data, failures, popped
 }
 
 func (q *queue) close() {

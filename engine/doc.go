@@ -15,10 +15,23 @@
 //
 // [Engine.Shutdown] stops every source and waits until what they read is
 // queued. With a handler it then waits for every chunk to be released. In
-// pull mode it does not wait for a reader: Chunks and Next go on returning
-// the queued chunks until the last, so a program may stop reading and
-// shut down without hanging and without losing what was read: what it has
-// not taken stays queued, its buffers mapped, until it does.
+// pull mode it waits for the loops over [Engine.Chunks] in progress to
+// take what is queued, but never for a caller of Next: Chunks and Next go
+// on returning the queued chunks until the last, so a program may stop
+// reading and shut down without hanging and without losing what was read;
+// what it has not taken stays queued, its buffers mapped, until it does,
+// and Shutdown says so ([ErrUnread]). A loop over Chunks whose context
+// ends drains the engine, as http.Server's Shutdown drains its
+// connections: the sources stop, and the loop yields what they read and
+// their ends, then ends.
+//
+// # Failing loudly
+//
+// A misconfiguration is refused where it is made: by New, AddSource or
+// AddListener. Whatever stops a source or leaves data unread reaches the
+// [ErrorHandler], or without one Shutdown's result: source errors, a
+// listener that stops, a source stalled because its chunks are not
+// released ([ErrStalled]), chunks left queued at Shutdown ([ErrUnread]).
 //
 // # Errors and ends
 //

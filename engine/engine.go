@@ -5,9 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"log/slog"
 	"math"
 	"net"
+	"reflect"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,11 +22,32 @@ import (
 // net.ErrClosed (errors.Is), and says only that the engine is closed.
 var ErrClosed error = closedError{}
 
+// errAdd is the error of an add refused because the engine has shut
+// down (err is ErrClosed): it says so, and matches ErrClosed.
+func errAdd(what string, err error) error {
+	return fmt.Errorf("%w: cannot add %s after Shutdown", err, what)
+}
+
 // closedError is ErrClosed.
 type closedError struct{}
 
 func (closedError) Error() string        { return "engine: closed" }
 func (closedError) Is(target error) bool { return target == net.ErrClosed }
+
+// ErrUnread is wrapped by the error of a pull-mode Shutdown that leaves
+// chunks behind: queued and not taken, or source errors queued for the
+// error handler behind them (Next and Chunks still return them), or
+// chunks taken and not released. The pool stays mapped until the last of
+// those chunks is released.
+var ErrUnread = errors.New("engine: chunks left behind")
+
+// ErrReconnected marks what the error handler hears when a source that
+// reconnects (a srcs.Reconnector) opens again after failed opens: a
+// *srcs.SourceError whose Err matches it and says after how many attempts
+// over how long ("engine: connected again after 12 failed attempts over
+// 1m3s"). It is no failure, and counts as none: it ends the outage that
+// the failures reported before it began.
+var ErrReconnected = errors.New("engine: connected again")
 
 // ErrIdleTimeout is the error of a source ended by its idle timeout
 // (WithIdleTimeout). It matches srcs.ErrTimeout, and counts as a timeout.
@@ -47,23 +69,30 @@ type Handler func(c Chunk)
 // the source's end-of-stream chunk marks it (see ErrorKinds). What does
 // reach it: open failures (an unreachable peer, a missing file), resets,
 // timeouts and other read errors, datagrams and records too large to
-// deliver, and a close that fails.
+// deliver, and a close that fails. A source that reconnects and keeps
+// failing is reported at its first failure, then at its 2nd, 4th, 8th
+// and so on, each saying how many attempts failed over how long; every
+// failure counts (SourceStats.Errors, Totals.Errors). When it opens again
+// after it could not (an open failed), the handler hears so: an error
+// matching ErrReconnected, which is no failure.
 type ErrorHandler func(err error)
 
 // Option configures the injected pieces of an engine.
 type Option func(*options)
 
 type options struct {
-	log       *slog.Logger
-	handler   Handler
-	inline    bool
-	onError   ErrorHandler
-	factories map[string]factory
+	log        srcs.Logger
+	handler    Handler
+	inline     bool
+	onError    ErrorHandler
+	factories  map[string]factory
+	stallAfter time.Duration
 }
 
-// WithLogger sets the logger for start-up decisions and source trouble.
-// The default discards everything.
-func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+// WithLogger sets the logger for start-up decisions and source trouble:
+// a *slog.Logger, or anything else with its Debug, Info, Warn and Error
+// (srcs.Logger). The default, and a nil l, discards everything.
+func WithLogger(l srcs.Logger) Option { return func(o *options) { o.log = contract.OrDiscard(l) } }
 
 // WithHandler selects push delivery: h runs for every chunk on
 // Config.Handlers processing goroutines. Without it, consumers pull with
@@ -80,7 +109,8 @@ func WithHandler(h Handler) Option { return func(o *options) { o.handler, o.inli
 // It is for cheap consumers that never block: a checksum, a count, a copy
 // into a batch that another goroutine sends. While h runs, its worker
 // reads for none of its sources, and a blocked h stalls all of them. h
-// must not call Shutdown. Backpressure then comes from the pool alone:
+// may call Shutdown, which then returns at once (see Shutdown).
+// Backpressure then comes from the pool alone:
 // chunks h keeps hold their buffers, and the delivery watermarks
 // (QueueHigh, QueueLow) do not apply. Config.Handlers is ignored. The
 // default, WithHandler, keeps processing apart from I/O; WithHandler
@@ -90,7 +120,8 @@ func WithInlineHandler(h Handler) Option {
 }
 
 // WithErrorHandler sets the receiver of source errors. Without one they
-// are logged at level Warn.
+// are logged at level Warn (WithLogger; the default logger discards), and
+// Shutdown returns them: the first few, and how many there were.
 func WithErrorHandler(h ErrorHandler) Option { return func(o *options) { o.onError = h } }
 
 // Engine ingests bytes from sources into one source pool and delivers
@@ -98,7 +129,7 @@ func WithErrorHandler(h ErrorHandler) Option { return func(o *options) { o.onErr
 // has ended when Shutdown returns.
 type Engine struct {
 	cfg    Config
-	log    *slog.Logger
+	log    srcs.Logger
 	pool   *pool.Pool
 	runner contract.Runner
 	// side drives sources without a kernel descriptor when the main
@@ -134,6 +165,57 @@ type Engine struct {
 	shutdownOnce sync.Once
 	shutdownErr  error
 	done         chan struct{} // closed when Shutdown completes
+
+	unheard unheard // errors that reached no error handler (unheard.go)
+	readers readers // the loops over Chunks in progress
+}
+
+// readers counts the loops over Chunks in progress, for a pull-mode
+// Shutdown that waits for them to take what is queued. Safe for
+// concurrent use.
+type readers struct {
+	mu     sync.Mutex
+	n      int
+	parked int           // loops whose body waits in Shutdown: not waited for
+	change chan struct{} // closed when n or parked changes; nil until a wait asks
+}
+
+// add counts a loop that begins (1) or ends (-1).
+func (r *readers) add(d int) { r.update(&r.n, d) }
+
+// park counts a loop whose body enters (1) or leaves (-1) Shutdown.
+func (r *readers) park(d int) { r.update(&r.parked, d) }
+
+func (r *readers) update(v *int, d int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	*v += d
+	if r.change != nil {
+		close(r.change)
+		r.change = nil
+	}
+}
+
+// wait blocks until every loop in progress has ended or waits in
+// Shutdown, or ctx ends.
+func (r *readers) wait(ctx context.Context) error {
+	for {
+		r.mu.Lock()
+		if r.n <= r.parked {
+			r.mu.Unlock()
+			return nil
+		}
+		if r.change == nil {
+			r.change = make(chan struct{})
+		}
+		change := r.change
+		r.mu.Unlock()
+		select {
+		case <-change:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // closer is what the engine needs of a listener at shutdown.
@@ -147,7 +229,7 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := options{log: slog.New(slog.DiscardHandler), factories: defaultFactories()}
+	o := options{log: contract.Discard{}, factories: defaultFactories()}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -196,6 +278,11 @@ func New(cfg Config, opts ...Option) (*Engine, error) {
 			e.handlers.Go(func() { e.serve(q) })
 		}
 	}
+	every := o.stallAfter
+	if every == 0 {
+		every = defaultStallAfter
+	}
+	e.tasks.Go(func() { e.watchStalls(every) })
 	e.log.Info("engine ready", "runner", r.Name(), "workers", cfg.Workers,
 		"buffers", cfg.Buffers, "buf_size", cfg.BufSize, "flush", cfg.Flush)
 	return e, nil
@@ -294,7 +381,9 @@ func WithSourceState(newState func(id srcs.ID, name string) any) SourceOption {
 	return func(o *sourceOpts) { o.state = newState }
 }
 
-// AddSource registers src and returns the id its chunks will carry.
+// AddSource registers src and returns the id its chunks will carry. Ids
+// count from 1; a failed AddSource returns 0, which is no source's id.
+// After Shutdown it fails with an error that matches ErrClosed.
 //
 // A source that can reconnect (a srcs.Reconnector: the TCP, unix and MQTT
 // clients) is opened in the background, and AddSource does not wait for
@@ -321,7 +410,7 @@ func (e *Engine) AddSource(src srcs.Source, opts ...SourceOption) (srcs.ID, erro
 		return s.id(), nil
 	}
 	if e.ctx.Err() != nil {
-		return 0, ErrClosed
+		return 0, errAdd("source "+src.Name(), ErrClosed)
 	}
 	// Bad options fail before anything is opened.
 	if _, err := e.sourceOptions(src, opts); err != nil {
@@ -366,13 +455,18 @@ func (e *Engine) sourceOptions(src srcs.Source, opts []SourceOption) (sourceOpts
 	if fs, ok := src.(srcs.Framed); ok && !so.framerOK {
 		so.framer = fs.Framer()
 	}
-	if so.framer != nil && e.pool.Config().MaxPerSource < 2 {
+	return so, e.checkFramer(so.framer)
+}
+
+// checkFramer refuses a framer the pool cannot serve.
+func (e *Engine) checkFramer(f srcs.Framer) error {
+	if f != nil && e.pool.Config().MaxPerSource < 2 {
 		// A framed lane holds a full buffer while it takes the next one
 		// for the incomplete record at its end.
-		return so, &ConfigError{"MaxPerSource", e.pool.Config().MaxPerSource,
-			"must be at least 2 for a framed source (" + so.framer.String() + ")"}
+		return &ConfigError{"MaxPerSource", e.pool.Config().MaxPerSource,
+			"must be at least 2 for a framed source (" + f.String() + ")"}
 	}
-	return so, nil
+	return nil
 }
 
 // newSource registers src, and returns it with its WithAdded hook, for
@@ -385,7 +479,7 @@ func (e *Engine) newSource(src srcs.Source, opts []SourceOption) (*source, func(
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closing {
-		return nil, nil, ErrClosed
+		return nil, nil, errAdd("source "+src.Name(), ErrClosed)
 	}
 	// The runner is made here if need be; s.runner() finds it again.
 	if _, err := e.runnerForLocked(src); err != nil {
@@ -410,8 +504,8 @@ func (e *Engine) newSource(src srcs.Source, opts []SourceOption) (*source, func(
 		}
 		s.coldPart().w = w
 	}
+	e.nextID++ // from 1: the id 0 is no source's, as AddSource's failures return it
 	id := e.nextID
-	e.nextID++
 	s.lane = contract.Lane{ID: id, Src: src, Account: e.pool.Join(id), Flush: so.flush, Framer: so.framer, Out: s}
 	if so.rate > 0 {
 		s.lane.Account.SetRate(so.rate, so.burst)
@@ -541,10 +635,17 @@ func (e *Engine) AddListener(l Acceptor, opts ...SourceOption) error {
 	if err := so.check(); err != nil {
 		return err
 	}
+	// What every connection would be refused for is refused here, once.
+	if fl, ok := l.(srcs.Framed); ok && !so.framerOK {
+		so.framer = fl.Framer()
+	}
+	if err := e.checkFramer(so.framer); err != nil {
+		return err
+	}
 	e.mu.Lock()
 	if e.closing {
 		e.mu.Unlock()
-		return ErrClosed
+		return errAdd("listener", ErrClosed)
 	}
 	defer e.mu.Unlock()
 	accept, stop := e.acceptorFor(l)
@@ -558,6 +659,7 @@ func (e *Engine) AddListener(l Acceptor, opts ...SourceOption) error {
 			if err != nil {
 				if e.ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
 					e.log.Warn("listener stopped", "err", err)
+					e.reportListener(l, fmt.Errorf("listener stopped: %w", err))
 				}
 				return
 			}
@@ -567,6 +669,7 @@ func (e *Engine) AddListener(l Acceptor, opts ...SourceOption) error {
 					return
 				}
 				e.log.Warn("accepted connection refused", "name", src.Name(), "err", err)
+				e.reportListener(l, fmt.Errorf("connection from %s refused: %w", src.Name(), err))
 			}
 		}
 	})
@@ -653,14 +756,7 @@ func (e *Engine) sourceDone(s *source) {
 // or with an inline handler hands it over at once.
 func (e *Engine) deliver(s *source, it item) {
 	if e.inline {
-		if it.err != nil {
-			e.reportError(it.err)
-			return
-		}
-		if it.chunk.data() {
-			e.totals.took(&it.chunk, time.Now())
-		}
-		e.handler(it.chunk)
+		e.deliverInline(it)
 		return
 	}
 	it.src = s
@@ -668,6 +764,19 @@ func (e *Engine) deliver(s *source, it item) {
 		e.flow.add(1)
 	}
 	e.shardOf(s.lane.ID).push(it)
+}
+
+// deliverInline hands an item to the inline handler, or its error to the
+// error handler, on the goroutine that read it.
+func (e *Engine) deliverInline(it item) {
+	if it.err != nil {
+		e.reportError(it.err)
+		return
+	}
+	if it.chunk.data() {
+		e.totals.took(&it.chunk, time.Now())
+	}
+	e.handler(it.chunk)
 }
 
 func (e *Engine) setPaused(p bool) {
@@ -711,11 +820,11 @@ const shortageQuiet = time.Minute
 // descriptors.
 func (e *Engine) noteShortage(s *source, err error) {
 	now := time.Now().UnixNano()
-	level := slog.LevelDebug
+	level := contract.LevelDebug
 	if last := e.lastShort.Swap(now); last == 0 || now-last > int64(shortageQuiet) {
-		level = slog.LevelWarn
+		level = contract.LevelWarn
 	}
-	e.log.Log(context.Background(), level, "source waits for a descriptor; retrying",
+	contract.Log(e.log, level, "source waits for a descriptor; retrying",
 		"source", s.id(), "name", s.name, "err", err)
 }
 
@@ -724,7 +833,35 @@ func (e *Engine) reportError(err error) {
 		e.onError(err)
 		return
 	}
+	if errors.Is(err, ErrReconnected) {
+		e.log.Info("source error", "err", err) // the end of an outage: no failure
+		return
+	}
 	e.log.Warn("source error", "err", err)
+	e.unheard.add(err)
+}
+
+// reportListener hands an error of a listener's to the error handler: on
+// the delivery queue's consumer side, as a source's errors, or here with
+// an inline handler.
+func (e *Engine) reportListener(l Acceptor, err error) {
+	serr := &srcs.SourceError{Name: acceptorName(l), Op: "accept", Err: err}
+	if e.inline {
+		e.reportError(serr)
+		return
+	}
+	e.shards[0].push(item{chunk: Chunk{Name: serr.Name}, err: serr})
+}
+
+// acceptorName names a listener in its errors.
+func acceptorName(l Acceptor) string {
+	switch l := l.(type) {
+	case interface{ Name() string }:
+		return l.Name()
+	case interface{ Addr() net.Addr }:
+		return l.Addr().Network() + "://" + l.Addr().String()
+	}
+	return "listener"
 }
 
 // serve runs the push handler over one shard until it is closed and empty.
@@ -748,11 +885,12 @@ func (e *Engine) serve(q *queue) {
 // Next returns the next chunk in pull mode, blocking until one arrives, ctx
 // ends, or the engine has shut down and every chunk was taken (ErrClosed).
 // End-of-stream chunks are returned too, with no data. The caller must
-// Release every chunk. Shutdown does not wait for a reader: after it, Next
-// goes on returning the chunks read before it, in order, and returns
-// ErrClosed only after the last of them, so nothing read is lost. Chunks
-// is the loop that does this and releases every chunk. Next is safe for
-// concurrent use; chunks of one source come out in order.
+// Release every chunk. Shutdown does not wait for a caller of Next: after
+// it, Next goes on returning the chunks read before it, in order, and
+// returns ErrClosed only after the last of them, so nothing read is lost.
+// Chunks is the loop that does this and releases every chunk, and drains
+// the engine when its context ends, where Next returns ctx's error. Next
+// is safe for concurrent use; chunks of one source come out in order.
 func (e *Engine) Next(ctx context.Context) (Chunk, error) {
 	if e.handler != nil {
 		return Chunk{}, errors.New("engine: Next: the engine delivers to a handler (WithHandler or WithInlineHandler)")
@@ -788,24 +926,44 @@ func (e *Engine) Next(ctx context.Context) (Chunk, error) {
 // is done with it, so the body must not keep the chunk or its Data (a
 // Release in the body is harmless). The loop ends by itself once the
 // engine has shut down and every chunk read before has been yielded,
-// whichever goroutine called Shutdown, before or during the loop. An error
-// (ctx ended, or the engine delivers to a handler) is yielded once, with
-// no chunk, and ends the loop. Several goroutines may range over Chunks at
-// once; each chunk reaches one of them.
+// whichever goroutine called Shutdown, before or during the loop.
+//
+// When ctx ends, the loop shuts the engine down and drains it, as
+// http.Server's Shutdown drains its connections: the sources stop, and
+// the loop goes on yielding what they read and every source's
+// end-of-stream chunk, then ends. So the context of signal.NotifyContext
+// stops a program cleanly on SIGINT; Shutdown, called after the loop,
+// returns the shutdown's result. An error (the engine delivers to a
+// handler) is yielded once, with no chunk, and ends the loop. Several
+// goroutines may range over Chunks at once; each chunk reaches one of
+// them, and Shutdown waits for every such loop to take what is queued.
 func (e *Engine) Chunks(ctx context.Context) iter.Seq2[Chunk, error] {
-	return func(yield func(Chunk, error) bool) {
-		for {
-			c, err := e.Next(ctx)
-			switch {
-			case errors.Is(err, ErrClosed):
-				return
-			case err != nil:
-				yield(Chunk{}, err)
-				return
-			}
-			if !yieldChunk(yield, c) {
-				return
-			}
+	return func(yield func(Chunk, error) bool) { e.chunksLoop(ctx, yield) }
+}
+
+// chunksLoop is the loop Chunks returns. A goroutine with it on its
+// stack is running a loop body (loopFuncs).
+func (e *Engine) chunksLoop(ctx context.Context, yield func(Chunk, error) bool) {
+	e.readers.add(1)
+	defer e.readers.add(-1)
+	for {
+		c, err := e.Next(ctx)
+		switch {
+		case errors.Is(err, ErrClosed):
+			return
+		case err != nil && ctx.Err() != nil && e.handler == nil:
+			// ctx ended: drain, as http.Server's Shutdown does. The
+			// sources stop and the loop goes on with what they read,
+			// their ends included, until the last.
+			e.beginShutdown(context.Background())
+			ctx = context.Background()
+			continue
+		case err != nil:
+			yield(Chunk{}, err)
+			return
+		}
+		if !yieldChunk(yield, c) {
+			return
 		}
 	}
 }
@@ -833,27 +991,107 @@ func (e *Engine) Run(ctx context.Context) error {
 //
 //   - With a handler (WithHandler), it lets processing drain the queues,
 //     waits until every chunk is released, and unmaps the pool.
-//   - In pull mode (Next, Chunks) it returns once everything read is
-//     queued, without waiting for a reader, so it neither hangs nor drops
-//     chunks when nobody pulls. Next and Chunks go on returning the
-//     queued chunks, and the source errors behind them, until the last;
-//     the pool is unmapped when the last chunk is released, which may be
-//     after Shutdown returned. Chunks nobody ever takes keep their buffers.
+//   - In pull mode (Next, Chunks) it waits, once everything read is
+//     queued, for the loops over Chunks in progress to take it (they end
+//     once they have), as http.Server's Shutdown waits for its handlers.
+//     It does not wait for a program that reads with Next, nor for the
+//     loop whose body called it, which would hang: Next and Chunks go on
+//     returning the queued chunks, and the source errors behind them,
+//     until the last. What it leaves behind, queued and not taken or
+//     taken and not released, it reports (ErrUnread); the pool is
+//     unmapped when the last chunk is released, which may be after
+//     Shutdown returned. Chunks nobody ever takes keep their buffers.
+//
+// Without an error handler (WithErrorHandler), the source errors of the
+// engine's life are part of the result: the first few, and their count.
 //
 // If ctx ends first, it returns an error saying what was still
 // outstanding; the pool then stays mapped while anything is held.
 // Shutdown is idempotent; later calls return the first one's result.
 // Every goroutine the engine started has ended when it returns.
+//
+// A handler may call Shutdown: a push or inline handler, or the error
+// handler beside one (of this engine or another: Shutdown looks for a
+// handler on the calling goroutine's stack). The shutdown must wait for
+// that handler to return, so the call only begins it, under ctx, and
+// returns nil at once; the shutdown finishes once the handler returns,
+// and Run, or Shutdown called on another goroutine, waits for it and
+// returns its result.
 func (e *Engine) Shutdown(ctx context.Context) error {
+	if onStack(handlerFuncs) {
+		// The shutdown waits for this handler to return: it cannot be
+		// waited for here.
+		e.beginShutdown(ctx)
+		return nil
+	}
+	own := onStack(loopFuncs)
+	if own {
+		// The body of a loop over Chunks: the shutdown must not wait for
+		// that loop, which goes on once this returns.
+		e.readers.park(1)
+		defer e.readers.park(-1)
+	}
 	e.shutdownOnce.Do(func() {
-		e.shutdownErr = e.shutdown(ctx)
+		e.shutdownErr = e.shutdown(ctx, own)
 		close(e.done)
 	})
 	<-e.done
 	return e.shutdownErr
 }
 
-func (e *Engine) shutdown(ctx context.Context) error {
+// beginShutdown starts the shutdown, under ctx, on a goroutine of its own,
+// unless it has begun.
+func (e *Engine) beginShutdown(ctx context.Context) {
+	e.shutdownOnce.Do(func() {
+		go func() {
+			e.shutdownErr = e.shutdown(ctx, false)
+			close(e.done)
+		}()
+	})
+}
+
+// handlerFuncs are the engine's functions that call a push handler or an
+// error handler: a goroutine with one of them on its stack is running a
+// handler, which a shutdown must wait for.
+var handlerFuncs = map[string]bool{
+	funcName((*Engine).serve):         true, // WithHandler's goroutines
+	funcName((*Engine).deliverInline): true, // WithInlineHandler, where the chunk was read
+}
+
+// loopFuncs are those that run the body of a loop over Chunks.
+var loopFuncs = map[string]bool{funcName((*Engine).chunksLoop): true}
+
+func funcName(f any) string { return runtime.FuncForPC(reflect.ValueOf(f).Pointer()).Name() }
+
+// onStack says whether a function of funcs is on the calling goroutine's
+// stack: for handlerFuncs, whether it runs a push handler, an inline
+// handler, or an error handler called from either, of this engine or
+// another.
+func onStack(funcs map[string]bool) bool {
+	pcs := make([]uintptr, 64)
+	for {
+		n := runtime.Callers(2, pcs)
+		if n < len(pcs) {
+			pcs = pcs[:n]
+			break
+		}
+		pcs = make([]uintptr, 2*len(pcs))
+	}
+	frames := runtime.CallersFrames(pcs)
+	for {
+		f, more := frames.Next()
+		if funcs[f.Function] {
+			return true
+		}
+		if !more {
+			return false
+		}
+	}
+}
+
+// shutdown is Shutdown's work; own says the caller is the body of a loop
+// over Chunks, which takes what is queued once it returns.
+func (e *Engine) shutdown(ctx context.Context, own bool) error {
 	e.mu.Lock()
 	e.closing = true
 	if e.sources.len() == 0 {
@@ -885,25 +1123,19 @@ func (e *Engine) shutdown(ctx context.Context) error {
 		defer cancel()
 	}
 	if err := waitCtx(wctx, "runners", e.closeRunners); err != nil {
-		return errors.Join(append(errs, err)...)
+		return errors.Join(append(errs, err, e.unheard.err())...)
 	}
 	if err := waitCtx(wctx, "source tasks", func() error { e.tasks.Wait(); return nil }); err != nil {
-		return errors.Join(append(errs, err)...)
+		return errors.Join(append(errs, err, e.unheard.err())...)
 	}
 	for _, q := range e.shards {
 		q.close()
 	}
 	if err := waitCtx(wctx, "processing handlers", func() error { e.handlers.Wait(); return nil }); err != nil {
-		return errors.Join(append(errs, err)...)
+		return errors.Join(append(errs, err, e.unheard.err())...)
 	}
 	if e.handler == nil {
-		// Pull mode: everything read is queued, for Next to hand out
-		// whenever the caller gets to it. Waiting here for a reader would
-		// hang a caller that reads and shuts down on one goroutine.
-		if err := e.pool.CloseWhenIdle(); err != nil {
-			errs = append(errs, err)
-		}
-		return errors.Join(errs...)
+		return errors.Join(append(errs, e.endPull(wctx, own), e.unheard.err())...)
 	}
 	// The handlers have drained the queues but may still hold chunks:
 	// wait for their releases. Past ctx, the last release unmaps the pool.
@@ -913,9 +1145,81 @@ func (e *Engine) shutdown(ctx context.Context) error {
 			errs = append(errs, cerr)
 		}
 		errs = append(errs, fmt.Errorf("engine: shutdown: %d chunks still held by the handler, pool unmapped at their release: %w", held, err))
-		return errors.Join(errs...)
+		return errors.Join(append(errs, e.unheard.err())...)
 	}
 	if err := e.pool.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(append(errs, e.unheard.err())...)
+}
+
+// unreadQuiet is how long a pull-mode Shutdown waits for a chunk left
+// queued to be taken, before it reports what is left: a caller of Next
+// that is still reading takes one sooner.
+const unreadQuiet = 200 * time.Millisecond
+
+// waitTaken waits while the delivery queues hold chunks or source errors
+// and a reader keeps taking them, until they are empty, or nothing was
+// taken for unreadQuiet, or ctx ends, and returns what is left.
+func (e *Engine) waitTaken(ctx context.Context) (data, failures int) {
+	var t *time.Ticker
+	var last uint64
+	since := time.Now()
+	for {
+		data, failures = 0, 0
+		var popped uint64
+		for _, q := range e.shards {
+			d, f, p := q.count()
+			data, failures, popped = data+d, failures+f, popped+p
+		}
+		switch {
+		case data+failures == 0:
+			return 0, 0
+		case t == nil:
+			t = time.NewTicker(unreadQuiet / 10)
+			defer t.Stop()
+		case popped != last:
+			since = time.Now()
+		case time.Since(since) >= unreadQuiet:
+			return data, failures
+		}
+		last = popped
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return data, failures
+		}
+	}
+}
+
+// endPull ends a pull-mode shutdown, once everything read is queued. It
+// waits for the loops over Chunks in progress to take what is queued (they
+// end once it is), as http.Server's Shutdown waits for its handlers, and
+// for a program reading with Next while it keeps taking; not for a loop
+// whose body called Shutdown, which would hang, nor for a reader that has
+// stopped. What nobody takes, or takes and does not release, it reports:
+// the pool stays mapped until the last chunk comes home, and Next and
+// Chunks still return what is queued.
+func (e *Engine) endPull(ctx context.Context, own bool) error {
+	var errs []error
+	if err := e.readers.wait(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("engine: shutdown: loops over Chunks still taking chunks: %w", err))
+	}
+	if !own {
+		data, failures := e.waitTaken(ctx)
+		held := e.pool.Stats().InUse - data
+		what := fmt.Sprintf("%d chunks", data)
+		if failures > 0 {
+			what += fmt.Sprintf(" and %d source errors", failures)
+		}
+		switch {
+		case data > 0 || failures > 0:
+			errs = append(errs, fmt.Errorf("%w: %s queued and not taken: Next and Chunks still return them, and the pool stays mapped until the chunks are released", ErrUnread, what))
+		case held > 0:
+			errs = append(errs, fmt.Errorf("%w: %d chunks taken and not released: the pool stays mapped until they are", ErrUnread, held))
+		}
+	}
+	if err := e.pool.CloseWhenIdle(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

@@ -4,14 +4,20 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
+	"os/signal"
 	"strings"
 
 	"github.com/sluice-io/sluice/engine"
 	"github.com/sluice-io/sluice/srcs"
 )
 
-// Ingest from a TCP port and count bytes: the README's example.
+// Ingest from a TCP port and count bytes until Ctrl-C: the README's
+// example.
 func Example() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+
 	ln, _ := srcs.ListenTCP("127.0.0.1:0", srcs.ListenerConfig{})
 	e, _ := engine.New(engine.Config{Buffers: 64})
 	e.AddListener(ln)
@@ -19,17 +25,19 @@ func Example() {
 	go send(ln.Addr().String(), strings.Repeat("x", 100000)) // some load
 
 	var total int
-	for c, err := range e.Chunks(context.Background()) { // releases each chunk
+	for c, err := range e.Chunks(ctx) { // releases each chunk; Ctrl-C drains
 		if err != nil {
 			panic(err)
 		}
 		total += len(c.Data)
 		if c.Flags&srcs.EndOfStream != 0 {
-			break // the sender hung up
+			stop() // the sender hung up: stop, as Ctrl-C would
 		}
 	}
 	fmt.Println(total, "bytes")
-	e.Shutdown(context.Background())
+	if err := e.Shutdown(context.Background()); err != nil {
+		panic(err)
+	}
 	// Output: 100000 bytes
 }
 

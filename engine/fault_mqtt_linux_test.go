@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluice-io/sluice/engine"
 	"github.com/sluice-io/sluice/srcs"
+	"github.com/sluice-io/sluice/srcs/mqtt"
 )
 
 // garbageBroker is a fake MQTT broker: it answers CONNECT with a CONNACK
@@ -160,7 +161,7 @@ func TestFaultMQTTGarbage(t *testing.T) {
 		}
 		done := make(chan struct{})
 		go func() { defer close(done); pullAll(e, func(engine.Chunk) {}) }()
-		src, err := srcs.NewMQTT(srcs.MQTTConfig{Broker: b.ln.Addr().String(), Topics: []string{"t/#"}, CleanSession: true,
+		src, err := mqtt.NewMQTT(mqtt.MQTTConfig{Broker: b.ln.Addr().String(), Topics: []string{"t/#"}, CleanSession: true,
 			Backoff: srcs.Backoff{Initial: 10 * time.Millisecond, Max: 40 * time.Millisecond}})
 		if err != nil {
 			t.Fatal(err)

@@ -201,7 +201,7 @@ func testLoopAcceptShutdown(t *testing.T, runner string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		go drain(e)
+		goDrain(t, e, 1)
 		ln, err := srcs.ListenTCP("127.0.0.1:0", srcs.ListenerConfig{})
 		if err != nil {
 			t.Fatal(err)

@@ -19,15 +19,24 @@ func (endless) Open(context.Context) error { return nil }
 func (endless) Read(p []byte) (int, error) { time.Sleep(time.Millisecond); return len(p), nil }
 func (endless) Close() error               { return nil }
 
-// drain pulls and releases chunks until the engine closes.
+// drain pulls and releases chunks until the engine closes, in a loop
+// over Chunks, which Shutdown waits for.
 func drain(e *engine.Engine) {
-	for {
-		c, err := e.Next(context.Background())
-		if err != nil {
-			return
-		}
-		c.Release()
+	for range e.Chunks(context.Background()) {
 	}
+}
+
+// goDrain drains e on n goroutines, and returns once their loops are in
+// progress, so that a Shutdown after it waits for them.
+func goDrain(t *testing.T, e *engine.Engine, n int) *sync.WaitGroup {
+	t.Helper()
+	var wg sync.WaitGroup
+	before := e.ChunksLoops()
+	for range n {
+		wg.Go(func() { drain(e) })
+	}
+	waitUntil(t, "the loops over Chunks", func() bool { return e.ChunksLoops() >= before+n })
+	return &wg
 }
 
 func waitUntil(t *testing.T, what string, cond func() bool) {
@@ -63,7 +72,7 @@ func TestPauseResumesAtALowMarkOfZero(t *testing.T) {
 		}
 		c.Release()
 	}
-	go drain(e)
+	goDrain(t, e, 1)
 	if err := e.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -75,10 +84,7 @@ func TestEveryNextReturnsAfterShutdown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Go(func() { drain(e) })
-	}
+	wg := goDrain(t, e, 4)
 	if err := e.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +178,7 @@ func TestSideRunnerStartsPaused(t *testing.T) {
 			t.Fatalf("the side runner read %d chunks while the engine was paused", s.Chunks)
 		}
 	}
-	go drain(e)
+	goDrain(t, e, 1)
 	cc.Close()
 	if err := e.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
@@ -235,7 +241,7 @@ func TestIdleClientsHoldNoBuffers(t *testing.T) {
 		t.Fatalf("got %q, %v", c.Data, err)
 	}
 	c.Release()
-	go drain(e)
+	goDrain(t, e, 1)
 	for _, p := range peers {
 		p.Close()
 	}

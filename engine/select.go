@@ -2,7 +2,6 @@ package engine
 
 import (
 	"fmt"
-	"log/slog"
 	"os"
 
 	"github.com/sluice-io/sluice/fallback"
@@ -59,7 +58,7 @@ func (e *RunnerError) Unwrap() error { return e.Err }
 // chooseRunner builds the requested runner, or walks the auto ladder,
 // logging why each step down was taken. SLUICE_RUNNER overrides the
 // request. An explicit runner that cannot work is an error.
-func chooseRunner(want string, rc contract.RunnerConfig, factories map[string]factory, log *slog.Logger) (contract.Runner, error) {
+func chooseRunner(want string, rc contract.RunnerConfig, factories map[string]factory, log contract.Logger) (contract.Runner, error) {
 	if env := os.Getenv(EnvRunner); env != "" {
 		switch env {
 		case RunnerAuto, RunnerURing, RunnerEpoll, RunnerGoroutine, RunnerThread:

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -33,9 +34,9 @@ func (s *finiteSource) Close() error {
 }
 
 // TestShutdownLeavesQueuedChunksToNext: in pull mode, Shutdown with data
-// chunks queued and nobody reading returns at once, drops nothing, and
-// leaves them to Next (or Chunks) in order, up to the end of stream; the
-// pool is unmapped at the release of the last chunk.
+// chunks queued and nobody reading returns at once, says so (ErrUnread),
+// drops nothing, and leaves them to Next (or Chunks) in order, up to the
+// end of stream; the pool is unmapped at the release of the last chunk.
 func TestShutdownLeavesQueuedChunksToNext(t *testing.T) {
 	const bufSize = 4096
 	data := make([]byte, 40*bufSize+100)
@@ -96,8 +97,8 @@ func TestShutdownLeavesQueuedChunksToNext(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			if err := e.Shutdown(ctx); err != nil {
-				t.Fatalf("shutdown with chunks queued and no reader: %v", err)
+			if err := e.Shutdown(ctx); !errors.Is(err, engine.ErrUnread) || !strings.Contains(err.Error(), "queued and not taken") {
+				t.Fatalf("shutdown with chunks queued and no reader: %v; want ErrUnread, saying they are queued", err)
 			}
 			if tc.ranged {
 				for c, err := range e.Chunks(context.Background()) {
@@ -196,8 +197,10 @@ func TestChunksEndsWithShutdown(t *testing.T) {
 				if st := e.Pool().Stats(); st.InUse > 5-tc.breakAt {
 					t.Fatalf("%d buffers in use after a break at chunk %d of 5", st.InUse, tc.breakAt)
 				}
-				if err := e.Shutdown(context.Background()); err != nil {
-					t.Fatal(err)
+				// The chunks after the break are left queued, and
+				// Shutdown says so.
+				if err := e.Shutdown(context.Background()); !errors.Is(err, engine.ErrUnread) {
+					t.Fatalf("shutdown after a break with chunks queued: %v; want ErrUnread", err)
 				}
 				return
 			}

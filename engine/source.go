@@ -65,6 +65,11 @@ type sourceCold struct {
 	lastErr  atomic.Pointer[error]
 
 	backoff srcs.Backoff // a Reconnector's, set before the source starts
+	// outage is when the first of the failures in a row happened, for a
+	// Reconnector's reports (see reportFailure), and unreachable says an
+	// open failed among them; guarded by the source's mu.
+	outage      time.Time
+	unreachable bool
 
 	// sessionEnds is WithSessionEnds, set before the source starts;
 	// sessions counts the session-end chunks it delivered, which take
@@ -257,8 +262,15 @@ func (s *source) step(ev event, err error) (short error) {
 			again = r.Again()
 		}
 	}
+	failed := s.lc.failures // failures in a row before this event
 	acts, attempt := s.lc.step(ev, err, again)
 	s.state.Store(uint32(s.lc.state))
+	if ev == evOpened && failed > 0 && acts&actAdd != 0 {
+		s.recovered(int(failed))
+	}
+	if ev == evOpenFailed && s.lc.reconnect {
+		s.coldPart().unreachable = true
+	}
 	var drops uint64
 	if acts&actEOS != 0 {
 		// The kernel counts drops on the socket: read them before it closes.
@@ -281,7 +293,7 @@ func (s *source) step(ev event, err error) (short error) {
 		if ev == evOpenFailed {
 			op = "open"
 		}
-		s.report(op, err)
+		s.reportFailure(op, err, acts)
 	}
 	switch {
 	case acts&actAdd != 0:
@@ -302,7 +314,11 @@ func (s *source) step(ev event, err error) (short error) {
 	case acts&actOpenAfter != 0:
 		// The lifecycle counts failures from 1; Delay counts retries from 0.
 		d := s.coldPart().backoff.Delay(max(attempt-1, 0), rand.Float64)
-		s.e.log.Info("source backing off", "source", s.id(), "name", s.name, "attempt", attempt, "delay", d)
+		level := contract.LevelDebug
+		if reported(attempt) {
+			level = contract.LevelInfo
+		}
+		contract.Log(s.e.log, level, "source backing off", "source", s.id(), "name", s.name, "attempt", attempt, "delay", d)
 		s.e.spawn(func() {
 			ctx, done := s.beginOp()
 			t := time.NewTimer(d)
@@ -326,6 +342,15 @@ func (s *source) step(ev event, err error) (short error) {
 			seq := s.seq.Add(1) - 1
 			c.sessions.Add(1)
 			final := s.stats()
+			// The session's end, not the source's state: Closed when the
+			// peer ended it cleanly, Failed with the error that ended it.
+			final.State, final.LastErr = Closed, nil
+			if !errors.Is(err, io.EOF) {
+				final.State = Failed
+				if e := c.lastErr.Load(); e != nil {
+					final.LastErr = *e
+				}
+			}
 			s.e.deliver(s, item{chunk: Chunk{src: s, Source: s.id(), Name: s.name, Seq: seq, SessionEnd: true, Emitted: time.Now(), Final: &final}})
 		}
 	}
@@ -333,6 +358,11 @@ func (s *source) step(ev event, err error) (short error) {
 		s.lane.Account.Leave()
 		final := s.stats()
 		final.KernelDrops = max(final.KernelDrops, drops)
+		if final.State == Closed {
+			// A clean end: an error the source recovered from, or one
+			// that did not end it (a skipped record), is not its end's.
+			final.LastErr = nil
+		}
 		s.e.deliver(s, item{chunk: Chunk{src: s, Source: s.id(), Name: s.name, Seq: s.seq.Load(), Flags: srcs.EndOfStream, Emitted: time.Now(), Final: &final}})
 		s.e.sourceDone(s)
 	}
@@ -505,15 +535,90 @@ func (s *source) idleEnd(w *idleWatch) {
 	s.stop()
 }
 
-// report queues an error behind the source's data, so the error handler
-// sees it only after every chunk read before it.
-func (s *source) report(op string, err error) {
+// reported says whether the attempt-th failure in a row of a source
+// that reconnects reaches the error handler: the first, then the second,
+// fourth, eighth and so on, so that an outage is reported at a rate that
+// falls as it lasts (ten reports over 821 attempts), not once per retry.
+func reported(attempt int) bool { return attempt > 0 && attempt&(attempt-1) == 0 }
+
+// reportFailure reports a failed open or session, which acts says the
+// source backs off from (actOpenAfter) or ends on. Every failure is
+// counted and becomes the source's LastErr; of the failures in a row of
+// a source that backs off, those reported (see reported) reach the error
+// handler, each after the first saying how many attempts have failed
+// since when. The failure that ends a source always reaches it. Under
+// the source's mu.
+func (s *source) reportFailure(op string, err error, acts actions) {
+	n := int(s.lc.failures)
+	if !s.lc.reconnect || n == 0 {
+		s.report(op, err)
+		return
+	}
+	c := s.coldPart()
+	if n == 1 {
+		c.outage = time.Now()
+	}
+	switch {
+	case n > 1 && acts&actEOS != 0:
+		err = fmt.Errorf("gave up after %s over %v: %w", attempts(n, "attempt"), time.Since(c.outage).Round(time.Millisecond), err)
+	case n > 1 && reported(n):
+		err = fmt.Errorf("still failing after %s over %v: %w", attempts(n, "attempt"), time.Since(c.outage).Round(time.Millisecond), err)
+	case n > 1 && acts&actEOS == 0:
+		s.count(op, err)
+		return
+	}
+	s.report(op, err)
+}
+
+// attempts says "1 attempt" or "n attempts", of what.
+func attempts(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// recovered clears the LastErr of a source that reconnects and has
+// opened again after failed failures in a row, and tells the error
+// handler (ErrReconnected) if one of them was an open that failed: the
+// source was unreachable, and nothing else would say it is back. A session
+// that failed and opened again at once shows that in its next chunks.
+// Under the source's mu.
+func (s *source) recovered(failed int) {
+	c := s.coldPart()
+	c.lastErr.Store(nil)
+	if !c.unreachable {
+		return
+	}
+	c.unreachable = false
+	d := time.Since(c.outage).Round(time.Millisecond)
+	s.e.log.Info("source connected again", "source", s.id(), "name", s.name, "failed_attempts", failed, "over", d)
+	s.notify("open", fmt.Errorf("%w after %s over %v", ErrReconnected, attempts(failed, "failed attempt"), d))
+}
+
+// notify queues for the error handler, behind the source's data, what is
+// no error of the source's: it is not counted, and is not its LastErr.
+func (s *source) notify(op string, err error) {
+	serr := &srcs.SourceError{ID: s.id(), Name: s.name, Op: op, Err: err}
+	s.e.deliver(s, item{chunk: Chunk{Source: s.id(), Name: s.name}, err: serr})
+}
+
+// count counts an error of the source, and makes it its LastErr, without
+// handing it to the error handler.
+func (s *source) count(op string, err error) *srcs.SourceError {
 	c := s.coldPart()
 	c.errs.Add(1)
 	s.e.totals.failed(op, err)
 	serr := &srcs.SourceError{ID: s.id(), Name: s.name, Op: op, Err: err}
 	var e error = serr
 	c.lastErr.Store(&e)
+	return serr
+}
+
+// report queues an error behind the source's data, so the error handler
+// sees it only after every chunk read before it.
+func (s *source) report(op string, err error) {
+	serr := s.count(op, err)
 	s.e.deliver(s, item{chunk: Chunk{Source: s.id(), Name: s.name}, err: serr})
 }
 
@@ -528,8 +633,13 @@ type SourceStats struct {
 	Bytes    uint64
 	Chunks   uint64
 	Partials uint64
-	Errors   uint64
-	LastErr  error
+	// Errors counts the source's errors, every one, reported or not.
+	// LastErr is the error of its last failure while it has not
+	// recovered from it: kept while it backs off, and once it failed,
+	// cleared when it opens again; a Closed source's end-of-stream chunk
+	// has none.
+	Errors  uint64
+	LastErr error
 	// DatagramsTooLarge counts datagrams dropped for not fitting a buffer;
 	// KernelDrops counts those the kernel dropped before sluice could read
 	// them, for sources that can tell (srcs.DropCounter).
@@ -544,9 +654,12 @@ type SourceStats struct {
 	PoolWaits uint64
 	Held      int
 	// RateHolds counts the times its rate limit held the source
-	// (WithRateLimit), and RateHeld is the time it spent so held.
-	RateHolds uint64
-	RateHeld  time.Duration
+	// (WithRateLimit), and RateHeld is the time it spent so held, the
+	// hold in progress included; RateLimited says a hold is in progress.
+	// A hold is not a pool wait: it counts in none of PoolWaits.
+	RateHolds   uint64
+	RateHeld    time.Duration
+	RateLimited bool
 }
 
 func (s *source) stats() SourceStats {
@@ -554,7 +667,7 @@ func (s *source) stats() SourceStats {
 	st := SourceStats{
 		ID: s.id(), Name: s.name, Runner: s.runner().Name(), State: State(s.state.Load()),
 		Bytes: s.bytes.Load(), Chunks: s.seq.Load(),
-		PoolWaits: ps.Waits, Held: ps.Held, RateHolds: ps.RateHolds, RateHeld: ps.RateHeld,
+		PoolWaits: ps.Waits, Held: ps.Held, RateHolds: ps.RateHolds, RateHeld: ps.RateHeld, RateLimited: ps.RateLimited,
 	}
 	if c := s.cold.Load(); c != nil {
 		st.Chunks -= c.sessions.Load()

@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-io/sluice/internal/srcstest"
 	"github.com/sluice-io/sluice/internal/testca"
 	"github.com/sluice-io/sluice/srcs"
+	"github.com/sluice-io/sluice/srcs/mqtt"
 )
 
 // TestTLSIdleHoldsNoBuffer opens many TLS sessions that send a line and
@@ -152,7 +153,7 @@ func TestTLSMQTTIdleHoldsNoBuffer(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			src, err := srcs.NewMQTT(srcs.MQTTConfig{Broker: broker, ClientID: "sluice-tls-" + runner,
+			src, err := mqtt.NewMQTT(mqtt.MQTTConfig{Broker: broker, ClientID: "sluice-tls-" + runner,
 				Topics: []string{"sensors/#"}, QoS: 1, CleanSession: true, TLS: &srcs.TLSConfig{CAFile: ca.CAFile}})
 			if err != nil {
 				t.Fatal(err)

@@ -4,7 +4,6 @@ package fallback
 
 import (
 	"fmt"
-	"log/slog"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -68,7 +67,7 @@ const (
 // Add until just before it calls Finish and never closes it. It needs Linux
 // 2.6.27 or later (epoll_create1, eventfd2, EPOLLRDHUP).
 type Epoll struct {
-	log     *slog.Logger
+	log     contract.Logger
 	workers []*epWorker
 	wg      sync.WaitGroup
 	front   front.Front[*epWorker] // the lanes being driven; add, remove, close
@@ -88,7 +87,7 @@ func NewEpoll(cfg contract.RunnerConfig) (*Epoll, error) {
 	n := max(cfg.Workers, 1)
 	log := cfg.Logger
 	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+		log = contract.Discard{}
 	}
 	e := &Epoll{log: log}
 	for range n {

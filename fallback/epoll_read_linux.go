@@ -85,9 +85,16 @@ func (w *epWorker) event(ev *unix.EpollEvent) {
 		ln.full = true
 	}
 	ln.readable = true
-	if !ln.waiting {
-		w.enqueue(ln)
+	if ln.waiting {
+		return
 	}
+	if ln.sock && ln.last > 0 && ln.last <= front.LightRead && !ln.queued {
+		// Its last read brought little: served first (front.LightRead).
+		ln.queued = true
+		w.light = append(w.light, ln.tok)
+		return
+	}
+	w.enqueue(ln)
 }
 
 func (w *epWorker) enqueue(ln *epLane) {
@@ -97,13 +104,20 @@ func (w *epWorker) enqueue(ln *epLane) {
 	}
 }
 
-// serve gives each lane that was draining its socket, then each lane that
-// was ready at the start of the turn, one read budget, in order, until the
-// turn's reads may bring front.TurnBytes: the rest keep their places for
-// the next turn. A lane whose socket still holds data after its budget is
-// served first next turn (requeue).
+// serve gives each lane whose socket became readable after a last read
+// that brought little (front.LightRead), then each lane that was draining
+// its socket, then each lane that was ready at the start of the turn, one
+// read budget, in order, until the turn's reads may bring
+// front.TurnBytes: the rest keep their places for the next turn. A lane
+// whose socket still holds data after its budget is served first next
+// turn (requeue).
 func (w *epWorker) serve() {
 	w.pace.Turn()
+	light := w.light
+	w.light = w.lightSpare[:0]
+	w.serveSome(light, &w.light)
+	w.lightSpare = light[:0]
+
 	draining := w.draining
 	w.draining = w.drainSpare[:0]
 	w.serveSome(draining, &w.draining)

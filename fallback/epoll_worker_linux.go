@@ -87,6 +87,11 @@ type epWorker struct {
 	// drainSpare is the spare list a turn swaps in.
 	draining   []uint64
 	drainSpare []uint64
+	// light are the tokens of lanes whose sockets became readable after a
+	// last read that brought little, served first (front.LightRead);
+	// lightSpare is the spare list a turn swaps in.
+	light      []uint64
+	lightSpare []uint64
 	batch      []uint64            // the ready queue being served this turn
 	flushes    flush.Heap[*epLane] // lanes holding partial data, by flush deadline
 	events     []unix.EpollEvent
@@ -238,7 +243,7 @@ func (w *epWorker) loop() error {
 // timeout is the epoll_wait timeout in milliseconds: zero while lanes are
 // ready to serve, else until the nearest flush deadline, else forever.
 func (w *epWorker) timeout(now time.Time) int {
-	if len(w.ready)+len(w.draining) > 0 && !w.e.front.Paused.Load() {
+	if len(w.ready)+len(w.draining)+len(w.light) > 0 && !w.e.front.Paused.Load() {
 		return 0
 	}
 	if w.flushes.Len() == 0 {

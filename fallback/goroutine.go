@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"os"
 	"sync"
@@ -53,14 +52,15 @@ import (
 // A Goroutine is safe for concurrent use. It borrows each lane from Add until
 // it calls Finish and never closes a source.
 type Goroutine struct {
-	log *slog.Logger
+	log contract.Logger
 
 	laneSet[*goLane]               // mu, closed, lanes, wg
 	resume           chan struct{} // closed when a pause ends; nil while running
 	retired          uint64        // reads of lanes that have finished
 	waited           uint64        // readability waits of lanes that have finished
 
-	paused atomic.Bool // mirrors resume != nil, for the read path
+	paused atomic.Bool  // mirrors resume != nil, for the read path
+	eager  atomic.Int32 // lanes reading without a readability wait (takeEager)
 }
 
 // NewGoroutine returns a goroutine-per-lane runner. It uses only cfg.Logger;
@@ -68,7 +68,7 @@ type Goroutine struct {
 func NewGoroutine(cfg contract.RunnerConfig) (*Goroutine, error) {
 	log := cfg.Logger
 	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+		log = contract.Discard{}
 	}
 	return &Goroutine{log: log, laneSet: laneSet[*goLane]{lanes: map[*contract.Lane]*goLane{}}}, nil
 }
@@ -88,18 +88,17 @@ type goLane struct {
 	dl     srcs.Deadliner          // nil if the source has no deadline
 	rc     syscall.RawConn         // nil unless the source exposes one and a deadline
 	peek   func(fd uintptr) bool
-	one    [1]byte     // MSG_PEEK target
-	peeked error       // a socket error the peek consumed
-	dlCur  time.Time   // the read deadline last set
-	dlSet  bool        // whether dlCur is known to be in force
+	one    [1]byte   // MSG_PEEK target
+	peeked error     // a socket error the peek consumed
+	dlCur  time.Time // the read deadline last set
+	dlSet  bool      // whether dlCur is known to be in force
 	// more says the lane's last read filled the room it was given, so
-	// the source likely has more: the next buffer is taken without a
-	// readability wait first (a wait and a read where one read does), and
-	// goes back if nothing comes within the lane's flush timeout of
-	// heldAt. A lane without a flush timeout, or whose reads take no
-	// deadline, always waits first, so that an idle source never holds an
-	// empty buffer.
+	// the source likely has more: the next buffer may be taken without a
+	// readability wait first (a wait and a read where one read does;
+	// takeEager), and goes back if nothing comes within the lane's flush
+	// timeout of heldAt.
 	more   bool
+	eager  bool // holds a place among the lanes reading eagerly (takeEager)
 	heldAt time.Time
 	timer  *time.Timer // flush timer while paused, made on first need
 	reads  atomic.Uint64
@@ -229,8 +228,39 @@ func (g *Goroutine) run(gl *goLane) {
 	gl.f.Finish(err)
 }
 
+// maxEager bounds the lanes of a goroutine runner that hold an empty buffer
+// in a read they made without a readability wait (goLane.more): a thousand
+// busy connections that each held one emptied the pool.
+const maxEager = 64
+
+// takeEager reports whether gl may take its next buffer without waiting for
+// readability first: its last read filled its buffer, a flush timeout will
+// hand the buffer back if nothing comes, and fewer than maxEager lanes do
+// so now. endEager ends it once the read returns.
+func (g *Goroutine) takeEager(gl *goLane) bool {
+	if !gl.more || gl.f.Lane().Flush <= 0 || gl.dl == nil {
+		return false
+	}
+	if g.eager.Add(1) > maxEager {
+		g.eager.Add(-1)
+		return false
+	}
+	gl.eager = true
+	return true
+}
+
+// endEager gives back gl's place among the lanes reading eagerly, if it
+// holds one.
+func (g *Goroutine) endEager(gl *goLane) {
+	if gl.eager {
+		gl.eager = false
+		g.eager.Add(-1)
+	}
+}
+
 // drive reads the lane until it ends and returns the error to finish with.
 func (g *Goroutine) drive(gl *goLane) error {
+	defer g.endEager(gl)
 	f, l := &gl.f, gl.f.Lane()
 	for {
 		if gl.stop.Load() {
@@ -243,7 +273,7 @@ func (g *Goroutine) drive(gl *goLane) error {
 			continue
 		}
 		if f.NeedsBuffer() {
-			if !f.Held() && gl.rc != nil && (!gl.more || l.Flush <= 0 || gl.dl == nil) {
+			if !f.Held() && gl.rc != nil && !g.takeEager(gl) {
 				if err := gl.awaitReadable(); err != nil {
 					return gl.readErr(err)
 				}
@@ -273,6 +303,7 @@ func (g *Goroutine) drive(gl *goLane) error {
 			n, err = l.Src.Read(space)
 			gl.more = n == len(space)
 		}
+		g.endEager(gl)
 		gl.reads.Add(1)
 		now := time.Now()
 		switch {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"os"
 	"runtime"
@@ -57,7 +56,7 @@ var ErrThreadLimit = errors.New("fallback: thread: lane thread limit reached")
 // A Thread is safe for concurrent use. It uses each lane's descriptor from
 // Add until it calls Finish and never closes it.
 type Thread struct {
-	log        *slog.Logger
+	log        contract.Logger
 	maxThreads int
 
 	laneSet[*threadLane] // mu, closed, lanes, wg
@@ -80,7 +79,7 @@ func NewThread(cfg contract.RunnerConfig) (*Thread, error) {
 	}
 	log := cfg.Logger
 	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+		log = contract.Discard{}
 	}
 	log.Debug("fallback: thread runner", "max_threads", limit)
 	return &Thread{log: log, maxThreads: limit, laneSet: laneSet[*threadLane]{lanes: map[*contract.Lane]*threadLane{}}}, nil

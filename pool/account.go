@@ -124,22 +124,29 @@ func (a *Account) Wait(notify func()) (*Buf, bool, error) {
 
 // queueLocked makes a, which may have no buffer now, a waiter that notify
 // is to tell of its grant: held by its rate limit while it owes, and
-// otherwise queued.
+// otherwise queued for a buffer, which alone counts as a wait.
 func (a *Account) queueLocked(notify func()) {
 	p := a.p
 	if a.w == nil {
 		a.w = new(accountWait)
 	}
 	now := time.Since(p.epoch)
-	a.w.since = now
-	a.w.waits++
-	p.st.waits++
 	a.w.notify = notify
 	owed := a.owedLocked(now)
-	p.policy.wait(a, owed > 0)
-	if owed > 0 {
+	if p.policy.wait(a, owed > 0) {
+		a.startWaitLocked(now)
+	} else if owed > 0 {
+		// Held by its rate limit: a hold, not a wait for a buffer.
 		p.holdLocked(a, owed, now)
 	}
+}
+
+// startWaitLocked counts a wait for a buffer, which the policy says began
+// at now: Stats.Waits counts it, and its grant times it.
+func (a *Account) startWaitLocked(now time.Duration) {
+	a.w.since = now
+	a.w.waits++
+	a.p.st.waits++
 }
 
 // owesLocked reports whether a owes its rate limit bytes now. It reads
@@ -193,7 +200,7 @@ func (a *Account) Cancel() {
 // on to, if any.
 func (a *Account) cancelLocked() func() {
 	p := a.p
-	var reserved int32
+	var home *Buf // the buffer reserved for a, which goes home
 	switch a.state {
 	case idle:
 		return nil
@@ -202,15 +209,21 @@ func (a *Account) cancelLocked() func() {
 			p.endHoldLocked(a, time.Since(p.epoch))
 		}
 	case granted:
-		b := a.w.granted
-		b.owner = nil
-		b.held.Store(false)
+		home = a.w.granted
+		home.owner = nil
+		home.held.Store(false)
 		a.acquired--
 		p.st.acquired--
-		reserved = b.idx
 	}
 	a.w.granted, a.w.notify = nil, nil
+	var reserved int32
+	if home != nil {
+		reserved = home.idx
+	}
 	notify := p.grantLocked(p.policy.cancel(a, reserved))
+	if home != nil && home.owner == nil { // not handed on at once
+		p.freedLocked(home)
+	}
 	p.homeLocked()
 	return notify
 }

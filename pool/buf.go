@@ -19,6 +19,11 @@ type Buf struct {
 	// under p.mu, while the buffer is free, so its holder may read it
 	// without the lock.
 	lease uint64
+	// resident says the buffer may hold pages (it was lent out since they
+	// last went back), and freed is the returner's tick when it last came
+	// home (return.go). Guarded by p.mu.
+	resident bool
+	freed    uint64
 }
 
 // Bytes returns the whole buffer. It panics if the buffer is not held: a

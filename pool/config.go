@@ -3,6 +3,7 @@ package pool
 import (
 	"fmt"
 	"math/bits"
+	"time"
 )
 
 // Limits on a pool's shape.
@@ -52,9 +53,18 @@ type Config struct {
 	// a page in, at the price of holding the whole slab resident from
 	// New on. Without it, a page becomes resident when it is first
 	// written, and an idle pool costs next to nothing; a page once
-	// touched stays resident until Close. Only Linux maps the slab; other
-	// systems ignore it.
+	// touched stays resident until its buffer has stayed free for
+	// ReturnAfter. Only Linux maps the slab; other systems ignore it.
 	Prefault bool `yaml:"prefault"`
+	// ReturnAfter gives the pages of a buffer that has stayed free this
+	// long back to the kernel (madvise MADV_DONTNEED), so that a pool
+	// that took traffic in a burst shrinks back to what its traffic keeps
+	// using, as Go's heap does; a buffer lent out again is faulted in
+	// afresh, zeroed. Buffers go back between ReturnAfter and twice it
+	// after their release, the least recently used first. Zero means
+	// DefaultReturnAfter; negative keeps every page, as does Prefault.
+	// Only Linux returns pages.
+	ReturnAfter time.Duration `yaml:"return_after"`
 }
 
 // Validate checks c and returns it with defaults filled in. New calls it;
@@ -82,6 +92,9 @@ func (c Config) Validate() (Config, error) {
 	}
 	if c.MaxPerSource == 0 {
 		c.MaxPerSource = max(1, c.Buffers/4)
+	}
+	if c.ReturnAfter == 0 {
+		c.ReturnAfter = DefaultReturnAfter
 	}
 	return c, nil
 }

@@ -12,7 +12,10 @@
 // the pool is dry waits in a second queue that is served only when nobody
 // with empty hands is waiting. A source its rate limit holds
 // ([Account.SetRate]) gets no buffer and waits in neither queue until it has
-// paid for what it read; then it queues like any other.
+// paid for what it read; then it takes a free buffer at once, or queues like
+// any other when none is free. A hold is counted as a hold
+// ([Stats].RateHeld, RateHolds), not as a wait for a buffer ([Stats].Waiters,
+// Waits), which count contention only.
 //
 // # Acquiring
 //
@@ -35,9 +38,12 @@
 //
 // The slab is mapped off the Go heap and its pages become resident as
 // buffers are first written, so an idle pool costs next to nothing;
-// [Config].Prefault maps it populated instead. The runners read into the
-// buffers without registering the slab as io_uring fixed buffers, which
-// would pin, and so fault in, every page at once.
+// [Config].Prefault maps it populated instead. The pages of a buffer that
+// stays free for [Config].ReturnAfter (a minute by default) go back to the
+// kernel, so a pool that took a burst shrinks back to what its traffic
+// keeps using. The runners read into the buffers without registering the
+// slab as io_uring fixed buffers, which would pin, and so fault in, every
+// page at once.
 // [Pool.CloseWhenIdle] unmaps the slab when the last held buffer comes
 // home, for owners that stop before their consumers are done.
 //

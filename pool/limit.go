@@ -101,8 +101,8 @@ func (p *Pool) holdLocked(a *Account, d time.Duration, now time.Duration) {
 	}
 }
 
-// unhold ends an account's hold when its debt is paid: it joins the wait
-// queues like any waiter, and gets a buffer at once if one is free.
+// unhold ends an account's hold when its debt is paid: it gets a buffer at
+// once if one is free, and otherwise queues for one like any waiter.
 func (p *Pool) unhold(a *Account) {
 	p.mu.Lock()
 	if a.state != waiting || a.in != inRate || p.closed {
@@ -117,8 +117,17 @@ func (p *Pool) unhold(a *Account) {
 		return
 	}
 	p.endHoldLocked(a, now)
-	a.w.since = now // its wait for a buffer starts now: the hold is not pool contention
-	notify := p.grantLocked(p.policy.unhold(a))
+	var notify func()
+	switch idx, lent, queued := p.policy.unhold(a); {
+	case lent:
+		// A buffer was free: a takes it with no wait for one, as
+		// TryAcquire would have, had it owed nothing.
+		a.w.granted = p.lendLocked(a, idx)
+		notify = a.w.notify
+	case queued:
+		// Its wait for a buffer starts now: the hold was no contention.
+		a.startWaitLocked(now)
+	}
 	p.mu.Unlock()
 	if notify != nil {
 		notify()

@@ -45,8 +45,11 @@ func TestRateLimitHolds(t *testing.T) {
 	if _, ok, err := lim.Wait(func() { granted <- struct{}{} }); ok || err != nil {
 		t.Fatalf("Wait of an account that owes: ok %v, err %v", ok, err)
 	}
-	if st := p.Stats(); st.RateHeld != 1 || st.Waiters != 1 {
-		t.Fatalf("pool stats while held: %+v", st)
+	if st := p.Stats(); st.RateHeld != 1 || st.Waiters != 0 || st.Waits != 0 {
+		t.Fatalf("pool stats while held (a hold is no wait for a buffer): %+v", st)
+	}
+	if st := lim.Stats(); !st.RateLimited || !st.Waiting {
+		t.Fatalf("account stats while held: %+v", st)
 	}
 	select {
 	case <-granted:
@@ -68,8 +71,80 @@ func TestRateLimitHolds(t *testing.T) {
 	if fs := free.Stats(); fs.RateHolds != 0 || fs.RateHeld != 0 {
 		t.Errorf("the account without a limit shows holds: %+v", fs)
 	}
-	if st := p.Stats(); st.RateHeld != 0 || st.Waiters != 0 || st.RateHolds != 1 || st.RateHeldTime < 50*time.Millisecond {
+	if st := p.Stats(); st.RateHeld != 0 || st.Waiters != 0 || st.Waits != 0 || st.RateHolds != 1 || st.RateHeldTime < 50*time.Millisecond {
 		t.Errorf("pool stats after the hold: %+v", st)
+	}
+	if st := lim.Stats(); st.Waits != 0 || st.RateLimited {
+		t.Errorf("account stats after the hold: %+v", st)
+	}
+}
+
+// TestRateLimitHoldIsNoPoolWait: a hold counts as a hold, never as a
+// wait for a buffer; only when its hold ends with no buffer free does an
+// account queue for one, and that wait counts.
+func TestRateLimitHoldIsNoPoolWait(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		exhausted bool // every buffer held by another account when the hold ends
+		waits     uint64
+	}{
+		{"a buffer free at the end of the hold", false, 0},
+		{"no buffer free at the end of the hold", true, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPool(t, Config{BufSize: 64 << 10, Buffers: 2, MaxPerSource: 2})
+			lim, other := p.Join(1), p.Join(2)
+			lim.SetRate(1<<20, 0)
+			lim.Charge(128 << 10) // owes a buffer's worth: 62.5 ms
+			var held []*Buf
+			if tc.exhausted {
+				for range 2 {
+					b, ok := other.TryAcquire()
+					if !ok {
+						t.Fatal("no buffer for the other account")
+					}
+					held = append(held, b)
+				}
+			}
+			granted := make(chan struct{}, 1)
+			if _, ok, err := lim.Wait(func() { granted <- struct{}{} }); ok || err != nil {
+				t.Fatalf("Wait: ok %v, err %v", ok, err)
+			}
+			if tc.exhausted {
+				// The hold ends, and the account queues for a buffer.
+				deadline := time.Now().Add(5 * time.Second)
+				for p.Stats().Waiters == 0 {
+					if time.Now().After(deadline) {
+						t.Fatalf("the hold never ended: %+v", p.Stats())
+					}
+					time.Sleep(time.Millisecond)
+				}
+				if st := p.Stats(); st.RateHeld != 0 || st.Waits != 1 {
+					t.Fatalf("queued after the hold: %+v", st)
+				}
+				held[0].Release()
+			}
+			select {
+			case <-granted:
+			case <-time.After(5 * time.Second):
+				t.Fatal("no grant")
+			}
+			b, ok := lim.Claim()
+			if !ok {
+				t.Fatal("nothing to claim")
+			}
+			b.Release()
+			for _, b := range held[min(1, len(held)):] {
+				b.Release()
+			}
+			st := p.Stats()
+			if st.Waits != tc.waits || st.RateHolds != 1 || st.Waiters != 0 || st.RateHeld != 0 {
+				t.Errorf("pool stats: waits %d (want %d), holds %d, waiters %d, held %d", st.Waits, tc.waits, st.RateHolds, st.Waiters, st.RateHeld)
+			}
+			if n := st.WaitHist.Count(); n != tc.waits {
+				t.Errorf("wait histogram holds %d waits, want %d", n, tc.waits)
+			}
+		})
 	}
 }
 

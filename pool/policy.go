@@ -11,7 +11,15 @@ package pool
 // a second FIFO (greedy) served only while no hungry one waits; a waiter
 // at the cap waits outside both (parked) until one of its own buffers
 // comes home; and an account its rate limit holds waits outside both
-// until the hold ends.
+// until the hold ends, then takes a free buffer at once if one is free and
+// it is under the cap, and otherwise queues like any waiter.
+//
+// A hold is no wait for a buffer: the policy says when a wait for one
+// begins (wait, unhold), so that the pool counts waits, and times them to
+// their grant, for contention alone, and it counts the accounts queued for
+// a buffer (waiters) apart from those their rate limit holds (rateHeld).
+// Every grant to a waiter (release, cancel) ends a wait that began so; a
+// grant that ends a hold (unhold) ends none.
 //
 // It keeps the free buffers' indices and each account's place, and every
 // transition of either happens here, so that one invariant holds after
@@ -65,8 +73,10 @@ const (
 	inRate // held by its rate limit, in no list
 )
 
-// waiters counts the accounts that wait, at the cap, held or queued.
-func (q *policy) waiters() int { return q.hungry.n + q.greedy.n + q.parked + q.rateHeld }
+// waiters counts the accounts that wait for a buffer, queued or at the
+// cap; those their rate limit holds wait for their limit, and are counted
+// in rateHeld instead.
+func (q *policy) waiters() int { return q.hungry.n + q.greedy.n + q.parked }
 
 // try lends a a free buffer now, if the policy allows: a does not wait
 // already, holds fewer than the cap and owes its rate limit nothing, and a
@@ -79,21 +89,23 @@ func (q *policy) try(a *Account, owes bool) (int32, bool) {
 	return q.take(a), true
 }
 
-// wait queues a, which try refused, as a waiter: held by its rate limit
-// while it owes, parked while it holds the cap, and otherwise at the tail
-// of the list its holdings put it in. An account that already waits, or
-// has a buffer reserved, stays as it is.
-func (q *policy) wait(a *Account, owes bool) {
+// wait makes a, which try refused, a waiter: held by its rate limit while
+// it owes, parked while it holds the cap, and otherwise at the tail of the
+// list its holdings put it in. It says whether a wait for a buffer began:
+// not for a hold, nor for an account that already waits or has a buffer
+// reserved, which stays as it is.
+func (q *policy) wait(a *Account, owes bool) (queued bool) {
 	if a.state != idle {
-		return
+		return false
 	}
 	a.state = waiting
 	if owes {
 		a.in = inRate
 		q.rateHeld++
-		return
+		return false
 	}
 	q.enqueue(a)
+	return true
 }
 
 // claim hands a the buffer reserved for it, if there is one: it is then
@@ -146,17 +158,24 @@ func (q *policy) cancel(a *Account, reserved int32) (*Account, int32) {
 	return q.dispatch()
 }
 
-// unhold ends the rate hold of a waiting account: it queues like any
-// waiter, and is granted a buffer at once if one is free. It returns the
-// account granted a buffer, and the buffer, or nil.
-func (q *policy) unhold(a *Account) (*Account, int32) {
+// unhold ends the rate hold of a waiting account. With a buffer free and
+// a under the cap, a is granted one at once, as try would have lent it
+// one had it owed nothing: free buffers mean that nobody eligible queues,
+// so a passes nobody, and no wait for a buffer began. Otherwise a queues
+// like any waiter (queued): with no buffer free, or at the cap, where no
+// dispatch could serve it. It returns the buffer reserved for a, if lent.
+func (q *policy) unhold(a *Account) (idx int32, lent, queued bool) {
 	if a.state != waiting || a.in != inRate {
-		return nil, 0
+		return 0, false, false
 	}
 	a.in = inNone
 	q.rateHeld--
+	if len(q.free) > 0 && a.held < q.cap {
+		a.state = granted
+		return q.take(a), true, false
+	}
 	q.enqueue(a)
-	return q.dispatch()
+	return 0, false, true
 }
 
 // requeue moves a waiting account whose holdings just dropped into the

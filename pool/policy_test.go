@@ -9,7 +9,9 @@ import (
 
 // policyRig drives a policy as the Pool does, with no lock, no clock and
 // no slab, and keeps the buffers each account holds: those it claimed,
-// and the one reserved for it until it claims it.
+// and the one reserved for it until it claims it. It counts the waits
+// for a buffer the policy says began, as the Pool does in Stats.Waits,
+// and keeps which accounts have one pending.
 type policyRig struct {
 	q        policy
 	buffers  int
@@ -17,11 +19,14 @@ type policyRig struct {
 	owes     []bool // what each account's rate limit says
 	bufs     map[*Account][]int32
 	reserved map[*Account]int32
+	pending  map[*Account]bool // a wait for a buffer began and has not ended
+	waits    int               // waits for a buffer begun
+	err      error             // what a step broke, for check
 }
 
 func newPolicyRig(buffers, perSource, accounts int) *policyRig {
 	r := &policyRig{q: newPolicy(buffers, perSource), buffers: buffers, owes: make([]bool, accounts),
-		bufs: map[*Account][]int32{}, reserved: map[*Account]int32{}}
+		bufs: map[*Account][]int32{}, reserved: map[*Account]int32{}, pending: map[*Account]bool{}}
 	for i := range accounts {
 		r.accts = append(r.accts, &Account{id: SourceID(i)})
 	}
@@ -43,8 +48,11 @@ const (
 var policyOps = []string{opTry, opWait, opRelease, opCancel, opClaim, opOwe, opPaid}
 
 // do carries out op for account i and says what the policy decided: for
-// try, "buf N" or "refused"; for wait, "buf N" or ""; for claim, "claimed" or "nothing"; for the
-// others, the account a buffer was granted to ("aN"), or "".
+// try, "buf N" or "refused"; for wait, "buf N", "queued" (a wait for a
+// buffer began), "held" (its rate limit holds it) or "" (it waits
+// already); for paid, "lent N" (a buffer at once, no wait), "queued" or
+// "" (it was not held); for claim, "claimed" or "nothing"; for the others,
+// the account a buffer was granted to ("aN"), or "".
 func (r *policyRig) do(op string, i int) string {
 	a := r.accts[i]
 	switch op {
@@ -59,7 +67,14 @@ func (r *policyRig) do(op string, i int) string {
 		if got := r.do(opTry, i); got != "refused" {
 			return got
 		}
-		r.q.wait(a, r.owes[i])
+		was := a.state
+		switch {
+		case r.q.wait(a, r.owes[i]):
+			r.beginWait(a)
+			return "queued"
+		case was == idle:
+			return "held"
+		}
 		return ""
 	case opRelease:
 		if len(r.bufs[a]) == 0 {
@@ -74,6 +89,7 @@ func (r *policyRig) do(op string, i int) string {
 			panic("rig: a reservation the policy does not know of")
 		}
 		delete(r.reserved, a)
+		delete(r.pending, a)
 		return r.granted(r.q.cancel(a, idx))
 	case opClaim:
 		if !r.q.claim(a) {
@@ -87,7 +103,19 @@ func (r *policyRig) do(op string, i int) string {
 		return ""
 	case opPaid:
 		r.owes[i] = false
-		return r.granted(r.q.unhold(a))
+		idx, lent, queued := r.q.unhold(a)
+		switch {
+		case lent:
+			if r.pending[a] {
+				r.err = fmt.Errorf("a%d was lent a buffer at the end of a hold with a wait pending", a.id)
+			}
+			r.reserved[a] = idx
+			return fmt.Sprintf("lent %d", idx)
+		case queued:
+			r.beginWait(a)
+			return "queued"
+		}
+		return ""
 	}
 	panic("rig: unknown op " + op)
 }
@@ -100,7 +128,20 @@ func (r *policyRig) granted(a *Account, idx int32) string {
 		panic(fmt.Sprintf("rig: a%d granted a second reservation", a.id))
 	}
 	r.reserved[a] = idx
+	if !r.pending[a] && r.err == nil {
+		r.err = fmt.Errorf("a%d was granted a buffer as a waiter, but no wait for one began", a.id)
+	}
+	delete(r.pending, a)
 	return fmt.Sprintf("a%d", a.id)
+}
+
+// beginWait counts a wait for a buffer that the policy says began.
+func (r *policyRig) beginWait(a *Account) {
+	if r.pending[a] && r.err == nil {
+		r.err = fmt.Errorf("a%d began a second wait for a buffer", a.id)
+	}
+	r.pending[a] = true
+	r.waits++
 }
 
 func (l *waitList) names() []string {
@@ -113,8 +154,8 @@ func (l *waitList) names() []string {
 
 // queues describes where the accounts wait.
 func (r *policyRig) queues() string {
-	return fmt.Sprintf("free %d hungry %v greedy %v parked %d rate %d", len(r.q.free),
-		r.q.hungry.names(), r.q.greedy.names(), r.q.parked, r.q.rateHeld)
+	return fmt.Sprintf("free %d hungry %v greedy %v parked %d rate %d waits %d", len(r.q.free),
+		r.q.hungry.names(), r.q.greedy.names(), r.q.parked, r.q.rateHeld, r.waits)
 }
 
 type policyStep struct {
@@ -139,99 +180,113 @@ var policyCases = []policyCase{
 			{opTry, 0, "buf 0"}, {opTry, 1, "buf 1"}, {opTry, 0, "buf 2"},
 			{opRelease, 0, ""}, {opTry, 1, "buf 0"},
 		},
-		queues: "free 0 hungry [] greedy [] parked 0 rate 0",
+		queues: "free 0 hungry [] greedy [] parked 0 rate 0 waits 0",
 	},
 	{
 		name:    "a source at its cap is refused with buffers free, and parks until one of its own comes home",
 		buffers: 4, perSource: 2, accounts: 1,
 		steps: []policyStep{
 			{opTry, 0, "buf 0"}, {opTry, 0, "buf 1"}, {opTry, 0, "refused"},
-			{opWait, 0, ""}, {opTry, 0, "refused"},
+			{opWait, 0, "queued"}, {opTry, 0, "refused"},
 			{opRelease, 0, "a0"}, {opClaim, 0, "claimed"}, {opClaim, 0, "nothing"},
 		},
-		queues: "free 2 hungry [] greedy [] parked 0 rate 0",
+		queues: "free 2 hungry [] greedy [] parked 0 rate 0 waits 1",
 	},
 	{
 		name:    "FIFO order across accounts, and a source served waits at the tail again",
 		buffers: 1, perSource: 1, accounts: 4,
 		steps: []policyStep{
 			{opTry, 0, "buf 0"}, {opTry, 1, "refused"},
-			{opWait, 1, ""}, {opWait, 2, ""}, {opWait, 3, ""},
+			{opWait, 1, "queued"}, {opWait, 2, "queued"}, {opWait, 3, "queued"},
+			{opWait, 3, ""}, // waits already: no second wait
 			{opRelease, 0, "a1"}, {opClaim, 1, "claimed"},
 			{opRelease, 1, "a2"}, {opClaim, 2, "claimed"},
-			{opWait, 1, ""}, {opWait, 0, ""},
+			{opWait, 1, "queued"}, {opWait, 0, "queued"},
 			{opRelease, 2, "a3"},
 		},
-		queues: "free 0 hungry [a1 a0] greedy [] parked 0 rate 0",
+		queues: "free 0 hungry [a1 a0] greedy [] parked 0 rate 0 waits 5",
 	},
 	{
 		name:    "contention: one buffer per source while one with empty hands waits",
 		buffers: 2, perSource: 2, accounts: 3,
 		steps: []policyStep{
 			{opTry, 0, "buf 0"}, {opTry, 0, "buf 1"},
-			{opWait, 1, ""}, {opWait, 0, ""}, // a1 hungry; a0 parked at the cap
+			{opWait, 1, "queued"}, {opWait, 0, "queued"}, // a1 hungry; a0 parked at the cap
 			{opRelease, 0, "a1"}, // a0 now holds one: greedy, behind the hungry a1
-			{opWait, 2, ""},
+			{opWait, 2, "queued"},
 			{opRelease, 0, "a2"}, // a0 has empty hands: hungry, behind a2
 			{opClaim, 1, "claimed"}, {opClaim, 2, "claimed"},
 			{opRelease, 1, "a0"},
 		},
-		queues: "free 0 hungry [] greedy [] parked 0 rate 0",
+		queues: "free 0 hungry [] greedy [] parked 0 rate 0 waits 3",
 	},
 	{
 		name:    "a source that holds some gets a buffer more only when nobody with empty hands waits",
 		buffers: 3, perSource: 2, accounts: 3,
 		steps: []policyStep{
 			{opTry, 0, "buf 0"}, {opTry, 0, "buf 1"}, {opTry, 1, "buf 2"},
-			{opWait, 1, ""}, // a1 holds one: the second queue
-			{opWait, 2, ""}, // a2 has empty hands: the first
+			{opWait, 1, "queued"}, // a1 holds one: the second queue
+			{opWait, 2, "queued"}, // a2 has empty hands: the first
 			{opRelease, 0, "a2"}, {opRelease, 0, "a1"},
 		},
-		queues: "free 0 hungry [] greedy [] parked 0 rate 0",
+		queues: "free 0 hungry [] greedy [] parked 0 rate 0 waits 2",
 	},
 	{
 		name:    "a rate-held account gets no buffer until it has paid, and is then served like any waiter",
 		buffers: 2, perSource: 2, accounts: 3,
 		steps: []policyStep{
-			{opOwe, 0, ""}, {opTry, 0, "refused"}, {opWait, 0, ""},
+			{opOwe, 0, ""}, {opTry, 0, "refused"}, {opWait, 0, "held"}, // a hold, no wait for a buffer
+			{opWait, 0, ""},                          // held already: no second hold, no wait
 			{opTry, 1, "buf 0"}, {opTry, 1, "buf 1"}, // the hold keeps nobody else waiting
-			{opWait, 2, ""},
-			{opPaid, 0, ""}, // queued behind a2: the pool is dry
+			{opWait, 2, "queued"},
+			{opPaid, 0, "queued"}, // behind a2: the pool is dry, and its wait begins now
 			{opRelease, 1, "a2"}, {opRelease, 1, "a0"},
 		},
-		queues: "free 0 hungry [] greedy [] parked 0 rate 0",
+		queues: "free 0 hungry [] greedy [] parked 0 rate 0 waits 2",
 	},
 	{
-		name:    "a hold that ends with a buffer free is granted one at once",
+		name:    "a hold that ends with a buffer free is lent one at once, with no wait for it",
 		buffers: 1, perSource: 1, accounts: 1,
 		steps: []policyStep{
-			{opOwe, 0, ""}, {opWait, 0, ""}, {opPaid, 0, "a0"},
+			{opOwe, 0, ""}, {opWait, 0, "held"}, {opPaid, 0, "lent 0"},
+			{opPaid, 0, ""}, // no hold to end
+			{opClaim, 0, "claimed"},
 		},
-		queues: "free 0 hungry [] greedy [] parked 0 rate 0",
+		queues: "free 0 hungry [] greedy [] parked 0 rate 0 waits 0",
+	},
+	{
+		name:    "a hold that ends at the cap with a buffer free parks, and its wait begins",
+		buffers: 2, perSource: 1, accounts: 1,
+		steps: []policyStep{
+			{opTry, 0, "buf 0"}, {opOwe, 0, ""}, {opWait, 0, "held"},
+			{opPaid, 0, "queued"},
+			{opRelease, 0, "a0"},
+		},
+		queues: "free 1 hungry [] greedy [] parked 0 rate 0 waits 1",
 	},
 	{
 		name:    "a waiter cancelled leaves the queue, and a reservation cancelled goes to the next waiter",
 		buffers: 1, perSource: 1, accounts: 4,
 		steps: []policyStep{
 			{opTry, 0, "buf 0"},
-			{opWait, 1, ""}, {opWait, 2, ""}, {opWait, 3, ""},
+			{opWait, 1, "queued"}, {opWait, 2, "queued"}, {opWait, 3, "queued"},
 			{opCancel, 2, ""},
 			{opRelease, 0, "a1"},
 			{opCancel, 1, "a3"}, {opClaim, 1, "nothing"},
 			{opCancel, 0, ""}, // nothing to withdraw
 		},
-		queues: "free 0 hungry [] greedy [] parked 0 rate 0",
+		queues: "free 0 hungry [] greedy [] parked 0 rate 0 waits 3",
 	},
 	{
 		name:    "a rate hold and a parked wait cancelled",
 		buffers: 2, perSource: 1, accounts: 2,
 		steps: []policyStep{
-			{opOwe, 0, ""}, {opWait, 0, ""},
-			{opTry, 1, "buf 0"}, {opWait, 1, ""},
+			{opOwe, 0, ""}, {opWait, 0, "held"},
+			{opTry, 1, "buf 0"}, {opWait, 1, "queued"},
 			{opCancel, 0, ""}, {opCancel, 1, ""},
 			{opRelease, 1, ""},
 		},
-		queues: "free 2 hungry [] greedy [] parked 0 rate 0",
+		queues: "free 2 hungry [] greedy [] parked 0 rate 0 waits 1",
 	},
 }
 
@@ -257,10 +312,20 @@ func TestPolicy(t *testing.T) {
 // check tests what holds after every call of the policy: no account holds
 // more than the cap, every buffer is free or held by exactly one account,
 // each waiting account is where its holdings put it, the counts match the
-// lists, and while a buffer is free no queued waiter is left unserved.
+// lists, and while a buffer is free no queued waiter is left unserved. Of
+// waits: an account queued for a buffer, or parked at the cap, has a wait
+// for one pending and one its rate limit holds has none; waiters counts
+// the former only; every grant to a waiter ended a wait that began, and
+// no grant that ended a hold ended one.
 func (r *policyRig) check() error {
 	q := &r.q
+	if r.err != nil {
+		return r.err
+	}
 	if err := r.checkBuffers(); err != nil {
+		return err
+	}
+	if err := r.checkWaits(); err != nil {
 		return err
 	}
 	parked, rate := 0, 0
@@ -302,6 +367,29 @@ func (r *policyRig) check() error {
 	}
 	if len(q.free) > 0 && (q.hungry.n > 0 || q.greedy.n > 0) {
 		return fmt.Errorf("%d buffers free while waiters are queued: %s", len(q.free), r.queues())
+	}
+	return nil
+}
+
+// checkWaits tests that a wait for a buffer is pending for exactly the
+// accounts queued for one or parked at the cap, and that waiters counts
+// those and rateHeld the accounts their rate limit holds.
+func (r *policyRig) checkWaits() error {
+	queued, held := 0, 0
+	for i, a := range r.accts {
+		inQueue := a.state == waiting && a.in != inRate
+		if r.pending[a] != inQueue {
+			return fmt.Errorf("a%d: state %d in list %d, with a wait for a buffer pending %v", i, a.state, a.in, r.pending[a])
+		}
+		switch {
+		case inQueue:
+			queued++
+		case a.state == waiting:
+			held++
+		}
+	}
+	if q := &r.q; q.waiters() != queued || q.rateHeld != held {
+		return fmt.Errorf("%d accounts wait for a buffer and %d for their rate limit, counted %d and %d", queued, held, q.waiters(), q.rateHeld)
 	}
 	return nil
 }
@@ -373,11 +461,16 @@ func (l *waitList) check() error {
 // waiter granted a buffer is the head of its queue; nobody gets a second
 // buffer while anyone with empty hands waits; a try is refused only for a
 // reason (a wait or reservation pending, the cap, a rate hold, or no free
-// buffer); and the queues stay in the order their waiters joined them.
+// buffer); and the queues stay in the order their waiters joined them. Of
+// waits (checkStep): a wait for a buffer begins exactly when an idle
+// account that owes nothing is refused, or a hold ends with no buffer it
+// may take; a hold is never one; and a hold that ends with a buffer free
+// and the account under the cap is lent it at once, passing no waiter.
 func FuzzPolicy(f *testing.F) {
 	f.Add([]byte{3, 1, 0, 0, 8, 15, 22, 2, 9})
 	f.Add([]byte{1, 0, 0, 1, 8, 15, 22, 29, 2, 3, 11, 4, 6})
 	f.Add([]byte{7, 3, 5, 1, 0, 7, 14, 21, 28, 35, 2, 6, 9, 16, 23, 30, 37, 3, 10, 4, 11})
+	f.Add([]byte{2, 0, 0, 5, 1, 6, 7, 12, 13, 2, 6, 0, 5, 4})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) < 2 {
 			return
@@ -390,8 +483,8 @@ func FuzzPolicy(f *testing.F) {
 		for n, b := range data[2:] {
 			op, i := policyOps[int(b)%len(policyOps)], int(b)/len(policyOps)%accounts
 			a := r.accts[i]
-			hungry, greedy := r.q.hungry.members(), r.q.greedy.members()
-			state, held, owes, free := a.state, a.held, r.owes[i], len(r.q.free)
+			was := stepBefore{hungry: r.q.hungry.members(), greedy: r.q.greedy.members(),
+				state: a.state, in: a.in, held: a.held, owes: r.owes[i], free: len(r.q.free), waits: r.waits}
 			got := r.do(op, i)
 			fail := func(format string, args ...any) {
 				t.Fatalf("step %d, %s a%d (%s): %s; now %s", n, op, i, got, fmt.Sprintf(format, args...), r.queues())
@@ -402,31 +495,102 @@ func FuzzPolicy(f *testing.F) {
 			if err := fifo.check(&r.q); err != nil {
 				fail("%v", err)
 			}
-			switch {
-			case op == opTry && got == "refused":
-				if state == idle && held < r.q.cap && !owes && free > 0 {
-					fail("refused with %d free, holding %d of %d", free, held, r.q.cap)
-				}
-			case strings.HasPrefix(got, "buf"):
-				if state != idle || held >= r.q.cap || owes {
-					fail("lent to an account in state %d holding %d that owes %v", state, held, owes)
-				}
-			case strings.HasPrefix(got, "a"):
-				var g int
-				fmt.Sscanf(got, "a%d", &g)
-				ga := r.accts[g]
-				if ga.held >= 2 && r.q.hungry.n > 0 {
-					fail("a%d got a buffer more while %v wait with empty hands", g, r.q.hungry.names())
-				}
-				if slices.Contains(hungry, ga) && hungry[0] != ga {
-					fail("a%d was served before the head of the queue, a%d", g, hungry[0].id)
-				}
-				if slices.Contains(greedy, ga) && ga.held >= 2 && (greedy[0] != ga || len(hungry) > 0) {
-					fail("a%d was served out of turn: hungry %d, greedy head a%d", g, len(hungry), greedy[0].id)
-				}
+			if err := r.checkStep(op, got, was); err != nil {
+				fail("%v", err)
 			}
 		}
 	})
+}
+
+// stepBefore is what FuzzPolicy saw before a step: the queues, and the
+// stepping account's state, list, holdings and debt.
+type stepBefore struct {
+	hungry, greedy []*Account
+	state          waitState
+	in             listID
+	held           int32
+	owes           bool
+	free, waits    int
+}
+
+// checkStep tests what the policy decided in one step, given what was
+// before it.
+func (r *policyRig) checkStep(op, got string, was stepBefore) error {
+	limit := r.q.cap
+	began := r.waits - was.waits
+	switch {
+	case op == opTry && got == "refused":
+		if was.state == idle && was.held < limit && !was.owes && was.free > 0 {
+			return fmt.Errorf("refused with %d free, holding %d of %d", was.free, was.held, limit)
+		}
+	case strings.HasPrefix(got, "buf"):
+		if was.state != idle || was.held >= limit || was.owes {
+			return fmt.Errorf("lent to an account in state %d holding %d that owes %v", was.state, was.held, was.owes)
+		}
+	case op == opWait:
+		if want := was.state == idle && !was.owes; (got == "queued") != want || began != btoi(want) {
+			return fmt.Errorf("a refused wait in state %d that owes %v began %d waits for a buffer", was.state, was.owes, began)
+		}
+		if (got == "held") != (was.state == idle && was.owes) {
+			return fmt.Errorf("a wait in state %d that owes %v was held %v", was.state, was.owes, got == "held")
+		}
+		return nil
+	case op == opPaid:
+		return r.checkPaid(got, began, was)
+	case strings.HasPrefix(got, "a"):
+		return r.checkGrant(got, was)
+	}
+	if began != 0 {
+		return fmt.Errorf("%s began %d waits for a buffer", op, began)
+	}
+	return nil
+}
+
+// checkPaid tests the end of a hold: lent a buffer at once, passing no
+// waiter and beginning no wait, when one was free and the account under
+// the cap; otherwise queued, a wait for a buffer begun.
+func (r *policyRig) checkPaid(got string, began int, was stepBefore) error {
+	switch {
+	case was.state != waiting || was.in != inRate:
+		if got != "" || began != 0 {
+			return fmt.Errorf("no hold ended, yet %q and %d waits began", got, began)
+		}
+	case was.free > 0 && was.held < r.q.cap:
+		if !strings.HasPrefix(got, "lent") || began != 0 {
+			return fmt.Errorf("a hold ended with %d free, holding %d of %d: %q, %d waits began", was.free, was.held, r.q.cap, got, began)
+		}
+		if len(was.hungry)+len(was.greedy) > 0 {
+			return fmt.Errorf("a hold ended with a buffer lent past %d queued waiters", len(was.hungry)+len(was.greedy))
+		}
+	case got != "queued" || began != 1:
+		return fmt.Errorf("a hold ended with %d free, holding %d of %d: %q, %d waits began", was.free, was.held, r.q.cap, got, began)
+	}
+	return nil
+}
+
+// checkGrant tests a grant to a waiter: the head of its queue, and no
+// second buffer while anyone with empty hands waits.
+func (r *policyRig) checkGrant(got string, was stepBefore) error {
+	var g int
+	fmt.Sscanf(got, "a%d", &g)
+	ga := r.accts[g]
+	if ga.held >= 2 && r.q.hungry.n > 0 {
+		return fmt.Errorf("a%d got a buffer more while %v wait with empty hands", g, r.q.hungry.names())
+	}
+	if slices.Contains(was.hungry, ga) && was.hungry[0] != ga {
+		return fmt.Errorf("a%d was served before the head of the queue, a%d", g, was.hungry[0].id)
+	}
+	if slices.Contains(was.greedy, ga) && ga.held >= 2 && (was.greedy[0] != ga || len(was.hungry) > 0) {
+		return fmt.Errorf("a%d was served out of turn: hungry %d, greedy head a%d", g, len(was.hungry), was.greedy[0].id)
+	}
+	return nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func (l *waitList) members() []*Account {

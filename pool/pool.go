@@ -37,6 +37,8 @@ type Pool struct {
 	closing  bool // CloseWhenIdle was called: the last buffer home unmaps
 	accounts int
 	idle     chan struct{} // closed when no buffer is held; nil until WaitIdle asks
+	ret      returner      // gives idle buffers' pages back (return.go)
+	resident int           // buffers whose pages may be resident
 	st       counters
 	// onGrant, if set, is called under mu after every grant. Tests use it
 	// to check the policy at the moment it acts.
@@ -49,6 +51,7 @@ type counters struct {
 	waitTotal                 time.Duration
 	rateHolds                 uint64
 	rateHeld                  time.Duration // holds that ended
+	returned                  uint64        // buffers whose pages went back to the kernel
 	hist                      Histogram
 }
 
@@ -130,6 +133,7 @@ func (p *Pool) CloseWhenIdle() error {
 
 func (p *Pool) unmapLocked() error {
 	p.closed = true
+	p.ret.stopLocked()
 	for i := range p.bufs {
 		p.bufs[i].data = nil
 	}
@@ -193,6 +197,9 @@ func (p *Pool) releaseLocked(b *Buf) {
 	}
 	p.st.released++
 	notify := p.grantLocked(p.policy.release(a, b.idx))
+	if b.owner == nil { // not handed on at once
+		p.freedLocked(b)
+	}
 	p.homeLocked()
 	p.mu.Unlock()
 	if notify != nil {
@@ -223,6 +230,10 @@ func (p *Pool) lendLocked(a *Account, idx int32) *Buf {
 	b := &p.bufs[idx]
 	b.owner = a
 	b.lease++
+	if !b.resident {
+		b.resident = true // its holder writes it
+		p.resident++
+	}
 	b.held.Store(true)
 	a.acquired++
 	p.st.acquired++

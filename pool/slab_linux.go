@@ -29,3 +29,15 @@ func freeSlab(b []byte) error {
 	}
 	return nil
 }
+
+// slabReturns says that returnPages gives pages back.
+const slabReturns = true
+
+// returnPages gives the pages of b, a part of the slab, back to the
+// kernel: the next write faults in zeroed pages.
+func returnPages(b []byte) error {
+	if err := unix.Madvise(b, unix.MADV_DONTNEED); err != nil {
+		return fmt.Errorf("pool: madvise: %w", err)
+	}
+	return nil
+}

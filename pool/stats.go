@@ -7,23 +7,27 @@ import (
 
 // Stats is a snapshot of a pool's accounting.
 type Stats struct {
-	Buffers  int
-	BufSize  int
-	InUse    int
-	Free     int
-	Waiters  int // accounts waiting for a buffer, at the cap or not
-	RateHeld int // accounts their rate limit holds (among Waiters)
-	// RateHolds counts the times a rate limit held an account (SetRate),
-	// and RateHeldTime the time accounts spent so held, in holds that
-	// ended.
+	Buffers int
+	BufSize int
+	InUse   int
+	Free    int
+	Waiters int // accounts queued for a buffer, at the cap or not
+	// RateHeld is the accounts their rate limit holds now (SetRate),
+	// which wait for their limit, not for a buffer: they are not among
+	// Waiters, and their holds count in RateHolds, not in Waits.
+	RateHeld int
+	// RateHolds counts the times a rate limit held an account, and
+	// RateHeldTime the time accounts spent so held, in holds that ended.
 	RateHolds    uint64
 	RateHeldTime time.Duration
 	Accounts     int // accounts that joined and have not left
 	Acquired     uint64
 	Released     uint64
-	// Waits counts acquires that had to queue, whether or not they were
-	// later cancelled. WaitTime and WaitHist cover the time from queueing
-	// to the grant, for those that were granted.
+	// Waits counts acquires that had to queue for a buffer, whether or
+	// not they were later cancelled; a rate limit's hold is not one, nor
+	// is the grant that ends it when a buffer is free. WaitTime and
+	// WaitHist cover the time from queueing to the grant, for those that
+	// were granted.
 	Waits    uint64
 	WaitTime time.Duration
 	WaitHist Histogram
@@ -31,6 +35,12 @@ type Stats struct {
 	// (ReleaseLease): a copy of a chunk released after another copy.
 	// They free nothing.
 	StaleReleases uint64
+	// Resident counts the buffers whose pages may be resident: those lent
+	// out since their pages last went back to the kernel (ReturnAfter),
+	// held or free. Returned counts the times a free buffer's pages went
+	// back.
+	Resident int
+	Returned uint64
 	// Closed says the slab is unmapped: Close succeeded, or CloseWhenIdle
 	// was called and every buffer has come home since.
 	Closed bool
@@ -58,6 +68,8 @@ func (p *Pool) Stats() Stats {
 		WaitHist:     p.st.hist,
 
 		StaleReleases: p.st.stale,
+		Resident:      p.resident,
+		Returned:      p.st.returned,
 		Closed:        p.closed,
 	}
 }
@@ -66,13 +78,19 @@ func (p *Pool) Stats() Stats {
 type AccountStats struct {
 	Held     int
 	Acquired uint64
+	// Waits counts the account's queueings for a buffer and WaitTime
+	// their time to the grant, as Stats counts them for the pool.
 	Waits    uint64
 	WaitTime time.Duration
-	Waiting  bool
-	// RateHolds counts the times its rate limit held it (SetRate), and
-	// RateHeld is the time it spent so held, the hold in progress included.
-	RateHolds uint64
-	RateHeld  time.Duration
+	// Waiting says a wait is pending: for a buffer, or for its rate limit
+	// (RateLimited).
+	Waiting bool
+	// RateLimited says its rate limit holds it now. RateHolds counts the
+	// times its rate limit held it (SetRate), and RateHeld is the time it
+	// spent so held, the hold in progress included.
+	RateLimited bool
+	RateHolds   uint64
+	RateHeld    time.Duration
 }
 
 // Stats returns a snapshot of the account.
@@ -87,6 +105,7 @@ func (a *Account) Stats() AccountStats {
 	if l := a.limiter(); l != nil {
 		st.RateHolds, st.RateHeld = l.holds, l.heldTotal
 		if a.state == waiting && a.in == inRate {
+			st.RateLimited = true
 			st.RateHeld += time.Since(p.epoch) - l.heldSince
 		}
 	}

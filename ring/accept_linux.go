@@ -9,14 +9,13 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
 	"os"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/front"
+	"github.com/sluice-io/sluice/internal/uring"
 )
 
 // acceptDepth is how many accepts a worker keeps armed for one listener
@@ -113,7 +112,7 @@ func (w *worker) armAccept(a *acceptor) bool {
 	}
 	idx := w.acceptOp()
 	op := w.acceptOps[idx]
-	*op = acceptOp{acc: a, alen: uint32(unsafe.Sizeof(op.addr)), busy: true}
+	*op = acceptOp{acc: a, alen: unix.SizeofSockaddrAny, busy: true}
 	if slot, ok := w.takeSlot(); ok {
 		op.slot, op.direct = slot, true
 		// A direct accept takes no SOCK_CLOEXEC: the slot is no
@@ -123,7 +122,7 @@ func (w *worker) armAccept(a *acceptor) bool {
 	} else {
 		s.PrepAccept(a.Q.LFD, &op.addr, &op.alen, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
 	}
-	s.UserData = PackUserData(idx, uint32(tagAccept)<<genBits)
+	s.UserData = uring.PackUserData(idx, uint32(tagAccept)<<genBits)
 	a.Armed++
 	w.accepting++
 	return true
@@ -168,7 +167,7 @@ func (w *worker) acceptDone(idx uint32, res int32) {
 		out.FD = int(res)
 	}
 	if out.Err == nil {
-		out.Peer, out.Path = peerOf(&op.addr, op.alen)
+		out.Peer, out.Path = uring.Peer(&op.addr, op.alen)
 		w.accepted.Add(1)
 	}
 	*op = acceptOp{}
@@ -218,8 +217,8 @@ func (w *worker) cancelAccepts(a *acceptor) {
 		}
 		return
 	}
-	s.PrepCancelFd(a.Q.LFD, CancelAll)
-	s.UserData = PackUserData(0, uint32(tagCancel)<<genBits)
+	s.PrepCancelFd(a.Q.LFD, uring.CancelAll)
+	s.UserData = uring.PackUserData(0, uint32(tagCancel)<<genBits)
 }
 
 // unlistAcceptor drops a from the worker's list once nothing of it is
@@ -271,51 +270,11 @@ func (w *worker) abandonAccepts(reason error) {
 	w.acceptors = nil
 }
 
-// peerOf decodes the peer address an accept wrote.
-func peerOf(sa *unix.RawSockaddrAny, n uint32) (netip.AddrPort, string) {
-	if n < 2 {
-		return netip.AddrPort{}, ""
-	}
-	switch sa.Addr.Family {
-	case unix.AF_INET:
-		p := (*unix.RawSockaddrInet4)(unsafe.Pointer(sa))
-		return netip.AddrPortFrom(netip.AddrFrom4(p.Addr), ntohs(p.Port)), ""
-	case unix.AF_INET6:
-		p := (*unix.RawSockaddrInet6)(unsafe.Pointer(sa))
-		return netip.AddrPortFrom(netip.AddrFrom16(p.Addr).Unmap(), ntohs(p.Port)), ""
-	case unix.AF_UNIX:
-		p := (*unix.RawSockaddrUnix)(unsafe.Pointer(sa))
-		l := min(int(n)-2, len(p.Path))
-		if l <= 0 {
-			return netip.AddrPort{}, ""
-		}
-		b := unsafe.Slice((*byte)(unsafe.Pointer(&p.Path[0])), l)
-		if b[0] == 0 {
-			// An abstract name: its first byte is NUL, written "@".
-			return netip.AddrPort{}, "@" + string(trimNUL(b[1:]))
-		}
-		return netip.AddrPort{}, string(trimNUL(b))
-	}
-	return netip.AddrPort{}, ""
-}
-
-func ntohs(p uint16) uint16 { return p>>8 | p<<8 }
-
-// trimNUL cuts b at its first NUL.
-func trimNUL(b []byte) []byte {
-	for i, c := range b {
-		if c == 0 {
-			return b[:i]
-		}
-	}
-	return b
-}
-
 // closeSlot empties a slot no lane took.
 func (w *worker) closeSlot(slot uint32) {
 	err := w.setSlot(slot, -1)
 	switch {
-	case errors.Is(err, ErrClosed):
+	case errors.Is(err, uring.ErrClosed):
 		w.files.used.Add(-1)
 	case err != nil:
 		w.r.log.Error("ring: runner: closing an accepted connection", "worker", w.id, "slot", slot, "err", err)

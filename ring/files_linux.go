@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-io/sluice/internal/contract"
+	"github.com/sluice-io/sluice/internal/uring"
 	"github.com/sluice-io/sluice/srcs"
 )
 
@@ -150,7 +151,7 @@ func (w *worker) release(ln *lane) error {
 		return unix.Close(int(ln.fd))
 	}
 	err := w.setSlot(uint32(ln.fd), -1)
-	if errors.Is(err, ErrClosed) {
+	if errors.Is(err, uring.ErrClosed) {
 		// The ring is gone, and its table with it.
 		w.files.used.Add(-1)
 		return nil

@@ -5,7 +5,17 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/sluice-io/sluice/internal/uring"
 )
+
+// ErrNotSupported means io_uring cannot be used here: not Linux, a kernel
+// too old for a feature, io_uring disabled by sysctl, or blocked by a
+// seccomp filter. The errors of [Probe] and [NewRunner] wrap it with the
+// reason. It matches errors.ErrUnsupported, like every "not supported"
+// error in sluice, so a caller can treat them alike without knowing this
+// package.
+var ErrNotSupported = uring.ErrNotSupported
 
 // KernelVersion is the running kernel's release, from uname(2).
 type KernelVersion struct {
@@ -43,19 +53,19 @@ type ProbeResult struct {
 	Kernel KernelVersion
 
 	// Supported reports whether a ring can be created and the kernel has
-	// every opcode in RequiredOps. If not, Reason says why, and Err (if not
-	// nil) wraps ErrNotSupported or the failure behind it.
+	// every opcode the io_uring runner submits. If not, Reason says why, and
+	// Err (if not nil) wraps ErrNotSupported or the failure behind it.
 	Supported bool
 	Reason    string
 	Err       error
 
 	// Flags are the setup flags granted to a ring that asked for
 	// DefaultFlags, and Features the IORING_FEAT bits it reported.
-	Flags    SetupFlags
-	Features Features
+	Flags    uring.SetupFlags
+	Features uring.Features
 
 	// MissingOps lists required opcodes the kernel lacks.
-	MissingOps []Op
+	MissingOps []uring.Op
 
 	// Optional features. Where the kernel offers no direct probe, the
 	// presence of an opcode or feature bit from the same release stands in,
@@ -75,19 +85,21 @@ type ProbeResult struct {
 	MemlockCur, MemlockMax uint64
 	IPCLock                bool
 
-	ops [4]uint64 // bitset of supported opcodes
+	ops uring.OpSet
 }
 
-// RequiredOps are the opcodes the io_uring runner cannot do without.
-func RequiredOps() []Op {
-	return []Op{OpNop, OpRead, OpReadFixed, OpRecv, OpRecvmsg, OpAccept, OpPollAdd,
-		OpTimeout, OpLinkTimeout, OpAsyncCancel, OpClose}
+// requiredOps are the opcodes the io_uring runner submits, and so cannot do
+// without: reads of files, pipes and the waker's eventfd, receives, the
+// accepts of a listener's connections, the polls of sockets without data,
+// and cancels. Files are read with plain READ into the lane's buffer
+// (docs/decisions/0020-no-fixed-buffers.md), so READ_FIXED is not among
+// them.
+func requiredOps() []uring.Op {
+	return []uring.Op{uring.OpRead, uring.OpRecv, uring.OpAccept, uring.OpPollAdd, uring.OpAsyncCancel}
 }
 
-// HasOp reports whether the kernel supports op (IORING_REGISTER_PROBE, 5.6).
-func (p ProbeResult) HasOp(op Op) bool { return p.ops[op/64]&(1<<(op%64)) != 0 }
-
-func (p *ProbeResult) setOp(op Op) { p.ops[op/64] |= 1 << (op % 64) }
+// hasOp reports whether the kernel supports op (IORING_REGISTER_PROBE, 5.6).
+func (p ProbeResult) hasOp(op uring.Op) bool { return p.ops.Has(op) }
 
 // FitsMemlock reports whether registering bytes more of memory stays within
 // the locked-memory limit. The limit is per user and shared by every ring,

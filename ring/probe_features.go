@@ -1,6 +1,10 @@
 package ring
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/sluice-io/sluice/internal/uring"
+)
 
 // KernelFeature is one io_uring capability the probe looks for, with the
 // first kernel release that has it and what sluice does with it. The list
@@ -27,18 +31,18 @@ func (f KernelFeature) String() string { return fmt.Sprintf("%s (%d.%d)", f.Name
 // Has reports whether the probe found f.
 func (p ProbeResult) Has(f KernelFeature) bool { return f.has != nil && f.has(p) }
 
-func hasFlag(flag SetupFlags) func(ProbeResult) bool {
+func hasFlag(flag uring.SetupFlags) func(ProbeResult) bool {
 	return func(p ProbeResult) bool { return p.Flags&flag != 0 }
 }
 
-func hasFeat(feat Features) func(ProbeResult) bool {
+func hasFeat(feat uring.Features) func(ProbeResult) bool {
 	return func(p ProbeResult) bool { return p.Features&feat != 0 }
 }
 
-func hasOps(ops ...Op) func(ProbeResult) bool {
+func hasOps(ops ...uring.Op) func(ProbeResult) bool {
 	return func(p ProbeResult) bool {
 		for _, op := range ops {
-			if !p.HasOp(op) {
+			if !p.hasOp(op) {
 				return false
 			}
 		}
@@ -51,27 +55,27 @@ func hasOps(ops ...Op) func(ProbeResult) bool {
 // offers no direct probe for are found as ProbeResult documents.
 var kernelFeatures = [...]KernelFeature{
 	{"IORING_REGISTER_PROBE and the required opcodes", 5, 6,
-		"every read, receive, poll, timeout, cancel and close the uring runner submits (RequiredOps)", hasOps(RequiredOps()...)},
+		"every read, receive, accept, poll and cancel the uring runner submits", hasOps(requiredOps()...)},
 	{"IORING_FEAT_SINGLE_MMAP", 5, 4,
-		"one mapping for the submission and completion rings", hasFeat(FeatSingleMmap)},
+		"one mapping for the submission and completion rings", hasFeat(uring.FeatSingleMmap)},
 	{"IORING_FEAT_EXT_ARG", 5, 11,
-		"a worker waits for completions or its next flush deadline in one io_uring_enter; the runner needs it", hasFeat(FeatExtArg)},
+		"a worker waits for completions or its next flush deadline in one io_uring_enter; the runner needs it", hasFeat(uring.FeatExtArg)},
 	{"IORING_SETUP_SUBMIT_ALL", 5, 18,
-		"a failed entry does not hold back the rest of a worker's batch", hasFlag(SetupSubmitAll)},
+		"a failed entry does not hold back the rest of a worker's batch", hasFlag(uring.SetupSubmitAll)},
 	{"IORING_SETUP_COOP_TASKRUN", 5, 19,
-		"completion work waits for the worker's next enter instead of interrupting it", hasFlag(SetupCoopTaskrun)},
+		"completion work waits for the worker's next enter instead of interrupting it", hasFlag(uring.SetupCoopTaskrun)},
 	{"IORING_SETUP_TASKRUN_FLAG", 5, 19,
-		"the ring says when completion work is pending, so a worker enters only then", hasFlag(SetupTaskrunFlag)},
+		"the ring says when completion work is pending, so a worker enters only then", hasFlag(uring.SetupTaskrunFlag)},
 	{"IORING_SETUP_SINGLE_ISSUER", 6, 0,
-		"a ring belongs to its worker's thread, and the kernel skips the locking", hasFlag(SetupSingleIssuer)},
+		"a ring belongs to its worker's thread, and the kernel skips the locking", hasFlag(uring.SetupSingleIssuer)},
 	{"IORING_SETUP_DEFER_TASKRUN", 6, 1,
-		"completion work runs only when the worker enters, batched with its wait", hasFlag(SetupDeferTaskrun)},
+		"completion work runs only when the worker enters, batched with its wait", hasFlag(uring.SetupDeferTaskrun)},
 	{"IORING_ASYNC_CANCEL_FD (found through IORING_OP_SOCKET)", 5, 19,
 		"stopping a source cancels its reads by descriptor; the runner needs it", func(p ProbeResult) bool { return p.CancelFd }},
 	{"sparse registered files (IORING_RSRC_REGISTER_SPARSE, found through IORING_OP_SOCKET)", 5, 19,
 		"listeners accept on the workers' rings straight into each worker's file table, outside RLIMIT_NOFILE (engine.Config.FileSlots)", func(p ProbeResult) bool { return p.CancelFd }},
 	{"IORING_FEAT_MIN_TIMEOUT", 6, 12,
-		"BatchWait: a worker gathers completions for up to min_wait while many sources poll", hasFeat(FeatMinTimeout)},
+		"BatchWait: a worker gathers completions for up to min_wait while many sources poll", hasFeat(uring.FeatMinTimeout)},
 	{"multishot poll (found through IORING_FEAT_RSRC_TAGS)", 5, 13,
 		"probed, not used yet", func(p ProbeResult) bool { return p.MultishotPoll }},
 	{"IORING_OP_MSG_RING", 5, 18,

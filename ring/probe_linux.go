@@ -7,9 +7,10 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sluice-io/sluice/internal/uring"
 )
 
 func probe() ProbeResult {
@@ -37,7 +38,7 @@ func probe() ProbeResult {
 }
 
 func (p *ProbeResult) probeRing() {
-	r, err := New(Config{Entries: 8})
+	r, err := uring.New(uring.Config{Entries: 8})
 	if err != nil {
 		p.Reason, p.Err = strings.TrimPrefix(err.Error(), "ring: "), err
 		return
@@ -45,35 +46,28 @@ func (p *ProbeResult) probeRing() {
 	defer r.Close()
 	p.Flags, p.Features = r.Flags(), r.Features()
 
-	var buf probeBuf
-	if _, err := r.register(registerProbe, unsafe.Pointer(&buf), uint32(len(buf.ops))); err != nil {
-		p.Err = &NotSupportedError{Op: "probe", Reason: "IORING_REGISTER_PROBE failed; it needs 5.6", Err: err}
-		p.Reason = strings.TrimPrefix(p.Err.Error(), "ring: ")
+	if p.ops, err = r.SupportedOps(); err != nil {
+		p.Reason, p.Err = strings.TrimPrefix(err.Error(), "ring: "), err
 		return
 	}
-	for _, op := range buf.ops[:min(int(buf.hdr.opsLen), len(buf.ops))] {
-		if op.flags&probeOpSupported != 0 {
-			p.setOp(Op(op.op))
-		}
-	}
-	for _, op := range RequiredOps() {
-		if !p.HasOp(op) {
+	for _, op := range requiredOps() {
+		if !p.hasOp(op) {
 			p.MissingOps = append(p.MissingOps, op)
 		}
 	}
-	p.MultishotAccept = p.HasOp(OpSocket)
-	p.CancelFd = p.HasOp(OpSocket)
-	p.MultishotRecv = p.HasOp(OpSendZC)
-	p.MultishotPoll = p.Features&FeatRsrcTags != 0
-	p.MsgRing = p.HasOp(OpMsgRing)
-	p.MinWait = p.Features&FeatMinTimeout != 0
-	p.Bundles = p.Features&FeatRecvsendBundle != 0
+	p.MultishotAccept = p.hasOp(uring.OpSocket)
+	p.CancelFd = p.hasOp(uring.OpSocket)
+	p.MultishotRecv = p.hasOp(uring.OpSendZC)
+	p.MultishotPoll = p.Features&uring.FeatRsrcTags != 0
+	p.MsgRing = p.hasOp(uring.OpMsgRing)
+	p.MinWait = p.Features&uring.FeatMinTimeout != 0
+	p.Bundles = p.Features&uring.FeatRecvsendBundle != 0
 	if br, err := r.RegisterBufRing(1, 0); err == nil {
 		p.BufRing = true
 		r.UnregisterBufRing(br)
 	}
 	if len(p.MissingOps) > 0 {
-		p.Err = &NotSupportedError{Op: "probe", Reason: fmt.Sprintf("kernel %s lacks required opcodes %v", p.Kernel, p.MissingOps)}
+		p.Err = &uring.NotSupportedError{Op: "probe", Reason: fmt.Sprintf("kernel %s lacks required opcodes %v", p.Kernel, p.MissingOps)}
 		p.Reason = strings.TrimPrefix(p.Err.Error(), "ring: ")
 		return
 	}

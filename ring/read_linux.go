@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluice-io/sluice/internal/driver"
 	"github.com/sluice-io/sluice/internal/front"
+	"github.com/sluice-io/sluice/internal/uring"
 	"github.com/sluice-io/sluice/pool"
 )
 
@@ -22,9 +23,9 @@ type readMode uint8
 const (
 	modeSock    readMode = iota + 1 // poll, then RECV with MSG_DONTWAIT
 	modeStream                      // poll, then READ with RWF_NOWAIT (pipes, ttys)
-	modeFile                        // READ(_FIXED)s at advancing offsets, several in flight, no poll (file_linux.go)
+	modeFile                        // READs at advancing offsets, several in flight, no poll (file_linux.go)
 	modeDgram                       // poll, then recvmmsg(2) into the rooms of a buffer (dgram_linux.go)
-	modeFileSeq                     // a framed file: one READ(_FIXED) at a time into the lane's buffer (frame_linux.go)
+	modeFileSeq                     // a framed file: one READ at a time into the lane's buffer (read, below)
 )
 
 // polled handles a poll completion.
@@ -43,12 +44,26 @@ func (w *worker) polled(ln *lane, res int32) {
 	} else {
 		// POLLIN, or an end (RDHUP, HUP, ERR) that only a read reports.
 		ln.readable = true
+		w.enqueueReadable(ln)
+		return
+	}
+	w.enqueue(ln)
+}
+
+// enqueueReadable puts a lane whose socket became readable in line: first
+// among the lanes of the next turn if its last read brought little
+// (front.LightRead), else at the back of the ready queue.
+func (w *worker) enqueueReadable(ln *lane) {
+	if ln.mode == modeSock && ln.want > 0 && ln.want <= front.LightRead && !ln.queued {
+		ln.queued = true
+		w.light = append(w.light, ln)
+		return
 	}
 	w.enqueue(ln)
 }
 
 // readDone handles a read completion.
-func (w *worker) readDone(ln *lane, res int32, flags CQEFlags) {
+func (w *worker) readDone(ln *lane, res int32, flags uring.CQEFlags) {
 	w.reads.Add(1)
 	n, errno := max(int(res), 0), unix.Errno(max(-res, 0))
 	switch r := driver.Result(n, errno, false); {
@@ -80,11 +95,21 @@ func (w *worker) readDone(ln *lane, res int32, flags CQEFlags) {
 }
 
 // requeue puts a lane whose read completed back in line: a socket that
-// still holds data is read again first, at the head of the next turn,
+// drained arms its poll first thing next turn (a poll brings no bytes, and
+// one left behind the busy sockets' reads would leave its next arrival
+// unseen for as long); a socket that still holds data is read again next,
 // until it drains or has had front.DrainReads reads in a row; any other
 // lane joins the back of the ready queue.
 func (w *worker) requeue(ln *lane) {
-	if ln.readable && ln.mode == modeSock && !ln.queued && !ln.removing && ln.streak < front.DrainReads {
+	switch {
+	case ln.queued:
+		return
+	case !ln.readable && ln.mode != modeFile:
+		ln.streak = 0
+		ln.queued = true
+		w.light = append(w.light, ln)
+		return
+	case ln.readable && ln.mode == modeSock && !ln.removing && ln.streak < front.DrainReads:
 		ln.streak++
 		ln.queued = true
 		w.draining = append(w.draining, ln)
@@ -99,7 +124,7 @@ func (w *worker) requeue(ln *lane) {
 // poll, which checks the level when armed, tells when to read again); a
 // file is always readable, its end reading as 0. It reports false when the
 // bytes could not be framed, which finished the lane.
-func (w *worker) commit(ln *lane, n int, flags CQEFlags) bool {
+func (w *worker) commit(ln *lane, n int, flags uring.CQEFlags) bool {
 	switch ln.mode {
 	case modeFileSeq:
 		ln.fa.next += int64(n)
@@ -113,7 +138,7 @@ func (w *worker) commit(ln *lane, n int, flags CQEFlags) bool {
 		w.finish(ln, err)
 		return false
 	}
-	ln.readable = flags&CQEFSockNonempty != 0 || n == int(ln.want) || ln.mode == modeFileSeq
+	ln.readable = flags&uring.CQEFSockNonempty != 0 || n == int(ln.want) || ln.mode == modeFileSeq
 	ln.want = int32(n)
 	return true
 }
@@ -144,12 +169,20 @@ func (w *worker) enqueue(ln *lane) {
 	}
 }
 
-// advanceReady issues the next operation of the lanes that are draining
-// their sockets, then of the lanes in the ready queue, in order, until the
-// reads issued may bring front.TurnBytes: the rest keep their places for
-// the next turn, which follows at once.
+// advanceReady issues the next operation of the lanes in the light list
+// (sockets that drained, to arm their polls, and readable ones whose last
+// read brought little: front.LightRead), then of the lanes that are
+// draining their sockets, then of the lanes in the ready queue, in order,
+// until the reads issued may bring front.TurnBytes: the rest keep their
+// places for the next turn, which follows at once.
 func (w *worker) advanceReady() {
 	w.pace.Turn()
+	light := w.light
+	w.light = w.lightSpare[:0]
+	w.advanceSome(light, &w.light)
+	clear(light)
+	w.lightSpare = light[:0]
+
 	draining := w.draining
 	w.draining = w.drainSpare[:0]
 	w.advanceSome(draining, &w.draining)
@@ -268,7 +301,7 @@ func (w *worker) cancel(ln *lane) {
 		// rather than a newer lane.
 		s.PrepCancel(ln.userData(ln.op), 0)
 	} else {
-		s.PrepCancelFd(int(ln.fd), CancelAll)
+		s.PrepCancelFd(int(ln.fd), uring.CancelAll)
 	}
 	s.UserData = ln.userData(tagCancel)
 	ln.cancelled = true
@@ -287,7 +320,7 @@ func (w *worker) poll(ln *lane) {
 	}
 	s.PrepPollAdd(int(ln.fd), unix.POLLIN|unix.POLLRDHUP)
 	if ln.fixed {
-		s.Flags |= SQEFixedFile
+		s.Flags |= uring.SQEFixedFile
 	}
 	s.UserData = ln.userData(tagPoll)
 	ln.op = tagPoll
@@ -334,7 +367,7 @@ func (w *worker) read(ln *lane) {
 	case modeSock:
 		s.PrepRecv(int(ln.fd), space, unix.MSG_DONTWAIT, 0)
 		if ln.fixed {
-			s.Flags |= SQEFixedFile
+			s.Flags |= uring.SQEFixedFile
 		}
 	case modeStream:
 		s.PrepRead(int(ln.fd), space, 0)

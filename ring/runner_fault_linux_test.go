@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/runnertest"
+	"github.com/sluice-io/sluice/internal/uring"
 	"github.com/sluice-io/sluice/pool"
 )
 
@@ -131,7 +132,7 @@ func TestRunnerFaultLeaksBuffersInFlight(t *testing.T) {
 	errStuck := errors.New("operations still in flight")
 	nr := newFaultyRunner(runnerOptions{
 		quiesce: -1, // close the ring at once
-		closeRing: func(r *Ring) error {
+		closeRing: func(r *uring.Ring) error {
 			// Really close (the test must not leave the kernel writing),
 			// but report what a drain that gave up reports.
 			return errors.Join(r.Close(), errStuck)

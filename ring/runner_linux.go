@@ -3,19 +3,19 @@ package ring
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/driver"
 	"github.com/sluice-io/sluice/internal/front"
+	"github.com/sluice-io/sluice/internal/uring"
 	"github.com/sluice-io/sluice/pool"
 )
 
 // Runner is the io_uring runner: RunnerConfig.Workers workers (one when
 // zero), each a goroutine locked to its OS thread that owns one ring and one
-// [Waker]. Lanes go to the least loaded worker on Add and stay there.
+// eventfd waker. Lanes go to the least loaded worker on Add and stay there.
 //
 // # Reading
 //
@@ -93,8 +93,9 @@ import (
 // ready, the next turn follows at once. Otherwise one io_uring_enter
 // submits what is queued and sleeps until a completion or the nearest
 // flush deadline; while several lanes poll and none waits for a buffer, it
-// waits up to BatchWait for a batch of their completions (the Verona
-// seed's load-paced polling; see worker.loop and worker.wait), and while
+// waits up to BatchWait for a batch of their completions, so that the
+// busier the worker the more each wake-up does (worker.loop and
+// worker.wait; docs/decisions/0005-load-paced-waits.md), and while
 // a few stream sockets poll and keep waking it for little, it holds them
 // back for up to BatchWait so that each wake-up brings more
 // (nextStreamHold).
@@ -116,7 +117,7 @@ import (
 // A Runner is safe for concurrent use. It uses each lane's descriptor from
 // Add until just before Finish and never closes it.
 type Runner struct {
-	log     *slog.Logger
+	log     contract.Logger
 	pool    *pool.Pool
 	cfg     contract.RunnerConfig // what the workers' Pace follows: Inline, Wakeups
 	opts    runnerOptions
@@ -139,7 +140,7 @@ type runnerOptions struct {
 	quiesce time.Duration
 	// closeRing closes a worker's ring; nil means Ring.Close. Tests make
 	// it report operations still in flight.
-	closeRing func(r *Ring) error
+	closeRing func(r *uring.Ring) error
 }
 
 // NewRunner checks that io_uring can serve the runner here, then starts the
@@ -165,18 +166,18 @@ func newRunner(cfg contract.RunnerConfig, opts runnerOptions) (*Runner, error) {
 		opts.quiesce = quiesceTimeout
 	}
 	if opts.closeRing == nil {
-		opts.closeRing = (*Ring).Close
+		opts.closeRing = (*uring.Ring).Close
 	}
 	log := cfg.Logger
 	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+		log = contract.Discard{}
 	}
 	r := &Runner{log: log, pool: cfg.Pool, cfg: cfg, opts: opts, fileSlots: cfg.FileSlots}
 	if cfg.BatchWait < 0 {
 		return nil, fmt.Errorf("ring: runner: config: BatchWait = %v: must not be negative", cfg.BatchWait)
 	}
 	batchWait := cfg.BatchWait
-	if p := Probe(); batchWait > 0 && p.Features&FeatMinTimeout == 0 {
+	if p := Probe(); batchWait > 0 && p.Features&uring.FeatMinTimeout == 0 {
 		log.Info("ring: runner: batched waits need IORING_FEAT_MIN_TIMEOUT (6.12); workers wake for every completion",
 			"kernel", p.Kernel)
 		batchWait = 0
@@ -212,24 +213,24 @@ func newRunner(cfg contract.RunnerConfig, opts runnerOptions) (*Runner, error) {
 // runnerSupported says why the runner cannot work with what p found.
 func runnerSupported(p ProbeResult) error {
 	if !p.Supported {
-		if errors.Is(p.Err, ErrNotSupported) {
+		if errors.Is(p.Err, uring.ErrNotSupported) {
 			return fmt.Errorf("ring: runner: %w", p.Err)
 		}
-		return &NotSupportedError{Op: "runner", Reason: "io_uring is unusable", Err: p.Err}
+		return &uring.NotSupportedError{Op: "runner", Reason: "io_uring is unusable", Err: p.Err}
 	}
-	var missing []Op
-	for _, op := range [...]Op{OpPollAdd, OpRecv, OpRead, OpReadFixed, OpAsyncCancel} {
-		if !p.HasOp(op) {
+	var missing []uring.Op
+	for _, op := range requiredOps() {
+		if !p.hasOp(op) {
 			missing = append(missing, op)
 		}
 	}
 	switch {
 	case len(missing) > 0:
-		return &NotSupportedError{Op: "runner", Reason: fmt.Sprintf("kernel %s lacks opcodes %v", p.Kernel, missing)}
+		return &uring.NotSupportedError{Op: "runner", Reason: fmt.Sprintf("kernel %s lacks opcodes %v", p.Kernel, missing)}
 	case !p.CancelFd:
-		return &NotSupportedError{Op: "runner", Reason: fmt.Sprintf("kernel %s cannot cancel by descriptor (5.19)", p.Kernel)}
-	case p.Features&FeatExtArg == 0:
-		return &NotSupportedError{Op: "runner", Reason: fmt.Sprintf("kernel %s has no timed waits (IORING_FEAT_EXT_ARG, 5.11)", p.Kernel)}
+		return &uring.NotSupportedError{Op: "runner", Reason: fmt.Sprintf("kernel %s cannot cancel by descriptor (5.19)", p.Kernel)}
+	case p.Features&uring.FeatExtArg == 0:
+		return &uring.NotSupportedError{Op: "runner", Reason: fmt.Sprintf("kernel %s has no timed waits (IORING_FEAT_EXT_ARG, 5.11)", p.Kernel)}
 	}
 	return nil
 }

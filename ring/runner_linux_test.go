@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/runnertest"
+	"github.com/sluice-io/sluice/internal/uring"
 	"github.com/sluice-io/sluice/pool"
 	"github.com/sluice-io/sluice/srcs"
 )
@@ -122,7 +124,7 @@ func TestRunnerGrantNotHeldByBatchWait(t *testing.T) {
 // timeout; holding it for the whole timeout from its read would take the
 // timeout or more.
 func TestRunnerHoldLessBatchWait(t *testing.T) {
-	if requireURing(t).Features&FeatMinTimeout == 0 {
+	if requireURing(t).Features&uring.FeatMinTimeout == 0 {
 		t.Skip("batched waits need IORING_FEAT_MIN_TIMEOUT (6.12)")
 	}
 	const flush, batch = 400 * time.Millisecond, 200 * time.Millisecond
@@ -185,27 +187,47 @@ func TestRunnerSupported(t *testing.T) {
 	noCancel := ok
 	noCancel.CancelFd = false
 	noExtArg := ok
-	noExtArg.Features &^= FeatExtArg
-	noRecv := ok
-	noRecv.ops[OpRecv/64] &^= 1 << (OpRecv % 64)
-	for _, tc := range []struct {
+	noExtArg.Features &^= uring.FeatExtArg
+	type testCase struct {
 		name string
 		p    ProbeResult
 		want string
-	}{
-		{"disabled", ProbeResult{Reason: "setup: io_uring is disabled by sysctl", Err: &NotSupportedError{Op: "setup", Reason: "io_uring is disabled by sysctl kernel.io_uring_disabled=2"}}, "disabled"},
+	}
+	cases := []testCase{
+		{"disabled", ProbeResult{Reason: "setup: io_uring is disabled by sysctl", Err: &uring.NotSupportedError{Op: "setup", Reason: "io_uring is disabled by sysctl kernel.io_uring_disabled=2"}}, "disabled"},
 		{"setup failed", ProbeResult{Reason: "setup: cannot allocate memory", Err: unix.ENOMEM}, "unusable"},
 		{"no cancel by fd", noCancel, "cancel by descriptor"},
 		{"no timed waits", noExtArg, "EXT_ARG"},
-		{"no recv", noRecv, "RECV"},
-	} {
+	}
+	for _, missing := range requiredOps() {
+		p := ok
+		p.ops = uring.OpSet{}
+		for op := range uring.Op(255) {
+			if op != missing && ok.hasOp(op) {
+				p.ops.Add(op)
+			}
+		}
+		cases = append(cases, testCase{"no " + missing.String(), p, missing.String()})
+	}
+	for _, tc := range cases {
 		err := runnerSupported(tc.p)
-		if !errors.Is(err, ErrNotSupported) || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "ring: runner: ") {
+		if !errors.Is(err, uring.ErrNotSupported) || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "ring: runner: ") {
 			t.Errorf("%s: %v, want ErrNotSupported saying %q", tc.name, err, tc.want)
 		}
 	}
 	if err := runnerSupported(ok); err != nil {
 		t.Errorf("supported kernel: %v", err)
+	}
+	// Files are read with plain READ: a kernel without READ_FIXED will do.
+	noFixed := ok
+	noFixed.ops = uring.OpSet{}
+	for op := range uring.Op(255) {
+		if op != uring.OpReadFixed && ok.hasOp(op) {
+			noFixed.ops.Add(op)
+		}
+	}
+	if err := runnerSupported(noFixed); err != nil || slices.Contains(requiredOps(), uring.OpReadFixed) {
+		t.Errorf("a kernel without READ_FIXED: %v; required ops %v", err, requiredOps())
 	}
 }
 
@@ -351,7 +373,7 @@ func TestNextStreamHold(t *testing.T) {
 // messages, still delivers every byte, in order, and within the flush
 // timeout of its arrival.
 func TestRunnerStreamHoldLessBatchWait(t *testing.T) {
-	if requireURing(t).Features&FeatMinTimeout == 0 {
+	if requireURing(t).Features&uring.FeatMinTimeout == 0 {
 		t.Skip("batched waits need IORING_FEAT_MIN_TIMEOUT (6.12)")
 	}
 	for _, lanes := range []int{1, 2} {

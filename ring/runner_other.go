@@ -2,9 +2,13 @@
 
 package ring
 
-import "github.com/sluice-io/sluice/internal/contract"
+import (
+	"github.com/sluice-io/sluice/internal/contract"
 
-var errRunnerNotLinux = &NotSupportedError{Op: "runner", Reason: "io_uring needs Linux"}
+	"github.com/sluice-io/sluice/internal/uring"
+)
+
+var errRunnerNotLinux = &uring.NotSupportedError{Op: "runner", Reason: "io_uring needs Linux"}
 
 // Runner is the io_uring runner. On this OS it cannot be created.
 type Runner struct{}

@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-io/sluice/internal/flush"
 	"github.com/sluice-io/sluice/internal/front"
 	"github.com/sluice-io/sluice/internal/mmsg"
+	"github.com/sluice-io/sluice/internal/uring"
 	"github.com/sluice-io/sluice/srcs"
 )
 
@@ -116,14 +117,14 @@ func splitToken(tok uint64) (uint32, uint32) { return uint32(tok >> 32), uint32(
 type worker struct {
 	r     *Runner
 	id    int
-	setup chan error // the result of ring setup, sent once
-	onCQE func(*CQE) // handleCQE, bound once so reaping allocates nothing
+	setup chan error       // the result of ring setup, sent once
+	onCQE func(*uring.CQE) // handleCQE, bound once so reaping allocates nothing
 
 	// The command queue, the slots and the load (front.Worker), which
 	// other goroutines share with the worker.
 	front.Mailbox[cmd]
-	waker *Waker // Wake is called under Mu, so Close never races it
-	wake  func() // wakes the worker; bound once, so posting allocates nothing
+	waker *uring.Waker // Wake is called under Mu, so Close never races it
+	wake  func()       // wakes the worker; bound once, so posting allocates nothing
 
 	reads    atomic.Uint64
 	waits    atomic.Uint64
@@ -134,7 +135,7 @@ type worker struct {
 	recvmmsg atomic.Uint64 // datagram batches received outside the ring
 
 	// Owned by the worker goroutine.
-	ring      *Ring
+	ring      *uring.Ring
 	slots     front.Slab[lane]  // by slot index
 	ready     []*lane           // lanes to advance this turn, after those draining
 	batch     []*lane           // the ready queue being advanced
@@ -177,6 +178,12 @@ type worker struct {
 	// a turn swaps in.
 	draining   []*lane
 	drainSpare []*lane
+	// light are the lanes served first next turn: those whose sockets
+	// became readable after a last read that brought little
+	// (front.LightRead), and those whose sockets drained, to arm their
+	// polls; lightSpare is the spare list a turn swaps in.
+	light      []*lane
+	lightSpare []*lane
 	woken      bool  // the Waker's read completed: re-arm it
 	closing    bool  // Close was asked: finish every lane, then exit
 	fatal      error // the ring failed; the loop ends
@@ -231,7 +238,7 @@ func (w *worker) stopErr(ln *lane) error {
 }
 
 func (ln *lane) userData(tag opTag) uint64 {
-	return PackUserData(ln.slot, uint32(tag)<<genBits|ln.gen)
+	return uring.PackUserData(ln.slot, uint32(tag)<<genBits|ln.gen)
 }
 
 // post queues a command and wakes the worker. It reports false once the
@@ -263,11 +270,11 @@ func (w *worker) run() {
 // start creates the ring and the Waker on the worker's locked thread, and
 // arms the Waker.
 func (w *worker) start() error {
-	rg, err := New(Config{Entries: runnerEntries, CQEntries: runnerCQEntries})
+	rg, err := uring.New(uring.Config{Entries: runnerEntries, CQEntries: runnerCQEntries})
 	if err != nil {
 		return fmt.Errorf("ring: runner: worker %d: %w", w.id, err)
 	}
-	wk, err := NewWaker()
+	wk, err := uring.NewWaker()
 	if err != nil {
 		rg.Close()
 		return fmt.Errorf("ring: runner: worker %d: %w", w.id, err)
@@ -280,7 +287,7 @@ func (w *worker) start() error {
 	if !w.arm() {
 		err := w.fatal
 		if err == nil {
-			err = ErrSQFull
+			err = uring.ErrSQFull
 		}
 		rg.Close()
 		wk.Close()
@@ -296,18 +303,18 @@ func (w *worker) arm() bool {
 		return false
 	}
 	w.waker.Arm(s)
-	s.UserData = PackUserData(0, uint32(tagWake)<<genBits)
+	s.UserData = uring.PackUserData(0, uint32(tagWake)<<genBits)
 	return true
 }
 
 // sqe returns a free SQE, submitting to make room when the queue is full.
 // It returns nil when none can be had now; a lasting failure sets fatal.
-func (w *worker) sqe() *SQE {
+func (w *worker) sqe() *uring.SQE {
 	if s := w.ring.GetSQE(); s != nil {
 		return s
 	}
 	s, err := w.ring.NextSQE()
-	if err != nil && !errors.Is(err, unix.EBUSY) && !errors.Is(err, unix.EAGAIN) && !errors.Is(err, ErrSQFull) {
+	if err != nil && !errors.Is(err, unix.EBUSY) && !errors.Is(err, unix.EAGAIN) && !errors.Is(err, uring.ErrSQFull) {
 		w.fatal = err
 	}
 	return s
@@ -434,7 +441,7 @@ func (w *worker) wait(now time.Time) error {
 	w.cycleBytes = 0
 	flush, flushing := w.nextFlush(now)
 	p := planWait(waitState{
-		stuck:       w.woken || len(w.ready) > 0 || len(w.draining) > 0,
+		stuck:       w.woken || len(w.ready) > 0 || len(w.draining) > 0 || len(w.light) > 0,
 		readsIssued: w.readsIssued,
 		starved:     w.starved,
 		polling:     w.polling,
@@ -555,8 +562,8 @@ func nextStreamHold(hold time.Duration, bytes int64, bufSize int, batchWait time
 
 // handleCQE routes one completion to its lane. Stale completions (a slot
 // reused since) and cancel results are dropped.
-func (w *worker) handleCQE(c *CQE) {
-	slot, g := UnpackUserData(c.UserData)
+func (w *worker) handleCQE(c *uring.CQE) {
+	slot, g := uring.UnpackUserData(c.UserData)
 	tag, gen := opTag(g>>genBits), g&genMask
 	switch tag {
 	case tagWake:
@@ -620,7 +627,7 @@ func (w *worker) runCmd(c *cmd) {
 		for _, ln := range w.parked {
 			if ln.parked {
 				ln.parked = false
-				w.enqueue(ln)
+				w.enqueueReadable(ln)
 			}
 		}
 		clear(w.parked)

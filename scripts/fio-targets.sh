@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # fio-targets.sh: the targets under fio (docs/benchmarking.md and
 # docs/decisions/0016-targets-under-fio.md), beside gnet and a sink
-# written with Go alone. Each row is one `sluice-bench run --client fio
-# --peers gnet,go` command: every runner, the gnet sink and the go sink
-# (a goroutine per connection), each in a process of its own pinned to
+# written with Go alone and a bare epoll loop. Each row is one
+# `sluice-bench run --client fio --peers gnet,go,epoll` command: every
+# runner, the gnet sink, the go sink (a goroutine per connection) and the
+# bare-epoll sink (one thread, one edge-triggered epoll instance, one
+# shared buffer), each in a process of its own pinned to
 # the first CPU, fio on the others, over several rounds in alternating
 # order, with every row's bytes reconciled with fio's report. As root the
 # sinks and fio sit on either end of a veth wire (--wire auto: two network
@@ -28,7 +30,9 @@
 #                bulk-rated: the bulk row's 1,000 connections held to 2 MiB/s
 #                each (2 GiB/s offered), a load the sinks mostly keep up with, so
 #                that it measures each sink's own cost rather than a race
-#                with fio
+#                with fio; or quiet: the bulk row with a quiet source
+#                beside it (--quiet-source 20ms), whose lines' latency
+#                each sink reports (p50, p99, max)
 set -euo pipefail
 
 bin="" out="" rounds=3 duration=6s runners=uring,goroutine,epoll,thread wire=auto inline=()
@@ -72,7 +76,7 @@ row() {
 	echo
 }
 
-common=(run --client fio --wire "$wire" --runners "$runners" --peers gnet,go --duration "$duration" --rounds "$rounds"
+common=(run --client fio --wire "$wire" --runners "$runners" --peers gnet,go,epoll --duration "$duration" --rounds "$rounds"
 	--target 'cpu_s_per_gib<=0.8' ${inline[@]+"${inline[@]}"})
 for r in "${rows[@]}"; do
 	case $r in
@@ -88,6 +92,9 @@ for r in "${rows[@]}"; do
 	lines)
 		# 200 connections writing 16 KiB blocks of 128-byte lines; the sinks count the lines.
 		row lines "${common[@]}" --sources 200 --msg-size 16KiB --framing newline --record-size 128 ;;
+	quiet)
+		# The bulk row, and one more connection sending its clock as a line every 20 ms.
+		row quiet "${common[@]}" --sources 1000 --msg-size 64KiB --quiet-source 20ms ;;
 	bulk-rated)
 		# 1,000 connections writing 64 KiB blocks at 2 MiB/s each, Poisson arrivals.
 		row bulk-rated "${common[@]}" --sources 1000 --rate 2MiB/s --msg-size 64KiB ;;

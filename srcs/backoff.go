@@ -27,8 +27,9 @@ func (b Backoff) WithDefaults() Backoff {
 	return b
 }
 
-// validate reports a negative field, naming it under prefix.
-func (b Backoff) validate(prefix string) error {
+// Validate reports a negative field, naming it under prefix (the field
+// that holds b: "Backoff"), as the clients' constructors check theirs.
+func (b Backoff) Validate(prefix string) error {
 	switch {
 	case b.Initial < 0:
 		return fmt.Errorf("%s.Initial: %v is negative", prefix, b.Initial)

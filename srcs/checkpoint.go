@@ -10,23 +10,34 @@ import (
 	"sync"
 )
 
-// Position is a place in a followed file: the file's inode and a byte
-// offset in it. The inode tells a rotated file from its replacement at the
-// same path.
+// Position is a place in a followed file: the file's device and inode, the
+// identity of the stretch of it being read, and a byte offset. The inode
+// tells a rotated file from its replacement at the same path; the stretch
+// tells apart what one inode held before and after a truncation, or
+// before and after the inode was given to another file.
 type Position struct {
-	Inode  uint64 `json:"inode"`
+	Dev   uint64 `json:"dev,omitempty"`
+	Inode uint64 `json:"inode"`
+	// File names the stretch: a random identity a Tail gives each file it
+	// begins to read, and again after each truncation, and keeps in its
+	// checkpoint, so that what it reads again after a restart has the
+	// identity it had. Empty in a checkpoint of an older version.
+	File   string `json:"file,omitempty"`
 	Offset int64  `json:"offset"`
 }
 
 // checkpointFile is what a checkpoint file holds, as JSON. Path is there
-// for people reading the file; Load ignores it.
+// for people reading the file; Load ignores it. Files are the stretches
+// the tail has begun from Position's on, oldest first, each with the
+// offset it began at.
 type checkpointFile struct {
 	Version int    `json:"version"`
 	Path    string `json:"path,omitempty"`
 	Position
+	Files []Position `json:"files,omitempty"`
 }
 
-const checkpointVersion = 1
+const checkpointVersion = 2
 
 // Checkpoint is a file that remembers a Position across restarts. Save
 // replaces it atomically and durably: it writes a temporary file in the
@@ -92,21 +103,28 @@ func (c *Checkpoint) errorf(op string, err error) error {
 // checkpoint never saved gives one wrapping fs.ErrNotExist, and a file
 // that is not a checkpoint one that says what is wrong with it.
 func (c *Checkpoint) Load() (Position, error) {
+	pos, _, err := c.loadFiles()
+	return pos, err
+}
+
+// loadFiles is Load with the stretches the tail began from the
+// position's on (version 2).
+func (c *Checkpoint) loadFiles() (Position, []Position, error) {
 	data, err := os.ReadFile(c.path)
 	if err != nil {
-		return Position{}, c.errorf("load", err)
+		return Position{}, nil, c.errorf("load", err)
 	}
 	var f checkpointFile
 	if err := json.Unmarshal(data, &f); err != nil {
-		return Position{}, c.errorf("load", err)
+		return Position{}, nil, c.errorf("load", err)
 	}
 	switch {
-	case f.Version != checkpointVersion:
-		return Position{}, c.errorf("load", fmt.Errorf("version %d, want %d", f.Version, checkpointVersion))
+	case f.Version != 1 && f.Version != checkpointVersion:
+		return Position{}, nil, c.errorf("load", fmt.Errorf("version %d, want 1 or %d", f.Version, checkpointVersion))
 	case f.Offset < 0:
-		return Position{}, c.errorf("load", fmt.Errorf("offset %d is negative", f.Offset))
+		return Position{}, nil, c.errorf("load", fmt.Errorf("offset %d is negative", f.Offset))
 	}
-	return f.Position, nil
+	return f.Position, f.Files, nil
 }
 
 // Save records pos durably and atomically (see Checkpoint). When it
@@ -116,8 +134,11 @@ func (c *Checkpoint) Load() (Position, error) {
 // temporary file is left behind. The first Save of a Checkpoint also
 // removes temporary files that a process killed during a save left in
 // the directory, so that crashes cannot fill a small disk with them.
-func (c *Checkpoint) Save(pos Position) error {
-	data, err := json.Marshal(checkpointFile{Version: checkpointVersion, Path: c.source, Position: pos})
+func (c *Checkpoint) Save(pos Position) error { return c.saveFiles(pos, nil) }
+
+// saveFiles is Save with the stretches the tail began from pos's on.
+func (c *Checkpoint) saveFiles(pos Position, files []Position) error {
+	data, err := json.Marshal(checkpointFile{Version: checkpointVersion, Path: c.source, Position: pos, Files: files})
 	if err != nil {
 		return c.errorf("save", err)
 	}

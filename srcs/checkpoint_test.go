@@ -51,7 +51,7 @@ func TestCheckpointRoundTrip(t *testing.T) {
 		if err := json.Unmarshal(raw, &doc); err != nil {
 			t.Fatalf("checkpoint file is not one JSON document: %q: %v", raw, err)
 		}
-		if doc["path"] != "/var/log/app.log" || doc["version"] != 1.0 {
+		if doc["path"] != "/var/log/app.log" || doc["version"] != 2.0 {
 			t.Errorf("checkpoint file %s lacks its path or version", raw)
 		}
 		entries, err := os.ReadDir(dir)

@@ -2,7 +2,6 @@ package srcs
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -11,8 +10,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sluice-io/sluice/internal/certs"
 	"github.com/sluice-io/sluice/internal/contract"
+	"github.com/sluice-io/sluice/internal/tlsread"
 	"golang.org/x/sys/unix"
 )
 
@@ -26,19 +25,20 @@ import (
 // non-blocking mode), so a runner that drives descriptors gets readiness
 // only from its own epoll set or ring. After Desc, Read is unavailable.
 //
-// A Conn over a TLS session (see NewTLSConn) is Encrypted: it has no
-// descriptor to give (Desc fails with ErrNoDescriptor), so the engine
-// reads it on the goroutine runner, through Read, which decrypts. Its
-// SyscallConn waits for plaintext rather than for a readable socket (see
-// tlsWait), so that runner holds no pool buffer for an idle session.
+// A Conn over a TLS session (a listener's or a client's with TLS) is
+// Encrypted: it has no descriptor to give (Desc fails with
+// ErrNoDescriptor), so the engine reads it on the goroutine runner,
+// through Read, which decrypts. Its SyscallConn waits for plaintext rather
+// than for a readable socket (see tlsread.Wait), so that runner holds no pool
+// buffer for an idle session.
 //
 // Conn is not safe for concurrent use, except that Close and
 // SetReadDeadline may be called while Read blocks.
 type Conn struct {
 	name     string
-	identity string     // a TLS client's verified subject, or ""
-	raw      net.Conn   // the socket under a TLS session; nil without TLS
-	tls      *tlsReader // reads the TLS session; nil without TLS
+	identity string          // a TLS client's verified subject, or ""
+	raw      net.Conn        // the socket under a TLS session; nil without TLS
+	tls      *tlsread.Reader // reads the TLS session; nil without TLS
 
 	mu     sync.Mutex
 	c      net.Conn // nil once detached
@@ -57,18 +57,18 @@ func newConn(c net.Conn, name string) *Conn {
 	return &Conn{name: name, c: c, fd: -1}
 }
 
-// NewTLSConn wraps a TLS session whose handshake is done. name is the
-// source's name; when the client sent a verified certificate, its subject
-// is the source's Identity and ends the name, in brackets. The source
-// takes ownership of tc. Its Close closes the socket without sending a
-// close_notify alert, which could block on a peer that reads nothing: an
-// ingest source's peer only writes.
-func NewTLSConn(tc *tls.Conn, name string) *Conn {
-	id := certs.PeerSubject(tc.ConnectionState())
+// newTLSConn wraps a TLS session whose handshake is done: sess reads its
+// plaintext, over the socket raw. name is the source's name; id, the
+// subject of a client's verified certificate, is the source's Identity
+// and ends the name, in brackets. The source takes ownership of both. Its
+// Close closes the socket without sending a close_notify alert, which
+// could block on a peer that reads nothing: an ingest source's peer only
+// writes.
+func newTLSConn(sess, raw net.Conn, id, name string) *Conn {
 	if id != "" {
 		name += " [" + id + "]"
 	}
-	return &Conn{name: name, identity: id, raw: tc.NetConn(), tls: &tlsReader{tc: tc}, c: tc, fd: -1}
+	return &Conn{name: name, identity: id, raw: raw, tls: tlsread.NewReader(sess), c: sess, fd: -1}
 }
 
 // Encrypted says the socket carries ciphertext, so the engine reads the
@@ -102,7 +102,7 @@ func (s *Conn) Open(context.Context) error {
 }
 
 // Read reads from the connection through the Go netpoller; on a TLS
-// session, through crypto/tls (see tlsReader).
+// session, through crypto/tls (see tlsread.Reader).
 func (s *Conn) Read(p []byte) (int, error) {
 	if s.tls != nil {
 		return s.tls.Read(p)
@@ -130,10 +130,10 @@ func (s *Conn) SetReadDeadline(t time.Time) error {
 // SyscallConn returns the connection's raw descriptor access through Go's
 // netpoller, so that a runner can wait for readability before it takes a
 // buffer. It fails once Desc has detached the descriptor. On a TLS
-// session it returns a tlsWait, whose Read waits for plaintext.
+// session it returns a tlsread.Wait, whose Read waits for plaintext.
 func (s *Conn) SyscallConn() (syscall.RawConn, error) {
 	if s.tls != nil {
-		return tlsWait{s.tls, s.raw, s.name}, nil
+		return tlsread.Wait{R: s.tls, Raw: s.raw, Name: s.name}, nil
 	}
 	s.mu.Lock()
 	c := s.c
@@ -148,7 +148,9 @@ func (s *Conn) SyscallConn() (syscall.RawConn, error) {
 	return sc.SyscallConn()
 }
 
-// Desc detaches the socket from Go's netpoller on first use and returns it.
+// Desc is for the engine's runners, which read the socket themselves; a
+// program has no use for it. It detaches the socket from Go's netpoller
+// on first use and returns it.
 func (s *Conn) Desc() (contract.Desc, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -225,5 +227,4 @@ var (
 	_ syscall.Conn = (*Conn)(nil)
 	_ syscall.Conn = (*TCPClient)(nil)
 	_ syscall.Conn = (*UnixClient)(nil)
-	_ syscall.Conn = (*MQTT)(nil)
 )

@@ -10,3 +10,6 @@ var (
 // ReadProxyHeader is the listener's PROXY header reader, for the fuzz
 // target.
 var ReadProxyHeader = proxyProtocol().ReadHeader
+
+// ParseSize is parseSize, for its fuzz test.
+var ParseSize = parseSize

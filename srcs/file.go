@@ -119,7 +119,9 @@ func (s *FileSource) Read(p []byte) (int, error) {
 	return f.Read(p)
 }
 
-// Desc returns the open file for positional reads from Offset.
+// Desc is for the engine's runners, which read the file themselves; a
+// program has no use for it. It returns the open file for positional
+// reads from Offset.
 func (s *FileSource) Desc() (contract.Desc, error) {
 	f, err := s.file("desc")
 	if err != nil {

@@ -10,9 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/dustin/go-humanize"
 	"github.com/sluice-io/sluice/internal/contract"
-	"github.com/sluice-io/sluice/internal/mqtt"
 )
 
 // Framing: records, not just bytes.
@@ -121,7 +119,7 @@ func ParseFraming(s string) (Framer, error) {
 		if spec == "" {
 			return 0, nil
 		}
-		v, err := humanize.ParseBytes(spec)
+		v, err := parseSize(spec)
 		if err != nil || v == 0 || v > math.MaxInt32 {
 			return 0, fmt.Errorf("framing %q: maximum %q must be a size from 1 byte to 2147483647 bytes", s, spec)
 		}
@@ -141,8 +139,8 @@ func ParseFraming(s string) (Framer, error) {
 		return OctetCounting{Max: m}, err
 	case "mqtt":
 		m, err := maxOf(rest)
-		if err == nil && m > mqtt.MaxRemaining {
-			err = fmt.Errorf("framing %q: MQTT remaining length is at most %d", s, mqtt.MaxRemaining)
+		if err == nil && m > mqttMaxRemaining {
+			err = fmt.Errorf("framing %q: MQTT remaining length is at most %d", s, mqttMaxRemaining)
 		}
 		return MQTTPackets{Max: m}, err
 	case "length":
@@ -367,6 +365,20 @@ func (f OctetCounting) Next(p []byte, _, limit int) (int, error) {
 	}
 	return 0, nil
 }
+
+// Errors of malformed input, which framers and the MQTT source return.
+var (
+	// ErrMalformed marks bytes that break a protocol or a framing: an MQTT
+	// packet the broker should not have sent (undecodable, or unexpected
+	// in its place), or a record header a framer cannot parse.
+	ErrMalformed = errors.New("srcs: malformed input")
+	// ErrTooLarge marks an MQTT message larger than the configured
+	// MaxMessage, or than a pool buffer can hold.
+	ErrTooLarge = errors.New("srcs: message too large")
+)
+
+// mqttMaxRemaining is the MQTT protocol's largest remaining length.
+const mqttMaxRemaining = 268435455
 
 // MQTTPackets frames MQTT control packets by their fixed header: a type
 // and flags byte, and the remaining length in one to four bytes. A

@@ -15,10 +15,8 @@ package srcs
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/netip"
 	"os"
@@ -27,7 +25,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/proxy"
+	"github.com/sluice-io/sluice/internal/trusthook"
 )
 
 // DefaultMaxHandshakes caps a listener's handshakes in progress when
@@ -37,7 +37,9 @@ const DefaultMaxHandshakes = 1024
 // trust is a listener's checked trust configuration.
 type trust struct {
 	allow, trusted []netip.Prefix
-	tls            *tls.Config
+	tls            trusthook.Handshake
+	// proxy parses the trusted proxies' headers; set with trusted.
+	proxy trusthook.Provider
 }
 
 // CheckTrust checks the form of cfg's trust fields (handshake_timeout,
@@ -82,8 +84,13 @@ func newTrust(cfg ListenerConfig) (trust, error) {
 		return t, err
 	}
 	if cfg.TLS != nil {
-		if t.tls, err = cfg.TLS.serverConfig(cfg.Logger); err != nil {
+		if t.tls, err = cfg.TLS.server(cfg.Logger); err != nil {
 			return t, err
+		}
+	}
+	if t.trusted != nil {
+		if t.proxy = trusthook.Get(); t.proxy == nil {
+			return t, errNoTrust("proxy_protocol")
 		}
 	}
 	return t, nil
@@ -176,12 +183,12 @@ func (l *Listener) refuse(why refusal, peer net.Addr, err error) {
 		return
 	}
 	l.counters.refused[why].Add(1)
-	level, now := slog.LevelDebug, time.Now().UnixNano()
+	level, now := contract.LevelDebug, time.Now().UnixNano()
 	w := &l.counters.warned[why]
 	if last := w.Load(); now-last > int64(shortageQuiet) && w.CompareAndSwap(last, now) {
-		level = slog.LevelWarn
+		level = contract.LevelWarn
 	}
-	l.log.Log(context.Background(), level, "srcs: connection refused (further ones for this reason within a minute are logged at debug)",
+	contract.Log(l.log, level, "srcs: connection refused (further ones for this reason within a minute are logged at debug)",
 		"listener", l.name, "peer", peer.String(), "reason", refusalNames[why], "err", err)
 }
 
@@ -203,7 +210,8 @@ func (l *Listener) admit(c net.Conn) bool {
 // handshaker accepts and handshakes a listener's connections in the
 // background. It is safe for concurrent use.
 type handshaker struct {
-	tls     *tls.Config
+	tls     trusthook.Handshake
+	proxy   trusthook.Provider
 	timeout time.Duration
 	sem     chan struct{} // one token per handshake in progress
 
@@ -222,6 +230,7 @@ type handshaker struct {
 func newHandshaker(t trust, cfg ListenerConfig) *handshaker {
 	h := &handshaker{
 		tls:     t.tls,
+		proxy:   t.proxy,
 		timeout: cfg.HandshakeTimeout,
 		sem:     make(chan struct{}, orDefault(cfg.MaxHandshakes, DefaultMaxHandshakes)),
 		ready:   make(chan *acceptedConn),
@@ -363,7 +372,12 @@ func (l *Listener) prepare(c net.Conn, deadline time.Time) (*acceptedConn, refus
 			if err != nil {
 				return nil, classifyHandshake(err, refProxy), err
 			}
-			if src := proxy.ProxiedAddr(hdr); src != nil {
+			src, err := h.proxy.ProxyAddr(hdr)
+			if err != nil {
+				err = fmt.Errorf("%w: %w", ErrProxyHeader, err)
+				return nil, refProxy, err
+			}
+			if src != nil {
 				if l.allow != nil && !proxy.InPrefixes(l.allow, proxy.AddrOf(src)) {
 					return nil, refDenied, fmt.Errorf("%s (behind proxy %s) is not in allow", src, c.RemoteAddr())
 				}
@@ -389,23 +403,22 @@ func (l *Listener) prepare(c net.Conn, deadline time.Time) (*acceptedConn, refus
 	if h.tls == nil {
 		return &acceptedConn{Conn: newConn(c, name), l: l}, 0, nil
 	}
-	tc := tls.Server(c, h.tls)
-	if err := tc.Handshake(); err != nil {
+	sess, id, err := h.tls.Run(h.ctx, c)
+	if err != nil {
 		return nil, classifyHandshake(err, refTLS), fmt.Errorf("tls: %w", err)
 	}
-	return &acceptedConn{Conn: NewTLSConn(tc, "tls://"+strings.TrimPrefix(name, "tcp://")), l: l}, 0, nil
+	return &acceptedConn{Conn: newTLSConn(sess, c, id, "tls://"+strings.TrimPrefix(name, "tcp://")), l: l}, 0, nil
 }
 
 // classifyHandshake tells a timeout, a closed listener and a rejected
 // client certificate from other failures of the given kind.
 func classifyHandshake(err error, kind refusal) refusal {
-	var cv *tls.CertificateVerificationError
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		return refTimeout
 	case errors.Is(err, net.ErrClosed):
 		return refClosed
-	case errors.As(err, &cv), strings.Contains(err.Error(), "client didn't provide a certificate"):
+	case errors.Is(err, trusthook.ErrCertRejected):
 		return refCert
 	}
 	return kind

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/pool"
 )
 
@@ -116,7 +117,7 @@ var (
 	// ErrNoDescriptor says a source has no kernel descriptor to give: a
 	// TLS session, whose socket carries ciphertext, or a connection whose
 	// socket a runner took (SyscallConn fails with it).
-	ErrNoDescriptor = errors.New("srcs: source has no kernel descriptor")
+	ErrNoDescriptor = contract.ErrNoDescriptor
 )
 
 // DropCounter is the optional capability of sources that can read how many

@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"log/slog"
+	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/sluice-io/sluice/internal/contract"
 )
 
 // Defaults of TailConfig.
@@ -49,7 +52,7 @@ type TailConfig struct {
 	// Logger receives rotations and truncations at Info; the first of a
 	// run of failed checkpoint saves at Warn (the retries that fail too at
 	// Debug), and the save that ends the run at Info. Nil discards.
-	Logger *slog.Logger `yaml:"-"`
+	Logger Logger `yaml:"-"`
 }
 
 func (cfg TailConfig) validate() error {
@@ -121,7 +124,7 @@ func (cfg TailConfig) validate() error {
 // CheckpointErr, Truncations and Rotations at any time.
 type Tail struct {
 	cfg TailConfig
-	log *slog.Logger
+	log Logger
 	ck  *Checkpoint // nil without TailConfig.Checkpoint
 
 	truncations atomic.Uint64
@@ -131,11 +134,17 @@ type Tail struct {
 	f        *os.File // the file of the current session; nil when closed
 	w        waiter   // nil when closed
 	started  bool     // a session has been opened: ino and off are real
-	ino      uint64   // inode of f
+	dev, ino uint64   // device and inode of f
+	file     string   // the identity of the stretch of f being read (see Position.File)
 	off      int64    // offset in f of the next byte Read returns
-	total    int64    // bytes Read has returned, over all sessions
-	marks    []mark   // total → file position, oldest first
-	released int64    // the highest count Released has seen
+	// stretches are the stretches begun from the released position's on,
+	// oldest first, each with the offset it began at: what the checkpoint
+	// keeps, so that a restarted tail gives each the identity it had.
+	stretches []Position
+	begun     bool   // a stretch began since the last save
+	total     int64  // bytes Read has returned, over all sessions
+	marks     []mark // total → file position, oldest first
+	released  int64  // the highest count Released has seen
 	// delivered counts the bytes of every Delivered call, as Released
 	// counts them; cut is the range of those counts that the last chunk
 	// flagged Truncated held.
@@ -175,7 +184,7 @@ func NewTail(cfg TailConfig) (*Tail, error) {
 	}
 	t := &Tail{cfg: cfg, log: cfg.Logger}
 	if t.log == nil {
-		t.log = slog.New(slog.DiscardHandler)
+		t.log = contract.Discard{}
 	}
 	if cfg.Checkpoint != "" {
 		ck, err := NewCheckpoint(cfg.Checkpoint, cfg.Path)
@@ -196,7 +205,16 @@ func (t *Tail) Name() string { return t.cfg.Path }
 // (it was truncated meanwhile) becomes 0 and counts as a truncation.
 func (t *Tail) Open(context.Context) error {
 	t.mu.Lock()
-	defer t.mu.Unlock()
+	err := t.openLocked()
+	t.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return t.saveBegun()
+}
+
+// openLocked is Open with mu held, but for the save of a stretch begun.
+func (t *Tail) openLocked() error {
 	if t.f != nil {
 		return fmt.Errorf("srcs: open %s: already open", t.cfg.Path)
 	}
@@ -204,27 +222,50 @@ func (t *Tail) Open(context.Context) error {
 	if err != nil {
 		return err
 	}
-	ino, size := inodeOf(fi), fi.Size()
-	off, why, err := t.start(ino, size)
-	if err != nil {
-		f.Close()
-		return err
+	dev, ino := devIno(fi)
+	size := fi.Size()
+	var st Position // the stretch, if resumed
+	var off int64
+	var why string
+	if !t.started && t.ck != nil {
+		var rf *os.File
+		rf, st, off, why, err = t.resume(dev, ino)
+		if err != nil {
+			f.Close()
+			return err
+		}
+		if rf != nil { // the checkpoint's file, rotated away
+			f.Close()
+			f = rf
+			if fi, err = f.Stat(); err != nil {
+				f.Close()
+				return fmt.Errorf("srcs: %w", err)
+			}
+			dev, ino = devIno(fi)
+			size = fi.Size()
+		}
+	}
+	if st.File == "" && why == "" {
+		if off, why, err = t.start(ino, size); err != nil {
+			f.Close()
+			return err
+		}
 	}
 	if off > size {
 		t.truncations.Add(1)
 		t.log.Info("srcs: tail: file shorter than the resume offset; reading from the start",
 			"path", t.cfg.Path, "offset", off, "size", size)
-		off = 0
+		off, st = 0, Position{}
 	}
 	var w waiter
 	if !t.cfg.PollOnly {
 		w, err = newInotifyWaiter(t.cfg.Path)
 		if err != nil {
-			lvl := slog.LevelInfo // out of watches or descriptors: worth knowing
+			lvl := contract.LevelInfo // out of watches or descriptors: worth knowing
 			if errors.Is(err, errors.ErrUnsupported) {
-				lvl = slog.LevelDebug
+				lvl = contract.LevelDebug
 			}
-			t.log.Log(context.Background(), lvl, "srcs: tail: inotify unavailable; polling",
+			contract.Log(t.log, lvl, "srcs: tail: inotify unavailable; polling",
 				"path", t.cfg.Path, "poll", t.cfg.Poll, "err", err)
 		}
 	}
@@ -232,8 +273,162 @@ func (t *Tail) Open(context.Context) error {
 		w = newPollWaiter()
 	}
 	t.log.Debug("srcs: tail: open", "path", t.cfg.Path, "inode", ino, "offset", off, "from", why)
-	t.f, t.w, t.started, t.ino, t.off = f, w, true, ino, off
+	same := t.started && t.ino == ino && t.dev == dev
+	t.f, t.w, t.started, t.dev, t.ino, t.off = f, w, true, dev, ino, off
+	switch {
+	case st.File != "":
+		t.file = st.File
+	case !same:
+		t.beginLocked(off)
+	}
 	t.markLocked()
+	return nil
+}
+
+// resume finds where the checkpoint says to go on: the stretch its
+// position is in, at its offset, in the file that holds it, at the path
+// or rotated away to another name in the same directory; else the next
+// stretch it knows of that is still there; else nothing (st.File empty).
+// A stretch whose inode a later one took (the file was truncated) is
+// gone. rf is the file to read when it is not the one at the path.
+func (t *Tail) resume(dev, ino uint64) (rf *os.File, st Position, off int64, why string, err error) {
+	pos, files, err := t.ck.loadFiles()
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, Position{}, 0, "", nil
+	case err != nil:
+		return nil, Position{}, 0, "", err // a *CheckpointError naming both files
+	}
+	if pos.File == "" && len(files) == 0 {
+		// An older checkpoint: its position, in the file at the path, in a
+		// stretch of a new identity.
+		if pos.Inode == ino {
+			st = Position{Dev: dev, Inode: ino, File: newStretchID(), Offset: pos.Offset}
+			t.stretches = []Position{st}
+			return nil, st, pos.Offset, "checkpoint", nil
+		}
+		t.log.Info("srcs: tail: checkpoint names another file; it was rotated, reading from the start",
+			"path", t.cfg.Path, "checkpoint_inode", pos.Inode, "inode", ino)
+		return nil, Position{}, 0, "checkpoint of a rotated file", nil
+	}
+	k, off := 0, int64(0)
+	if pos.File == "" {
+		off = files[0].Offset // nothing released yet: where the first stretch began
+	} else {
+		for k < len(files) && files[k].File != pos.File {
+			k++
+		}
+		if k == len(files) {
+			files = append([]Position{pos}, files...)
+			k = 0
+		}
+		off = pos.Offset
+	}
+	t.stretches = files[k:]
+	for i := k; i < len(files); i++ {
+		s := files[i]
+		if i > k {
+			off = s.Offset
+		}
+		taken := false
+		for _, later := range files[i+1:] {
+			taken = taken || later.Dev == s.Dev && later.Inode == s.Inode
+		}
+		if taken {
+			continue
+		}
+		if s.Dev == dev && s.Inode == ino {
+			return nil, s, off, "checkpoint", nil
+		}
+		if f := t.findRotated(s.Dev, s.Inode); f != nil {
+			t.log.Info("srcs: tail: the checkpoint's file was rotated away; finishing it first",
+				"path", t.cfg.Path, "file", f.Name(), "offset", off)
+			return f, s, off, "checkpoint, rotated file", nil
+		}
+	}
+	t.log.Info("srcs: tail: the checkpoint's files are gone; reading the file at the path from the start",
+		"path", t.cfg.Path, "inode", ino)
+	return nil, Position{}, 0, "checkpoint of files gone", nil
+}
+
+// findRotated opens the regular file of device dev and inode ino in the
+// path's directory, or returns nil.
+func (t *Tail) findRotated(dev, ino uint64) *os.File {
+	dir := filepath.Dir(t.cfg.Path)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		name := filepath.Join(dir, e.Name())
+		fi, err := os.Stat(name)
+		if err != nil {
+			continue
+		}
+		if d, i := devIno(fi); d != dev || i != ino {
+			continue
+		}
+		f, err := os.Open(name)
+		if err != nil {
+			return nil
+		}
+		if fi2, err := f.Stat(); err == nil {
+			if d, i := devIno(fi2); d == dev && i == ino {
+				return f
+			}
+		}
+		f.Close()
+		return nil
+	}
+	return nil
+}
+
+// newStretchID returns a new stretch identity: 64 random bits in hex.
+func newStretchID() string {
+	return fmt.Sprintf("%016x", rand.Uint64())
+}
+
+// beginLocked starts a stretch of the current file at off, after the
+// stretch t.file: the one the checkpoint knew for this file among those
+// begun after it, or a new one. Called with mu held.
+func (t *Tail) beginLocked(off int64) {
+	cur := -1
+	for i, s := range t.stretches {
+		if t.file != "" && s.File == t.file {
+			cur = i
+		}
+	}
+	for _, s := range t.stretches[cur+1:] {
+		if s.Dev == t.dev && s.Inode == t.ino && s.Offset == off {
+			t.file = s.File
+			return
+		}
+	}
+	t.file = newStretchID()
+	t.stretches = append(t.stretches, Position{Dev: t.dev, Inode: t.ino, File: t.file, Offset: off})
+	t.begun = true
+}
+
+// saveBegun saves the checkpoint at once if a stretch began since the
+// last save, so that a restart gives it the identity it has now.
+func (t *Tail) saveBegun() error {
+	t.mu.Lock()
+	begun := t.begun
+	t.begun = false
+	t.mu.Unlock()
+	if !begun || t.ck == nil {
+		return nil
+	}
+	t.ckMu.Lock()
+	t.dirty = true
+	t.ckMu.Unlock()
+	if err := t.save(); err != nil {
+		t.log.Warn("srcs: tail: saving the checkpoint of a new stretch failed; what a restart reads again of it may be stored twice",
+			"path", t.cfg.Path, "err", err)
+	}
 	return nil
 }
 
@@ -304,15 +499,21 @@ func checkRegular(path string, fi fs.FileInfo) error {
 
 // inodeOf returns a file's inode number.
 func inodeOf(fi fs.FileInfo) uint64 {
+	_, ino := devIno(fi)
+	return ino
+}
+
+// devIno returns a file's device and inode numbers.
+func devIno(fi fs.FileInfo) (dev, ino uint64) {
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		return uint64(st.Ino)
+		return uint64(st.Dev), uint64(st.Ino)
 	}
-	return 0
+	return 0, 0
 }
 
 // markLocked records that the next stream byte is file byte (ino, off).
 func (t *Tail) markLocked() {
-	m := mark{at: t.total, pos: Position{Inode: t.ino, Offset: t.off}}
+	m := mark{at: t.total, pos: Position{Dev: t.dev, Inode: t.ino, File: t.file, Offset: t.off}}
 	if n := len(t.marks); n > 0 && t.marks[n-1].at == m.at {
 		t.marks[n-1] = m // no byte came from the previous stretch
 		return
@@ -415,9 +616,14 @@ func (t *Tail) atEnd(f *os.File, off int64) (int, error) {
 		t.mu.Lock()
 		if t.f == f {
 			t.off = 0
+			t.beginLocked(0) // what the inode holds now is another text
+
 			t.markLocked()
 		}
 		t.mu.Unlock()
+		if err := t.saveBegun(); err != nil {
+			return 0, err
+		}
 		t.truncations.Add(1)
 		t.log.Info("srcs: tail: file truncated; reading from the start",
 			"path", t.cfg.Path, "offset", off, "size", fi.Size())
@@ -452,11 +658,16 @@ func (t *Tail) switchFile(f *os.File) error {
 		return t.closedErr("read")
 	}
 	old := t.ino
-	t.f, t.ino, t.off = nf, inodeOf(fi), 0
+	t.f, t.off = nf, 0
+	t.dev, t.ino = devIno(fi)
+	t.beginLocked(0)
 	t.markLocked()
 	t.w.follow(t.cfg.Path)
 	t.mu.Unlock()
 	f.Close()
+	if err := t.saveBegun(); err != nil {
+		return err
+	}
 	t.rotations.Add(1)
 	t.log.Info("srcs: tail: file rotated; following the new one",
 		"path", t.cfg.Path, "old_inode", old, "inode", inodeOf(fi))
@@ -507,7 +718,28 @@ func (t *Tail) SetReadDeadline(dl time.Time) error {
 func (t *Tail) Position() Position {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return Position{Inode: t.ino, Offset: t.off}
+	return Position{Dev: t.dev, Inode: t.ino, File: t.file, Offset: t.off}
+}
+
+// PositionAt returns the file position of the stream byte n (counting
+// every byte Read returned, as Released does): the stretch it was read
+// from and its offset there, which a restarted tail with the same
+// checkpoint gives it again. ok is false for a byte not read yet, or
+// released and forgotten.
+func (t *Tail) PositionAt(n int64) (Position, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if n >= t.total || len(t.marks) == 0 || n < t.marks[0].at {
+		return Position{}, false
+	}
+	i := len(t.marks) - 1
+	for i > 0 && t.marks[i].at > n {
+		i--
+	}
+	m := t.marks[i]
+	p := m.pos
+	p.Offset += n - m.at
+	return p, true
 }
 
 // Truncations counts the times the file was found shorter than the
@@ -561,7 +793,16 @@ func (t *Tail) releasedLocked(n int64) (Position, bool) {
 		t.marks = append(t.marks[:0], t.marks[i:]...)
 	}
 	m := t.marks[0]
-	return Position{Inode: m.pos.Inode, Offset: m.pos.Offset + (n - m.at)}, true
+	p := m.pos
+	p.Offset += n - m.at
+	// The stretches before the released one are behind the checkpoint.
+	for k, s := range t.stretches {
+		if s.File == p.File {
+			t.stretches = t.stretches[k:]
+			break
+		}
+	}
+	return p, true
 }
 
 // Delivered notes where each chunk ends in the counts Released takes, and
@@ -629,7 +870,10 @@ func (t *Tail) save() error {
 	if !dirty {
 		return nil
 	}
-	err := t.ck.Save(pos)
+	t.mu.Lock()
+	files := append([]Position(nil), t.stretches...)
+	t.mu.Unlock()
+	err := t.ck.saveFiles(pos, files)
 	t.ckMu.Lock()
 	failures := t.failures
 	if err != nil {

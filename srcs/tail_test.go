@@ -516,8 +516,10 @@ func TestTailResumeFromCheckpoint(t *testing.T) {
 	readN(t, tl, 1000)
 	tl.Released(600)
 	tl.Released(500) // counts only grow: ignored
-	if _, err := os.Stat(ck); !errors.Is(err, fs.ErrNotExist) {
-		t.Fatalf("checkpoint written within CheckpointEvery of nothing: %v", err)
+	// Open saved the file's stretch, and nothing since.
+	ck0, _ := srcs.NewCheckpoint(ck, "")
+	if pos, err := ck0.Load(); err != nil || pos.Offset != 0 {
+		t.Fatalf("checkpoint written within CheckpointEvery of the open: %+v, %v", pos, err)
 	}
 	if err := tl.Close(); err != nil {
 		t.Fatal(err)
@@ -527,8 +529,8 @@ func TestTailResumeFromCheckpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (srcs.Position{Inode: inode(t, path), Offset: 600}); pos != want {
-		t.Fatalf("checkpoint after Close = %+v, want %+v", pos, want)
+	if pos.Inode != inode(t, path) || pos.Offset != 600 || pos.File == "" {
+		t.Fatalf("checkpoint after Close = %+v, want inode %d, offset 600 and a stretch", pos, inode(t, path))
 	}
 
 	appendFile(t, path, "more\n")
@@ -589,6 +591,7 @@ func TestTailReleasedMapsPositions(t *testing.T) {
 	readN(t, tl, 30) // stream bytes 150..180 are 0..30 of cur again
 
 	c, _ := srcs.NewCheckpoint(ck, "")
+	stretch := map[int64]string{}
 	for _, tt := range []struct {
 		released int64
 		want     srcs.Position
@@ -608,9 +611,14 @@ func TestTailReleasedMapsPositions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got != tt.want {
+		if got.Inode != tt.want.Inode || got.Offset != tt.want.Offset {
 			t.Errorf("Released(%d) saved %+v, want %+v", tt.released, got, tt.want)
 		}
+		stretch[tt.released] = got.File
+	}
+	// Each rotation and truncation began a stretch of its own.
+	if s := stretch; s[40] == s[100] || s[100] != s[120] || s[120] == s[150] || s[150] != s[170] || s[170] != s[1000] {
+		t.Errorf("stretches %v: want one for the old file, one for the new, one after its truncation", s)
 	}
 }
 
@@ -686,5 +694,70 @@ func TestTailReleasedConcurrent(t *testing.T) {
 	}
 	if pos.Offset != int64(len(data)) {
 		t.Errorf("final checkpoint %+v, want offset %d", pos, len(data))
+	}
+}
+
+// TestTailStretchesSurviveRestart: a tail restarted on a checkpoint whose
+// position lies in a file rotated away since finishes that file first,
+// from the checkpoint, then reads the file now at the path, and gives
+// every byte it reads again the stretch and offset it had before
+// (PositionAt), which a message id made of them needs; a truncation
+// begins a stretch of its own.
+func TestTailStretchesSurviveRestart(t *testing.T) {
+	dir := t.TempDir()
+	path, ck := filepath.Join(dir, "app.log"), filepath.Join(dir, "app.ckpt")
+	first, second := lines("a", 0, 5), lines("b", 0, 3)
+	appendFile(t, path, first)
+	cfg := srcs.TailConfig{Path: path, Checkpoint: ck, FromStart: true, CheckpointEvery: time.Hour, PollOnly: true, Poll: 5 * time.Millisecond}
+
+	at := func(tl *srcs.Tail, n int64) srcs.Position {
+		t.Helper()
+		p, ok := tl.PositionAt(n)
+		if !ok {
+			t.Fatalf("PositionAt(%d): unknown", n)
+		}
+		return p
+	}
+	tl := openTail(t, cfg)
+	readN(t, tl, len(first))
+	a0 := at(tl, 0)
+	tl.Released(40)
+	if err := os.Rename(path, path+".1"); err != nil {
+		t.Fatal(err)
+	}
+	appendFile(t, path, second)
+	if got := string(readN(t, tl, len(second))); got != second {
+		t.Fatalf("after the rotation: %q", got)
+	}
+	b0 := at(tl, int64(len(first)))
+	if b0.File == a0.File || b0.Offset != 0 || a0.Offset != 0 {
+		t.Fatalf("stretches %+v and %+v", a0, b0)
+	}
+	if err := tl.Close(); err != nil { // the checkpoint stays at 40 of the old file
+		t.Fatal(err)
+	}
+
+	tl2 := openTail(t, cfg)
+	want := first[40:] + second
+	if got := string(readN(t, tl2, len(want))); got != want {
+		t.Fatalf("after the restart: %q, want %q", got, want)
+	}
+	if p := at(tl2, 0); p.File != a0.File || p.Offset != 40 {
+		t.Errorf("the old file again at %+v, want %s at 40", p, a0.File)
+	}
+	if p := at(tl2, int64(len(first)-40)); p != b0 {
+		t.Errorf("the new file again at %+v, want %+v", p, b0)
+	}
+
+	// A truncation while it reads: the file's text is new, and so is its stretch.
+	if err := os.Truncate(path, 0); err != nil {
+		t.Fatal(err)
+	}
+	appendFile(t, path, "c\n")
+	if got := string(readN(t, tl2, 2)); got != "c\n" {
+		t.Fatalf("after the truncation: %q", got)
+	}
+	if p := at(tl2, int64(len(want))); p.File == b0.File || p.Offset != 0 || p.Inode != b0.Inode {
+		t.Errorf("after the truncation at %+v, want a new stretch of inode %d", p, b0.Inode)
 	}
 }

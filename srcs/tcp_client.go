@@ -2,7 +2,6 @@ package srcs
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/internal/contract"
+	"github.com/sluice-io/sluice/internal/trusthook"
 )
 
 // DefaultDialTimeout bounds a TCPClient's dial when DialTimeout is zero.
@@ -62,11 +62,11 @@ func NewTCPClient(cfg TCPClientConfig) (*TCPClient, error) {
 	c.terse = true
 	if cfg.TLS != nil {
 		host, _, _ := net.SplitHostPort(cfg.Addr)
-		tc, err := cfg.TLS.clientConfig(host, nil)
+		hs, err := cfg.TLS.client(host, nil)
 		if err != nil {
 			return nil, fmt.Errorf("srcs: tcp client %s: %w", cfg.Addr, err)
 		}
-		c.tls, c.name = tc, "tls://"+cfg.Addr
+		c.tls, c.name = hs, "tls://"+cfg.Addr
 	}
 	return c, nil
 }
@@ -85,7 +85,7 @@ func (cfg TCPClientConfig) validate() error {
 	if cfg.DialTimeout < 0 {
 		return fmt.Errorf("DialTimeout: %v is negative", cfg.DialTimeout)
 	}
-	return cfg.Backoff.validate("Backoff")
+	return cfg.Backoff.Validate("Backoff")
 }
 
 // streamClient is the dialing source behind TCPClient and UnixClient: one
@@ -95,7 +95,7 @@ type streamClient struct {
 	name          string // network://addr
 	timeout       time.Duration
 	backoff       Backoff
-	tls           *tls.Config // nil without TLS
+	tls           trusthook.Handshake // nil without TLS
 	// terse leaves the address out of Open's errors (TCPClient): see
 	// dialError.
 	terse bool
@@ -148,15 +148,15 @@ func (c *streamClient) Open(ctx context.Context) error {
 	}
 	conn := NewConn(nc)
 	if c.tls != nil {
-		tc := tls.Client(nc, c.tls)
-		if err := tc.HandshakeContext(ctx); err != nil {
+		sess, id, err := c.tls.Run(ctx, nc)
+		if err != nil {
 			nc.Close()
 			if ctx.Err() != nil {
 				err = fmt.Errorf("%w: %w", ErrTimeout, err)
 			}
 			return fmt.Errorf("srcs: open%s: tls handshake: %w", c.where(), classify(err))
 		}
-		conn = NewTLSConn(tc, c.name)
+		conn = newTLSConn(sess, nc, id, c.name)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -235,7 +235,9 @@ func (c *streamClient) SyscallConn() (syscall.RawConn, error) {
 	return s.SyscallConn()
 }
 
-// Desc detaches the current session's socket for a runner (see Conn.Desc).
+// Desc is for the engine's runners, which read the socket themselves; a
+// program has no use for it. It detaches the current session's socket
+// (see Conn.Desc).
 func (c *streamClient) Desc() (contract.Desc, error) {
 	s, err := c.session("desc")
 	if err != nil {

@@ -102,7 +102,11 @@ func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
 // TestSecretRedacted checks that a secret never prints, in any of the ways
 // a configuration is printed, and loads from a file or the environment.
 func TestSecretRedacted(t *testing.T) {
-	cfg := srcs.MQTTConfig{Broker: "localhost:8883", Username: "node", Password: "hunter2"}
+	cfg := struct {
+		Broker   string      `yaml:"broker" json:"broker"`
+		Username string      `yaml:"username" json:"username"`
+		Password srcs.Secret `yaml:"password" json:"password"`
+	}{Broker: "localhost:8883", Username: "node", Password: "hunter2"}
 	for _, out := range []string{
 		fmt.Sprint(cfg), fmt.Sprintf("%+v", cfg), fmt.Sprintf("%#v", cfg), fmt.Sprintf("%s", cfg.Password),
 		string(must(yaml.Marshal(cfg))), string(must(json.Marshal(cfg))),

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/netip"
 	"os"
@@ -90,7 +89,7 @@ type ListenerConfig struct {
 	Framer Framer `yaml:"-"`
 	// Logger receives accept trouble (descriptors exhausted). Nil
 	// discards.
-	Logger *slog.Logger `yaml:"-"`
+	Logger Logger `yaml:"-"`
 }
 
 // Listener accepts stream connections (TCP, or unix with ListenUnix) as
@@ -106,7 +105,7 @@ type Listener struct {
 	// AcceptDescriptor accepts on (Linux); nil where it is not used.
 	rawf   *os.File
 	name   string
-	log    *slog.Logger
+	log    Logger
 	framer Framer
 
 	// slots holds one token per open accepted connection; nil if
@@ -160,7 +159,7 @@ func ListenTCP(addr string, cfg ListenerConfig) (*Listener, error) {
 	lc.Control = listenControl(cfg)
 	ln, err := lc.Listen(context.Background(), "tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("srcs: listen tcp: %w", err)
+		return nil, &listenError{"tcp", addr, err}
 	}
 	l := newListener(ln.(*net.TCPListener), "tcp://"+ln.Addr().String(), cfg)
 	l.recv.on = cfg.RecvBuffer == 0 && autoRecvSupported
@@ -177,6 +176,30 @@ func ListenTCP(addr string, cfg ListenerConfig) (*Listener, error) {
 	return l, nil
 }
 
+// listenError is a listen that failed, named once: "srcs: listen tcp
+// 127.0.0.1:99999: invalid port", where the *net.OpError inside would
+// repeat the operation and the address ("listen tcp: address 99999:
+// invalid port"). Unwrap gives that error whole.
+type listenError struct {
+	network, addr string
+	err           error
+}
+
+func (e *listenError) Error() string {
+	msg := e.err.Error()
+	var op *net.OpError
+	var ae *net.AddrError
+	switch {
+	case errors.As(e.err, &ae):
+		msg = ae.Err // the address is in the message already
+	case errors.As(e.err, &op) && op.Err != nil:
+		msg = op.Err.Error()
+	}
+	return "srcs: listen " + e.network + " " + e.addr + ": " + msg
+}
+
+func (e *listenError) Unwrap() error { return e.err }
+
 // newListener wraps a listening socket; cfg has been checked.
 func newListener(ln streamListener, name string, cfg ListenerConfig) *Listener {
 	l := &Listener{
@@ -190,13 +213,19 @@ func newListener(ln streamListener, name string, cfg ListenerConfig) *Listener {
 		done:   make(chan struct{}),
 	}
 	if l.log == nil {
-		l.log = slog.New(slog.DiscardHandler)
+		l.log = contract.Discard{}
 	}
 	if cfg.MaxConns > 0 {
 		l.slots = make(chan struct{}, cfg.MaxConns)
 	}
 	return l
 }
+
+// Framer implements Framed: ListenerConfig.Framer, which frames each of
+// the listener's connections.
+func (l *Listener) Framer() Framer { return l.framer }
+
+var _ Framed = (*Listener)(nil)
 
 // Addr returns the address the listener is bound to.
 func (l *Listener) Addr() net.Addr { return l.ln.Addr() }
@@ -355,12 +384,12 @@ func (l *Listener) retryAccept(ctx context.Context, setDeadline func(time.Time) 
 // the first failure of a shortage, at Debug for the rest (shortageQuiet).
 func (l *Listener) shortage(err error, prev time.Duration) time.Duration {
 	delay := min(max(2*prev, acceptBackoffMin), acceptBackoffMax)
-	level, now := slog.LevelDebug, time.Now()
+	level, now := contract.LevelDebug, time.Now()
 	if l.lastShort.IsZero() || now.Sub(l.lastShort) > shortageQuiet {
-		level = slog.LevelWarn
+		level = contract.LevelWarn
 	}
 	l.lastShort = now
-	l.log.Log(context.Background(), level, "srcs: accept failed; backing off",
+	contract.Log(l.log, level, "srcs: accept failed; backing off",
 		"listener", l.name, "err", err, "delay", delay)
 	return delay
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -449,5 +450,36 @@ func TestListenTCPErrors(t *testing.T) {
 	}
 	if err := l.Close(); err != nil {
 		t.Errorf("second Close = %v", err)
+	}
+}
+
+// TestListenErrors: a listen that fails says the operation and the
+// address once, and Go's *net.OpError stays reachable.
+func TestListenErrors(t *testing.T) {
+	missingDir := filepath.Join(t.TempDir(), "missing", "x.sock")
+	for _, tc := range []struct {
+		name   string
+		listen func() error
+		want   string
+	}{
+		{"tcp port out of range", func() error { _, err := srcs.ListenTCP("127.0.0.1:99999", srcs.ListenerConfig{}); return err },
+			"srcs: listen tcp 127.0.0.1:99999: invalid port"},
+		{"tcp without a port", func() error { _, err := srcs.ListenTCP("127.0.0.1", srcs.ListenerConfig{}); return err },
+			"srcs: listen tcp 127.0.0.1: missing port in address"},
+		{"unix in a missing directory", func() error { _, err := srcs.ListenUnix(missingDir, srcs.ListenerConfig{}); return err },
+			"srcs: listen unix " + missingDir + ": bind: no such file or directory"},
+		{"udp port out of range", func() error { _, err := srcs.ListenUDP(srcs.UDPConfig{Addr: "127.0.0.1:99999"}); return err },
+			"srcs: listen udp 127.0.0.1:99999: invalid port"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.listen()
+			if err == nil || err.Error() != tc.want {
+				t.Fatalf("got %v\nwant %s", err, tc.want)
+			}
+			var op *net.OpError
+			if !errors.As(err, &op) {
+				t.Errorf("%v: no *net.OpError inside", err)
+			}
+		})
 	}
 }

@@ -16,13 +16,10 @@ package srcs
 // step).
 
 import (
-	"crypto/tls"
 	"errors"
-	"fmt"
-	"log/slog"
 	"time"
 
-	"github.com/sluice-io/sluice/internal/certs"
+	"github.com/sluice-io/sluice/internal/trusthook"
 )
 
 // DefaultHandshakeTimeout bounds a listener's handshake (the PROXY header
@@ -30,7 +27,11 @@ import (
 const DefaultHandshakeTimeout = 10 * time.Second
 
 // TLSConfig configures TLS on a listener (as the server) or on a TCP or
-// MQTT client. Keys are named as they appear in YAML under a tls: section.
+// MQTT (srcs/mqtt) client. Keys are named as they appear in YAML under a
+// tls: section. TLS itself is package srcs/trust's: a program that uses a
+// TLSConfig on a listener or a TCP client imports it (import _
+// "github.com/sluice-io/sluice/srcs/trust"), and without it such a
+// listener or client is refused, saying so; srcs/mqtt imports it itself.
 // The certificate and key files, and a listener's CA file, are read at New
 // and read again when they change on disk (checked at most once a second,
 // at a handshake), so a renewed certificate is served, and a changed CA
@@ -70,100 +71,29 @@ const (
 	ClientAuthVerifyIfGiven = "verify_if_given"
 )
 
-// minVersion parses MinVersion.
-func (c *TLSConfig) minVersion() (uint16, error) {
-	switch c.MinVersion {
-	case "", "1.2":
-		return tls.VersionTLS12, nil
-	case "1.3":
-		return tls.VersionTLS13, nil
-	}
-	return 0, fmt.Errorf("tls.min_version: %q: must be 1.2 or 1.3", c.MinVersion)
+// errNoTrust says why a listener or client asking for TLS or the PROXY
+// protocol is refused.
+func errNoTrust(what string) error {
+	return errors.New(what + " is package srcs/trust's, which this program does not link: " +
+		`import _ "github.com/sluice-io/sluice/srcs/trust"`)
 }
 
-// serverConfig checks c for a listener and builds its crypto/tls
-// configuration. Errors name the YAML keys.
-func (c *TLSConfig) serverConfig(log *slog.Logger) (*tls.Config, error) {
-	if c.CertFile == "" || c.KeyFile == "" {
-		return nil, errors.New("tls: cert_file and key_file are required on a listener")
+// server checks c for a listener and returns the server's side of its
+// handshake. Errors name the YAML keys.
+func (c *TLSConfig) server(log Logger) (trusthook.Handshake, error) {
+	p := trusthook.Get()
+	if p == nil {
+		return nil, errNoTrust("tls")
 	}
-	if c.ServerName != "" || c.InsecureSkipVerify {
-		return nil, errors.New("tls: server_name and insecure_skip_verify are for clients, not listeners")
-	}
-	minV, err := c.minVersion()
-	if err != nil {
-		return nil, err
-	}
-	kp, err := certs.NewKeyPair(c.CertFile, c.KeyFile, log)
-	if err != nil {
-		return nil, err
-	}
-	tc := &tls.Config{MinVersion: minV, GetCertificate: kp.GetCertificate}
-	switch c.ClientAuth {
-	case "", ClientAuthNone:
-		if c.CAFile != "" {
-			return nil, errors.New("tls.ca_file: set without client_auth (require or verify_if_given)")
-		}
-		return tc, nil
-	case ClientAuthRequire:
-		tc.ClientAuth = tls.RequireAndVerifyClientCert
-	case ClientAuthVerifyIfGiven:
-		tc.ClientAuth = tls.VerifyClientCertIfGiven
-	default:
-		return nil, fmt.Errorf("tls.client_auth: %q: must be none, require or verify_if_given", c.ClientAuth)
-	}
-	if c.CAFile == "" {
-		return nil, fmt.Errorf("tls.ca_file: required with client_auth %s", c.ClientAuth)
-	}
-	cas, err := certs.NewClientCAs(c.CAFile, tc.Clone(), log)
-	if err != nil {
-		return nil, err
-	}
-	// The configuration each handshake uses comes from cas, with the
-	// CAs in force; tc itself keeps the session ticket keys.
-	tc.GetConfigForClient = cas.ConfigForClient
-	return tc, nil
+	return p.Server(trusthook.TLSConfig(*c), log)
 }
 
-// ClientConfig checks c for a client and builds its crypto/tls
-// configuration, for clients outside this package (a NATS connection).
-// host is the server's name to verify unless ServerName is set; "" leaves
-// it to the dialer. Errors name the YAML keys under tls.
-func (c *TLSConfig) ClientConfig(host string) (*tls.Config, error) {
-	return c.clientConfig(host, nil)
-}
-
-// clientConfig checks c for a client dialing addr's host and builds its
-// crypto/tls configuration.
-func (c *TLSConfig) clientConfig(host string, log *slog.Logger) (*tls.Config, error) {
-	if c.ClientAuth != "" {
-		return nil, errors.New("tls.client_auth: for listeners, not clients")
+// client checks c for a client of host and returns the client's side of
+// its handshake. Errors name the YAML keys.
+func (c *TLSConfig) client(host string, log Logger) (trusthook.Handshake, error) {
+	p := trusthook.Get()
+	if p == nil {
+		return nil, errNoTrust("tls")
 	}
-	if (c.CertFile == "") != (c.KeyFile == "") {
-		return nil, errors.New("tls: cert_file and key_file go together")
-	}
-	minV, err := c.minVersion()
-	if err != nil {
-		return nil, err
-	}
-	tc := &tls.Config{MinVersion: minV, ServerName: c.ServerName, InsecureSkipVerify: c.InsecureSkipVerify}
-	if tc.ServerName == "" {
-		tc.ServerName = host
-	}
-	if c.CAFile != "" {
-		if tc.RootCAs, err = certs.LoadCAs(c.CAFile); err != nil {
-			return nil, err
-		}
-	}
-	if c.CertFile != "" {
-		kp, err := certs.NewKeyPair(c.CertFile, c.KeyFile, log)
-		if err != nil {
-			return nil, err
-		}
-		tc.GetClientCertificate = kp.GetClientCertificate
-	}
-	if c.InsecureSkipVerify && log != nil {
-		log.Warn("srcs: tls.insecure_skip_verify: the server's certificate is not checked", "server", host)
-	}
-	return tc, nil
+	return p.Client(trusthook.TLSConfig(*c), host, log)
 }

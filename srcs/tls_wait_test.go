@@ -2,42 +2,44 @@ package srcs_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"errors"
 	"io"
-	"net"
 	"os"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/sluice-io/sluice/srcs"
 )
 
-// tlsPair returns a TLS session's server side as a source, and its client.
-func tlsPair(t *testing.T) (*srcs.Conn, *tls.Conn) {
+// tlsSource is what the test asks of a TLS session's source.
+type tlsSource interface {
+	srcs.Source
+	srcs.Deadliner
+	syscall.Conn
+}
+
+// tlsPair returns a TLS session's server side as a source, accepted by a
+// listener with TLS, and its client.
+func tlsPair(t *testing.T) (tlsSource, *tls.Conn) {
 	t.Helper()
 	s := newTLSSetup(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := srcs.ListenTCP("127.0.0.1:0", srcs.ListenerConfig{
+		TLS: &srcs.TLSConfig{CertFile: s.server.CertFile, KeyFile: s.server.KeyFile}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
 	type res struct {
-		c   *tls.Conn
+		src srcs.Source
 		err error
 	}
 	got := make(chan res, 1)
 	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			got <- res{nil, err}
-			return
-		}
-		tc := tls.Server(c, &tls.Config{Certificates: []tls.Certificate{s.server.TLS}})
-		tc.SetDeadline(time.Now().Add(10 * time.Second))
-		err = tc.Handshake()
-		tc.SetDeadline(time.Time{})
-		got <- res{tc, err}
+		src, err := ln.AcceptSource(context.Background())
+		got <- res{src, err}
 	}()
 	cl, err := s.dial(t, ln.Addr(), nil)
 	if err != nil {
@@ -47,9 +49,8 @@ func tlsPair(t *testing.T) (*srcs.Conn, *tls.Conn) {
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	src := srcs.NewTLSConn(r.c, "tls://test")
-	t.Cleanup(func() { src.Close() })
-	return src, cl
+	t.Cleanup(func() { r.src.Close() })
+	return r.src.(tlsSource), cl
 }
 
 // TestTLSWaitForPlaintext checks what the goroutine runner relies on to

@@ -90,7 +90,7 @@ func ListenUDP(cfg UDPConfig) (*UDPSource, error) {
 	}
 	pc, err := net.ListenPacket("udp", cfg.Addr)
 	if err != nil {
-		return nil, fmt.Errorf("srcs: listen udp: %w", err)
+		return nil, &listenError{"udp", cfg.Addr, err}
 	}
 	c := pc.(*net.UDPConn)
 	s := &UDPSource{addr: c.LocalAddr(), limit: cfg.MaxDatagram, c: c, fd: -1}
@@ -206,8 +206,9 @@ func (s *UDPSource) SyscallConn() (syscall.RawConn, error) {
 	return c.SyscallConn()
 }
 
-// Desc detaches the socket from Go's netpoller on first use and returns it
-// as a Datagram descriptor.
+// Desc is for the engine's runners, which read the socket themselves; a
+// program has no use for it. It detaches the socket from Go's netpoller
+// on first use and returns it as a datagram descriptor.
 func (s *UDPSource) Desc() (contract.Desc, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -52,7 +52,7 @@ func ListenUnix(path string, cfg ListenerConfig) (*Listener, error) {
 	// defaults to true for listeners it creates).
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
-		return nil, fmt.Errorf("srcs: listen unix %s: %w", path, err)
+		return nil, &listenError{"unix", path, err}
 	}
 	return newListener(ln, "unix://"+path, cfg), nil
 }
@@ -125,7 +125,7 @@ func (cfg UnixClientConfig) validate() error {
 	if cfg.DialTimeout < 0 {
 		return fmt.Errorf("DialTimeout: %v is negative", cfg.DialTimeout)
 	}
-	return cfg.Backoff.validate("Backoff")
+	return cfg.Backoff.Validate("Backoff")
 }
 
 // UnixClient is a source that connects to a unix stream socket, named

@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/panjf2000/gnet/v2 v2.9.7
+	go.uber.org/goleak v1.3.0
 	golang.org/x/sys v0.30.0
 )
 

@@ -21,6 +21,14 @@
 // and -tls-key a crypto/tls listener. It is the "go" and "go+tls" rows of
 // `run --peers go`.
 //
+// With -net epoll (Linux only) it is the simplest sink the kernel allows:
+// one goroutine locked to its OS thread, one epoll instance, the listener
+// and every connection registered edge-triggered (EPOLLIN|EPOLLRDHUP|
+// EPOLLET), and each ready connection read until EAGAIN into one shared
+// 64 KiB buffer, the same work done on each read while the bytes are in
+// the cache. It is the "bare-epoll" row of `run --peers epoll`: the floor
+// under any event loop's cost. It speaks TCP only.
+//
 // It lives in a module of its own so that gnet never enters the module
 // graph of sluice: sluice-bench builds it from this directory (go build,
 // into a cache directory) and runs it as the "gnet" row of `run --peers
@@ -89,6 +97,10 @@ type stream struct {
 	errors  uint64
 	first   int64 // UnixNano of its first byte
 	last    int64 // and of its latest
+	// quiet marks the bench's quiet source (see quietLines), whose
+	// bytes are lines of its clock, not load: they are timed, not
+	// counted with the others.
+	quiet *quietLines
 }
 
 // sink is the gnet event handler.
@@ -114,6 +126,7 @@ type sink struct {
 
 	mu      sync.Mutex
 	streams []*stream
+	quiet   QuietReport // the quiet sources', under mu
 }
 
 func (s *sink) OnBoot(eng gnet.Engine) gnet.Action {
@@ -156,6 +169,19 @@ func (s *sink) opened(peer string) *stream {
 func (s *sink) traffic(st *stream, buf []byte) {
 	n := len(buf)
 	now := time.Now().UnixNano()
+	if st.bytes == 0 && st.quiet == nil && isQuiet(buf) {
+		st.quiet = &quietLines{}
+		s.mu.Lock()
+		s.quiet.Connections++
+		s.mu.Unlock()
+	}
+	if st.quiet != nil {
+		st.bytes += uint64(n)
+		s.mu.Lock()
+		st.quiet.feed(buf, now, &s.quiet)
+		s.mu.Unlock()
+		return
+	}
 	if st.bytes == 0 {
 		st.first = now
 		s.lastStart.Store(now)
@@ -241,6 +267,9 @@ type Report struct {
 	StopReason    string   `json:"stop_reason"`
 	EventLoops    int      `json:"event_loops"`
 	Streams       []Stream `json:"streams"`
+	// Quiet is the quiet sources' lines and their latencies; the
+	// streams and totals above leave them out.
+	Quiet *QuietReport `json:"quiet,omitempty"`
 }
 
 // Usage is the CPU time since the start (or the mark) and the bytes
@@ -280,7 +309,7 @@ func run() error {
 	expect := flag.Int64("expect", 0, "with -control: announce when this many connections have closed")
 	jsonPath := flag.String("json", "-", "write the report to `FILE` (- for stdout)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile (pprof) of the time listened to `FILE`")
-	netName := flag.String("net", "gnet", "gnet, or std: Go's net package, a goroutine per connection")
+	netName := flag.String("net", "gnet", "gnet; std: Go's net package, a goroutine per connection; or epoll (Linux): a bare edge-triggered epoll loop on one locked thread")
 	tlsCert := flag.String("tls-cert", "", "with -net std: serve TLS with this PEM certificate `FILE`")
 	tlsKey := flag.String("tls-key", "", "with -net std: the certificate's PEM key `FILE`")
 	proto := flag.String("proto", "tcp", "tcp, or udp: count the datagrams sent to -listen (see -datagram-size)")
@@ -298,6 +327,9 @@ func run() error {
 		return fmt.Errorf("-read-buffer %d: must not be negative", *readBuffer)
 	}
 	if *proto == "udp" {
+		if *netName == "epoll" {
+			return errors.New("-net epoll: TCP only; with -proto udp use -net gnet or std")
+		}
 		if *netName != "gnet" && *netName != "std" {
 			return fmt.Errorf("-net %q: must be gnet or std", *netName)
 		}
@@ -311,8 +343,8 @@ func run() error {
 		return fmt.Errorf("-framing %q: must be none or newline", *framing)
 	}
 	switch {
-	case *netName != "gnet" && *netName != "std":
-		return fmt.Errorf("-net %q: must be gnet or std", *netName)
+	case *netName != "gnet" && *netName != "std" && *netName != "epoll":
+		return fmt.Errorf("-net %q: must be gnet, std or epoll", *netName)
 	case (*tlsCert == "") != (*tlsKey == ""):
 		return errors.New("-tls-cert and -tls-key: give both or neither")
 	case *tlsCert != "" && *netName != "std":
@@ -328,7 +360,15 @@ func run() error {
 	runner := "gnet"
 	var srv server
 	var runErr <-chan error
-	if *netName == "std" {
+	switch *netName {
+	case "epoll":
+		runner, n = "bare-epoll", 1
+		es, err := serveEpoll(s, *listen)
+		if err != nil {
+			return err
+		}
+		srv, runErr = es, es.runErr()
+	case "std":
 		runner, n = "go", 0
 		var cfg *tls.Config
 		if *tlsCert != "" {
@@ -344,7 +384,7 @@ func run() error {
 			return err
 		}
 		srv, runErr = ss, make(chan error) // never fails after it listens
-	} else {
+	default:
 		gs, err := serveGnet(s, *listen, n)
 		if err != nil {
 			return err
@@ -411,7 +451,7 @@ loop:
 		case <-sigs:
 			break loop
 		case err := <-runErr:
-			return fmt.Errorf("gnet: %v", err)
+			return fmt.Errorf("%s: %v", runner, err)
 		case <-ended:
 			ended = nil
 			say(snap("ended"))
@@ -472,6 +512,9 @@ loop:
 	}
 	s.mu.Lock()
 	for _, st := range s.streams {
+		if st.quiet != nil {
+			continue
+		}
 		ss := Stream{Source: st.id, Peer: st.peer, Bytes: st.bytes, Errors: st.errors, Records: st.records,
 			FirstNs: st.first, LastNs: st.last}
 		if *crc {
@@ -482,6 +525,10 @@ loop:
 			rep.Truncated += st.tail
 		}
 		rep.Streams = append(rep.Streams, ss)
+	}
+	if s.quiet.Connections > 0 {
+		q := s.quiet
+		rep.Quiet = &q
 	}
 	s.mu.Unlock()
 	rep.Sources = len(rep.Streams)
@@ -676,13 +723,22 @@ func boundAddr(eng gnet.Engine) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("listener: %v", err)
 	}
-	switch sa := sa.(type) {
-	case *unix.SockaddrInet4:
-		return net.JoinHostPort(net.IP(sa.Addr[:]).String(), strconv.Itoa(sa.Port)), nil
-	case *unix.SockaddrInet6:
-		return net.JoinHostPort(net.IP(sa.Addr[:]).String(), strconv.Itoa(sa.Port)), nil
+	switch sa.(type) {
+	case *unix.SockaddrInet4, *unix.SockaddrInet6:
+		return sockaddrString(sa), nil
 	}
 	return "", fmt.Errorf("listener: unexpected address %T", sa)
+}
+
+// sockaddrString writes a TCP address as net.Addr.String does.
+func sockaddrString(sa unix.Sockaddr) string {
+	switch sa := sa.(type) {
+	case *unix.SockaddrInet4:
+		return net.JoinHostPort(net.IP(sa.Addr[:]).String(), strconv.Itoa(sa.Port))
+	case *unix.SockaddrInet6:
+		return net.JoinHostPort(net.IP(sa.Addr[:]).String(), strconv.Itoa(sa.Port))
+	}
+	return fmt.Sprint(sa)
 }
 
 // quietLogger keeps gnet's errors and drops its chatter (the start-up

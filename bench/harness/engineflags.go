@@ -14,6 +14,9 @@ import (
 	"github.com/sluice-io/sluice/engine"
 	"github.com/sluice-io/sluice/pool"
 	"github.com/sluice-io/sluice/srcs"
+
+	// TLS for the listeners the flags ask for.
+	_ "github.com/sluice-io/sluice/srcs/trust"
 )
 
 // AllRunners returns every runner name, in the default comparison order.

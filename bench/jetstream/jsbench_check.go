@@ -101,7 +101,9 @@ func CheckStream(ctx context.Context, c StreamCheckConfig, out io.Writer) (*Stre
 	}
 
 	r := &StreamCheck{PerPrefix: map[string]int{}}
-	next := map[streamKey]uint64{}
+	type place struct{ seq, idx uint64 } // a chunk, or a record of a chunk
+	last := map[streamKey]place{}
+	seenAt := map[streamKey]map[place]bool{}
 	data := map[streamKey][]byte{}
 	var order []streamKey
 	var bad []string
@@ -113,27 +115,36 @@ func CheckStream(ctx context.Context, c StreamCheckConfig, out io.Writer) (*Stre
 		for m := range batch.Messages() {
 			r.Messages++
 			id := m.Headers().Get(njs.MsgIDHeader)
-			k, seq, ok := splitMsgID(id)
+			// A chunk carries Sluice-Seq; a node's record does not.
+			rec := m.Headers().Get("Sluice-Seq") == ""
+			k, at, ok := splitMsgID(id, rec)
 			if !ok {
 				return nil, fmt.Errorf("bench: check: message with id %q", id)
 			}
-			if _, seen := next[k]; !seen {
+			pl := place{at[0], at[1]}
+			if _, seen := seenAt[k]; !seen {
 				order = append(order, k)
 				r.PerPrefix[k.prefix]++
+				seenAt[k] = map[place]bool{}
 			}
-			switch want := next[k]; {
-			case seq == want:
-				next[k]++
-				data[k] = append(data[k], m.Data()...)
-			case seq < want:
+			body := m.Data()
+			if rec {
+				body = append(append([]byte(nil), body...), '\n') // a record, without its newline
+			}
+			prev, started := last[k]
+			switch {
+			case seenAt[k][pl]:
 				r.ChunksTwice++
-				bad = append(bad, fmt.Sprintf("%s.%d: chunk %d again, after chunk %d", k.prefix, k.src, seq, want-1))
-			default:
+				bad = append(bad, fmt.Sprintf("%s.%d: %d.%d again", k.prefix, k.src, pl.seq, pl.idx))
+				continue
+			case started && (pl.seq < prev.seq || pl.seq == prev.seq && pl.idx < prev.idx):
 				r.ChunksOutOfOrder++
-				bad = append(bad, fmt.Sprintf("%s.%d: chunk %d before chunk %d", k.prefix, k.src, seq, want))
-				next[k] = seq + 1
-				data[k] = append(data[k], m.Data()...)
+				bad = append(bad, fmt.Sprintf("%s.%d: %d.%d after %d.%d", k.prefix, k.src, pl.seq, pl.idx, prev.seq, prev.idx))
+			default:
+				last[k] = pl
 			}
+			seenAt[k][pl] = true
+			data[k] = append(data[k], body...)
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, njs.ErrNoMessages) {
 			return nil, fmt.Errorf("bench: check: fetch: %w", err)
@@ -182,7 +193,7 @@ func CheckStream(ctx context.Context, c StreamCheckConfig, out io.Writer) (*Stre
 		}
 		stored[sender] = want
 		if n, ok := sent[sender]; ok && want < n {
-			if c.Lossy != "" && k.prefix == c.Lossy {
+			if c.Lossy != "" && (k.prefix == c.Lossy || strings.HasPrefix(k.prefix, c.Lossy+"-")) {
 				r.CutSenders++
 				r.LostLossy += n - want
 			} else {
@@ -223,17 +234,29 @@ func CheckStream(ctx context.Context, c StreamCheckConfig, out io.Writer) (*Stre
 	return r, nil
 }
 
-// splitMsgID splits "<prefix>.<source>.<seq>"; the prefix may hold dots.
-func splitMsgID(id string) (streamKey, uint64, bool) {
-	i := strings.LastIndexByte(id, '.')
-	if i < 0 {
-		return streamKey{}, 0, false
+// splitMsgID splits "<prefix>.<source>.<seq>" (a chunk) or, with rec,
+// "<prefix>.<source>.<seq>.<index>" (a record of a chunk); the prefix may
+// hold dots.
+func splitMsgID(id string, rec bool) (k streamKey, at [2]uint64, ok bool) {
+	n := 2
+	if rec {
+		n = 3
 	}
-	j := strings.LastIndexByte(id[:i], '.')
-	if j < 0 {
-		return streamKey{}, 0, false
+	parts := strings.Split(id, ".")
+	if len(parts) <= n {
+		return streamKey{}, at, false
 	}
-	src, err1 := strconv.ParseUint(id[j+1:i], 10, 64)
-	seq, err2 := strconv.ParseUint(id[i+1:], 10, 64)
-	return streamKey{id[:j], src}, seq, err1 == nil && err2 == nil
+	var nums [3]uint64
+	for i := range n {
+		v, err := strconv.ParseUint(parts[len(parts)-n+i], 10, 64)
+		if err != nil {
+			return streamKey{}, at, false
+		}
+		nums[i] = v
+	}
+	at[0] = nums[1]
+	if rec {
+		at[1] = nums[2]
+	}
+	return streamKey{strings.Join(parts[:len(parts)-n], "."), nums[0]}, at, true
 }

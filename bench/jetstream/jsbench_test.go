@@ -2,10 +2,12 @@ package jetstream
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/sluice-io/sluice/bench/benchtest"
+	"github.com/sluice-io/sluice/bench/harness"
 )
 
 // TestCLIJetStream runs the jetstream command small: the generator and
@@ -24,6 +26,14 @@ func TestCLIJetStream(t *testing.T) {
 	if rep.Command != "jetstream" || rep.Bytes != 50*64<<10 || rep.Messages < 50 || rep.SluiceCPUS <= 0 || rep.ServerCPUS <= 0 ||
 		rep.BufSize != DefaultJetStreamBufSize {
 		t.Fatalf("report: %+v", rep)
+	}
+	// Pinned by default: sluice and the server on CPUs of their own.
+	if cpus := harness.AllowedCPUs(); len(cpus) >= 2 {
+		p := rep.Pinning
+		if !p.Enabled || len(p.EngineCPUs) == 0 || len(p.GenCPUs) == 0 || len(p.EngineCPUs)+len(p.GenCPUs) != len(cpus) ||
+			slices.ContainsFunc(p.EngineCPUs, func(c int) bool { return slices.Contains(p.GenCPUs, c) }) {
+			t.Fatalf("pinning on CPUs %v: %+v", cpus, p)
+		}
 	}
 	for flag, bad := range map[string]string{"--storage": "tape", "--buf-size": "1Ki"} {
 		_, errOut, status = benchtest.RunCLI(t, bin, "jetstream", flag, bad)

@@ -45,12 +45,55 @@ const Go = "go"
 // GoTLS is Go behind a crypto/tls listener (run --tls --peers go).
 const GoTLS = Go + "+tls"
 
-// All returns every reference row `run --peers` knows.
-func All() []string { return []string{Gnet, Go} }
+// Epoll is what `run --peers` calls the simplest sink the kernel allows,
+// and EpollRow names its row (apart from the epoll runner's): the same
+// program as Gnet's, run with -net epoll, so one goroutine locked to its
+// OS thread waits on one edge-triggered epoll instance (EPOLLIN,
+// EPOLLRDHUP, EPOLLET), accepts on the listener, and reads each ready
+// connection until EAGAIN into one shared 64 KiB buffer, doing the same
+// work after every read while the bytes are in the cache. It is the
+// floor under any event loop's cost. Linux only, TCP only.
+const (
+	Epoll    = "epoll"
+	EpollRow = "bare-epoll"
+)
+
+// All returns every reference sink `run --peers` knows, by the name the
+// flag takes.
+func All() []string { return []string{Gnet, Go, Epoll} }
+
+// Row returns the row a peer named on --peers is measured as.
+func Row(peer string) string {
+	if peer == Epoll {
+		return EpollRow
+	}
+	return peer
+}
+
+// Rows returns the rows of the peers named on --peers, in order.
+func Rows(peers []string) []string {
+	out := make([]string, len(peers))
+	for i, p := range peers {
+		out[i] = Row(p)
+	}
+	return out
+}
 
 // IsRow reports whether a row of a run is a reference sink's.
 func IsRow(name string) bool {
-	return name == Gnet || name == Go || name == GoTLS
+	return name == Gnet || name == Go || name == GoTLS || name == EpollRow
+}
+
+// Args are the reference sinks' flags that choose the sink of row:
+// gnet's event loops, Go's net package, or the bare epoll loop.
+func Args(row string) []string {
+	switch row {
+	case Go, GoTLS:
+		return []string{"-net", "std"}
+	case EpollRow:
+		return []string{"-net", "epoll"}
+	}
+	return nil
 }
 
 // gnetSinkDir is the gnet sink's module, relative to the sluice module's

@@ -11,7 +11,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/dustin/go-humanize"
 )
@@ -24,9 +26,14 @@ import (
 //	| row | ... |
 //	<!-- /perf-table -->
 //
+// perf-table-udp renders the datagram reports instead (UDPTable),
+// perf-table-quiet the quiet source's latency (QuietTable), and
+// perf-table-jetstream the cost per record into JetStream
+// (JetStreamTable).
+//
 // UpdateTables rewrites every such table from its reports, so that no
 // figure in it is typed by hand.
-var tableMarker = regexp.MustCompile(`(?m)^<!-- perf-table(-udp)? ([^\s:,]+)[^\n]*-->\n((?s:.*?))^<!-- /perf-table -->$`)
+var tableMarker = regexp.MustCompile(`(?m)^<!-- perf-table(-udp|-quiet|-jetstream)? ([^\s:,]+)[^\n]*-->\n((?s:.*?))^<!-- /perf-table -->$`)
 
 // tableRows are the rows of a performance table, in order: the report
 // each is read from (name.json in the table's directory). A row whose
@@ -44,11 +51,29 @@ type tableReport struct {
 		Framing    string   `json:"framing"`
 		RecordSize int      `json:"record_size"`
 		Inline     bool     `json:"inline"`
+		QuietEvery int64    `json:"quiet_every_ns"`
 	} `json:"config"`
 	Summary []struct {
 		Runner string `json:"runner"`
 		Core   spread `json:"core_cpu_s_per_gib_rounds"`
+		// Quiet is the quiet source's, with --quiet-source.
+		Quiet *struct {
+			Sent      uint64 `json:"sent"`
+			Lines     uint64 `json:"lines"`
+			LatencyNs struct {
+				P50 int64 `json:"p50"`
+				P99 int64 `json:"p99"`
+				Max int64 `json:"max"`
+			} `json:"latency_ns"`
+		} `json:"quiet"`
 	} `json:"summary"`
+	// Runs are the rounds' figures, for ratios the report did not
+	// compute.
+	Runs []struct {
+		Runner string  `json:"runner"`
+		Round  int     `json:"round"`
+		Core   float64 `json:"core_cpu_s_per_gib"`
+	} `json:"runs"`
 	Ratios []struct {
 		A      string   `json:"a"`
 		B      string   `json:"b"`
@@ -72,8 +97,13 @@ func UpdateTables(path string, doc []byte) ([]byte, error) {
 		sub := tableMarker.FindSubmatch(m)
 		dir := filepath.Join(filepath.Dir(path), string(sub[2]))
 		render := PerfTable
-		if len(sub[1]) > 0 {
+		switch string(sub[1]) {
+		case "-udp":
 			render = UDPTable
+		case "-quiet":
+			render = QuietTable
+		case "-jetstream":
+			render = JetStreamTable
 		}
 		table, err := render(dir)
 		if err != nil {
@@ -145,7 +175,7 @@ func sinkColumns(peers, runners []string) []string {
 }
 
 // sinkNames are the table's headings for the reference sinks.
-var sinkNames = map[string]string{"gnet": "gnet v2", "go": "Go, a goroutine per connection"}
+var sinkNames = map[string]string{"gnet": "gnet v2", "go": "Go, a goroutine per connection", "bare-epoll": "a bare epoll loop"}
 
 // tableHeader names the columns; a sluice runner's says when its
 // consumer ran inline (--inline), where each chunk was read.
@@ -163,15 +193,8 @@ func tableHeader(cols []string, inline bool) string {
 		}
 		heads = append(heads, "sluice, "+c+" runner")
 	}
-	for _, a := range cols {
-		if _, ok := sinkNames[a]; ok {
-			continue
-		}
-		for _, b := range cols {
-			if _, ok := sinkNames[b]; ok {
-				ratios = append(ratios, a+" / "+b)
-			}
-		}
+	for _, p := range ratioPairs(cols) {
+		ratios = append(ratios, p[0]+" / "+p[1])
 	}
 	heads = append(heads, ratios...)
 	return "| " + strings.Join(heads, " | ") + " |\n|" + strings.Repeat("---|", len(heads)) + "\n"
@@ -188,21 +211,42 @@ func tableRow(name string, r *tableReport, cols []string) string {
 		}
 		cells = append(cells, cell)
 	}
-	for _, a := range cols {
-		if _, ok := sinkNames[a]; ok {
-			continue
-		}
-		for _, b := range cols {
-			if _, ok := sinkNames[b]; ok {
-				cells = append(cells, ratio(r, a, b))
-			}
-		}
+	for _, p := range ratioPairs(cols) {
+		cells = append(cells, ratio(r, p[0], p[1]))
 	}
 	return "| " + strings.Join(cells, " | ") + " |\n"
 }
 
+// ratioPairs are a table's ratio columns: its first sluice runner over
+// every reference sink, then each other runner over Go's sink, the
+// fallbacks' reference.
+func ratioPairs(cols []string) [][2]string {
+	var pairs [][2]string
+	first := ""
+	for _, a := range cols {
+		if _, ok := sinkNames[a]; ok {
+			continue
+		}
+		if first == "" {
+			first = a
+			for _, b := range cols {
+				if _, ok := sinkNames[b]; ok {
+					pairs = append(pairs, [2]string{a, b})
+				}
+			}
+			continue
+		}
+		if slices.Contains(cols, "go") {
+			pairs = append(pairs, [2]string{a, "go"})
+		}
+	}
+	return pairs
+}
+
 // ratio returns a's core CPU-s/GiB over b's, median (min-max) over the
-// rounds, as the report computed it round by round.
+// rounds, as the report computed it round by round, or, for a pair the
+// report has no ratio of (it compares its first runner only), from its
+// runs, round by round where both were measured.
 func ratio(r *tableReport, a, b string) string {
 	for _, p := range r.Ratios {
 		if p.A != a || p.B != b {
@@ -214,7 +258,26 @@ func ratio(r *tableReport, a, b string) string {
 			}
 		}
 	}
-	return "-"
+	var xs []float64
+	for _, ra := range r.Runs {
+		if ra.Runner != a || ra.Core <= 0 {
+			continue
+		}
+		for _, rb := range r.Runs {
+			if rb.Runner == b && rb.Round == ra.Round && rb.Core > 0 {
+				xs = append(xs, ra.Core/rb.Core)
+			}
+		}
+	}
+	if len(xs) == 0 {
+		return "-"
+	}
+	slices.Sort(xs)
+	med := xs[len(xs)/2]
+	if n := len(xs); n%2 == 0 {
+		med = (xs[n/2-1] + xs[n/2]) / 2
+	}
+	return fmt.Sprintf("%.2fx (%.2f-%.2f)", med, xs[0], xs[len(xs)-1])
 }
 
 // workload describes a report's load in words.
@@ -293,6 +356,68 @@ func RefreshTables(paths []string, check bool, w io.Writer) error {
 	return nil
 }
 
+// quietRows are the reports a quiet-source table is made from, in order
+// (name.json in the table's directory); a missing one is left out.
+var quietRows = []string{"quiet"}
+
+// QuietTable renders the quiet-source reports in dir (`run --client fio
+// --quiet-source`) as a Markdown table of the latency of the quiet
+// source's lines, p50 / p99 / max over every round, one row per report
+// and a column per sink, the reference sinks first.
+func QuietTable(dir string) (string, error) {
+	var b strings.Builder
+	var cols []string
+	for _, name := range quietRows {
+		data, err := os.ReadFile(filepath.Join(dir, name+".json"))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		var r tableReport
+		if err := json.Unmarshal(data, &r); err != nil {
+			return "", fmt.Errorf("%s.json: %w", name, err)
+		}
+		if r.Config.QuietEvery <= 0 {
+			return "", fmt.Errorf("%s.json: not a run with --quiet-source", name)
+		}
+		got := tableColumns(&r)
+		if cols == nil {
+			cols = got
+			heads := []string{"row"}
+			for _, c := range cols {
+				if h, ok := sinkNames[c]; ok {
+					heads = append(heads, h)
+				} else if r.Config.Inline {
+					heads = append(heads, "sluice, "+c+" runner, consumer inline")
+				} else {
+					heads = append(heads, "sluice, "+c+" runner")
+				}
+			}
+			b.WriteString("| " + strings.Join(heads, " | ") + " |\n|" + strings.Repeat("---|", len(heads)) + "\n")
+		} else if strings.Join(got, ",") != strings.Join(cols, ",") {
+			return "", fmt.Errorf("%s.json: sinks %v, but the table's are %v", name, got, cols)
+		}
+		cells := []string{fmt.Sprintf("%s: a line every %v beside %s; p50 / p99 / max", name, time.Duration(r.Config.QuietEvery), workload(&r))}
+		for _, c := range cols {
+			cell := "-"
+			for _, s := range r.Summary {
+				if s.Runner == c && s.Quiet != nil {
+					q := s.Quiet.LatencyNs
+					cell = fmt.Sprintf("%s / %s / %s", FormatNanos(q.P50), FormatNanos(q.P99), FormatNanos(q.Max))
+				}
+			}
+			cells = append(cells, cell)
+		}
+		b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
+	}
+	if cols == nil {
+		return "", fmt.Errorf("no report (%s.json) in %s", strings.Join(quietRows, ".json, "), dir)
+	}
+	return b.String(), nil
+}
+
 // udpReport is what a table reads of a `sluice-bench run --proto udp`
 // JSON report.
 type udpReport struct {
@@ -369,3 +494,110 @@ func UDPTable(dir string) (string, error) {
 
 // udpSinkNames are the datagram table's headings for the reference sinks.
 var udpSinkNames = map[string]string{"go": "Go, one ReadFromUDP loop", "gnet": "gnet v2"}
+
+// jetStreamReport is what a table reads of a `sluice-bench jetstream
+// --records` JSON report.
+type jetStreamReport struct {
+	Records     string  `json:"records"`
+	RecordSize  int     `json:"record_size"`
+	Conns       int     `json:"conns"`
+	Storage     string  `json:"storage"`
+	RecordsPerS float64 `json:"records_per_s"`
+	SluiceUS    float64 `json:"transfer_sluice_cpu_us_per_record"`
+	ServerUS    float64 `json:"transfer_server_cpu_us_per_record"`
+	Pinning     struct {
+		Enabled    bool  `json:"enabled"`
+		EngineCPUs []int `json:"engine_cpus"`
+		GenCPUs    []int `json:"gen_cpus"`
+	} `json:"pinning"`
+}
+
+// jetStreamRows are the rows of a JetStream table, in order, by the
+// reports' records field.
+var jetStreamRows = []struct{ mode, name string }{
+	{"chunks", "one message per chunk (an unframed source)"},
+	{"each", "one message per record (records: each, the default)"},
+	{"batch", "one message per chunk's records (records: batch)"},
+}
+
+// JetStreamTable renders the `sluice-bench jetstream --records` reports
+// in dir (MODE-ROUND.json) as a Markdown table, one row per mode: records
+// a second, and sluice's and the server's CPU per record over the
+// transfer, median (min-max) over rounds, and each against the chunk
+// output's.
+func JetStreamTable(dir string) (string, error) {
+	names, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil || len(names) == 0 {
+		return "", fmt.Errorf("no report (*.json) in %s", dir)
+	}
+	type figures struct{ rate, sluice, server []float64 }
+	by := map[string]*figures{}
+	var first *jetStreamReport
+	for _, name := range names {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			return "", err
+		}
+		var r jetStreamReport
+		if err := json.Unmarshal(data, &r); err != nil {
+			return "", fmt.Errorf("%s: %w", filepath.Base(name), err)
+		}
+		if r.Records == "" {
+			return "", fmt.Errorf("%s: not a --records report", filepath.Base(name))
+		}
+		if first == nil {
+			first = &r
+		} else if r.RecordSize != first.RecordSize || r.Conns != first.Conns || r.Storage != first.Storage ||
+			r.Pinning.Enabled != first.Pinning.Enabled {
+			return "", fmt.Errorf("%s: %d connections of %d-byte records into %s storage, pinned %v, but the table's first report's are %d, %d, %s, pinned %v",
+				filepath.Base(name), r.Conns, r.RecordSize, r.Storage, r.Pinning.Enabled, first.Conns, first.RecordSize, first.Storage, first.Pinning.Enabled)
+		}
+		f := by[r.Records]
+		if f == nil {
+			f = &figures{}
+			by[r.Records] = f
+		}
+		f.rate = append(f.rate, r.RecordsPerS)
+		f.sluice = append(f.sluice, r.SluiceUS)
+		f.server = append(f.server, r.ServerUS)
+	}
+	med := func(v []float64) spread {
+		s := slices.Clone(v)
+		slices.Sort(s)
+		return spread{Median: s[len(s)/2], Min: s[0], Max: s[len(s)-1]}
+	}
+	var b strings.Builder
+	where := ""
+	if p := first.Pinning; p.Enabled {
+		where = fmt.Sprintf(", sluice on CPU %s, the server on CPU %s", joinCPUs(p.EngineCPUs), joinCPUs(p.GenCPUs))
+	}
+	fmt.Fprintf(&b, "| %d connections of %d-byte lines, %s storage%s | records/s | sluice CPU per record, µs | nats-server CPU per record, µs | sluice + server against chunks |\n|---|---|---|---|---|\n",
+		first.Conns, first.RecordSize, first.Storage, where)
+	var base float64
+	if f := by["chunks"]; f != nil {
+		base = med(f.sluice).Median + med(f.server).Median
+	}
+	for _, row := range jetStreamRows {
+		f := by[row.mode]
+		if f == nil {
+			continue
+		}
+		rate := med(f.rate)
+		against := "-"
+		if base > 0 {
+			against = fmt.Sprintf("%.1fx", (med(f.sluice).Median+med(f.server).Median)/base)
+		}
+		fmt.Fprintf(&b, "| %s | %s (%s-%s) | %s | %s | %s |\n", row.name, humanize.Comma(int64(rate.Median)),
+			humanize.Comma(int64(rate.Min)), humanize.Comma(int64(rate.Max)), med(f.sluice), med(f.server), against)
+	}
+	return b.String(), nil
+}
+
+// joinCPUs writes a list of CPUs as 0 or 0,1.
+func joinCPUs(cpus []int) string {
+	s := make([]string, len(cpus))
+	for i, c := range cpus {
+		s[i] = strconv.Itoa(c)
+	}
+	return strings.Join(s, ",")
+}

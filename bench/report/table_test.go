@@ -1,6 +1,7 @@
 package report
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -55,6 +56,57 @@ func TestPerfTable(t *testing.T) {
 	}
 }
 
+// TestPerfTablePeers: the bare epoll loop gets a column, and uring's ratio
+// to it, beside the other reference sinks; a report from before it
+// existed renders without that column.
+func TestPerfTablePeers(t *testing.T) {
+	const summary = `"summary":[{"runner":"uring","core_cpu_s_per_gib_rounds":{"median":0.5,"min":0.45,"max":0.55}},
+            {"runner":"epoll","core_cpu_s_per_gib_rounds":{"median":0.6,"min":0.58,"max":0.61}},
+            {"runner":"go","core_cpu_s_per_gib_rounds":{"median":0.29,"min":0.28,"max":0.3}}%s],
+ "ratios":[{"a":"uring","b":"go","ratios":[{"metric":"core_cpu_s_per_gib","median":1.72,"min":1.5,"max":1.9}]}%s]`
+	const epollRow = `,
+            {"runner":"bare-epoll","core_cpu_s_per_gib_rounds":{"median":0.25,"min":0.24,"max":0.262}}`
+	const epollRatio = `,
+           {"a":"uring","b":"bare-epoll","ratios":[{"metric":"core_cpu_s_per_gib","median":2,"min":1.8,"max":2.2}]}`
+	for _, tc := range []struct {
+		name, peers, summary, want string
+	}{
+		{"with the epoll loop", `["go","bare-epoll"]`, fmt.Sprintf(summary, epollRow, epollRatio),
+			`| row | Go, a goroutine per connection | a bare epoll loop | sluice, uring runner | sluice, epoll runner | uring / go | uring / bare-epoll | epoll / go |
+|---|---|---|---|---|---|---|---|
+| bulk: 1,000 connections, 64 KiB writes | 0.290 (0.280-0.300) | 0.250 (0.240-0.262) | 0.500 (0.450-0.550) | 0.600 (0.580-0.610) | 1.72x (1.50-1.90) | 2.00x (1.80-2.20) | - |
+`},
+		{"a fallback's ratio from its runs", `["go"]`, fmt.Sprintf(summary, "", "") + `,
+ "runs":[{"runner":"epoll","round":0,"core_cpu_s_per_gib":0.6},{"runner":"go","round":0,"core_cpu_s_per_gib":0.3},
+         {"runner":"go","round":1,"core_cpu_s_per_gib":0.25},{"runner":"epoll","round":1,"core_cpu_s_per_gib":0.55},
+         {"runner":"epoll","round":2,"core_cpu_s_per_gib":0.58}]`,
+			`| row | Go, a goroutine per connection | sluice, uring runner | sluice, epoll runner | uring / go | epoll / go |
+|---|---|---|---|---|---|
+| bulk: 1,000 connections, 64 KiB writes | 0.290 (0.280-0.300) | 0.500 (0.450-0.550) | 0.600 (0.580-0.610) | 1.72x (1.50-1.90) | 2.10x (2.00-2.20) |
+`},
+		{"a report from before it", `["go"]`, fmt.Sprintf(summary, "", ""),
+			`| row | Go, a goroutine per connection | sluice, uring runner | sluice, epoll runner | uring / go | epoll / go |
+|---|---|---|---|---|---|
+| bulk: 1,000 connections, 64 KiB writes | 0.290 (0.280-0.300) | 0.500 (0.450-0.550) | 0.600 (0.580-0.610) | 1.72x (1.50-1.90) | - |
+`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			body := `{"config":{"client":"fio","peers":` + tc.peers + `,"sources":1000,"msg_size":65536,"framing":"none"},` + tc.summary + "}"
+			if err := os.WriteFile(filepath.Join(dir, "bulk.json"), []byte(body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			got, err := PerfTable(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Errorf("table:\n%s\nwant:\n%s", got, tc.want)
+			}
+		})
+	}
+}
+
 // TestPerfTableInline: reports of runs whose consumer ran inline say so
 // in the runner's heading, and a table does not mix them with runs that
 // queued.
@@ -81,10 +133,11 @@ func TestPerfTableInline(t *testing.T) {
 	}
 }
 
-// TestREADMETablesAreGenerated: the README's performance tables are what
-// their reports give, so no figure in them is typed by hand.
+// TestREADMETablesAreGenerated: the performance tables of the README and
+// docs/benchmarking.md are what their reports give, so no figure in them
+// is typed by hand.
 func TestREADMETablesAreGenerated(t *testing.T) {
-	if err := RefreshTables([]string{"../../README.md"}, true, nil); err != nil {
+	if err := RefreshTables([]string{"../../README.md", "../../docs/benchmarking.md"}, true, nil); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -110,5 +163,127 @@ func TestUDPTable(t *testing.T) {
 	}
 	if _, err := UDPTable(t.TempDir()); err == nil {
 		t.Error("a directory with no report gave a table")
+	}
+}
+
+func TestQuietTable(t *testing.T) {
+	const quiet = `{"config":{"client":"fio","peers":["go","bare-epoll"],"sources":1000,"msg_size":65536,"framing":"none","quiet_every_ns":20000000},
+ "summary":[{"runner":"uring","quiet":{"sent":750,"lines":750,"latency_ns":{"p50":1234567,"p99":48100000,"max":61000000}}},
+            {"runner":"epoll","quiet":{"sent":750,"lines":750,"latency_ns":{"p50":2000000,"p99":20000000,"max":25500000}}},
+            {"runner":"go","quiet":{"sent":750,"lines":750,"latency_ns":{"p50":800000,"p99":9990000,"max":12000000}}},
+            {"runner":"bare-epoll"}]}`
+	for _, tc := range []struct {
+		name    string
+		files   map[string]string
+		want    string
+		wantErr string
+	}{
+		{"a quiet run", map[string]string{"quiet.json": quiet},
+			`| row | Go, a goroutine per connection | a bare epoll loop | sluice, uring runner | sluice, epoll runner |
+|---|---|---|---|---|
+| quiet: a line every 20ms beside 1,000 connections, 64 KiB writes; p50 / p99 / max | 800µs / 9.99ms / 12ms | - | 1.23ms / 48.1ms / 61ms | 2ms / 20ms / 25.5ms |
+`, ""},
+		{"a run without a quiet source", map[string]string{"quiet.json": `{"config":{"client":"fio","peers":["go"],"sources":1000,"msg_size":65536},"summary":[{"runner":"uring"}]}`},
+			"", "not a run with --quiet-source"},
+		{"no report", map[string]string{"bulk.json": quiet}, "", "no report"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for name, body := range tc.files {
+				if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := QuietTable(dir)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err %v, want one saying %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Errorf("table:\n%s\nwant:\n%s", got, tc.want)
+			}
+			doc := "<!-- perf-table-quiet " + filepath.Base(dir) + ": generated -->\n| stale |\n<!-- /perf-table -->\n"
+			out, err := UpdateTables(filepath.Join(filepath.Dir(dir), "README.md"), []byte(doc))
+			if err != nil || !strings.Contains(string(out), tc.want) || strings.Contains(string(out), "stale") {
+				t.Errorf("UpdateTables: %v\n%s", err, out)
+			}
+		})
+	}
+}
+
+func TestJetStreamTable(t *testing.T) {
+	dir := t.TempDir()
+	for name, r := range map[string]string{
+		"chunks-1": `{"records":"chunks","record_size":128,"conns":16,"storage":"file","records_per_s":4000000,"transfer_sluice_cpu_us_per_record":0.1,"transfer_server_cpu_us_per_record":0.2}`,
+		"each-1":   `{"records":"each","record_size":128,"conns":16,"storage":"file","records_per_s":150000,"transfer_sluice_cpu_us_per_record":2.5,"transfer_server_cpu_us_per_record":6.5}`,
+		"each-2":   `{"records":"each","record_size":128,"conns":16,"storage":"file","records_per_s":170000,"transfer_sluice_cpu_us_per_record":2.7,"transfer_server_cpu_us_per_record":7.1}`,
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name+".json"), []byte(r), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := JetStreamTable(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `| 16 connections of 128-byte lines, file storage | records/s | sluice CPU per record, µs | nats-server CPU per record, µs | sluice + server against chunks |
+|---|---|---|---|---|
+| one message per chunk (an unframed source) | 4,000,000 (4,000,000-4,000,000) | 0.100 (0.100-0.100) | 0.200 (0.200-0.200) | 1.0x |
+| one message per record (records: each, the default) | 170,000 (150,000-170,000) | 2.70 (2.50-2.70) | 7.10 (6.50-7.10) | 32.7x |
+`
+	if got != want {
+		t.Errorf("table:\n%s\nwant:\n%s", got, want)
+	}
+	if _, err := JetStreamTable(t.TempDir()); err == nil {
+		t.Error("a directory with no report gave a table")
+	}
+}
+
+// TestJetStreamTablePinned: the heading says where pinned reports ran,
+// and reports pinned and not are refused together.
+func TestJetStreamTablePinned(t *testing.T) {
+	const pinned = `"pinning":{"enabled":true,"engine_cpus":[0],"gen_cpus":[1]}`
+	for _, tc := range []struct {
+		name    string
+		reports map[string]string
+		want    string // the table's first line, or the error's text
+	}{
+		{"pinned", map[string]string{
+			"chunks-1": `{"records":"chunks","record_size":128,"conns":16,"storage":"file","records_per_s":4000000,"transfer_sluice_cpu_us_per_record":0.1,"transfer_server_cpu_us_per_record":0.2,` + pinned + `}`,
+			"each-1":   `{"records":"each","record_size":128,"conns":16,"storage":"file","records_per_s":150000,"transfer_sluice_cpu_us_per_record":2.5,"transfer_server_cpu_us_per_record":6.5,` + pinned + `}`,
+		}, "| 16 connections of 128-byte lines, file storage, sluice on CPU 0, the server on CPU 1 | records/s |"},
+		{"mixed", map[string]string{
+			"chunks-1": `{"records":"chunks","record_size":128,"conns":16,"storage":"file","records_per_s":4000000,"transfer_sluice_cpu_us_per_record":0.1,"transfer_server_cpu_us_per_record":0.2,` + pinned + `}`,
+			"each-1":   `{"records":"each","record_size":128,"conns":16,"storage":"file","records_per_s":150000,"transfer_sluice_cpu_us_per_record":2.5,"transfer_server_cpu_us_per_record":6.5}`,
+		}, "pinned false, but the table's first report's are 16, 128, file, pinned true"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for name, r := range tc.reports {
+				if err := os.WriteFile(filepath.Join(dir, name+".json"), []byte(r), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := JetStreamTable(dir)
+			if err != nil {
+				got = err.Error()
+			}
+			if !strings.Contains(got, tc.want) {
+				t.Errorf("got:\n%s\nwant it to hold %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestJetStreamDocTablesAreGenerated: docs/jetstream.md's cost table is
+// what its reports give.
+func TestJetStreamDocTablesAreGenerated(t *testing.T) {
+	if err := RefreshTables([]string{"../../docs/jetstream.md"}, true, nil); err != nil {
+		t.Fatal(err)
 	}
 }

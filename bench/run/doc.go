@@ -55,6 +55,23 @@
 // engine's TLS row, and the report compares go+tls with go: what TLS
 // costs when nothing but Go carries it.
 //
+// --peers epoll adds the bare-epoll row (Linux, TCP only), the same
+// program run with -net epoll: one goroutine locked to its OS thread, one
+// edge-triggered epoll instance, every ready connection read until EAGAIN
+// into one shared 64 KiB buffer and the same work done after every read.
+//
+// # A quiet source
+//
+// --quiet-source D (with --client fio) adds to every row one connection
+// from the load's side, a `sluice-bench quiet` process that sends the
+// line load.QuietHeader and then its clock (CLOCK_REALTIME, Unix
+// nanoseconds) as a line every D while fio runs. The sink times each line
+// as its handler gets it (the collector for a runner, right after the
+// read for the reference sinks) and reports the latencies apart from the
+// load; each row gets "quiet": {"sent", "lines", "bad_lines",
+// "latency_ns": {same as latency_ns}}, and a row whose lines do not all
+// arrive fails.
+//
 // # Datagrams
 //
 // run --proto udp measures UDP sinks (udp.go): with --client fio, fio's net
@@ -143,7 +160,8 @@
 //	 "wire": {"mode", "asked", "reason", "sink_netns", "load_netns", "sink_addr", "load_addr",
 //	          "sink_cpus", "load_cpus", "sink_rps_cpus", "load_rps_cpus", "congestion"},
 //	 "config": {"client", "peers", "record_size", "sources", "duration_s", "msg_size", "rate_bps",
-//	            "arrivals", "pacing", "skew", "rounds", "pool", "buf", "workers", "flush_ns", "verify", "framing"},
+//	            "arrivals", "pacing", "skew", "rounds", "pool", "buf", "workers", "flush_ns", "verify", "framing",
+//	            "quiet_every_ns"},
 //	 "runs": [RESULT, ...],     // one per row (runner or peer) and round, in the order measured
 //	 "summary": [RESULT, ...],  // one per row, rounds merged: throughput and CPU-s/GiB are
 //	                            // the rounds' medians, with "throughput_rounds" and
@@ -170,6 +188,7 @@
 //	 "gen_cpus", "gen_cpu_util", "bottleneck", "rx_backlog_bytes",
 //	 "counters": {"reads", "waits", "wakeups", "enters", "completions", "syscalls",
 //	              "completions_per_enter", "waits_per_s", "wakeups_per_s", "syscalls_per_mib"},
+//	 "quiet": {"sent", "lines", "bad_lines", "latency_ns": {same}},  // with --quiet-source
 //	 "verified", "mismatches", "profile", "top_functions", "rounds"}
 //
 // With --client fio, gen_* fields describe fio: gen_sent_bytes what it

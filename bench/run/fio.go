@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -176,6 +177,58 @@ func (p *sinkProc) stop() {
 	}
 }
 
+// quietProc is the quiet source (`sluice-bench quiet`) on the load's
+// side of the wire.
+type quietProc struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stdout bytes.Buffer
+	stderr bytes.Buffer
+	waited bool
+}
+
+// startQuiet starts the quiet source against the sink at addr, on the
+// load's CPUs, sending a line every every until finish.
+func startQuiet(ctx context.Context, env fioEnv, addr string, every time.Duration) (*quietProc, error) {
+	q := &quietProc{}
+	q.cmd = env.wire.Command(ctx, harness.SideLoad, env.exe, "quiet", "--addr", addr, "--every", every.String())
+	q.cmd.Stdout, q.cmd.Stderr = &q.stdout, &q.stderr
+	var err error
+	if q.stdin, err = q.cmd.StdinPipe(); err != nil {
+		return nil, fmt.Errorf("bench: quiet source: %w", err)
+	}
+	if err := harness.StartOnCPUs(q.cmd, env.cpus); err != nil {
+		return nil, fmt.Errorf("bench: start the quiet source: %w", err)
+	}
+	return q, nil
+}
+
+// finish tells the quiet source to stop, waits for it, and returns what
+// it sent.
+func (q *quietProc) finish() (load.QuietSent, error) {
+	var sent load.QuietSent
+	q.stdin.Close()
+	q.waited = true
+	if err := q.cmd.Wait(); err != nil {
+		return sent, fmt.Errorf("bench: quiet source: %w\n%s", err, q.stderr.Bytes())
+	}
+	if err := json.Unmarshal(q.stdout.Bytes(), &sent); err != nil {
+		return sent, fmt.Errorf("bench: quiet source's report %q: %w", q.stdout.Bytes(), err)
+	}
+	return sent, nil
+}
+
+// kill ends the quiet source if finish has not.
+func (q *quietProc) kill() {
+	if q.waited {
+		return
+	}
+	q.waited = true
+	q.stdin.Close()
+	q.cmd.Process.Kill()
+	q.cmd.Wait()
+}
+
 // fioEnv is what every fio row of a run shares.
 type fioEnv struct {
 	fio      string // the fio binary
@@ -233,6 +286,14 @@ func measureFio(ctx context.Context, c RunConfig, env fioEnv, row string, round 
 	if err != nil {
 		return nil, err
 	}
+	var qp *quietProc
+	if c.QuietSource > 0 {
+		if qp, err = startQuiet(ctx, env, sp.addr, c.QuietSource); err != nil {
+			sp.stop()
+			return nil, err
+		}
+		defer qp.kill()
+	}
 	job := load.FioJob{Addr: sp.addr, Sources: c.Sources, Duration: c.Duration, BS: int(c.MsgSize), Rate: float64(c.Rate),
 		Arrivals: c.Arrivals, RecordSize: recSize, NoDelay: true, CPUs: env.cpus}
 	jobFile := filepath.Join(dir, "job.fio")
@@ -258,6 +319,15 @@ func measureFio(ctx context.Context, c RunConfig, env fioEnv, row string, round 
 		return nil, fmt.Errorf("bench: fio: %w\n%s", runErr, fioErr.Bytes())
 	}
 	fioCPU := (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds()
+	var quietSent load.QuietSent
+	if qp != nil {
+		// The load is done: the quiet source closes, and with it the
+		// sink's last connection.
+		if quietSent, err = qp.finish(); err != nil {
+			sp.stop()
+			return nil, err
+		}
+	}
 	if err := sp.wait(30 * time.Second); err != nil {
 		return nil, err
 	}
@@ -286,6 +356,16 @@ func measureFio(ctx context.Context, c RunConfig, env fioEnv, row string, round 
 		}
 	}
 	r.Mismatches = reconcileFio(&sr, fr, c.Sources, recSize)
+	if qp != nil {
+		r.QuietHist = sr.Quiet.Hist()
+		r.Quiet = &load.QuietSummary{Sent: quietSent.Lines, LatencyNs: report.Summarize(r.QuietHist)}
+		if sr.Quiet != nil {
+			r.Quiet.Lines, r.Quiet.BadLines = sr.Quiet.Lines, sr.Quiet.BadLines
+		}
+		if m := load.QuietMismatch(quietSent.Lines, sr.Quiet); m != "" {
+			r.Mismatches = append(r.Mismatches, m)
+		}
+	}
 	r.Verified = len(r.Mismatches) == 0
 	if profile != "" {
 		r.Profile = profile

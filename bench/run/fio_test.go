@@ -144,6 +144,9 @@ func TestFioClient(t *testing.T) {
 		// The consumer inline on the runner's worker, as gnet's is.
 		{"lines-inline", 1, []string{"--sources", "20", "--msg-size", "16KiB", "--framing", "newline", "--inline"}, ""},
 		{"lines-go", 1, []string{"--sources", "20", "--msg-size", "16KiB", "--framing", "newline"}, peers.Go},
+		{"lines-epoll", 1, []string{"--sources", "20", "--msg-size", "16KiB", "--framing", "newline"}, peers.Epoll},
+		// A quiet source beside the load, its lines timed by every sink.
+		{"bulk-quiet-epoll", 1, []string{"--sources", "20", "--msg-size", "64KiB", "--quiet-source", "20ms"}, peers.Epoll},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			peer := cmp.Or(tc.peer, peers.Gnet)
@@ -154,12 +157,12 @@ func TestFioClient(t *testing.T) {
 			if status != 0 {
 				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", status, stdout, stderr)
 			}
-			for _, row := range []string{runner, peer} {
+			for _, row := range []string{runner, peers.Row(peer)} {
 				if !regexp.MustCompile(`(?m)^\s*` + row + `\s+\d.*\sok\s*$`).MatchString(stdout) {
 					t.Errorf("no verified row for %s:\n%s", row, stdout)
 				}
 			}
-			if !strings.Contains(stdout, runner+"/"+peer+": ") {
+			if !strings.Contains(stdout, runner+"/"+peers.Row(peer)+": ") {
 				t.Errorf("no ratio against %s:\n%s", peer, stdout)
 			}
 			rep := readRunReport(t, jsonPath)
@@ -167,7 +170,7 @@ func TestFioClient(t *testing.T) {
 				t.Fatalf("report: ok %v client %q, %d runs, want %d", rep.OK, rep.Config.Client, len(rep.Runs), 2*tc.rounds)
 			}
 			// Rounds alternate the rows' order.
-			if tc.rounds == 2 && (rep.Runs[0].Runner != runner || rep.Runs[2].Runner != peer) {
+			if tc.rounds == 2 && (rep.Runs[0].Runner != runner || rep.Runs[2].Runner != peers.Row(peer)) {
 				t.Errorf("round order %s, %s, %s, %s", rep.Runs[0].Runner, rep.Runs[1].Runner, rep.Runs[2].Runner, rep.Runs[3].Runner)
 			}
 			for _, r := range rep.Runs {
@@ -178,6 +181,9 @@ func TestFioClient(t *testing.T) {
 				if r.CPUSPerGiBListened <= 0 || (r.CPUOver != bench.CPUOverListened && r.CPUOver != r.ThroughputOver) {
 					t.Errorf("%s round %d: CPU over %q, throughput over %q, %.3f CPU-s/GiB listened",
 						r.Runner, r.Round, r.CPUOver, r.ThroughputOver, r.CPUSPerGiBListened)
+				}
+				if q := r.Quiet; slices.Contains(tc.args, "--quiet-source") && (q == nil || q.Sent == 0 || q.Lines != q.Sent || q.LatencyNs.Count != int64(q.Lines) || q.LatencyNs.Max <= 0) {
+					t.Errorf("%s round %d: quiet source %+v", r.Runner, r.Round, q)
 				}
 				if slices.Contains(tc.args, "newline") && (r.Records == 0 || r.TruncatedBytes < load.FioTrailer*uint64(r.Sources)) {
 					t.Errorf("%s round %d: %d records, %d truncated bytes", r.Runner, r.Round, r.Records, r.TruncatedBytes)

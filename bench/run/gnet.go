@@ -20,10 +20,7 @@ import (
 // event loops, or Go's net package, behind TLS when w has the run's
 // certificate.
 func peerArgs(w bench.Workload) []string {
-	if w.Runner == peers.Gnet {
-		return nil
-	}
-	args := []string{"-net", "std"}
+	args := peers.Args(w.Runner)
 	if w.TLS != nil {
 		args = append(args, "-tls-cert", w.TLS.CertFile, "-tls-key", w.TLS.KeyFile)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
+	"time"
 
 	"github.com/dustin/go-humanize"
 	"github.com/sluice-io/sluice/bench"
@@ -19,6 +20,7 @@ func writeRunTable(w io.Writer, rep *RunReport) {
 	framed := c.Framing != "" && c.Framing != "none"
 	writeResultTable(w, rep.Summary, tableKind{framed: framed, fio: c.Client == load.ClientFio, core: hasCore(rep.Summary)})
 	writeComparisons(w, rep.Ratios, rep.Verdicts)
+	writeQuietTable(w, rep.Summary, time.Duration(c.QuietEveryNs))
 	for _, s := range rep.Failed {
 		fmt.Fprintf(w, "failed %s: %s\n", s.Runner, s.Reason)
 	}
@@ -62,6 +64,28 @@ func writeRunTable(w io.Writer, rep *RunReport) {
 	for _, n := range rep.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}
+}
+
+// writeQuietTable writes, when the run had a quiet source, each row's
+// latency of its lines: now minus the stamp, as the sink's handler got
+// each line, over every round.
+func writeQuietTable(w io.Writer, rs []*bench.Result, every time.Duration) {
+	if every <= 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nquiet source: one connection beside the load sending its clock as a line every %v; latency of its lines, now minus the stamp, as each sink's handler got them\n", every)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "runner\tlines\tsent\tp50\tp99\tmax\t")
+	for _, r := range rs {
+		q := r.Quiet
+		if q == nil {
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t\n", r.Runner)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t\n", r.Runner, q.Lines, q.Sent,
+			report.FormatNanos(q.LatencyNs.P50), report.FormatNanos(q.LatencyNs.P99), report.FormatNanos(q.LatencyNs.Max))
+	}
+	tw.Flush()
 }
 
 // tableKind says which columns a result table has.

@@ -52,7 +52,8 @@ type RunConfig struct {
 	// load.ClientFio (fio's net engine, one job and connection per source).
 	Client string
 	// Peers are reference rows measured in the same rounds as the
-	// runners, pinned like them: peers.Gnet, peers.Go.
+	// runners, pinned like them: peers.Gnet, peers.Go, peers.Epoll (whose
+	// row is peers.EpollRow).
 	Peers report.StringList
 	// RecordSize is the line length fio writes with --framing newline
 	// (0: DefaultFioRecordSize); each --msg-size write holds whole lines.
@@ -74,6 +75,11 @@ type RunConfig struct {
 	UDPReadBuffer report.Size
 	// UDPMaxLoss is a sweep's pass mark (DefaultUDPMaxLoss).
 	UDPMaxLoss float64
+	// QuietSource, when positive, adds a quiet source to every row of a
+	// --client fio run: one more connection to the same sink that sends
+	// its clock as a line this often (see load.QuietHeader), each line
+	// timed by the sink's handler.
+	QuietSource time.Duration
 }
 
 // DefaultRunConfig returns the defaults documented on the flags.
@@ -115,7 +121,8 @@ func (c *RunConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Client, "client", c.Client, "what sends the load: gen (the built-in generator) or fio (fio's net engine, a job and TCP connection per source, "+
 		"--msg-size per write, --rate per job with Poisson or linear arrivals, TCP_NODELAY; its totals reconciled with fio's report)")
 	fs.Var(&c.Peers, "peers", "reference rows measured in the same rounds, pinned like the engine, each a sink doing the consumer's job, built from bench/gnetsink: "+
-		"gnet (on gnet v2's event loops), go (Go's net package, a goroutine per connection; with --tls also go+tls, behind crypto/tls)")
+		"gnet (on gnet v2's event loops), go (Go's net package, a goroutine per connection; with --tls also go+tls, behind crypto/tls), "+
+		"epoll (Linux, TCP: a bare edge-triggered epoll loop on one locked thread, one shared 64 KiB buffer; its row is "+peers.EpollRow+")")
 	fs.Var(&c.RecordSize, "record-size", fmt.Sprintf("with --client fio --framing newline: the length of each line fio writes (default %d); --msg-size must hold whole lines", load.DefaultFioRecordSize))
 	fs.StringVar(&c.GnetSink, "gnet-sink", c.GnetSink, "the reference sinks' binary, for --peers (default: go build bench/gnetsink into the user cache directory)")
 	fs.BoolVar(&c.TLS, "tls", c.TLS, "add a row first: TLS ingestion (TLS 1.3 from the generator into a TLS listener, on the goroutine runner that carries TLS), "+
@@ -131,6 +138,9 @@ func (c *RunConfig) RegisterFlags(fs *flag.FlagSet) {
 		"a comma-separated rising list is a sweep that reports the highest rate each row sustains within --udp-max-loss")
 	fs.Var(&c.UDPReadBuffer, "udp-read-buffer", "with --proto udp: every sink's SO_RCVBUF; the kernel doubles it, capped at net.core.rmem_max")
 	fs.Float64Var(&c.UDPMaxLoss, "udp-max-loss", c.UDPMaxLoss, "with a --udp-rate sweep: the largest median fraction lost at which a rate counts as sustained")
+	fs.DurationVar(&c.QuietSource, "quiet-source", c.QuietSource, "with --client fio: one more connection to each row's sink, from the load's side, "+
+		"that sends its clock (CLOCK_REALTIME) as a line this often, e.g. 20ms, while fio runs; each row reports the latency of its lines, "+
+		"p50, p99 and max of now minus the stamp as the sink's handler got each line")
 	c.Engine.Register(fs)
 	c.Engine.RegisterListen(fs)
 	c.Engine.RegisterFraming(fs, "; the generator sends each --msg-size message as one such record, without timestamps: "+
@@ -156,13 +166,19 @@ func (c RunConfig) Validate() error {
 	}
 	for i, p := range c.Peers {
 		if !slices.Contains(peers.All(), p) {
-			return fmt.Errorf("--peers: %q: must be gnet or go", p)
+			return fmt.Errorf("--peers: %q: must be gnet, go or epoll", p)
+		}
+		if p == peers.Epoll && runtime.GOOS != "linux" {
+			return fmt.Errorf("--peers: epoll: the bare epoll loop is Linux only (this is %s)", runtime.GOOS)
 		}
 		if slices.Contains(c.Peers[:i], p) {
 			return fmt.Errorf("--peers: %s is named twice: each peer is one row", p)
 		}
 	}
 	if err := c.validateUDP(); err != nil {
+		return err
+	}
+	if err := c.validateQuiet(); err != nil {
 		return err
 	}
 	if c.Proto == load.ProtoUDP {
@@ -234,6 +250,26 @@ func (c RunConfig) validateClient() error {
 	pc, _ := c.Engine.PoolConfig()
 	if err := load.CheckRecord(f, rs, pc.BufSize); err != nil {
 		return fmt.Errorf("--record-size: a %d-byte line does not fit a %d-byte pool buffer (--buf): %v", rs, pc.BufSize, err)
+	}
+	return nil
+}
+
+// validateQuiet checks what a quiet source can go with: fio's load,
+// whose sinks read raw bytes.
+func (c RunConfig) validateQuiet() error {
+	switch {
+	case c.QuietSource == 0:
+		return nil
+	case c.QuietSource < 0:
+		return fmt.Errorf("--quiet-source: %v: must be positive", c.QuietSource)
+	case c.QuietSource < time.Millisecond:
+		return fmt.Errorf("--quiet-source: %v: a quiet source sends at most a line a millisecond", c.QuietSource)
+	case c.Proto == load.ProtoUDP:
+		return errors.New("--quiet-source: TCP only (a quiet source is a connection)")
+	case c.Client != load.ClientFio:
+		return errors.New("--quiet-source: only with --client fio (the quiet source runs beside fio's load)")
+	case c.Engine.Framing != "" && c.Engine.Framing != "none":
+		return fmt.Errorf("--quiet-source: not with --framing %s (the sinks read raw bytes, and the quiet source's lines among them)", c.Engine.Framing)
 	}
 	return nil
 }
@@ -326,6 +362,9 @@ type runParams struct {
 	// Inline says the engine's consumer ran where each chunk was read
 	// (--inline).
 	Inline bool `json:"inline,omitempty"`
+	// QuietEveryNs is --quiet-source: how often the quiet source sent a
+	// line; 0 without one.
+	QuietEveryNs int64 `json:"quiet_every_ns,omitempty"`
 }
 
 // Run runs the `run` command: every runner in turn, the table on ios.Out,
@@ -341,6 +380,7 @@ func Run(ctx context.Context, c RunConfig, ios harness.IO) (*RunReport, error) {
 		_, err := RunUDP(ctx, c, ios)
 		return nil, err
 	}
+	c.Peers = peers.Rows(c.Peers) // from here on, rows
 	exe, err := bench.Executable(c.Exe)
 	if err != nil {
 		return nil, err
@@ -386,7 +426,7 @@ func Run(ctx context.Context, c RunConfig, ios harness.IO) (*RunReport, error) {
 		Config: runParams{Client: c.Client, Peers: c.Peers, Sources: c.Sources, DurationS: c.Duration.Seconds(), MsgSize: int64(c.MsgSize),
 			RateBps: float64(c.Rate), Arrivals: c.Arrivals, Skew: c.Skew, Rounds: c.Rounds,
 			Pool: c.Engine.Pool, Buf: int64(c.Engine.Buf), Workers: c.Engine.Workers, FlushNs: int64(c.Engine.Flush), Verify: c.Verify,
-			Framing: harness.FramingName(framer), TLS: c.TLS, Inline: c.Engine.Inline}}
+			Framing: harness.FramingName(framer), TLS: c.TLS, Inline: c.Engine.Inline, QuietEveryNs: int64(c.QuietSource)}}
 	msgs := "messages"
 	if framer != nil {
 		msgs = framer.String() + " records"

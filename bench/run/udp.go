@@ -111,6 +111,8 @@ func (c RunConfig) validateUDP() error {
 	switch {
 	case c.Client != load.ClientFio && c.Client != load.ClientGen:
 		return fmt.Errorf("--client: %q: must be gen or fio", c.Client)
+	case slices.Contains(c.Peers, peers.Epoll):
+		return errors.New("--peers epoll: the bare epoll loop reads TCP only; with --proto udp the peers are go and gnet")
 	case c.MsgSize < 1 || int(c.MsgSize) > srcs.MaxUDPPayload:
 		return fmt.Errorf("--msg-size: %d: a UDP datagram holds from 1 to %d bytes", c.MsgSize, srcs.MaxUDPPayload)
 	case int(c.MsgSize) > pc.BufSize-srcs.DatagramHeaderLen:

@@ -64,6 +64,7 @@ func TestRunConfigUDP(t *testing.T) {
 		{"skew", func(c *RunConfig) { c.Skew = 0.2 }, "--skew"},
 		{"bad runner", func(c *RunConfig) { c.Runners = report.StringList{"kqueue"} }, "--runners"},
 		{"bad peer", func(c *RunConfig) { c.Peers = report.StringList{"netty"} }, "--peers"},
+		{"epoll peer", func(c *RunConfig) { c.Peers = report.StringList{"go", "epoll"} }, "--peers epoll"},
 		{"tcp with a datagram rate", func(c *RunConfig) {
 			c.Proto, c.Client, c.Sources, c.UDPRates = load.ProtoTCP, load.ClientGen, 8, DatagramRates{1e5}
 		}, "--udp-rate"},

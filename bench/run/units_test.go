@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/sluice-io/sluice/bench"
@@ -81,6 +82,12 @@ func TestFlagErrorsNameTheFlag(t *testing.T) {
 		{[]string{"--peers", "gnet", "--framing", "octet"}, "--peers"},
 		{[]string{"--peers", "go", "--framing", "octet"}, "--peers"},
 		{[]string{"--tls", "--peers", "gnet"}, "--peers gnet"},
+		{[]string{"--quiet-source", "20ms"}, "--quiet-source"}, // fio's only
+		{[]string{"--client", "fio", "--quiet-source", "-1s"}, "--quiet-source"},
+		{[]string{"--client", "fio", "--quiet-source", "10us"}, "--quiet-source"},
+		{[]string{"--client", "fio", "--quiet-source", "20ms", "--framing", "newline"}, "--quiet-source"},
+		{[]string{"--proto", "udp", "--client", "fio", "--sources", "4", "--msg-size", "512", "--quiet-source", "20ms"}, "--quiet-source"},
+		{[]string{"--proto", "udp", "--client", "fio", "--sources", "4", "--msg-size", "512", "--peers", "epoll"}, "--peers epoll"},
 	} {
 		err := parseRun(tc.args...)
 		if err == nil {
@@ -96,6 +103,9 @@ func TestFlagErrorsNameTheFlag(t *testing.T) {
 	}
 	if err := parseRun("--client", "fio", "--peers", "gnet", "--framing", "newline", "--msg-size", "16KiB", "--record-size", "128"); err != nil {
 		t.Errorf("good fio flags rejected: %v", err)
+	}
+	if err := parseRun("--client", "fio", "--peers", "gnet,go,epoll", "--quiet-source", "20ms"); err != nil {
+		t.Errorf("good quiet-source flags rejected: %v", err)
 	}
 	if err := parseRun("--tls", "--peers", "go"); err != nil {
 		t.Errorf("--tls --peers go rejected: %v", err)
@@ -180,4 +190,30 @@ func TestPlots(t *testing.T) {
 		t.Errorf("cpu.svg does not label the medians 0.550 and 0.410")
 	}
 
+}
+
+// TestQuietRunTable: a run with a quiet source gets a table of its lines'
+// latency per row, a dash for a row that has none; a run without one
+// gets no such table.
+func TestQuietRunTable(t *testing.T) {
+	rs := []*bench.Result{
+		{Runner: "uring", Quiet: &load.QuietSummary{Sent: 150, Lines: 150, LatencyNs: report.Latency{Count: 150, P50: 1_230_000, P99: 48_100_000, Max: 61_000_000}}},
+		{Runner: "bare-epoll"},
+	}
+	var buf bytes.Buffer
+	writeQuietTable(&buf, rs, 20*time.Millisecond)
+	want := `
+quiet source: one connection beside the load sending its clock as a line every 20ms; latency of its lines, now minus the stamp, as each sink's handler got them
+      runner  lines  sent     p50     p99   max
+       uring    150   150  1.23ms  48.1ms  61ms
+  bare-epoll      -     -       -       -     -
+`
+	if buf.String() != want {
+		t.Errorf("table:\n%s\nwant:\n%s", buf.String(), want)
+	}
+	buf.Reset()
+	writeQuietTable(&buf, rs, 0)
+	if buf.Len() != 0 {
+		t.Errorf("a run without a quiet source: %q", buf.String())
+	}
 }

@@ -199,6 +199,10 @@ type SinkReport struct {
 	Profile  string         `json:"profile,omitempty"` // --profile
 	Host     harness.Host   `json:"host"`
 	Streams  []SinkStream   `json:"streams"`
+	// Quiet is what the quiet sources brought (load.QuietHeader): their
+	// lines, timed by the handler as it got them. The figures above
+	// leave them out. Nil when none connected.
+	Quiet *load.QuietReport `json:"quiet,omitempty"`
 }
 
 // Sink runs the `sink` command until ctx ends (SIGINT), Duration passes,
@@ -298,7 +302,7 @@ loop:
 	rep := &SinkReport{Command: "sink", Runner: runner, Listen: bound, Framing: harness.FramingName(framer), Bytes: col.Total.Load(),
 		WallS: wall.Seconds(), CPUS: cpu.Seconds(), ThreadsMax: threads, RSSMaxBytes: rss,
 		PoolWaits: waits, Partials: col.Partials.Load(), Errors: col.Errs.Load(), StopReason: reason, Host: harness.HostInfo(),
-		Profile: profPath, Usage: usage, Streams: []SinkStream{}}
+		Profile: profPath, Usage: usage, Streams: []SinkStream{}, Quiet: col.Quiet()}
 	if f, l := col.First.Load(), col.Last.Load(); f > 0 && l > f {
 		rep.DurationS = time.Duration(l - f).Seconds()
 		rep.ThroughputBps = float64(rep.Bytes) / rep.DurationS

@@ -168,19 +168,25 @@ func cli(args []string) int {
 	case "jsgen": // hidden: the load generator process that jetstream starts
 		var addr string
 		var conns int
-		var per, write int64
+		var per, write, record int64
 		cmd = command{func(fs *flag.FlagSet) {
 			fs.StringVar(&addr, "addr", "", "address")
 			fs.IntVar(&conns, "conns", 1, "connections")
 			fs.Int64Var(&per, "per-conn", 1, "bytes per connection")
 			fs.Int64Var(&write, "write", 1, "bytes per write")
+			fs.Int64Var(&record, "record-size", 0, "newline-ended records of this size (0: letters without newlines)")
 		}, func() error { return nil }, func(ctx context.Context, _ harness.IO) error {
-			return jetstream.RunJSGen(ctx, addr, conns, per, write)
+			return jetstream.RunJSGen(ctx, addr, conns, per, write, record)
 		}}
 	case "gen": // hidden: the load generator process that run and latency start
 		c := load.DefaultGenConfig()
 		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, _ harness.IO) error {
 			return load.RunGen(ctx, c, os.Stdin, os.Stdout)
+		}}
+	case "quiet": // hidden: the quiet source that run --quiet-source starts
+		var c load.QuietConfig
+		cmd = command{c.RegisterFlags, func() error { return c.Validate() }, func(ctx context.Context, _ harness.IO) error {
+			return load.RunQuiet(ctx, c, os.Stdin, os.Stdout)
 		}}
 	case "udpgen": // hidden: the UDP load that run --proto udp --client gen starts
 		var c load.UDPGenConfig

@@ -176,6 +176,12 @@ func check(cfg node.Config, path string, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	stdout.Write(out)
+	if cfg.Output.JetStream != nil {
+		for i, s := range cfg.Sources {
+			g, why := node.SourceGuarantee(cfg, s)
+			fmt.Fprintf(stderr, "sluice check: %s: sources[%d] (%s) into jetstream: %s: %s\n", path, i, s.Name(), g, why)
+		}
+	}
 	notes := node.Preflight(cfg)
 	for _, n := range notes {
 		fmt.Fprintf(stderr, "sluice check: %s: warning: %s\n", path, n)

@@ -200,7 +200,7 @@ func record(client, seq int) string {
 
 // TestClusterLeaderKill sends newline-framed records from independent TCP
 // clients through an engine into a stream with three replicas on a
-// three-node JetStream cluster, kills the stream's leader with SIGKILL
+// three-node JetStream cluster, each record a message of its own, kills the stream's leader with SIGKILL
 // mid-stream and restarts it, then kills the node the publisher is
 // connected to. It then reads the whole stream back in stream order and
 // checks, per engine source (told apart by the source id in Nats-Msg-Id,
@@ -209,12 +209,12 @@ func record(client, seq int) string {
 // sent is there once and in order. On a cluster the publisher never
 // pipelines a source's chunks.
 func TestClusterLeaderKill(t *testing.T) {
-	testClusterKill(t, 8, 4)
+	testClusterKill(t, 8, 1, 5*time.Millisecond)
 }
 
 // testClusterKill is TestClusterLeaderKill with clients sending perTick
-// records every 2 ms.
-func testClusterKill(t *testing.T, clients, perTick int) {
+// records every interval.
+func testClusterKill(t *testing.T, clients, perTick int, every time.Duration) {
 	begin := time.Now()
 	cl := startCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -272,17 +272,34 @@ func testClusterKill(t *testing.T, clients, perTick int) {
 	}
 	defer p.Close(context.Background())
 
+	// Each record is a message of its own, under the id
+	// prefix.source.n, n counting the source's records: a node's
+	// records of a socket.
 	eos := make(chan struct{}, clients)
+	var recMu sync.Mutex
+	recs := map[srcs.ID]uint64{}
 	e, addr := enginetest.Listen(t, engine.Config{Buffers: 64, BufSize: 4096, Handlers: 2}, srcs.ListenerConfig{Framer: srcs.Newline{}},
 		[]engine.Option{engine.WithHandler(func(c engine.Chunk) {
 			if c.Flags&srcs.EndOfStream != 0 {
 				eos <- struct{}{}
 			}
-			p.Handle(c)
+			var msgs []jetstream.Message
+			recMu.Lock()
+			n := recs[c.Source]
+			for _, line := range bytes.SplitAfter(c.Data, []byte("\n")) {
+				if len(line) == 0 {
+					continue
+				}
+				msgs = append(msgs, jetstream.Message{ID: prefix + "." + strconv.FormatUint(uint64(c.Source), 10) + "." + strconv.FormatUint(n, 10), Data: line})
+				n++
+			}
+			recs[c.Source] = n
+			recMu.Unlock()
+			p.Publish(c, msgs)
 		})})
 	defer e.Shutdown(context.Background())
 
-	// Each client sends a few records every 2 ms until told to stop, and
+	// Each client sends a few records every interval until told to stop, and
 	// counts them.
 	stop := make(chan struct{})
 	sentN := make([]int, clients)
@@ -296,7 +313,7 @@ func testClusterKill(t *testing.T, clients, perTick int) {
 		conns = append(conns, conn)
 		wg.Go(func() {
 			defer conn.Close()
-			tick := time.NewTicker(2 * time.Millisecond)
+			tick := time.NewTicker(every)
 			defer tick.Stop()
 			var buf []byte
 			for seq := 0; ; {

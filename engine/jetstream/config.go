@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/sluice-io/sluice/srcs"
+	"github.com/sluice-io/sluice/srcs/trust"
 )
 
 // Config configures a Publisher. It is plain data with YAML tags, as it
@@ -20,10 +21,23 @@ type Config struct {
 	// URL is the NATS server (or comma-separated servers of a cluster).
 	// Default nats.DefaultURL (nats://127.0.0.1:4222).
 	URL string `yaml:"url"`
-	// Subject receives every chunk. Required.
+	// Subject receives the messages that name no subject of their own:
+	// every chunk Handle publishes, and in a node the records of byte
+	// sources. Required.
 	Subject string `yaml:"subject"`
-	// Stream, if set, is created over Subject when it does not exist.
-	// An existing stream is used as it is.
+	// MQTTSubject is the template of the subjects of MQTT messages in a
+	// node: literal tokens, then {topic}, which stands for the message's
+	// topic, each level a token (see Template). Default: Subject, then
+	// .{topic}.
+	MQTTSubject string `yaml:"mqtt_subject"`
+	// Records says what a node publishes of a framed source's chunk:
+	// each (the default), one message per record; or batch, one message
+	// per chunk's records, which costs less per record but repeats the
+	// records of a batch cut differently after a restart (see
+	// docs/jetstream.md).
+	Records string `yaml:"records"`
+	// Stream, if set, is created over Subject and MQTTSubject's subjects
+	// when it does not exist. An existing stream is used as it is.
 	Stream string `yaml:"stream"`
 	// Storage is the storage of a stream created for Stream: "file" (the
 	// default) or "memory".
@@ -35,10 +49,10 @@ type Config struct {
 	// for Stream: a chunk sent again within it after its first copy is
 	// stored once. Default JetStream's, two minutes.
 	DuplicateWindow time.Duration `yaml:"duplicate_window"`
-	// MaxPending caps the chunks the publisher holds: those awaiting an
-	// acknowledgement and those waiting behind an earlier chunk of their
+	// MaxPending caps the messages the publisher holds: those awaiting an
+	// acknowledgement and those waiting behind an earlier message of their
 	// source. Past it, the processing goroutine waits, holding its chunk.
-	// Default 256.
+	// Default 4096.
 	MaxPending int `yaml:"max_pending"`
 	// AckTimeout is how long an acknowledgement may take before the chunk
 	// is published again (with the same message id). Default 5s.
@@ -52,12 +66,14 @@ type Config struct {
 	// cluster; set this where such a server is a leaf node of a cluster
 	// that holds the stream.
 	NoPipeline bool `yaml:"no_pipeline"`
-	// IDPrefix starts every message id. Default: the host name and the
-	// publisher's start time, so that ids of two nodes, or of one node
-	// before and after a restart, never meet. A prefix set here must
-	// change at every start: ids repeat after a restart (sources and
-	// sequence numbers start again), and JetStream drops a repeated id
-	// within its duplicate window as a duplicate.
+	// IDPrefix starts the ids of messages whose source cannot replay
+	// (Handle's, and in a node those of sockets). Default: the host name
+	// and the publisher's start time, so that ids of two nodes, or of one
+	// node before and after a restart, never meet. A node adds its start
+	// time to a prefix set here; a program that sets it must change it at
+	// every start: ids repeat after a restart (sources and sequence
+	// numbers start again), and JetStream drops a repeated id within its
+	// duplicate window as a duplicate.
 	IDPrefix string `yaml:"id_prefix"`
 	// Name is the NATS connection's name. Default "sluice".
 	Name string `yaml:"name"`
@@ -143,7 +159,7 @@ func (c Config) authOptions() ([]nats.Option, error) {
 		return nil, errors.New("user and password, token, nkey_seed_file, creds_file: set one at most")
 	}
 	if c.TLS != nil {
-		tc, err := c.TLS.ClientConfig("")
+		tc, err := trust.ClientConfig(c.TLS, "")
 		if err != nil {
 			return nil, err
 		}
@@ -152,9 +168,26 @@ func (c Config) authOptions() ([]nats.Option, error) {
 	return opts, nil
 }
 
+// Config.Records values.
+const (
+	RecordsEach  = "each"
+	RecordsBatch = "batch"
+)
+
+// WithDefaults returns c checked, with its defaults filled in: what New
+// runs with, but for IDPrefix's, which depends on the moment. Errors name
+// the YAML key.
+func (c Config) WithDefaults() (Config, error) {
+	prefix := c.IDPrefix
+	c.IDPrefix = "-"
+	c, err := c.withDefaults()
+	c.IDPrefix = prefix
+	return c, err
+}
+
 // Defaults.
 const (
-	DefaultMaxPending = 256
+	DefaultMaxPending = 4096
 	DefaultAckTimeout = 5 * time.Second
 	DefaultRetryWait  = 100 * time.Millisecond
 )
@@ -178,6 +211,20 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("jetstream: config: replicas: %d: must be from 0 (default) to 5", c.Replicas)
 	case c.DuplicateWindow < 0:
 		return c, fmt.Errorf("jetstream: config: duplicate_window: %v: must not be negative", c.DuplicateWindow)
+	case c.Records != "" && c.Records != RecordsEach && c.Records != RecordsBatch:
+		return c, fmt.Errorf("jetstream: config: records: %q: must be each or batch", c.Records)
+	}
+	if err := checkSubject(c.Subject, false); err != nil {
+		return c, fmt.Errorf("jetstream: config: subject: %q: %w", c.Subject, err)
+	}
+	if c.MQTTSubject == "" {
+		c.MQTTSubject = c.Subject + "." + TopicVar
+	}
+	if _, err := ParseTemplate(c.MQTTSubject); err != nil {
+		return c, fmt.Errorf("jetstream: config: mqtt_subject: %w", err)
+	}
+	if c.Records == "" {
+		c.Records = RecordsEach
 	}
 	if c.MaxPending == 0 {
 		c.MaxPending = DefaultMaxPending

@@ -1,14 +1,19 @@
 // Package jetstream delivers an engine's chunks into NATS JetStream.
 //
-// A Publisher is an engine.Handler: it publishes each chunk's bytes to a
-// JetStream subject asynchronously and releases the chunk only when
-// JetStream has acknowledged it. While acknowledgements lag, chunks stay
+// A Publisher publishes chunks to JetStream asynchronously and releases
+// each only when JetStream has stored every message made of it: Handle
+// makes a chunk one message (it is an engine.Handler), Publish makes it
+// the messages its caller cut from it, records or MQTT messages, each
+// with its own subject, id and headers. While acknowledgements lag, chunks stay
 // held, the source pool runs dry, and sources stop reading: JetStream's
 // pace reaches the sources through the pool, and nothing is buffered
 // twice.
 //
-// Every message carries a Nats-Msg-Id built from the publisher's prefix,
-// the chunk's source id and its sequence number. A publish that failed or
+// Every message carries a Nats-Msg-Id: Handle builds it from the
+// publisher's prefix, the chunk's source id and its sequence number;
+// Publish takes it from its caller, who derives it from what the source
+// can replay, so that a record read again after a restart is sent under
+// the id it had. A publish that failed or
 // whose acknowledgement was lost (a reconnect, a server restart) is sent
 // again with the same id, and JetStream's de-duplication window (the
 // stream's Duplicates, two minutes by default) keeps it from being stored
@@ -16,8 +21,8 @@
 // and the window; a node that restarts and re-reads data (a tail resuming
 // from its checkpoint) publishes it under new ids, at least once.
 //
-// Each source's chunks are stored in their order, across failures too: a
-// source has at most one publish awaiting its acknowledgement, and a
-// failed one goes again before anything later of its source (publisher.go
-// says why pipelining a source's chunks could not promise that).
+// Each source's messages are stored in their order, across failures
+// too: a source's message is pipelined only behind its previous one with
+// Nats-Expected-Last-Msg-Id, and a failed one goes again before anything
+// later of its source (publisher.go says why).
 package jetstream

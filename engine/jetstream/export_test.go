@@ -11,7 +11,12 @@ import (
 func (p *Publisher) Held() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.order.describe(time.Now(), func(i int32) uint64 { return p.msgs[i].c.Seq })
+	return p.order.describe(time.Now(), func(i int32) uint64 {
+		if h := p.msgs[i].h; h != nil {
+			return h.c.Seq
+		}
+		return 0
+	})
 }
 
 // describe lists every chunk o holds, per source, with its sequence

@@ -82,6 +82,10 @@ const (
 	// chunk holds whole records only, "truncated" when the bytes after its
 	// last whole record are part of one its source never finished.
 	HeaderRecords = "Sluice-Records"
+	// HeaderRecordEnds is set on a message that holds a batch of records
+	// (a node's records: batch): where each record ends in the body, as
+	// decimal byte offsets, comma-separated.
+	HeaderRecordEnds = "Sluice-Record-Ends"
 )
 
 // pipelinePause is how long a rejected pipelined publish stops
@@ -101,15 +105,16 @@ const errWrongLastMsgID = 10070
 // write, without the publishing goroutine waiting on the write.
 const writeBuffer = 1 << 20
 
-// Stats counts a publisher's work.
+// Stats counts a publisher's work, in messages: a chunk handed to Handle
+// is one, a chunk handed to Publish as many as its messages.
 type Stats struct {
-	Published  uint64 // chunks handed to Handle with data
-	Acked      uint64 // chunks acknowledged and released
+	Published  uint64 // messages handed to Handle or Publish
+	Acked      uint64 // messages acknowledged
 	Duplicates uint64 // acks that JetStream flagged as duplicates (a retry of a stored message)
 	Retries    uint64 // publishes sent again after an error, a timeout or a reconnect
 	Pipelined  uint64 // chunks first sent before the previous one of their source was acknowledged
 	Rejected   uint64 // pipelined chunks JetStream did not store behind the previous one (sent again later)
-	Pending    int    // chunks held: awaiting their acknowledgement or their turn
+	Pending    int    // messages held: awaiting their acknowledgement or their turn
 }
 
 // Publisher publishes chunks to JetStream; its Handle method is an
@@ -128,7 +133,7 @@ type Publisher struct {
 	sub   *nats.Subscription
 	inbox string // reply subjects: inbox + a slot's token
 
-	tokens      chan struct{} // one per chunk held: the MaxPending window
+	tokens      chan struct{} // one per message held: the MaxPending window
 	kick        chan struct{} // a deadline earlier than the timer's
 	reconnected chan struct{}
 	stop        chan struct{} // closed by Close: run returns, Handle refuses
@@ -146,16 +151,53 @@ type Publisher struct {
 
 	published, acked atomic.Uint64
 
-	acks []engine.Chunk // onAck's chunks to release; used by its goroutine only
+	acks  []engine.Chunk // onAck's chunks to release; used by its goroutine only
+	freed int            // onAck's slots released; used by its goroutine only
+	spare []*heldChunk   // heldChunks to reuse; guarded by mu
 }
 
-// An outMsg holds one chunk from Handle until its acknowledgement, with
-// the message that publishes it.
-type outMsg struct {
-	c    engine.Chunk
-	msg  nats.Msg  // reused: Subject, Reply and Header
-	vals [5]string // the header's values
+// A heldChunk is a chunk from Handle or Publish until every message made
+// of it is acknowledged.
+type heldChunk struct {
+	c engine.Chunk
+	// left counts its messages not yet acknowledged, and one more while
+	// Publish is still adding them.
+	left int
 }
+
+// An outMsg holds one message from Handle or Publish until its
+// acknowledgement.
+type outMsg struct {
+	h     *heldChunk
+	msg   nats.Msg // reused: Subject, Reply and Header
+	vals  [3 + MaxFields]string
+	extra []string // the keys of Message.Header set in msg.Header
+}
+
+// MaxFields is the most headers a Message may add.
+const MaxFields = 8
+
+// A Message is one JetStream message made of part of a chunk: a record,
+// an MQTT message, a datagram, or the whole chunk.
+type Message struct {
+	// Subject is the message's subject; empty means Config.Subject.
+	Subject string
+	// ID is the message's Nats-Msg-Id. JetStream stores one message of
+	// an id within the stream's duplicate window and drops the others as
+	// duplicates, so an id must name this message and no other: derived
+	// from what its source can replay (a file's identity and the record's
+	// offset, a producer's key), or unique to this run (MsgID). Required.
+	ID string
+	// Data is the message's body. It may alias the chunk's Data.
+	Data []byte
+	// Header holds up to MaxFields headers besides Nats-Msg-Id and
+	// Sluice-Source. Keys must be distinct and canonical
+	// (textproto.CanonicalMIMEHeaderKey).
+	Header []Field
+}
+
+// Field is one header of a Message.
+type Field struct{ Key, Value string }
 
 // Option configures a Publisher's injected pieces.
 type Option func(*Publisher)
@@ -229,7 +271,6 @@ func newPublisher(cfg Config) *Publisher {
 		m.msg.Header = nats.Header{
 			jetstream.MsgIDHeader: m.vals[0:1:1],
 			HeaderSource:          m.vals[1:2:2],
-			HeaderSeq:             m.vals[2:3:3],
 		}
 	}
 	return p
@@ -273,7 +314,16 @@ func ensureStream(ctx context.Context, nc *nats.Conn, cfg Config) error {
 		}
 		return nil
 	}
-	sc := jetstream.StreamConfig{Name: cfg.Stream, Subjects: []string{cfg.Subject}, Replicas: cfg.Replicas,
+	subjects := []string{cfg.Subject}
+	if tpl, err := ParseTemplate(cfg.MQTTSubject); err == nil {
+		switch f := tpl.Filter(); {
+		case subjectCovers(f, cfg.Subject):
+			subjects = []string{f}
+		case !subjectCovers(cfg.Subject, f):
+			subjects = append(subjects, f)
+		}
+	}
+	sc := jetstream.StreamConfig{Name: cfg.Stream, Subjects: subjects, Replicas: cfg.Replicas,
 		Duplicates: cfg.DuplicateWindow}
 	if cfg.Storage == "memory" {
 		sc.Storage = jetstream.MemoryStorage
@@ -298,6 +348,10 @@ func MsgID(prefix string, c *engine.Chunk) string {
 	return string(appendMsgID(nil, prefix, c))
 }
 
+// IDPrefix returns the prefix of the ids Handle gives chunks
+// (Config.IDPrefix, or its default).
+func (p *Publisher) IDPrefix() string { return p.cfg.IDPrefix }
+
 func appendMsgID(b []byte, prefix string, c *engine.Chunk) []byte {
 	b = append(b, prefix...)
 	b = append(b, '.')
@@ -306,62 +360,145 @@ func appendMsgID(b []byte, prefix string, c *engine.Chunk) []byte {
 	return strconv.AppendUint(b, c.Seq, 10)
 }
 
-// Handle publishes c, or queues it behind an earlier chunk of its source
-// that awaits its acknowledgement, and releases it once JetStream has
-// stored it. Chunks without data (end of stream) are released at once.
-// Handle blocks while the publisher holds MaxPending chunks: that is the
-// backpressure.
+// Handle publishes c as one message, under the id MsgID gives it with
+// Sluice-Seq (its sequence number) and, for a framed source,
+// Sluice-Records headers; see Publish.
 func (p *Publisher) Handle(c engine.Chunk) {
 	if len(c.Data) == 0 {
 		c.Release()
 		return
 	}
-	select {
-	case p.tokens <- struct{}{}:
-	case <-p.abort:
-		return // Close gave up: the chunk stays held, like every unacknowledged one
-	case <-p.stop:
-		return // Handle after Close: a misuse, but not a hang
-	}
-	p.published.Add(1)
 	var idBuf [96]byte
 	id := string(appendMsgID(idBuf[:0], p.cfg.IDPrefix, &c))
-
-	p.mu.Lock()
-	i := p.order.add(c.Source)
-	if i < 0 {
-		p.mu.Unlock()
-		<-p.tokens
-		return
-	}
-	p.fill(i, c, id)
-	errs := p.stepLocked(time.Now())
-	p.mu.Unlock()
-	p.reportAll(errs)
-}
-
-// fill readies slot i's message to publish c under the message id id.
-// Called with mu held.
-func (p *Publisher) fill(i int32, c engine.Chunk, id string) {
-	m := &p.msgs[i]
-	m.c, m.msg.Data = c, c.Data
-	m.vals[0] = id
-	m.vals[1] = c.Name
 	var seqBuf [20]byte
-	m.vals[2] = id[len(id)-len(strconv.AppendUint(seqBuf[:0], c.Seq, 10)):]
+	fields := [2]Field{{HeaderSeq, id[len(id)-len(strconv.AppendUint(seqBuf[:0], c.Seq, 10)):]}}
+	hdr := fields[:1]
 	switch {
 	case c.Flags&srcs.Truncated != 0:
-		m.vals[3] = "truncated"
-		m.msg.Header[HeaderRecords] = m.vals[3:4:4]
+		fields[1] = Field{HeaderRecords, "truncated"}
+		hdr = fields[:2]
 	case c.Flags&srcs.Records != 0:
-		m.vals[3] = "whole"
-		m.msg.Header[HeaderRecords] = m.vals[3:4:4]
-	default:
-		delete(m.msg.Header, HeaderRecords)
+		fields[1] = Field{HeaderRecords, "whole"}
+		hdr = fields[:2]
+	}
+	msgs := [1]Message{{ID: id, Data: c.Data, Header: hdr}}
+	p.Publish(c, msgs[:])
+}
+
+// Publish publishes msgs, made of c, in their order, and releases c once
+// JetStream has stored every one of them. Each message is published, or
+// queued behind an earlier message of its source that awaits its
+// acknowledgement, as soon as the window has room: Publish blocks while
+// the publisher holds MaxPending messages (that is the backpressure), and
+// returns once it has handed over the last one. msgs is not kept. A chunk
+// without data (end of stream), or without messages, is released at
+// once.
+func (p *Publisher) Publish(c engine.Chunk, msgs []Message) {
+	if len(c.Data) == 0 || len(msgs) == 0 {
+		c.Release()
+		return
+	}
+	p.mu.Lock()
+	h := p.newHeld(c)
+	p.mu.Unlock()
+	for len(msgs) > 0 {
+		// One token waited for, then as many more as are free.
+		select {
+		case p.tokens <- struct{}{}:
+		case <-p.abort:
+			return // Close gave up: the chunk stays held, like every unacknowledged one
+		case <-p.stop:
+			return // Publish after Close: a misuse, but not a hang
+		}
+		k := 1
+	more:
+		for k < len(msgs) {
+			select {
+			case p.tokens <- struct{}{}:
+				k++
+			default:
+				break more
+			}
+		}
+		p.published.Add(uint64(k))
+		p.mu.Lock()
+		added := 0
+		for _, m := range msgs[:k] {
+			i := p.order.add(c.Source)
+			if i < 0 {
+				break
+			}
+			h.left++
+			p.fill(i, h, &m)
+			added++
+		}
+		errs := p.stepLocked(time.Now())
+		p.mu.Unlock()
+		p.reportAll(errs)
+		if added < k {
+			for range k - added {
+				<-p.tokens
+			}
+			return // Close ended: the chunk stays held
+		}
+		msgs = msgs[k:]
+	}
+	p.mu.Lock()
+	h.left-- // every message added
+	done := h.left == 0
+	if done {
+		p.putHeld(h)
+	}
+	p.mu.Unlock()
+	if done {
+		c.Release()
+	}
+}
+
+// newHeld returns a heldChunk for c, counting Publish's own reference.
+// Called with mu held.
+func (p *Publisher) newHeld(c engine.Chunk) *heldChunk {
+	var h *heldChunk
+	if n := len(p.spare); n > 0 {
+		h, p.spare = p.spare[n-1], p.spare[:n-1]
+	} else {
+		h = &heldChunk{}
+	}
+	h.c, h.left = c, 1
+	return h
+}
+
+// putHeld keeps h for reuse. Called with mu held.
+func (p *Publisher) putHeld(h *heldChunk) {
+	h.c = engine.Chunk{}
+	p.spare = append(p.spare, h)
+}
+
+// fill readies slot i's message to publish m, made of h's chunk. Called
+// with mu held.
+func (p *Publisher) fill(i int32, h *heldChunk, m *Message) {
+	om := &p.msgs[i]
+	om.h = h
+	om.msg.Subject = m.Subject
+	if om.msg.Subject == "" {
+		om.msg.Subject = p.cfg.Subject
+	}
+	om.msg.Data = m.Data
+	om.vals[0] = m.ID
+	om.vals[1] = h.c.Name
+	for _, k := range om.extra {
+		delete(om.msg.Header, k)
+	}
+	om.extra = om.extra[:0]
+	for j, f := range m.Header[:min(len(m.Header), MaxFields)] {
+		om.vals[3+j] = f.Value
+		om.msg.Header[f.Key] = om.vals[3+j : 4+j : 4+j]
+		om.extra = append(om.extra, f.Key)
 	}
 	// The token names the slot and its generation; an ack carries it back.
-	tok := strconv.AppendUint(seqBuf[:0], uint64(p.order.gen(i))<<32|uint64(i), 36)
-	m.msg.Reply = p.inbox + string(tok)
+	var tokBuf [20]byte
+	tok := strconv.AppendUint(tokBuf[:0], uint64(p.order.gen(i))<<32|uint64(i), 36)
+	om.msg.Reply = p.inbox + string(tok)
 }
 
 // stepLocked carries out what the order decided: it makes the publishes,
@@ -391,8 +528,8 @@ func (p *Publisher) stepLocked(now time.Time) []error {
 func (p *Publisher) publish(snd send) error {
 	m := &p.msgs[snd.slot]
 	if snd.expect >= 0 {
-		m.vals[4] = p.msgs[snd.expect].vals[0]
-		m.msg.Header[headerExpectLast] = m.vals[4:5:5]
+		m.vals[2] = p.msgs[snd.expect].vals[0]
+		m.msg.Header[headerExpectLast] = m.vals[2:3:3]
 	} else {
 		delete(m.msg.Header, headerExpectLast)
 	}
@@ -439,13 +576,17 @@ func (p *Publisher) onAck(m *nats.Msg) {
 	} else {
 		for _, j := range p.order.ack(i, gen, duplicate) {
 			om := &p.msgs[j]
-			p.acks = append(p.acks, om.c)
-			om.c, om.msg.Data = engine.Chunk{}, nil
+			p.freed++
+			if om.h.left--; om.h.left == 0 {
+				p.acks = append(p.acks, om.h.c)
+				p.putHeld(om.h)
+			}
+			om.h, om.msg.Data = nil, nil
 		}
 	}
 	errs := p.stepLocked(now)
 	p.mu.Unlock()
-	if len(p.acks) > 0 {
+	if p.freed > 0 {
 		p.release()
 	}
 	p.reportAll(errs)
@@ -482,20 +623,23 @@ func wrongLastMsgID(err error) bool {
 	return errors.As(err, &ae) && ae.ErrCode == errWrongLastMsgID
 }
 
-// release hands the acknowledged chunks in p.acks back to their owner and
-// frees their places in the window. They count as held until then, so
+// release hands the chunks in p.acks, every message of which is
+// acknowledged, back to their owner and frees the places of the p.freed
+// messages acknowledged in the window. They count as held until then, so
 // that Close, which waits for nothing to be held, returns after them.
 func (p *Publisher) release() {
-	p.acked.Add(uint64(len(p.acks)))
+	p.acked.Add(uint64(p.freed))
 	for k := range p.acks {
 		p.acks[k].Release()
 		p.acks[k] = engine.Chunk{}
+	}
+	for range p.freed {
 		<-p.tokens
 	}
 	p.mu.Lock()
-	idle := p.order.settle(len(p.acks))
+	idle := p.order.settle(p.freed)
 	p.mu.Unlock()
-	p.acks = p.acks[:0]
+	p.acks, p.freed = p.acks[:0], 0
 	if idle {
 		close(p.idle)
 	}
@@ -562,10 +706,11 @@ func (p *Publisher) Stats() Stats {
 	return st
 }
 
-// Close waits for every chunk held to be acknowledged, then closes the
-// connection. If ctx ends first, the unacknowledged chunks are left
-// unreleased (so no checkpoint covers them), a Handle blocked on a full
-// window returns, and the error says how many were left. Call it after the
+// Close waits for every message held to be acknowledged, then closes the
+// connection. If ctx ends first, the chunks of unacknowledged messages
+// are left unreleased (so no checkpoint covers them), a Handle or Publish
+// blocked on a full window returns, and the error says how many messages
+// were left. Call it after the
 // engine's Shutdown, even one that failed; it is idempotent.
 func (p *Publisher) Close(ctx context.Context) error {
 	p.closeOnce.Do(func() {
@@ -582,7 +727,7 @@ func (p *Publisher) Close(ctx context.Context) error {
 			n := p.order.abort()
 			p.mu.Unlock()
 			close(p.abort)
-			p.closeErr = fmt.Errorf("jetstream: close: %d chunks never acknowledged: %w", n, ctx.Err())
+			p.closeErr = fmt.Errorf("jetstream: close: %d messages never acknowledged: %w", n, ctx.Err())
 		}
 		p.mu.Lock()
 		p.order.shut()

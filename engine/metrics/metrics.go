@@ -14,7 +14,8 @@ type Options struct {
 	// Namespace prefixes every metric name. Default "sluice".
 	Namespace string
 	// PerSource exports per-source series (bytes, chunks, errors, held
-	// buffers, pool waits) labelled by source id and name, for at most
+	// buffers, pool waits, rate-limit holds, kernel drops) labelled by
+	// source id and name, for at most
 	// this many live sources, those with the lowest ids. Zero, the
 	// default, exports none. The gauge <ns>_sources_omitted says how many
 	// were left out.
@@ -35,11 +36,13 @@ type Collector struct {
 	queued, paused, pauses                            *prometheus.Desc
 	poolBuffers, poolInUse, poolWaiters, poolWaits    *prometheus.Desc
 	poolAcquired, poolWaitSeconds, sources            *prometheus.Desc
+	poolResident                                      *prometheus.Desc
 	runWorkers, runThreads, runLanes, runReads        *prometheus.Desc
 	runWaits, runWakeups, runEnters, runCompl, runSys *prometheus.Desc
 	runDirect, runAccepted                            *prometheus.Desc
 	srcBytes, srcChunks, srcErrs, srcHeld, srcWaits   *prometheus.Desc
-	srcOmitted, srcRateHeld, srcKernelDrops           *prometheus.Desc
+	srcOmitted, srcRateHeld, srcRateHolds             *prometheus.Desc
+	srcKernelDrops                                    *prometheus.Desc
 	rateHeld, rateHolds, rateHeldSeconds, idleTimeout *prometheus.Desc
 }
 
@@ -67,8 +70,9 @@ func NewCollector(e *engine.Engine, opts Options) *Collector {
 	c.pauses = d("delivery_pauses_total", "Times the delivery watermarks paused reading.")
 	c.poolBuffers = d("pool_buffers", "Buffers in the source pool.")
 	c.poolInUse = d("pool_buffers_in_use", "Source pool buffers held by sources or unreleased chunks.")
-	c.poolWaiters = d("pool_waiters", "Sources queued for a buffer now.")
-	c.poolWaits = d("pool_waits_total", "Buffer acquires that had to queue.")
+	c.poolResident = d("pool_buffers_resident", "Source pool buffers whose pages may be resident: lent out since their pages last went back to the kernel (pool_return_after).")
+	c.poolWaiters = d("pool_waiters", "Sources queued for a buffer now; those their rate limit holds are not (rate_limited_sources).")
+	c.poolWaits = d("pool_waits_total", "Buffer acquires that had to queue for a buffer; a rate limit's holds are not (rate_limit_holds_total).")
 	c.poolAcquired = d("pool_acquired_total", "Buffers acquired from the source pool.")
 	c.poolWaitSeconds = d("pool_wait_seconds_total", "Total time granted acquires spent queued.")
 	c.sources = d("sources", "Live sources by state.", "state")
@@ -96,6 +100,7 @@ func NewCollector(e *engine.Engine, opts Options) *Collector {
 	c.srcWaits = d("source_pool_waits_total", "Times one source queued for a buffer.", sl...)
 	c.srcOmitted = d("sources_omitted", "Live sources left out of the per-source series by the cap.")
 	c.srcRateHeld = d("source_rate_limit_held_seconds_total", "Time one source spent held by its rate limit.", sl...)
+	c.srcRateHolds = d("source_rate_limit_holds_total", "Times its rate limit held one source.", sl...)
 	c.srcKernelDrops = d("source_kernel_drops_total", "Datagrams the kernel dropped for one source before it could be read.", sl...)
 	return c
 }
@@ -104,14 +109,14 @@ func NewCollector(e *engine.Engine, opts Options) *Collector {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.bytes, c.chunks, c.partials, c.delivered, c.errs, c.skipped, c.latency, c.queued, c.paused, c.pauses,
-		c.poolBuffers, c.poolInUse, c.poolWaiters, c.poolWaits, c.poolAcquired, c.poolWaitSeconds, c.sources,
+		c.poolBuffers, c.poolInUse, c.poolResident, c.poolWaiters, c.poolWaits, c.poolAcquired, c.poolWaitSeconds, c.sources,
 		c.rateHeld, c.rateHolds, c.rateHeldSeconds, c.idleTimeout,
 		c.runWorkers, c.runThreads, c.runLanes, c.runReads, c.runWaits, c.runWakeups, c.runEnters, c.runCompl, c.runSys, c.runDirect, c.runAccepted,
 	} {
 		ch <- d
 	}
 	if c.opts.PerSource > 0 {
-		for _, d := range []*prometheus.Desc{c.srcBytes, c.srcChunks, c.srcErrs, c.srcHeld, c.srcWaits, c.srcOmitted, c.srcRateHeld, c.srcKernelDrops} {
+		for _, d := range []*prometheus.Desc{c.srcBytes, c.srcChunks, c.srcErrs, c.srcHeld, c.srcWaits, c.srcOmitted, c.srcRateHeld, c.srcRateHolds, c.srcKernelDrops} {
 			ch <- d
 		}
 	}
@@ -150,6 +155,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	p := st.Pool
 	gauge(c.poolBuffers, float64(p.Buffers))
 	gauge(c.poolInUse, float64(p.InUse))
+	gauge(c.poolResident, float64(p.Resident))
 	gauge(c.poolWaiters, float64(p.Waiters))
 	counter(c.poolWaits, float64(p.Waits))
 	counter(c.poolAcquired, float64(p.Acquired))
@@ -198,6 +204,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.srcHeld, float64(s.Held), id, s.Name)
 		counter(c.srcWaits, float64(s.PoolWaits), id, s.Name)
 		counter(c.srcRateHeld, s.RateHeld.Seconds(), id, s.Name)
+		counter(c.srcRateHolds, float64(s.RateHolds), id, s.Name)
 		counter(c.srcKernelDrops, float64(s.KernelDrops), id, s.Name)
 	}
 }

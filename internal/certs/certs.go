@@ -4,7 +4,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"log/slog"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -36,12 +35,24 @@ func LoadCAs(file string) (*x509.CertPool, error) {
 // that fails keeps what was loaded before, and is logged once until the
 // files change again. It is safe for concurrent use: handshakes on many
 // goroutines call maybeReload.
+// Logger is what a reload reports through; *slog.Logger is one.
+type Logger interface {
+	Info(msg string, args ...any)
+	Error(msg string, args ...any)
+}
+
+// discard is the Logger of a nil log.
+type discard struct{}
+
+func (discard) Info(string, ...any)  {}
+func (discard) Error(string, ...any) {}
+
 type fileWatch struct {
 	files []string
 	keys  []string     // each file's YAML key, for errors
 	what  string       // for the logs: "certificate", "client CA"
 	load  func() error // reads the files and installs the result
-	log   *slog.Logger
+	log   Logger
 
 	checked atomic.Int64 // unix nanoseconds of the last look at the files
 
@@ -64,9 +75,9 @@ func stampOf(file string) (fileStamp, error) {
 }
 
 // init loads the files for the first time; its error fails New.
-func (w *fileWatch) init(log *slog.Logger) error {
+func (w *fileWatch) init(log Logger) error {
 	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+		log = discard{}
 	}
 	w.log = log
 	w.mu.Lock()
@@ -142,7 +153,7 @@ type KeyPair struct {
 
 // NewKeyPair loads the pair for the first time; its error names the YAML
 // key of the file that failed. log may be nil.
-func NewKeyPair(certFile, keyFile string, log *slog.Logger) (*KeyPair, error) {
+func NewKeyPair(certFile, keyFile string, log Logger) (*KeyPair, error) {
 	kp := &KeyPair{certFile: certFile, keyFile: keyFile}
 	kp.watch = fileWatch{files: []string{certFile, keyFile}, keys: []string{"tls.cert_file", "tls.key_file"},
 		what: "certificate", load: kp.load}
@@ -200,7 +211,7 @@ type ClientCAs struct {
 
 // NewClientCAs loads file for the first time into a copy of base, which
 // it never hands out. log may be nil.
-func NewClientCAs(file string, base *tls.Config, log *slog.Logger) (*ClientCAs, error) {
+func NewClientCAs(file string, base *tls.Config, log Logger) (*ClientCAs, error) {
 	cc := &ClientCAs{file: file, base: base}
 	cc.watch = fileWatch{files: []string{file}, keys: []string{"tls.ca_file"}, what: "client CA", load: cc.load}
 	if err := cc.watch.init(log); err != nil {

@@ -1,6 +1,9 @@
 package contract
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
 
 // Kind says how a runner reads a descriptor.
 type Kind uint8
@@ -97,3 +100,9 @@ type DatagramReader interface {
 	// honours the source's read deadline (os.ErrDeadlineExceeded).
 	ReadDatagram(p []byte) (n int, truncated bool, err error)
 }
+
+// ErrNoDescriptor says a source has no kernel descriptor to give: a TLS
+// session, whose socket carries ciphertext, or a connection whose socket
+// a runner took. It is srcs.ErrNoDescriptor, defined here so that the
+// TLS readers below srcs can return it too.
+var ErrNoDescriptor = errors.New("srcs: source has no kernel descriptor")

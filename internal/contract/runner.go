@@ -1,7 +1,6 @@
 package contract
 
 import (
-	"log/slog"
 	"time"
 
 	"github.com/sluice-io/sluice/pool"
@@ -46,7 +45,7 @@ type RunnerConfig struct {
 	// thread limit (runtime/debug.SetMaxThreads).
 	MaxThreads int
 	// Logger receives start-up decisions and per-source trouble. Never nil.
-	Logger *slog.Logger
+	Logger Logger
 	// BatchWait is the latency an event-loop worker may add to gather a
 	// batch of completions while several lanes wait for data, or more
 	// bytes from a few streams that keep waking it for little; zero

@@ -2,7 +2,6 @@ package driver
 
 import (
 	"fmt"
-	"log/slog"
 	"math"
 	"time"
 
@@ -249,7 +248,7 @@ func (d *Lane) release() {
 // buffer goes back to the pool (idle lanes hold none). size is its length,
 // or a lower bound. The first drop of a lane is logged, naming runner;
 // each is reported to the emitter if it counts them.
-func (d *Lane) Drop(size int, log *slog.Logger, runner string) {
+func (d *Lane) Drop(size int, log contract.Logger, runner string) {
 	d.dropped(size, len(d.Space()), log, runner)
 	if d.n == 0 {
 		d.release()
@@ -258,7 +257,7 @@ func (d *Lane) Drop(size int, log *slog.Logger, runner string) {
 
 // dropped logs (the first time) and reports a datagram of size bytes that
 // did not fit its room.
-func (d *Lane) dropped(size, room int, log *slog.Logger, runner string) {
+func (d *Lane) dropped(size, room int, log contract.Logger, runner string) {
 	dg := d.dg
 	if dg == nil {
 		// Only a datagram read is cut short; a stray Drop is still logged.
@@ -310,7 +309,7 @@ type Datagrams interface {
 // is moved up behind the one before it and committed as Commit does, and
 // one cut short is dropped as Drop does. Afterwards the lane may or may not hold a buffer; it holds no
 // empty one.
-func (d *Lane) CommitDatagrams(n int, got Datagrams, now time.Time, log *slog.Logger, runner string) {
+func (d *Lane) CommitDatagrams(n int, got Datagrams, now time.Time, log contract.Logger, runner string) {
 	room, stride, _ := d.DatagramBatch()
 	rooms := d.Space()
 	for i := range n {

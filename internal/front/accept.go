@@ -44,8 +44,10 @@ type Accepts[W interface {
 
 	ready chan contract.RunnerAccepted
 	next  int
-	// stopping is set by Stop; acks counts the workers yet to let go of
-	// the socket after it, which Close waits for.
+	// stopped says Stop was called; stopping is set by Stop once acks
+	// counts the workers yet to let go of the socket after it, which
+	// Close waits for.
+	stopped  atomic.Bool
 	stopping atomic.Bool
 	acks     sync.WaitGroup
 }
@@ -137,10 +139,14 @@ func (q *Accepts[W]) Grant(n int) {
 // grants back. Each worker acknowledges (AckStop) once it no longer uses
 // the socket.
 func (q *Accepts[W]) Stop() {
-	if q.stopping.Swap(true) {
+	if !q.stopped.CompareAndSwap(false, true) {
 		return
 	}
+	// Counted before stopping is seen: a worker whose AckStop sees it
+	// (one that let go of the socket for its own close) must find its
+	// count there.
 	q.acks.Add(len(q.Per))
+	q.stopping.Store(true)
 	for _, a := range q.Per {
 		if !q.Post(a, true) {
 			a.Revoke()

@@ -25,6 +25,15 @@ const TurnBytes = 512 << 10
 // it as fast as it is read from holding up the others.
 const DrainReads = 64
 
+// LightRead is what a socket's last read brought at most for its lane to
+// be served first when it is readable again, before the sockets that are
+// draining and the rest of the ready queue: a source that sends a little
+// now and then (a line, a heartbeat, a sensor's reading) is read at its
+// next turn instead of behind every busy socket's backlog, as a fair queue
+// serves a new flow first. A busy socket's reads fill their buffers, so it
+// is never served first twice in a row.
+const LightRead = 4 << 10
+
 // YieldChunks is how many chunks a busy worker emits before it yields its
 // P to processing, however few bytes they hold.
 const YieldChunks = 16

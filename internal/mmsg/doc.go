@@ -7,8 +7,8 @@
 // second that is most of what a receiver spends, and a receiver that
 // falls behind loses what its socket's buffer cannot hold.
 //
-// It is one of the two places in the module, with ring/, that make raw
-// system calls and use unsafe: x/sys/unix has no recvmmsg. Everything the
+// It is one of the two places in the module, with internal/uring, that
+// make raw system calls and use unsafe: x/sys/unix has no recvmmsg. Everything the
 // kernel writes into lives in the Receiver's own slices, which stay alive
 // for the duration of the call.
 package mmsg

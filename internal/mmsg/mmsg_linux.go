@@ -3,13 +3,13 @@
 package mmsg
 
 import (
-	"log/slog"
 	"structs"
 	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/driver"
 )
 
@@ -101,7 +101,7 @@ func (r *Receiver) Truncated(i int) bool {
 // socket ran dry); drained when none was queued (EAGAIN); and the error,
 // in the driver's terms, that ends the lane. None arriving, not drained
 // and no error: receive again.
-func (r *Receiver) Take(fd int, l *driver.Lane, limit int, log *slog.Logger, runner string) (n, asked int, drained bool, err error) {
+func (r *Receiver) Take(fd int, l *driver.Lane, limit int, log contract.Logger, runner string) (n, asked int, drained bool, err error) {
 	room, stride, k := l.DatagramBatch()
 	n, asked, err = r.Recv(fd, l.Space(), stride, room, min(k, limit))
 	errno := driver.Errno(err)

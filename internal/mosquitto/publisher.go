@@ -13,29 +13,43 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 )
 
-// Publisher publishes "%08d" sequence numbers over MQTT 3.1.1 at QoS 1 on
-// its topic, one at a time, waiting for each PUBACK, and at most one per
-// interval when paced; on any failure it reconnects and publishes the
-// same number again, so the broker may see a number twice. A client
+// Publisher publishes "%08d" sequence numbers over MQTT 3.1.1 at QoS 1
+// or 2 on its topic, one at a time, waiting for each PUBACK (at QoS 2,
+// for the PUBREC, then for the PUBCOMP that answers its PUBREL), and at
+// most one per interval when paced; on any failure it reconnects with a
+// clean session and publishes the same number again, so the broker may
+// see a number twice. A client
 // identifier of its own lets several publish to one broker at once. Its
 // methods are safe for concurrent use; Halt it before the program ends.
 type Publisher struct {
 	addr, clientID, topic string
 	every                 time.Duration
+	qos                   byte
 
 	sending   atomic.Int64
 	confirmed atomic.Int64
 	sessions  atomic.Int64
+	paused    chan chan struct{} // Pause hands run a channel Resume closes
 	stop      chan struct{}
 	once      sync.Once
 	wg        sync.WaitGroup
 }
 
-// StartPacedPublisher starts publishing to the broker at addr on topic as
-// clientID, one number per interval at most (0: as fast as the broker
-// acknowledges).
+// StartPacedPublisher starts publishing at QoS 1 to the broker at addr
+// on topic as clientID, one number per interval at most (0: as fast as the
+// broker acknowledges).
 func StartPacedPublisher(addr, clientID, topic string, every time.Duration) *Publisher {
-	p := &Publisher{addr: addr, clientID: clientID, topic: topic, every: every, stop: make(chan struct{})}
+	return StartQoSPublisher(addr, clientID, topic, every, 1)
+}
+
+// StartQoSPublisher is StartPacedPublisher at QoS qos, which must be 1
+// or 2.
+func StartQoSPublisher(addr, clientID, topic string, every time.Duration, qos byte) *Publisher {
+	if qos != 1 && qos != 2 {
+		panic(fmt.Sprintf("mosquitto: a publisher's QoS is 1 or 2, not %d", qos))
+	}
+	p := &Publisher{addr: addr, clientID: clientID, topic: topic, every: every, qos: qos, stop: make(chan struct{}),
+		paused: make(chan chan struct{})}
 	p.wg.Go(p.run)
 	return p
 }
@@ -52,6 +66,18 @@ func (p *Publisher) Confirmed() int64 { return p.confirmed.Load() }
 
 // Sessions returns how many connections the broker accepted.
 func (p *Publisher) Sessions() int64 { return p.sessions.Load() }
+
+// Pause returns once the publisher is between two numbers, the last one
+// it sent confirmed, and keeps it there until the returned function is
+// called. The schedule of a paced publisher moves on by the pause.
+func (p *Publisher) Pause() (resume func()) {
+	r := make(chan struct{})
+	select {
+	case p.paused <- r:
+	case <-p.stop:
+	}
+	return sync.OnceFunc(func() { close(r) })
+}
 
 // Halt stops publishing and waits for the publisher's goroutine. It is
 // idempotent.
@@ -85,6 +111,14 @@ func (p *Publisher) run() {
 		select {
 		case <-p.stop:
 			return
+		case r := <-p.paused:
+			t0 := time.Now()
+			select {
+			case <-r:
+			case <-p.stop:
+				return
+			}
+			start = start.Add(time.Since(t0))
 		default:
 		}
 		if conn == nil {
@@ -104,7 +138,7 @@ func (p *Publisher) run() {
 			}
 		}
 		p.sending.Store(seq)
-		if err := publishSeq(conn, br, p.topic, seq); err != nil {
+		if err := publishSeq(conn, br, p.topic, p.qos, seq); err != nil {
 			conn.Close()
 			conn = nil
 			continue
@@ -142,11 +176,12 @@ func connectAs(addr, clientID string) (net.Conn, error) {
 	return c, nil
 }
 
-// publishSeq publishes seq at QoS 1 and waits for its PUBACK.
-func publishSeq(c net.Conn, br *bufio.Reader, topic string, seq int64) error {
+// publishSeq publishes seq at qos and waits for its PUBACK, or at QoS 2
+// for its PUBREC, answers that with PUBREL and waits for the PUBCOMP.
+func publishSeq(c net.Conn, br *bufio.Reader, topic string, qos byte, seq int64) error {
 	id := uint16(seq%65535 + 1)
 	pk := packets.Packet{
-		FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: 1}, ProtocolVersion: 4,
+		FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: qos}, ProtocolVersion: 4,
 		PacketID: id, TopicName: topic, Payload: fmt.Appendf(nil, "%08d", seq),
 	}
 	var b bytes.Buffer
@@ -157,12 +192,33 @@ func publishSeq(c net.Conn, br *bufio.Reader, topic string, seq int64) error {
 	if _, err := c.Write(b.Bytes()); err != nil {
 		return err
 	}
+	want := byte(packets.Puback)
+	if qos == 2 {
+		if err := awaitAck(br, packets.Pubrec, id); err != nil {
+			return err
+		}
+		rel := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Pubrel, Qos: 1}, ProtocolVersion: 4, PacketID: id}
+		b.Reset()
+		if err := rel.PubrelEncode(&b); err != nil {
+			return err
+		}
+		if _, err := c.Write(b.Bytes()); err != nil {
+			return err
+		}
+		want = packets.Pubcomp
+	}
+	return awaitAck(br, want, id)
+}
+
+// awaitAck reads the broker's packets until the acknowledgement typ of
+// packet id.
+func awaitAck(br *bufio.Reader, typ byte, id uint16) error {
 	for {
 		ack, err := readBrokerPacket(br)
 		if err != nil {
 			return err
 		}
-		if ack.FixedHeader.Type == packets.Puback && ack.PacketID == id {
+		if ack.FixedHeader.Type == typ && ack.PacketID == id {
 			return nil
 		}
 	}
@@ -198,6 +254,10 @@ func readBrokerPacket(br *bufio.Reader) (packets.Packet, error) {
 		err = pk.ConnackDecode(body)
 	case packets.Puback:
 		err = pk.PubackDecode(body)
+	case packets.Pubrec:
+		err = pk.PubrecDecode(body)
+	case packets.Pubcomp:
+		err = pk.PubcompDecode(body)
 	}
 	return pk, err
 }

@@ -221,3 +221,44 @@ func (c Codec) prefixed(b []byte) (s, rest []byte, err error) {
 func ValidString(b []byte) bool {
 	return utf8.Valid(b) && bytes.IndexByte(b, 0) < 0
 }
+
+// UserProperty returns the value of the first MQTT 5 user property named
+// name in props (without their length), and whether there is one. Props
+// it cannot read (not checked with CheckProps) have none.
+func (c Codec) UserProperty(props []byte, name string) ([]byte, bool) {
+	for b := props; len(b) > 0; {
+		id := b[0]
+		if int(id) >= len(propKinds) || propKinds[id].kind == 0 {
+			return nil, false
+		}
+		b = b[1:]
+		var err error
+		switch propKinds[id].kind {
+		case propByte:
+			b, err = c.skip(b, 1)
+		case propUint16:
+			b, err = c.skip(b, 2)
+		case propUint32:
+			b, err = c.skip(b, 4)
+		case propVarint:
+			var n int
+			if _, n, err = c.varint(b); err == nil {
+				b = b[n:]
+			}
+		case propBinary, propString:
+			_, b, err = c.prefixed(b)
+		case propPair:
+			var k, v []byte
+			if k, b, err = c.prefixed(b); err == nil {
+				v, b, err = c.prefixed(b)
+			}
+			if err == nil && string(k) == name {
+				return v, true
+			}
+		}
+		if err != nil {
+			return nil, false
+		}
+	}
+	return nil, false
+}

@@ -56,3 +56,27 @@ func TestParsePublish(t *testing.T) {
 		t.Error("ValidString: a NUL is invalid, plain text valid")
 	}
 }
+
+func TestUserProperty(t *testing.T) {
+	// Content type "a", a user property k=v1, a topic alias, and a user
+	// property id=42.
+	props := []byte{0x03, 0, 1, 'a', 0x26, 0, 1, 'k', 0, 2, 'v', '1', 0x23, 0, 7, 0x26, 0, 2, 'i', 'd', 0, 2, '4', '2'}
+	if _, err := codec.CheckProps(props, 3); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, want string
+		ok         bool
+	}{{"id", "42", true}, {"k", "v1", true}, {"x", "", false}} {
+		v, ok := codec.UserProperty(props, tc.name)
+		if string(v) != tc.want || ok != tc.ok {
+			t.Errorf("%s: %q %v", tc.name, v, ok)
+		}
+	}
+	if _, ok := codec.UserProperty([]byte{0x26, 0, 5, 'i'}, "i"); ok {
+		t.Error("a property cut short gave a value")
+	}
+	if _, ok := codec.UserProperty([]byte{0x7f, 0}, "i"); ok {
+		t.Error("an unknown property gave a value")
+	}
+}

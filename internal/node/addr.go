@@ -174,6 +174,11 @@ func (f *file) checkJetStream(js *jetstream.Config) error {
 		return f.errorf(at("storage"), "%q: must be file or memory", js.Storage)
 	case js.Replicas < 0 || js.Replicas > 5:
 		return f.errorf(at("replicas"), "%d: must be from 0 (default) to 5", js.Replicas)
+	case js.Records != "" && js.Records != jetstream.RecordsEach && js.Records != jetstream.RecordsBatch:
+		return f.errorf(at("records"), "%q: must be each or batch", js.Records)
+	}
+	if _, err := jetstream.ParseTemplate(js.MQTTSubject); js.MQTTSubject != "" && err != nil {
+		return f.errorf(at("mqtt_subject"), "%v", err)
 	}
 	if js.TLS != nil {
 		if key, msg := tlsForm(js.TLS, false); msg != "" {

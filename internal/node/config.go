@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-io/sluice/engine"
 	"github.com/sluice-io/sluice/engine/jetstream"
 	"github.com/sluice-io/sluice/srcs"
+	"github.com/sluice-io/sluice/srcs/mqtt"
 )
 
 // Config is a node file: engine settings, sources, one output, the
@@ -59,7 +60,7 @@ type Source struct {
 	// Tail follows a growing file through rotation and truncation.
 	Tail *Tail `yaml:"tail,omitempty"`
 	// MQTT subscribes to topics on a broker, reconnecting with backoff.
-	MQTT *srcs.MQTTConfig `yaml:"mqtt,omitempty"`
+	MQTT *mqtt.MQTTConfig `yaml:"mqtt,omitempty"`
 	// Flush overrides the engine's flush timeout for this source (for a
 	// listener: for each of its connections).
 	Flush time.Duration `yaml:"flush,omitempty"`
@@ -78,6 +79,23 @@ type Source struct {
 	// once it has delivered nothing for this long, so that a listener
 	// with max_conns does not fill with dead peers. Default 0: never.
 	IdleTimeout time.Duration `yaml:"idle_timeout,omitempty"`
+	// MsgID names a key the producer puts in each record or message, from
+	// which the jetstream output makes the message's id, so that a
+	// record sent twice is stored once. Without one, ids come from what
+	// the source can replay (see docs/jetstream.md).
+	MsgID *MsgID `yaml:"msg_id,omitempty"`
+}
+
+// MsgID is where a source's records carry their producer's key. A record
+// without a usable key (missing, empty, longer than 256 bytes, or holding
+// a line break) gets the id it would have without msg_id.
+type MsgID struct {
+	// UserProperty is an MQTT 5 user property (mqtt with version: 5).
+	UserProperty string `yaml:"user_property,omitempty"`
+	// Field is a top-level field of a JSON object: an MQTT message's
+	// payload, a framed record without its framing, or a datagram. A
+	// string's text, or a number as written.
+	Field string `yaml:"field,omitempty"`
 }
 
 // RateLimit is a source's rate limit.
@@ -317,6 +335,14 @@ func (f *file) validate() error {
 			return f.errorf([]any{"sources", i, "rate_limit", "bytes_per_second"}, "%d: must be a positive byte count (%s)", s.RateLimit.BytesPerSecond, byteUnitsHint)
 		case s.RateLimit != nil && s.RateLimit.Burst < 0:
 			return f.errorf([]any{"sources", i, "rate_limit", "burst"}, "%d: must not be negative", s.RateLimit.Burst)
+		case s.MsgID != nil && c.Output.JetStream == nil:
+			return f.errorf([]any{"sources", i, "msg_id"}, "applies to the jetstream output only")
+		case s.MsgID != nil && (s.MsgID.UserProperty == "") == (s.MsgID.Field == ""):
+			return f.errorf([]any{"sources", i, "msg_id"}, "set one of user_property and field")
+		case s.MsgID != nil && s.MsgID.UserProperty != "" && (s.MQTT == nil || s.MQTT.Version != 5):
+			return f.errorf([]any{"sources", i, "msg_id", "user_property"}, "needs an mqtt source with version: 5")
+		case s.MsgID != nil && s.MQTT == nil && s.UDP == nil && s.Framing == "":
+			return f.errorf([]any{"sources", i, "msg_id"}, "needs records: set framing (a stream of bytes has no fields)")
 		case s.Framing != "" && (s.UDP != nil || s.MQTT != nil):
 			return f.errorf([]any{"sources", i, "framing"}, "%q: %s sources cannot be framed (udp keeps datagram boundaries; mqtt frames its own packets)", s.Framing, kinds[0])
 		}
@@ -361,14 +387,31 @@ func (f *file) validate() error {
 		var typ reflect.Type
 		switch {
 		case s.TCPClient != nil:
-			_, err = srcs.NewTCPClient(*s.TCPClient)
+			// A client reads its TLS files when it is made: check their
+			// form here, and leave the files to Preflight's warnings, as
+			// a listener's are.
+			c := *s.TCPClient
+			if c.TLS != nil {
+				if key, msg := tlsForm(c.TLS, false); msg != "" {
+					return f.errorf(append([]any{"sources", i, kind}, key...), "%s", msg)
+				}
+				c.TLS = nil
+			}
+			_, err = srcs.NewTCPClient(c)
 			typ = reflect.TypeFor[srcs.TCPClientConfig]()
 		case s.UnixClient != nil:
 			_, err = srcs.NewUnixClient(*s.UnixClient)
 			typ = reflect.TypeFor[srcs.UnixClientConfig]()
 		case s.MQTT != nil:
-			_, err = srcs.NewMQTT(*s.MQTT)
-			typ = reflect.TypeFor[srcs.MQTTConfig]()
+			c := *s.MQTT
+			if c.TLS != nil {
+				if key, msg := tlsForm(c.TLS, false); msg != "" {
+					return f.errorf(append([]any{"sources", i, kind}, key...), "%s", msg)
+				}
+				c.TLS = nil
+			}
+			_, err = mqtt.NewMQTT(c)
+			typ = reflect.TypeFor[mqtt.MQTTConfig]()
 		case s.Tail != nil:
 			_, err = srcs.NewTail(s.Tail.TailConfig)
 			typ = reflect.TypeFor[Tail]()
@@ -382,6 +425,9 @@ func (f *file) validate() error {
 		}
 	}
 	if err := f.checkSharedAddresses(); err != nil {
+		return err
+	}
+	if err := f.checkSharedState(); err != nil {
 		return err
 	}
 	if kinds := c.Output.kinds(); len(kinds) > 1 {

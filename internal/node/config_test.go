@@ -31,6 +31,7 @@ func TestConfigErrors(t *testing.T) {
 		{"bad size", "engine:\n  buf_size: 64 kilos\n", "node.yaml:2: engine.buf_size: \"64 kilos\" is not a byte count (write it like 65536, 64KiB or 1MiB)"},
 		{"bad nested size", "sources:\n  - tcp:\n      listen: 127.0.0.1:0\n      recv_buffer: lots\n", "node.yaml:4: sources[0].tcp.recv_buffer: \"lots\" is not a byte count"},
 		{"size out of range", "engine:\n  buf_size: 1EiB\n  buffers: 2\nsources:\n  - tcp: {listen: 127.0.0.1:0}\n", "node.yaml:2: engine.buf_size: "},
+		{"bare number for a duration", "sources:\n  - tcp: {listen: 127.0.0.1:0}\n    idle_timeout: 30\n", "node.yaml:3: sources[0].idle_timeout: \"30\" is not a duration (write it like 250ms, 5s or 1m30s: a number needs a unit, unless it is 0)"},
 		{"bad duration in a flow mapping", "sources:\n  - tcp: {listen: 127.0.0.1:0}\n    flush: 5x\n", "node.yaml:3: sources[0].flush: \"5x\" is not a duration"},
 		{"bad nested duration", "sources:\n  - tcp_client:\n      addr: 127.0.0.1:1\n      backoff: {initial: later}\n", "node.yaml:4: sources[0].tcp_client.backoff.initial: \"later\" is not a duration"},
 		{"list for a mapping", "engine: [1, 2]\n", "node.yaml:1: engine: a list must be a mapping of keys (runner, workers,"},
@@ -50,7 +51,7 @@ func TestConfigErrors(t *testing.T) {
 		{"bad framing", "sources:\n  - tcp:\n      listen: 127.0.0.1:0\n    framing: lines\n", "node.yaml:4: sources[0].framing: framing \"lines\": unknown"},
 		{"framed udp", "sources:\n  - udp:\n      addr: 127.0.0.1:0\n    framing: newline\n", "node.yaml:4: sources[0].framing: \"newline\": udp sources cannot be framed"},
 		{"mqtt topics", "sources:\n  - mqtt:\n      broker: 127.0.0.1:1883\n", "node.yaml:2: sources[0].mqtt.topics: required"},
-		{"mqtt qos", "sources:\n  - mqtt:\n      broker: 127.0.0.1:1883\n      client_id: x\n      topics: [a]\n      qos: 2\n", "node.yaml:6: sources[0].mqtt.qos: 2, must be 0 or 1"},
+		{"mqtt qos", "sources:\n  - mqtt:\n      broker: 127.0.0.1:1883\n      client_id: x\n      topics: [a]\n      qos: 3\n", "node.yaml:6: sources[0].mqtt.qos: 3, must be 0, 1 or 2"},
 		{"client address", "sources:\n  - tcp_client:\n      addr: nowhere\n", "node.yaml:3: sources[0].tcp_client.addr: \"nowhere\""},
 		{"tail poll", "sources:\n  - tail:\n      path: /x\n      poll: -1s\n", "node.yaml:4: sources[0].tail.poll: -1s is negative"},
 		{"jetstream subject", "sources:\n  - tcp: {listen: 127.0.0.1:0}\noutput:\n  jetstream:\n    url: nats://127.0.0.1:1\n", "node.yaml:4: output.jetstream.subject: required"},
@@ -199,8 +200,8 @@ func TestRedactURLs(t *testing.T) {
 }
 
 // TestByteUnits: byte counts take sizes with units as people write them,
-// plain or quoted, in block or flow mappings, and a later error still
-// names its own line.
+// plain or quoted, in block or flow mappings, several on one line, and a
+// later error still names its own line.
 func TestByteUnits(t *testing.T) {
 	cfg, err := Parse("node.yaml", []byte("engine:\n  buf_size: 64KiB # one buffer\n  buffers: 16\n  max_pool_bytes: '1 MiB'\n"+
 		"sources:\n  - tcp: {listen: 127.0.0.1:0, recv_buffer: 256KiB}\n  - udp:\n      addr: 127.0.0.1:0\n      read_buffer: \"4MB\"\n      max_datagram: 1500\n"))
@@ -217,9 +218,44 @@ func TestByteUnits(t *testing.T) {
 	if got := cfg.Sources[1].UDP; got.ReadBuffer != 4_000_000 || got.MaxDatagram != 1500 {
 		t.Errorf("udp read_buffer %d, max_datagram %d", got.ReadBuffer, got.MaxDatagram)
 	}
+	// Several sizes on one line, the first rewritten longer than it was
+	// written: each is found where the file has it.
+	cfg, err = Parse("node.yaml", []byte("engine: {max_pool_bytes: 64MiB, buf_size: 64KiB}\n"+
+		"sources:\n  - tcp: {listen: 127.0.0.1:0}\n    rate_limit: {bytes_per_second: 1MiB, burst: 256KiB}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, rl := cfg.Engine, cfg.Sources[0].RateLimit; e.MaxPoolBytes != 64<<20 || e.BufSize != 64<<10 || rl.BytesPerSecond != 1<<20 || rl.Burst != 256<<10 {
+		t.Errorf("sizes on one line: max_pool_bytes %d, buf_size %d, bytes_per_second %d, burst %d", e.MaxPoolBytes, e.BufSize, rl.BytesPerSecond, rl.Burst)
+	}
 	_, err = Parse("node.yaml", []byte("engine:\n  buf_size: 64KiB\n  bufers: 16\n"))
 	if err == nil || !strings.HasPrefix(err.Error(), "node.yaml:3: engine.bufers: unknown key") {
 		t.Errorf("an unknown key after a size: %v", err)
+	}
+}
+
+// TestBareZeroDuration: a duration given as a bare 0 is zero, as 0s is,
+// in block and flow mappings, at every depth; the reference writes the
+// defaults that way ("Default 0: never").
+func TestBareZeroDuration(t *testing.T) {
+	zero := "engine: {flush: 0, batch_wait: 0}\ndrain_timeout: 0\nlog: {status: 0}\n" +
+		"sources:\n  - tcp: {listen: 127.0.0.1:0, handshake_timeout: 0}\n    idle_timeout: 0\n    flush: 0\n" +
+		"  - tcp_client:\n      addr: 127.0.0.1:1\n      dial_timeout: 0\n      backoff: {initial: 0, max: 0}\n"
+	cfg, err := Parse("node.yaml", []byte(zero))
+	if err != nil {
+		t.Fatal(err)
+	}
+	same, err := Parse("node.yaml", []byte(strings.ReplaceAll(zero, ": 0", ": 0s")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := cfg.Resolved()
+	b, _ := same.Resolved()
+	if string(a) != string(b) {
+		t.Errorf("0 and 0s resolve differently:\n%s\n---\n%s", a, b)
+	}
+	if s := cfg.Sources[0]; s.IdleTimeout != 0 || s.Flush != 0 {
+		t.Errorf("idle_timeout %v, flush %v", s.IdleTimeout, s.Flush)
 	}
 }
 
@@ -242,7 +278,7 @@ func TestResolvedDefaults(t *testing.T) {
 		"handshake_timeout: 10s\n", "max_handshakes: 1024\n",
 		"version: 4\n", "keep_alive: 30s\n", "max_message: 1048576\n", "dial_timeout: 5s\n",
 		"initial: 50ms\n", "max: 5s\n", "max_datagram: 65507\n", "poll: 250ms\n", "checkpoint_every: 1s\n",
-		"url: nats://127.0.0.1:4222\n", "max_pending: 256\n", "ack_timeout: 5s\n", "retry_wait: 100ms\n",
+		"url: nats://127.0.0.1:4222\n", "max_pending: 4096\n", "mqtt_subject: x.{topic}\n", "records: each\n", "ack_timeout: 5s\n", "retry_wait: 100ms\n",
 		"storage: file\n", "replicas: 1\n", "duplicate_window: 2m0s\n",
 		"bytes_per_second: 1048576\n", "burst: 65536\n", "idle_timeout: 5m0s\n",
 	} {
@@ -262,14 +298,20 @@ func TestResolvedDefaults(t *testing.T) {
 }
 
 // TestPreflightWarnings: check warns of what run would refuse that
-// depends on the machine or the command line: a listener's certificate
-// that does not load, an endpoint option without an endpoint.
+// depends on the machine or the command line: a listener's or a client's
+// certificate or CA that does not load (which check does not refuse: the
+// file may be on the machine that runs the node), an endpoint option
+// without an endpoint.
 func TestPreflightWarnings(t *testing.T) {
 	dir := t.TempDir()
 	notPEM := srcstest.WriteFile(t, dir, "cert.pem", "not a certificate\n")
 	for _, tc := range []struct{ name, yaml, want string }{
 		{"certificate", "sources:\n  - tcp:\n      listen: 127.0.0.1:0\n      tls: {cert_file: " + notPEM + ", key_file: " + notPEM + "}\n",
 			"sources[0] (tcp 127.0.0.1:0): tls.cert_file " + notPEM + ", tls.key_file " + notPEM + ": "},
+		{"a client's CA", "sources:\n  - tcp_client:\n      addr: 127.0.0.1:7000\n      tls: {ca_file: " + dir + "/missing-ca.pem}\n",
+			"sources[0] (tcp_client 127.0.0.1:7000): tls.ca_file: open " + dir + "/missing-ca.pem: no such file or directory"},
+		{"an MQTT client's certificate", "sources:\n  - mqtt:\n      broker: 127.0.0.1:8883\n      client_id: x\n      topics: [a]\n      tls: {cert_file: " + notPEM + ", key_file: " + notPEM + "}\n",
+			"sources[0] (mqtt 127.0.0.1:8883): tls.cert_file " + notPEM + ", tls.key_file " + notPEM + ": "},
 		{"pprof without an endpoint", "sources:\n  - tcp: {listen: 127.0.0.1:0}\nmetrics: {pprof: true}\n",
 			"metrics.pprof: needs an endpoint: run refuses to start unless metrics.listen or --metrics gives one"},
 	} {

@@ -8,6 +8,7 @@ import (
 	"github.com/sluice-io/sluice/engine/jetstream"
 	"github.com/sluice-io/sluice/pool"
 	"github.com/sluice-io/sluice/srcs"
+	"github.com/sluice-io/sluice/srcs/mqtt"
 )
 
 // jetStreamDuplicateWindow is the de-duplication window JetStream gives a
@@ -74,10 +75,10 @@ func (c Config) withDefaults() Config {
 			if m.Version == 0 {
 				m.Version = 4
 			}
-			m.KeepAlive = orDuration(m.KeepAlive, srcs.DefaultMQTTKeepAlive)
+			m.KeepAlive = orDuration(m.KeepAlive, mqtt.DefaultMQTTKeepAlive)
 			m.DialTimeout = orDuration(m.DialTimeout, srcs.DefaultDialTimeout)
 			if m.MaxMessage == 0 {
-				m.MaxMessage = srcs.DefaultMQTTMaxMessage
+				m.MaxMessage = mqtt.DefaultMQTTMaxMessage
 			}
 			m.Backoff = m.Backoff.WithDefaults()
 			s.MQTT = &m
@@ -95,6 +96,12 @@ func (c Config) withDefaults() Config {
 		j.RetryWait = orDuration(j.RetryWait, jetstream.DefaultRetryWait)
 		if j.Name == "" {
 			j.Name = "sluice"
+		}
+		if j.MQTTSubject == "" && j.Subject != "" {
+			j.MQTTSubject = j.Subject + "." + jetstream.TopicVar
+		}
+		if j.Records == "" {
+			j.Records = jetstream.RecordsEach
 		}
 		if j.Stream != "" {
 			if j.Storage == "" {

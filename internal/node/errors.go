@@ -199,6 +199,8 @@ func describeWant(tag, val string, t reflect.Type) string {
 		t = t.Elem()
 	}
 	switch {
+	case t == reflect.TypeFor[time.Duration]() && (tag == "int" || tag == "float"):
+		return given + " is not a duration (write it like 250ms, 5s or 1m30s: a number needs a unit, unless it is 0)"
 	case t == reflect.TypeFor[time.Duration]():
 		return given + " is not a duration (write it like 250ms, 5s or 1m30s)"
 	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Int64:

@@ -172,6 +172,12 @@ var (
 		"A listener's connections open now.", []string{"listener"}, nil)
 	descConnsFailed = prometheus.NewDesc("sluice_listener_connections_failed_total",
 		"A listener's connections that ended on an error (a reset, a read error) rather than a clean close.", []string{"listener"}, nil)
+	descRateHolds = prometheus.NewDesc("sluice_listener_rate_limit_holds_total",
+		"Times a listener's rate_limit held one of its connections.", []string{"listener"}, nil)
+	descRateHeld = prometheus.NewDesc("sluice_listener_rate_limit_held_seconds_total",
+		"Time a listener's connections spent held by its rate_limit, holds in progress included.", []string{"listener"}, nil)
+	descRateLimited = prometheus.NewDesc("sluice_listener_rate_limited_connections",
+		"A listener's connections its rate_limit holds now.", []string{"listener"}, nil)
 )
 
 // listenerCollector exports the counters of the node file's tcp and unix
@@ -179,7 +185,7 @@ var (
 type listenerCollector struct{ n *Node }
 
 func (listenerCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descAccepted, descRefused, descConns, descConnsFailed} {
+	for _, d := range []*prometheus.Desc{descAccepted, descRefused, descConns, descConnsFailed, descRateHolds, descRateHeld, descRateLimited} {
 		ch <- d
 	}
 }
@@ -205,7 +211,40 @@ func (c listenerCollector) Collect(ch chan<- prometheus.Metric) {
 		en.mu.Unlock()
 		ch <- prometheus.MustNewConstMetric(descConns, prometheus.GaugeValue, float64(open), label)
 		ch <- prometheus.MustNewConstMetric(descConnsFailed, prometheus.CounterValue, float64(en.connsFailed.Load()), label)
+		if en.cfg.RateLimit != nil {
+			holds, held, limited := c.n.listenerRates(en)
+			ch <- prometheus.MustNewConstMetric(descRateHolds, prometheus.CounterValue, float64(holds), label)
+			ch <- prometheus.MustNewConstMetric(descRateHeld, prometheus.CounterValue, held.Seconds(), label)
+			ch <- prometheus.MustNewConstMetric(descRateLimited, prometheus.GaugeValue, float64(limited), label)
+		}
 	}
+}
+
+// listenerRates sums the rate-limit holds of a listener's connections:
+// those that ended, and those live now, which it reads one by one (only
+// for a listener with a rate_limit, and with no allocation per
+// connection). The sums never go below what an earlier scrape showed.
+func (n *Node) listenerRates(en *entry) (holds uint64, held time.Duration, limited int) {
+	n.idMu.RLock()
+	holds, held = en.rateHolds.Load(), time.Duration(en.rateHeld.Load())
+	for id, owner := range n.byID {
+		if owner != en {
+			continue
+		}
+		if st, ok := n.e.SourceStats(id); ok {
+			holds += st.RateHolds
+			held += st.RateHeld
+			if st.RateLimited {
+				limited++
+			}
+		}
+	}
+	n.idMu.RUnlock()
+	en.mu.Lock()
+	defer en.mu.Unlock()
+	en.rateShown.holds = max(en.rateShown.holds, holds)
+	en.rateShown.held = max(en.rateShown.held, held)
+	return en.rateShown.holds, en.rateShown.held, limited
 }
 
 // listenerLabel is a listener's listen address (or socket path) as the

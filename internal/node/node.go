@@ -215,10 +215,11 @@ func (n *Node) Engine() *engine.Engine { return n.e }
 // handle is the engine's push handler: it notes sources that end, counts,
 // and hands the chunk to the output, which releases it.
 func (n *Node) handle(c engine.Chunk) {
-	// Only the status line, an end of stream and the writers need to know
-	// the entry; the others skip the lookup on the hot path.
+	// Only the status line, an end of stream and the outputs that write
+	// records need to know the entry; the others skip the lookup on the
+	// hot path.
 	var en *entry
-	if _, writer := n.out.(*writerOutput); n.countRecs || writer || c.Flags&srcs.EndOfStream != 0 {
+	if n.out.records() || n.countRecs || c.Flags&srcs.EndOfStream != 0 {
 		en = n.entryOf(c)
 	}
 	if len(c.Data) > 0 {
@@ -246,6 +247,10 @@ func (n *Node) sourceError(err error) {
 			// (sluice_listener_connections_failed_total); peers reset
 			// connections too often for each to be worth a warning.
 			n.log.Debug("connection error", "listener", en.name, "name", se.Name, "op", se.Op, "err", se.Err)
+		case en != nil && errors.Is(err, engine.ErrReconnected):
+			// The outage the earlier errors reported is over.
+			en.setErr(nil)
+			n.log.Info("source connected again", "source", en.name, "after", describeErr(se.Err))
 		case en != nil:
 			en.setErr(err)
 			n.log.Warn("source error", "source", en.name, "op", se.Op, "err", describeErr(se.Err))

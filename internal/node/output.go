@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-io/sluice/engine"
 	"github.com/sluice-io/sluice/engine/jetstream"
 	"github.com/sluice-io/sluice/srcs"
+	"github.com/sluice-io/sluice/srcs/mqtt"
 )
 
 // output is where the node's chunks go. handle takes ownership of the
@@ -26,6 +27,8 @@ type output interface {
 	handle(en *entry, c engine.Chunk)
 	close(ctx context.Context) error
 	describe() string
+	// records reports whether handle needs the chunk's entry.
+	records() bool
 }
 
 func (n *Node) openOutput(stdout io.Writer) (output, error) {
@@ -34,13 +37,15 @@ func (n *Node) openOutput(stdout io.Writer) (output, error) {
 	case o.JetStream != nil:
 		octx, cancel := context.WithTimeout(n.ctx, 30*time.Second)
 		defer cancel()
-		pub, err := jetstream.New(octx, *o.JetStream, jetstream.WithErrorHandler(func(err error) { n.log.Warn("jetstream", "err", err) }))
+		cfg := *o.JetStream
+		cfg.IDPrefix = runPrefix(cfg.IDPrefix, time.Now())
+		pub, err := jetstream.New(octx, cfg, jetstream.WithErrorHandler(func(err error) { n.log.Warn("jetstream", "err", err) }))
 		if err != nil {
 			at, err := authRefused(o.JetStream, err)
 			return nil, fmt.Errorf("node: %s: %s: %w", n.path, at, err)
 		}
 		n.pub = pub
-		return jsOutput{pub, o.JetStream.Subject}, nil
+		return newJSOutput(pub, cfg)
 	case o.Stdout != nil:
 		return newWriterOutput(nopCloser{stdout}, "stdout", o.Stdout.Format, false, n.log), nil
 	case o.File != nil:
@@ -56,17 +61,10 @@ func (n *Node) openOutput(stdout io.Writer) (output, error) {
 // discard counts nothing itself (the node counts) and releases.
 type discard struct{}
 
-func (discard) handle(_ *entry, c engine.Chunk)    { c.Release() }
-func (discard) close(context.Context) error        { return nil }
-func (discard) describe() string                   { return "none (chunks are counted and released)" }
-func (j jsOutput) handle(_ *entry, c engine.Chunk) { j.pub.Handle(c) }
-func (j jsOutput) close(ctx context.Context) error { return j.pub.Close(ctx) }
-func (j jsOutput) describe() string                { return "jetstream subject " + j.subject }
-
-type jsOutput struct {
-	pub     *jetstream.Publisher
-	subject string
-}
+func (discard) handle(_ *entry, c engine.Chunk) { c.Release() }
+func (discard) close(context.Context) error     { return nil }
+func (discard) describe() string                { return "none (chunks are counted and released)" }
+func (discard) records() bool                   { return false }
 
 type nopCloser struct{ io.Writer }
 
@@ -130,6 +128,8 @@ func newWriterOutput(f io.WriteCloser, name, format string, sync bool, log *slog
 	return &writerOutput{w: bufio.NewWriterSize(f, 256<<10), f: f, name: name, chunks: format == FormatChunks, sync: sync, log: log,
 		open: map[srcs.ID]*openLine{}}
 }
+
+func (o *writerOutput) records() bool { return true }
 
 func (o *writerOutput) describe() string {
 	if o.chunks {
@@ -201,7 +201,7 @@ func (o *writerOutput) writeRecords(en *entry, c engine.Chunk) {
 			return true
 		})
 	case en != nil && en.cfg.MQTT != nil:
-		srcs.ForEachMQTTMessage(c.Data, en.cfg.MQTT.Version, func(m srcs.MQTTMessage) error {
+		mqtt.ForEachMQTTMessage(c.Data, en.cfg.MQTT.Version, func(m mqtt.MQTTMessage) error {
 			w.Write(m.Payload)
 			w.WriteByte('\n')
 			return nil

@@ -50,6 +50,7 @@ func fieldDocs(t *testing.T) map[string]string {
 		"github.com/sluice-io/sluice/engine":           "../../engine",
 		"github.com/sluice-io/sluice/engine/jetstream": "../../engine/jetstream",
 		"github.com/sluice-io/sluice/srcs":             "../../srcs",
+		"github.com/sluice-io/sluice/srcs/mqtt":        "../../srcs/mqtt",
 	} {
 		fset := token.NewFileSet()
 		files, err := filepath.Glob(filepath.Join(dir, "*.go"))

@@ -19,7 +19,12 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/sluice-io/sluice/engine"
+	"github.com/sluice-io/sluice/engine/jetstream"
 	"github.com/sluice-io/sluice/srcs"
+	"github.com/sluice-io/sluice/srcs/mqtt"
+
+	// TLS and the PROXY protocol, for the node file's tls and proxy_protocol keys.
+	_ "github.com/sluice-io/sluice/srcs/trust"
 )
 
 // Source states as /healthz and the status line name them.
@@ -48,6 +53,28 @@ type entry struct {
 	// connsFailed counts a listener's connections that ended on an
 	// error (a reset, a read error), as their end-of-stream chunks say.
 	connsFailed atomic.Uint64
+	// rateHolds and rateHeld sum the rate-limit holds of a listener's
+	// connections that ended, as their end-of-stream chunks say; those
+	// of its live ones are read at each scrape. Written under Node.idMu,
+	// with the connection's id leaving byID, so that a scrape counts a
+	// connection once, live or ended.
+	rateHolds atomic.Uint64
+	rateHeld  atomic.Int64 // nanoseconds
+	// rateShown is what the last scrape showed of those sums, under mu:
+	// a connection that has ended, but whose end-of-stream chunk the
+	// node has not handled yet, is in neither, and a counter must not
+	// go down meanwhile.
+	rateShown struct {
+		holds uint64
+		held  time.Duration
+	}
+
+	// For the jetstream output: the namespace of the ids a producer's key
+	// gives (msg_id), the count of messages without a usable key, and an
+	// MQTT session's ids (nil at QoS 0).
+	keyNS      string
+	keyMissing atomic.Uint64
+	mqttIDs    *jetstream.MQTTIDs
 
 	mu      sync.Mutex
 	id      srcs.ID // the engine's id, for a source that is not a listener
@@ -119,6 +146,9 @@ func (n *Node) add(i int, s Source) error {
 	if framer != nil {
 		opts = append(opts, engine.WithFraming(framer))
 	}
+	if err := n.prepareIDs(en); err != nil {
+		return fail(err)
+	}
 	n.mu.Lock()
 	n.entries = append(n.entries, en)
 	n.mu.Unlock()
@@ -189,13 +219,43 @@ func (n *Node) add(i int, s Source) error {
 		}
 		src = t
 	case s.MQTT != nil:
-		src, err = srcs.NewMQTT(*s.MQTT)
+		src, err = mqtt.NewMQTT(*s.MQTT)
 	}
 	if err != nil {
 		return fail(err)
 	}
 	return n.addSource(en, src, opts)
 }
+
+// prepareIDs readies what the jetstream output needs to give en's
+// messages their ids: the namespace of a producer's keys, and for an MQTT
+// session at QoS 1 or 2 the ids of its recent messages, read back from
+// the stream, so that the broker's redelivery of one is stored once.
+func (n *Node) prepareIDs(en *entry) error {
+	j, ok := n.out.(*jsOutput)
+	if !ok {
+		return nil
+	}
+	s := en.cfg
+	en.keyNS = "key." + strings.ReplaceAll(en.name, " ", ".") + "."
+	if s.MQTT == nil || s.MQTT.QoS == 0 {
+		return nil
+	}
+	en.mqttIDs = jetstream.NewMQTTIDs(mqttSession(s.MQTT))
+	ctx, cancel := context.WithTimeout(n.ctx, time.Minute)
+	defer cancel()
+	start := time.Now()
+	read, err := j.pub.LoadMQTTIDs(ctx, j.tpl.Filter(), en.mqttIDs)
+	if err != nil {
+		return fmt.Errorf("output.jetstream: reading back the session's recent messages: %w", err)
+	}
+	n.log.Info("mqtt session's recent messages read back", "source", en.name, "messages", read,
+		"took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// mqttSession names an MQTT session: the broker and the client identifier.
+func mqttSession(m *mqtt.MQTTConfig) string { return m.Broker + "/" + m.ClientID }
 
 // addSource hands src to the engine, which announces its id before its
 // first chunk or error, so the handler never sees the id unknown.
@@ -382,6 +442,10 @@ func (n *Node) entryOf(c engine.Chunk) *entry {
 func (n *Node) sourceEnded(en *entry, c engine.Chunk) {
 	n.idMu.Lock()
 	delete(n.byID, c.Source)
+	if en != nil && en.ln != nil && c.Final != nil && c.Final.RateHolds > 0 {
+		en.rateHolds.Add(c.Final.RateHolds)
+		en.rateHeld.Add(int64(c.Final.RateHeld))
+	}
 	n.idMu.Unlock()
 	n.mu.Lock()
 	draining := n.draining
@@ -429,7 +493,7 @@ func countRecords(en *entry, c engine.Chunk) int {
 		return k
 	case en != nil && en.cfg.MQTT != nil:
 		k := 0
-		srcs.ForEachMQTTMessage(c.Data, en.cfg.MQTT.Version, func(srcs.MQTTMessage) error { k++; return nil })
+		mqtt.ForEachMQTTMessage(c.Data, en.cfg.MQTT.Version, func(mqtt.MQTTMessage) error { k++; return nil })
 		return k
 	case c.Flags&srcs.Records != 0 && en != nil && en.framer != nil:
 		k, _, _ := srcs.CountRecords(en.framer, c.Data)
@@ -454,6 +518,10 @@ func Preflight(cfg Config) []string {
 			_, err = checkTail(s.Tail)
 		case s.TCP != nil && s.TCP.TLS != nil:
 			err = checkTLSFiles(s.TCP.TLS)
+		case s.TCPClient != nil && s.TCPClient.TLS != nil:
+			err = checkTLSFiles(s.TCPClient.TLS)
+		case s.MQTT != nil && s.MQTT.TLS != nil:
+			err = checkTLSFiles(s.MQTT.TLS)
 		}
 		if err != nil {
 			out = append(out, fmt.Sprintf("sources[%d] (%s): %v", i, s.Name(), err))
@@ -474,7 +542,7 @@ func Preflight(cfg Config) []string {
 			out = append(out, fmt.Sprintf("metrics.web_config_file: %v", err))
 		}
 	}
-	return out
+	return append(out, jetStreamNotes(cfg)...)
 }
 
 // checkCheckpointDir says what stops a checkpoint file from being saved
@@ -558,11 +626,13 @@ type startError struct {
 func (e *startError) Error() string { return e.msg }
 func (e *startError) Unwrap() error { return e.err }
 
-// checkTLSFiles says whether a listener's certificate and key load, and
+// checkTLSFiles says whether a tls section's certificate and key load, and
 // its client CA bundle holds a certificate.
 func checkTLSFiles(t *srcs.TLSConfig) error {
-	if _, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile); err != nil {
-		return fmt.Errorf("tls.cert_file %s, tls.key_file %s: %w", t.CertFile, t.KeyFile, pathReason(err))
+	if t.CertFile != "" || t.KeyFile != "" {
+		if _, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile); err != nil {
+			return fmt.Errorf("tls.cert_file %s, tls.key_file %s: %w", t.CertFile, t.KeyFile, pathReason(err))
+		}
 	}
 	if t.CAFile != "" {
 		pem, err := os.ReadFile(t.CAFile)

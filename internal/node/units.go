@@ -2,9 +2,13 @@ package node
 
 import (
 	"bytes"
+	"cmp"
 	"math"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/dustin/go-humanize"
 	"gopkg.in/yaml.v3"
@@ -24,7 +28,8 @@ var byteKeys = map[string]bool{
 const byteUnitsHint = "write it like 65536, 64KiB or 1MiB"
 
 // expandByteUnits rewrites the sizes with units that byteKeys' values
-// give into whole numbers, in place in data (a value's line never moves,
+// give into whole numbers, and a bare 0 given for a duration into 0s, in
+// place in data (a value's line never moves,
 // so the decoder's errors keep their lines), and returns the data to
 // decode. A value that is neither a whole number nor a size is an error
 // naming its key.
@@ -61,6 +66,13 @@ func (f *file) expandByteUnits(data []byte) ([]byte, error) {
 					edits = append(edits, edit{v.Line, v.Column, rawScalar(v), num})
 					continue
 				}
+				if v.Kind == yaml.ScalarNode && v.Tag == "!!int" && isZero(v.Value) && typeAt(reflect.TypeFor[Config](), p) == durationType {
+					// A bare 0 is zero, as the reference's "Default 0"
+					// writes it; the decoder takes only durations with
+					// a unit.
+					edits = append(edits, edit{v.Line, v.Column, rawScalar(v), "0s"})
+					continue
+				}
 				walk(v, p)
 			}
 		}
@@ -69,6 +81,12 @@ func (f *file) expandByteUnits(data []byte) ([]byte, error) {
 	if bad != nil || len(edits) == 0 {
 		return data, bad
 	}
+	// Right to left on each line: a rewritten value changes the length of
+	// its line, and the columns of the values after it on that line are
+	// the file's as written.
+	slices.SortStableFunc(edits, func(a, b edit) int {
+		return cmp.Or(cmp.Compare(a.line, b.line), cmp.Compare(b.col, a.col))
+	})
 	lines := bytes.SplitAfter(data, []byte("\n"))
 	for _, e := range edits {
 		if e.line < 1 || e.line > len(lines) {
@@ -82,6 +100,15 @@ func (f *file) expandByteUnits(data []byte) ([]byte, error) {
 		lines[e.line-1] = []byte(ln[:at] + e.num + ln[at+len(e.raw):])
 	}
 	return bytes.Join(lines, nil), nil
+}
+
+// durationType is time.Duration's type: the node file's durations.
+var durationType = reflect.TypeFor[time.Duration]()
+
+// isZero says whether a YAML integer is zero (0, +0, 0x0, ...).
+func isZero(s string) bool {
+	v, err := strconv.ParseInt(strings.ReplaceAll(s, "_", ""), 0, 64)
+	return err == nil && v == 0
 }
 
 // parseByteCount reads a size with a unit as a whole number of bytes.

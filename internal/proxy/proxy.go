@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"errors"
@@ -13,7 +12,6 @@ import (
 	"syscall"
 	"time"
 
-	proxyproto "github.com/pires/go-proxyproto"
 	"golang.org/x/sys/unix"
 )
 
@@ -83,11 +81,16 @@ func AddrOf(a net.Addr) netip.Addr {
 	return netip.Addr{}
 }
 
+// maxV2Addresses bounds a v2 header's length field, as go-proxyproto's
+// MaxV2HeaderSize does by default: the addresses and TLVs a proxy sends
+// fit well within it.
+const maxV2Addresses = 4096
+
 // ReadHeader reads one PROXY header from r, and not a byte more, and
-// parses it. An error wraps p.Bad, and the cause (an I/O error, a
-// go-proxyproto error).
-func (p Protocol) ReadHeader(r io.Reader) (*proxyproto.Header, error) {
-	buf := make([]byte, SigLen, 16+int(proxyproto.MaxV2HeaderSize))
+// returns it whole, for its parser (srcs/trust). An error wraps p.Bad,
+// and the cause (an I/O error).
+func (p Protocol) ReadHeader(r io.Reader) ([]byte, error) {
+	buf := make([]byte, SigLen, 16+maxV2Addresses)
 	if _, err := io.ReadFull(r, buf); err != nil {
 		return nil, fmt.Errorf("%w: %w", p.Bad, err)
 	}
@@ -98,8 +101,8 @@ func (p Protocol) ReadHeader(r io.Reader) (*proxyproto.Header, error) {
 			return nil, fmt.Errorf("%w: v2: %w", p.Bad, err)
 		}
 		n := binary.BigEndian.Uint16(buf[14:16])
-		if n > proxyproto.MaxV2HeaderSize {
-			return nil, fmt.Errorf("%w: v2: %d bytes of addresses, above %d", p.Bad, n, proxyproto.MaxV2HeaderSize)
+		if n > maxV2Addresses {
+			return nil, fmt.Errorf("%w: v2: %d bytes of addresses, above %d", p.Bad, n, maxV2Addresses)
 		}
 		buf = buf[:16+int(n)]
 		if _, err := io.ReadFull(r, buf[16:]); err != nil {
@@ -122,26 +125,7 @@ func (p Protocol) ReadHeader(r io.Reader) (*proxyproto.Header, error) {
 	default:
 		return nil, fmt.Errorf("%w: none at the start of the connection (first bytes %q)", p.Bad, buf)
 	}
-	h, err := proxyproto.Read(bufio.NewReaderSize(bytes.NewReader(buf), len(buf)))
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", p.Bad, err)
-	}
-	return h, nil
-}
-
-// ProxiedAddr returns the original client's address from a header, or
-// nil when the header names none (a LOCAL command, such as a proxy's
-// health check, or an UNKNOWN family): the connection then stands for the
-// proxy itself.
-func ProxiedAddr(h *proxyproto.Header) *net.TCPAddr {
-	if !h.Command.IsProxy() {
-		return nil
-	}
-	src, _, ok := h.TCPAddrs()
-	if !ok {
-		return nil
-	}
-	return src
+	return buf, nil
 }
 
 // sniffPoll is how often a connection whose first bytes are still a

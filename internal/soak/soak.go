@@ -59,6 +59,7 @@ import (
 	"github.com/sluice-io/sluice/engine"
 	"github.com/sluice-io/sluice/internal/mosquitto"
 	"github.com/sluice-io/sluice/srcs"
+	"github.com/sluice-io/sluice/srcs/mqtt"
 )
 
 // Defaults of `soak`.
@@ -224,7 +225,7 @@ type soakRun struct {
 	broker *mosquitto.Broker
 	udpSrc *srcs.UDPSource
 	tail   *srcs.Tail
-	mqtt   *srcs.MQTT
+	mqtt   *mqtt.MQTT
 
 	tcpAddr, unixAddr string
 	trustS            *trustSinks // nil without the trust load
@@ -377,7 +378,7 @@ func (r *soakRun) setup(brokerBin string) error {
 		}
 	}
 	if r.broker != nil {
-		m, err := srcs.NewMQTT(srcs.MQTTConfig{
+		m, err := mqtt.NewMQTT(mqtt.MQTTConfig{
 			Broker: r.broker.Addr, ClientID: "sluice-soak-sub", Topics: []string{mqttSoakTopic + "/#"}, QoS: 1,
 			DialTimeout: 2 * time.Second, KeepAlive: 10 * time.Second,
 			Backoff: srcs.Backoff{Initial: 20 * time.Millisecond, Max: 500 * time.Millisecond},

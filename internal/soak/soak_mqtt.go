@@ -12,7 +12,7 @@ import (
 
 	"github.com/sluice-io/sluice/engine"
 	"github.com/sluice-io/sluice/internal/mosquitto"
-	"github.com/sluice-io/sluice/srcs"
+	"github.com/sluice-io/sluice/srcs/mqtt"
 )
 
 // mqttSoakTopic is the soak's topic prefix: publisher i publishes on
@@ -51,7 +51,7 @@ var mqttBrokerConf = []string{"max_queued_messages 0"}
 // again when the broker died before its PUBACK) are counted.
 type mqttLoad struct {
 	broker  *mosquitto.Broker
-	src     *srcs.MQTT
+	src     *mqtt.MQTT
 	pubs    []*mosquitto.Publisher
 	chk     *mqttCheck
 	failf   func(string, ...any)
@@ -70,7 +70,7 @@ type mqttLoad struct {
 	wg   sync.WaitGroup
 }
 
-func startMQTTLoad(c Config, broker *mosquitto.Broker, src *srcs.MQTT, chk *mqttCheck, failf func(string, ...any)) *mqttLoad {
+func startMQTTLoad(c Config, broker *mosquitto.Broker, src *mqtt.MQTT, chk *mqttCheck, failf func(string, ...any)) *mqttLoad {
 	l := &mqttLoad{broker: broker, src: src, chk: chk, failf: failf, settle: c.Settle, seed: c.Seed,
 		restart: c.MQTTRestart, done: make(chan struct{})}
 	every := time.Duration(float64(time.Second) / c.MQTTRate)
@@ -219,7 +219,7 @@ func (m *mqttCheck) chunk(k *soakChecker, c engine.Chunk) {
 		return
 	}
 	prefix := []byte(mqttSoakTopic + "/p")
-	err := srcs.ForEachMQTTMessage(c.Data, 4, func(msg srcs.MQTTMessage) error {
+	err := mqtt.ForEachMQTTMessage(c.Data, 4, func(msg mqtt.MQTTMessage) error {
 		id, ok := bytes.CutPrefix(msg.Topic, prefix)
 		i, err := strconv.Atoi(string(id))
 		if !ok || err != nil || i < 0 || i >= len(m.pubs) {

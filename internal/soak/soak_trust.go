@@ -18,6 +18,9 @@ import (
 	proxyproto "github.com/pires/go-proxyproto"
 	"github.com/sluice-io/sluice/bench/harness"
 	"github.com/sluice-io/sluice/srcs"
+
+	// TLS and the PROXY protocol of the trust listeners.
+	_ "github.com/sluice-io/sluice/srcs/trust"
 )
 
 // The soak's trust load (trustLoad): hostile peers at a TLS listener and a
