@@ -113,20 +113,18 @@ func (w *epWorker) enqueue(ln *epLane) {
 // turn (requeue).
 func (w *epWorker) serve() {
 	w.pace.Turn()
-	light := w.light
-	w.light = w.lightSpare[:0]
-	w.serveSome(light, &w.light)
-	w.lightSpare = light[:0]
+	w.serveList(&w.light, &w.lightSpare)
+	w.serveList(&w.draining, &w.drainSpare)
+	w.serveList(&w.ready, &w.batch)
+}
 
-	draining := w.draining
-	w.draining = w.drainSpare[:0]
-	w.serveSome(draining, &w.draining)
-	w.drainSpare = draining[:0]
-
-	batch := w.ready
-	w.ready = w.batch[:0]
-	w.serveSome(batch, &w.ready)
-	w.batch = batch[:0]
+// serveList serves the lanes of *list in order (serveSome), with *spare
+// swapped in to take those left and the lanes that join meanwhile.
+func (w *epWorker) serveList(list, spare *[]uint64) {
+	toks := *list
+	*list = (*spare)[:0]
+	w.serveSome(toks, list)
+	*spare = toks[:0]
 }
 
 // serveSome serves lanes in order until delivery pauses or the turn's

@@ -177,23 +177,19 @@ func (w *worker) enqueue(ln *lane) {
 // places for the next turn, which follows at once.
 func (w *worker) advanceReady() {
 	w.pace.Turn()
-	light := w.light
-	w.light = w.lightSpare[:0]
-	w.advanceSome(light, &w.light)
-	clear(light)
-	w.lightSpare = light[:0]
+	w.advanceList(&w.light, &w.lightSpare)
+	w.advanceList(&w.draining, &w.drainSpare)
+	w.advanceList(&w.ready, &w.batch)
+}
 
-	draining := w.draining
-	w.draining = w.drainSpare[:0]
-	w.advanceSome(draining, &w.draining)
-	clear(draining)
-	w.drainSpare = draining[:0]
-
-	batch := w.ready
-	w.ready = w.batch[:0]
-	w.advanceSome(batch, &w.ready)
-	clear(batch)
-	w.batch = batch[:0]
+// advanceList advances the lanes of *list in order (advanceSome), with
+// *spare swapped in to take those left and the lanes that join meanwhile.
+func (w *worker) advanceList(list, spare *[]*lane) {
+	lanes := *list
+	*list = (*spare)[:0]
+	w.advanceSome(lanes, list)
+	clear(lanes)
+	*spare = lanes[:0]
 }
 
 // advanceSome advances lanes in order until the turn's budget is spent or

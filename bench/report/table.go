@@ -125,31 +125,43 @@ func PerfTable(dir string) (string, error) {
 	var cols []string
 	inline := false
 	for _, name := range tableRows {
-		data, err := os.ReadFile(filepath.Join(dir, name+".json"))
-		if errors.Is(err, os.ErrNotExist) {
-			continue
-		}
+		r, err := readTableReport(dir, name)
 		if err != nil {
 			return "", err
 		}
-		var r tableReport
-		if err := json.Unmarshal(data, &r); err != nil {
-			return "", fmt.Errorf("%s.json: %w", name, err)
+		if r == nil {
+			continue
 		}
 		if cols == nil {
-			cols, inline = tableColumns(&r), r.Config.Inline
+			cols, inline = tableColumns(r), r.Config.Inline
 			b.WriteString(tableHeader(cols, inline))
-		} else if got := tableColumns(&r); strings.Join(got, ",") != strings.Join(cols, ",") {
+		} else if got := tableColumns(r); strings.Join(got, ",") != strings.Join(cols, ",") {
 			return "", fmt.Errorf("%s.json: sinks %v, but the table's are %v", name, got, cols)
 		} else if r.Config.Inline != inline {
 			return "", fmt.Errorf("%s.json: inline %v, but the table's first report's is %v", name, r.Config.Inline, inline)
 		}
-		b.WriteString(tableRow(name, &r, cols))
+		b.WriteString(tableRow(name, r, cols))
 	}
 	if cols == nil {
 		return "", fmt.Errorf("no report (%s.json) in %s", strings.Join(tableRows, ".json, "), dir)
 	}
 	return b.String(), nil
+}
+
+// readTableReport reads name.json in dir, or returns nil if there is none.
+func readTableReport(dir, name string) (*tableReport, error) {
+	data, err := os.ReadFile(filepath.Join(dir, name+".json"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var r tableReport
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("%s.json: %w", name, err)
+	}
+	return &r, nil
 }
 
 // tableColumns returns the sinks of a report: its peers first, then its
@@ -368,21 +380,17 @@ func QuietTable(dir string) (string, error) {
 	var b strings.Builder
 	var cols []string
 	for _, name := range quietRows {
-		data, err := os.ReadFile(filepath.Join(dir, name+".json"))
-		if errors.Is(err, os.ErrNotExist) {
-			continue
-		}
+		r, err := readTableReport(dir, name)
 		if err != nil {
 			return "", err
 		}
-		var r tableReport
-		if err := json.Unmarshal(data, &r); err != nil {
-			return "", fmt.Errorf("%s.json: %w", name, err)
+		if r == nil {
+			continue
 		}
 		if r.Config.QuietEvery <= 0 {
 			return "", fmt.Errorf("%s.json: not a run with --quiet-source", name)
 		}
-		got := tableColumns(&r)
+		got := tableColumns(r)
 		if cols == nil {
 			cols = got
 			heads := []string{"row"}
@@ -399,7 +407,7 @@ func QuietTable(dir string) (string, error) {
 		} else if strings.Join(got, ",") != strings.Join(cols, ",") {
 			return "", fmt.Errorf("%s.json: sinks %v, but the table's are %v", name, got, cols)
 		}
-		cells := []string{fmt.Sprintf("%s: a line every %v beside %s; p50 / p99 / max", name, time.Duration(r.Config.QuietEvery), workload(&r))}
+		cells := []string{fmt.Sprintf("%s: a line every %v beside %s; p50 / p99 / max", name, time.Duration(r.Config.QuietEvery), workload(r))}
 		for _, c := range cols {
 			cell := "-"
 			for _, s := range r.Summary {
