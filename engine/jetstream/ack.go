@@ -22,75 +22,14 @@ func scanAck(b []byte) (stream, duplicate, ok bool) {
 	if i < len(b) && b[i] == '}' {
 		return false, false, skipSpace(b, i+1) == len(b)
 	}
+	var ack ackFields
 	for {
-		// A key.
-		key, j, good := scanString(b, i)
+		key, j, good := scanKey(b, i)
 		if !good {
 			return false, false, false
 		}
-		// encoding/json matches keys regardless of case.
-		for _, k := range [...]string{"stream", "duplicate", "error"} {
-			if string(key) != k && strings.EqualFold(string(key), k) {
-				return false, false, false
-			}
-		}
-		i = skipSpace(b, j)
-		if i >= len(b) || b[i] != ':' {
+		if i, good = ack.scanValue(b, j, string(key)); !good {
 			return false, false, false
-		}
-		i = skipSpace(b, i+1)
-		if i >= len(b) {
-			return false, false, false
-		}
-		// Its value.
-		switch c := b[i]; {
-		case c == '"':
-			val, j, good := scanString(b, i)
-			if !good {
-				return false, false, false
-			}
-			switch string(key) {
-			case "stream":
-				stream = len(val) > 0
-			case "duplicate", "error":
-				return false, false, false // not a string in an acknowledgement
-			}
-			i = j
-		case c == 't' || c == 'f' || c == 'n':
-			var lit string
-			switch c {
-			case 't':
-				lit = "true"
-			case 'f':
-				lit = "false"
-			default:
-				lit = "null"
-			}
-			if len(b)-i < len(lit) || string(b[i:i+len(lit)]) != lit {
-				return false, false, false
-			}
-			switch string(key) {
-			case "duplicate":
-				if c == 'n' {
-					return false, false, false
-				}
-				duplicate = c == 't'
-			case "stream", "error":
-				return false, false, false
-			}
-			i += len(lit)
-		case c == '-' || c >= '0' && c <= '9':
-			j := scanNumber(b, i)
-			if j == i {
-				return false, false, false
-			}
-			switch string(key) {
-			case "stream", "duplicate", "error":
-				return false, false, false
-			}
-			i = j
-		default:
-			return false, false, false // an object or an array: encoding/json decides
 		}
 		i = skipSpace(b, i)
 		if i >= len(b) {
@@ -100,11 +39,79 @@ func scanAck(b []byte) (stream, duplicate, ok bool) {
 		case ',':
 			i = skipSpace(b, i+1)
 		case '}':
-			return stream, duplicate, skipSpace(b, i+1) == len(b)
+			return ack.stream, ack.duplicate, skipSpace(b, i+1) == len(b)
 		default:
 			return false, false, false
 		}
 	}
+}
+
+// ackFields is what scanAck has read of the fields it checks.
+type ackFields struct {
+	stream, duplicate bool
+}
+
+// scanKey reads the key at b[i] and its colon, returning the key and the
+// index of its value.
+func scanKey(b []byte, i int) (key []byte, next int, good bool) {
+	key, j, good := scanString(b, i)
+	if !good {
+		return nil, i, false
+	}
+	// encoding/json matches keys regardless of case.
+	for _, k := range [...]string{"stream", "duplicate", "error"} {
+		if string(key) != k && strings.EqualFold(string(key), k) {
+			return nil, i, false
+		}
+	}
+	j = skipSpace(b, j)
+	if j >= len(b) || b[j] != ':' {
+		return nil, i, false
+	}
+	j = skipSpace(b, j+1)
+	return key, j, j < len(b)
+}
+
+// scanValue reads key's value at b[i], noting "stream" and "duplicate",
+// and returns the index after it. good is false for a value of a type an
+// acknowledgement does not give that key, and for an object or an array
+// (encoding/json decides those).
+func (a *ackFields) scanValue(b []byte, i int, key string) (next int, good bool) {
+	switch c := b[i]; {
+	case c == '"':
+		val, j, good := scanString(b, i)
+		switch {
+		case !good || key == "duplicate" || key == "error":
+			return i, false
+		case key == "stream":
+			a.stream = len(val) > 0
+		}
+		return j, true
+	case c == 't' || c == 'f' || c == 'n':
+		lit := "null"
+		switch c {
+		case 't':
+			lit = "true"
+		case 'f':
+			lit = "false"
+		}
+		switch {
+		case len(b)-i < len(lit) || string(b[i:i+len(lit)]) != lit:
+			return i, false
+		case key == "stream" || key == "error" || key == "duplicate" && c == 'n':
+			return i, false
+		case key == "duplicate":
+			a.duplicate = c == 't'
+		}
+		return i + len(lit), true
+	case c == '-' || c >= '0' && c <= '9':
+		j := scanNumber(b, i)
+		if j == i || key == "stream" || key == "duplicate" || key == "error" {
+			return i, false
+		}
+		return j, true
+	}
+	return i, false
 }
 
 func skipSpace(b []byte, i int) int {
