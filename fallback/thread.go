@@ -330,42 +330,52 @@ func (t *Thread) drive(tl *threadLane) error {
 		if t.pausedFlag.Load() || tl.stop.Load() {
 			continue
 		}
-		var n int
-		var err error
-		truncated := false
-		if tl.kind == contract.Datagram {
-			n, truncated, err = recvDatagram(tl.fd, f.Space())
-		} else {
-			n, err = tl.read(f.Space())
-		}
-		tl.reads.Add(1)
-		errno := driver.Errno(err)
-		switch r := driver.Result(n, errno, tl.kind == contract.Datagram); {
-		case r == driver.ReadAgain:
-			continue
-		case r == driver.ReadDrained:
-			if tl.kind == contract.Datagram && f.Pending() == 0 {
-				// A datagram that failed its checksum made poll report
-				// readable; an idle lane holds no buffer.
-				f.Flush(time.Now())
-			}
-			continue
-		case (r == driver.ReadFailed || r == driver.ReadEnd) && tl.stop.Load():
-			return srcs.ErrStopped
-		case r == driver.ReadFailed:
-			return driver.ReadError(tl.readOp(), errno)
-		case r == driver.ReadEnd:
-			return io.EOF
-		case truncated:
-			f.Drop(n, t.log, "fallback: thread")
-			continue
-		}
-		now := time.Now()
-		if err := f.Commit(n, now); err != nil {
+		if err := t.readOnce(tl); err != nil {
 			return err
 		}
-		f.FlushIfDue(now)
 	}
+}
+
+// readOnce reads the lane once and commits what came; it returns the
+// error to finish the lane with, or nil to go on.
+func (t *Thread) readOnce(tl *threadLane) error {
+	f := &tl.f
+	var n int
+	var err error
+	truncated := false
+	if tl.kind == contract.Datagram {
+		n, truncated, err = recvDatagram(tl.fd, f.Space())
+	} else {
+		n, err = tl.read(f.Space())
+	}
+	tl.reads.Add(1)
+	errno := driver.Errno(err)
+	switch r := driver.Result(n, errno, tl.kind == contract.Datagram); {
+	case r == driver.ReadAgain:
+		return nil
+	case r == driver.ReadDrained:
+		if tl.kind == contract.Datagram && f.Pending() == 0 {
+			// A datagram that failed its checksum made poll report
+			// readable; an idle lane holds no buffer.
+			f.Flush(time.Now())
+		}
+		return nil
+	case (r == driver.ReadFailed || r == driver.ReadEnd) && tl.stop.Load():
+		return srcs.ErrStopped
+	case r == driver.ReadFailed:
+		return driver.ReadError(tl.readOp(), errno)
+	case r == driver.ReadEnd:
+		return io.EOF
+	case truncated:
+		f.Drop(n, t.log, "fallback: thread")
+		return nil
+	}
+	now := time.Now()
+	if err := f.Commit(n, now); err != nil {
+		return err
+	}
+	f.FlushIfDue(now)
+	return nil
 }
 
 // acquire waits for a buffer from the lane's account and gives it to the
