@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -162,6 +163,33 @@ func TestLintTypedAtomics(t *testing.T) {
 	for _, gf := range moduleFiles(t) {
 		for _, hit := range selectorCalls(gf, "sync/atomic", untyped) {
 			t.Errorf("%s: use the typed atomics (atomic.Uint32 and friends), not the functions", hit)
+		}
+	}
+}
+
+// shortFuncRooms are the packages whose functions stay within
+// maxFuncLines: the runners' event loops and the rooms under them, and the
+// JetStream publisher, where a long function hides a state machine.
+var shortFuncRooms = []string{"ring", "fallback", "internal/contract", "internal/driver", "internal/front",
+	"internal/flush", "internal/mmsg", "internal/uring", "engine/jetstream"}
+
+const maxFuncLines = 80
+
+func TestLintShortFunctionsInTheLoops(t *testing.T) {
+	for _, gf := range moduleFiles(t) {
+		dir := path.Dir(gf.path)
+		if strings.HasSuffix(gf.path, "_test.go") || !slices.Contains(shortFuncRooms, dir) {
+			continue
+		}
+		for _, d := range gf.ast.Decls {
+			fd, ok := d.(*ast.FuncDecl)
+			if !ok || fd.Body == nil {
+				continue
+			}
+			from, to := gf.fset.Position(fd.Pos()), gf.fset.Position(fd.End())
+			if n := to.Line - from.Line + 1; n > maxFuncLines {
+				t.Errorf("%s: %s is %d lines; functions in %s stay within %d", from, fd.Name.Name, n, dir, maxFuncLines)
+			}
 		}
 	}
 }
