@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/internal/contract"
-	"github.com/sluice-io/sluice/internal/driver"
 	"github.com/sluice-io/sluice/pool"
 	"github.com/sluice-io/sluice/srcs"
 )
@@ -137,7 +136,7 @@ func (s *source) runner() contract.Runner {
 
 var (
 	_ contract.DatagramDropReporter = (*source)(nil)
-	_ driver.RecordReporter         = (*source)(nil)
+	_ contract.RecordReporter       = (*source)(nil)
 	_ contract.SkipCounter          = (*source)(nil)
 	_ contract.BytesEmitter         = (*source)(nil)
 )
@@ -159,12 +158,12 @@ func (s *source) BytesSkipped(_ *contract.Lane, n int) {
 	}
 }
 
-// RecordSkipped implements driver.RecordReporter: a record too long for its
+// RecordSkipped implements contract.RecordReporter: a record too long for its
 // framer or a buffer was skipped. Every one is counted; the first of the
 // source's life is logged and handed to the error handler, in order behind
 // the data read before it, and the rest only counted, so a stream of bad
 // records cannot flood the log.
-func (s *source) RecordSkipped(_ *contract.Lane, err *srcs.RecordError) {
+func (s *source) RecordSkipped(_ *contract.Lane, err error) {
 	s.e.totals.skipped.Add(1)
 	if s.coldPart().skipped.Add(1) > 1 {
 		return

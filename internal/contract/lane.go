@@ -146,6 +146,14 @@ type SkipCounter interface {
 	BytesSkipped(l *Lane, n int)
 }
 
+// RecordReporter is the optional capability of an Emitter that counts and
+// reports the records a lane skipped: err is the framer's
+// *srcs.RecordError. A runner's lane machine calls it on the lane's
+// goroutine, in order with its Emits.
+type RecordReporter interface {
+	RecordSkipped(l *Lane, err error)
+}
+
 // DatagramDropReporter is the optional capability of an Emitter that counts
 // datagrams a runner dropped because they did not fit the room their
 // receive was given (a datagram larger than a buffer). Runners call it on the

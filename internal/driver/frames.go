@@ -8,12 +8,6 @@ import (
 	"github.com/sluice-io/sluice/srcs"
 )
 
-// RecordReporter is the optional capability of an Emitter that counts and
-// reports the records a lane skipped (see srcs.RecordError).
-type RecordReporter interface {
-	RecordSkipped(l *contract.Lane, err *srcs.RecordError)
-}
-
 // frames is the framing state of a Lane: how much of the buffer being
 // filled holds whole records, how far the framer has looked past them,
 // what is being skipped, and the part of a record parked outside the pool.
@@ -34,8 +28,8 @@ type frames struct {
 	rs  contract.Resyncer    // f's, if it has one
 	wf  contract.WholeFramer // f's, if it has one
 	l   *contract.Lane
-	rep RecordReporter       // l.Out's, if it has one
-	sk  contract.SkipCounter // l.Out's, if it has one
+	rep contract.RecordReporter // l.Out's, if it has one
+	sk  contract.SkipCounter    // l.Out's, if it has one
 
 	done int   // bytes of the buffer holding whole records
 	seen int   // bytes past done the framer scanned without finding an end
@@ -59,7 +53,7 @@ func (s *frames) Reset(l *contract.Lane) {
 	s.f = l.Framer
 	s.rs, _ = l.Framer.(contract.Resyncer)
 	s.wf, _ = l.Framer.(contract.WholeFramer)
-	s.rep, _ = l.Out.(RecordReporter)
+	s.rep, _ = l.Out.(contract.RecordReporter)
 	s.sk, _ = l.Out.(contract.SkipCounter)
 }
 

@@ -47,7 +47,12 @@ type recorder struct {
 func (r *recorder) Emit(*contract.Lane, *pool.Buf, int, srcs.Flags, time.Time) {}
 func (r *recorder) Finish(*contract.Lane, error)                               {}
 
-func (r *recorder) RecordSkipped(l *contract.Lane, err *srcs.RecordError) {
+func (r *recorder) RecordSkipped(l *contract.Lane, e error) {
+	err, ok := e.(*srcs.RecordError)
+	if !ok {
+		r.bad = append(r.bad, fmt.Sprintf("RecordSkipped(%v): not a *srcs.RecordError", e))
+		return
+	}
 	if l != r.lane {
 		r.bad = append(r.bad, fmt.Sprintf("RecordSkipped for lane %p, want %p", l, r.lane))
 	}
@@ -57,7 +62,7 @@ func (r *recorder) RecordSkipped(l *contract.Lane, err *srcs.RecordError) {
 	r.skipped = append(r.skipped, err)
 }
 
-var _ RecordReporter = (*recorder)(nil)
+var _ contract.RecordReporter = (*recorder)(nil)
 
 // feed says how runFeed reads a stream.
 type feed struct {

@@ -48,8 +48,8 @@ func (s *sink) EmitBytes(_ *contract.Lane, p []byte, flags srcs.Flags, first tim
 
 func (s *sink) Finish(_ *contract.Lane, err error) { s.finished++; s.err = err }
 
-func (s *sink) RecordSkipped(_ *contract.Lane, err *srcs.RecordError) {
-	s.skipped = append(s.skipped, err)
+func (s *sink) RecordSkipped(_ *contract.Lane, err error) {
+	s.skipped = append(s.skipped, err.(*srcs.RecordError))
 }
 
 // data returns every byte emitted, in order.
