@@ -4,14 +4,22 @@
 
 package fallback
 
-import "time"
+import (
+	"time"
+
+	"github.com/sluice-io/sluice/internal/driver"
+)
 
 // holdPartial keeps ln in the flush heap at its driver's deadline while it
-// has one, and out of it otherwise.
-func (w *epWorker) holdPartial(ln *epLane) {
-	w.pace.Emitted(ln.f.TakeEmitted())
-	due, ok := ln.f.Due()
-	w.flushes.Set(&ln.fl, ln, due, ok)
+// has one, and out of it otherwise, after a step other than a commit
+// (which returns its Step): see note.
+func (w *epWorker) holdPartial(ln *epLane) { w.note(ln, ln.f.Settle()) }
+
+// note acts on a step of ln's driver: it counts the chunks the step
+// emitted and keeps ln in the flush heap at the driver's deadline.
+func (w *epWorker) note(ln *epLane, st driver.Step) {
+	w.pace.Emitted(st.Emitted)
+	w.flushes.Set(&ln.fl, ln, st.Due, st.HasDue)
 }
 
 // flushDue flushes the lanes whose deadline has passed or is within its

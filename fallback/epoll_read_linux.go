@@ -196,14 +196,15 @@ func (w *epWorker) service(ln *epLane) {
 			ln.off += int64(n)
 		}
 		w.pace.Read(n)
-		if err := ln.f.Commit(n, time.Now()); err != nil {
+		st, err := ln.f.Commit(n, time.Now())
+		if err != nil {
 			w.finish(ln, err)
 			return
 		}
+		w.note(ln, st)
 		if ln.f.Cutting() && !w.acquire(ln) {
 			return // the grant completes the cut and reads on
 		}
-		w.holdPartial(ln)
 		if ln.sock && !ln.full && n < len(space) {
 			// The socket drained; its next arrival raises a new edge.
 			ln.readable, ln.streak = false, 0

@@ -309,7 +309,7 @@ func (g *Goroutine) drive(gl *goLane) error {
 		switch {
 		case gl.dgram == nil:
 			if n > 0 {
-				if cerr := f.Commit(n, now); cerr != nil {
+				if _, cerr := f.Commit(n, now); cerr != nil {
 					return cerr
 				}
 			}
@@ -319,7 +319,7 @@ func (g *Goroutine) drive(gl *goLane) error {
 			// The netpoller path does not learn the real length.
 			f.Drop(n+1, g.log, "fallback: goroutine")
 		default:
-			f.Commit(n, now) // n may be 0: an empty datagram
+			_, _ = f.Commit(n, now) // n may be 0: an empty datagram
 		}
 		if err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) && !gl.stop.Load() {

@@ -371,7 +371,7 @@ func (t *Thread) readOnce(tl *threadLane) error {
 		return nil
 	}
 	now := time.Now()
-	if err := f.Commit(n, now); err != nil {
+	if _, err := f.Commit(n, now); err != nil {
 		return err
 	}
 	f.FlushIfDue(now)

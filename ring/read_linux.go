@@ -132,8 +132,8 @@ func (w *worker) commit(ln *lane, n int, flags uring.CQEFlags) bool {
 		w.cycleBytes += int64(n)
 	}
 	w.pace.Read(n)
-	err := ln.d.Commit(n, time.Now())
-	w.settle(ln)
+	st, err := ln.d.Commit(n, time.Now())
+	w.note(ln, st)
 	if err != nil {
 		w.finish(ln, err)
 		return false
@@ -153,12 +153,15 @@ func (m readMode) opName() string {
 	return "read"
 }
 
-// settle follows a step of ln's driver: it counts the chunks it emitted
-// and keeps ln's place in the flush heap at the driver's deadline.
-func (w *worker) settle(ln *lane) {
-	w.pace.Emitted(ln.d.TakeEmitted())
-	due, ok := ln.d.Due()
-	w.flushes.Set(&ln.fl, ln, due, ok)
+// settle follows a step of ln's driver other than a commit (which
+// returns its Step): see note.
+func (w *worker) settle(ln *lane) { w.note(ln, ln.d.Settle()) }
+
+// note acts on a step of ln's driver: it counts the chunks the step
+// emitted and keeps ln's place in the flush heap at the driver's deadline.
+func (w *worker) note(ln *lane, st driver.Step) {
+	w.pace.Emitted(st.Emitted)
+	w.flushes.Set(&ln.fl, ln, st.Due, st.HasDue)
 }
 
 // enqueue puts ln in the ready queue, to be advanced this turn.

@@ -27,6 +27,6 @@ func TestInvariantsCatch(t *testing.T) {
 	a.Hold(buf, t0)
 	mustPanic("one buffer held by two lanes", func() { b.Hold(buf, t0) })
 	a.Finish(io.EOF)
-	mustPanic("a commit after Finish", func() { a.Commit(1, t0) })
+	mustPanic("a commit after Finish", func() { _, _ = a.Commit(1, t0) })
 	mustPanic("a second Finish", func() { a.Finish(io.EOF) })
 }

@@ -50,7 +50,7 @@ type Lane struct {
 	dg *datagrams
 
 	inv     invariants // before a sized field: a struct ending in an empty one is padded
-	emitted int        // chunks emitted since TakeEmitted
+	emitted int        // chunks emitted since the last Step
 }
 
 // datagrams is the state of a datagram lane, whose buffers hold framed
@@ -104,11 +104,23 @@ func (d *Lane) NeedsBuffer() bool { return d.buf == nil || d.Cutting() }
 // Pending returns the number of bytes held and not yet emitted.
 func (d *Lane) Pending() int { return d.n }
 
-// TakeEmitted returns the chunks emitted since the last call.
-func (d *Lane) TakeEmitted() int {
-	n := d.emitted
+// Step is what a step of the lane leaves its runner's loop to act on:
+// the chunks emitted since the last Step (a turn's pace counts them) and
+// the flush deadline the lane has now (Due), if it has one.
+type Step struct {
+	Emitted int
+	Due     time.Time
+	HasDue  bool
+}
+
+// Settle returns the lane's Step, for a runner that keeps the lane in a
+// flush heap after a step other than Commit (Hold, Flush, a datagram
+// batch).
+func (d *Lane) Settle() Step {
+	st := Step{Emitted: d.emitted}
 	d.emitted = 0
-	return n
+	st.Due, st.HasDue = d.Due()
+	return st
 }
 
 // Hold gives the lane b, a fresh buffer from its account, at now. A
@@ -148,9 +160,16 @@ func (d *Lane) Space() []byte {
 // Commit records that n > 0 bytes were read into Space at now (for a
 // datagram lane, a whole datagram of n >= 0 bytes). It emits what the
 // rules say. Afterwards the lane may or may not still hold a buffer, and
-// a framed lane may be cutting. An error ends the lane: the bytes read
-// could not be framed.
-func (d *Lane) Commit(n int, now time.Time) error {
+// a framed lane may be cutting. It returns the lane's Step (Settle), so
+// that a runner's loop learns in one call what the read emitted and
+// when the lane is due. An error ends the lane: the bytes read could not
+// be framed.
+func (d *Lane) Commit(n int, now time.Time) (Step, error) {
+	err := d.commit(n, now)
+	return d.Settle(), err
+}
+
+func (d *Lane) commit(n int, now time.Time) error {
 	d.inv.live()
 	if d.fr != nil {
 		return d.commitFramed(n, now)
@@ -322,7 +341,7 @@ func (d *Lane) CommitDatagrams(n int, got Datagrams, now time.Time, log contract
 		// longer than its room: the copy only ever moves down.
 		at := got.Room(i) * stride
 		copy(d.Space(), rooms[at:at+size])
-		d.Commit(size, now) // a datagram lane is never framed: no error
+		d.commit(size, now) // a datagram lane is never framed: no error
 	}
 	if d.buf != nil && d.n == 0 {
 		d.release()

@@ -101,11 +101,19 @@ func read(t testing.TB, d *Lane, p []byte, now time.Time) int {
 		d.Hold(b, now)
 	}
 	n := copy(d.Space(), p)
-	if err := d.Commit(n, now); err != nil {
+	st, err := d.Commit(n, now)
+	if err != nil {
 		t.Fatal(err)
 	}
+	if due, ok := d.Due(); st.HasDue != ok || !st.Due.Equal(due) {
+		t.Fatalf("Commit's step has deadline %v (%v), the lane %v (%v)", st.Due, st.HasDue, due, ok)
+	}
+	lastStep = st
 	return n
 }
+
+// lastStep is the Step of read's last Commit.
+var lastStep Step
 
 func TestLaneRaw(t *testing.T) {
 	t0 := time.Unix(1000, 0)
@@ -140,13 +148,20 @@ func TestLaneRaw(t *testing.T) {
 	if len(s.chunks) != 2 || len(s.chunks[1].data) != 4096 || s.chunks[1].flags != 0 || d.Held() {
 		t.Fatalf("a full buffer: %d chunks, held %v", len(s.chunks), d.Held())
 	}
+	// Its step counts the flush before it too: every emit since the last.
+	if lastStep.Emitted != 2 || lastStep.HasDue {
+		t.Errorf("the full buffer's step: %+v, want 2 emitted and no deadline", lastStep)
+	}
 	// An empty buffer is flushed back to the pool.
 	b, _ := d.Lane().Account.TryAcquire()
 	d.Hold(b, t0)
 	d.Flush(t0)
 	read(t, d, []byte("tail"), t0.Add(2*time.Second))
-	if got := d.TakeEmitted(); got != 2 {
-		t.Errorf("TakeEmitted = %d, want 2", got)
+	if want := t0.Add(2*time.Second + hold); lastStep.Emitted != 0 || !lastStep.HasDue || !lastStep.Due.Equal(want) {
+		t.Errorf("a partial read's step: %+v, want none emitted and due at %v", lastStep, want)
+	}
+	if st := d.Settle(); st != lastStep {
+		t.Errorf("Settle after the step: %+v, want %+v", st, lastStep)
 	}
 	d.Finish(io.EOF)
 	if s.finished != 1 || s.err != io.EOF || string(s.chunks[2].data) != "tail" || s.chunks[2].flags != srcs.Partial {
