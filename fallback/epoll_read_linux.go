@@ -91,7 +91,7 @@ func (w *epWorker) event(ev *unix.EpollEvent) {
 	if ln.sock && ln.last > 0 && ln.last <= front.LightRead && !ln.queued {
 		// Its last read brought little: served first (front.LightRead).
 		ln.queued = true
-		w.light = append(w.light, ln.tok)
+		w.line.Light(ln.tok)
 		return
 	}
 	w.enqueue(ln)
@@ -100,50 +100,32 @@ func (w *epWorker) event(ev *unix.EpollEvent) {
 func (w *epWorker) enqueue(ln *epLane) {
 	if !ln.queued {
 		ln.queued = true
-		w.ready = append(w.ready, ln.tok)
+		w.line.Ready(ln.tok)
 	}
 }
 
-// serve gives each lane whose socket became readable after a last read
-// that brought little (front.LightRead), then each lane that was draining
-// its socket, then each lane that was ready at the start of the turn, one
-// read budget, in order, until the turn's reads may bring
-// front.TurnBytes: the rest keep their places for the next turn. A lane
-// whose socket still holds data after its budget is served first next
-// turn (requeue).
+// serve gives each lane in line (front.Line: those whose sockets became
+// readable after a last read that brought little, those draining their
+// sockets, the ready queue) one read budget, in order, until delivery
+// pauses or the turn's reads may bring front.TurnBytes: the rest keep
+// their places for the next turn. A lane whose socket still holds data
+// after its budget is served first next turn (requeue).
 func (w *epWorker) serve() {
 	w.pace.Turn()
-	w.serveList(&w.light, &w.lightSpare)
-	w.serveList(&w.draining, &w.drainSpare)
-	w.serveList(&w.ready, &w.batch)
+	w.line.Serve(w.turnSpent, w.serveToken)
 }
 
-// serveList serves the lanes of *list in order (serveSome), with *spare
-// swapped in to take those left and the lanes that join meanwhile.
-func (w *epWorker) serveList(list, spare *[]uint64) {
-	toks := *list
-	*list = (*spare)[:0]
-	w.serveSome(toks, list)
-	*spare = toks[:0]
-}
-
-// serveSome serves lanes in order until delivery pauses or the turn's
-// budget is spent, and appends the tokens left to *left; stale tokens are
-// skipped when their turn comes.
-func (w *epWorker) serveSome(toks []uint64, left *[]uint64) {
-	for i, tok := range toks {
-		if w.e.front.Paused.Load() || w.pace.Spent() {
-			*left = append(*left, toks[i:]...)
-			return
-		}
-		ln := w.lane(tok)
-		if ln == nil || !ln.queued {
-			continue
-		}
+// serveQueued serves the lane of a token the line served, unless the lane
+// left the line meanwhile or is gone (a stale token).
+func (w *epWorker) serveQueued(tok uint64) {
+	if ln := w.lane(tok); ln != nil && ln.queued {
 		ln.queued = false
 		w.service(ln)
 	}
 }
+
+// spent says delivery paused reading or the turn's budget is spent.
+func (w *epWorker) spent() bool { return w.e.front.Paused.Load() || w.pace.Spent() }
 
 // requeue puts a lane whose socket still holds data after its read budget
 // in line to be served first next turn, until it has been so for
@@ -156,7 +138,7 @@ func (w *epWorker) requeue(ln *epLane) {
 	}
 	ln.streak++
 	ln.queued = true
-	w.draining = append(w.draining, ln.tok)
+	w.line.Drain(ln.tok)
 }
 
 // service reads a readable lane until EAGAIN, a short socket read, the end

@@ -81,18 +81,11 @@ type epWorker struct {
 
 	// Owned by the worker goroutine.
 	slots front.Slab[epLane] // by slot index
-	ready []uint64           // tokens of lanes to serve, FIFO, after those draining
-	// draining are the tokens of lanes whose sockets still held data
-	// after their read budget, served first next turn (requeue);
-	// drainSpare is the spare list a turn swaps in.
-	draining   []uint64
-	drainSpare []uint64
-	// light are the tokens of lanes whose sockets became readable after a
-	// last read that brought little, served first (front.LightRead);
-	// lightSpare is the spare list a turn swaps in.
-	light      []uint64
-	lightSpare []uint64
-	batch      []uint64            // the ready queue being served this turn
+	line  front.Line[uint64] // tokens of lanes to serve, in the order a turn serves them
+	// serveToken and turnSpent are serveQueued and spent, the line's
+	// calls, bound once so that a turn allocates nothing.
+	serveToken func(uint64)
+	turnSpent  func() bool
 	flushes    flush.Heap[*epLane] // lanes holding partial data, by flush deadline
 	events     []unix.EpollEvent
 	mmsg       *mmsg.Receiver // receives a datagram lane's batches
@@ -116,6 +109,7 @@ func newEpWorker(e *Epoll, pace front.Pace) (*epWorker, error) {
 	}
 	w := &epWorker{e: e, epfd: epfd, efd: efd, pace: pace, events: make([]unix.EpollEvent, epMaxEvents), mmsg: mmsg.NewReceiver(epDatagramsPerTurn)}
 	w.wake = w.wakeLocked
+	w.serveToken, w.turnSpent = w.serveQueued, w.spent
 	binary.NativeEndian.PutUint64(w.one[:], 1)
 	// Level-triggered: the worker reads the counter whenever it fires.
 	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: epWakeFD}
@@ -243,7 +237,7 @@ func (w *epWorker) loop() error {
 // timeout is the epoll_wait timeout in milliseconds: zero while lanes are
 // ready to serve, else until the nearest flush deadline, else forever.
 func (w *epWorker) timeout(now time.Time) int {
-	if len(w.ready)+len(w.draining)+len(w.light) > 0 && !w.e.front.Paused.Load() {
+	if w.line.Len() > 0 && !w.e.front.Paused.Load() {
 		return 0
 	}
 	if w.flushes.Len() == 0 {

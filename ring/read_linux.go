@@ -56,7 +56,7 @@ func (w *worker) polled(ln *lane, res int32) {
 func (w *worker) enqueueReadable(ln *lane) {
 	if ln.mode == modeSock && ln.want > 0 && ln.want <= front.LightRead && !ln.queued {
 		ln.queued = true
-		w.light = append(w.light, ln)
+		w.line.Light(ln)
 		return
 	}
 	w.enqueue(ln)
@@ -107,12 +107,12 @@ func (w *worker) requeue(ln *lane) {
 	case !ln.readable && ln.mode != modeFile:
 		ln.streak = 0
 		ln.queued = true
-		w.light = append(w.light, ln)
+		w.line.Light(ln)
 		return
 	case ln.readable && ln.mode == modeSock && !ln.removing && ln.streak < front.DrainReads:
 		ln.streak++
 		ln.queued = true
-		w.draining = append(w.draining, ln)
+		w.line.Drain(ln)
 		return
 	}
 	ln.streak = 0
@@ -168,48 +168,33 @@ func (w *worker) note(ln *lane, st driver.Step) {
 func (w *worker) enqueue(ln *lane) {
 	if !ln.queued {
 		ln.queued = true
-		w.ready = append(w.ready, ln)
+		w.line.Ready(ln)
 	}
 }
 
-// advanceReady issues the next operation of the lanes in the light list
-// (sockets that drained, to arm their polls, and readable ones whose last
-// read brought little: front.LightRead), then of the lanes that are
-// draining their sockets, then of the lanes in the ready queue, in order,
-// until the reads issued may bring front.TurnBytes: the rest keep their
-// places for the next turn, which follows at once.
+// advanceReady issues the next operation of the lanes in line
+// (front.Line: the light lanes, those draining their sockets, the ready
+// queue), in order, until the reads issued may bring front.TurnBytes or
+// the ring failed: the rest keep their places for the next turn, which
+// follows at once.
 func (w *worker) advanceReady() {
 	w.pace.Turn()
-	w.advanceList(&w.light, &w.lightSpare)
-	w.advanceList(&w.draining, &w.drainSpare)
-	w.advanceList(&w.ready, &w.batch)
-}
-
-// advanceList advances the lanes of *list in order (advanceSome), with
-// *spare swapped in to take those left and the lanes that join meanwhile.
-func (w *worker) advanceList(list, spare *[]*lane) {
-	lanes := *list
-	*list = (*spare)[:0]
-	w.advanceSome(lanes, list)
-	clear(lanes)
-	*spare = lanes[:0]
-}
-
-// advanceSome advances lanes in order until the turn's budget is spent or
-// the ring failed, and appends the lanes left to *left.
-func (w *worker) advanceSome(lanes []*lane, left *[]*lane) {
-	for i, ln := range lanes {
-		if w.fatal != nil || w.pace.Spent() {
-			w.moreReady = w.moreReady || w.fatal == nil
-			*left = append(*left, lanes[i:]...)
-			return
-		}
-		if ln.queued {
-			ln.queued = false
-			w.advance(ln)
-		}
+	if w.line.Serve(w.turnSpent, w.advanceQueued) && w.fatal == nil {
+		w.moreReady = true
 	}
 }
+
+// serveQueued advances a lane the line served, unless it left the line
+// meanwhile (it finished, or a command advanced it).
+func (w *worker) serveQueued(ln *lane) {
+	if ln.queued {
+		ln.queued = false
+		w.advance(ln)
+	}
+}
+
+// spent says the turn's budget is spent, or the ring failed.
+func (w *worker) spent() bool { return w.fatal != nil || w.pace.Spent() }
 
 // laneStep is what a lane does next (nextStep).
 type laneStep uint8

@@ -187,6 +187,7 @@ func newRunner(cfg contract.RunnerConfig, opts runnerOptions) (*Runner, error) {
 		w := &worker{r: r, id: i, setup: make(chan error, 1), batchWait: batchWait, pace: front.NewPace(cfg)}
 		w.SetGenMask(genMask)
 		w.onCQE, w.wake = w.handleCQE, w.wakeLocked
+		w.advanceQueued, w.turnSpent = w.serveQueued, w.spent
 		r.workers = append(r.workers, w)
 	}
 	ops := front.Ops[*worker]{Runner: "uring", Wait: r.wg.Wait, Stats: (*worker).stats}

@@ -137,8 +137,7 @@ type worker struct {
 	// Owned by the worker goroutine.
 	ring      *uring.Ring
 	slots     front.Slab[lane]  // by slot index
-	ready     []*lane           // lanes to advance this turn, after those draining
-	batch     []*lane           // the ready queue being advanced
+	line      front.Line[*lane] // lanes to advance, in the order a turn serves them
 	parked    []*lane           // readable lanes held back by a pause
 	flushes   flush.Heap[*lane] // lanes holding partial data, by flush deadline
 	syncs     []chan struct{}
@@ -173,21 +172,14 @@ type worker struct {
 	cycleBytes int64
 	streamHold time.Duration
 	pace       front.Pace // the turn's budget of bytes, and when to yield to processing
-	// draining are the lanes whose sockets still held data after a read,
-	// read again first next turn (requeue); drainSpare is the spare list
-	// a turn swaps in.
-	draining   []*lane
-	drainSpare []*lane
-	// light are the lanes served first next turn: those whose sockets
-	// became readable after a last read that brought little
-	// (front.LightRead), and those whose sockets drained, to arm their
-	// polls; lightSpare is the spare list a turn swaps in.
-	light      []*lane
-	lightSpare []*lane
-	woken      bool  // the Waker's read completed: re-arm it
-	closing    bool  // Close was asked: finish every lane, then exit
-	fatal      error // the ring failed; the loop ends
-	failure    error // why quiesce stopped the lanes: their Finish error
+	// advanceQueued and turnSpent are serveQueued and spent, the line's
+	// calls, bound once so that a turn allocates nothing.
+	advanceQueued func(*lane)
+	turnSpent     func() bool
+	woken         bool  // the Waker's read completed: re-arm it
+	closing       bool  // Close was asked: finish every lane, then exit
+	fatal         error // the ring failed; the loop ends
+	failure       error // why quiesce stopped the lanes: their Finish error
 }
 
 // lane is a worker's state for one lane. Slots are reused; the generation
@@ -441,7 +433,7 @@ func (w *worker) wait(now time.Time) error {
 	w.cycleBytes = 0
 	flush, flushing := w.nextFlush(now)
 	p := planWait(waitState{
-		stuck:       w.woken || len(w.ready) > 0 || len(w.draining) > 0 || len(w.light) > 0,
+		stuck:       w.woken || w.line.Len() > 0,
 		readsIssued: w.readsIssued,
 		starved:     w.starved,
 		polling:     w.polling,
