@@ -28,11 +28,10 @@ type epLane struct {
 	tok uint64              // zero when the slot is free
 	// early is the token of a readiness event that beat its add command,
 	// and earlyHup whether that event reported a hang-up or an error.
-	early  uint64
-	off    int64  // next pread offset, for files
-	notify func() // posts a grant for this incarnation; made on the first pool wait
-	fd     int
-	last   int32 // what the lane's last read brought: what its next may bring
+	early uint64
+	off   int64 // next pread offset, for files
+	fd    int
+	last  int32 // what the lane's last read brought: what its next may bring
 
 	kind     contract.Kind
 	earlyHup bool
@@ -44,16 +43,6 @@ type epLane struct {
 	queued   bool  // in the ready queue, or among the lanes draining
 	streak   uint8 // turns in a row the lane ended with data left (drain)
 	waiting  bool  // a pool Wait is pending
-}
-
-// notifier returns ln's grant notification, made on its first pool wait:
-// most lanes never wait, and an idle one should not keep a closure.
-func (w *epWorker) notifier(ln *epLane) func() {
-	if ln.notify == nil {
-		tok := ln.tok
-		ln.notify = func() { w.post(epCmd{op: epGrant, tok: tok}) }
-	}
-	return ln.notify
 }
 
 // event records one readiness event.
@@ -271,54 +260,43 @@ func (w *epWorker) read(ln *epLane, p []byte) (int, error) {
 // acquire gives a lane a buffer, or queues it for the next one the pool
 // frees and reports false. The lane stays readable meanwhile.
 func (w *epWorker) acquire(ln *epLane) bool {
-	a := ln.f.Lane().Account
-	b, ok := a.TryAcquire()
-	if !ok {
-		var err error
-		b, ok, err = a.Wait(w.notifier(ln))
-		if err != nil {
-			w.finish(ln, fmt.Errorf("fallback: epoll: lane %d: acquire: %w", ln.f.Lane().ID, err))
-			return false
-		}
-		if !ok {
-			ln.waiting = true
-			return false
-		}
+	b, wait, err := w.grants.Acquire(ln.f.Lane().Account, ln.tok)
+	switch {
+	case err != nil:
+		w.finish(ln, fmt.Errorf("fallback: epoll: lane %d: acquire: %w", ln.f.Lane().ID, err))
+		return false
+	case wait:
+		ln.waiting = true
+		return false
 	}
 	ln.f.Hold(b, time.Now())
 	w.holdPartial(ln)
 	return true
 }
 
-// grant collects a buffer the pool reserved for a waiting lane. Grants may
-// be spurious: Claim decides, and a lane left without one keeps waiting.
+// grant collects a buffer the pool reserved for a waiting lane
+// (front.Grants.Collect): a spurious grant leaves it waiting, and one that
+// comes while delivery paused reading goes back to the pool unless the
+// lane is cutting; the lane stays readable and queued, so the resume
+// acquires again.
 func (w *epWorker) grant(tok uint64) {
 	ln := w.lane(tok)
 	if ln == nil || !ln.waiting {
 		return
 	}
-	a := ln.f.Lane().Account
-	b, ok := a.Claim()
-	if !ok {
-		var err error
-		if b, ok, err = a.Wait(w.notifier(ln)); err != nil {
-			w.finish(ln, fmt.Errorf("fallback: epoll: lane %d: acquire: %w", ln.f.Lane().ID, err))
-			return
-		}
-		if !ok {
-			return
-		}
-	}
-	ln.waiting = false
-	if w.e.front.Paused.Load() && !ln.f.Cutting() {
-		// Not to be read into before the resume: the buffer serves the
-		// next waiter better. The lane stays readable and queued, so the
-		// resume acquires again.
-		b.Release()
-		w.enqueue(ln)
+	giveBack := w.e.front.Paused.Load() && !ln.f.Cutting()
+	b, wait, err := w.grants.Collect(ln.f.Lane().Account, tok, giveBack)
+	if wait {
 		return
 	}
-	ln.f.Hold(b, time.Now())
-	w.holdPartial(ln)
+	ln.waiting = false
+	switch {
+	case err != nil:
+		w.finish(ln, fmt.Errorf("fallback: epoll: lane %d: acquire: %w", ln.f.Lane().ID, err))
+		return
+	case b != nil:
+		ln.f.Hold(b, time.Now())
+		w.holdPartial(ln)
+	}
 	w.enqueue(ln) // readable: it was when it asked
 }

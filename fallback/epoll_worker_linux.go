@@ -87,6 +87,7 @@ type epWorker struct {
 	serveToken func(uint64)
 	turnSpent  func() bool
 	flushes    flush.Heap[*epLane] // lanes holding partial data, by flush deadline
+	grants     front.Grants        // lanes' grant notifications, by slot; made when a lane first waits for a buffer
 	events     []unix.EpollEvent
 	mmsg       *mmsg.Receiver // receives a datagram lane's batches
 	drain      [8]byte        // eventfd read buffer
@@ -110,6 +111,7 @@ func newEpWorker(e *Epoll, pace front.Pace) (*epWorker, error) {
 	w := &epWorker{e: e, epfd: epfd, efd: efd, pace: pace, events: make([]unix.EpollEvent, epMaxEvents), mmsg: mmsg.NewReceiver(epDatagramsPerTurn)}
 	w.wake = w.wakeLocked
 	w.serveToken, w.turnSpent = w.serveQueued, w.spent
+	w.grants.Post = func(tok uint64) { w.post(epCmd{op: epGrant, tok: tok}) }
 	binary.NativeEndian.PutUint64(w.one[:], 1)
 	// Level-triggered: the worker reads the counter whenever it fires.
 	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: epWakeFD}
@@ -136,8 +138,7 @@ func epEventToken(ev *unix.EpollEvent) uint64 {
 
 // allocSlot reserves a slot and returns its new token. Any goroutine.
 func (w *epWorker) allocSlot() uint64 {
-	idx, gen := w.AllocSlot()
-	return uint64(idx)<<32 | uint64(gen)
+	return front.Token(w.AllocSlot())
 }
 
 // freeSlot returns a token's slot for reuse. Any goroutine.

@@ -318,8 +318,9 @@ func (w *worker) poll(ln *lane) {
 // the resume.
 func (w *worker) park(ln *lane) {
 	if ln.d.Held() && ln.d.Pending() == 0 {
-		// A grant that arrived during the pause: the buffer serves the
-		// next waiter better, and the resume acquires again.
+		// A buffer taken before the pause and not read into: it serves
+		// the next waiter better, and the resume acquires again (a grant
+		// during the pause goes back at once, in grant).
 		ln.d.Flush(time.Now())
 	}
 	if !ln.parked {
@@ -367,20 +368,15 @@ func (w *worker) read(ln *lane) {
 // acquire gives a lane a buffer, or queues it for the next one the pool
 // frees and reports false.
 func (w *worker) acquire(ln *lane) bool {
-	a := ln.lane().Account
-	b, ok := a.TryAcquire()
-	if !ok {
-		var err error
-		b, ok, err = a.Wait(w.notifier(ln))
-		if err != nil {
-			w.finish(ln, fmt.Errorf("ring: runner: lane %d: acquire: %w", ln.lane().ID, err))
-			return false
-		}
-		if !ok {
-			ln.waiting = true
-			w.starved++
-			return false
-		}
+	b, wait, err := w.grants.Acquire(ln.lane().Account, front.Token(ln.slot, ln.gen))
+	switch {
+	case err != nil:
+		w.finish(ln, fmt.Errorf("ring: runner: lane %d: acquire: %w", ln.lane().ID, err))
+		return false
+	case wait:
+		ln.waiting = true
+		w.starved++
+		return false
 	}
 	w.take(ln, b)
 	return true
@@ -398,49 +394,27 @@ func (w *worker) take(ln *lane, b *pool.Buf) {
 	w.settle(ln)
 }
 
-// notifier returns ln's grant notification, made on its first pool wait
-// and kept by its slot, for its generation: most lanes never wait, and an
-// idle one should not keep a closure.
-func (w *worker) notifier(ln *lane) func() {
-	for int(ln.slot) >= len(w.notifies) {
-		w.notifies = append(w.notifies, notifier{})
-	}
-	n := &w.notifies[ln.slot]
-	if n.f == nil || n.gen != ln.gen {
-		tok := token(ln.slot, ln.gen)
-		n.gen, n.f = ln.gen, func() { w.post(cmd{op: cmdGrant, tok: tok}) }
-	}
-	return n.f
-}
-
-// notifier is a slot's grant notification, for the lane of generation gen.
-type notifier struct {
-	gen uint32
-	f   func()
-}
-
-// grant collects a buffer the pool reserved for a waiting lane. Grants may
-// be spurious: Claim decides, and a lane left without one keeps waiting.
+// grant collects a buffer the pool reserved for a waiting lane
+// (front.Grants.Collect): a spurious grant leaves it waiting, and one that
+// comes while delivery paused reading goes back to the pool unless the
+// lane is cutting; the lane parks, and the resume acquires again.
 func (w *worker) grant(ln *lane) {
 	if !ln.waiting {
 		return
 	}
-	a := ln.lane().Account
-	b, ok := a.Claim()
-	if !ok {
-		var err error
-		if b, ok, err = a.Wait(w.notifier(ln)); err != nil {
-			ln.waiting = false
-			w.starved--
-			w.finish(ln, fmt.Errorf("ring: runner: lane %d: acquire: %w", ln.lane().ID, err))
-			return
-		}
-		if !ok {
-			return
-		}
+	giveBack := w.r.front.Paused.Load() && !ln.d.Cutting()
+	b, wait, err := w.grants.Collect(ln.lane().Account, front.Token(ln.slot, ln.gen), giveBack)
+	if wait {
+		return
 	}
 	ln.waiting = false
 	w.starved--
-	w.take(ln, b)
+	switch {
+	case err != nil:
+		w.finish(ln, fmt.Errorf("ring: runner: lane %d: acquire: %w", ln.lane().ID, err))
+		return
+	case b != nil:
+		w.take(ln, b)
+	}
 	w.enqueue(ln)
 }

@@ -107,10 +107,6 @@ type cmd struct {
 	done   chan struct{} // cmdSync
 }
 
-func token(idx, gen uint32) uint64 { return uint64(idx)<<32 | uint64(gen) }
-
-func splitToken(tok uint64) (uint32, uint32) { return uint32(tok >> 32), uint32(tok) }
-
 // worker is one event loop. The fields above the owner block are shared
 // with other goroutines as noted; the rest belongs to the worker's
 // goroutine, which is locked to the thread that owns the ring.
@@ -143,7 +139,7 @@ type worker struct {
 	syncs     []chan struct{}
 	mmsg      *mmsg.Receiver // receives datagram lanes' batches with recvmmsg(2)
 	moreReady bool           // a lane read this turn is still readable: turn again at once
-	notifies  []notifier     // by slot index; grown when a lane first waits for a buffer
+	grants    front.Grants   // lanes' grant notifications, by slot; made when a lane first waits for a buffer
 	files     fileTable      // accepted connections' sockets, as direct descriptors
 	live      int            // lanes added and not finished
 	// The listeners' accepts on this worker (accept_linux.go): those with
@@ -645,7 +641,7 @@ func (w *worker) runCmd(c *cmd) {
 
 // lane returns the live lane with token tok, or nil.
 func (w *worker) lane(tok uint64) *lane {
-	idx, gen := splitToken(tok)
+	idx, gen := front.SplitToken(tok)
 	if ln := w.slots.Lookup(idx); ln != nil && ln.gen == gen {
 		return ln
 	}
@@ -665,7 +661,7 @@ func (w *worker) maxHold(flush time.Duration, mode readMode) time.Duration {
 }
 
 func (w *worker) add(c *cmd) {
-	idx, gen := splitToken(c.tok)
+	idx, gen := front.SplitToken(c.tok)
 	ln := w.slots.Get(idx)
 	*ln = lane{
 		slot:     idx,
@@ -741,7 +737,7 @@ func (w *worker) finish(ln *lane, err error) {
 	if rerr := w.release(ln); rerr != nil {
 		w.r.log.Error("ring: runner: closing a connection", "lane", ln.lane().ID, "err", rerr)
 	}
-	l, tok, d := ln.lane(), token(ln.slot, ln.gen), ln.d
+	l, tok, d := ln.lane(), front.Token(ln.slot, ln.gen), ln.d
 	w.FreeSlot(ln.slot)
 	*ln = lane{} // the slot is free; queued pointers go stale
 	w.live--
