@@ -23,19 +23,19 @@ func (w *epWorker) note(ln *epLane, st driver.Step) {
 }
 
 // flushDue flushes the lanes whose deadline has passed or is within its
-// slack (driver.Lane.FlushSlack).
-func (w *epWorker) flushDue(now time.Time) {
-	for w.flushes.Len() > 0 {
-		ln, due := w.flushes.Min()
-		if now.Before(due.Add(-ln.f.FlushSlack())) {
-			return
-		}
-		// The deadline may have moved on a path that did not say so:
-		// flush only when the driver agrees, and put the heap right.
-		if ln.f.FlushIfDue(now) && ln.f.Cutting() && !ln.waiting {
-			// The records wait for the buffer their tail moves into.
-			w.acquire(ln)
-		}
-		w.holdPartial(ln)
+// slack (flush.Heap.PopDue).
+func (w *epWorker) flushDue(now time.Time) { w.flushes.PopDue(now, w.laneSlack, w.flushDueLane) }
+
+// slack is a lane's flush slack (driver.Lane.FlushSlack).
+func (w *epWorker) slack(ln *epLane) time.Duration { return ln.f.FlushSlack() }
+
+// flushDueNow flushes a lane the heap found due.
+func (w *epWorker) flushDueNow(ln *epLane, now time.Time) {
+	// The deadline may have moved on a path that did not say so: flush
+	// only when the driver agrees, and put the heap right.
+	if ln.f.FlushIfDue(now) && ln.f.Cutting() && !ln.waiting {
+		// The records wait for the buffer their tail moves into.
+		w.acquire(ln)
 	}
+	w.holdPartial(ln)
 }

@@ -86,13 +86,17 @@ type epWorker struct {
 	// calls, bound once so that a turn allocates nothing.
 	serveToken func(uint64)
 	turnSpent  func() bool
-	flushes    flush.Heap[*epLane] // lanes holding partial data, by flush deadline
-	grants     front.Grants        // lanes' grant notifications, by slot; made when a lane first waits for a buffer
-	events     []unix.EpollEvent
-	mmsg       *mmsg.Receiver // receives a datagram lane's batches
-	drain      [8]byte        // eventfd read buffer
-	fault      error          // an injected failure: the loop ends with it
-	pace       front.Pace     // the turn's budget of bytes, and when to yield to processing
+	// laneSlack and flushDueLane are slack and flushDueNow, the flush
+	// heap's calls (flush.Heap.PopDue), bound once.
+	laneSlack    func(*epLane) time.Duration
+	flushDueLane func(*epLane, time.Time)
+	flushes      flush.Heap[*epLane] // lanes holding partial data, by flush deadline
+	grants       front.Grants        // lanes' grant notifications, by slot; made when a lane first waits for a buffer
+	events       []unix.EpollEvent
+	mmsg         *mmsg.Receiver // receives a datagram lane's batches
+	drain        [8]byte        // eventfd read buffer
+	fault        error          // an injected failure: the loop ends with it
+	pace         front.Pace     // the turn's budget of bytes, and when to yield to processing
 	// acceptors are the listeners whose socket the worker watches, by
 	// the slot their readiness events carry; nil where one stopped.
 	acceptors []*epAcceptor
@@ -111,6 +115,7 @@ func newEpWorker(e *Epoll, pace front.Pace) (*epWorker, error) {
 	w := &epWorker{e: e, epfd: epfd, efd: efd, pace: pace, events: make([]unix.EpollEvent, epMaxEvents), mmsg: mmsg.NewReceiver(epDatagramsPerTurn)}
 	w.wake = w.wakeLocked
 	w.serveToken, w.turnSpent = w.serveQueued, w.spent
+	w.laneSlack, w.flushDueLane = w.slack, w.flushDueNow
 	w.grants.Post = func(tok uint64) { w.post(epCmd{op: epGrant, tok: tok}) }
 	binary.NativeEndian.PutUint64(w.one[:], 1)
 	// Level-triggered: the worker reads the counter whenever it fires.

@@ -5,21 +5,20 @@ package ring
 import "time"
 
 // flushDue flushes the lanes whose deadline has passed or is within its
-// slack (driver.Lane.FlushSlack). A lane with a read in flight flushes
-// when the read completes.
-func (w *worker) flushDue(now time.Time) {
-	for w.flushes.Len() > 0 {
-		ln, due := w.flushes.Min()
-		if now.Before(due.Add(-ln.d.FlushSlack())) {
-			return
-		}
-		w.flushes.Remove(&ln.fl)
-		if ln.op == tagRead {
-			ln.flushNow = true
-			continue
-		}
-		w.flushLane(ln, now)
+// slack (flush.Heap.PopDue).
+func (w *worker) flushDue(now time.Time) { w.flushes.PopDue(now, w.laneSlack, w.flushDueLane) }
+
+// slack is a lane's flush slack (driver.Lane.FlushSlack).
+func (w *worker) slack(ln *lane) time.Duration { return ln.d.FlushSlack() }
+
+// flushDueNow flushes a lane that is due; one with a read in flight
+// flushes when the read completes.
+func (w *worker) flushDueNow(ln *lane, now time.Time) {
+	if ln.op == tagRead {
+		ln.flushNow = true
+		return
 	}
+	w.flushLane(ln, now)
 }
 
 // flushLane flushes ln's driver: its partial data goes out (for a framed

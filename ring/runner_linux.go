@@ -188,6 +188,7 @@ func newRunner(cfg contract.RunnerConfig, opts runnerOptions) (*Runner, error) {
 		w.SetGenMask(genMask)
 		w.onCQE, w.wake = w.handleCQE, w.wakeLocked
 		w.advanceQueued, w.turnSpent = w.serveQueued, w.spent
+		w.laneSlack, w.flushDueLane = w.slack, w.flushDueNow
 		w.grants.Post = func(tok uint64) { w.post(cmd{op: cmdGrant, tok: tok}) }
 		r.workers = append(r.workers, w)
 	}

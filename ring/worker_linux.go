@@ -172,10 +172,14 @@ type worker struct {
 	// calls, bound once so that a turn allocates nothing.
 	advanceQueued func(*lane)
 	turnSpent     func() bool
-	woken         bool  // the Waker's read completed: re-arm it
-	closing       bool  // Close was asked: finish every lane, then exit
-	fatal         error // the ring failed; the loop ends
-	failure       error // why quiesce stopped the lanes: their Finish error
+	// laneSlack and flushDueLane are slack and flushDueNow, the flush
+	// heap's calls (flush.Heap.PopDue), bound once.
+	laneSlack    func(*lane) time.Duration
+	flushDueLane func(*lane, time.Time)
+	woken        bool  // the Waker's read completed: re-arm it
+	closing      bool  // Close was asked: finish every lane, then exit
+	fatal        error // the ring failed; the loop ends
+	failure      error // why quiesce stopped the lanes: their Finish error
 }
 
 // lane is a worker's state for one lane. Slots are reused; the generation

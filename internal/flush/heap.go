@@ -69,6 +69,24 @@ func (h *Heap[T]) Set(m *Mark[T], owner T, due time.Time, ok bool) {
 	}
 }
 
+// PopDue takes out of h, earliest first, each item whose deadline has
+// passed at now or falls within its slack (driver.Lane.FlushSlack: partial
+// data may go out early, together with others due, rather than each
+// waking its worker on its own), and hands it to flush, which puts it back
+// if it keeps a deadline. It is how the uring and epoll workers flush:
+// slack and flush are theirs, bound once.
+func (h *Heap[T]) PopDue(now time.Time, slack func(T) time.Duration, flush func(T, time.Time)) {
+	for len(h.h) > 0 {
+		m := h.h[0]
+		if now.Before(h.epoch.Add(m.due).Add(-slack(m.owner))) {
+			return
+		}
+		owner := m.owner
+		h.Remove(m)
+		flush(owner, now)
+	}
+}
+
 // Remove takes m out of h. Removing a mark in no heap does nothing.
 func (h *Heap[T]) Remove(m *Mark[T]) {
 	if m.idx == 0 {

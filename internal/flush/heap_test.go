@@ -88,3 +88,42 @@ func BenchmarkHeapPushRemove(b *testing.B) {
 		i++
 	}
 }
+
+// TestPopDue: items due by now, or within their slack of it, are handed
+// over earliest first and out of the heap; one its flush puts back later
+// waits; the rest stay.
+func TestPopDue(t *testing.T) {
+	base := time.Now()
+	items := make([]*item, 5)
+	var h Heap[*item]
+	for i := range items {
+		items[i] = &item{id: i}
+		h.Push(&items[i].mark, items[i], base.Add(time.Duration(i)*10*time.Millisecond))
+	}
+	slack := func(it *item) time.Duration {
+		if it.id == 3 {
+			return 15 * time.Millisecond // due at 30 ms, early from 15 ms
+		}
+		return 0
+	}
+	var got []int
+	h.PopDue(base.Add(15*time.Millisecond), slack, func(it *item, _ time.Time) {
+		if it.mark.In() {
+			t.Fatalf("item %d handed over while still in the heap", it.id)
+		}
+		got = append(got, it.id)
+		if it.id == 1 {
+			h.Push(&it.mark, it, base.Add(time.Second)) // it keeps a deadline
+		}
+	})
+	// Items 0 and 1 are due; 2 (20 ms) is not, so 3, behind it, is not
+	// reached this time: the heap hands over in deadline order.
+	if !slices.Equal(got, []int{0, 1}) {
+		t.Fatalf("handed over %v, want [0 1]", got)
+	}
+	got = got[:0]
+	h.PopDue(base.Add(20*time.Millisecond), slack, func(it *item, _ time.Time) { got = append(got, it.id) })
+	if !slices.Equal(got, []int{2, 3}) || h.Len() != 2 {
+		t.Fatalf("handed over %v (heap %d), want [2 3] and items 4 and 1 left", got, h.Len())
+	}
+}
