@@ -22,13 +22,9 @@ func (w *epWorker) finish(ln *epLane, err error) {
 		_ = unix.EpollCtl(w.epfd, unix.EPOLL_CTL_DEL, ln.fd, nil)
 	}
 	w.flushes.Remove(&ln.fl)
-	l, tok := ln.f.Lane(), ln.tok
-	f := ln.f
+	l, tok, f := ln.f.Lane(), ln.tok, ln.f
 	*ln = epLane{} // the slot is free; queued tokens go stale
-	w.freeSlot(tok)
-	w.AddLoad(-1)
-	w.e.front.Lanes.Add(-1)
-	w.e.front.Forget(l, tok)
+	w.e.front.Finished(w, l, tok)
 	f.Finish(err)
 }
 

@@ -742,11 +742,8 @@ func (w *worker) finish(ln *lane, err error) {
 		w.r.log.Error("ring: runner: closing a connection", "lane", ln.lane().ID, "err", rerr)
 	}
 	l, tok, d := ln.lane(), front.Token(ln.slot, ln.gen), ln.d
-	w.FreeSlot(ln.slot)
 	*ln = lane{} // the slot is free; queued pointers go stale
 	w.live--
-	w.AddLoad(-1)
-	w.r.front.Lanes.Add(-1)
-	w.r.front.Forget(l, tok)
+	w.r.front.Finished(w, l, tok)
 	d.Finish(err)
 }

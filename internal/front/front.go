@@ -138,6 +138,22 @@ func (f *Front[W]) Forget(l *contract.Lane, tok uint64) {
 	f.mu.Unlock()
 }
 
+// Finished gives back what a lane that worker m finished under tok held:
+// its slot, its share of m's load, its count among the front's lanes and
+// its entry in the lane table (Forget). The worker calls it once the lane
+// is cleared and before it reports Finish, so that the engine may add the
+// lane again at once.
+func (f *Front[W]) Finished(m interface {
+	FreeSlot(idx uint32)
+	AddLoad(n int64)
+}, l *contract.Lane, tok uint64) {
+	idx, _ := SplitToken(tok)
+	m.FreeSlot(idx)
+	m.AddLoad(-1)
+	f.Lanes.Add(-1)
+	f.Forget(l, tok)
+}
+
 // Fail records reason as a worker's failure; the first one is what Add
 // reports once every worker has stopped.
 func (f *Front[W]) Fail(reason error) {
