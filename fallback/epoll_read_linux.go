@@ -116,18 +116,17 @@ func (w *epWorker) serveQueued(tok uint64) {
 // spent says delivery paused reading or the turn's budget is spent.
 func (w *epWorker) spent() bool { return w.e.front.Paused.Load() || w.pace.Spent() }
 
-// requeue puts a lane whose socket still holds data after its read budget
-// in line to be served first next turn, until it has been so for
-// front.DrainReads turns in a row; then it joins the back of the queue.
+// requeue puts a lane whose socket still holds data after its read
+// budget back in line (front.Requeue): served first next turn, until it
+// has been so for front.DrainReads turns in a row or while delivery
+// paused reading; then it joins the back of the queue.
 func (w *epWorker) requeue(ln *epLane) {
-	if ln.queued || ln.streak >= front.DrainReads || w.e.front.Paused.Load() {
-		ln.streak = 0
-		w.enqueue(ln)
-		return
+	var p front.Place
+	p, ln.streak = front.Requeue(ln.queued, false, !w.e.front.Paused.Load(), ln.streak)
+	if p != front.PlaceNone {
+		ln.queued = true
+		w.line.Stand(ln.tok, p)
 	}
-	ln.streak++
-	ln.queued = true
-	w.line.Drain(ln.tok)
 }
 
 // service reads a readable lane until EAGAIN, a short socket read, the end

@@ -94,29 +94,18 @@ func (w *worker) readDone(ln *lane, res int32, flags uring.CQEFlags) {
 	w.requeue(ln)
 }
 
-// requeue puts a lane whose read completed back in line: a socket that
-// drained arms its poll first thing next turn (a poll brings no bytes, and
-// one left behind the busy sockets' reads would leave its next arrival
-// unseen for as long); a socket that still holds data is read again next,
-// until it drains or has had front.DrainReads reads in a row; any other
-// lane joins the back of the ready queue.
+// requeue puts a lane whose read completed back in line (front.Requeue):
+// a socket that drained arms its poll first thing next turn, one that
+// still holds data is read again next, and any other lane (a file's, one
+// being removed) joins the back of the ready queue.
 func (w *worker) requeue(ln *lane) {
-	switch {
-	case ln.queued:
-		return
-	case !ln.readable && ln.mode != modeFile:
-		ln.streak = 0
+	var p front.Place
+	p, ln.streak = front.Requeue(ln.queued, !ln.readable && ln.mode != modeFile,
+		ln.readable && ln.mode == modeSock && !ln.removing, ln.streak)
+	if p != front.PlaceNone {
 		ln.queued = true
-		w.line.Light(ln)
-		return
-	case ln.readable && ln.mode == modeSock && !ln.removing && ln.streak < front.DrainReads:
-		ln.streak++
-		ln.queued = true
-		w.line.Drain(ln)
-		return
+		w.line.Stand(ln, p)
 	}
-	ln.streak = 0
-	w.enqueue(ln)
 }
 
 // commit hands n bytes a read brought to ln's driver, and notes whether the

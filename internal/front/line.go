@@ -59,3 +59,46 @@ func serveList[T any](list, spare *[]T, stop func() bool, serve func(T)) (left b
 	*spare = xs[:0]
 	return left
 }
+
+// Place is where a lane stands in line after a read (Requeue).
+type Place uint8
+
+const (
+	PlaceNone  Place = iota // already in line: it keeps its place
+	PlaceLight              // its socket drained: arm its poll first thing next turn
+	PlaceDrain              // its socket holds more: read it again first next turn
+	PlaceReady              // the back of the ready queue
+)
+
+// Requeue decides where a lane whose read completed stands next, and the
+// count of reads in a row it has had while its socket still held data
+// (streak). A socket that drained (armPoll: a poll must tell when to read
+// again) arms its poll first thing next turn: a poll brings no bytes, and
+// one left behind the busy sockets' reads would leave its next arrival
+// unseen for as long. One that still holds data and may be read again at
+// once (drainable) is read again first, until it has had DrainReads reads
+// in a row, as a goroutine reads its connection until it drains. Any
+// other lane joins the back of the ready queue.
+func Requeue(queued, armPoll, drainable bool, streak uint8) (Place, uint8) {
+	switch {
+	case queued:
+		return PlaceNone, streak
+	case armPoll:
+		return PlaceLight, 0
+	case drainable && streak < DrainReads:
+		return PlaceDrain, streak + 1
+	}
+	return PlaceReady, 0
+}
+
+// Stand puts x where Requeue placed it.
+func (q *Line[T]) Stand(x T, p Place) {
+	switch p {
+	case PlaceLight:
+		q.Light(x)
+	case PlaceDrain:
+		q.Drain(x)
+	case PlaceReady:
+		q.Ready(x)
+	}
+}

@@ -72,3 +72,38 @@ func TestLineNoAllocations(t *testing.T) {
 		t.Fatalf("a turn allocates %v times", a)
 	}
 }
+
+// TestRequeue: a lane in line keeps its place; a drained socket arms its
+// poll first; one still holding data is read again first, DrainReads
+// times in a row at most; anything else joins the back.
+func TestRequeue(t *testing.T) {
+	for _, c := range []struct {
+		queued, armPoll, drainable bool
+		streak                     uint8
+		place                      Place
+		next                       uint8
+	}{
+		{queued: true, armPoll: true, streak: 5, place: PlaceNone, next: 5},
+		{armPoll: true, streak: 5, place: PlaceLight},
+		{drainable: true, streak: 0, place: PlaceDrain, next: 1},
+		{drainable: true, streak: DrainReads - 1, place: PlaceDrain, next: DrainReads},
+		{drainable: true, streak: DrainReads, place: PlaceReady},
+		{streak: 3, place: PlaceReady},
+	} {
+		p, next := Requeue(c.queued, c.armPoll, c.drainable, c.streak)
+		if p != c.place || next != c.next {
+			t.Errorf("Requeue(queued %v, armPoll %v, drainable %v, streak %d) = %d, %d; want %d, %d",
+				c.queued, c.armPoll, c.drainable, c.streak, p, next, c.place, c.next)
+		}
+	}
+	var q Line[int]
+	q.Stand(1, PlaceReady)
+	q.Stand(2, PlaceDrain)
+	q.Stand(3, PlaceLight)
+	q.Stand(4, PlaceNone)
+	var got []int
+	q.Serve(func() bool { return false }, func(x int) { got = append(got, x) })
+	if !slices.Equal(got, []int{3, 2, 1}) {
+		t.Fatalf("Stand then Serve: %v, want [3 2 1]", got)
+	}
+}
