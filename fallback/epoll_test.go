@@ -4,11 +4,8 @@ package fallback_test
 
 import (
 	"errors"
-	"fmt"
-	"net"
 	"syscall"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -52,35 +49,11 @@ func TestEpollDatagramBatches(t *testing.T) {
 	g := runnertest.NewRig(t, newEpoll, runnertest.RigConfig{
 		Pool: pool.Config{BufSize: 64 << 10, Buffers: 4}, Runner: contract.RunnerConfig{Workers: 1}, Datagrams: true,
 	})
-	s, err := srcs.ListenUDP(srcs.UDPConfig{Addr: "127.0.0.1:0", MaxDatagram: 512})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g.R.SetPaused(true)
-	l := g.Add(s, 5*time.Millisecond)
-	c, err := net.DialUDP("udp", nil, s.LocalAddr().(*net.UDPAddr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 	const total = 256
-	for i := range total {
-		if _, err := c.Write([]byte(fmt.Sprintf("datagram %d", i))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	before := g.R.Stats().Reads
-	g.R.SetPaused(false)
-	g.WaitUntil("every datagram", func() bool { return len(g.Dgrams.Datagrams(l.ID)) >= total })
-	got := g.Dgrams.Datagrams(l.ID)
-	for i, p := range got {
-		if want := fmt.Sprintf("datagram %d", i); string(p) != want {
-			t.Fatalf("datagram %d is %q, want %q", i, p, want)
-		}
-	}
+	before, after := g.DatagramBacklog(total)
 	// 64 a call at most (the lane's turn budget), and one that finds the
 	// socket empty.
-	if reads := g.R.Stats().Reads - before; reads > total/64+2 {
+	if reads := after.Reads - before.Reads; reads > total/64+2 {
 		t.Errorf("%d receives for %d queued datagrams, want batches", reads, total)
 	}
 }

@@ -7,9 +7,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"fmt"
-	"net"
-
 	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/runnertest"
 	"github.com/sluice-io/sluice/pool"
@@ -73,32 +70,8 @@ func TestRunnerDatagramBatches(t *testing.T) {
 	g := runnertest.NewRig(t, newRunnerWith(runnerOptions{}), runnertest.RigConfig{
 		Pool: pool.Config{BufSize: 64 << 10, Buffers: 4}, Runner: contract.RunnerConfig{Workers: 1}, Datagrams: true,
 	})
-	s, err := srcs.ListenUDP(srcs.UDPConfig{Addr: "127.0.0.1:0", MaxDatagram: 512})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g.R.SetPaused(true)
-	l := g.Add(s, 5*time.Millisecond)
-	c, err := net.DialUDP("udp", nil, s.LocalAddr().(*net.UDPAddr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 	const total = 256
-	for i := range total {
-		if _, err := c.Write([]byte(fmt.Sprintf("datagram %d", i))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	before := g.R.Stats()
-	g.R.SetPaused(false)
-	g.WaitUntil("every datagram", func() bool { return len(g.Dgrams.Datagrams(l.ID)) >= total })
-	for i, p := range g.Dgrams.Datagrams(l.ID) {
-		if want := fmt.Sprintf("datagram %d", i); string(p) != want {
-			t.Fatalf("datagram %d is %q, want %q", i, p, want)
-		}
-	}
-	after := g.R.Stats()
+	before, after := g.DatagramBacklog(total)
 	// recvmmsg batches of up to dgramBatch: 4 receives, and a few enters
 	// for the poll and the wakes.
 	if reads := after.Reads - before.Reads; reads > total/dgramBatch+2 {

@@ -331,3 +331,28 @@ func testDatagramBurst(t *testing.T, newRunner New) {
 		t.Fatalf("%d delivered and %d dropped of %d sent", len(got), len(dropped), total)
 	}
 }
+
+// DatagramBacklog queues total datagrams on a new UDP lane of g while
+// delivery is paused, resumes, and checks that every one arrives, whole
+// and in order. It returns the runner's counters from just before the
+// resume and after the last datagram, for the runner's own test to say
+// how few receives (batches) the backlog took.
+func (g *Rig) DatagramBacklog(total int) (before, after contract.RunnerStats) {
+	g.t.Helper()
+	g.R.SetPaused(true)
+	_, c, l := g.UDP(srcs.UDPConfig{MaxDatagram: 512}, 5*time.Millisecond)
+	for i := range total {
+		if _, err := c.Write(fmt.Appendf(nil, "datagram %d", i)); err != nil {
+			g.t.Fatal(err)
+		}
+	}
+	before = g.R.Stats()
+	g.R.SetPaused(false)
+	g.WaitUntil("every datagram", func() bool { return len(g.Dgrams.Datagrams(l.ID)) >= total })
+	for i, p := range g.Dgrams.Datagrams(l.ID) {
+		if want := fmt.Sprintf("datagram %d", i); string(p) != want {
+			g.t.Fatalf("datagram %d is %q, want %q", i, p, want)
+		}
+	}
+	return before, g.R.Stats()
+}
