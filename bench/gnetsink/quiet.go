@@ -21,7 +21,10 @@ func isQuiet(p []byte) bool {
 }
 
 // QuietReport is what the quiet sources brought, with the fields of
-// sluice-bench's quiet.Report.
+// sluice-bench's quiet.Report. This module imports nothing of sluice (so
+// that gnet stays out of sluice's module graph), so the report and the
+// line timing below are bench/load's QuietReport and QuietLines written
+// again, and must keep their JSON fields.
 type QuietReport struct {
 	Connections int     `json:"connections"`
 	Lines       uint64  `json:"lines"`
