@@ -14,7 +14,6 @@ import (
 
 	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/driver"
-	"github.com/sluice-io/sluice/internal/flush"
 	"github.com/sluice-io/sluice/internal/front"
 )
 
@@ -23,26 +22,24 @@ import (
 // connection, most of them idle: the fields are ordered to pack, and the
 // grant notification is made on the lane's first pool wait.
 type epLane struct {
-	f   driver.Lane
-	fl  flush.Mark[*epLane] // the lane's place in the flush heap, while it holds partial data
-	tok uint64              // zero when the slot is free
+	// Seat is what the host keeps of the lane: its driver, its place in
+	// the flush heap and in line, its pool wait, and in Last what its last
+	// read brought.
+	front.Seat[*epLane]
+	tok uint64 // zero when the slot is free
 	// early is the token of a readiness event that beat its add command,
 	// and earlyHup whether that event reported a hang-up or an error.
 	early uint64
 	off   int64 // next pread offset, for files
 	fd    int
-	last  int32 // what the lane's last read brought: what its next may bring
 
 	kind     contract.Kind
 	earlyHup bool
-	always   bool  // not pollable: always readable
-	polled   bool  // registered with the worker's epoll instance
-	sock     bool  // a socket: a short read means drained
-	readable bool  // an edge was seen and the lane has not hit EAGAIN since
-	full     bool  // read until EAGAIN: a short read does not prove drained
-	queued   bool  // in the ready queue, or among the lanes draining
-	streak   uint8 // turns in a row the lane ended with data left (drain)
-	waiting  bool  // a pool Wait is pending
+	always   bool // not pollable: always readable
+	polled   bool // registered with the worker's epoll instance
+	sock     bool // a socket: a short read means drained
+	readable bool // an edge was seen and the lane has not hit EAGAIN since
+	full     bool // read until EAGAIN: a short read does not prove drained
 }
 
 // event records one readiness event.
@@ -74,23 +71,7 @@ func (w *epWorker) event(ev *unix.EpollEvent) {
 		ln.full = true
 	}
 	ln.readable = true
-	if ln.waiting {
-		return
-	}
-	if ln.sock && ln.last > 0 && ln.last <= front.LightRead && !ln.queued {
-		// Its last read brought little: served first (front.LightRead).
-		ln.queued = true
-		w.line.Light(ln.tok)
-		return
-	}
-	w.enqueue(ln)
-}
-
-func (w *epWorker) enqueue(ln *epLane) {
-	if !ln.queued {
-		ln.queued = true
-		w.line.Ready(ln.tok)
-	}
+	w.host.Readable(ln, ln.sock)
 }
 
 // serve gives each lane in line (front.Line: those whose sockets became
@@ -99,35 +80,16 @@ func (w *epWorker) enqueue(ln *epLane) {
 // pauses or the turn's reads may bring front.TurnBytes: the rest keep
 // their places for the next turn. A lane whose socket still holds data
 // after its budget is served first next turn (requeue).
-func (w *epWorker) serve() {
-	w.pace.Turn()
-	w.line.Serve(w.turnSpent, w.serveToken)
-}
-
-// serveQueued serves the lane of a token the line served, unless the lane
-// left the line meanwhile or is gone (a stale token).
-func (w *epWorker) serveQueued(tok uint64) {
-	if ln := w.lane(tok); ln != nil && ln.queued {
-		ln.queued = false
-		w.service(ln)
-	}
-}
+func (w *epWorker) serve() { w.host.Serve() }
 
 // spent says delivery paused reading or the turn's budget is spent.
-func (w *epWorker) spent() bool { return w.e.front.Paused.Load() || w.pace.Spent() }
+func (w *epWorker) spent() bool { return w.e.front.Paused.Load() || w.host.Pace.Spent() }
 
 // requeue puts a lane whose socket still holds data after its read
 // budget back in line (front.Requeue): served first next turn, until it
 // has been so for front.DrainReads turns in a row or while delivery
 // paused reading; then it joins the back of the queue.
-func (w *epWorker) requeue(ln *epLane) {
-	var p front.Place
-	p, ln.streak = front.Requeue(ln.queued, false, !w.e.front.Paused.Load(), ln.streak)
-	if p != front.PlaceNone {
-		ln.queued = true
-		w.line.Stand(ln.tok, p)
-	}
-}
+func (w *epWorker) requeue(ln *epLane) { w.host.Requeue(ln, false, !w.e.front.Paused.Load()) }
 
 // service reads a readable lane until EAGAIN, a short socket read, the end
 // of its source, a wait for a buffer, or the end of its read budget.
@@ -137,18 +99,18 @@ func (w *epWorker) service(ln *epLane) {
 		return
 	}
 	for range epReadsPerTurn {
-		if w.e.front.Paused.Load() || w.pace.Spent() {
+		if w.e.front.Paused.Load() || w.host.Pace.Spent() {
 			// No new reads; the lane stays readable for the resume or
 			// the next turn.
 			break
 		}
-		if ln.f.NeedsBuffer() && !w.acquire(ln) {
+		if ln.Driver.NeedsBuffer() && !w.acquire(ln) {
 			return
 		}
-		space := ln.f.Space()
-		w.pace.Spend(min(int(ln.last), len(space)))
+		space := ln.Driver.Space()
+		w.host.Spend(ln, len(space))
 		n, err := w.read(ln, space)
-		ln.last = int32(max(n, 0))
+		ln.Last = int32(max(n, 0))
 		switch errno := driver.Errno(err); driver.Result(n, errno, false) {
 		case driver.ReadDrained:
 			w.drained(ln)
@@ -165,19 +127,17 @@ func (w *epWorker) service(ln *epLane) {
 		if ln.kind == contract.File {
 			ln.off += int64(n)
 		}
-		w.pace.Read(n)
-		st, err := ln.f.Commit(n, time.Now())
-		if err != nil {
+		if err := w.host.Commit(ln, n, time.Now()); err != nil {
 			w.finish(ln, err)
 			return
 		}
-		w.note(ln, st)
-		if ln.f.Cutting() && !w.acquire(ln) {
+		if ln.Driver.Cutting() && !w.acquire(ln) {
 			return // the grant completes the cut and reads on
 		}
 		if ln.sock && !ln.full && n < len(space) {
 			// The socket drained; its next arrival raises a new edge.
-			ln.readable, ln.streak = false, 0
+			ln.readable = false
+			w.host.Drained(ln)
 			return
 		}
 	}
@@ -193,11 +153,11 @@ func (w *epWorker) serviceDatagrams(ln *epLane) {
 		if w.e.front.Paused.Load() {
 			break
 		}
-		if ln.f.NeedsBuffer() && !w.acquire(ln) {
+		if ln.Driver.NeedsBuffer() && !w.acquire(ln) {
 			return
 		}
 		w.reads.Add(1)
-		n, k, drained, err := w.mmsg.Take(ln.fd, &ln.f, budget, w.e.log, "fallback: epoll")
+		n, k, drained, err := w.mmsg.Take(ln.fd, &ln.Driver, budget, w.e.log, "fallback: epoll")
 		if err != nil {
 			w.finish(ln, err)
 			return
@@ -209,7 +169,7 @@ func (w *epWorker) serviceDatagrams(ln *epLane) {
 		if n == 0 {
 			continue // interrupted: receive again
 		}
-		w.holdPartial(ln)
+		w.host.Settle(ln)
 		budget -= n
 		if n < k {
 			// The queue ran dry during the receive: the next datagram
@@ -218,16 +178,15 @@ func (w *epWorker) serviceDatagrams(ln *epLane) {
 			return
 		}
 	}
-	w.enqueue(ln)
+	w.host.Enqueue(ln)
 }
 
 // drained records that a lane's read said EAGAIN: it waits for its next
 // edge, and holds no empty buffer meanwhile.
 func (w *epWorker) drained(ln *epLane) {
-	ln.readable, ln.full, ln.streak = false, false, 0
-	if ln.f.Pending() == 0 {
-		ln.f.Flush(time.Now()) // idle lanes hold no buffer
-	}
+	ln.readable, ln.full = false, false
+	w.host.Drained(ln)
+	ln.Driver.Idle()
 }
 
 func (w *epWorker) readOp(ln *epLane) string {
@@ -259,17 +218,15 @@ func (w *epWorker) read(ln *epLane, p []byte) (int, error) {
 // acquire gives a lane a buffer, or queues it for the next one the pool
 // frees and reports false. The lane stays readable meanwhile.
 func (w *epWorker) acquire(ln *epLane) bool {
-	b, wait, err := w.grants.Acquire(ln.f.Lane().Account, ln.tok)
+	b, err := w.host.Acquire(ln, ln.tok)
 	switch {
 	case err != nil:
-		w.finish(ln, fmt.Errorf("fallback: epoll: lane %d: acquire: %w", ln.f.Lane().ID, err))
+		w.finish(ln, fmt.Errorf("fallback: epoll: lane %d: acquire: %w", ln.Driver.Lane().ID, err))
 		return false
-	case wait:
-		ln.waiting = true
+	case b == nil:
 		return false
 	}
-	ln.f.Hold(b, time.Now())
-	w.holdPartial(ln)
+	w.host.Hold(ln, b, time.Now())
 	return true
 }
 
@@ -280,22 +237,19 @@ func (w *epWorker) acquire(ln *epLane) bool {
 // acquires again.
 func (w *epWorker) grant(tok uint64) {
 	ln := w.lane(tok)
-	if ln == nil || !ln.waiting {
+	if ln == nil {
 		return
 	}
-	giveBack := w.e.front.Paused.Load() && !ln.f.Cutting()
-	b, wait, err := w.grants.Collect(ln.f.Lane().Account, tok, giveBack)
-	if wait {
+	b, done, err := w.host.Collect(ln, tok, w.e.front.Paused.Load())
+	if !done {
 		return
 	}
-	ln.waiting = false
 	switch {
 	case err != nil:
-		w.finish(ln, fmt.Errorf("fallback: epoll: lane %d: acquire: %w", ln.f.Lane().ID, err))
+		w.finish(ln, fmt.Errorf("fallback: epoll: lane %d: acquire: %w", ln.Driver.Lane().ID, err))
 		return
 	case b != nil:
-		ln.f.Hold(b, time.Now())
-		w.holdPartial(ln)
+		w.host.Hold(ln, b, time.Now())
 	}
-	w.enqueue(ln) // readable: it was when it asked
+	w.host.Enqueue(ln) // readable: it was when it asked
 }

@@ -21,8 +21,8 @@ func (w *epWorker) finish(ln *epLane, err error) {
 		w.ctls.Add(1)
 		_ = unix.EpollCtl(w.epfd, unix.EPOLL_CTL_DEL, ln.fd, nil)
 	}
-	w.flushes.Remove(&ln.fl)
-	l, tok, f := ln.f.Lane(), ln.tok, ln.f
+	w.host.Leave(ln)
+	l, tok, f := ln.Driver.Lane(), ln.tok, ln.Driver
 	*ln = epLane{} // the slot is free; queued tokens go stale
 	w.e.front.Finished(w, l, tok)
 	f.Finish(err)

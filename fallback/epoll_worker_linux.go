@@ -18,7 +18,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-io/sluice/internal/contract"
-	"github.com/sluice-io/sluice/internal/flush"
 	"github.com/sluice-io/sluice/internal/front"
 	"github.com/sluice-io/sluice/internal/mmsg"
 	"github.com/sluice-io/sluice/srcs"
@@ -81,22 +80,14 @@ type epWorker struct {
 
 	// Owned by the worker goroutine.
 	slots front.Slab[epLane] // by slot index
-	line  front.Line[uint64] // tokens of lanes to serve, in the order a turn serves them
-	// serveToken and turnSpent are serveQueued and spent, the line's
-	// calls, bound once so that a turn allocates nothing.
-	serveToken func(uint64)
-	turnSpent  func() bool
-	// laneSlack and flushDueLane are slack and flushDueNow, the flush
-	// heap's calls (flush.Heap.PopDue), bound once.
-	laneSlack    func(*epLane) time.Duration
-	flushDueLane func(*epLane, time.Time)
-	flushes      flush.Heap[*epLane] // lanes holding partial data, by flush deadline
-	grants       front.Grants        // lanes' grant notifications, by slot; made when a lane first waits for a buffer
-	events       []unix.EpollEvent
-	mmsg         *mmsg.Receiver // receives a datagram lane's batches
-	drain        [8]byte        // eventfd read buffer
-	fault        error          // an injected failure: the loop ends with it
-	pace         front.Pace     // the turn's budget of bytes, and when to yield to processing
+	// host is the lane bookkeeping the uring worker keeps too: the line
+	// a turn serves lanes in, the turn's pace, pool acquires and grants,
+	// commits and the flush heap (front.Host).
+	host   front.Host[*epLane]
+	events []unix.EpollEvent
+	mmsg   *mmsg.Receiver // receives a datagram lane's batches
+	drain  [8]byte        // eventfd read buffer
+	fault  error          // an injected failure: the loop ends with it
 	// acceptors are the listeners whose socket the worker watches, by
 	// the slot their readiness events carry; nil where one stopped.
 	acceptors []*epAcceptor
@@ -112,11 +103,9 @@ func newEpWorker(e *Epoll, pace front.Pace) (*epWorker, error) {
 		unix.Close(epfd)
 		return nil, fmt.Errorf("fallback: epoll: %w", os.NewSyscallError("eventfd", err))
 	}
-	w := &epWorker{e: e, epfd: epfd, efd: efd, pace: pace, events: make([]unix.EpollEvent, epMaxEvents), mmsg: mmsg.NewReceiver(epDatagramsPerTurn)}
+	w := &epWorker{e: e, epfd: epfd, efd: efd, events: make([]unix.EpollEvent, epMaxEvents), mmsg: mmsg.NewReceiver(epDatagramsPerTurn)}
 	w.wake = w.wakeLocked
-	w.serveToken, w.turnSpent = w.serveQueued, w.spent
-	w.laneSlack, w.flushDueLane = w.slack, w.flushDueNow
-	w.grants.Post = func(tok uint64) { w.post(epCmd{op: epGrant, tok: tok}) }
+	w.host.Init(pace, func(tok uint64) { w.post(epCmd{op: epGrant, tok: tok}) }, w.spent, w.service, w.flushDueNow)
 	binary.NativeEndian.PutUint64(w.one[:], 1)
 	// Level-triggered: the worker reads the counter whenever it fires.
 	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: epWakeFD}
@@ -193,28 +182,28 @@ func (w *epWorker) run() {
 // takes what was read while it is still in the cache.
 func (w *epWorker) loop() error {
 	for {
-		w.pace.Hold()
+		w.host.Pace.Hold()
 		closing := w.drainCmds()
-		w.pace.Release()
+		w.host.Pace.Release()
 		if closing {
 			return nil
 		}
 		if w.fault != nil {
 			return w.fault
 		}
-		if w.pace.YieldDue() {
-			w.pace.Yield()
+		if w.host.Pace.YieldDue() {
+			w.host.Pace.Yield()
 		}
-		w.pace.Hold()
+		w.host.Pace.Hold()
 		if !w.e.front.Paused.Load() {
 			w.serve()
 		}
 		now := time.Now()
 		w.flushDue(now)
-		w.pace.Release()
+		w.host.Pace.Release()
 		timeout := w.timeout(now)
-		if timeout != 0 && w.pace.Pending() {
-			w.pace.Yield()
+		if timeout != 0 && w.host.Pace.Pending() {
+			w.host.Pace.Yield()
 		}
 		if timeout != 0 {
 			w.sleeping.Store(true)
@@ -243,14 +232,13 @@ func (w *epWorker) loop() error {
 // timeout is the epoll_wait timeout in milliseconds: zero while lanes are
 // ready to serve, else until the nearest flush deadline, else forever.
 func (w *epWorker) timeout(now time.Time) int {
-	if w.line.Len() > 0 && !w.e.front.Paused.Load() {
+	if w.host.Lined() > 0 && !w.e.front.Paused.Load() {
 		return 0
 	}
-	if w.flushes.Len() == 0 {
+	wait, flushing := w.host.NextFlush(now)
+	if !flushing {
 		return -1
 	}
-	_, d := w.flushes.Min()
-	wait := d.Sub(now)
 	if wait <= 0 {
 		return 0
 	}
@@ -319,12 +307,12 @@ func (w *epWorker) add(c *epCmd) {
 		sock:   c.sock,
 	}
 	if c.kind == contract.Datagram {
-		ln.f.ResetDatagram(c.lane, c.lane.Flush)
+		ln.Driver.ResetDatagram(c.lane, c.lane.Flush)
 	} else {
-		ln.f.Reset(c.lane, c.lane.Flush)
+		ln.Driver.Reset(c.lane, c.lane.Flush)
 	}
 	if ln.always || early {
 		ln.readable, ln.full = true, ln.always || hup
-		w.enqueue(ln)
+		w.host.Enqueue(ln)
 	}
 }

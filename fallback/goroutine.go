@@ -419,9 +419,7 @@ func (gl *goLane) peekReadable(fd uintptr) bool {
 // when its timeout passes, and returns false if the lane is stopped.
 func (g *Goroutine) pauseWait(gl *goLane) bool {
 	f := &gl.f
-	if f.Held() && f.Pending() == 0 {
-		f.Flush(time.Now()) // an idle lane pins no buffer
-	}
+	f.Idle() // an idle lane pins no buffer
 	g.mu.Lock()
 	resume := g.resume
 	g.mu.Unlock()

@@ -297,8 +297,8 @@ func (t *Thread) drive(tl *threadLane) error {
 			continue
 		}
 		paused := t.pausedFlag.Load()
-		if paused && f.Held() && f.Pending() == 0 {
-			f.Flush(time.Now()) // an idle lane pins no buffer
+		if paused {
+			f.Idle() // an idle lane pins no buffer
 		}
 		timeout := -1
 		if due, ok := f.Due(); ok {
@@ -354,10 +354,10 @@ func (t *Thread) readOnce(tl *threadLane) error {
 	case r == driver.ReadAgain:
 		return nil
 	case r == driver.ReadDrained:
-		if tl.kind == contract.Datagram && f.Pending() == 0 {
+		if tl.kind == contract.Datagram {
 			// A datagram that failed its checksum made poll report
 			// readable; an idle lane holds no buffer.
-			f.Flush(time.Now())
+			f.Idle()
 		}
 		return nil
 	case (r == driver.ReadFailed || r == driver.ReadEnd) && tl.stop.Load():

@@ -23,44 +23,42 @@ func (w *worker) recvDgrams(ln *lane) {
 	}
 	for i := range dgramTurnBatches {
 		if i > 0 && w.r.front.Paused.Load() {
-			w.enqueue(ln) // parked until delivery resumes
+			w.host.Enqueue(ln) // parked until delivery resumes
 			return
 		}
-		if !ln.d.Held() && !w.acquire(ln) {
+		if !ln.Driver.Held() && !w.acquire(ln) {
 			return
 		}
 		w.reads.Add(1)
 		w.recvmmsg.Add(1)
-		n, asked, drained, err := w.mmsg.Take(int(ln.fd), &ln.d, dgramBatch, w.r.log, "ring: runner")
+		n, asked, drained, err := w.mmsg.Take(int(ln.fd), &ln.Driver, dgramBatch, w.r.log, "ring: runner")
 		if err != nil {
 			w.finish(ln, err)
 			return
 		}
 		if drained {
 			ln.readable = false
-			if ln.d.Held() && ln.d.Pending() == 0 {
-				ln.d.Flush(time.Now()) // idle lanes hold no buffer
-			}
-			w.settle(ln)
-			w.enqueue(ln)
+			ln.Driver.Idle()
+			w.host.Settle(ln)
+			w.host.Enqueue(ln)
 			return
 		}
 		if n == 0 {
 			continue // interrupted: receive again
 		}
-		w.settle(ln)
+		w.host.Settle(ln)
 		if ln.flushNow {
 			ln.flushNow = false
 			w.flushLane(ln, time.Now())
 		}
 		if n < asked {
 			ln.readable = false // the queue ran dry: poll
-			w.enqueue(ln)
+			w.host.Enqueue(ln)
 			return
 		}
 	}
 	w.moreReady = true
-	w.enqueue(ln)
+	w.host.Enqueue(ln)
 }
 
 // A datagram lane takes up to dgramBatch datagrams with one recvmmsg(2),

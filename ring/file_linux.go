@@ -99,7 +99,7 @@ func (w *worker) advanceFile(ln *lane) {
 		s := w.sqe()
 		if s == nil {
 			fa.grant = b
-			w.enqueue(ln)
+			w.host.Enqueue(ln)
 			return
 		}
 		i := (fa.head + fa.n) % fileDepth
@@ -158,7 +158,7 @@ func (w *worker) fileDone(ln *lane, i int, res int32) {
 			w.finish(ln, fa.end)
 		}
 	default:
-		w.enqueue(ln)
+		w.host.Enqueue(ln)
 	}
 }
 
@@ -199,7 +199,7 @@ func (w *worker) emitFileReads(ln *lane) {
 			w.staleFileReads(ln)
 		}
 		ln.lane().Out.Emit(ln.lane(), b, int(res), flags, time.Now())
-		w.pace.Emitted(1)
+		w.host.Pace.Emitted(1)
 	}
 }
 

@@ -53,7 +53,7 @@ func fileRig(t *testing.T, depth int) (*worker, *lane, *orderEmitter, *pool.Pool
 	idx, gen := w.AllocSlot()
 	ln := w.slots.Get(idx)
 	*ln = lane{slot: idx, gen: gen, mode: modeFile, fa: &fileAhead{}, op: tagRead}
-	ln.d.Reset(l, 0)
+	ln.Driver.Reset(l, 0)
 	w.live = 1
 	for k := range depth {
 		b, ok := l.Account.TryAcquire()

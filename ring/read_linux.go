@@ -44,22 +44,10 @@ func (w *worker) polled(ln *lane, res int32) {
 	} else {
 		// POLLIN, or an end (RDHUP, HUP, ERR) that only a read reports.
 		ln.readable = true
-		w.enqueueReadable(ln)
+		w.host.Readable(ln, ln.mode == modeSock)
 		return
 	}
-	w.enqueue(ln)
-}
-
-// enqueueReadable puts a lane whose socket became readable in line: first
-// among the lanes of the next turn if its last read brought little
-// (front.LightRead), else at the back of the ready queue.
-func (w *worker) enqueueReadable(ln *lane) {
-	if ln.mode == modeSock && ln.want > 0 && ln.want <= front.LightRead && !ln.queued {
-		ln.queued = true
-		w.line.Light(ln)
-		return
-	}
-	w.enqueue(ln)
+	w.host.Enqueue(ln)
 }
 
 // readDone handles a read completion.
@@ -99,13 +87,7 @@ func (w *worker) readDone(ln *lane, res int32, flags uring.CQEFlags) {
 // still holds data is read again next, and any other lane (a file's, one
 // being removed) joins the back of the ready queue.
 func (w *worker) requeue(ln *lane) {
-	var p front.Place
-	p, ln.streak = front.Requeue(ln.queued, !ln.readable && ln.mode != modeFile,
-		ln.readable && ln.mode == modeSock && !ln.removing, ln.streak)
-	if p != front.PlaceNone {
-		ln.queued = true
-		w.line.Stand(ln, p)
-	}
+	w.host.Requeue(ln, !ln.readable && ln.mode != modeFile, ln.readable && ln.mode == modeSock && !ln.removing)
 }
 
 // commit hands n bytes a read brought to ln's driver, and notes whether the
@@ -120,15 +102,13 @@ func (w *worker) commit(ln *lane, n int, flags uring.CQEFlags) bool {
 	case modeSock:
 		w.cycleBytes += int64(n)
 	}
-	w.pace.Read(n)
-	st, err := ln.d.Commit(n, time.Now())
-	w.note(ln, st)
-	if err != nil {
+	full := n == int(ln.Last)
+	if err := w.host.Commit(ln, n, time.Now()); err != nil {
 		w.finish(ln, err)
 		return false
 	}
-	ln.readable = flags&uring.CQEFSockNonempty != 0 || n == int(ln.want) || ln.mode == modeFileSeq
-	ln.want = int32(n)
+	ln.readable = flags&uring.CQEFSockNonempty != 0 || full || ln.mode == modeFileSeq
+	ln.Last = int32(n)
 	return true
 }
 
@@ -142,48 +122,19 @@ func (m readMode) opName() string {
 	return "read"
 }
 
-// settle follows a step of ln's driver other than a commit (which
-// returns its Step): see note.
-func (w *worker) settle(ln *lane) { w.note(ln, ln.d.Settle()) }
-
-// note acts on a step of ln's driver: it counts the chunks the step
-// emitted and keeps ln's place in the flush heap at the driver's deadline.
-func (w *worker) note(ln *lane, st driver.Step) {
-	w.pace.Emitted(st.Emitted)
-	w.flushes.Set(&ln.fl, ln, st.Due, st.HasDue)
-}
-
-// enqueue puts ln in the ready queue, to be advanced this turn.
-func (w *worker) enqueue(ln *lane) {
-	if !ln.queued {
-		ln.queued = true
-		w.line.Ready(ln)
-	}
-}
-
 // advanceReady issues the next operation of the lanes in line
 // (front.Line: the light lanes, those draining their sockets, the ready
 // queue), in order, until the reads issued may bring front.TurnBytes or
 // the ring failed: the rest keep their places for the next turn, which
 // follows at once.
 func (w *worker) advanceReady() {
-	w.pace.Turn()
-	if w.line.Serve(w.turnSpent, w.advanceQueued) && w.fatal == nil {
+	if w.host.Serve() && w.fatal == nil {
 		w.moreReady = true
 	}
 }
 
-// serveQueued advances a lane the line served, unless it left the line
-// meanwhile (it finished, or a command advanced it).
-func (w *worker) serveQueued(ln *lane) {
-	if ln.queued {
-		ln.queued = false
-		w.advance(ln)
-	}
-}
-
 // spent says the turn's budget is spent, or the ring failed.
-func (w *worker) spent() bool { return w.fatal != nil || w.pace.Spent() }
+func (w *worker) spent() bool { return w.fatal != nil || w.host.Pace.Spent() }
 
 // laneStep is what a lane does next (nextStep).
 type laneStep uint8
@@ -231,7 +182,7 @@ func nextStep(v laneView) laneStep {
 func (w *worker) view(ln *lane) laneView {
 	return laneView{
 		removing: ln.removing, cancelled: ln.cancelled, inFlight: ln.op != tagNone, file: ln.mode == modeFile,
-		waiting: ln.waiting, cutting: ln.d.Cutting(), readable: ln.readable, paused: w.r.front.Paused.Load(),
+		waiting: ln.Waiting(), cutting: ln.Driver.Cutting(), readable: ln.readable, paused: w.r.front.Paused.Load(),
 	}
 }
 
@@ -265,7 +216,7 @@ func (w *worker) advance(ln *lane) {
 func (w *worker) cancel(ln *lane) {
 	s := w.sqe()
 	if s == nil {
-		w.enqueue(ln)
+		w.host.Enqueue(ln)
 		return
 	}
 	if ln.fixed {
@@ -283,12 +234,10 @@ func (w *worker) cancel(ln *lane) {
 // poll arms a one-shot poll for a lane with nothing to read; an idle lane
 // holds no buffer meanwhile.
 func (w *worker) poll(ln *lane) {
-	if ln.d.Held() && ln.d.Pending() == 0 {
-		ln.d.Flush(time.Now())
-	}
+	ln.Driver.Idle() // an idle lane holds no buffer
 	s := w.sqe()
 	if s == nil {
-		w.enqueue(ln)
+		w.host.Enqueue(ln)
 		return
 	}
 	s.PrepPollAdd(int(ln.fd), unix.POLLIN|unix.POLLRDHUP)
@@ -306,12 +255,10 @@ func (w *worker) poll(ln *lane) {
 // park holds a readable lane back while delivery paused reading, until
 // the resume.
 func (w *worker) park(ln *lane) {
-	if ln.d.Held() && ln.d.Pending() == 0 {
-		// A buffer taken before the pause and not read into: it serves
-		// the next waiter better, and the resume acquires again (a grant
-		// during the pause goes back at once, in grant).
-		ln.d.Flush(time.Now())
-	}
+	// A buffer taken before the pause and not read into serves the next
+	// waiter better, and the resume acquires again (a grant during the
+	// pause goes back at once, in grant).
+	ln.Driver.Idle()
 	if !ln.parked {
 		ln.parked = true
 		w.parked = append(w.parked, ln)
@@ -321,7 +268,7 @@ func (w *worker) park(ln *lane) {
 // read issues a readable lane's read into the buffer it holds, taking one
 // first if it holds none.
 func (w *worker) read(ln *lane) {
-	if !ln.d.Held() && !w.acquire(ln) {
+	if !ln.Driver.Held() && !w.acquire(ln) {
 		return
 	}
 	if ln.mode == modeDgram {
@@ -330,13 +277,13 @@ func (w *worker) read(ln *lane) {
 	}
 	s := w.sqe()
 	if s == nil {
-		w.enqueue(ln)
+		w.host.Enqueue(ln)
 		return
 	}
-	space := ln.d.Space()
+	space := ln.Driver.Space()
 	// What the lane's last read brought says what this one may bring.
-	w.pace.Spend(min(int(ln.want), len(space)))
-	ln.want = int32(len(space))
+	w.host.Spend(ln, len(space))
+	ln.Last = int32(len(space))
 	switch ln.mode {
 	case modeSock:
 		s.PrepRecv(int(ln.fd), space, unix.MSG_DONTWAIT, 0)
@@ -357,14 +304,12 @@ func (w *worker) read(ln *lane) {
 // acquire gives a lane a buffer, or queues it for the next one the pool
 // frees and reports false.
 func (w *worker) acquire(ln *lane) bool {
-	b, wait, err := w.grants.Acquire(ln.lane().Account, front.Token(ln.slot, ln.gen))
+	b, err := w.host.Acquire(ln, front.Token(ln.slot, ln.gen))
 	switch {
 	case err != nil:
 		w.finish(ln, fmt.Errorf("ring: runner: lane %d: acquire: %w", ln.lane().ID, err))
 		return false
-	case wait:
-		ln.waiting = true
-		w.starved++
+	case b == nil:
 		return false
 	}
 	w.take(ln, b)
@@ -379,8 +324,7 @@ func (w *worker) take(ln *lane, b *pool.Buf) {
 		ln.fa.grant = b
 		return
 	}
-	ln.d.Hold(b, time.Now())
-	w.settle(ln)
+	w.host.Hold(ln, b, time.Now())
 }
 
 // grant collects a buffer the pool reserved for a waiting lane
@@ -388,16 +332,10 @@ func (w *worker) take(ln *lane, b *pool.Buf) {
 // comes while delivery paused reading goes back to the pool unless the
 // lane is cutting; the lane parks, and the resume acquires again.
 func (w *worker) grant(ln *lane) {
-	if !ln.waiting {
+	b, done, err := w.host.Collect(ln, front.Token(ln.slot, ln.gen), w.r.front.Paused.Load())
+	if !done {
 		return
 	}
-	giveBack := w.r.front.Paused.Load() && !ln.d.Cutting()
-	b, wait, err := w.grants.Collect(ln.lane().Account, front.Token(ln.slot, ln.gen), giveBack)
-	if wait {
-		return
-	}
-	ln.waiting = false
-	w.starved--
 	switch {
 	case err != nil:
 		w.finish(ln, fmt.Errorf("ring: runner: lane %d: acquire: %w", ln.lane().ID, err))
@@ -405,5 +343,5 @@ func (w *worker) grant(ln *lane) {
 	case b != nil:
 		w.take(ln, b)
 	}
-	w.enqueue(ln)
+	w.host.Enqueue(ln)
 }

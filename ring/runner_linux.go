@@ -184,12 +184,10 @@ func newRunner(cfg contract.RunnerConfig, opts runnerOptions) (*Runner, error) {
 	}
 	n := max(cfg.Workers, 1)
 	for i := range n {
-		w := &worker{r: r, id: i, setup: make(chan error, 1), batchWait: batchWait, pace: front.NewPace(cfg)}
+		w := &worker{r: r, id: i, setup: make(chan error, 1), batchWait: batchWait}
 		w.SetGenMask(genMask)
 		w.onCQE, w.wake = w.handleCQE, w.wakeLocked
-		w.advanceQueued, w.turnSpent = w.serveQueued, w.spent
-		w.laneSlack, w.flushDueLane = w.slack, w.flushDueNow
-		w.grants.Post = func(tok uint64) { w.post(cmd{op: cmdGrant, tok: tok}) }
+		w.host.Init(front.NewPace(cfg), func(tok uint64) { w.post(cmd{op: cmdGrant, tok: tok}) }, w.spent, w.advance, w.flushDueNow)
 		r.workers = append(r.workers, w)
 	}
 	ops := front.Ops[*worker]{Runner: "uring", Wait: r.wg.Wait, Stats: (*worker).stats}

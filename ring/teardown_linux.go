@@ -147,5 +147,5 @@ func (w *worker) abandon(ln *lane) bool {
 	if ln.mode == modeFile && ln.op == tagRead {
 		return w.abandonFile(ln)
 	}
-	return ln.op == tagRead && ln.d.Abandon()
+	return ln.op == tagRead && ln.Driver.Abandon()
 }

@@ -14,8 +14,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-io/sluice/internal/contract"
-	"github.com/sluice-io/sluice/internal/driver"
-	"github.com/sluice-io/sluice/internal/flush"
 	"github.com/sluice-io/sluice/internal/front"
 	"github.com/sluice-io/sluice/internal/mmsg"
 	"github.com/sluice-io/sluice/internal/uring"
@@ -131,15 +129,16 @@ type worker struct {
 	recvmmsg atomic.Uint64 // datagram batches received outside the ring
 
 	// Owned by the worker goroutine.
-	ring      *uring.Ring
-	slots     front.Slab[lane]  // by slot index
-	line      front.Line[*lane] // lanes to advance, in the order a turn serves them
-	parked    []*lane           // readable lanes held back by a pause
-	flushes   flush.Heap[*lane] // lanes holding partial data, by flush deadline
+	ring  *uring.Ring
+	slots front.Slab[lane] // by slot index
+	// host is the lane bookkeeping the epoll worker keeps too: the line
+	// a turn serves lanes in, the turn's pace, pool acquires and grants,
+	// commits and the flush heap (front.Host).
+	host      front.Host[*lane]
+	parked    []*lane // readable lanes held back by a pause
 	syncs     []chan struct{}
 	mmsg      *mmsg.Receiver // receives datagram lanes' batches with recvmmsg(2)
 	moreReady bool           // a lane read this turn is still readable: turn again at once
-	grants    front.Grants   // lanes' grant notifications, by slot; made when a lane first waits for a buffer
 	files     fileTable      // accepted connections' sockets, as direct descriptors
 	live      int            // lanes added and not finished
 	// The listeners' accepts on this worker (accept_linux.go): those with
@@ -154,11 +153,10 @@ type worker struct {
 	// complete at submission: the wait then must not hold it back.
 	batchWait   time.Duration
 	readsIssued bool
-	// starved counts lanes waiting for a pool buffer, polling those with
-	// a poll in flight. A batched wait holds back every completion, the
-	// Waker's too, so it is used only while several lanes poll, or a few
-	// stream sockets do, and none waits for a grant.
-	starved int
+	// polling counts the lanes with a poll in flight. A batched wait
+	// holds back every completion, the Waker's too, so it is used only
+	// while several lanes poll, or a few stream sockets do, and none waits
+	// for a grant (host.Starved).
 	polling int
 	// pollingStreams counts the polls of stream sockets among them.
 	pollingStreams int
@@ -167,59 +165,47 @@ type worker struct {
 	// back a few polling stream lanes (see nextStreamHold).
 	cycleBytes int64
 	streamHold time.Duration
-	pace       front.Pace // the turn's budget of bytes, and when to yield to processing
-	// advanceQueued and turnSpent are serveQueued and spent, the line's
-	// calls, bound once so that a turn allocates nothing.
-	advanceQueued func(*lane)
-	turnSpent     func() bool
-	// laneSlack and flushDueLane are slack and flushDueNow, the flush
-	// heap's calls (flush.Heap.PopDue), bound once.
-	laneSlack    func(*lane) time.Duration
-	flushDueLane func(*lane, time.Time)
-	woken        bool  // the Waker's read completed: re-arm it
-	closing      bool  // Close was asked: finish every lane, then exit
-	fatal        error // the ring failed; the loop ends
-	failure      error // why quiesce stopped the lanes: their Finish error
+	woken      bool  // the Waker's read completed: re-arm it
+	closing    bool  // Close was asked: finish every lane, then exit
+	fatal      error // the ring failed; the loop ends
+	failure    error // why quiesce stopped the lanes: their Finish error
 }
 
 // lane is a worker's state for one lane. Slots are reused; the generation
 // tells incarnations apart. A worker keeps one for every connection it
 // drives, most of them idle, so the fields are as small as their values
 // allow and the rarely used ones live elsewhere: a framed or datagram
-// lane's state in d, a file lane's read-ahead in fa, a lane's grant
-// notification made on its first pool wait, and a failed worker's reason
-// on the worker. The worker allocates them in slabs (front.Slab).
+// lane's state in the driver, a file lane's read-ahead in fa, a lane's
+// grant notification made on its first pool wait, and a failed worker's
+// reason on the worker. The worker allocates them in slabs (front.Slab).
 type lane struct {
-	// d is the lane's buffer, its framing and the emit rules
-	// (internal/driver); the worker only arms reads and tells it what
-	// they brought. d.Lane() is the engine's lane.
-	d  driver.Lane
-	fl flush.Mark[*lane] // the lane's place in the flush heap, while d has a deadline
+	// Seat is what the host keeps of the lane: its driver (the buffer,
+	// the framing and the emit rules of internal/driver; Driver.Lane() is
+	// the engine's lane), its place in the flush heap and in line, its
+	// pool wait, and in Last what its last read brought or, while a read
+	// is in flight, what it asked for.
+	front.Seat[*lane]
 
 	fa *fileAhead // a file lane's read-ahead (for modeFileSeq, fa.next alone: its next read's offset); nil for other lanes
 
 	slot uint32
 	gen  uint32 // zero when the slot is free
 	fd   int32
-	want int32 // length of the read in flight; once it completed, what it brought
 	mode readMode
 	op   opTag // the operation in flight, if any (tagRead for a file lane's reads)
 
-	readable  bool  // data (or an end) is expected: read rather than poll
-	queued    bool  // in the ready queue
-	parked    bool  // in the parked list
-	waiting   bool  // a pool Wait is pending
-	fixed     bool  // fd is a slot of the worker's file table (files_linux.go)
-	owned     bool  // the worker closes fd when the lane ends (contract.HandOff)
-	removing  bool  // Remove asked: cancel, then finish
-	failed    bool  // removed because the worker failed: Finish reports w.failure
-	cancelled bool  // the cancel SQE was issued
-	flushNow  bool  // the flush deadline passed during a read
-	streak    uint8 // reads in a row that left the socket with data (requeue)
+	readable  bool // data (or an end) is expected: read rather than poll
+	parked    bool // in the parked list
+	fixed     bool // fd is a slot of the worker's file table (files_linux.go)
+	owned     bool // the worker closes fd when the lane ends (contract.HandOff)
+	removing  bool // Remove asked: cancel, then finish
+	failed    bool // removed because the worker failed: Finish reports w.failure
+	cancelled bool // the cancel SQE was issued
+	flushNow  bool // the flush deadline passed during a read
 }
 
 // lane returns the engine's lane that ln drives.
-func (ln *lane) lane() *contract.Lane { return ln.d.Lane() }
+func (ln *lane) lane() *contract.Lane { return ln.Driver.Lane() }
 
 // stopErr is what Finish reports once a removed lane's operations end.
 func (w *worker) stopErr(ln *lane) error {
@@ -336,18 +322,18 @@ func (w *worker) loop() error {
 	for {
 		// Processing is woken once a phase, not once a chunk: each hold
 		// ends before the worker yields or waits.
-		w.pace.Hold()
+		w.host.Pace.Hold()
 		exit, err := w.reap()
-		w.pace.Release()
+		w.host.Pace.Release()
 		if exit || err != nil {
 			return err
 		}
-		if w.pace.YieldDue() {
-			w.pace.Yield()
+		if w.host.Pace.YieldDue() {
+			w.host.Pace.Yield()
 		}
-		w.pace.Hold()
+		w.host.Pace.Hold()
 		now, err := w.issue()
-		w.pace.Release()
+		w.host.Pace.Release()
 		if err != nil {
 			return err
 		}
@@ -366,8 +352,8 @@ func (w *worker) loop() error {
 		if ready {
 			continue
 		}
-		if w.pace.Pending() {
-			w.pace.Yield()
+		if w.host.Pace.Pending() {
+			w.host.Pace.Yield()
 		}
 		if err := w.wait(now); err != nil {
 			return err
@@ -431,11 +417,11 @@ func (w *worker) wait(now time.Time) error {
 		w.streamHold = 0
 	}
 	w.cycleBytes = 0
-	flush, flushing := w.nextFlush(now)
+	flush, flushing := w.host.NextFlush(now)
 	p := planWait(waitState{
-		stuck:       w.woken || w.line.Len() > 0,
+		stuck:       w.woken || w.host.Lined() > 0,
 		readsIssued: w.readsIssued,
-		starved:     w.starved,
+		starved:     w.host.Starved,
 		polling:     w.polling,
 		fewStreams:  w.fewStreams(),
 		batchWait:   w.batchWait,
@@ -619,7 +605,7 @@ func (w *worker) runCmd(c *cmd) {
 		for _, ln := range w.parked {
 			if ln.parked {
 				ln.parked = false
-				w.enqueueReadable(ln)
+				w.host.Readable(ln, ln.mode == modeSock)
 			}
 		}
 		clear(w.parked)
@@ -676,12 +662,12 @@ func (w *worker) add(c *cmd) {
 	}
 	w.live++
 	if hold := w.maxHold(c.lane.Flush, c.mode); c.mode == modeDgram {
-		ln.d.ResetDatagram(c.lane, hold)
+		ln.Driver.ResetDatagram(c.lane, hold)
 	} else {
-		ln.d.Reset(c.lane, hold)
+		ln.Driver.Reset(c.lane, hold)
 	}
 	switch {
-	case c.mode == modeFile && ln.d.Framed():
+	case c.mode == modeFile && ln.Driver.Framed():
 		// Read-ahead fills buffers the tail of a record could not be
 		// carried into: a framed file is read one buffer at a time.
 		ln.mode, ln.fa = modeFileSeq, &fileAhead{next: c.off} // fa.next: the next read's offset
@@ -699,7 +685,7 @@ func (w *worker) add(c *cmd) {
 		w.remove(ln)
 		return
 	}
-	w.enqueue(ln)
+	w.host.Enqueue(ln)
 }
 
 // remove stops a lane with srcs.ErrStopped.
@@ -728,20 +714,17 @@ func (w *worker) finish(ln *lane, err error) {
 	if ln.op != tagNone {
 		panic("ring: runner: finishing a lane with an operation in flight")
 	}
-	w.flushes.Remove(&ln.fl)
+	w.host.Leave(ln)
 	if ln.mode == modeFile {
 		// Reads completed in order go out before the end; the kernel is
 		// done with the rest.
 		w.emitFileReads(ln)
 		w.releaseFileReads(ln)
 	}
-	if ln.waiting {
-		w.starved--
-	}
 	if rerr := w.release(ln); rerr != nil {
 		w.r.log.Error("ring: runner: closing a connection", "lane", ln.lane().ID, "err", rerr)
 	}
-	l, tok, d := ln.lane(), front.Token(ln.slot, ln.gen), ln.d
+	l, tok, d := ln.lane(), front.Token(ln.slot, ln.gen), ln.Driver
 	*ln = lane{} // the slot is free; queued pointers go stale
 	w.live--
 	w.r.front.Finished(w, l, tok)

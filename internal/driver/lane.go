@@ -406,6 +406,15 @@ func (d *Lane) Flush(now time.Time) {
 	}
 }
 
+// Idle gives back the buffer of a lane that holds no data: a lane that
+// waits for its source holds no buffer, which serves the next waiter
+// better.
+func (d *Lane) Idle() {
+	if d.n == 0 && d.buf != nil {
+		d.release()
+	}
+}
+
 // Abandon forgets the held buffer and the data in it without releasing or
 // emitting it, for a runner whose kernel may still write into it: the
 // buffer stays charged to the lane's account and is never reused. It

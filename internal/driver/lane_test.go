@@ -190,6 +190,26 @@ func TestLaneNoHold(t *testing.T) {
 	}
 }
 
+// TestLaneIdle: an idle lane gives its empty buffer back to the pool, and
+// keeps one that holds data.
+func TestLaneIdle(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	d, s, p := newLane(t, nil, 4096, 2, time.Second)
+	d.Idle() // holds nothing: nothing to give back
+	b, _ := d.Lane().Account.TryAcquire()
+	d.Hold(b, t0)
+	d.Idle()
+	if d.Held() || p.Stats().InUse != 0 {
+		t.Fatalf("an idle lane kept its empty buffer (held %v, %d in use)", d.Held(), p.Stats().InUse)
+	}
+	read(t, d, []byte("partial"), t0)
+	d.Idle()
+	if !d.Held() || d.Pending() != len("partial") || len(s.chunks) != 0 {
+		t.Fatalf("Idle let go of held data: held %v, pending %d, chunks %d", d.Held(), d.Pending(), len(s.chunks))
+	}
+	d.Finish(io.EOF)
+}
+
 // TestLaneParks: part of a record that waited a flush timeout leaves the
 // pool when it is at most contract.ParkMax bytes, and comes back with the
 // lane's next buffer; a longer part keeps its buffer and sets no deadline
