@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/internal/driver"
-	"github.com/sluice-io/sluice/internal/flush"
 	"github.com/sluice-io/sluice/pool"
 )
 
@@ -18,7 +17,7 @@ type Seat[L any] struct {
 	// (internal/driver); the backend arms reads and the host tells the
 	// driver what they brought.
 	Driver driver.Lane
-	fl     flush.Mark[L] // the lane's place in the flush heap, while the driver has a deadline
+	fl     FlushMark[L] // the lane's place in the flush heap, while the driver has a deadline
 	// Last is what the lane's last read brought, which says what its next
 	// may bring (Host.Spend) and whether its socket is light (Host.Readable);
 	// while a uring read is in flight, what that read asked for.
@@ -53,7 +52,7 @@ type Hosted[L any] interface {
 type Host[L Hosted[L]] struct {
 	line    Line[L]
 	grants  Grants
-	flushes flush.Heap[L]
+	flushes FlushHeap[L]
 	// Pace is the turn's budget of bytes and when to yield to processing.
 	Pace Pace
 	// Starved counts the lanes waiting for a pool buffer.
@@ -202,7 +201,7 @@ func (h *Host[L]) Collect(ln L, tok uint64, paused bool) (b *pool.Buf, done bool
 }
 
 // FlushDue hands the backend each lane whose flush deadline has passed at
-// now or falls within its slack (flush.Heap.PopDue).
+// now or falls within its slack (FlushHeap.PopDue).
 func (h *Host[L]) FlushDue(now time.Time) { h.flushes.PopDue(now, h.slack, h.flushDue) }
 
 // NextFlush returns how long after now the earliest flush deadline falls,

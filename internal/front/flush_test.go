@@ -1,4 +1,4 @@
-package flush
+package front
 
 import (
 	"math/rand/v2"
@@ -7,21 +7,21 @@ import (
 	"time"
 )
 
-type item struct {
+type flushItem struct {
 	id   int
-	mark Mark[*item]
+	mark FlushMark[*flushItem]
 }
 
-// TestHeapAgainstModel drives a heap with random pushes, fixes, removes
+// TestFlushHeapAgainstModel drives a heap with random pushes, fixes, removes
 // and pops, and checks every step against a plain list.
-func TestHeapAgainstModel(t *testing.T) {
+func TestFlushHeapAgainstModel(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(1, 2))
 	base := time.Now()
-	items := make([]*item, 64)
+	items := make([]*flushItem, 64)
 	for i := range items {
-		items[i] = &item{id: i}
+		items[i] = &flushItem{id: i}
 	}
-	var h Heap[*item]
+	var h FlushHeap[*flushItem]
 	model := map[int]time.Time{}
 	for step := range 20000 {
 		it := items[rnd.IntN(len(items))]
@@ -70,13 +70,13 @@ func TestHeapAgainstModel(t *testing.T) {
 	}
 }
 
-// BenchmarkHeapPushRemove: the cost a flush deadline adds to a chunk.
-func BenchmarkHeapPushRemove(b *testing.B) {
-	items := make([]*item, 1000)
-	var h Heap[*item]
+// BenchmarkFlushHeapPushRemove: the cost a flush deadline adds to a chunk.
+func BenchmarkFlushHeapPushRemove(b *testing.B) {
+	items := make([]*flushItem, 1000)
+	var h FlushHeap[*flushItem]
 	base := time.Now()
 	for i := range items {
-		items[i] = &item{id: i}
+		items[i] = &flushItem{id: i}
 		h.Push(&items[i].mark, items[i], base.Add(time.Duration(i)*time.Microsecond))
 	}
 	b.ReportAllocs()
@@ -94,20 +94,20 @@ func BenchmarkHeapPushRemove(b *testing.B) {
 // waits; the rest stay.
 func TestPopDue(t *testing.T) {
 	base := time.Now()
-	items := make([]*item, 5)
-	var h Heap[*item]
+	items := make([]*flushItem, 5)
+	var h FlushHeap[*flushItem]
 	for i := range items {
-		items[i] = &item{id: i}
+		items[i] = &flushItem{id: i}
 		h.Push(&items[i].mark, items[i], base.Add(time.Duration(i)*10*time.Millisecond))
 	}
-	slack := func(it *item) time.Duration {
+	slack := func(it *flushItem) time.Duration {
 		if it.id == 3 {
 			return 15 * time.Millisecond // due at 30 ms, early from 15 ms
 		}
 		return 0
 	}
 	var got []int
-	h.PopDue(base.Add(15*time.Millisecond), slack, func(it *item, _ time.Time) {
+	h.PopDue(base.Add(15*time.Millisecond), slack, func(it *flushItem, _ time.Time) {
 		if it.mark.In() {
 			t.Fatalf("item %d handed over while still in the heap", it.id)
 		}
@@ -122,7 +122,7 @@ func TestPopDue(t *testing.T) {
 		t.Fatalf("handed over %v, want [0 1]", got)
 	}
 	got = got[:0]
-	h.PopDue(base.Add(20*time.Millisecond), slack, func(it *item, _ time.Time) { got = append(got, it.id) })
+	h.PopDue(base.Add(20*time.Millisecond), slack, func(it *flushItem, _ time.Time) { got = append(got, it.id) })
 	if !slices.Equal(got, []int{2, 3}) || h.Len() != 2 {
 		t.Fatalf("handed over %v (heap %d), want [2 3] and items 4 and 1 left", got, h.Len())
 	}
