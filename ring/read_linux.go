@@ -57,13 +57,23 @@ func (w *worker) readDone(ln *lane, res int32, flags uring.CQEFlags) {
 	switch r := driver.Result(n, errno, false); {
 	case ln.removing:
 		// Bytes that arrived with the cancel are still delivered.
-		if r == driver.ReadData && !w.commit(ln, n, flags) {
-			return
+		if r == driver.ReadData {
+			w.received(ln, n, flags)
+			if err := w.host.Commit(ln, n, time.Now()); err != nil {
+				w.finish(ln, err)
+				return
+			}
 		}
 		w.finish(ln, w.stopErr(ln))
 		return
 	case r == driver.ReadData:
-		if !w.commit(ln, n, flags) {
+		// The bytes go to the driver and the lane back in line in one
+		// call (front.Host.Completed): a socket that drained arms its
+		// poll first thing next turn, one that still holds data is read
+		// again next, and a file's lane joins the back of the queue.
+		w.received(ln, n, flags)
+		if err := w.host.Completed(ln, n, time.Now(), !ln.readable, ln.readable && ln.mode == modeSock); err != nil {
+			w.finish(ln, err)
 			return
 		}
 	case r == driver.ReadEnd:
@@ -71,6 +81,7 @@ func (w *worker) readDone(ln *lane, res int32, flags uring.CQEFlags) {
 		return
 	case r == driver.ReadDrained:
 		ln.readable = false
+		w.host.Requeue(ln, true, false)
 	case r == driver.ReadFailed:
 		w.finish(ln, driver.ReadError(ln.mode.opName(), errno))
 		return
@@ -79,37 +90,21 @@ func (w *worker) readDone(ln *lane, res int32, flags uring.CQEFlags) {
 		ln.flushNow = false
 		w.flushLane(ln, time.Now())
 	}
-	w.requeue(ln)
 }
 
-// requeue puts a lane whose read completed back in line (front.Requeue):
-// a socket that drained arms its poll first thing next turn, one that
-// still holds data is read again next, and any other lane (a file's, one
-// being removed) joins the back of the ready queue.
-func (w *worker) requeue(ln *lane) {
-	w.host.Requeue(ln, !ln.readable && ln.mode != modeFile, ln.readable && ln.mode == modeSock && !ln.removing)
-}
-
-// commit hands n bytes a read brought to ln's driver, and notes whether the
-// lane is still readable: a short read from a socket means it drained (a
-// poll, which checks the level when armed, tells when to read again); a
-// file is always readable, its end reading as 0. It reports false when the
-// bytes could not be framed, which finished the lane.
-func (w *worker) commit(ln *lane, n int, flags uring.CQEFlags) bool {
+// received notes what a read of n bytes says of ln's source, before the
+// bytes go to its driver: a short read from a socket means it drained (a
+// poll, which checks the level when armed, tells when to read again),
+// while a framed file read one buffer at a time is always readable, its
+// end reading as 0.
+func (w *worker) received(ln *lane, n int, flags uring.CQEFlags) {
 	switch ln.mode {
 	case modeFileSeq:
 		ln.fa.next += int64(n)
 	case modeSock:
 		w.cycleBytes += int64(n)
 	}
-	full := n == int(ln.Last)
-	if err := w.host.Commit(ln, n, time.Now()); err != nil {
-		w.finish(ln, err)
-		return false
-	}
-	ln.readable = flags&uring.CQEFSockNonempty != 0 || full || ln.mode == modeFileSeq
-	ln.Last = int32(n)
-	return true
+	ln.readable = flags&uring.CQEFSockNonempty != 0 || n == int(ln.Last) || ln.mode == modeFileSeq
 }
 
 func (m readMode) opName() string {

@@ -153,6 +153,19 @@ func (h *Host[L]) Commit(ln L, n int, now time.Time) error {
 	return err
 }
 
+// Completed is a completed read's bookkeeping in one call: the n bytes
+// ln's read brought at now go to its driver (Commit), and the lane stands
+// in line for its next read where Requeue places it, with armPoll and
+// drainable as there. An error ends the lane, which then stands nowhere.
+func (h *Host[L]) Completed(ln L, n int, now time.Time, armPoll, drainable bool) error {
+	if err := h.Commit(ln, n, now); err != nil {
+		return err
+	}
+	ln.HostSeat().Last = int32(n)
+	h.Requeue(ln, armPoll, drainable)
+	return nil
+}
+
 // Settle follows a step of ln's driver other than a commit (a hold, a
 // flush, a datagram batch): see Commit.
 func (h *Host[L]) Settle(ln L) { h.note(ln, ln.HostSeat().Driver.Settle()) }

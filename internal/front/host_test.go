@@ -228,3 +228,35 @@ func TestHostNoAllocations(t *testing.T) {
 	}
 	a.Driver.Finish(nil)
 }
+
+// TestHostCompleted: a completed read's one call commits its bytes,
+// remembers what the read brought, and stands the lane in line: a drained
+// socket first, a draining one next, ahead of the ready queue.
+func TestHostCompleted(t *testing.T) {
+	r := newHostRig(t, 4)
+	t0 := time.Unix(1000, 0)
+	a, b, c := r.lane(1, 0), r.lane(2, 0), r.lane(3, 0)
+	r.h.Enqueue(c)
+	for i, ln := range []*hostLane{a, b} {
+		buf, err := r.h.Acquire(ln, uint64(i+1))
+		if err != nil || buf == nil {
+			t.Fatalf("Acquire: %v, %v", buf, err)
+		}
+		r.h.Hold(ln, buf, t0)
+	}
+	if err := r.h.Completed(b, 100, t0, false, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.h.Completed(a, 10, t0, true, false); err != nil {
+		t.Fatal(err)
+	}
+	if a.Last != 10 || b.Last != 100 || r.out.chunks != 2 || r.out.bytes != 110 {
+		t.Fatalf("Last %d and %d, %d chunks of %d bytes; want 10 and 100, two chunks of 110 (no hold: emitted at once)",
+			a.Last, b.Last, r.out.chunks, r.out.bytes)
+	}
+	if got, _ := r.serve(); !slices.Equal(got, []int{1, 2, 3}) {
+		t.Fatalf("served %v, want the drained socket, the draining one, then the queue", got)
+	}
+	a.Driver.Finish(nil)
+	b.Driver.Finish(nil)
+}
