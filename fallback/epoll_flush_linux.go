@@ -9,7 +9,7 @@ import (
 )
 
 // flushDue flushes the lanes whose deadline has passed or is within its
-// slack (front.Host.FlushDue).
+// slack (driver.Host.FlushDue).
 func (w *epWorker) flushDue(now time.Time) { w.host.FlushDue(now) }
 
 // flushDueNow flushes a lane the heap found due.

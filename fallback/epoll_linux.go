@@ -91,7 +91,7 @@ func NewEpoll(cfg contract.RunnerConfig) (*Epoll, error) {
 	}
 	e := &Epoll{log: log}
 	for range n {
-		w, err := newEpWorker(e, front.NewPace(cfg))
+		w, err := newEpWorker(e, driver.NewPace(cfg))
 		if err != nil {
 			for _, w := range e.workers {
 				w.closeFDs()

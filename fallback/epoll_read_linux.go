@@ -14,7 +14,6 @@ import (
 
 	"github.com/sluice-io/sluice/internal/contract"
 	"github.com/sluice-io/sluice/internal/driver"
-	"github.com/sluice-io/sluice/internal/front"
 )
 
 // epLane is a worker's state for one lane. Slots are reused; the token
@@ -25,7 +24,7 @@ type epLane struct {
 	// Seat is what the host keeps of the lane: its driver, its place in
 	// the flush heap and in line, its pool wait, and in Last what its last
 	// read brought.
-	front.Seat[*epLane]
+	driver.Seat[*epLane]
 	tok uint64 // zero when the slot is free
 	// early is the token of a readiness event that beat its add command,
 	// and earlyHup whether that event reported a hang-up or an error.
@@ -74,10 +73,10 @@ func (w *epWorker) event(ev *unix.EpollEvent) {
 	w.host.Readable(ln, ln.sock)
 }
 
-// serve gives each lane in line (front.Line: those whose sockets became
+// serve gives each lane in line (driver.Line: those whose sockets became
 // readable after a last read that brought little, those draining their
 // sockets, the ready queue) one read budget, in order, until delivery
-// pauses or the turn's reads may bring front.TurnBytes: the rest keep
+// pauses or the turn's reads may bring driver.TurnBytes: the rest keep
 // their places for the next turn. A lane whose socket still holds data
 // after its budget is served first next turn (requeue).
 func (w *epWorker) serve() { w.host.Serve() }
@@ -86,8 +85,8 @@ func (w *epWorker) serve() { w.host.Serve() }
 func (w *epWorker) spent() bool { return w.e.front.Paused.Load() || w.host.Pace.Spent() }
 
 // requeue puts a lane whose socket still holds data after its read
-// budget back in line (front.Requeue): served first next turn, until it
-// has been so for front.DrainReads turns in a row or while delivery
+// budget back in line (driver.Requeue): served first next turn, until it
+// has been so for driver.DrainReads turns in a row or while delivery
 // paused reading; then it joins the back of the queue.
 func (w *epWorker) requeue(ln *epLane) { w.host.Requeue(ln, false, !w.e.front.Paused.Load()) }
 
@@ -231,7 +230,7 @@ func (w *epWorker) acquire(ln *epLane) bool {
 }
 
 // grant collects a buffer the pool reserved for a waiting lane
-// (front.Grants.Collect): a spurious grant leaves it waiting, and one that
+// (driver.Grants.Collect): a spurious grant leaves it waiting, and one that
 // comes while delivery paused reading goes back to the pool unless the
 // lane is cutting; the lane stays readable and queued, so the resume
 // acquires again.

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-io/sluice/internal/contract"
+	"github.com/sluice-io/sluice/internal/driver"
 	"github.com/sluice-io/sluice/internal/front"
 	"github.com/sluice-io/sluice/internal/mmsg"
 	"github.com/sluice-io/sluice/srcs"
@@ -82,8 +83,8 @@ type epWorker struct {
 	slots front.Slab[epLane] // by slot index
 	// host is the lane bookkeeping the uring worker keeps too: the line
 	// a turn serves lanes in, the turn's pace, pool acquires and grants,
-	// commits and the flush heap (front.Host).
-	host   front.Host[*epLane]
+	// commits and the flush heap (driver.Host).
+	host   driver.Host[*epLane]
 	events []unix.EpollEvent
 	mmsg   *mmsg.Receiver // receives a datagram lane's batches
 	drain  [8]byte        // eventfd read buffer
@@ -93,7 +94,7 @@ type epWorker struct {
 	acceptors []*epAcceptor
 }
 
-func newEpWorker(e *Epoll, pace front.Pace) (*epWorker, error) {
+func newEpWorker(e *Epoll, pace driver.Pace) (*epWorker, error) {
 	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("fallback: epoll: %w", os.NewSyscallError("epoll_create1", err))
@@ -132,7 +133,7 @@ func epEventToken(ev *unix.EpollEvent) uint64 {
 
 // allocSlot reserves a slot and returns its new token. Any goroutine.
 func (w *epWorker) allocSlot() uint64 {
-	return front.Token(w.AllocSlot())
+	return driver.Token(w.AllocSlot())
 }
 
 // freeSlot returns a token's slot for reuse. Any goroutine.
@@ -175,10 +176,10 @@ func (w *epWorker) run() {
 // loop runs turns until a close command arrives or epoll_wait fails.
 //
 // A turn runs the commands, then serves the ready lanes until its reads
-// may bring front.TurnBytes, and emits partial buffers that are due;
+// may bring driver.TurnBytes, and emits partial buffers that are due;
 // between the two, once it has read that much or emitted
-// front.YieldChunks chunks since it last did, and before a wait that may
-// sleep, the worker yields its P to processing (front.Pace), which then
+// driver.YieldChunks chunks since it last did, and before a wait that may
+// sleep, the worker yields its P to processing (driver.Pace), which then
 // takes what was read while it is still in the cache.
 func (w *epWorker) loop() error {
 	for {

@@ -73,7 +73,7 @@ type fileAhead struct {
 
 // advanceFile issues reads for a file lane until fileDepth are queued, the
 // pool refuses a buffer, or the SQ is full. A file's reads are not held to
-// a turn's budget of bytes (front.Pace): page-cache reads complete at
+// a turn's budget of bytes (driver.Pace): page-cache reads complete at
 // submission while processing checks earlier ones on another CPU, and a
 // read-ahead cut to a turn's 512 KiB read files at 0.72x the throughput
 // (decision 0023).

@@ -5,7 +5,7 @@ package ring
 import "time"
 
 // flushDue flushes the lanes whose deadline has passed or is within its
-// slack (front.Host.FlushDue).
+// slack (driver.Host.FlushDue).
 func (w *worker) flushDue(now time.Time) { w.host.FlushDue(now) }
 
 // flushDueNow flushes a lane that is due; one with a read in flight

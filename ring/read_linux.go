@@ -12,7 +12,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-io/sluice/internal/driver"
-	"github.com/sluice-io/sluice/internal/front"
 	"github.com/sluice-io/sluice/internal/uring"
 	"github.com/sluice-io/sluice/pool"
 )
@@ -68,7 +67,7 @@ func (w *worker) readDone(ln *lane, res int32, flags uring.CQEFlags) {
 		return
 	case r == driver.ReadData:
 		// The bytes go to the driver and the lane back in line in one
-		// call (front.Host.Completed): a socket that drained arms its
+		// call (driver.Host.Completed): a socket that drained arms its
 		// poll first thing next turn, one that still holds data is read
 		// again next, and a file's lane joins the back of the queue.
 		w.received(ln, n, flags)
@@ -118,8 +117,8 @@ func (m readMode) opName() string {
 }
 
 // advanceReady issues the next operation of the lanes in line
-// (front.Line: the light lanes, those draining their sockets, the ready
-// queue), in order, until the reads issued may bring front.TurnBytes or
+// (driver.Line: the light lanes, those draining their sockets, the ready
+// queue), in order, until the reads issued may bring driver.TurnBytes or
 // the ring failed: the rest keep their places for the next turn, which
 // follows at once.
 func (w *worker) advanceReady() {
@@ -299,7 +298,7 @@ func (w *worker) read(ln *lane) {
 // acquire gives a lane a buffer, or queues it for the next one the pool
 // frees and reports false.
 func (w *worker) acquire(ln *lane) bool {
-	b, err := w.host.Acquire(ln, front.Token(ln.slot, ln.gen))
+	b, err := w.host.Acquire(ln, driver.Token(ln.slot, ln.gen))
 	switch {
 	case err != nil:
 		w.finish(ln, fmt.Errorf("ring: runner: lane %d: acquire: %w", ln.lane().ID, err))
@@ -323,11 +322,11 @@ func (w *worker) take(ln *lane, b *pool.Buf) {
 }
 
 // grant collects a buffer the pool reserved for a waiting lane
-// (front.Grants.Collect): a spurious grant leaves it waiting, and one that
+// (driver.Grants.Collect): a spurious grant leaves it waiting, and one that
 // comes while delivery paused reading goes back to the pool unless the
 // lane is cutting; the lane parks, and the resume acquires again.
 func (w *worker) grant(ln *lane) {
-	b, done, err := w.host.Collect(ln, front.Token(ln.slot, ln.gen), w.r.front.Paused.Load())
+	b, done, err := w.host.Collect(ln, driver.Token(ln.slot, ln.gen), w.r.front.Paused.Load())
 	if !done {
 		return
 	}

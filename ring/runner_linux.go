@@ -187,7 +187,7 @@ func newRunner(cfg contract.RunnerConfig, opts runnerOptions) (*Runner, error) {
 		w := &worker{r: r, id: i, setup: make(chan error, 1), batchWait: batchWait}
 		w.SetGenMask(genMask)
 		w.onCQE, w.wake = w.handleCQE, w.wakeLocked
-		w.host.Init(front.NewPace(cfg), func(tok uint64) { w.post(cmd{op: cmdGrant, tok: tok}) }, w.spent, w.advance, w.flushDueNow)
+		w.host.Init(driver.NewPace(cfg), func(tok uint64) { w.post(cmd{op: cmdGrant, tok: tok}) }, w.spent, w.advance, w.flushDueNow)
 		r.workers = append(r.workers, w)
 	}
 	ops := front.Ops[*worker]{Runner: "uring", Wait: r.wg.Wait, Stats: (*worker).stats}
@@ -261,7 +261,7 @@ func (r *Runner) queueAdd(w *worker, l *contract.Lane, c cmd) (tok uint64, ok bo
 		w.FreeSlot(idx)
 		return 0, false, fmt.Errorf("ring: runner: add lane %d: worker %d drives %d lanes, its most", l.ID, w.id, slotMask)
 	}
-	tok = front.Token(idx, gen)
+	tok = driver.Token(idx, gen)
 	c.tok = tok
 	w.AddLoad(1)
 	r.front.Lanes.Add(1)

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-io/sluice/internal/contract"
+	"github.com/sluice-io/sluice/internal/driver"
 	"github.com/sluice-io/sluice/internal/front"
 	"github.com/sluice-io/sluice/internal/mmsg"
 	"github.com/sluice-io/sluice/internal/uring"
@@ -133,8 +134,8 @@ type worker struct {
 	slots front.Slab[lane] // by slot index
 	// host is the lane bookkeeping the epoll worker keeps too: the line
 	// a turn serves lanes in, the turn's pace, pool acquires and grants,
-	// commits and the flush heap (front.Host).
-	host      front.Host[*lane]
+	// commits and the flush heap (driver.Host).
+	host      driver.Host[*lane]
 	parked    []*lane // readable lanes held back by a pause
 	syncs     []chan struct{}
 	mmsg      *mmsg.Receiver // receives datagram lanes' batches with recvmmsg(2)
@@ -184,7 +185,7 @@ type lane struct {
 	// the engine's lane), its place in the flush heap and in line, its
 	// pool wait, and in Last what its last read brought or, while a read
 	// is in flight, what it asked for.
-	front.Seat[*lane]
+	driver.Seat[*lane]
 
 	fa *fileAhead // a file lane's read-ahead (for modeFileSeq, fa.next alone: its next read's offset); nil for other lanes
 
@@ -309,9 +310,9 @@ func (w *worker) sqe() *uring.SQE {
 // without waiting and without giving up its P. Only when nothing is ready
 // does it wait in the kernel.
 //
-// A turn's reads bring at most about front.TurnBytes, and between reaping
-// and issuing, once it has read that much or emitted front.YieldChunks
-// chunks since it last did, the worker yields its P (front.Pace) so that
+// A turn's reads bring at most about driver.TurnBytes, and between reaping
+// and issuing, once it has read that much or emitted driver.YieldChunks
+// chunks since it last did, the worker yields its P (driver.Pace) so that
 // processing takes what it read while the bytes are still in the cache,
 // and releases their buffers before the next reads take buffers again. It
 // yields before it waits, too. Each yield of a locked thread costs two
@@ -631,7 +632,7 @@ func (w *worker) runCmd(c *cmd) {
 
 // lane returns the live lane with token tok, or nil.
 func (w *worker) lane(tok uint64) *lane {
-	idx, gen := front.SplitToken(tok)
+	idx, gen := driver.SplitToken(tok)
 	if ln := w.slots.Lookup(idx); ln != nil && ln.gen == gen {
 		return ln
 	}
@@ -651,7 +652,7 @@ func (w *worker) maxHold(flush time.Duration, mode readMode) time.Duration {
 }
 
 func (w *worker) add(c *cmd) {
-	idx, gen := front.SplitToken(c.tok)
+	idx, gen := driver.SplitToken(c.tok)
 	ln := w.slots.Get(idx)
 	*ln = lane{
 		slot:     idx,
@@ -724,7 +725,7 @@ func (w *worker) finish(ln *lane, err error) {
 	if rerr := w.release(ln); rerr != nil {
 		w.r.log.Error("ring: runner: closing a connection", "lane", ln.lane().ID, "err", rerr)
 	}
-	l, tok, d := ln.lane(), front.Token(ln.slot, ln.gen), ln.Driver
+	l, tok, d := ln.lane(), driver.Token(ln.slot, ln.gen), ln.Driver
 	*ln = lane{} // the slot is free; queued pointers go stale
 	w.live--
 	w.r.front.Finished(w, l, tok)

@@ -22,6 +22,16 @@
 // getsockopt(2)): the one place in the package that makes system calls.
 // None of them reads or writes a source's bytes.
 //
+// The uring and epoll backends are one event loop over two kernel
+// interfaces, and the books they keep of their lanes are written once
+// too: a Host holds a worker's line (the order a turn serves lanes in,
+// Line and Requeue), the turn's budget (Pace), its lanes' pool acquires
+// and grants (Grants), their commits and their flush deadlines (the flush
+// heap); each lane's part of them is a Seat embedded in the backend's
+// lane. A completed read is one call (Host.Completed). The backend does
+// only what its kernel interface asks: arm a poll, a read or a cancel,
+// wait, wake.
+//
 // Building with -tags invariants makes every Lane check its own rules: a
 // buffer is held by exactly one lane, a lane finishes exactly once, and
 // nothing is emitted after it finished.

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 
 	"github.com/sluice-io/sluice/internal/contract"
+	"github.com/sluice-io/sluice/internal/driver"
 )
 
 // Front is the side of an event-loop runner that the engine's goroutines
@@ -147,7 +148,7 @@ func (f *Front[W]) Finished(m interface {
 	FreeSlot(idx uint32)
 	AddLoad(n int64)
 }, l *contract.Lane, tok uint64) {
-	idx, _ := SplitToken(tok)
+	idx, _ := driver.SplitToken(tok)
 	m.FreeSlot(idx)
 	m.AddLoad(-1)
 	f.Lanes.Add(-1)

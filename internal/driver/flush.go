@@ -2,7 +2,7 @@
 // filled buffer each holds, so that the worker finds the next deadline in
 // O(1) and lanes join, leave or move in O(log n).
 
-package front
+package driver
 
 import "time"
 

@@ -1,4 +1,4 @@
-package front
+package driver
 
 // Line is an event-loop worker's order of service, the part of its ready
 // queue written once for the uring and epoll workers: first the light

@@ -1,4 +1,4 @@
-package front
+package driver
 
 import (
 	"math/rand/v2"

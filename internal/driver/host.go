@@ -1,9 +1,8 @@
-package front
+package driver
 
 import (
 	"time"
 
-	"github.com/sluice-io/sluice/internal/driver"
 	"github.com/sluice-io/sluice/pool"
 )
 
@@ -13,10 +12,10 @@ import (
 // host finds it. The fields are ordered to pack: a worker keeps one per
 // connection it drives, most of them idle.
 type Seat[L any] struct {
-	// Driver is the lane's buffer, its framing and the emit rules
-	// (internal/driver); the backend arms reads and the host tells the
-	// driver what they brought.
-	Driver driver.Lane
+	// Driver is the lane's machine (Lane: its buffer, its framing and
+	// the emit rules); the backend arms reads and the host tells the
+	// machine what they brought.
+	Driver Lane
 	fl     FlushMark[L] // the lane's place in the flush heap, while the driver has a deadline
 	// Last is what the lane's last read brought, which says what its next
 	// may bring (Host.Spend) and whether its socket is light (Host.Readable);
@@ -170,7 +169,7 @@ func (h *Host[L]) Completed(ln L, n int, now time.Time, armPoll, drainable bool)
 // flush, a datagram batch): see Commit.
 func (h *Host[L]) Settle(ln L) { h.note(ln, ln.HostSeat().Driver.Settle()) }
 
-func (h *Host[L]) note(ln L, st driver.Step) {
+func (h *Host[L]) note(ln L, st Step) {
 	h.Pace.Emitted(st.Emitted)
 	h.flushes.Set(&ln.HostSeat().fl, ln, st.Due, st.HasDue)
 }
