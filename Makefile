@@ -70,7 +70,7 @@ test: deps vet lint
 	@echo "== make test: fio against the sink"
 	$(MAKE) fio-check
 
-# invariants runs the lane driver's own checks (internal/driver, built with
+# invariants runs the lane driver's own checks (internal/runner/driver, built with
 # -tags invariants: a buffer held by one lane only, Finish exactly once, no
 # emit after it) under the runners' tests (the runner suite, runnertest, with
 # its small pools and resets), the framed conformance suite, and the
@@ -120,7 +120,7 @@ perf-table:
 	$(GO) run ./cmd/sluice-bench tables --files README.md,docs/benchmarking.md,docs/jetstream.md
 
 # soak is the long form of the soak that `make test` runs for 60s under
-# the race detector (TestSoak in internal/soak): every kind of source on
+# the race detector (TestSoak in internal/app/soak): every kind of source on
 # one engine for SOAK (10m), then no mismatch and no leak; the report goes
 # to bench/out/soak.json. SOAK_FLAGS adds flags, e.g.
 # --runner epoll; SLUICE_SOAK=10m runs TestSoak that long instead.
@@ -135,7 +135,7 @@ sluice-soak:
 
 # microbench runs the micro benchmarks that guard the hot paths.
 microbench:
-	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./pool/ ./internal/uring/ ./ring/ ./fallback/ ./srcs/ ./internal/driver/ ./bench/load/
+	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./pool/ ./internal/runner/uring/ ./ring/ ./fallback/ ./srcs/ ./internal/runner/driver/ ./bench/load/
 
 clean:
 	$(GO) clean -testcache

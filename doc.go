@@ -16,5 +16,5 @@
 //	cmd/       the sluice, sluice-bench and sluice-soak commands
 //
 // Only ring/ and the slab allocator in pool/ may use unsafe or raw system
-// calls, and only tests may import internal/srcstest.
+// calls, and only tests may import internal/testkit/srcstest.
 package sluice

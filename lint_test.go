@@ -109,21 +109,21 @@ func selectorCalls(gf goFile, importPath string, match func(string) bool) []stri
 }
 
 // unsafeAllowed says where unsafe may live: the kernel interfaces,
-// io_uring's in internal/uring/ and recvmmsg's (which x/sys lacks) in
-// internal/mmsg/, and the slab allocator in pool/.
+// io_uring's in internal/runner/uring/ and recvmmsg's (which x/sys lacks) in
+// internal/runner/mmsg/, and the slab allocator in pool/.
 func unsafeAllowed(path string) bool {
-	return strings.HasPrefix(path, "internal/uring/") || strings.HasPrefix(path, "internal/mmsg/") || strings.HasPrefix(path, "pool/slab")
+	return strings.HasPrefix(path, "internal/runner/uring/") || strings.HasPrefix(path, "internal/runner/mmsg/") || strings.HasPrefix(path, "pool/slab")
 }
 
 // rawSyscallFiles are the files that may make raw system calls: io_uring's
-// in internal/uring/, and recvmmsg's for the runners that read datagram
+// in internal/runner/uring/, and recvmmsg's for the runners that read datagram
 // sockets themselves.
-var rawSyscallFiles = []string{"internal/uring/sys_linux.go", "internal/mmsg/mmsg_linux.go"}
+var rawSyscallFiles = []string{"internal/runner/uring/sys_linux.go", "internal/runner/mmsg/mmsg_linux.go"}
 
 func TestLintUnsafeOnlyInKernelRoomsAndSlab(t *testing.T) {
 	for _, gf := range moduleFiles(t) {
 		if importName(gf.ast, "unsafe") != "" && !unsafeAllowed(gf.path) {
-			t.Errorf("%s imports unsafe; only internal/uring/, internal/mmsg/ and pool/slab*.go may", gf.path)
+			t.Errorf("%s imports unsafe; only internal/runner/uring/, internal/runner/mmsg/ and pool/slab*.go may", gf.path)
 		}
 		for _, cg := range gf.ast.Comments {
 			for _, c := range cg.List {
@@ -170,8 +170,8 @@ func TestLintTypedAtomics(t *testing.T) {
 // shortFuncRooms are the packages whose functions stay within
 // maxFuncLines: the runners' event loops and the rooms under them, and the
 // JetStream publisher, where a long function hides a state machine.
-var shortFuncRooms = []string{"ring", "fallback", "internal/contract", "internal/driver", "internal/front",
-	"internal/mmsg", "internal/uring", "engine/jetstream"}
+var shortFuncRooms = []string{"ring", "fallback", "internal/contract", "internal/runner/driver", "internal/runner/front",
+	"internal/runner/mmsg", "internal/runner/uring", "engine/jetstream"}
 
 const maxFuncLines = 80
 
@@ -243,7 +243,7 @@ func TestLintGoleakInEveryTestMain(t *testing.T) {
 // layering is the import order docs/layout.md draws: the module's
 // packages the non-test files of each room may import. A package follows
 // the rule of the longest room that holds it, and naming a room admits
-// every package under it, so "internal" admits internal/front. A package
+// every package under it, so "internal" admits internal/runner/front. A package
 // with no room here fails the lint: a new room gets a row (and a line in
 // docs/layout.md's table) before it gets code.
 var layering = []struct {
@@ -256,36 +256,38 @@ var layering = []struct {
 	// below the user's API. srcs builds on it, so it builds on pool only.
 	{"internal/contract", []string{"pool"}},
 	// TLS certificates and CAs served from files, for srcs's TLSConfig.
-	{"internal/certs", nil},
+	{"internal/wire/certs", nil},
 	// The MQTT packet codec of the MQTT source (srcs/mqtt).
-	{"internal/mqtt", nil},
+	{"internal/wire/mqtt", nil},
 	// The PROXY protocol of srcs's listeners: the header's bytes read
 	// exactly, first bytes sniffed, address lists; no parser.
-	{"internal/proxy", nil},
+	{"internal/wire/proxy", nil},
 	// Where srcs finds TLS and the PROXY protocol, which srcs/trust
 	// provides when a program links it.
-	{"internal/trusthook", nil},
+	{"internal/wire/trusthook", nil},
 	// How a source reads a TLS session it waits on, through io.Reader
 	// only: srcs's connections and the MQTT source share it, and neither
 	// links crypto/tls through it.
-	{"internal/tlsread", []string{"internal/contract"}},
+	{"internal/wire/tlsread", []string{"internal/contract"}},
 	// io_uring's kernel interface, under the uring runner (ring/) alone.
-	{"internal/uring", nil},
-	{"srcs", []string{"pool", "internal/contract", "internal/certs", "internal/proxy", "internal/trusthook", "internal/tlsread"}},
+	{"internal/runner/uring", nil},
+	{"srcs", []string{"pool", "internal/contract", "internal/wire/certs", "internal/wire/proxy", "internal/wire/trusthook", "internal/wire/tlsread"}},
 	// TLS and the PROXY protocol's parser for srcs's listeners and
-	// clients, registered in internal/trusthook: apart from srcs, so that
+	// clients, registered in internal/wire/trusthook: apart from srcs, so that
 	// a program that serves neither links neither.
-	{"srcs/trust", []string{"pool", "srcs", "internal/contract", "internal/certs", "internal/trusthook"}},
+	{"srcs/trust", []string{"pool", "srcs", "internal/contract", "internal/wire/certs", "internal/wire/trusthook"}},
 	// The MQTT source, on srcs's vocabulary, with its packet codec (and
 	// mochi-mqtt's) and a broker's TLS (srcs/trust): apart from srcs, so
 	// that a program that reads no MQTT links none of them.
-	{"srcs/mqtt", []string{"pool", "srcs", "srcs/trust", "internal/contract", "internal/mqtt", "internal/tlsread"}},
-	// internal packages may build on one another (srcstest runs the
-	// mosquitto broker for tests).
-	{"internal", []string{"pool", "srcs", "internal"}},
-	{"ring", []string{"pool", "srcs", "internal"}},
-	{"fallback", []string{"pool", "srcs", "internal"}},
-	{"engine", []string{"pool", "srcs", "internal", "ring", "fallback"}},
+	{"srcs/mqtt", []string{"pool", "srcs", "srcs/trust", "internal/contract", "internal/wire/mqtt", "internal/wire/tlsread"}},
+	// What the runners build on, above srcs: the lane machine and the
+	// event-loop workers' books (driver), what stands in front of those
+	// workers (front) and recvmmsg (mmsg); io_uring's kernel interface
+	// (uring) has its row above.
+	{"internal/runner", []string{"pool", "srcs", "internal/contract", "internal/runner"}},
+	{"ring", []string{"pool", "srcs", "internal/contract", "internal/runner"}},
+	{"fallback", []string{"pool", "srcs", "internal/contract", "internal/runner"}},
+	{"engine", []string{"pool", "srcs", "internal/contract", "ring", "fallback"}},
 	// The engine's adapters: outputs and metrics on the engine's API.
 	{"engine/jetstream", []string{"engine", "srcs", "pool"}},
 	{"engine/metrics", []string{"engine", "srcs", "pool"}},
@@ -293,10 +295,14 @@ var layering = []struct {
 	// the engine and its adapters.
 	// Tests' engines: an engine listening on a loopback port, shut down
 	// when the test ends (a test helper: only tests import it).
-	{"internal/enginetest", []string{"engine", "srcs"}},
-	{"internal/node", []string{"engine", "engine/jetstream", "engine/metrics", "srcs", "pool"}},
+	{"internal/testkit/enginetest", []string{"engine", "srcs"}},
+	// What tests run on, apart from every floor: helpers only tests
+	// import (testHelperPkgs), a seeded source, and the mosquitto broker
+	// the soak runs too (srcstest runs it for tests).
+	{"internal/testkit", []string{"pool", "srcs", "internal/contract", "internal/testkit"}},
+	{"internal/app/node", []string{"engine", "engine/jetstream", "engine/metrics", "srcs", "pool"}},
 	// Commands: thin drivers over the node.
-	{"cmd", []string{"engine", "srcs", "pool", "internal/node"}},
+	{"cmd", []string{"engine", "srcs", "pool", "internal/app/node"}},
 	// The example programs: what a user of the library writes, on its
 	// public packages only.
 	{"examples", []string{"engine", "srcs", "pool"}},
@@ -327,8 +333,8 @@ var layering = []struct {
 	{"cmd/sluice-bench", append([]string{"bench", "bench/harness", "bench/load", "bench/report"}, benchScenarios...)},
 	// The soak, a reliability test rather than a benchmark, on the
 	// bench's harness, with the mosquitto broker; and its command.
-	{"internal/soak", []string{"engine", "srcs", "pool", "internal/mosquitto", "bench/harness", "bench/report"}},
-	{"cmd/sluice-soak", []string{"internal/soak", "bench/harness"}},
+	{"internal/app/soak", []string{"engine", "srcs", "pool", "internal/testkit/mosquitto", "bench/harness", "bench/report"}},
+	{"cmd/sluice-soak", []string{"internal/app/soak", "bench/harness"}},
 	// The gnet reference sink is a module of its own, so that gnet stays
 	// out of sluice's module graph; it imports nothing of sluice.
 	{"bench/gnetsink", nil},
@@ -337,11 +343,11 @@ var layering = []struct {
 // kernelRoom is io_uring's kernel interface, and kernelRoomUser the one
 // room that builds on it: the rest of the module reads the kernel through
 // ring's Probe and Runner.
-const kernelRoom, kernelRoomUser = "internal/uring", "ring"
+const kernelRoom, kernelRoomUser = "internal/runner/uring", "ring"
 
 // testHelperPkgs exist only for tests: no other file may import them (but
 // one another), so neither the library nor the bench links test code.
-var testHelperPkgs = []string{"internal/srcstest", "internal/recordtest", "internal/runnertest", "internal/testca", "internal/enginetest", "internal/exampletest", "bench/benchtest"}
+var testHelperPkgs = []string{"internal/testkit/srcstest", "internal/testkit/recordtest", "internal/testkit/runnertest", "internal/testkit/testca", "internal/testkit/enginetest", "internal/testkit/exampletest", "bench/benchtest"}
 
 // testHelper returns the test-helper package that holds pkg, or "".
 func testHelper(pkg string) string {
@@ -442,33 +448,35 @@ func TestLintLayeringCatchesSlips(t *testing.T) {
 		{"srcs/tcp.go", []string{"pool"}, ""},
 		{"srcs/tcp.go", []string{"ring"}, "srcs/tcp.go imports github.com/sluice-io/sluice/ring: srcs/ may import pool"},
 		{"srcs/tcp.go", []string{"internal/contract"}, ""},
-		{"srcs/tcp.go", []string{"internal/driver"}, "srcs/ may import pool, internal/contract, internal/certs, internal/proxy, internal/trusthook, internal/tlsread"},
-		{"srcs/tcp.go", []string{"internal/mqtt"}, "srcs/ may import pool, internal/contract"},
-		{"srcs/mqtt/mqtt.go", []string{"srcs", "srcs/trust", "internal/mqtt", "internal/tlsread"}, ""},
+		{"srcs/tcp.go", []string{"internal/runner/driver"}, "srcs/ may import pool, internal/contract, internal/wire/certs, internal/wire/proxy, internal/wire/trusthook, internal/wire/tlsread"},
+		{"srcs/tcp.go", []string{"internal/wire/mqtt"}, "srcs/ may import pool, internal/contract"},
+		{"srcs/mqtt/mqtt.go", []string{"srcs", "srcs/trust", "internal/wire/mqtt", "internal/wire/tlsread"}, ""},
 		{"srcs/mqtt/mqtt.go", []string{"engine"}, "srcs/mqtt/ may import"},
-		{"srcs/trust/trust.go", []string{"srcs", "internal/certs", "internal/trusthook"}, ""},
+		{"srcs/trust/trust.go", []string{"srcs", "internal/wire/certs", "internal/wire/trusthook"}, ""},
 		{"srcs/trust/trust.go", []string{"engine"}, "srcs/trust/ may import"},
-		{"internal/certs/certs.go", []string{"pool"}, "internal/certs/ may import nothing of ours"},
+		{"internal/wire/certs/certs.go", []string{"pool"}, "internal/wire/certs/ may import nothing of ours"},
 		{"internal/contract/lane.go", []string{"pool"}, ""},
 		{"internal/contract/lane.go", []string{"srcs"}, "internal/contract/ may import pool"},
-		{"ring/runner_linux.go", []string{"internal/front", "pool", "srcs"}, ""},
+		{"ring/runner_linux.go", []string{"internal/runner/front", "pool", "srcs"}, ""},
 		{"ring/runner_linux.go", []string{"fallback"}, "ring/ may import pool, srcs, internal"},
-		{"ring/worker_linux.go", []string{"internal/uring", "internal/front"}, ""},
-		{"internal/uring/ring_linux.go", []string{"pool"}, "internal/uring/ may import nothing of ours"},
-		{"fallback/epoll_linux.go", []string{"internal/uring"}, "only ring/ may"},
-		{"engine/probe.go", []string{"internal/uring"}, "only ring/ may"},
-		{"internal/front/table.go", []string{"internal/uring"}, "only ring/ may"},
+		{"ring/worker_linux.go", []string{"internal/runner/uring", "internal/runner/front"}, ""},
+		{"internal/runner/uring/ring_linux.go", []string{"pool"}, "internal/runner/uring/ may import nothing of ours"},
+		{"fallback/epoll_linux.go", []string{"internal/runner/uring"}, "only ring/ may"},
+		{"engine/probe.go", []string{"internal/runner/uring"}, "only ring/ may"},
+		{"internal/runner/front/table.go", []string{"internal/runner/uring"}, "only ring/ may"},
 		{"fallback/epoll_linux.go", []string{"ring"}, "fallback/ may import"},
-		{"internal/front/table.go", []string{"engine"}, "internal/ may import"},
-		{"engine/select.go", []string{"ring", "fallback", "internal/front"}, ""},
+		{"internal/runner/front/table.go", []string{"engine"}, "internal/runner/ may import"},
+		{"engine/engine.go", []string{"internal/runner/driver"}, "engine/ may import"},
+		{"internal/wire/tlsread/tlsread.go", []string{"srcs"}, "internal/wire/tlsread/ may import internal/contract"},
+		{"engine/select.go", []string{"ring", "fallback", "internal/contract"}, ""},
 		{"engine/metrics/metrics.go", []string{"ring"}, "engine/metrics/ may import engine"},
 		{"bench/probe.go", []string{"ring"}, "bench/ may import engine"},
-		{"internal/soak/soak.go", []string{"engine", "internal/mosquitto", "bench/harness"}, ""},
-		{"internal/soak/soak.go", []string{"internal/srcstest"}, "a package for tests only"},
-		{"bench/run.go", []string{"internal/mosquitto"}, "bench/ may import engine"},
-		{"cmd/sluice-soak/main.go", []string{"internal/soak"}, ""},
-		{"engine/engine.go", []string{"internal/srcstest"}, "a package for tests only"},
-		{"internal/srcstest/env.go", []string{"internal/mosquitto"}, ""},
+		{"internal/app/soak/soak.go", []string{"engine", "internal/testkit/mosquitto", "bench/harness"}, ""},
+		{"internal/app/soak/soak.go", []string{"internal/testkit/srcstest"}, "a package for tests only"},
+		{"bench/run.go", []string{"internal/testkit/mosquitto"}, "bench/ may import engine"},
+		{"cmd/sluice-soak/main.go", []string{"internal/app/soak"}, ""},
+		{"engine/engine.go", []string{"internal/testkit/srcstest"}, "a package for tests only"},
+		{"internal/testkit/srcstest/env.go", []string{"internal/testkit/mosquitto"}, ""},
 		{"cmd/sluice-bench/main.go", []string{"bench", "bench/latency"}, ""},
 		{"cmd/sluice-bench/main.go", []string{"ring"}, "cmd/sluice-bench/ may import bench"},
 		{"bench/report/units.go", []string{"bench/harness"}, "bench/report/ may import nothing of ours"},
@@ -480,15 +488,15 @@ func TestLintLayeringCatchesSlips(t *testing.T) {
 		{"bench/run/run.go", []string{"bench", "bench/sink", "bench/peers"}, ""},
 		{"bench/sink/sink.go", []string{"bench/run"}, "bench/sink/ may import engine"},
 		{"node/node.go", []string{"engine"}, "no row in the layering table"},
-		{"internal/node/node.go", []string{"engine", "engine/jetstream", "engine/metrics", "srcs", "pool"}, ""},
-		{"internal/node/node.go", []string{"ring"}, "internal/node/ may import engine, engine/jetstream, engine/metrics, srcs, pool"},
-		{"internal/node/node.go", []string{"internal/front"}, "internal/node/ may import engine"},
-		{"cmd/sluice/main.go", []string{"internal/node"}, ""},
-		{"cmd/sluice/main.go", []string{"internal/front"}, "cmd/ may import engine"},
+		{"internal/app/node/node.go", []string{"engine", "engine/jetstream", "engine/metrics", "srcs", "pool"}, ""},
+		{"internal/app/node/node.go", []string{"ring"}, "internal/app/node/ may import engine, engine/jetstream, engine/metrics, srcs, pool"},
+		{"internal/app/node/node.go", []string{"internal/runner/front"}, "internal/app/node/ may import engine"},
+		{"cmd/sluice/main.go", []string{"internal/app/node"}, ""},
+		{"cmd/sluice/main.go", []string{"internal/runner/front"}, "cmd/ may import engine"},
 		{"cmd/sluice/main.go", []string{"bench"}, "cmd/ may import engine"},
 		{"examples/linecount/main.go", []string{"engine", "srcs"}, ""},
-		{"examples/linecount/main.go", []string{"internal/node"}, "examples/ may import engine, srcs, pool"},
-		{"examples/linecount/main.go", []string{"internal/exampletest"}, "a package for tests only"},
+		{"examples/linecount/main.go", []string{"internal/app/node"}, "examples/ may import engine, srcs, pool"},
+		{"examples/linecount/main.go", []string{"internal/testkit/exampletest"}, "a package for tests only"},
 	} {
 		src := "package x\nimport (\n"
 		for _, imp := range tt.imports {
@@ -603,7 +611,7 @@ func sortedKeys(m map[string]bool) []string {
 // configuration, the framers, the chunk flags, the errors a program
 // matches, and the capabilities a source of its own may offer. What only
 // the engine and the runners use belongs in internal/contract or
-// internal/driver, where users need not read past it.
+// internal/runner/driver, where users need not read past it.
 var srcsExported = []string{
 	// The vocabulary and the capabilities a user's source may offer.
 	"Source", "ID", "Flags", "Partial", "EndOfStream", "Datagrams", "Records", "Truncated", "Logger",
@@ -832,11 +840,11 @@ func TestLintExportedSurface(t *testing.T) {
 	files := moduleFiles(t)
 	checkSurface(t, files, "srcs", "srcsExported", srcsExported, "srcsRunnerMethods", srcsRunnerMethods,
 		"srcs is what a program uses to add sources; if a program needs it, list it there, and if only "+
-			"the engine or the runners do, put it in internal/contract or internal/driver")
+			"the engine or the runners do, put it in internal/contract or internal/runner/driver")
 	checkSurface(t, files, "srcs/mqtt", "mqttExported", mqttExported, "the MQTT source's Desc", []string{"MQTT.Desc"},
 		"srcs/mqtt is what a program uses to add an MQTT source; if only the engine or the runners need it, put it in internal/contract")
 	checkSurface(t, files, "ring", "ringExported", ringExported, "ringInternalRefs", ringInternalRefs,
-		"ring is the io_uring runner and its probe; the kernel interface under them is internal/uring")
+		"ring is the io_uring runner and its probe; the kernel interface under them is internal/runner/uring")
 
 	names, refs := exportedAPI(t, files, "engine")
 	for _, r := range refs {

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/engine"
-	"github.com/sluice-io/sluice/internal/mosquitto"
-	"github.com/sluice-io/sluice/internal/srcstest"
+	"github.com/sluice-io/sluice/internal/testkit/mosquitto"
+	"github.com/sluice-io/sluice/internal/testkit/srcstest"
 	"github.com/sluice-io/sluice/srcs"
 	"github.com/sluice-io/sluice/srcs/mqtt"
 )

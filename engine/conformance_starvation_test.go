@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/engine"
-	"github.com/sluice-io/sluice/internal/srcstest"
-	"github.com/sluice-io/sluice/internal/synthetic"
+	"github.com/sluice-io/sluice/internal/testkit/srcstest"
+	"github.com/sluice-io/sluice/internal/testkit/synthetic"
 	"github.com/sluice-io/sluice/pool"
 	"github.com/sluice-io/sluice/srcs"
 )

@@ -13,14 +13,14 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/engine"
-	"github.com/sluice-io/sluice/internal/srcstest"
+	"github.com/sluice-io/sluice/internal/testkit/srcstest"
 	"github.com/sluice-io/sluice/ring"
 	"github.com/sluice-io/sluice/srcs"
 )
 
 // The engine's conformance suite. The runner contract (what a runner does
 // with a lane: streams, flushes, ends, resets, slow consumers, files,
-// datagrams, pause, close) has its own suite, internal/runnertest, which
+// datagrams, pause, close) has its own suite, internal/testkit/runnertest, which
 // each runner's package runs against its constructor. TestConformance
 // covers what the engine adds on top, over every runner: whichever runner
 // reads the bytes, the engine delivers a source's bytes once and in order

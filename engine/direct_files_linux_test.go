@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/engine"
-	"github.com/sluice-io/sluice/internal/srcstest"
+	"github.com/sluice-io/sluice/internal/testkit/srcstest"
 	"github.com/sluice-io/sluice/srcs"
 )
 

@@ -19,8 +19,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-io/sluice/engine"
-	"github.com/sluice-io/sluice/internal/enginetest"
-	"github.com/sluice-io/sluice/internal/srcstest"
+	"github.com/sluice-io/sluice/internal/testkit/enginetest"
+	"github.com/sluice-io/sluice/internal/testkit/srcstest"
 	"github.com/sluice-io/sluice/srcs"
 )
 

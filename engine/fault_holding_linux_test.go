@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/engine"
-	"github.com/sluice-io/sluice/internal/srcstest"
+	"github.com/sluice-io/sluice/internal/testkit/srcstest"
 )
 
 // seededSender writes a seeded random stream of a set length to a

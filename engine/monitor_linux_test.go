@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/sluice-io/sluice/engine"
-	"github.com/sluice-io/sluice/internal/enginetest"
+	"github.com/sluice-io/sluice/internal/testkit/enginetest"
 	"github.com/sluice-io/sluice/srcs"
 )
 

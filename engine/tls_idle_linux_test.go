@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/engine"
-	"github.com/sluice-io/sluice/internal/srcstest"
-	"github.com/sluice-io/sluice/internal/testca"
+	"github.com/sluice-io/sluice/internal/testkit/srcstest"
+	"github.com/sluice-io/sluice/internal/testkit/testca"
 	"github.com/sluice-io/sluice/srcs"
 	"github.com/sluice-io/sluice/srcs/mqtt"
 )

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/engine"
-	"github.com/sluice-io/sluice/internal/testca"
+	"github.com/sluice-io/sluice/internal/testkit/testca"
 	"github.com/sluice-io/sluice/srcs"
 )
 

@@ -5,7 +5,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/sluice-io/sluice/internal/runnertest"
+	"github.com/sluice-io/sluice/internal/testkit/runnertest"
 	"github.com/sluice-io/sluice/srcs"
 )
 

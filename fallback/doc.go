@@ -9,7 +9,7 @@
 //     explicitly, as the baseline the others are measured against.
 //
 // The engine chooses among them (engine.Config.Runner). Each drives its
-// lanes through internal/driver's Lane, which holds the rules of a lane
+// lanes through internal/runner/driver's Lane, which holds the rules of a lane
 // (fill, commit, framing, flush, emit, finish); the runners here only
 // decide when to read and how to wait.
 package fallback

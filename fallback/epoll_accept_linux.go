@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-io/sluice/internal/contract"
-	"github.com/sluice-io/sluice/internal/front"
+	"github.com/sluice-io/sluice/internal/runner/front"
 )
 
 // epAcceptDepth is how many grants a listener holds per worker, all of

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/sluice-io/sluice/internal/contract"
-	"github.com/sluice-io/sluice/internal/runnertest"
+	"github.com/sluice-io/sluice/internal/testkit/runnertest"
 )
 
 // faultyEpoll is an Epoll whose workers the worker fault suite can fail,

@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-io/sluice/internal/contract"
-	"github.com/sluice-io/sluice/internal/driver"
+	"github.com/sluice-io/sluice/internal/runner/driver"
 )
 
 // epLane is a worker's state for one lane. Slots are reused; the token

@@ -18,9 +18,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-io/sluice/internal/contract"
-	"github.com/sluice-io/sluice/internal/driver"
-	"github.com/sluice-io/sluice/internal/front"
-	"github.com/sluice-io/sluice/internal/mmsg"
+	"github.com/sluice-io/sluice/internal/runner/driver"
+	"github.com/sluice-io/sluice/internal/runner/front"
+	"github.com/sluice-io/sluice/internal/runner/mmsg"
 	"github.com/sluice-io/sluice/srcs"
 )
 

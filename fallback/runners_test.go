@@ -6,7 +6,7 @@ import (
 
 	"github.com/sluice-io/sluice/fallback"
 	"github.com/sluice-io/sluice/internal/contract"
-	"github.com/sluice-io/sluice/internal/runnertest"
+	"github.com/sluice-io/sluice/internal/testkit/runnertest"
 	"github.com/sluice-io/sluice/srcs"
 )
 

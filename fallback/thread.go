@@ -15,7 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-io/sluice/internal/contract"
-	"github.com/sluice-io/sluice/internal/driver"
+	"github.com/sluice-io/sluice/internal/runner/driver"
 	"github.com/sluice-io/sluice/srcs"
 )
 

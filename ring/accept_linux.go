@@ -14,8 +14,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-io/sluice/internal/contract"
-	"github.com/sluice-io/sluice/internal/front"
-	"github.com/sluice-io/sluice/internal/uring"
+	"github.com/sluice-io/sluice/internal/runner/front"
+	"github.com/sluice-io/sluice/internal/runner/uring"
 )
 
 // acceptDepth is how many accepts a worker keeps armed for one listener

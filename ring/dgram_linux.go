@@ -7,7 +7,7 @@ package ring
 import (
 	"time"
 
-	"github.com/sluice-io/sluice/internal/mmsg"
+	"github.com/sluice-io/sluice/internal/runner/mmsg"
 )
 
 // advanceDgram receives what a readable datagram lane's socket holds.

@@ -1,14 +1,14 @@
 // Package ring is sluice's io_uring runner. [Runner]'s workers arm polls
 // and reads on rings of their own, reap the completions, wait and wake,
 // and leave what a lane does with the bytes (commit, framing, flush, emit,
-// finish) to internal/driver's Lane, which every runner shares. [Probe]
+// finish) to internal/runner/driver's Lane, which every runner shares. [Probe]
 // reports what io_uring can do on the running kernel, the answer the
 // engine's runner choice reads, and [KernelFeatures] lists what the probe
 // looks for, each with its first kernel release and what sluice uses it
 // for.
 //
 // The kernel interface itself (the ABI, ring setup and mapping, the ops,
-// registration, the waker and the raw system calls) is internal/uring;
+// registration, the waker and the raw system calls) is internal/runner/uring;
 // this package has no unsafe code.
 //
 // # Kernel versions

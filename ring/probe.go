@@ -6,7 +6,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/sluice-io/sluice/internal/uring"
+	"github.com/sluice-io/sluice/internal/runner/uring"
 )
 
 // ErrNotSupported means io_uring cannot be used here: not Linux, a kernel

@@ -3,7 +3,7 @@ package ring
 import (
 	"fmt"
 
-	"github.com/sluice-io/sluice/internal/uring"
+	"github.com/sluice-io/sluice/internal/runner/uring"
 )
 
 // KernelFeature is one io_uring capability the probe looks for, with the

@@ -2,7 +2,7 @@
 
 package ring
 
-import "github.com/sluice-io/sluice/internal/uring"
+import "github.com/sluice-io/sluice/internal/runner/uring"
 
 func probe() ProbeResult {
 	err := &uring.NotSupportedError{Op: "setup", Reason: "io_uring needs Linux"}

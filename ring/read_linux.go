@@ -11,8 +11,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sluice-io/sluice/internal/driver"
-	"github.com/sluice-io/sluice/internal/uring"
+	"github.com/sluice-io/sluice/internal/runner/driver"
+	"github.com/sluice-io/sluice/internal/runner/uring"
 	"github.com/sluice-io/sluice/pool"
 )
 

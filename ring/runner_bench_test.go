@@ -5,7 +5,7 @@ package ring
 import (
 	"testing"
 
-	"github.com/sluice-io/sluice/internal/runnertest"
+	"github.com/sluice-io/sluice/internal/testkit/runnertest"
 )
 
 func BenchmarkRunnerOneLane(b *testing.B) {

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/internal/contract"
-	"github.com/sluice-io/sluice/internal/driver"
-	"github.com/sluice-io/sluice/internal/front"
-	"github.com/sluice-io/sluice/internal/uring"
+	"github.com/sluice-io/sluice/internal/runner/driver"
+	"github.com/sluice-io/sluice/internal/runner/front"
+	"github.com/sluice-io/sluice/internal/runner/uring"
 	"github.com/sluice-io/sluice/pool"
 )
 

@@ -5,7 +5,7 @@ package ring
 import (
 	"github.com/sluice-io/sluice/internal/contract"
 
-	"github.com/sluice-io/sluice/internal/uring"
+	"github.com/sluice-io/sluice/internal/runner/uring"
 )
 
 var errRunnerNotLinux = &uring.NotSupportedError{Op: "runner", Reason: "io_uring needs Linux"}

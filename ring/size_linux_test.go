@@ -4,7 +4,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/sluice-io/sluice/internal/driver"
+	"github.com/sluice-io/sluice/internal/runner/driver"
 )
 
 // TestLaneSize holds what a worker's lane state adds to the driver's lane

@@ -14,10 +14,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-io/sluice/internal/contract"
-	"github.com/sluice-io/sluice/internal/driver"
-	"github.com/sluice-io/sluice/internal/front"
-	"github.com/sluice-io/sluice/internal/mmsg"
-	"github.com/sluice-io/sluice/internal/uring"
+	"github.com/sluice-io/sluice/internal/runner/driver"
+	"github.com/sluice-io/sluice/internal/runner/front"
+	"github.com/sluice-io/sluice/internal/runner/mmsg"
+	"github.com/sluice-io/sluice/internal/runner/uring"
 	"github.com/sluice-io/sluice/srcs"
 )
 
@@ -181,7 +181,7 @@ type worker struct {
 // reason on the worker. The worker allocates them in slabs (front.Slab).
 type lane struct {
 	// Seat is what the host keeps of the lane: its driver (the buffer,
-	// the framing and the emit rules of internal/driver; Driver.Lane() is
+	// the framing and the emit rules of internal/runner/driver; Driver.Lane() is
 	// the engine's lane), its place in the flush heap and in line, its
 	// pool wait, and in Last what its last read brought or, while a read
 	// is in flight, what it asked for.

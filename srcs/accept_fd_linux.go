@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/internal/contract"
-	"github.com/sluice-io/sluice/internal/proxy"
+	"github.com/sluice-io/sluice/internal/wire/proxy"
 	"golang.org/x/sys/unix"
 )
 

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/internal/contract"
-	"github.com/sluice-io/sluice/internal/tlsread"
+	"github.com/sluice-io/sluice/internal/wire/tlsread"
 	"golang.org/x/sys/unix"
 )
 

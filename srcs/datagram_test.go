@@ -6,7 +6,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/sluice-io/sluice/internal/driver"
+	"github.com/sluice-io/sluice/internal/runner/driver"
 	"github.com/sluice-io/sluice/srcs"
 )
 

@@ -7,14 +7,14 @@ import (
 	"math"
 	"testing"
 
-	rt "github.com/sluice-io/sluice/internal/recordtest"
+	rt "github.com/sluice-io/sluice/internal/testkit/recordtest"
 	"github.com/sluice-io/sluice/srcs"
 )
 
 // FuzzFramerNext checks the framers against recordtest.Ref, a reference
 // decoder written from the framing rules rather than from the framers'
 // code: a record fits when its whole length is at most the limit and its
-// payload at most the framer's Max. internal/driver's stream targets run
+// payload at most the framer's Max. internal/runner/driver's stream targets run
 // it over whole streams.
 
 // checkNext compares one call of f.Next with ref.

@@ -1,7 +1,7 @@
 package srcs
 
 // splitRecords is the tests' reading of a framed stream, as a runner's lane
-// reads it (internal/driver) for framers that skip nothing: buf[:n] starts
+// reads it (internal/runner/driver) for framers that skip nothing: buf[:n] starts
 // at a record boundary; it returns the bytes of the whole records at its
 // start, or the error that ends the lane.
 func splitRecords(f Framer, buf []byte, n int) (done int, err error) {

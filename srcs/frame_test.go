@@ -11,11 +11,11 @@ import (
 	"strings"
 	"testing"
 
-	rt "github.com/sluice-io/sluice/internal/recordtest"
+	rt "github.com/sluice-io/sluice/internal/testkit/recordtest"
 	"github.com/sluice-io/sluice/srcs"
 )
 
-// The framing tests drive each Framer's Next directly; internal/driver
+// The framing tests drive each Framer's Next directly; internal/runner/driver
 // drives them through a lane the way a runner does.
 
 // recordErr checks that err is a *RecordError with the given fields.

@@ -26,8 +26,8 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/internal/contract"
-	"github.com/sluice-io/sluice/internal/proxy"
-	"github.com/sluice-io/sluice/internal/trusthook"
+	"github.com/sluice-io/sluice/internal/wire/proxy"
+	"github.com/sluice-io/sluice/internal/wire/trusthook"
 )
 
 // DefaultMaxHandshakes caps a listener's handshakes in progress when

@@ -25,7 +25,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/sluice-io/sluice/internal/proxy"
+	"github.com/sluice-io/sluice/internal/wire/proxy"
 )
 
 // ProxyProtocolConfig enables the PROXY protocol on a listener.

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-io/sluice/internal/driver"
+	"github.com/sluice-io/sluice/internal/runner/driver"
 	"github.com/sluice-io/sluice/srcs"
 )
 

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/internal/contract"
-	"github.com/sluice-io/sluice/internal/trusthook"
+	"github.com/sluice-io/sluice/internal/wire/trusthook"
 )
 
 // DefaultDialTimeout bounds a TCPClient's dial when DialTimeout is zero.

@@ -19,7 +19,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/sluice-io/sluice/internal/trusthook"
+	"github.com/sluice-io/sluice/internal/wire/trusthook"
 )
 
 // DefaultHandshakeTimeout bounds a listener's handshake (the PROXY header

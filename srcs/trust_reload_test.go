@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-io/sluice/internal/testca"
+	"github.com/sluice-io/sluice/internal/testkit/testca"
 	"github.com/sluice-io/sluice/srcs"
 )
 

@@ -15,8 +15,8 @@ import (
 
 	proxyproto "github.com/pires/go-proxyproto"
 
-	"github.com/sluice-io/sluice/internal/srcstest"
-	"github.com/sluice-io/sluice/internal/testca"
+	"github.com/sluice-io/sluice/internal/testkit/srcstest"
+	"github.com/sluice-io/sluice/internal/testkit/testca"
 	"github.com/sluice-io/sluice/srcs"
 )
 

@@ -18,8 +18,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-io/sluice/internal/contract"
-	"github.com/sluice-io/sluice/internal/driver"
-	"github.com/sluice-io/sluice/internal/srcstest"
+	"github.com/sluice-io/sluice/internal/runner/driver"
+	"github.com/sluice-io/sluice/internal/testkit/srcstest"
 	"github.com/sluice-io/sluice/srcs"
 )
 

@@ -21,7 +21,7 @@ import (
 	"github.com/sluice-io/sluice/bench"
 	"github.com/sluice-io/sluice/bench/benchtest"
 	"github.com/sluice-io/sluice/bench/harness"
-	"github.com/sluice-io/sluice/internal/srcstest"
+	"github.com/sluice-io/sluice/internal/testkit/srcstest"
 	"golang.org/x/sys/unix"
 )
 

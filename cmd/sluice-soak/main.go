@@ -1,6 +1,6 @@
 // Command sluice-soak runs sluice's reliability test: every kind of source
 // on one engine for --duration, then exact delivery and no leaks (package
-// internal/soak; docs/reliability.md). It is a thin driver.
+// internal/app/soak; docs/reliability.md). It is a thin driver.
 //
 // Exit statuses: 0 passed; 1 a mismatch, a leak or an error; 2 bad
 // command line.
@@ -17,7 +17,7 @@ import (
 	"syscall"
 
 	"github.com/sluice-io/sluice/bench/harness"
-	"github.com/sluice-io/sluice/internal/soak"
+	"github.com/sluice-io/sluice/internal/app/soak"
 )
 
 func main() { os.Exit(run(os.Args[1:])) }

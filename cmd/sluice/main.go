@@ -1,7 +1,7 @@
 // Command sluice runs an ingest node: sources listed in a YAML file are
 // ingested through the sluice engine into one output, with Prometheus
 // metrics, a health check and a drain on SIGINT or SIGTERM. The node
-// itself is package internal/node; this is a thin driver.
+// itself is package internal/app/node; this is a thin driver.
 //
 //	sluice run -c node.yaml     run a node until SIGINT or SIGTERM, then drain
 //	sluice check -c node.yaml   check a node file and print it resolved
@@ -25,7 +25,7 @@ import (
 	"runtime/debug"
 	"strings"
 
-	"github.com/sluice-io/sluice/internal/node"
+	"github.com/sluice-io/sluice/internal/app/node"
 )
 
 const usage = `usage: sluice <command> [flags]

@@ -20,7 +20,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"go.uber.org/goleak"
 
-	"github.com/sluice-io/sluice/internal/srcstest"
+	"github.com/sluice-io/sluice/internal/testkit/srcstest"
 )
 
 var binDir string

@@ -17,8 +17,8 @@ import (
 	"github.com/nats-io/nats.go"
 	njs "github.com/nats-io/nats.go/jetstream"
 
-	"github.com/sluice-io/sluice/internal/mosquitto"
-	"github.com/sluice-io/sluice/internal/srcstest"
+	"github.com/sluice-io/sluice/internal/testkit/mosquitto"
+	"github.com/sluice-io/sluice/internal/testkit/srcstest"
 )
 
 // TestMQTTExactlyOnce runs four publishers of numbered QoS 1 messages

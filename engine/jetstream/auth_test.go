@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/sluice-io/sluice/engine/jetstream"
-	"github.com/sluice-io/sluice/internal/testca"
+	"github.com/sluice-io/sluice/internal/testkit/testca"
 	"github.com/sluice-io/sluice/srcs"
 )
 

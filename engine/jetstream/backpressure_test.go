@@ -10,7 +10,7 @@ import (
 
 	"github.com/sluice-io/sluice/engine"
 	"github.com/sluice-io/sluice/engine/jetstream"
-	"github.com/sluice-io/sluice/internal/enginetest"
+	"github.com/sluice-io/sluice/internal/testkit/enginetest"
 	"github.com/sluice-io/sluice/srcs"
 )
 

@@ -16,7 +16,7 @@ import (
 
 	"github.com/sluice-io/sluice/engine"
 	"github.com/sluice-io/sluice/engine/metrics"
-	"github.com/sluice-io/sluice/internal/synthetic"
+	"github.com/sluice-io/sluice/internal/testkit/synthetic"
 	"github.com/sluice-io/sluice/srcs"
 )
 

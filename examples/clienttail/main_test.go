@@ -11,7 +11,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/sluice-io/sluice/internal/exampletest"
+	"github.com/sluice-io/sluice/internal/testkit/exampletest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

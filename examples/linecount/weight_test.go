@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluice-io/sluice/internal/exampletest"
+	"github.com/sluice-io/sluice/internal/testkit/exampletest"
 )
 
 // maxWeight is the most a plain TCP listener on sluice may weigh against
@@ -65,10 +65,10 @@ func TestLinks(t *testing.T) {
 		{"github.com/sluice-io/sluice/srcs/trust", "TLS and the PROXY protocol"},
 		{"crypto/tls", "TLS (srcs/trust)"},
 		{"github.com/pires/go-proxyproto", "the PROXY protocol's parser (srcs/trust)"},
-		{"github.com/dustin/go-humanize", "the node file's sizes (internal/node)"},
+		{"github.com/dustin/go-humanize", "the node file's sizes (internal/app/node)"},
 		{"log/slog", "a logger given to the engine or a source (srcs.Logger)"},
 		{"github.com/prometheus/client_golang/prometheus", "metrics (engine/metrics)"},
-		{"gopkg.in/yaml.v3", "the node file (internal/node)"},
+		{"gopkg.in/yaml.v3", "the node file (internal/app/node)"},
 	} {
 		if slices.Contains(deps, p.pkg) {
 			t.Errorf("linecount links %s, which it does not use: it belongs with %s", p.pkg, p.why)

@@ -13,7 +13,7 @@ import (
 // read the bytes: io.EOF stays io.EOF, resets also match reset
 // (srcs.ErrReset), deadlines and timeouts also match timeout
 // (srcs.ErrTimeout). Other errors pass through unchanged. srcs and
-// internal/driver bind it to srcs's sentinels.
+// internal/runner/driver bind it to srcs's sentinels.
 func Classify(err, reset, timeout error) error {
 	switch {
 	case err == nil || errors.Is(err, io.EOF):

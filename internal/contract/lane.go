@@ -105,7 +105,7 @@ type Lane struct {
 	// Runner belongs to the runner that drives the lane, which keeps its
 	// handle on the lane here rather than in a table of its own (a map
 	// entry per connection): the event-loop runners keep the worker and
-	// the token (internal/front.Table). Zero while no runner drives the
+	// the token (internal/runner/front.Table). Zero while no runner drives the
 	// lane. The engine never touches it; the runner guards it.
 	Runner RunnerRef
 }

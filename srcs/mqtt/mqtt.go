@@ -18,7 +18,7 @@ import (
 
 	"github.com/mochi-mqtt/server/v2/packets"
 	"github.com/sluice-io/sluice/internal/contract"
-	"github.com/sluice-io/sluice/internal/mqtt"
+	"github.com/sluice-io/sluice/internal/wire/mqtt"
 	"github.com/sluice-io/sluice/srcs"
 	"github.com/sluice-io/sluice/srcs/trust"
 )

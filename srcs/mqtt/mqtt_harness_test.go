@@ -22,8 +22,8 @@ import (
 	mqttsrc "github.com/sluice-io/sluice/srcs/mqtt"
 
 	"github.com/sluice-io/sluice/internal/contract"
-	"github.com/sluice-io/sluice/internal/driver"
-	"github.com/sluice-io/sluice/internal/srcstest"
+	"github.com/sluice-io/sluice/internal/runner/driver"
+	"github.com/sluice-io/sluice/internal/testkit/srcstest"
 )
 
 // --- an MQTT source driven as the engine and a runner drive it ---

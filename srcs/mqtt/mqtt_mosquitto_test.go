@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-io/sluice/internal/mosquitto"
-	"github.com/sluice-io/sluice/internal/srcstest"
+	"github.com/sluice-io/sluice/internal/testkit/mosquitto"
+	"github.com/sluice-io/sluice/internal/testkit/srcstest"
 	mqttsrc "github.com/sluice-io/sluice/srcs/mqtt"
 )
 

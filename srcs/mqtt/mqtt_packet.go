@@ -6,7 +6,7 @@ import (
 	"math"
 
 	"github.com/mochi-mqtt/server/v2/packets"
-	"github.com/sluice-io/sluice/internal/mqtt"
+	"github.com/sluice-io/sluice/internal/wire/mqtt"
 	"github.com/sluice-io/sluice/srcs"
 )
 

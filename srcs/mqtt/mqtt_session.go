@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/mochi-mqtt/server/v2/packets"
-	"github.com/sluice-io/sluice/internal/tlsread"
+	"github.com/sluice-io/sluice/internal/wire/tlsread"
 	"github.com/sluice-io/sluice/srcs"
 	"golang.org/x/sys/unix"
 )

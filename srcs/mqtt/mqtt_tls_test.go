@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-io/sluice/internal/mosquitto"
-	"github.com/sluice-io/sluice/internal/srcstest"
-	"github.com/sluice-io/sluice/internal/testca"
+	"github.com/sluice-io/sluice/internal/testkit/mosquitto"
+	"github.com/sluice-io/sluice/internal/testkit/srcstest"
+	"github.com/sluice-io/sluice/internal/testkit/testca"
 	"github.com/sluice-io/sluice/srcs"
 	mqttsrc "github.com/sluice-io/sluice/srcs/mqtt"
 )

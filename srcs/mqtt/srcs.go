@@ -4,7 +4,7 @@ import (
 	"syscall"
 
 	"github.com/sluice-io/sluice/internal/contract"
-	"github.com/sluice-io/sluice/internal/tlsread"
+	"github.com/sluice-io/sluice/internal/wire/tlsread"
 	"github.com/sluice-io/sluice/srcs"
 )
 

@@ -12,8 +12,8 @@ import (
 
 	proxyproto "github.com/pires/go-proxyproto"
 
-	"github.com/sluice-io/sluice/internal/certs"
-	"github.com/sluice-io/sluice/internal/trusthook"
+	"github.com/sluice-io/sluice/internal/wire/certs"
+	"github.com/sluice-io/sluice/internal/wire/trusthook"
 	"github.com/sluice-io/sluice/srcs"
 )
 

@@ -9,7 +9,7 @@ import (
 
 	proxyproto "github.com/pires/go-proxyproto"
 
-	"github.com/sluice-io/sluice/internal/trusthook"
+	"github.com/sluice-io/sluice/internal/wire/trusthook"
 	"github.com/sluice-io/sluice/srcs"
 	"github.com/sluice-io/sluice/srcs/trust"
 )
