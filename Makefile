@@ -70,11 +70,12 @@ test: deps vet lint
 	@echo "== make test: fio against the sink"
 	$(MAKE) fio-check
 
-# invariants runs the lane driver's own checks (internal/runner/driver, built with
-# -tags invariants: a buffer held by one lane only, Finish exactly once, no
-# emit after it) under the runners' tests (the runner suite, runnertest, with
-# its small pools and resets), the framed conformance suite, and the
-# engine's end-to-end and reset conformance cases.
+# invariants runs the lane driver's own checks (internal/runner/driver,
+# built with -tags invariants: a buffer held by one lane only, Finish
+# exactly once, no emit after it) under the runners' tests (the runner
+# suite, runnertest, with its small pools and resets), the framed
+# conformance suite, and the engine's end-to-end and reset conformance
+# cases.
 invariants:
 	bash scripts/heartbeat.sh $(GO) test -tags invariants -count=1 ./internal/... ./ring/ ./fallback/
 	bash scripts/heartbeat.sh $(GO) test -tags invariants -count=1 -run 'Framed' ./engine/
