@@ -4,15 +4,10 @@
 
 package fallback
 
-import (
-	"time"
-)
+import "time"
 
-// flushDue flushes the lanes whose deadline has passed or is within its
+// flushDueNow flushes a lane whose deadline has passed or is within its
 // slack (driver.Host.FlushDue).
-func (w *epWorker) flushDue(now time.Time) { w.host.FlushDue(now) }
-
-// flushDueNow flushes a lane the heap found due.
 func (w *epWorker) flushDueNow(ln *epLane, now time.Time) {
 	// The deadline may have moved on a path that did not say so: flush
 	// only when the driver agrees, and put the heap right.

@@ -73,14 +73,6 @@ func (w *epWorker) event(ev *unix.EpollEvent) {
 	w.host.Readable(ln, ln.sock)
 }
 
-// serve gives each lane in line (driver.Line: those whose sockets became
-// readable after a last read that brought little, those draining their
-// sockets, the ready queue) one read budget, in order, until delivery
-// pauses or the turn's reads may bring driver.TurnBytes: the rest keep
-// their places for the next turn. A lane whose socket still holds data
-// after its budget is served first next turn (requeue).
-func (w *epWorker) serve() { w.host.Serve() }
-
 // spent says delivery paused reading or the turn's budget is spent.
 func (w *epWorker) spent() bool { return w.e.front.Paused.Load() || w.host.Pace.Spent() }
 

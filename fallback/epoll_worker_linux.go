@@ -197,10 +197,17 @@ func (w *epWorker) loop() error {
 		}
 		w.host.Pace.Hold()
 		if !w.e.front.Paused.Load() {
-			w.serve()
+			// Each lane in line (driver.Line: those whose sockets became
+			// readable after a last read that brought little, those
+			// draining their sockets, the ready queue) gets one read
+			// budget (service), in order, until delivery pauses or the
+			// turn's reads may bring driver.TurnBytes; the rest keep
+			// their places. A lane whose socket still holds data after
+			// its budget is served first next turn (requeue).
+			w.host.Serve()
 		}
 		now := time.Now()
-		w.flushDue(now)
+		w.host.FlushDue(now) // flushDueNow each lane due
 		w.host.Pace.Release()
 		timeout := w.timeout(now)
 		if timeout != 0 && w.host.Pace.Pending() {

@@ -4,12 +4,9 @@ package ring
 
 import "time"
 
-// flushDue flushes the lanes whose deadline has passed or is within its
-// slack (driver.Host.FlushDue).
-func (w *worker) flushDue(now time.Time) { w.host.FlushDue(now) }
-
-// flushDueNow flushes a lane that is due; one with a read in flight
-// flushes when the read completes.
+// flushDueNow flushes a lane whose deadline has passed or is within its
+// slack (driver.Host.FlushDue); one with a read in flight flushes when
+// the read completes.
 func (w *worker) flushDueNow(ln *lane, now time.Time) {
 	if ln.op == tagRead {
 		ln.flushNow = true

@@ -393,7 +393,7 @@ func (w *worker) issue() (now time.Time, err error) {
 	w.readsIssued = false
 	w.advanceReady()
 	now = time.Now()
-	w.flushDue(now)
+	w.host.FlushDue(now) // flushDueNow each lane due
 	if len(w.syncs) > 0 {
 		if _, err := w.ring.Submit(); err != nil {
 			return now, err

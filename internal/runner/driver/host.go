@@ -32,9 +32,6 @@ func (s *Seat[L]) HostSeat() *Seat[L] { return s }
 // Waiting reports whether the lane waits for a pool grant.
 func (s *Seat[L]) Waiting() bool { return s.waiting }
 
-// Queued reports whether the lane stands in line.
-func (s *Seat[L]) Queued() bool { return s.queued }
-
 // Hosted is a backend's lane: a pointer to a state that embeds a Seat.
 type Hosted[L any] interface {
 	comparable

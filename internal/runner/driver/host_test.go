@@ -83,8 +83,8 @@ func TestHostLine(t *testing.T) {
 	r.h.Readable(c, true)
 	d.waiting = true
 	r.h.Readable(d, true)
-	if r.h.Lined() != 3 || !a.Queued() || d.Queued() {
-		t.Fatalf("%d in line (a queued %v, d queued %v), want a, b and c", r.h.Lined(), a.Queued(), d.Queued())
+	if r.h.Lined() != 3 || !a.queued || d.queued {
+		t.Fatalf("%d in line (a queued %v, d queued %v), want a, b and c", r.h.Lined(), a.queued, d.queued)
 	}
 	if got, left := r.serve(); left || !slices.Equal(got, []int{2, 1, 3}) {
 		t.Fatalf("served %v (left %v), want [2 1 3]", got, left)
